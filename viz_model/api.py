@@ -1,0 +1,216 @@
+"""The one entry point for the app, the CLI and tests: `load()` a model directory, then `translate` / `trace`.
+
+A loaded `TranslationModel` is read-only at inference (weights come back from calls, nothing is stored on
+modules), so one instance can serve many threads or browser sessions at once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .attention import causal_mask
+from .checkpoint import CARD, CheckpointError, load_model_dir
+from .config import ModelConfig
+from .decoding import beam_search, max_output_lengths
+from .inference import encode_source, translate_ids
+from .model import HeadMask, Transformer
+from .tokenizer import BOS_ID, EOS_ID, Tokenizer, word_ids
+from .trace import AttentionTrace, DecodingStep
+
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_MODEL = "multi30k-en-de"
+MAX_INPUT_CHARS = 2000
+MAX_BEAM = 16
+MAX_TOP_K = 50
+MAX_BATCH = 10_000
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" = the GPU when torch sees one, else the CPU."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"device must be auto, cpu or cuda; got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but torch sees no CUDA GPU")
+    return torch.device(device)
+
+
+def device_label(device: torch.device) -> str:
+    """'CPU' or the GPU's name."""
+    if device.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(device)}"
+    return "CPU"
+
+
+def available_models(assets: str | Path | None = None) -> list[str]:
+    """Names of the model directories (holding a config.json) in `assets`, default model first."""
+    root = Path(assets) if assets else Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR))
+    if not root.is_dir():
+        return []
+    names = sorted(p.name for p in root.iterdir()
+                   if p.is_dir() and not p.is_symlink() and (p / "config.json").is_file())
+    return sorted(names, key=lambda n: n != DEFAULT_MODEL)
+
+
+def check_text(text: object, what: str = "text") -> str:
+    """Reject what no model can translate, with a message that says why."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what} is empty: type a sentence to translate")
+    if len(text) > MAX_INPUT_CHARS:
+        raise ValueError(f"{what} has {len(text)} characters; the limit is {MAX_INPUT_CHARS}")
+    bad = sorted({c for c in text if unicodedata.category(c) == "Cc" and c not in "\t\n\r"})
+    if bad:
+        names = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
+        raise ValueError(f"{what} contains control characters ({names}); remove them")
+    return text
+
+
+def check_decoding(beam: object, alpha: object, top_k: object = 5) -> tuple[int, float, int]:
+    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= MAX_BEAM:
+        raise ValueError(f"beam must be an integer from 1 to {MAX_BEAM}, got {beam!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
+            or not 0.0 <= alpha <= 5.0:
+        raise ValueError(f"alpha (length penalty) must be a number from 0 to 5, got {alpha!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise ValueError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    return beam, float(alpha), top_k
+
+
+class TranslationModel:
+    """A loaded model directory: the network, its tokenizer, config and card, on one device."""
+
+    def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
+                 device: str | torch.device = "auto", card: str = "") -> None:
+        self.device = resolve_device(device)
+        self.network = network.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.directory = directory
+        self.card = card
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.network.config
+
+    @property
+    def device_label(self) -> str:
+        return device_label(self.device)
+
+    def encode(self, text: str, truncate: bool = False) -> list[int]:
+        """Source ids (pieces + ``</s>``); too long is an error naming the limit, unless `truncate`."""
+        ids = encode_source(self.tokenizer, check_text(text))
+        limit = self.config.max_positions
+        if len(ids) > limit:
+            if not truncate:
+                raise ValueError(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
+                                 "(max_positions). Shorten it or pass truncate=True")
+            ids = ids[:limit - 1] + [EOS_ID]
+        return ids
+
+    def translate(self, texts: str | list[str], beam: int = 4, alpha: float = 0.6, truncate: bool = False
+                  ) -> str | list[str]:
+        """Translate one sentence (returns a string) or a list (returns a list), batched."""
+        beam, alpha, _ = check_decoding(beam, alpha)
+        single = isinstance(texts, str)
+        batch = [texts] if single else list(texts)
+        if len(batch) > MAX_BATCH:
+            raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
+        sources = [self.encode(t, truncate) for t in batch]
+        hyps = translate_ids(self.network, sources, beam, alpha, device=self.device)
+        out = [self.tokenizer.decode(h.tokens) for h in hyps]
+        return out[0] if single else out
+
+    def trace(self, text: str, beam: int = 4, alpha: float = 0.6, target: str | None = None, top_k: int = 5,
+              truncate: bool = False, head_mask: HeadMask | None = None) -> AttentionTrace:
+        """Translate `text` (or force `target`) and record every attention map, mask, encoding and step."""
+        beam, alpha, top_k = check_decoding(beam, alpha, top_k)
+        started = time.perf_counter()
+        src_ids = self.encode(text, truncate)
+        src = torch.tensor([src_ids], device=self.device)
+        with torch.inference_mode():
+            if target is None:
+                max_len = max_output_lengths(src, self.network)[0]
+                output_ids = beam_search(self.network, src, beam, alpha, [max_len])[0].tokens
+            else:
+                output_ids = self.tokenizer.encode(check_text(target, "target")) + [EOS_ID]
+                max_len = self.config.max_positions
+                if len(output_ids) > max_len:
+                    raise ValueError(f"the target is {len(output_ids)} tokens long; this model reads at most "
+                                     f"{max_len} (max_positions)")
+            decoded = time.perf_counter()
+            target_ids = [BOS_ID] + output_ids[:-1]
+            tgt = torch.tensor([target_ids], device=self.device)
+            out = self.network(src, tgt, need_weights=True, head_mask=head_mask)
+            log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
+            steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
+            net = self.network
+            trace = AttentionTrace(
+                source_text=text, translation=self.tokenizer.decode(output_ids),
+                source_ids=src_ids, source_tokens=self.tokenizer.pieces(src_ids),
+                source_words=word_ids(self.tokenizer.pieces(src_ids)),
+                target_ids=target_ids, target_tokens=self.tokenizer.pieces(target_ids),
+                target_words=word_ids(self.tokenizer.pieces(target_ids)),
+                output_ids=output_ids, output_tokens=self.tokenizer.pieces(output_ids),
+                encoder_attentions=[_np(a[0]) for a in out.encoder_attentions],
+                decoder_attentions=[_np(a[0]) for a in out.decoder_attentions],
+                cross_attentions=[_np(a[0]) for a in out.cross_attentions],
+                encoder_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(src_ids), len(src_ids))).copy(),
+                decoder_mask=_np(causal_mask(len(target_ids))[0, 0]),
+                cross_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
+                source_positional=_np(net.positional_encodings(len(src_ids), "source")),
+                target_positional=_np(net.positional_encodings(len(target_ids), "target")),
+                source_embeddings=_np(net.src_embedding(src[0]) * math.sqrt(self.config.d_model)),
+                target_embeddings=_np(net.tgt_embedding(tgt[0]) * math.sqrt(self.config.d_model)),
+                steps=steps, log_probability=total,
+                settings={"beam": beam, "alpha": alpha, "top_k": top_k, "forced": target is not None,
+                          "max_output_length": max_len, "head_mask": head_mask is not None},
+                config=self.config.to_dict(), model_name=self.name, device=self.device_label,
+            )
+        finished = time.perf_counter()
+        trace.timings = {"decode_ms": round((decoded - started) * 1000, 2),
+                         "trace_ms": round((finished - decoded) * 1000, 2),
+                         "total_ms": round((finished - started) * 1000, 2)}
+        return trace
+
+    def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
+               ) -> tuple[list[DecodingStep], float]:
+        top = log_probs.topk(min(top_k, log_probs.shape[-1]), dim=-1)
+        chosen = log_probs.gather(1, torch.tensor(output_ids, device=log_probs.device)[:, None])[:, 0]
+        steps = []
+        for t, (inp, out) in enumerate(zip(target_ids, output_ids)):
+            ids = top.indices[t].tolist()
+            steps.append(DecodingStep(
+                position=t, input_id=inp, input_token=self.tokenizer.piece(inp), token_id=out,
+                token=self.tokenizer.piece(out), probability=float(chosen[t].exp()), top_ids=ids,
+                top_tokens=self.tokenizer.pieces(ids), top_probabilities=top.values[t].exp().tolist()))
+        return steps, float(chosen.sum())
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+
+
+def load(path: str | Path | None = None, device: str | torch.device = "auto") -> TranslationModel:
+    """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault."""
+    if path is None:
+        path = Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / DEFAULT_MODEL
+        if not path.is_dir():
+            raise CheckpointError(f"no default model at {path}: train one with `viz-model train` "
+                                  "(see README) or pass a model directory")
+    directory = Path(path)
+    network, tokenizer, _ = load_model_dir(directory)
+    card_path = directory / CARD
+    card = card_path.read_text(encoding="utf-8") if card_path.is_file() else ""
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card)

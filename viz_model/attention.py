@@ -1,0 +1,178 @@
+"""Scaled dot-product attention, masks and multi-head attention.
+
+Mask convention (the only one in this project): a boolean tensor where **True means "may attend"**.
+It broadcasts against attention scores of shape ``(batch, heads, query_len, key_len)``. Masked
+positions get a score of -inf before the softmax, so their weight is exactly 0.
+
+`attention` has two paths:
+- instrumented (``need_weights=True``): computes ``softmax(Q K^T / sqrt(d_k))`` explicitly and
+  returns the per-head weights (taken before attention dropout);
+- fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights.
+Asking the fast path for weights raises; it never returns a silent ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+IMPLEMENTATIONS = ("auto", "math", "sdpa")
+
+
+def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
+    """Keys that are real tokens may be attended: ``(batch, 1, 1, key_len)``, True = real token."""
+    if ids.dim() != 2:
+        raise ValueError(f"padding_mask expects ids of shape (batch, seq_len), got {tuple(ids.shape)}")
+    return (ids != pad_id)[:, None, None, :]
+
+
+def causal_mask(length: int, device: torch.device | str | None = None, offset: int = 0) -> Tensor:
+    """Query i (at absolute position offset+i) may attend key j iff j <= offset+i: ``(1, 1, length, offset+length)``."""
+    if length < 1:
+        raise ValueError(f"causal_mask needs length >= 1, got {length}")
+    q = torch.arange(offset, offset + length, device=device)[:, None]
+    k = torch.arange(offset + length, device=device)[None, :]
+    return (k <= q)[None, None]
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of masks (None = no constraint): a key is visible only if every mask allows it."""
+    result: Tensor | None = None
+    for mask in masks:
+        if mask is None:
+            continue
+        result = mask if result is None else (result & mask)
+    return result
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("attention expects q, k, v of shape (batch, heads, seq_len, d_head); got "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"query d_k ({q.shape[-1]}) differs from key d_k ({k.shape[-1]})")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"key_len ({k.shape[-2]}) differs from value_len ({v.shape[-2]})")
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+        target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+        try:
+            torch.broadcast_shapes(mask.shape, target)
+        except RuntimeError:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores "
+                             f"(batch, heads, query_len, key_len) = {target}") from None
+
+
+def attention_scores(q: Tensor, k: Tensor, scale: bool = True) -> Tensor:
+    """Q K^T, divided by sqrt(d_k) when `scale` (the paper's scaled dot product)."""
+    scores = q @ k.transpose(-2, -1)
+    return scores / math.sqrt(q.shape[-1]) if scale else scores
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over keys with masked scores set to -inf; a fully masked row gives all zeros, not NaN."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1)
+    if mask is not None:
+        weights = weights.nan_to_num(0.0)
+    return weights.to(scores.dtype)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
+              dropout_p: float = 0.0, scale: bool = True, impl: str = "auto") -> tuple[Tensor, Tensor | None]:
+    """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` on ``(batch, heads, len, d)`` tensors.
+
+    Returns ``(output, weights)``; weights ``(batch, heads, query_len, key_len)`` when `need_weights`,
+    else None. `impl` picks the path: "math" (explicit), "sdpa" (fused, no weights) or "auto".
+    """
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
+    if need_weights and impl == "sdpa":
+        raise ValueError("the fused sdpa path cannot return attention weights; use impl='math' or 'auto'")
+    _check_qkv(q, k, v, mask)
+    if impl == "sdpa" or (impl == "auto" and not need_weights and scale):
+        if not scale:
+            raise ValueError("the fused sdpa path always scales by 1/sqrt(d_k); use impl='math' for scale=False")
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return out, None
+    weights = masked_softmax(attention_scores(q, k, scale), mask)
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, (weights if need_weights else None)
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values of one attention layer, ``(batch, heads, len, d_head)``, for decoding."""
+
+    key: Tensor
+    value: Tensor
+
+    def index_select(self, index: Tensor) -> KVCache:
+        """Reorder the batch rows (beam search keeps the surviving hypotheses)."""
+        return KVCache(self.key.index_select(0, index), self.value.index_select(0, index))
+
+
+class MultiHeadAttention(nn.Module):
+    """``MultiHead(Q, K, V) = Concat(head_1..head_h) W_O`` with ``head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i)``.
+
+    Stateless: weights and caches are returned, never stored on the module.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
+        self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(batch, len, d_model) -> (batch, heads, len, d_head)``."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(batch, heads, len, d_head) -> (batch, len, d_model)`` (the concatenation)."""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+
+    def project_kv(self, source: Tensor) -> KVCache:
+        """Keys and values of `source`, split into heads."""
+        return KVCache(self.split_heads(self.w_k(source)), self.split_heads(self.w_v(source)))
+
+    def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
+                need_weights: bool = False, cache: KVCache | None = None, append_to_cache: bool = False,
+                head_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None, KVCache]:
+        """Attend from `query` ``(batch, q_len, d_model)`` to `source` (self-attention when None).
+
+        `cache` holds keys/values already projected: with `append_to_cache` the new ones are appended
+        (incremental self-attention), otherwise they are used as they are (cross-attention memory).
+        `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). Returns
+        ``(output, weights or None, cache)``.
+        """
+        if query.dim() != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"query must be (batch, len, d_model={self.d_model}), got {tuple(query.shape)}")
+        q = self.split_heads(self.w_q(query))
+        if cache is not None and not append_to_cache:
+            kv = cache
+        else:
+            new = self.project_kv(query if source is None else source)
+            if cache is not None:
+                new = KVCache(torch.cat([cache.key, new.key], dim=2), torch.cat([cache.value, new.value], dim=2))
+            kv = new
+        dropout_p = self.dropout if self.training else 0.0
+        out, weights = attention(q, kv.key, kv.value, mask, need_weights=need_weights, dropout_p=dropout_p)
+        if head_mask is not None:
+            if head_mask.shape != (self.heads,):
+                raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")
+            out = out * head_mask.to(out.dtype)[None, :, None, None]
+        return self.w_o(self.merge_heads(out)), weights, kv

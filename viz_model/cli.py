@@ -1,0 +1,179 @@
+"""The ``viz-model`` command: translate, trace, eval, info, train, export.
+
+Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .checkpoint import CheckpointError
+from .config import ConfigError
+from .tokenizer import TokenizerError
+from .trace import TraceError
+from .train.data import DataError
+
+USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="model directory (default: the shipped model in assets/)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+
+
+def _decode_args(p: argparse.ArgumentParser, beam: int = 4) -> None:
+    p.add_argument("--beam", type=int, default=beam, help=f"beam size, 1 = greedy (default {beam})")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="viz-model", description="An instrumented Transformer translator.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("translate", help="print the translation of TEXT")
+    p.add_argument("text")
+    _model_args(p)
+    _decode_args(p)
+
+    p = sub.add_parser("trace", help="write the full attention trace of TEXT")
+    p.add_argument("text")
+    p.add_argument("--out", required=True, help="FILE.json, FILE.npz, or - for JSON on stdout")
+    p.add_argument("--target", default=None, help="force this output (teacher forcing)")
+    p.add_argument("--top-k", type=int, default=5)
+    _model_args(p)
+    _decode_args(p)
+
+    p = sub.add_parser("eval", help="corpus BLEU and chrF of translating --src against --ref (one JSON line)")
+    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--ref", required=True, action="append",
+                   help="reference translations (plain or .gz); repeat for several references")
+    _model_args(p)
+    _decode_args(p)
+
+    p = sub.add_parser("info", help="print the config, parameter count and model card")
+    _model_args(p)
+
+    p = sub.add_parser("train", help="train a model (or continue one with --resume)")
+    p.add_argument("--config", default=None, help="TOML training config, e.g. configs/multi30k-en-de.toml")
+    p.add_argument("--run-dir", default=None, help="where checkpoints, logs and the final model go")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128")
+
+    p = sub.add_parser("export", help="average a run's last epoch checkpoints into a model directory")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--last", type=int, default=None, help="how many epoch checkpoints to average")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except USER_ERRORS as err:
+        print(f"viz-model: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("viz-model: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `viz-model trace ... --out - | head`
+        sys.stderr.close()
+        return 0
+
+
+def _load(args: argparse.Namespace):
+    from .api import load
+
+    return load(args.model, device=args.device)
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    print(_load(args).translate(args.text, beam=args.beam, alpha=args.alpha))
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    model = _load(args)
+    if args.out != "-" and Path(args.out).suffix not in (".json", ".npz"):
+        raise ValueError(f"--out must end in .json or .npz (or be -), got {args.out!r}")
+    trace = model.trace(args.text, beam=args.beam, alpha=args.alpha, target=args.target, top_k=args.top_k)
+    if args.out == "-":
+        print(trace.to_json())
+    else:
+        trace.save(args.out)
+        print(f"wrote {args.out}: {len(trace.source_tokens)} source x {len(trace.target_tokens)} target tokens, "
+              f"translation: {trace.translation}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .api import check_text
+    from .train.data import open_text
+    from .train.evaluate import corpus_scores
+
+    src = open_text(Path(args.src))
+    refs = [open_text(Path(r)) for r in args.ref]
+    for path, ref in zip(args.ref, refs):
+        if len(ref) != len(src):
+            raise ValueError(f"{path} has {len(ref)} lines but {args.src} has {len(src)}")
+    if not src:
+        raise ValueError(f"{args.src} is empty")
+    for i, line in enumerate(src, 1):
+        try:
+            check_text(line, f"{args.src} line {i}")
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+    model = _load(args)
+    from .inference import translate_ids
+
+    with tqdm(total=len(src), unit="sent", file=sys.stderr) as bar:
+        sources = [model.encode(line, truncate=True) for line in src]
+        hyps = translate_ids(model.network, sources, args.beam, args.alpha, device=model.device, progress=bar.update)
+    scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
+    print(json.dumps({**scores, "sentences": len(src), "beam": args.beam, "alpha": args.alpha,
+                      "model": model.name}))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    model = _load(args)
+    print(json.dumps({"model": model.name, "directory": str(model.directory), "device": model.device_label,
+                      "parameters": model.network.num_parameters(), "config": model.config.to_dict()}, indent=2))
+    if model.card:
+        print()
+        print(model.card)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .config import TrainConfig
+    from .train.loop import train
+
+    if args.resume:
+        if args.config or args.overrides:
+            raise ConfigError("--resume continues a run with its saved config; drop --config and overrides")
+        out = train(TrainConfig(), args.resume, resume=True)
+    else:
+        if not args.config or not args.run_dir:
+            raise ConfigError("train needs --config FILE and --run-dir DIR (or --resume RUN_DIR)")
+        out = train(TrainConfig.from_toml(args.config, args.overrides), args.run_dir)
+    print(f"model written to {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .train.export import export_run
+
+    out = export_run(Path(args.run_dir), Path(args.out), args.last)
+    print(f"model written to {out}", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "info": cmd_info,
+            "train": cmd_train, "export": cmd_export}

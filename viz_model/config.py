@@ -1,0 +1,242 @@
+"""Configuration dataclasses: the only place where defaults live.
+
+`ModelConfig` describes the network and is saved inside every model directory (``config.json``);
+`TrainConfig` describes one training run and is saved inside the run directory. Both validate their
+values on construction and reject unknown keys when read from a file, so a typo fails loudly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomllib
+
+T = TypeVar("T")
+
+POSITIONAL_KINDS = ("sinusoidal", "learned")
+NORM_KINDS = ("post", "pre")
+LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
+          "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names it."""
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def _check_float(name: str, value: Any, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def from_dict(cls: type[T], data: dict[str, Any], source: str = "config") -> T:
+    """Build dataclass `cls` from `data`, naming any unknown key (with the closest known one)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys to values, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - known)
+    if unknown:
+        import difflib
+
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)} for {cls.__name__}")
+    try:
+        return cls(**data)
+    except TypeError as err:  # e.g. a missing required field
+        raise ConfigError(f"{source}: {err}") from None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The encoder-decoder Transformer. Defaults are the paper's base model (Vaswani et al., 2017)."""
+
+    vocab_size: int = 37_000
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    max_positions: int = 256
+    positional: str = "sinusoidal"
+    norm: str = "post"
+    share_embeddings: bool = True
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
+                     "max_positions"):
+            _check_int(name, getattr(self, name), 1, LIMITS[name])
+        _check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
+        _check_float("dropout", self.dropout, 0.0, 0.99)
+        _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
+        _check_choice("positional", self.positional, POSITIONAL_KINDS)
+        _check_choice("norm", self.norm, NORM_KINDS)
+        _check_bool("share_embeddings", self.share_embeddings)
+        if self.d_model % self.heads:
+            raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+
+    @property
+    def d_head(self) -> int:
+        """Width of one head: d_k = d_v = d_model / h."""
+        return self.d_model // self.heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:
+        return from_dict(cls, data, source)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> ModelConfig:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: not valid JSON ({err})") from None
+        return from_dict(cls, data, str(path))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run: model, data, optimisation and schedule (the paper's recipe, as knobs)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data_dir: str = "../shared/data/multi30k"
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_prefix: str = "train"
+    val_prefix: str = "val"
+    test_prefixes: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+    vocab_size: int = 8000
+    tokenizer_type: str = "bpe"
+    max_len: int = 128
+    batch_tokens: int = 4000
+    epochs: int = 30
+    max_steps: int = 0
+    lr_scale: float = 1.0
+    lr_peak: float = 0.0
+    warmup_steps: int = 4000
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    seed: int = 1234
+    checkpoint_every_steps: int = 500
+    keep_epoch_checkpoints: int = 5
+    average_last: int = 5
+    eval_every_epochs: int = 1
+    eval_bleu_sentences: int = 1014
+    eval_beam: int = 1
+    threads: int = 0
+    device: str = "auto"
+    compile: bool = False
+    bf16: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            object.__setattr__(self, "model", ModelConfig.from_dict(self.model, "model"))
+        if isinstance(self.test_prefixes, list):
+            object.__setattr__(self, "test_prefixes", tuple(self.test_prefixes))
+        for name, low, high in (("vocab_size", 64, 1_000_000), ("max_len", 2, 65_536),
+                                ("batch_tokens", 16, 10_000_000), ("epochs", 0, 100_000),
+                                ("max_steps", 0, 100_000_000), ("warmup_steps", 1, 10_000_000),
+                                ("seed", 0, 2**31 - 1), ("checkpoint_every_steps", 1, 10_000_000),
+                                ("keep_epoch_checkpoints", 1, 1000), ("average_last", 1, 1000),
+                                ("eval_every_epochs", 0, 100_000), ("eval_bleu_sentences", 0, 10_000_000),
+                                ("eval_beam", 1, 64), ("threads", 0, 1024)):
+            _check_int(name, getattr(self, name), low, high)
+        for name, low, high in (("lr_scale", 0.0, 1e3), ("lr_peak", 0.0, 1.0), ("adam_beta1", 0.0, 0.9999),
+                                ("adam_beta2", 0.0, 0.99999), ("adam_eps", 0.0, 1.0),
+                                ("weight_decay", 0.0, 1.0), ("label_smoothing", 0.0, 0.99),
+                                ("clip_norm", 0.0, 1e6)):
+            _check_float(name, getattr(self, name), low, high)
+        _check_choice("tokenizer_type", self.tokenizer_type, ("bpe", "unigram"))
+        _check_choice("device", self.device, ("auto", "cpu", "cuda"))
+        _check_bool("compile", self.compile)
+        _check_bool("bf16", self.bf16)
+        if self.epochs == 0 and self.max_steps == 0:
+            raise ConfigError("set epochs or max_steps above 0: the run would train nothing")
+        if self.max_len > self.model.max_positions:
+            raise ConfigError(f"max_len ({self.max_len}) exceeds model.max_positions ({self.model.max_positions})")
+        if self.average_last > self.keep_epoch_checkpoints:
+            raise ConfigError(f"average_last ({self.average_last}) exceeds keep_epoch_checkpoints "
+                              f"({self.keep_epoch_checkpoints})")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["test_prefixes"] = list(self.test_prefixes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> TrainConfig:
+        return from_dict(cls, data, source)
+
+    @classmethod
+    def from_toml(cls, path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+        """Read a TOML file (a `[model]` table for the network) and apply `key=value` overrides."""
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        for item in overrides or []:
+            apply_override(data, item)
+        return from_dict(cls, data, str(path))
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    """Apply one `dotted.key=value` override in place; the value is parsed as TOML (strings may be bare)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. model.d_model=256)")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    parts = key.strip().split(".")
+    target = data
+    for part in parts[:-1]:
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"override {item!r}: {part!r} is not a table")
+    target[parts[-1]] = value

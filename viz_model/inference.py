@@ -1,0 +1,47 @@
+"""Translate many sentences efficiently: tokenize, batch by length, decode, detokenize, restore order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .decoding import Hypothesis, beam_search
+from .model import Transformer
+from .tokenizer import EOS_ID, Tokenizer
+from .train.data import pad
+
+
+def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Source ids as the encoder sees them: pieces then ``</s>``."""
+    return tokenizer.encode(text) + [EOS_ID]
+
+
+def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,
+                  batch_tokens: int = 6000, device: torch.device | None = None,
+                  progress: Callable[[int], None] | None = None) -> list[Hypothesis]:
+    """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved."""
+    device = device or next(model.parameters()).device
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[Hypothesis | None] = [None] * len(sources)
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and len(sources[order[end]]) * (end - start + 1) * beam <= batch_tokens:
+            end += 1
+        chunk = order[start:end]
+        src = pad([sources[i] for i in chunk]).to(device)
+        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha)):
+            results[i] = hyp
+        if progress is not None:
+            progress(len(chunk))
+        start = end
+    return results  # type: ignore[return-value]
+
+
+def translate_texts(model: Transformer, tokenizer: Tokenizer, texts: list[str], beam: int = 4, alpha: float = 0.6,
+                    device: torch.device | None = None, progress: Callable[[int], None] | None = None) -> list[str]:
+    """Translations of `texts` (detokenized strings)."""
+    hyps = translate_ids(model, [encode_source(tokenizer, t) for t in texts], beam, alpha, device=device,
+                         progress=progress)
+    return [tokenizer.decode(h.tokens) for h in hyps]

@@ -1,0 +1,279 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need", instrumented.
+
+Read top to bottom: embeddings + positions, encoder layer, decoder layer, the two stacks, the model.
+Every forward can return each layer's per-head attention weights ``(batch, heads, query_len, key_len)``;
+nothing is ever stored on a module, so one model serves many threads at inference.
+Sub-layers are wrapped as ``LayerNorm(x + Dropout(Sublayer(x)))`` ("post", the paper) or
+``x + Dropout(Sublayer(LayerNorm(x)))`` ("pre", e.g. the Annotated Transformer; the stack then ends with a LayerNorm).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
+from .config import ModelConfig
+from .positional import LearnedPositions, SinusoidalPositions
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+
+
+@dataclass
+class HeadMask:
+    """Per-kind ``(layers, heads)`` multipliers on each head's output; 0 switches a head off (ablation)."""
+
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
+    cross: Tensor | None = None
+
+    def layer(self, kind: str, index: int) -> Tensor | None:
+        mask = getattr(self, kind)
+        return None if mask is None else mask[index]
+
+
+class FeedForward(nn.Module):
+    """``FFN(x) = max(0, x W1 + b1) W2 + b2``, applied at every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(F.relu(self.w_1(x)))
+
+
+class Residual(nn.Module):
+    """One residual sub-layer connection with its LayerNorm, post-LN or pre-LN."""
+
+    def __init__(self, d_model: int, dropout: float, norm: str) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre = norm == "pre"
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, then the feed-forward network."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.attn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+
+    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool = False,
+                head_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        weights: list[Tensor | None] = [None]
+
+        def attend(h: Tensor) -> Tensor:
+            out, weights[0], _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask)
+            return out
+
+        x = self.attn_residual(x, attend)
+        return self.ffn_residual(x, self.ffn), weights[0]
+
+
+@dataclass
+class LayerCache:
+    """Decoding cache of one decoder layer: its own past keys/values and the projected encoder memory."""
+
+    self_attn: KVCache | None
+    cross_attn: KVCache | None
+
+    def index_select(self, index: Tensor) -> LayerCache:
+        return LayerCache(self.self_attn.index_select(index) if self.self_attn is not None else None,
+                          self.cross_attn.index_select(index) if self.cross_attn is not None else None)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder (cross) attention, then the feed-forward network."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.self_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.cross_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+
+    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor | None,
+                need_weights: bool = False, cache: LayerCache | None = None,
+                head_masks: tuple[Tensor | None, Tensor | None] = (None, None),
+                ) -> tuple[Tensor, Tensor | None, Tensor | None, LayerCache]:
+        found: dict[str, Tensor | None] = {}
+        new_cache = LayerCache(None, None)
+        incremental = cache is not None
+
+        def self_attend(h: Tensor) -> Tensor:
+            out, found["self"], new_cache.self_attn = self.self_attn(
+                h, None, self_mask, need_weights=need_weights, head_mask=head_masks[0],
+                cache=cache.self_attn if incremental else None, append_to_cache=True)
+            return out
+
+        def cross_attend(h: Tensor) -> Tensor:
+            out, found["cross"], new_cache.cross_attn = self.cross_attn(
+                h, memory, cross_mask, need_weights=need_weights, head_mask=head_masks[1],
+                cache=cache.cross_attn if incremental else None)
+            return out
+
+        x = self.self_residual(x, self_attend)
+        x = self.cross_residual(x, cross_attend)
+        x = self.ffn_residual(x, self.ffn)
+        return x, found["self"], found["cross"], new_cache
+
+
+@dataclass
+class EncoderOutput:
+    hidden: Tensor  # (batch, src_len, d_model)
+    mask: Tensor  # (batch, 1, 1, src_len) source padding mask, True = real token
+    attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, src_len, src_len)
+
+
+@dataclass
+class DecoderOutput:
+    hidden: Tensor  # (batch, tgt_len, d_model)
+    self_attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, tgt_len)
+    cross_attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, src_len)
+    cache: list[LayerCache] = field(default_factory=list)
+
+
+@dataclass
+class Seq2SeqOutput:
+    """Everything one teacher-forced pass computed (Hugging Face naming)."""
+
+    logits: Tensor  # (batch, tgt_len, vocab)
+    encoder_attentions: list[Tensor]
+    decoder_attentions: list[Tensor]
+    cross_attentions: list[Tensor]
+    source_mask: Tensor
+    target_mask: Tensor
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with a shared source/target vocabulary."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.src_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        if cfg.share_embeddings:  # 3-way tying: source, target and pre-softmax share one matrix
+            self.tgt_embedding = self.src_embedding
+            self.output_projection = None
+        else:
+            self.tgt_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+            self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        positions = SinusoidalPositions if cfg.positional == "sinusoidal" else LearnedPositions
+        self.src_positions = positions(cfg.max_positions, cfg.d_model)
+        self.tgt_positions = self.src_positions if cfg.positional == "sinusoidal" else positions(
+            cfg.max_positions, cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform matrices, zero biases, embeddings N(0, d_model^-0.5) (so scaled ones have unit variance)."""
+        for name, p in self.named_parameters():
+            if "embedding" in name:
+                nn.init.normal_(p, std=self.config.d_model ** -0.5)
+            elif p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.src_embedding.weight[self.config.pad_id].zero_()
+            self.tgt_embedding.weight[self.config.pad_id].zero_()
+
+    # --- embeddings --------------------------------------------------------------------------------
+    def _check_ids(self, ids: Tensor, name: str) -> None:
+        if ids.dim() != 2:
+            raise ValueError(f"{name} must be (batch, seq_len) token ids, got shape {tuple(ids.shape)}")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"{name} must be integer token ids, got {ids.dtype}")
+
+    def embed(self, ids: Tensor, side: str, offset: int = 0) -> Tensor:
+        """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side."""
+        table, positions = ((self.src_embedding, self.src_positions) if side == "source"
+                            else (self.tgt_embedding, self.tgt_positions))
+        x = table(ids) * math.sqrt(self.config.d_model) + positions(ids.shape[1], offset)
+        return self.dropout(x)
+
+    def positional_encodings(self, length: int, side: str = "source", offset: int = 0) -> Tensor:
+        """The ``(length, d_model)`` positional encodings the model adds on that side."""
+        return (self.src_positions if side == "source" else self.tgt_positions)(length, offset)
+
+    # --- the two stacks ------------------------------------------------------------------------------
+    def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None) -> EncoderOutput:
+        """Run the encoder over ``src`` ``(batch, src_len)`` token ids."""
+        self._check_ids(src, "src")
+        mask = padding_mask(src, self.config.pad_id)
+        x = self.embed(src, "source")
+        attentions = []
+        for i, layer in enumerate(self.encoder_layers):
+            x, weights = layer(x, mask, need_weights, head_mask.layer("encoder", i) if head_mask else None)
+            if need_weights:
+                attentions.append(weights)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return EncoderOutput(x, mask, attentions)
+
+    def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
+               cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
+               head_mask: HeadMask | None = None) -> DecoderOutput:
+        """Run the decoder over ``tgt`` ``(batch, tgt_len)`` (positions ``offset..``) attending to `encoded`.
+
+        Pass the `cache` returned by the previous call to decode one step at a time (O(length) per step).
+        """
+        self._check_ids(tgt, "tgt")
+        if tgt.shape[0] != encoded.hidden.shape[0]:
+            raise ValueError(f"tgt batch ({tgt.shape[0]}) differs from source batch ({encoded.hidden.shape[0]})")
+        self_mask = combine_masks(causal_mask(tgt.shape[1], tgt.device, offset), tgt_mask)
+        x = self.embed(tgt, "target", offset)
+        out = DecoderOutput(x)
+        for i, layer in enumerate(self.decoder_layers):
+            masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
+            x, self_w, cross_w, layer_cache = layer(
+                x, encoded.hidden, self_mask, encoded.mask, need_weights,
+                cache[i] if cache is not None else None, masks)
+            out.cache.append(layer_cache)
+            if need_weights:
+                out.self_attentions.append(self_w)
+                out.cross_attentions.append(cross_w)
+        out.hidden = self.decoder_norm(x) if self.decoder_norm is not None else x
+        return out
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Pre-softmax scores over the vocabulary (tied to the embeddings when shared)."""
+        if self.output_projection is None:
+            return F.linear(hidden, self.tgt_embedding.weight)
+        return self.output_projection(hidden)
+
+    def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
+                head_mask: HeadMask | None = None) -> Seq2SeqOutput:
+        """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``)."""
+        encoded = self.encode(src, need_weights, head_mask)
+        tgt_pad = padding_mask(tgt, self.config.pad_id)
+        decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask)
+        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.attentions, decoded.self_attentions,
+                             decoded.cross_attentions, encoded.mask,
+                             combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))
+
+    def num_parameters(self) -> int:
+        """Distinct trainable parameters (tied matrices counted once)."""
+        return sum(p.numel() for p in self.parameters())

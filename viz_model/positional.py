@@ -1,0 +1,75 @@
+"""Positional encodings: the paper's fixed sinusoids and a learned alternative (paper Table 3, row E).
+
+``PE(pos, 2i) = sin(pos / 10000^(2i/d_model))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))``:
+sin and cos interleaved, wavelengths a geometric progression from 2*pi to 10000*2*pi.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0) -> Tensor:
+    """The ``(length, d_model)`` sinusoid matrix, even columns sin, odd columns cos."""
+    if d_model % 2:
+        raise ValueError(f"sinusoidal encodings need an even d_model, got {d_model}")
+    position = torch.arange(length, dtype=torch.float64)[:, None]
+    inv_freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(length, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table.float()
+
+
+def wavelengths(d_model: int, base: float = 10000.0) -> Tensor:
+    """Wavelength of each sin/cos pair: ``2*pi * base^(2i/d_model)``, i = 0 .. d_model/2 - 1."""
+    return 2 * math.pi * base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
+
+def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor:
+    """The block-diagonal rotation M_k with ``PE(pos + k) = M_k @ PE(pos)`` for every pos."""
+    inv_freq = 2 * math.pi / wavelengths(d_model, base)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i, w in enumerate(inv_freq.tolist()):
+        c, s = math.cos(k * w), math.sin(k * w)
+        # [sin(a+b), cos(a+b)] = [[cos b, sin b], [-sin b, cos b]] @ [sin a, cos a]
+        m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = c, s
+        m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = -s, c
+    return m
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoids, kept as a non-persistent buffer (recomputed, not saved in the weights)."""
+
+    def __init__(self, max_positions: int, d_model: int) -> None:
+        super().__init__()
+        self.max_positions = max_positions
+        self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        """Encodings of positions ``offset .. offset+length-1``: ``(length, d_model)``."""
+        check_positions(length, offset, self.max_positions)
+        return self.table[offset:offset + length]
+
+
+class LearnedPositions(nn.Module):
+    """One learned vector per position."""
+
+    def __init__(self, max_positions: int, d_model: int) -> None:
+        super().__init__()
+        self.max_positions = max_positions
+        self.embedding = nn.Embedding(max_positions, d_model)
+        nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+
+    def forward(self, length: int, offset: int = 0) -> Tensor:
+        check_positions(length, offset, self.max_positions)
+        return self.embedding.weight[offset:offset + length]
+
+
+def check_positions(length: int, offset: int, max_positions: int) -> None:
+    if offset + length > max_positions:
+        raise ValueError(f"sequence of {offset + length} positions exceeds the model's maximum of "
+                         f"{max_positions} positions (max_positions)")

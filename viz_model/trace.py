@@ -1,0 +1,219 @@
+"""`AttentionTrace`: everything one translation computed, aligned with its token lists.
+
+Axes: source positions are ``source_tokens`` (pieces + ``</s>``); target positions are ``target_tokens``,
+the decoder's inputs (``<s> y1 .. y_{n-1}``); row t of a decoder or cross map is the query that predicted
+``output_tokens[t]``. Attention maps are per layer ``(heads, query_len, key_len)``, never averaged.
+Saved losslessly as ``.npz`` (arrays + a JSON header) or ``.json`` (float32 values written exactly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+ARRAY_LIST_FIELDS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
+ARRAY_FIELDS = ("encoder_mask", "decoder_mask", "cross_mask", "source_positional", "target_positional",
+                "source_embeddings", "target_embeddings")
+
+
+class TraceError(ValueError):
+    """A trace file is missing, malformed or inconsistent."""
+
+
+@dataclass
+class DecodingStep:
+    """Step t: the decoder read ``input_token`` and chose ``token`` among the top-k candidates."""
+
+    position: int
+    input_id: int
+    input_token: str
+    token_id: int
+    token: str
+    probability: float
+    top_ids: list[int]
+    top_tokens: list[str]
+    top_probabilities: list[float]
+
+
+@dataclass
+class AttentionTrace:
+    source_text: str
+    translation: str
+    source_ids: list[int]
+    source_tokens: list[str]
+    source_words: list[int]
+    target_ids: list[int]
+    target_tokens: list[str]
+    target_words: list[int]
+    output_ids: list[int]
+    output_tokens: list[str]
+    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len)
+    decoder_attentions: list[np.ndarray]  # per layer (heads, tgt_len, tgt_len)
+    cross_attentions: list[np.ndarray]  # per layer (heads, tgt_len, src_len)
+    encoder_mask: np.ndarray  # (src_len, src_len) bool, True = may attend
+    decoder_mask: np.ndarray  # (tgt_len, tgt_len) causal
+    cross_mask: np.ndarray  # (tgt_len, src_len)
+    source_positional: np.ndarray  # (src_len, d_model) PE added to the source embeddings
+    target_positional: np.ndarray  # (tgt_len, d_model)
+    source_embeddings: np.ndarray  # (src_len, d_model) token embeddings * sqrt(d_model), before PE
+    target_embeddings: np.ndarray  # (tgt_len, d_model)
+    steps: list[DecodingStep]
+    log_probability: float  # sum over output tokens
+    settings: dict[str, Any]  # beam, alpha, top_k, forced, max_output_length
+    config: dict[str, Any]  # the model's ModelConfig
+    model_name: str = ""
+    device: str = "cpu"
+    timings: dict[str, float] = field(default_factory=dict)  # milliseconds
+    version: int = FORMAT_VERSION
+
+    # --- convenience -----------------------------------------------------------------------------
+    @property
+    def num_layers(self) -> dict[str, int]:
+        return {"encoder": len(self.encoder_attentions), "decoder": len(self.decoder_attentions),
+                "cross": len(self.cross_attentions)}
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.encoder_attentions[0].shape[0]) if self.encoder_attentions else 0
+
+    def attentions(self, kind: str) -> list[np.ndarray]:
+        """The maps of one kind: "encoder", "decoder" or "cross"."""
+        if kind not in ("encoder", "decoder", "cross"):
+            raise ValueError(f"attention kind must be encoder, decoder or cross; got {kind!r}")
+        return getattr(self, f"{kind}_attentions")
+
+    def axes(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of a kind's maps."""
+        if kind == "encoder":
+            return self.source_tokens, self.source_tokens
+        if kind == "decoder":
+            return self.target_tokens, self.target_tokens
+        return self.target_tokens, self.source_tokens
+
+    def mask(self, kind: str) -> np.ndarray:
+        return {"encoder": self.encoder_mask, "decoder": self.decoder_mask, "cross": self.cross_mask}[kind]
+
+    def validate(self) -> None:
+        """Check that every map's axes match the token lists; raise `TraceError` naming the mismatch."""
+        s, t = len(self.source_tokens), len(self.target_tokens)
+        if len(self.source_ids) != s or len(self.target_ids) != t or len(self.output_ids) != t:
+            raise TraceError(f"token lists disagree: {s} source tokens / {len(self.source_ids)} ids, "
+                             f"{t} target tokens / {len(self.target_ids)} ids / {len(self.output_ids)} outputs")
+        for kind, (q, k) in (("encoder", (s, s)), ("decoder", (t, t)), ("cross", (t, s))):
+            for i, a in enumerate(self.attentions(kind)):
+                if a.ndim != 3 or a.shape[1:] != (q, k):
+                    raise TraceError(f"{kind}_attentions[{i}] has shape {a.shape}, expected (heads, {q}, {k})")
+            if self.mask(kind).shape != (q, k):
+                raise TraceError(f"{kind}_mask has shape {self.mask(kind).shape}, expected ({q}, {k})")
+        if len(self.steps) != t:
+            raise TraceError(f"{len(self.steps)} decoding steps for {t} target positions")
+
+    # --- serialisation -----------------------------------------------------------------------------
+    def _header(self) -> dict[str, Any]:
+        header = {}
+        for f in dataclasses.fields(self):
+            if f.name in ARRAY_LIST_FIELDS or f.name in ARRAY_FIELDS:
+                continue
+            value = getattr(self, f.name)
+            header[f.name] = [dataclasses.asdict(s) for s in value] if f.name == "steps" else value
+        return header
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (arrays as nested lists, float32 values kept exactly)."""
+        data = self._header()
+        for name in ARRAY_LIST_FIELDS:
+            data[name] = [a.tolist() for a in getattr(self, name)]
+        for name in ARRAY_FIELDS:
+            data[name] = getattr(self, name).tolist()
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttentionTrace:
+        try:
+            if data.get("version") != FORMAT_VERSION:
+                raise TraceError(f"trace format version {data.get('version')!r}, expected {FORMAT_VERSION}")
+            values = dict(data)
+            values["steps"] = [DecodingStep(**s) for s in data["steps"]]
+            for name in ARRAY_LIST_FIELDS:
+                values[name] = [np.asarray(a, dtype=np.float32) for a in data[name]]
+            for name in ARRAY_FIELDS:
+                dtype = bool if name.endswith("mask") else np.float32
+                values[name] = np.asarray(data[name], dtype=dtype)
+            trace = cls(**values)
+        except (KeyError, TypeError, ValueError) as err:
+            if isinstance(err, TraceError):
+                raise
+            raise TraceError(f"not a valid trace: {err}") from None
+        trace.validate()
+        return trace
+
+    @classmethod
+    def from_json(cls, text: str) -> AttentionTrace:
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as err:
+            raise TraceError(f"not valid JSON: {err}") from None
+
+    def to_npz_bytes(self) -> bytes:
+        arrays: dict[str, np.ndarray] = {"header": np.frombuffer(json.dumps(self._header()).encode(), np.uint8)}
+        for name in ARRAY_LIST_FIELDS:
+            for i, a in enumerate(getattr(self, name)):
+                arrays[f"{name}/{i}"] = a
+        for name in ARRAY_FIELDS:
+            arrays[name] = getattr(self, name)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_npz_bytes(cls, data: bytes) -> AttentionTrace:
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                values = json.loads(npz["header"].tobytes().decode())
+                if values.get("version") != FORMAT_VERSION:
+                    raise TraceError(f"trace format version {values.get('version')!r}, expected {FORMAT_VERSION}")
+                values["steps"] = [DecodingStep(**s) for s in values["steps"]]
+                for name in ARRAY_LIST_FIELDS:
+                    count = sum(1 for key in npz.files if key.startswith(f"{name}/"))
+                    values[name] = [npz[f"{name}/{i}"] for i in range(count)]
+                for name in ARRAY_FIELDS:
+                    values[name] = npz[name]
+            trace = cls(**values)
+        except TraceError:
+            raise
+        except (KeyError, TypeError, ValueError, OSError, EOFError) as err:
+            raise TraceError(f"not a valid trace .npz: {err}") from None
+        trace.validate()
+        return trace
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``.json`` or ``.npz`` (chosen by the suffix)."""
+        path = Path(path)
+        if path.suffix == ".json":
+            path.write_text(self.to_json(), encoding="utf-8")
+        elif path.suffix == ".npz":
+            path.write_bytes(self.to_npz_bytes())
+        else:
+            raise TraceError(f"{path}: unknown trace format {path.suffix!r}; use .json or .npz")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> AttentionTrace:
+        path = Path(path)
+        if not path.is_file():
+            raise TraceError(f"{path}: trace file not found")
+        if path.suffix == ".json":
+            return cls.from_json(path.read_text(encoding="utf-8"))
+        if path.suffix == ".npz":
+            return cls.from_npz_bytes(path.read_bytes())
+        raise TraceError(f"{path}: unknown trace format {path.suffix!r}; use .json or .npz")

@@ -1,0 +1,1 @@
+"""Training: data and batching, schedule, loss, the resumable loop, checkpoint averaging, evaluation."""

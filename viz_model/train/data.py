@@ -1,0 +1,120 @@
+"""Parallel text files, tokenization and length-grouped token batches."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+
+class DataError(ValueError):
+    """A data file is missing, empty or misaligned with its pair."""
+
+
+def open_text(path: Path) -> list[str]:
+    """Lines of a plain or gzip'ed UTF-8 text file (without line ends)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return [line.rstrip("\n").rstrip("\r") for line in f]
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: unreadable ({err})") from None
+
+
+def find_split(directory: Path, prefix: str, lang: str) -> Path:
+    """``{prefix}.{lang}.gz`` or ``{prefix}.{lang}`` in `directory`."""
+    for name in (f"{prefix}.{lang}.gz", f"{prefix}.{lang}"):
+        if (directory / name).is_file():
+            return directory / name
+    raise DataError(f"{directory}: no file {prefix}.{lang}.gz or {prefix}.{lang}")
+
+
+def read_parallel(directory: str | Path, prefix: str, src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]]:
+    """The aligned source and target lines of one split; errors name the file and the line counts."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"{directory}: data directory not found")
+    src_path, tgt_path = find_split(directory, prefix, src_lang), find_split(directory, prefix, tgt_lang)
+    src, tgt = open_text(src_path), open_text(tgt_path)
+    if not src:
+        raise DataError(f"{src_path}: file is empty")
+    if len(src) != len(tgt):
+        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files are misaligned")
+    return src, tgt
+
+
+@dataclass
+class EncodedPairs:
+    """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch)."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def encode_pairs(tokenizer: Tokenizer, src: list[str], tgt: list[str], max_len: int) -> EncodedPairs:
+    """Tokenize and drop empty pairs and pairs longer than `max_len` pieces on either side."""
+    src_ids, tgt_ids = tokenizer.encode_batch(src), tokenizer.encode_batch(tgt)
+    keep_src, keep_tgt = [], []
+    for s, t in zip(src_ids, tgt_ids):
+        if s and t and len(s) + 1 <= max_len and len(t) + 1 <= max_len:
+            keep_src.append(s + [EOS_ID])
+            keep_tgt.append(t)
+    return EncodedPairs(keep_src, keep_tgt)
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (batch, src_len) ids ending in </s>, padded
+    tgt_in: torch.Tensor  # (batch, tgt_len) <s> y
+    tgt_out: torch.Tensor  # (batch, tgt_len) y </s>
+    target_tokens: int  # non-padding target tokens
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
+                     self.tgt_out.to(device, non_blocking=True), self.target_tokens)
+
+
+def pad(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(rows), max(len(r) for r in rows)), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate(data: EncodedPairs, indices: list[int]) -> Batch:
+    src = pad([data.src[i] for i in indices])
+    tgt_in = pad([[BOS_ID] + data.tgt[i] for i in indices])
+    tgt_out = pad([data.tgt[i] + [EOS_ID] for i in indices])
+    return Batch(src, tgt_in, tgt_out, int((tgt_out != PAD_ID).sum()))
+
+
+def make_batches(data: EncodedPairs, batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
+    """Group sentences of similar length into batches of about `batch_tokens` padded tokens (per side).
+
+    The order depends only on (seed, epoch), so a resumed run sees exactly the same batches.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    lengths = np.array([max(len(s), len(t) + 1) for s, t in zip(data.src, data.tgt)])
+    order = np.lexsort((rng.random(len(lengths)), lengths))  # by length, random among equal lengths
+    batches, current, longest = [], [], 0
+    for i in order.tolist():
+        longest_if_added = max(longest, int(lengths[i]))
+        if current and longest_if_added * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current, longest_if_added = [], int(lengths[i])
+        current.append(i)
+        longest = longest_if_added
+    if current:
+        batches.append(current)
+    perm = rng.permutation(len(batches))
+    return [batches[j] for j in perm]
