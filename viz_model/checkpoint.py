@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from .config import ConfigError, ModelConfig
 from .model import Transformer
@@ -22,6 +22,7 @@ from .tokenizer import Tokenizer, TokenizerError
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")
 MAX_WEIGHTS_BYTES = 2 * 1024**3
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 
 
 class CheckpointError(ValueError):
@@ -37,6 +38,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; model files are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,35 +68,42 @@ def save_weights(model: Transformer, path: str | Path, dtype: torch.dtype | None
 
 
 def load_weights(model: Transformer, path: str | Path) -> None:
-    """Load a safetensors file into `model`, checking names and shapes; names the file on any problem."""
+    """Load a safetensors file into `model`, checking names, shapes and values; names the file on any problem.
+
+    Tensors are read one at a time straight into the parameters, so loading needs no second copy of the model.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: weights file not found")
     if path.stat().st_size > MAX_WEIGHTS_BYTES:
         raise CheckpointError(f"{path}: weights file is larger than {MAX_WEIGHTS_BYTES} bytes")
+    expected = {name: tuple(t.shape) for name, t in state_dict_for_saving(model).items()}
+    targets = dict(model.named_parameters(remove_duplicate=False))
+    targets.update(dict(model.named_buffers()))
     try:
-        tensors = load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            names = set(f.keys())
+            missing, unexpected = sorted(set(expected) - names), sorted(names - set(expected))
+            if missing or unexpected:
+                raise CheckpointError(f"{path}: weights do not match the config: missing {missing[:5]}, "
+                                      f"unexpected {unexpected[:5]}")
+            for name in sorted(names):  # check every header before touching the model
+                info = f.get_slice(name)
+                shape, dtype = tuple(info.get_shape()), info.get_dtype()
+                if shape != expected[name]:
+                    raise CheckpointError(f"{path}: {name} has shape {shape}, the config expects {expected[name]}")
+                if dtype not in FLOAT_DTYPES:
+                    raise CheckpointError(f"{path}: {name} has dtype {dtype}, expected a floating type")
+            with torch.no_grad():
+                for name in sorted(names):
+                    tensor = f.get_tensor(name)
+                    if not torch.isfinite(tensor).all():
+                        raise CheckpointError(f"{path}: {name} contains NaN or infinite values")
+                    targets[name].copy_(tensor.to(targets[name].dtype))
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        if isinstance(err, CheckpointError):
+            raise
         raise CheckpointError(f"{path}: not a valid safetensors file (truncated or corrupt?): {err}") from None
-    expected = state_dict_for_saving(model)
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(f"{path}: weights do not match the config: missing {missing[:5]}, "
-                              f"unexpected {unexpected[:5]}")
-    for name, tensor in tensors.items():
-        if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise CheckpointError(f"{path}: {name} has shape {tuple(tensor.shape)}, the config expects "
-                                  f"{tuple(expected[name].shape)}")
-        if not tensor.is_floating_point():
-            raise CheckpointError(f"{path}: {name} has dtype {tensor.dtype}, expected a floating type")
-        if not torch.isfinite(tensor).all():
-            raise CheckpointError(f"{path}: {name} contains NaN or infinite values")
-    params = dict(model.named_parameters(remove_duplicate=False))
-    params.update(dict(model.named_buffers()))
-    with torch.no_grad():
-        for name, tensor in tensors.items():
-            params[name].copy_(tensor.to(params[name].dtype))
 
 
 def save_model_dir(model: Transformer, tokenizer: Tokenizer, directory: str | Path, card: str | None = None,

@@ -16,7 +16,8 @@ from .tokenizer import TokenizerError
 from .trace import TraceError
 from .train.data import DataError
 
-USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError)
+USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError,
+               IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--last", type=int, default=None, help="how many epoch checkpoints to average")
+    p.add_argument("--evaluate", nargs="*", default=[], metavar="SPLIT",
+                   help="splits of the run's data to score (greedy and beam 4), e.g. val test_2016_flickr")
+    p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
     return parser
 
 
@@ -113,10 +117,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .api import check_text
+    from .api import check_decoding, check_text
     from .train.data import open_text
     from .train.evaluate import corpus_scores
 
+    check_decoding(args.beam, args.alpha)  # before the progress bar, so the error stays one line
     src = open_text(Path(args.src))
     refs = [open_text(Path(r)) for r in args.ref]
     for path, ref in zip(args.ref, refs):
@@ -156,9 +161,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .train.loop import train
 
     if args.resume:
-        if args.config or args.overrides:
-            raise ConfigError("--resume continues a run with its saved config; drop --config and overrides")
-        out = train(TrainConfig(), args.resume, resume=True)
+        if args.overrides and not args.config:
+            raise ConfigError("--resume continues a run with its saved config; overrides need --config to compare")
+        given = TrainConfig.from_toml(args.config, args.overrides) if args.config else None
+        out = train(given, args.resume, resume=True)
     else:
         if not args.config or not args.run_dir:
             raise ConfigError("train needs --config FILE and --run-dir DIR (or --resume RUN_DIR)")
@@ -170,7 +176,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .train.export import export_run
 
-    out = export_run(Path(args.run_dir), Path(args.out), args.last)
+    notes = Path(args.notes[1:]).read_text(encoding="utf-8") if args.notes.startswith("@") else args.notes
+    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

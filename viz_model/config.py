@@ -68,7 +68,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "config") -> T:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)} for {cls.__name__}")
     try:
         return cls(**data)
-    except TypeError as err:  # e.g. a missing required field
+    except (TypeError, ConfigError) as err:  # e.g. a missing required field, or a value out of range
         raise ConfigError(f"{source}: {err}") from None
 
 
@@ -175,6 +175,13 @@ class TrainConfig:
             object.__setattr__(self, "model", ModelConfig.from_dict(self.model, "model"))
         if isinstance(self.test_prefixes, list):
             object.__setattr__(self, "test_prefixes", tuple(self.test_prefixes))
+        if not isinstance(self.model, ModelConfig):
+            raise ConfigError(f"model must be a table of model settings, got {self.model!r}")
+        for name in ("data_dir", "src_lang", "tgt_lang", "train_prefix", "val_prefix"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ConfigError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.test_prefixes, tuple) or not all(isinstance(p, str) for p in self.test_prefixes):
+            raise ConfigError(f"test_prefixes must be a list of strings, got {self.test_prefixes!r}")
         for name, low, high in (("vocab_size", 64, 1_000_000), ("max_len", 2, 65_536),
                                 ("batch_tokens", 16, 10_000_000), ("epochs", 0, 100_000),
                                 ("max_steps", 0, 100_000_000), ("warmup_steps", 1, 10_000_000),

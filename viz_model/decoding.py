@@ -103,6 +103,6 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
             break
         flat_rows = rows.view(-1)
         tokens = torch.cat([tokens.index_select(0, flat_rows), next_tokens.view(-1, 1)], dim=1)
-        cache = [layer.index_select(flat_rows) for layer in out.cache]
+        cache = [layer.reorder(flat_rows, same_source=True) for layer in out.cache]
         scores = next_scores
     return [max(hyps, key=lambda h: h.score) for hyps in finished]

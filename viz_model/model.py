@@ -93,9 +93,13 @@ class LayerCache:
     self_attn: KVCache | None
     cross_attn: KVCache | None
 
-    def index_select(self, index: Tensor) -> LayerCache:
-        return LayerCache(self.self_attn.index_select(index) if self.self_attn is not None else None,
-                          self.cross_attn.index_select(index) if self.cross_attn is not None else None)
+    def reorder(self, index: Tensor, same_source: bool = False) -> LayerCache:
+        """Keep the batch rows in `index`. With `same_source` (rows only move among copies of one source, as in
+        beam search) the encoder memory is identical for them, so its cache is kept as it is."""
+        self_attn = self.self_attn.index_select(index) if self.self_attn is not None else None
+        if same_source or self.cross_attn is None:
+            return LayerCache(self_attn, self.cross_attn)
+        return LayerCache(self_attn, self.cross_attn.index_select(index))
 
 
 class DecoderLayer(nn.Module):

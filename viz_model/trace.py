@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,8 @@ class AttentionTrace:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttentionTrace:
         try:
+            if not isinstance(data, dict):
+                raise TraceError(f"not a valid trace: expected a JSON object, got {type(data).__name__}")
             if data.get("version") != FORMAT_VERSION:
                 raise TraceError(f"trace format version {data.get('version')!r}, expected {FORMAT_VERSION}")
             values = dict(data)
@@ -150,11 +153,11 @@ class AttentionTrace:
                 dtype = bool if name.endswith("mask") else np.float32
                 values[name] = np.asarray(data[name], dtype=dtype)
             trace = cls(**values)
+            trace.validate()
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, TraceError):
                 raise
             raise TraceError(f"not a valid trace: {err}") from None
-        trace.validate()
         return trace
 
     @classmethod
@@ -189,11 +192,11 @@ class AttentionTrace:
                 for name in ARRAY_FIELDS:
                     values[name] = npz[name]
             trace = cls(**values)
+            trace.validate()
         except TraceError:
             raise
-        except (KeyError, TypeError, ValueError, OSError, EOFError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError, OSError, EOFError, zipfile.BadZipFile) as err:
             raise TraceError(f"not a valid trace .npz: {err}") from None
-        trace.validate()
         return trace
 
     def save(self, path: str | Path) -> Path:
@@ -213,7 +216,11 @@ class AttentionTrace:
         if not path.is_file():
             raise TraceError(f"{path}: trace file not found")
         if path.suffix == ".json":
-            return cls.from_json(path.read_text(encoding="utf-8"))
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as err:
+                raise TraceError(f"{path}: not a UTF-8 JSON trace ({err})") from None
+            return cls.from_json(text)
         if path.suffix == ".npz":
             return cls.from_npz_bytes(path.read_bytes())
         raise TraceError(f"{path}: unknown trace format {path.suffix!r}; use .json or .npz")

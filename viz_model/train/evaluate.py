@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import sacrebleu
+import torch
+
+from ..inference import translate_texts
+from ..model import Transformer
+from ..tokenizer import Tokenizer
 
 
 def corpus_scores(hypotheses: list[str], references: list[str] | list[list[str]]) -> dict[str, float]:
@@ -14,3 +19,9 @@ def corpus_scores(hypotheses: list[str], references: list[str] | list[list[str]]
     bleu = sacrebleu.corpus_bleu(hypotheses, streams)
     chrf = sacrebleu.corpus_chrf(hypotheses, streams)
     return {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)}
+
+
+def evaluate_bleu(model: Transformer, tokenizer: Tokenizer, src: list[str], ref: list[str], beam: int,
+                  device: torch.device) -> dict[str, float]:
+    model.eval()
+    return corpus_scores(translate_texts(model, tokenizer, src, beam=beam, alpha=0.6, device=device), ref)

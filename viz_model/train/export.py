@@ -1,4 +1,4 @@
-"""Turn a (possibly unfinished) run into a model directory: average its last epoch checkpoints."""
+"""Turn a run into a model directory: average epoch checkpoints, score, write weights + card + log."""
 
 from __future__ import annotations
 
@@ -6,30 +6,69 @@ import json
 import shutil
 from pathlib import Path
 
+import torch
+from tqdm import tqdm
+
 from ..checkpoint import TRAINING_LOG, save_model_dir
 from ..config import ConfigError, TrainConfig
 from ..model import Transformer
 from ..tokenizer import Tokenizer
-from .loop import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
+from .card import model_card, read_log
+from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
+from .data import read_parallel
+from .evaluate import evaluate_bleu
+
+RESULTS_FILE = "results.json"
 
 
-def export_run(run_dir: Path, out_dir: Path, last: int | None = None) -> Path:
-    """Write `out_dir` (weights, config, tokenizer, training log) from the run's last `last` epochs."""
+def evaluate_sets(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, prefixes: tuple[str, ...],
+                  device: torch.device, beams: tuple[int, ...] = (1, 4)) -> dict[str, dict[str, float]]:
+    """BLEU/chrF of each split in `prefixes` (missing ones are skipped with a note), keyed "split/beamN"."""
+    results: dict[str, dict[str, float]] = {}
+    for prefix in prefixes:
+        try:
+            src, ref = read_parallel(cfg.data_dir, prefix, cfg.src_lang, cfg.tgt_lang)
+        except ValueError as err:
+            tqdm.write(f"skipping {prefix}: {err}")
+            continue
+        for beam in beams:
+            scores = evaluate_bleu(model, tokenizer, src, ref, beam, device)
+            results[f"{prefix}/beam{beam}"] = scores
+            tqdm.write(f"{prefix} beam {beam}: BLEU {scores['bleu']}, chrF {scores['chrf']}")
+    return results
+
+
+def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
+                    results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> Path:
+    """Weights, config, tokenizer, training log, results and model card into `out_dir`."""
+    save_model_dir(model.cpu(), tokenizer, out_dir)
+    events = read_log(run_dir / LOG_FILE)
+    if (run_dir / LOG_FILE).is_file():
+        shutil.copyfile(run_dir / LOG_FILE, out_dir / TRAINING_LOG)
+    (out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    card = model_card(out_dir.name, cfg, model.num_parameters(), events, results, averaged, notes)
+    (out_dir / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+    return out_dir
+
+
+def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: tuple[str, ...] = (),
+               notes: str = "") -> Path:
+    """Model directory from the run's last `last` epoch checkpoints; optionally score the `evaluate` splits."""
     if not (run_dir / CONFIG_FILE).is_file():
         raise ConfigError(f"{run_dir}: not a run directory ({CONFIG_FILE} not found)")
     cfg = TrainConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
     checkpoints = sorted((run_dir / "epochs").glob("epoch_*.safetensors"))
     if not checkpoints:
         raise ConfigError(f"{run_dir}: no epoch checkpoint yet; wait for the first epoch to finish")
-    last = last or cfg.average_last
+    last = cfg.average_last if last is None else last  # (--last 0 is an error, not the default)
     if last < 1:
         raise ConfigError(f"--last must be at least 1, got {last}")
     tokenizer = Tokenizer.load(run_dir / TOKENIZER_FILE)
     model_cfg = cfg.model if cfg.model.vocab_size == tokenizer.vocab_size else TrainConfig.from_dict(
         {**cfg.to_dict(), "model": {**cfg.model.to_dict(), "vocab_size": tokenizer.vocab_size}}).model
     model = Transformer(model_cfg)
-    average_checkpoints(checkpoints[-last:], model)
-    save_model_dir(model.eval(), tokenizer, out_dir)
-    if (run_dir / LOG_FILE).is_file():
-        shutil.copyfile(run_dir / LOG_FILE, out_dir / TRAINING_LOG)
-    return out_dir
+    used = checkpoints[-last:]
+    average_checkpoints(used, model)
+    model.eval()
+    results = evaluate_sets(model, tokenizer, cfg, evaluate, torch.device("cpu")) if evaluate else {}
+    return write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in used], notes)

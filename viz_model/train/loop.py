@@ -15,7 +15,6 @@ optimizer, schedule, data order and RNG state, so the result equals an uninterru
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -32,21 +31,23 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ..checkpoint import (
-    TRAINING_LOG,
-    atomic_write_bytes,
-    load_weights,
-    save_model_dir,
-    save_weights,
-)
+from ..checkpoint import atomic_write_bytes, save_weights
 from ..config import ConfigError, TrainConfig
-from ..inference import translate_texts
 from ..model import Transformer
 from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
+from .checkpoints import (
+    CONFIG_FILE,
+    LATEST,
+    LOG_FILE,
+    TOKENIZER_FILE,
+    average_checkpoints,
+    load_state,
+    save_state,
+    training_state,
+)
 from .data import Batch, EncodedPairs, collate, encode_pairs, make_batches, read_parallel
-from .evaluate import corpus_scores
-
-CONFIG_FILE, LATEST, TOKENIZER_FILE, LOG_FILE = "config.json", "latest.pt", "tokenizer.model", "log.jsonl"
+from .evaluate import evaluate_bleu
+from .export import evaluate_sets, write_model_dir
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -62,7 +63,11 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 
 
 class LabelSmoothedLoss(nn.Module):
-    """Summed label-smoothed cross-entropy over non-padding target positions (projection only where needed)."""
+    """Summed label-smoothed cross-entropy (and plain NLL) over non-padding target positions.
+
+    Only non-padding positions go through the output projection; one log-softmax serves both sums:
+    ``loss = (1 - eps) * nll + eps * mean_v(-log p_v)`` (Szegedy et al., 2016).
+    """
 
     def __init__(self, model: Transformer, smoothing: float) -> None:
         super().__init__()
@@ -74,11 +79,28 @@ class LabelSmoothedLoss(nn.Module):
         encoded = self.model.encode(src)
         hidden = self.model.decode(tgt_in, encoded).hidden
         keep = tgt_out != PAD_ID
-        logits = self.model.logits(hidden[keep]).float()
-        target = tgt_out[keep]
-        loss = F.cross_entropy(logits, target, label_smoothing=self.smoothing, reduction="sum")
-        nll = F.cross_entropy(logits.detach(), target, reduction="sum")
-        return loss, nll
+        log_probs = F.log_softmax(self.model.logits(hidden[keep]).float(), dim=-1)
+        nll = -log_probs.gather(1, tgt_out[keep][:, None]).sum()
+        if self.smoothing == 0:
+            return nll, nll.detach()
+        smooth = -log_probs.mean(dim=-1).sum()
+        return (1 - self.smoothing) * nll + self.smoothing * smooth, nll.detach()
+
+
+def train_step(step_fn: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, lr: float, cfg: TrainConfig,
+               params: list[nn.Parameter], autocast: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimisation step on `batch` at learning rate `lr`; returns (loss, nll) per target token as
+    detached tensors (reading them forces a device sync, so the caller does it only when it logs)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with autocast if autocast is not None else nullcontext():
+        loss_sum, nll_sum = step_fn(batch.src, batch.tgt_in, batch.tgt_out)
+    optimizer.zero_grad(set_to_none=True)
+    (loss_sum / batch.target_tokens).backward()
+    if cfg.clip_norm > 0:
+        torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+    optimizer.step()
+    return loss_sum.detach() / batch.target_tokens, nll_sum / batch.target_tokens
 
 
 @dataclass
@@ -121,6 +143,14 @@ class RunLog:
     def __init__(self, path: Path, enabled: bool) -> None:
         self.path, self.enabled = path, enabled
 
+    def drop_after(self, step: int) -> None:
+        """Forget train/val events past `step` (logged after the checkpoint a resumed run restarts from)."""
+        if not self.path.is_file():
+            return
+        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+                if not _logged_after(line, step)]
+        atomic_write_bytes(self.path, "".join(kept).encode("utf-8"))
+
     def write(self, event: str, **fields: Any) -> None:
         if not self.enabled:
             return
@@ -128,23 +158,50 @@ class RunLog:
             f.write(json.dumps({"event": event, "time": round(time.time(), 3), **fields}) + "\n")
 
 
-def prepare_run(cfg: TrainConfig, run_dir: Path, resume: bool) -> TrainConfig:
-    """Create or check the run directory; on resume, the saved config wins and must match any given one."""
+def _logged_after(line: str, step: int) -> bool:
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return True  # a line cut by the kill
+    return isinstance(event, dict) and event.get("event") in ("train", "val") and event.get("step", 0) > step
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ between two config dicts."""
+    changed = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            changed.append(f"{prefix}{key}")
+    return changed
+
+
+def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainConfig:
+    """Check the run directory before anything else; on resume, the saved config is used and any given one must
+    equal it (a resume directory from another config is an error that names the differing settings)."""
     saved = run_dir / CONFIG_FILE
-    if resume:
-        if not saved.is_file():
-            raise ConfigError(f"{run_dir}: nothing to resume ({CONFIG_FILE} not found)")
+    old: dict[str, Any] | None = None
+    if saved.is_file():
         try:
-            old = TrainConfig.from_dict(json.loads(saved.read_text(encoding="utf-8")), str(saved))
-        except json.JSONDecodeError as err:
+            old = json.loads(saved.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ConfigError(f"{saved}: not valid JSON ({err})") from None
-        return old
-    if saved.exists():
-        old = json.loads(saved.read_text(encoding="utf-8"))
-        if old != cfg.to_dict():
-            changed = sorted(k for k in set(old) | set(cfg.to_dict()) if old.get(k) != cfg.to_dict().get(k))
-            raise ConfigError(f"{run_dir} already holds a run with another config (differs in {changed}); "
-                              "use --resume to continue it or choose a new run directory")
+    if resume:
+        if old is None:
+            raise ConfigError(f"{run_dir}: nothing to resume ({CONFIG_FILE} not found)")
+        saved_cfg = TrainConfig.from_dict(old, str(saved))
+        if cfg is not None and (changed := config_differences(saved_cfg.to_dict(), cfg.to_dict())):
+            raise ConfigError(f"{run_dir} was started with another config (differs in {', '.join(changed)}); "
+                              "resume it without --config, or start a new run directory")
+        return saved_cfg
+    if cfg is None:
+        raise ConfigError("a new run needs a config")
+    if old is not None:
+        if changed := config_differences(old, cfg.to_dict()):
+            raise ConfigError(f"{run_dir} already holds a run with another config (differs in {', '.join(changed)});"
+                              " use --resume to continue it or choose a new run directory")
         if (run_dir / LATEST).exists():
             raise ConfigError(f"{run_dir} already holds a started run; continue it with --resume")
     return cfg
@@ -156,45 +213,6 @@ def build_tokenizer(cfg: TrainConfig, run_dir: Path, ctx: Distributed, src: list
         train_tokenizer(src + tgt, path, cfg.vocab_size, cfg.tokenizer_type)
     ctx.barrier()
     return Tokenizer.load(path)
-
-
-def training_state(model: Transformer, optimizer: torch.optim.Optimizer, step: int, epoch: int, batch_index: int,
-                   wall: float) -> dict[str, Any]:
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
-             "batch_index": batch_index, "wall_time": wall, "torch_rng": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda_rng"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def save_state(path: Path, state: dict[str, Any]) -> None:
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def load_state(path: Path) -> dict[str, Any]:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, OSError) as err:
-        raise ConfigError(f"{path}: unreadable training state ({err})") from None
-
-
-def average_checkpoints(paths: list[Path], model: Transformer) -> None:
-    """Load into `model` the element-wise mean of the weights in `paths` (paper: last 5 checkpoints)."""
-    from safetensors.torch import load_file
-
-    total: dict[str, torch.Tensor] = {}
-    for path in paths:
-        for name, tensor in load_file(str(path)).items():
-            total[name] = total.get(name, 0) + tensor.double()
-    averaged = {name: (t / len(paths)).float() for name, t in total.items()}
-    tmp = paths[-1].with_name(".average.safetensors")
-    from safetensors.torch import save_file
-
-    save_file(averaged, str(tmp))
-    load_weights(model, tmp)
-    tmp.unlink()
 
 
 @torch.no_grad()
@@ -210,20 +228,17 @@ def validation_loss(model: Transformer, data: EncodedPairs, cfg: TrainConfig, de
     return total / max(tokens, 1)
 
 
-def evaluate_bleu(model: Transformer, tokenizer: Tokenizer, src: list[str], ref: list[str], beam: int,
-                  device: torch.device) -> dict[str, float]:
-    model.eval()
-    return corpus_scores(translate_texts(model, tokenizer, src, beam=beam, alpha=0.6, device=device), ref)
+def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) -> Path:
+    """Train (or continue, with `resume`) the run in `run_dir`; returns the exported model directory.
 
-
-def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False) -> Path:
-    """Train (or continue) the run in `run_dir`; returns the exported model directory."""
+    On resume `cfg` may be None (the saved config is used); if given, it must equal the saved one.
+    """
     run_dir = Path(run_dir)
+    cfg = prepare_run(cfg, run_dir, resume)  # first: on resume the saved config (threads, device) is the one in force
     device_kind = "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu"
     ctx = setup_distributed(device_kind)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    cfg = prepare_run(cfg, run_dir, resume)
     device = pick_device(cfg.device, ctx.local_rank)
     # everything that can be wrong with the data is found before any training starts
     train_src, train_tgt = read_parallel(cfg.data_dir, cfg.train_prefix, cfg.src_lang, cfg.tgt_lang)
@@ -254,6 +269,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False) -> Path:
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, batch_index, wall_before = state["step"], state["epoch"], state["batch_index"], state["wall_time"]
         torch.set_rng_state(state["torch_rng"])
+        if ctx.main:
+            RunLog(run_dir / LOG_FILE, True).drop_after(step)
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
     objective: nn.Module = LabelSmoothedLoss(model, cfg.label_smoothing)
@@ -261,6 +278,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False) -> Path:
         objective = nn.parallel.DistributedDataParallel(objective, device_ids=[device.index] if device.type == "cuda"
                                                         else None)
     step_fn = torch.compile(objective) if cfg.compile else objective
+    params = list(model.parameters())
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16
                 else nullcontext())
     log = RunLog(run_dir / LOG_FILE, ctx.main)
@@ -281,15 +299,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False) -> Path:
             model.train()
             batch: Batch = collate(train_data, batches[batch_index]).to(device)
             lr = learning_rate(step + 1, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            with autocast:
-                loss_sum, nll_sum = step_fn(batch.src, batch.tgt_in, batch.tgt_out)
-            optimizer.zero_grad(set_to_none=True)
-            (loss_sum / batch.target_tokens).backward()
-            if cfg.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            optimizer.step()
+            loss, nll = train_step(step_fn, optimizer, batch, lr, cfg, params, autocast)
             step += 1
             batch_index += 1
             window_tokens += batch.target_tokens * ctx.world
@@ -297,10 +307,10 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False) -> Path:
             if step % 20 == 0 or step == total_steps:
                 elapsed = time.time() - window_start
                 tps = window_tokens / max(elapsed, 1e-9)
-                loss = float(loss_sum.detach()) / batch.target_tokens
+                loss, nll = float(loss), float(nll)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tps:,.0f}", lr=f"{lr:.2e}", epoch=epoch + 1)
                 log.write("train", step=step, epoch=epoch + 1, loss=round(loss, 4),
-                          nll=round(float(nll_sum.detach()) / batch.target_tokens, 4), lr=lr,
+                          nll=round(nll, 4), lr=lr,
                           tokens_per_s=round(tps, 1),
                           wall_time=round(wall_before + time.time() - started, 1))
                 window_tokens, window_start = 0, time.time()
@@ -350,24 +360,12 @@ def end_of_epoch(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run
 
 def finish(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
            device: torch.device, log: RunLog) -> None:
-    """Average the last K epoch checkpoints, export the model directory and score the test sets."""
+    """Average the last K epoch checkpoints, score val and the test sets, export the model directory."""
     checkpoints = sorted((run_dir / "epochs").glob("epoch_*.safetensors"))[-cfg.average_last:]
     if checkpoints:
         average_checkpoints(checkpoints, model)
     model.eval()
-    results: dict[str, dict[str, float]] = {}
-    for prefix in (cfg.val_prefix, *cfg.test_prefixes):
-        try:
-            src, ref = read_parallel(cfg.data_dir, prefix, cfg.src_lang, cfg.tgt_lang)
-        except ValueError as err:
-            tqdm.write(f"skipping {prefix}: {err}")
-            continue
-        for beam in (1, 4):
-            scores = evaluate_bleu(model, tokenizer, src, ref, beam, device)
-            results[f"{prefix}/beam{beam}"] = scores
-            tqdm.write(f"{prefix} beam {beam}: BLEU {scores['bleu']}, chrF {scores['chrf']}")
+    results = evaluate_sets(model, tokenizer, cfg, (cfg.val_prefix, *cfg.test_prefixes), device)
     log.write("test", averaged=[p.name for p in checkpoints], results=results)
-    save_model_dir(model.cpu(), tokenizer, out_dir)
-    (out_dir / TRAINING_LOG).write_bytes((run_dir / LOG_FILE).read_bytes())
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in checkpoints])
     model.to(device)

@@ -1,0 +1,267 @@
+"""The `viz-model` command: every subcommand, and a one-line error with status 2 for every user error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import make_pairs, tiny_train_config, write_lines
+
+import viz_model
+from viz_model.cli import main
+from viz_model.trace import AttentionTrace
+from viz_model.train.evaluate import corpus_scores
+
+REPO = Path(__file__).resolve().parent.parent
+TEXT = "Two dogs are playing in the snow."
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_user_error(capsys, argv: list, *fragments: str) -> str:
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("viz-model: error: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert out == ""
+    return lines[0]
+
+
+# --- translate / trace / info ----------------------------------------------------------------------
+def test_translate(capsys, model_dir, tiny_model):
+    code, out, _ = run(capsys, "translate", TEXT, "--model", model_dir, "--beam", "2", "--alpha", "0.8",
+                       "--device", "cpu")
+    assert code == 0
+    assert out == tiny_model.translate(TEXT, beam=2, alpha=0.8) + "\n"
+
+
+def test_trace_to_json_npz_and_stdout(capsys, tmp_path, model_dir, tiny_model):
+    expected = tiny_model.trace(TEXT, beam=3)
+    for name in ("t.json", "t.npz"):
+        code, out, err = run(capsys, "trace", TEXT, "--out", tmp_path / name, "--model", model_dir, "--beam", "3",
+                             "--device", "cpu")
+        assert code == 0 and out == ""
+        assert "wrote" in err and expected.translation in err
+        loaded = AttentionTrace.load(tmp_path / name)
+        assert loaded.output_ids == expected.output_ids and loaded.settings["beam"] == 3
+        assert len(loaded.encoder_attentions) == tiny_model.config.encoder_layers
+    code, out, _ = run(capsys, "trace", TEXT, "--out", "-", "--model", model_dir, "--beam", "1", "--top-k", "2",
+                       "--device", "cpu")
+    assert code == 0
+    trace = AttentionTrace.from_json(out)
+    assert trace.settings["top_k"] == 2 and all(len(s.top_ids) == 2 for s in trace.steps)
+
+
+def test_trace_with_forced_target(capsys, model_dir):
+    target = "Zwei Hunde spielen im Schnee."
+    code, out, _ = run(capsys, "trace", TEXT, "--out", "-", "--target", target, "--model", model_dir)
+    assert code == 0
+    trace = AttentionTrace.from_json(out)
+    assert trace.translation == target and trace.settings["forced"] is True
+
+
+def test_info(capsys, model_dir, tiny_model):
+    code, out, _ = run(capsys, "info", "--model", model_dir, "--device", "cpu")
+    assert code == 0
+    header, _, card = out.partition("\n}\n")
+    info = json.loads(header + "\n}")
+    assert info["config"] == tiny_model.config.to_dict()
+    assert info["parameters"] == tiny_model.network.num_parameters()
+    assert info["model"] == model_dir.name and info["device"] == "CPU"
+    assert "# tiny-en-de" in card
+
+
+# --- eval ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def eval_files(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("eval")
+    pairs = make_pairs(5, seed=7)
+    write_lines(directory / "src.en", [en for en, _ in pairs])
+    write_lines(directory / "ref.de", [de for _, de in pairs])
+    write_lines(directory / "src.en.gz", [en for en, _ in pairs])
+    write_lines(directory / "ref.de.gz", [de for _, de in pairs])
+    write_lines(directory / "short.de", [de for _, de in pairs[:4]])
+    write_lines(directory / "empty.en", [])
+    write_lines(directory / "nul.en", ["A man.", "A\x00dog."])
+    return directory, pairs
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_eval_plain_and_gzip(capsys, model_dir, tiny_model, eval_files, suffix):
+    directory, pairs = eval_files
+    code, out, err = run(capsys, "eval", "--src", directory / f"src.en{suffix}", "--ref", directory / f"ref.de{suffix}",
+                         "--model", model_dir, "--beam", "2", "--device", "cpu")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    result = json.loads(lines[0])
+    hyps = tiny_model.translate([en for en, _ in pairs], beam=2)
+    assert {k: result[k] for k in ("bleu", "chrf")} == corpus_scores(hyps, [de for _, de in pairs])
+    assert (result["sentences"], result["beam"], result["model"]) == (5, 2, model_dir.name)
+    assert "5/5" in err  # the progress bar
+
+
+def test_eval_with_two_references(capsys, model_dir, eval_files):
+    directory, _ = eval_files
+    code, out, _ = run(capsys, "eval", "--src", directory / "src.en", "--ref", directory / "ref.de",
+                       "--ref", directory / "ref.de.gz", "--model", model_dir, "--beam", "1")
+    assert code == 0 and json.loads(out)["sentences"] == 5
+
+
+def test_eval_errors(capsys, model_dir, eval_files, tmp_path):
+    directory, _ = eval_files
+    assert_user_error(capsys, ["eval", "--src", directory / "src.en", "--ref", directory / "short.de",
+                               "--model", model_dir], "short.de has 4 lines", "has 5")
+    assert_user_error(capsys, ["eval", "--src", directory / "empty.en", "--ref", directory / "empty.en",
+                               "--model", model_dir], "empty")
+    assert_user_error(capsys, ["eval", "--src", tmp_path / "missing.en", "--ref", directory / "ref.de",
+                               "--model", model_dir], "missing.en", "not found")
+    assert_user_error(capsys, ["eval", "--src", directory / "nul.en", "--ref", directory / "nul.en",
+                               "--model", model_dir], "line 2", "control characters")
+    for option, value in (("--beam", "0"), ("--beam", "1000"), ("--alpha", "nan"), ("--alpha", "-2")):
+        assert_user_error(capsys, ["eval", "--src", directory / "src.en", "--ref", directory / "ref.de",
+                                   "--model", model_dir, option, value], option[2:])
+    (tmp_path / "bad.gz").write_bytes(b"not gzip")
+    assert_user_error(capsys, ["eval", "--src", tmp_path / "bad.gz", "--ref", directory / "ref.de",
+                               "--model", model_dir], "bad.gz", "unreadable")
+
+
+# --- user errors: one line, status 2 ---------------------------------------------------------------
+def test_translate_and_trace_errors(capsys, model_dir, tmp_path):
+    limit = str(viz_model.load(model_dir, device="cpu").config.max_positions)
+    cases = [
+        (["translate", "", "--model", model_dir], ["empty"]),
+        (["translate", "   ", "--model", model_dir], ["empty"]),
+        (["translate", "A\x00B", "--model", model_dir], ["control characters", "U+0000"]),
+        (["translate", "dogs " * 200, "--model", model_dir], [limit, "max_positions"]),
+        (["translate", TEXT, "--model", model_dir, "--beam", "0"], ["beam"]),
+        (["translate", TEXT, "--model", model_dir, "--beam", "99"], ["beam"]),
+        (["translate", TEXT, "--model", model_dir, "--alpha", "-1"], ["alpha"]),
+        (["translate", TEXT, "--model", model_dir, "--alpha", "nan"], ["alpha"]),
+        (["translate", TEXT, "--model", tmp_path / "nope"], ["nope", "not found"]),
+        (["trace", TEXT, "--model", model_dir, "--out", tmp_path / "t.txt"], [".json or .npz"]),
+        (["trace", TEXT, "--model", model_dir, "--out", tmp_path / "no" / "dir" / "t.json"], ["t.json"]),
+        (["trace", TEXT, "--model", model_dir, "--out", tmp_path / "a-directory.json"], ["a-directory.json"]),
+        (["trace", TEXT, "--model", model_dir, "--out", "-", "--top-k", "0"], ["top_k"]),
+        (["trace", TEXT, "--model", model_dir, "--out", "-", "--target", " "], ["target is empty"]),
+        (["info", "--model", tmp_path / "nope"], ["not found"]),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["info", "--model", model_dir, "--device", "cuda"], ["CUDA"]))
+    (tmp_path / "a-directory.json").mkdir()
+    for argv, fragments in cases:
+        assert_user_error(capsys, argv, *fragments)
+    assert not (tmp_path / "t.txt").exists()
+
+
+def test_damaged_model_directory_errors_name_the_file(capsys, model_dir, tmp_path):
+    broken = shutil.copytree(model_dir, tmp_path / "broken")
+    (broken / "tokenizer.model").write_bytes(b"garbage")
+    assert_user_error(capsys, ["info", "--model", broken], "tokenizer.model")
+    shutil.copyfile(model_dir / "tokenizer.model", broken / "tokenizer.model")
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[: len(data) // 3])
+    assert_user_error(capsys, ["translate", TEXT, "--model", broken], "model.safetensors")
+    (broken / "model.safetensors").unlink()
+    assert_user_error(capsys, ["translate", TEXT, "--model", broken], "model.safetensors", "missing file")
+
+
+def test_default_model_missing_is_a_user_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    assert_user_error(capsys, ["translate", TEXT], "no default model")
+
+
+def test_argument_errors_exit_with_status_2(capsys):
+    for argv in (["translate"], ["translate", TEXT, "--beam", "four"], ["no-such-command"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert "error:" in capsys.readouterr().err
+
+
+# --- train / export --------------------------------------------------------------------------------
+def write_toml(path: Path, values: dict) -> Path:
+    model = values.pop("model")
+    lines = [f"{k} = {json.dumps(list(v) if isinstance(v, tuple) else v)}" for k, v in values.items()]
+    lines += ["", "[model]"] + [f"{k} = {json.dumps(v)}" for k, v in model.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_train_and_export(capsys, tmp_path, data_dir, finished_run):
+    config = write_toml(tmp_path / "tiny.toml", tiny_train_config(data_dir, epochs=1, test_prefixes=()).to_dict())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copyfile(finished_run / "tokenizer.model", run_dir / "tokenizer.model")  # skip tokenizer training
+    code, _, err = run(capsys, "train", "--config", config, "--run-dir", run_dir, "max_steps=5",
+                       "checkpoint_every_steps=2")
+    assert code == 0, err
+    assert "model written to" in err and (run_dir / "model" / "model.safetensors").is_file()
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert (saved["max_steps"], saved["checkpoint_every_steps"]) == (5, 2)  # overrides are part of the saved config
+    assert torch.load(run_dir / "latest.pt", weights_only=True)["step"] == 5
+    # an uninterrupted run is already complete: --resume trains no more
+    code, _, err = run(capsys, "train", "--resume", run_dir)
+    assert code == 0 and torch.load(run_dir / "latest.pt", weights_only=True)["step"] == 5
+
+    out = tmp_path / "exported"
+    code, _, err = run(capsys, "export", finished_run, "--out", out, "--last", "1")
+    assert code == 0, err
+    model = viz_model.load(out, device="cpu")
+    exported = dict(model.network.state_dict())
+    viz_model.checkpoint.load_weights(model.network, finished_run / "epochs" / "epoch_002.safetensors")
+    for name, tensor in model.network.state_dict().items():
+        assert torch.equal(tensor, exported[name]), name  # --last 1 = the last epoch's weights
+    code, out_text, _ = run(capsys, "info", "--model", out)
+    assert code == 0 and json.loads(out_text.partition("\n}\n")[0] + "\n}")["model"] == "exported"
+
+
+def test_train_and_export_errors(capsys, tmp_path, data_dir, finished_run):
+    good = tiny_train_config(data_dir).to_dict()
+    typo = write_toml(tmp_path / "typo.toml", {**good, "epohcs": 2})
+    assert_user_error(capsys, ["train", "--config", typo, "--run-dir", tmp_path / "r"], "epohcs", "'epochs'")
+    heads = write_toml(tmp_path / "heads.toml", {**good, "model": {**good["model"], "heads": 5}})
+    assert_user_error(capsys, ["train", "--config", heads, "--run-dir", tmp_path / "r"], "divisible")
+    ok = write_toml(tmp_path / "ok.toml", dict(good))
+    assert_user_error(capsys, ["train", "--config", ok, "--run-dir", tmp_path / "r", "model.d_model=30"],
+                      "divisible")
+    assert_user_error(capsys, ["train", "--config", ok, "--run-dir", tmp_path / "r", "data_dir=" + str(tmp_path)],
+                      "train.en")
+    assert_user_error(capsys, ["train", "--config", ok], "--run-dir")
+    assert_user_error(capsys, ["train", "--config", tmp_path / "none.toml", "--run-dir", tmp_path / "r"],
+                      "none.toml", "not found")
+    assert_user_error(capsys, ["train", "--resume", tmp_path / "r"], "nothing to resume")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "--config", ok, "epochs=9"],
+                      "started with another config", "epochs")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "epochs=9"], "overrides need --config")
+    assert_user_error(capsys, ["train", "--config", ok, "--run-dir", finished_run, "epochs=7"], "another config")
+    assert not (tmp_path / "r").exists()
+    assert_user_error(capsys, ["export", tmp_path, "--out", tmp_path / "m"], "not a run directory")
+    assert_user_error(capsys, ["export", finished_run, "--out", tmp_path / "m", "--last", "-1"], "--last")
+    assert_user_error(capsys, ["export", finished_run, "--out", tmp_path / "m", "--last", "0"], "--last")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_python_dash_m_viz_model(tmp_path, model_dir):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "viz_model", "translate", TEXT, "--model", str(model_dir),
+                             "--beam", "1"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip()
+    result = subprocess.run([sys.executable, "-m", "viz_model", "translate", " ", "--model", str(model_dir)],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["viz-model: error: text is empty: type a sentence to translate"]

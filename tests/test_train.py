@@ -1,0 +1,425 @@
+"""The training pipeline on a tiny config: outputs of a run, exact resume after a kill, errors before training."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import make_pairs, tiny_train_config, write_lines, write_split
+from safetensors.torch import load_file
+
+import viz_model
+from viz_model import checkpoint
+from viz_model.config import ConfigError, TrainConfig
+from viz_model.train import loop
+from viz_model.train.data import (
+    DataError,
+    EncodedPairs,
+    collate,
+    encode_pairs,
+    make_batches,
+    open_text,
+    read_parallel,
+)
+from viz_model.train.loop import LabelSmoothedLoss, learning_rate, train
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def read_log(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+
+
+# --- one complete run ------------------------------------------------------------------------------
+def test_a_short_run_writes_config_log_checkpoints_and_model(finished_run, data_dir):
+    run = finished_run
+    for name in ("config.json", "tokenizer.model", "latest.pt", "log.jsonl", "model"):
+        assert (run / name).exists(), name
+    cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text()))
+    assert cfg == tiny_train_config(data_dir)  # the resolved config is saved with the run
+    epochs = sorted(p.name for p in (run / "epochs").glob("epoch_*.safetensors"))
+    assert epochs == ["epoch_001.safetensors", "epoch_002.safetensors"]
+    assert not list(run.rglob("*.tmp")) and not list(run.rglob(".average*"))
+
+    events = read_log(run)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "test" and kinds.count("val") == 2
+    start = events[0]
+    assert (start["world"], start["train_pairs"], start["val_pairs"]) == (1, 200, 6)
+    trains = [e for e in events if e["event"] == "train"]
+    assert trains and all({"step", "loss", "lr", "tokens_per_s", "wall_time"} <= set(e) for e in trains)
+    assert all(math.isfinite(e["loss"]) and e["lr"] > 0 for e in trains)
+    vals = [e for e in events if e["event"] == "val"]
+    assert [e["epoch"] for e in vals] == [1, 2]
+    assert all({"val_loss", "val_bleu", "val_chrf", "step", "wall_time"} <= set(e) for e in vals)
+    assert vals[1]["val_loss"] < vals[0]["val_loss"]  # it learns something
+    test = events[-1]
+    assert set(test["results"]) == {"val/beam1", "val/beam4", "test_2016_flickr/beam1", "test_2016_flickr/beam4"}
+    assert test["averaged"] == epochs
+    state = torch.load(run / "latest.pt", weights_only=True)
+    assert state["step"] == vals[-1]["step"] and state["epoch"] == 2
+
+
+def test_the_exported_model_is_the_average_of_the_last_epochs(finished_run):
+    model_dir = finished_run / "model"
+    for name in ("model.safetensors", "config.json", "tokenizer.model", "training_log.jsonl"):
+        assert (model_dir / name).is_file(), name
+    assert (model_dir / "tokenizer.model").read_bytes() == (finished_run / "tokenizer.model").read_bytes()
+    averaged = None
+    paths = sorted((finished_run / "epochs").glob("epoch_*.safetensors"))
+    for path in paths:
+        tensors = load_file(str(path))
+        averaged = {k: v.double() + (averaged[k] if averaged else 0) for k, v in tensors.items()}
+    exported = load_file(str(model_dir / "model.safetensors"))
+    assert exported.keys() == averaged.keys()
+    for name, tensor in exported.items():
+        torch.testing.assert_close(tensor, (averaged[name] / len(paths)).float(), atol=1e-7, rtol=0, msg=name)
+    model = viz_model.load(model_dir, device="cpu")
+    assert isinstance(model.translate("A man is running."), str)
+    trace = model.trace("A man is running.", beam=2)
+    assert len(trace.encoder_attentions) == model.config.encoder_layers
+
+
+def test_learning_rate_schedule_is_the_papers():
+    cfg = TrainConfig(model={"d_model": 64, "heads": 4, "vocab_size": 100}, warmup_steps=100)
+    for step in (1, 50, 100, 101, 400, 10_000):
+        expected = 64 ** -0.5 * min(step ** -0.5, step * 100 ** -1.5)
+        assert learning_rate(step, cfg) == pytest.approx(expected)
+    assert max(range(1, 400), key=lambda s: learning_rate(s, cfg)) == 100  # peak at the end of warm-up
+    peaked = TrainConfig(model={"d_model": 64, "heads": 4, "vocab_size": 100}, warmup_steps=100, lr_peak=1e-3)
+    assert learning_rate(100, peaked) == pytest.approx(1e-3)
+    assert learning_rate(400, peaked) == pytest.approx(5e-4)  # inverse square root decay after the peak
+    assert learning_rate(0, cfg) == learning_rate(1, cfg)
+
+
+def test_label_smoothed_loss_matches_cross_entropy(random_net):
+    src = torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]])
+    tgt_in = torch.tensor([[2, 9, 10], [2, 11, 0]])
+    tgt_out = torch.tensor([[9, 10, 3], [11, 3, 0]])
+    loss, nll = LabelSmoothedLoss(random_net, 0.1)(src, tgt_in, tgt_out)
+    logits = random_net(src, tgt_in).logits
+    keep = tgt_out != 0
+    expected = F.cross_entropy(logits[keep], tgt_out[keep], label_smoothing=0.1, reduction="sum")
+    torch.testing.assert_close(loss, expected, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(nll, F.cross_entropy(logits[keep], tgt_out[keep], reduction="sum"), atol=1e-4,
+                               rtol=1e-5)
+
+
+# --- resume: a killed run continued with --resume equals an uninterrupted one ---------------------
+class Killed(BaseException):
+    """Stands for SIGKILL / Ctrl-C: not an Exception, so nothing in the loop may swallow it."""
+
+
+def fresh_run_dir(path: Path, tokenizer_from: Path) -> Path:
+    """A new run directory that already holds the reference run's tokenizer (SentencePiece training is not
+    bit-reproducible across runs; resuming reuses the run's own tokenizer anyway)."""
+    path.mkdir(parents=True)
+    shutil.copyfile(tokenizer_from / "tokenizer.model", path / "tokenizer.model")
+    return path
+
+
+def assert_same_training_state(a: Path, b: Path) -> None:
+    sa, sb = torch.load(a / "latest.pt", weights_only=True), torch.load(b / "latest.pt", weights_only=True)
+    assert (sa["step"], sa["epoch"], sa["batch_index"]) == (sb["step"], sb["epoch"], sb["batch_index"])
+    for name in sa["model"]:
+        assert torch.equal(sa["model"][name], sb["model"][name]), name
+    opt_a, opt_b = sa["optimizer"]["state"], sb["optimizer"]["state"]
+    assert opt_a.keys() == opt_b.keys()
+    for key in opt_a:
+        for field in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(opt_a[key][field], opt_b[key][field]), (key, field)
+    assert torch.equal(sa["torch_rng"], sb["torch_rng"])
+    for name in ("epochs/epoch_001.safetensors", "epochs/epoch_002.safetensors", "model/model.safetensors"):
+        ta, tb = load_file(str(a / name)), load_file(str(b / name))
+        assert ta.keys() == tb.keys()
+        for key in ta:
+            assert torch.equal(ta[key], tb[key]), (name, key)
+
+
+def kill_at_step(monkeypatch, k: int) -> None:
+    """Kill the run in the middle of training step k (after the checkpoint before it, before its update)."""
+    real = loop.learning_rate
+
+    def learning_rate_or_die(step, cfg):
+        if step == k:
+            raise Killed(f"killed at step {k}")
+        return real(step, cfg)
+
+    monkeypatch.setattr(loop, "learning_rate", learning_rate_or_die)
+
+
+def kill_while_writing_latest(monkeypatch, nth: int) -> None:
+    """Kill the run inside the nth write of latest.pt, after the bytes went to a temporary file."""
+    real, calls = os.replace, []
+
+    def replace_or_die(src, dst, *args, **kwargs):
+        if str(dst).endswith("latest.pt"):
+            calls.append(dst)
+            if len(calls) == nth:
+                raise Killed("killed while writing latest.pt")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.os, "replace", replace_or_die)
+
+
+def kill_in_end_of_epoch(monkeypatch) -> None:
+    """Kill the run after the first epoch's weights were saved but before its validation (and latest.pt)."""
+    def die(*args, **kwargs):
+        raise Killed("killed during validation")
+
+    monkeypatch.setattr(loop, "validation_loss", die)
+
+
+@pytest.mark.parametrize("scenario", ["mid-epoch", "writing-latest", "end-of-epoch", "before-first-checkpoint"])
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch, finished_run, data_dir, scenario):
+    cfg = tiny_train_config(data_dir)
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    if scenario == "mid-epoch":
+        kill_at_step(monkeypatch, 23)  # epoch 2; latest.pt was written at step 20
+    elif scenario == "writing-latest":
+        kill_while_writing_latest(monkeypatch, nth=3)  # the third latest.pt write: step 12
+    elif scenario == "end-of-epoch":
+        kill_in_end_of_epoch(monkeypatch)
+    else:
+        kill_at_step(monkeypatch, 3)  # before any latest.pt exists
+    with pytest.raises(Killed):
+        train(cfg, run)
+    monkeypatch.undo()
+    assert not (run / "model").exists()
+    if scenario == "before-first-checkpoint":
+        assert not (run / "latest.pt").exists()
+    else:
+        state = torch.load(run / "latest.pt", weights_only=True)  # never a corrupt latest.pt
+        assert 0 < state["step"] < 34
+        if scenario == "writing-latest":
+            assert state["step"] == 8  # the interrupted write left the previous checkpoint in place
+            (run / ".latest.pt.leftover.tmp").write_bytes(b"half a checkpoint")  # what SIGKILL would leave
+        with pytest.raises(ConfigError, match="--resume"):
+            train(cfg, run)  # a started run is only continued on purpose
+    train(None, run, resume=True)  # the saved config is used on resume
+    assert_same_training_state(run, finished_run)
+    events = read_log(run)
+    starts = [e["event"] for e in events].count("start")
+    assert starts == (2 if scenario == "before-first-checkpoint" else 1)
+    steps = [e["step"] for e in events if e["event"] == "train"]
+    assert steps == sorted(set(steps))  # steps replayed after the kill are logged once, not twice
+    assert [e["step"] for e in events if e["event"] == "train"] == \
+        [e["step"] for e in read_log(finished_run) if e["event"] == "train"]
+
+
+def test_resuming_a_finished_run_changes_nothing(tmp_path, finished_run):
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    shutil.rmtree(run / "model")
+    train(None, run, resume=True)
+    assert_same_training_state(run, finished_run)
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_then_resume(tmp_path, finished_run, data_dir):
+    """A real SIGKILL of `python -m viz_model train` as soon as its first checkpoint exists, then --resume."""
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    config = tmp_path / "tiny.toml"
+    write_toml(config, tiny_train_config(data_dir))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "viz_model", "train", "--config", str(config), "--run-dir",
+                             str(run)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while proc.poll() is None and not (run / "latest.pt").exists():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    if (run / "model").exists():
+        pytest.skip("the run finished before it could be killed")
+    assert proc.returncode != 0
+    train(None, run, resume=True)
+    assert_same_training_state(run, finished_run)
+
+
+def write_toml(path: Path, cfg: TrainConfig) -> None:
+    def value(v):
+        return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+    data = cfg.to_dict()
+    model = data.pop("model")
+    lines = [f"{k} = {value(v)}" for k, v in data.items()] + ["", "[model]"]
+    lines += [f"{k} = {value(v)}" for k, v in model.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# --- errors before any training starts -------------------------------------------------------------
+def copy_data(data_dir: Path, target: Path) -> Path:
+    return shutil.copytree(data_dir, target)
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda d: shutil.rmtree(d), "data directory not found"),
+    (lambda d: (d / "train.de.gz").unlink(), "no file train.de.gz or train.de"),
+    (lambda d: (d / "val.en.gz").unlink(), "no file val.en.gz"),
+    (lambda d: write_lines(d / "train.de.gz", [de for _, de in make_pairs(199, seed=1)]),
+     "has 200 lines but .*train.de.gz has 199"),
+    (lambda d: write_lines(d / "train.en.gz", []), "train.en.gz: file is empty"),
+    (lambda d: (d / "train.en.gz").write_bytes(b"not gzip at all"), "train.en.gz: unreadable"),
+    (lambda d: (d / "train.de.gz").write_bytes(gzip.compress("Ein Mann\n".encode("utf-16"))), "unreadable"),
+])
+def test_data_errors_are_raised_before_training(tmp_path, data_dir, damage, match):
+    data = copy_data(data_dir, tmp_path / "data")
+    damage(data)
+    run = tmp_path / "run"
+    with pytest.raises(DataError, match=match):
+        train(tiny_train_config(data), run)
+    assert not (run / "latest.pt").exists() and not (run / "tokenizer.model").exists()
+
+
+def test_plain_text_data_files_work_too(tmp_path):
+    write_split(tmp_path, "train", make_pairs(5, seed=4), suffix="")
+    src, tgt = read_parallel(tmp_path, "train", "en", "de")
+    assert len(src) == len(tgt) == 5
+    assert open_text(tmp_path / "train.en") == src
+
+
+def test_config_errors_are_raised_before_training(tmp_path, data_dir):
+    toml = tmp_path / "bad.toml"
+    write_toml(toml, tiny_train_config(data_dir))
+    text = toml.read_text()
+    toml.write_text(text.replace("warmup_steps", "warmup_step"))
+    with pytest.raises(ConfigError, match="did you mean 'warmup_steps'"):
+        TrainConfig.from_toml(toml)
+    toml.write_text(text)
+    with pytest.raises(ConfigError, match="divisible"):
+        TrainConfig.from_toml(toml, ["model.heads=5"])
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        train(None, tmp_path / "empty-run", resume=True)
+
+
+def test_a_run_directory_from_another_config_is_refused(tmp_path, finished_run, data_dir):
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    before = (run / "latest.pt").read_bytes()
+    with pytest.raises(ConfigError, match=r"another config \(differs in epochs, model.d_model\)"):
+        train(tiny_train_config(data_dir, epochs=3, model={"d_model": 16}), run)
+    with pytest.raises(ConfigError, match="already holds a started run"):
+        train(tiny_train_config(data_dir), run)
+    with pytest.raises(ConfigError, match=r"was started with another config \(differs in epochs\)"):
+        train(tiny_train_config(data_dir, epochs=3), run, resume=True)
+    assert (run / "latest.pt").read_bytes() == before
+
+
+def test_corrupt_training_state_is_a_clear_error(tmp_path, finished_run):
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    (run / "latest.pt").write_bytes((run / "latest.pt").read_bytes()[:1000])
+    with pytest.raises(ConfigError, match="latest.pt: unreadable training state"):
+        train(None, run, resume=True)
+    (run / "config.json").write_text("{")
+    with pytest.raises(ConfigError, match="config.json: not valid JSON"):
+        train(None, run, resume=True)
+
+
+def test_no_pair_fits_max_len(tmp_path):
+    data = tmp_path / "data"
+    long = [("word " * 80, "Wort " * 80)] * 5
+    write_split(data, "train", long)
+    write_split(data, "val", long)
+    with pytest.raises(ConfigError, match="no training pair fits max_len"):
+        train(tiny_train_config(data, max_len=16), tmp_path / "run")
+
+
+# --- batching --------------------------------------------------------------------------------------
+def test_batches_are_deterministic_complete_and_bounded(tokenizer, corpus):
+    data = encode_pairs(tokenizer, [en for en, _ in corpus], [de for _, de in corpus], max_len=64)
+    a, b = make_batches(data, 200, seed=1, epoch=0), make_batches(data, 200, seed=1, epoch=0)
+    assert a == b
+    assert make_batches(data, 200, seed=1, epoch=1) != a  # a new order every epoch
+    assert sorted(i for batch in a for i in batch) == list(range(len(data)))
+    for batch in a:
+        longest = max(max(len(data.src[i]), len(data.tgt[i]) + 1) for i in batch)
+        assert longest * len(batch) <= 200 or len(batch) == 1
+    collated = collate(data, a[0])
+    assert collated.src.shape[0] == collated.tgt_in.shape[0] == len(a[0])
+    assert (collated.tgt_in[:, 0] == 2).all()
+    assert collated.target_tokens == sum(len(data.tgt[i]) + 1 for i in a[0])
+
+
+def test_encode_pairs_drops_empty_and_too_long_pairs(tokenizer):
+    data = encode_pairs(tokenizer, ["A man.", "", "word " * 50, "A dog."], ["Ein Mann.", "Leer", "Wort", ""],
+                        max_len=20)
+    assert isinstance(data, EncodedPairs) and len(data) == 1
+    assert data.src[0][-1] == 3 and data.tgt[0] == tokenizer.encode("Ein Mann.")
+
+
+# --- DistributedDataParallel on CPU (gloo), 2 processes --------------------------------------------
+RANK_AUDIT = r'''
+import json, os, runpy, sys
+run_dir, report = os.path.realpath(sys.argv[1]), sys.argv[2]
+writes = []
+WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+def inside(path):
+    try:
+        return os.path.realpath(os.fsdecode(path)).startswith(run_dir)
+    except (TypeError, ValueError):
+        return False
+
+def hook(event, args):
+    if event == "open" and isinstance(args[2], int) and args[2] & WRITE and inside(args[0]):
+        writes.append(["open", os.fsdecode(args[0])])
+    elif event in ("os.rename", "os.remove", "os.mkdir", "os.rmdir", "os.chmod", "shutil.copyfile"):
+        target = args[1] if event in ("os.rename", "shutil.copyfile") else args[0]
+        if inside(target):
+            writes.append([event, os.fsdecode(target)])
+
+sys.addaudithook(hook)
+sys.argv = ["viz_model.train", *sys.argv[3:]]
+code = 1
+try:
+    runpy.run_module("viz_model.train", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+finally:
+    with open(f"{report}.{os.environ['RANK']}.json", "w") as f:
+        json.dump({"rank": int(os.environ["RANK"]), "world": int(os.environ["WORLD_SIZE"]), "code": code,
+                   "writes": writes}, f)
+'''
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_with_gloo(tmp_path, data_dir, finished_run):
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    config = tmp_path / "tiny.toml"
+    write_toml(config, tiny_train_config(data_dir, epochs=1, test_prefixes=()))
+    script = tmp_path / "audited_train.py"
+    script.write_text(RANK_AUDIT)
+    report = tmp_path / "report"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             str(script), str(run), str(report), "--config", str(config), "--run-dir", str(run)],
+                            env=env, capture_output=True, text=True, timeout=170)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = {r: json.loads(Path(f"{report}.{r}.json").read_text()) for r in (0, 1)}
+    assert all(ranks[r]["code"] == 0 and ranks[r]["world"] == 2 for r in (0, 1))
+    assert ranks[1]["writes"] == []  # only rank 0 writes
+    written = {Path(p).name for _, p in ranks[0]["writes"]}
+    assert {"log.jsonl", "config.json", "model.safetensors"} <= written  # (so the audit does see writes)
+
+    events = read_log(run)
+    assert [e["event"] for e in events].count("start") == 1 and events[0]["world"] == 2
+    single = read_log(finished_run)
+    # each rank trains on its own half of the batches: half the steps of a single-process epoch
+    steps_single = next(e["step"] for e in single if e["event"] == "val")
+    steps_ddp = next(e["step"] for e in events if e["event"] == "val")
+    assert steps_ddp == steps_single // 2
+    state = torch.load(run / "latest.pt", weights_only=True)
+    assert state["step"] == steps_ddp
+    model = viz_model.load(run / "model", device="cpu")
+    assert isinstance(model.translate("A man is running."), str)

@@ -1,0 +1,53 @@
+"""Files of a run directory: the resumable training state and the per-epoch weights."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..checkpoint import atomic_write_bytes, load_weights
+from ..config import ConfigError
+from ..model import Transformer
+
+CONFIG_FILE, LATEST, TOKENIZER_FILE, LOG_FILE = "config.json", "latest.pt", "tokenizer.model", "log.jsonl"
+
+
+def training_state(model: Transformer, optimizer: torch.optim.Optimizer, step: int, epoch: int, batch_index: int,
+                   wall: float) -> dict[str, Any]:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
+             "batch_index": batch_index, "wall_time": wall, "torch_rng": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError) as err:
+        raise ConfigError(f"{path}: unreadable training state ({err})") from None
+
+
+def average_checkpoints(paths: list[Path], model: Transformer) -> None:
+    """Load into `model` the element-wise mean of the weights in `paths` (paper: last 5 checkpoints)."""
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        for name, tensor in load_file(str(path)).items():
+            total[name] = total.get(name, 0) + tensor.double()
+    averaged = {name: (t / len(paths)).float() for name, t in total.items()}
+    tmp = paths[-1].with_name(".average.safetensors")
+    save_file(averaged, str(tmp))
+    load_weights(model, tmp)
+    tmp.unlink()
+
+
