@@ -51,7 +51,7 @@ from viz_model.config import ModelConfig, TrainConfig
 from viz_model.model import Transformer
 from viz_model.tokenizer import EOS_ID, Tokenizer, train_tokenizer
 from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, find_split, make_batches, read_parallel
-from viz_model.train.loop import LabelSmoothedLoss, learning_rate
+from viz_model.train.loop import LabelSmoothedLoss, autocast_for, learning_rate, make_optimizer, train_step
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "configs" / "multi30k-en-de.toml"
@@ -189,28 +189,17 @@ def make_ours(cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device, bf
     """The trainer's step (viz_model.train.loop.train), as a function of (batch on CPU, step number)."""
     torch.manual_seed(train_cfg.seed)
     model = Transformer(cfg).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate(1, train_cfg),
-                                 betas=(train_cfg.adam_beta1, train_cfg.adam_beta2), eps=train_cfg.adam_eps,
-                                 weight_decay=train_cfg.weight_decay, fused=device.type == "cuda" or None)
+    optimizer = make_optimizer(model, train_cfg, device)
     objective = LabelSmoothedLoss(model, train_cfg.label_smoothing)
     step_fn = torch.compile(objective) if compile_ else objective
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and bf16 else nullcontext())
+    autocast = autocast_for(device, TrainConfig.from_dict({**train_cfg.to_dict(), "bf16": bf16}))
+    params = list(model.parameters())
 
     def step(cpu_batch: Batch, number: int) -> torch.Tensor:
         model.train()
-        batch = cpu_batch.to(device)
-        lr = learning_rate(number, train_cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with autocast:
-            loss_sum, _ = step_fn(batch.src, batch.tgt_in, batch.tgt_out)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_sum / batch.target_tokens
-        loss.backward()
-        if train_cfg.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip_norm)
-        optimizer.step()
-        return loss.detach()
+        loss, _ = train_step(step_fn, optimizer, cpu_batch.to(device), learning_rate(number, train_cfg), train_cfg,
+                             params, autocast)
+        return loss
 
     return step, model
 

@@ -87,6 +87,19 @@ class LabelSmoothedLoss(nn.Module):
         return (1 - self.smoothing) * nll + self.smoothing * smooth, nll.detach()
 
 
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Adam:
+    """Adam(beta1, beta2, eps) as in the paper; the fused kernel on CUDA."""
+    return torch.optim.Adam(model.parameters(), lr=learning_rate(1, cfg), betas=(cfg.adam_beta1, cfg.adam_beta2),
+                            eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=device.type == "cuda" or None)
+
+
+def autocast_for(device: torch.device, cfg: TrainConfig) -> Any:
+    """bf16 autocast on CUDA when enabled; full precision on the CPU (no fast bf16 on most CPUs)."""
+    if device.type == "cuda" and cfg.bf16:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
 def train_step(step_fn: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, lr: float, cfg: TrainConfig,
                params: list[nn.Parameter], autocast: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimisation step on `batch` at learning rate `lr`; returns (loss, nll) per target token as
@@ -259,9 +272,7 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
 
     torch.manual_seed(cfg.seed)
     model = Transformer(cfg.model).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate(1, cfg), betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                 eps=cfg.adam_eps, weight_decay=cfg.weight_decay,
-                                 fused=device.type == "cuda" or None)
+    optimizer = make_optimizer(model, cfg, device)
     step, epoch, batch_index, wall_before = 0, 0, 0, 0.0
     if resume and (run_dir / LATEST).exists():
         state = load_state(run_dir / LATEST)
@@ -279,8 +290,7 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
                                                         else None)
     step_fn = torch.compile(objective) if cfg.compile else objective
     params = list(model.parameters())
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16
-                else nullcontext())
+    autocast = autocast_for(device, cfg)
     log = RunLog(run_dir / LOG_FILE, ctx.main)
     if ctx.main and step == 0:
         log.write("start", params=model.num_parameters(), device=str(device), world=ctx.world,

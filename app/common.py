@@ -1,0 +1,463 @@
+"""What every page shares: the cached model and traces, the sidebar settings, the sentence form, the URL state
+and the export widgets. Pages stay thin: they call these helpers, `viz_model` and `app.figures`.
+
+Session-state keys: ``model``, ``decoding``, ``beam``, ``alpha``, ``top_k``, ``truncate`` (sidebar); ``sentence``,
+``target`` (the submitted text; the form's boxes are ``sentence_input`` / ``target_input``); ``view``, ``kind``,
+``layer`` (1-based), ``head`` ("1".."H", "mean", "max"), ``level`` (explorer controls). Each value is drawn by a
+widget keyed ``w_<key>`` (see `bound`), so it survives views and pages that do not draw it. The URL (query
+parameters sentence, target, model, view, kind, layer, head, beam, alpha) is read on a session's first run and
+rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode, urlparse
+
+import plotly.graph_objects as go
+import streamlit as st
+
+import viz_model
+from viz_model.api import ASSETS_DIR, MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TranslationModel, check_text
+from viz_model.checkpoint import WEIGHTS, CheckpointError
+from viz_model.introspect import LayerScores, layer_scores
+from viz_model.trace import AttentionTrace
+
+from . import export, figures
+
+EXAMPLES = (
+    "Two young dogs are playing in the snow.",
+    "A man in a blue shirt is riding a bike down the street.",
+    "A little girl climbs into a wooden playhouse.",
+    "Several people are standing in front of a large building.",
+    "A woman is reading a book on the beach.",
+)
+VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
+KIND_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
+LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
+DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
+            "kind": "encoder", "layer": 1, "head": "1", "level": "piece"}
+URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "beam", "alpha")
+TRACE_CACHE_ENTRIES = 12
+PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": False}
+UNEXPECTED = "Something went wrong on this page"
+
+
+# --- models and traces -------------------------------------------------------------------------------------------
+def assets_root() -> Path:
+    return Path(os.environ.get("VIZ_MODEL_ASSETS") or ASSETS_DIR)
+
+
+def model_names() -> list[str]:
+    return viz_model.available_models(assets_root())
+
+
+def model_stamp(root: Path, name: str) -> float:
+    """Modification time of the weights: a replaced model directory gets a fresh cache entry."""
+    try:
+        return (root / name / WEIGHTS).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def load_model(root: str, name: str, stamp: float) -> TranslationModel:
+    """One model per (directory, version) per process, shared by every session (read-only at inference)."""
+    del stamp  # part of the cache key only
+    return viz_model.load(Path(root) / name, device="auto")
+
+
+@st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
+def compute_trace(root: str, name: str, stamp: float, text: str, beam: int, alpha: float, target: str | None,
+                  top_k: int, truncate: bool) -> AttentionTrace:
+    return load_model(root, name, stamp).trace(text, beam=beam, alpha=alpha, target=target, top_k=top_k,
+                                               truncate=truncate)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_layer_scores(root: str, name: str, stamp: float, sources: tuple[tuple[int, ...], ...],
+                         targets: tuple[tuple[int, ...], ...], kind: str, layer: int) -> LayerScores:
+    model = load_model(root, name, stamp)
+    return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
+
+
+@dataclass
+class Session:
+    """The loaded model and the decoding settings chosen in the sidebar."""
+
+    model: TranslationModel
+    root: str
+    name: str
+    stamp: float
+    beam: int
+    alpha: float
+    top_k: int
+    truncate: bool
+
+    def trace(self, text: str, target: str | None = None) -> AttentionTrace:
+        return compute_trace(self.root, self.name, self.stamp, text, self.beam, self.alpha, target or None,
+                             self.top_k, self.truncate)
+
+    def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
+        return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
+                                    tuple(map(tuple, targets)), kind, layer)
+
+
+# --- text --------------------------------------------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&\"'=^])")
+
+
+def md_escape(text: str) -> str:
+    """Text shown literally by st.markdown: every Markdown/HTML character backslash-escaped (CommonMark)."""
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", "  \n")
+
+
+def show_text(label: str, text: str) -> None:
+    """A label and user/model text, displayed as text whatever characters it holds."""
+    st.caption(label)
+    st.markdown(md_escape(text) if text.strip() else "*(empty)*")
+
+
+# --- state and URL -----------------------------------------------------------------------------------------------
+def init_state(models: list[str]) -> None:
+    """On a session's first run, take the state from the URL (query parameters), reporting bad values."""
+    ss = st.session_state
+    if ss.get("_initialised"):
+        if ss.get("model") not in models:
+            ss["model"] = models[0]
+        return
+    ss["_initialised"] = True
+    for key, value in DEFAULTS.items():
+        ss.setdefault(key, value)
+    qp = st.query_params
+    problems: list[str] = []
+
+    def bad(name: str, value: str, why: str) -> None:
+        problems.append(f"`{name}={md_escape(value[:60])}` ignored: {why}")
+
+    sentence = qp.get("sentence")
+    ss["sentence"] = sentence if sentence is not None else EXAMPLES[0]
+    ss["target"] = qp.get("target", "")
+    ss["sentence_input"], ss["target_input"] = ss["sentence"], ss["target"]
+    model = qp.get("model")
+    if model is not None and model not in models:
+        bad("model", model, f"no such model; available: {', '.join(models)}")
+        model = None
+    ss["model"] = model or models[0]
+    view = qp.get("view")
+    if view is not None:
+        if view in VIEWS:
+            ss["view"] = view
+        else:
+            bad("view", view, f"use one of {', '.join(VIEWS)}")
+    kind = qp.get("kind")
+    if kind is not None:
+        if kind in KIND_LABELS:
+            ss["kind"] = kind
+        else:
+            bad("kind", kind, "use encoder, decoder or cross")
+    layer = qp.get("layer")
+    if layer is not None:
+        if layer.isdigit() and int(layer) >= 1:
+            ss["layer"] = int(layer)
+        else:
+            bad("layer", layer, "use a layer number from 1")
+    head = qp.get("head")
+    if head is not None:
+        if head in figures.AGGREGATES or (head.isdigit() and int(head) >= 1):
+            ss["head"] = head
+        else:
+            bad("head", head, "use a head number from 1, mean or max")
+    beam = qp.get("beam")
+    if beam is not None:
+        if beam.isdigit() and 1 <= int(beam) <= MAX_BEAM:
+            ss["decoding"] = "greedy" if int(beam) == 1 else "beam"
+            ss["beam"] = max(2, int(beam))
+        else:
+            bad("beam", beam, f"use a beam size from 1 to {MAX_BEAM}")
+    alpha = qp.get("alpha")
+    if alpha is not None:
+        try:
+            value = float(alpha)
+            if not 0.0 <= value <= 5.0:
+                raise ValueError
+            ss["alpha"] = round(value, 2)
+        except ValueError:
+            bad("alpha", alpha, "use a length penalty from 0 to 5")
+    ss["_url_problems"] = problems
+
+
+def url_state() -> dict[str, str]:
+    """The query parameters that reproduce the current view (defaults left out)."""
+    ss = st.session_state
+    params = {"sentence": ss.get("sentence", ""), "model": ss.get("model", "")}
+    if ss.get("target"):
+        params["target"] = ss["target"]
+    for key in ("view", "kind", "layer", "head"):
+        params[key] = str(ss.get(key, DEFAULTS[key]))
+    beam = 1 if ss.get("decoding") == "greedy" else int(ss.get("beam", DEFAULTS["beam"]))
+    if beam != DEFAULTS["beam"]:
+        params["beam"] = str(beam)
+    if float(ss.get("alpha", DEFAULTS["alpha"])) != DEFAULTS["alpha"]:
+        params["alpha"] = f"{float(ss['alpha']):g}"
+    return params
+
+
+def sync_url() -> None:
+    params = url_state()
+    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    if current != params:
+        st.query_params.from_dict(params)
+
+
+def show_url_problems() -> None:
+    problems = st.session_state.pop("_url_problems", None)
+    if problems:
+        st.warning("Some link parameters could not be used:\n\n" + "\n".join(f"- {p}" for p in problems))
+
+
+def link_popover() -> None:
+    with st.popover("Copy link", icon=":material/link:"):
+        query = urlencode(url_state())
+        base = st.context.url or ""
+        if base and not urlparse(base).path:
+            base += "/"
+        st.caption("This link reopens this page with this sentence, model and view. Copy it with the button "
+                   "at the right of the box.")
+        st.code(f"{base}?{query}", language=None, wrap_lines=True)
+
+
+def _copy_widget(widget_key: str, key: str) -> None:
+    st.session_state[key] = st.session_state[widget_key]
+
+
+def bound(widget, label: str, key: str, *args, **kwargs):
+    """Draw `widget` (st.selectbox, st.slider, ...) for the value kept in ``session_state[key]``.
+
+    The widget has its own key (``w_<key>``) and copies its value back on change, so the value survives runs
+    where the widget is not drawn (another view or page: Streamlit drops the state of undrawn widgets) and can be
+    set by code (a click on the model view sets the layer and head).
+    """
+    ss = st.session_state
+    widget_key = f"w_{key}"
+    ss[widget_key] = ss[key]
+    return widget(label, *args, key=widget_key, on_change=_copy_widget, args=(widget_key, key), **kwargs)
+
+
+# --- sidebar -----------------------------------------------------------------------------------------------------
+def sidebar(models: list[str]) -> Session | None:
+    """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
+    ss = st.session_state
+    root = assets_root()
+    with st.sidebar:
+        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {root}")
+        name = ss["model"]
+        stamp = model_stamp(root, name)
+        try:
+            model = load_model(str(root), name, stamp)
+        except (CheckpointError, OSError, ValueError, RuntimeError) as err:
+            st.error(f"This model cannot be loaded: {err}")
+            return None
+        cfg = model.config
+        color = "green" if model.device.type == "cuda" else "gray"
+        st.badge(model.device_label, icon=":material/memory:", color=color)
+        st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {cfg.heads} heads · "
+                   f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens")
+        if model.card:
+            with st.expander("Model card"):
+                st.markdown(model.card)
+        st.subheader("Decoding")
+        bound(st.radio, "Search", "decoding", ["greedy", "beam"], horizontal=True,
+              format_func=lambda v: "Greedy" if v == "greedy" else "Beam search")
+        if ss["decoding"] == "beam":
+            bound(st.slider, "Beam size", "beam", 2, MAX_BEAM)
+        bound(st.slider, "Length penalty α", "alpha", 0.0, 5.0, step=0.1,
+              help="GNMT length penalty: higher favours longer translations (0 = none)")
+        bound(st.slider, "Top-k candidates per step", "top_k", 1, min(MAX_TOP_K, 20))
+        bound(st.checkbox, "Cut sentences longer than the model's maximum", "truncate",
+              help=f"Otherwise a sentence above {cfg.max_positions} tokens is refused with a message.")
+    beam = 1 if ss["decoding"] == "greedy" else int(ss["beam"])
+    return Session(model, str(root), name, stamp, beam, float(ss["alpha"]), int(ss["top_k"]), bool(ss["truncate"]))
+
+
+# --- sentence form and trace -------------------------------------------------------------------------------------
+def _pick_example() -> None:
+    ss = st.session_state
+    example = ss.get("example")
+    if example:
+        ss["sentence"] = ss["sentence_input"] = example
+        ss["target"] = ss["target_input"] = ""
+    ss["example"] = None
+
+
+def _submit() -> None:
+    ss = st.session_state
+    ss["sentence"] = ss.get("sentence_input", "")
+    ss["target"] = ss.get("target_input", "")
+
+
+def sentence_form() -> None:
+    """Examples, the sentence box, the optional forced target and the Translate button."""
+    ss = st.session_state
+    ss.setdefault("sentence_input", ss.get("sentence", ""))
+    ss.setdefault("target_input", ss.get("target", ""))
+    st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
+                 placeholder="Pick an example sentence…")
+    with st.form("sentence_form", border=False):
+        st.text_area("Sentence to translate (English)", key="sentence_input", height=80,
+                     max_chars=MAX_INPUT_CHARS, placeholder="Type an English sentence")
+        with st.expander("Force a target translation (teacher forcing)", expanded=bool(ss.get("target"))):
+            st.text_input("Target text (optional)", key="target_input",
+                          help="The model reads this German text instead of its own translation; every map then "
+                               "shows how it would attend while producing it.")
+        st.form_submit_button("Translate", type="primary", on_click=_submit, icon=":material/translate:")
+
+
+def current_trace(session: Session) -> AttentionTrace | None:
+    """The trace of the submitted sentence, or None after showing why there is none."""
+    ss = st.session_state
+    text = ss.get("sentence", "")
+    target = ss.get("target", "") or None
+    try:
+        check_text(text, "the sentence")
+        if target is not None:
+            check_text(target, "the target text")
+    except ValueError as err:
+        message = str(err)
+        message = message[0].upper() + message[1:] + "."
+        if "empty" in message:
+            st.info(message)
+        else:
+            st.error(message)
+        return None
+    limit = session.model.config.max_positions
+    tokens = len(session.model.tokenizer.encode(text)) + 1
+    if tokens > limit and not session.truncate:
+        st.error(f"This sentence is {tokens} tokens long; the model reads at most {limit} tokens. Shorten it, or "
+                 "tick “Cut sentences longer than the model's maximum” in the sidebar.")
+        return None
+    if target is not None and len(session.model.tokenizer.encode(target)) + 1 > limit:
+        st.error(f"The target text is longer than the model's maximum of {limit} tokens; shorten it.")
+        return None
+    try:
+        with st.spinner("Translating…"):
+            return session.trace(text, target)
+    except ValueError as err:
+        st.error(f"This sentence cannot be translated: {err}")
+    except RuntimeError as err:  # e.g. CUDA out of memory
+        st.error(f"The model failed on this sentence: {err}")
+    return None
+
+
+def translation_panel(trace: AttentionTrace) -> None:
+    settings = trace.settings
+    label = "Forced target (teacher forcing)" if settings.get("forced") else "Translation"
+    with st.container(border=True):
+        show_text(label, trace.translation)
+        decoding = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}, α {settings['alpha']:g}"
+        timing = trace.timings.get("total_ms")
+        st.caption(f"{decoding} · log-probability {trace.log_probability:.2f} · {len(trace.source_tokens)} source / "
+                   f"{len(trace.target_tokens)} target tokens · {trace.device}"
+                   + (f" · {timing:.0f} ms" if timing is not None else ""))
+
+
+def steps_table(trace: AttentionTrace) -> None:
+    with st.expander("Decoding steps: what the model chose at each position, and its top candidates"):
+        rows = [{"position": s.position, "read": s.input_token, "chose": s.token,
+                 "probability": round(s.probability, 4),
+                 "candidates": ", ".join(f"{t} {p:.3f}" for t, p in zip(s.top_tokens, s.top_probabilities))}
+                for s in trace.steps]
+        st.dataframe(rows, hide_index=True, width="stretch")
+
+
+# --- charts and exports ------------------------------------------------------------------------------------------
+def chart(fig: go.Figure, name: str, key: str | None = None, on_select=None, selection_mode="points"):
+    """Draw a figure (client-side PNG in the mode bar too); returns the selection state when `on_select`."""
+    config = dict(PLOTLY_CONFIG, toImageButtonOptions={"format": "png", "filename": name, "scale": 2})
+    if on_select is None:
+        return st.plotly_chart(fig, key=key, config=config, width="stretch")
+    return st.plotly_chart(fig, key=key, config=config, width="stretch", on_select=on_select,
+                           selection_mode=selection_mode)
+
+
+def _fingerprint(fig: go.Figure) -> str:
+    return hashlib.sha1(fig.to_json().encode()).hexdigest()[:16]
+
+
+def exports(fig: go.Figure, name: str, key: str, csv=None) -> None:
+    """Export widgets for one figure: HTML (lazy), PNG and SVG (rendered on request), optional CSV (lazy)."""
+    ss = st.session_state
+    with st.popover("Export", icon=":material/download:"):
+        st.download_button("Interactive HTML", data=lambda: export.figure_html(fig), file_name=f"{name}.html",
+                           mime="text/html", key=f"{key}_html", on_click="ignore", icon=":material/code:")
+        if csv is not None:
+            st.download_button("This map as CSV", data=lambda: csv().to_csv(), file_name=f"{name}.csv",
+                               mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/table:")
+        ok, why = export.images_available()
+        if not ok:
+            st.caption(why)
+            return
+        rendered = ss.get(f"_img_{key}")
+        stamp = _fingerprint(fig) if rendered is not None else ""  # hash the figure only once images exist
+        fresh = rendered is not None and rendered[0] == stamp
+        if not fresh and st.button("Render PNG and SVG", key=f"{key}_render", icon=":material/image:",
+                                   help="Plotly's image export (kaleido) renders through Chromium: a few seconds."):
+            try:
+                with st.spinner("Rendering images…"):
+                    images = export.figure_images(fig)
+                stamp = _fingerprint(fig)
+                rendered = ss[f"_img_{key}"] = (stamp, images)
+            except export.ExportError as err:
+                st.error(str(err))
+        if rendered is not None and rendered[0] == stamp:
+            images = rendered[1]
+            st.download_button("PNG image", data=images["png"], file_name=f"{name}.png", mime="image/png",
+                               key=f"{key}_png", on_click="ignore", icon=":material/image:")
+            st.download_button("SVG image", data=images["svg"], file_name=f"{name}.svg", mime="image/svg+xml",
+                               key=f"{key}_svg", on_click="ignore", icon=":material/image:")
+
+
+def trace_downloads(trace: AttentionTrace) -> None:
+    with st.popover("Download trace", icon=":material/data_object:"):
+        st.caption("Every attention map, mask, encoding and decoding step of this translation.")
+        st.download_button("Trace as JSON", data=trace.to_json, file_name="trace.json", mime="application/json",
+                           key="trace_json", on_click="ignore")
+        st.download_button("Trace as NPZ (NumPy)", data=trace.to_npz_bytes, file_name="trace.npz",
+                           mime="application/octet-stream", key="trace_npz", on_click="ignore")
+
+
+# --- selection helpers (pure, unit-tested) -----------------------------------------------------------------------
+def selected_point(state) -> list | None:
+    """customdata of the first selected point of a plotly_chart selection state, or None."""
+    try:
+        points = state["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    if not points:
+        return None
+    data = points[0].get("customdata")
+    return list(data) if isinstance(data, (list, tuple)) else None
+
+
+def clamp_choice(key: str, options: list, fallback, what: str) -> str | None:
+    """Keep session_state[key] within `options`; returns a message when it had to change it."""
+    ss = st.session_state
+    value = ss.get(key, fallback)
+    if value in options:
+        ss[key] = value
+        return None
+    ss[key] = fallback if fallback in options else options[0]
+    return f"{what} {value} does not exist here; showing {ss[key]}."
+
+
+def require_session() -> Session:
+    """The sidebar's session, or stop the page with a message (the sidebar shows why the model failed)."""
+    session = st.session_state.get("_session")
+    if session is None:
+        st.error("No model is loaded: pick another model in the sidebar, or see the error shown there.")
+        st.stop()
+    return session

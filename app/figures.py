@@ -1,0 +1,554 @@
+"""Every figure of the explorer: plain functions from an `AttentionTrace` (or library arrays) to a `go.Figure`.
+
+Nothing here imports Streamlit, so each builder is unit-testable. Conventions:
+- layers and heads count from 0 in code and from 1 on screen; counts always come from the trace;
+- a head is an int, ``"mean"`` or ``"max"`` (aggregated over the heads of the layer);
+- token axes are numeric (tick labels carry the tokens), so repeated tokens never merge into one category;
+- every label that comes from user text is HTML-escaped: Plotly renders a subset of HTML in labels and hovers,
+  so ``<script>`` must arrive as the text ``&lt;script&gt;``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from viz_model.introspect import LayerScores
+from viz_model.trace import AttentionTrace
+
+KINDS = ("encoder", "decoder", "cross")
+KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention (masked)",
+               "cross": "Cross-attention (decoder → encoder)"}
+AGGREGATES = ("mean", "max")
+LEVELS = ("piece", "word")
+WEIGHT_SCALE = "Blues"
+HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
+Head = int | str
+
+
+# --- labels ------------------------------------------------------------------------------------------------------
+def escape(text: object) -> str:
+    """Text safe for Plotly labels and hovers: ``<``, ``>`` and ``&`` become entities, shown as themselves."""
+    return html.escape(str(text), quote=False)
+
+
+def head_name(head: Head) -> str:
+    if head == "mean":
+        return "mean over heads"
+    if head == "max":
+        return "max over heads"
+    return f"head {int(head) + 1}"
+
+
+def axis_names(kind: str) -> tuple[str, str]:
+    """(query axis title, key axis title) of a kind's maps."""
+    if kind == "encoder":
+        return "queries (rows): source tokens", "keys (columns): source tokens"
+    if kind == "decoder":
+        return "queries (rows): decoder inputs", "keys (columns): decoder inputs"
+    return "queries (rows): decoder inputs (target)", "keys (columns): source tokens (encoder output)"
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"attention kind must be one of {', '.join(KINDS)}; got {kind!r}")
+
+
+def check_layer(trace: AttentionTrace, kind: str, layer: int) -> None:
+    count = trace.num_layers[kind]
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < count:
+        raise ValueError(f"the model has {count} {kind} layers; layer index {layer!r} is out of range")
+
+
+def check_head(trace: AttentionTrace, head: Head) -> None:
+    if isinstance(head, str):
+        if head not in AGGREGATES:
+            raise ValueError(f"head must be a head index, 'mean' or 'max'; got {head!r}")
+        return
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < trace.num_heads:
+        raise ValueError(f"the model has {trace.num_heads} heads; head index {head!r} is out of range")
+
+
+def reduce_heads(weights: np.ndarray, head: Head) -> np.ndarray:
+    """One ``(q, k)`` map from a layer's ``(heads, q, k)`` weights: a head, or the mean / max over heads."""
+    if head == "mean":
+        return weights.mean(axis=0)
+    if head == "max":
+        return weights.max(axis=0)
+    return weights[int(head)]
+
+
+def word_groups(words: Sequence[int]) -> list[list[int]]:
+    """Piece positions of each word, in order (from a trace's ``*_words``)."""
+    groups: dict[int, list[int]] = {}
+    for position, word in enumerate(words):
+        groups.setdefault(int(word), []).append(position)
+    return [groups[w] for w in sorted(groups)]
+
+
+def merge_words(weights: np.ndarray, query_groups: list[list[int]], key_groups: list[list[int]]) -> np.ndarray:
+    """Word-level map: attention *to* a word sums its pieces, attention *from* a word averages its pieces.
+
+    Rows keep summing to 1 (Clark et al., 2019, "What does BERT look at?").
+    """
+    summed = np.stack([weights[:, g].sum(axis=1) for g in key_groups], axis=1)
+    return np.stack([summed[g].mean(axis=0) for g in query_groups], axis=0)
+
+
+def word_labels(tokens: Sequence[str], groups: list[list[int]]) -> list[str]:
+    return ["".join(tokens[i] for i in g) for g in groups]
+
+
+# --- one map -----------------------------------------------------------------------------------------------------
+@dataclass
+class AttentionMap:
+    """One 2-D map with its labels, as drawn by `head_heatmap` and exported as CSV."""
+
+    weights: np.ndarray  # (q, k)
+    query_labels: list[str]  # raw text (not escaped)
+    key_labels: list[str]
+    query_notes: list[str]  # extra hover text per row (e.g. the token the decoder predicted there)
+    kind: str
+    layer: int
+    head: Head
+    level: str
+
+    @property
+    def title(self) -> str:
+        level = ", words" if self.level == "word" else ""
+        return f"{KIND_TITLES[self.kind]}: layer {self.layer + 1}, {head_name(self.head)}{level}"
+
+
+def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece") -> AttentionMap:
+    check_kind(kind)
+    check_layer(trace, kind, layer)
+    check_head(trace, head)
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
+    weights = reduce_heads(trace.attentions(kind)[layer], head)
+    queries, keys = trace.axes(kind)
+    q_words = trace.source_words if kind == "encoder" else trace.target_words
+    k_words = trace.target_words if kind == "decoder" else trace.source_words
+    notes = ([""] * len(queries) if kind == "encoder"
+             else [f"predicts {tok}" for tok in trace.output_tokens])
+    if level == "word":
+        qg, kg = word_groups(q_words), word_groups(k_words)
+        weights = merge_words(weights, qg, kg)
+        queries, keys = word_labels(queries, qg), word_labels(keys, kg)
+        notes = ([""] * len(qg) if kind == "encoder"
+                 else ["predicts " + "".join(trace.output_tokens[i] for i in g) for g in qg])
+    return AttentionMap(np.asarray(weights, dtype=np.float32), list(queries), list(keys), notes, kind, layer, head,
+                        level)
+
+
+def map_dataframe(amap: AttentionMap) -> pd.DataFrame:
+    """The map as a table: rows = queries, columns = keys, labelled ``position:token`` (unique)."""
+    return pd.DataFrame(amap.weights, index=[f"{i}:{t}" for i, t in enumerate(amap.query_labels)],
+                        columns=[f"{j}:{t}" for j, t in enumerate(amap.key_labels)])
+
+
+def _row_px(n: int) -> int:
+    return 24 if n <= 20 else 18 if n <= 50 else 13 if n <= 100 else 11
+
+
+def _font_px(n: int) -> int:
+    return 12 if n <= 50 else 10 if n <= 100 else 8
+
+
+def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dict:
+    n = len(labels)
+    axis = dict(title=dict(text=title), tickmode="array", tickvals=list(range(n)),
+                ticktext=[escape(t) for t in labels], tickfont=dict(size=_font_px(n)), showgrid=False,
+                zeroline=False, range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
+    return axis
+
+
+def head_heatmap(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece") -> go.Figure:
+    """One attention map: real tokens on both axes (queries = rows, keys = columns), exact weight on hover."""
+    return map_heatmap(attention_map(trace, kind, layer, head, level))
+
+
+def map_heatmap(amap: AttentionMap) -> go.Figure:
+    q, k = amap.weights.shape
+    custom = np.empty((q, k, 2), dtype=object)
+    for i, label in enumerate(amap.query_labels):
+        note = f" · {escape(amap.query_notes[i])}" if amap.query_notes[i] else ""
+        custom[i, :, 0] = f"{i}: {escape(label)}{note}"
+    for j, label in enumerate(amap.key_labels):
+        custom[:, j, 1] = f"{j}: {escape(label)}"
+    q_title, k_title = axis_names(amap.kind)
+    fig = go.Figure(go.Heatmap(
+        z=amap.weights, x=list(range(k)), y=list(range(q)), customdata=custom, colorscale=WEIGHT_SCALE, zmin=0.0,
+        zmax=float(max(amap.weights.max(), 1e-6)), colorbar=dict(title=dict(text="weight")),
+        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{z:.6f}<extra></extra>",
+        xgap=1 if k <= 60 else 0, ygap=1 if q <= 60 else 0, name="attention"))
+    fig.update_layout(
+        title=dict(text=escape(amap.title)), height=max(380, 170 + _row_px(q) * q),
+        xaxis=_token_axis(amap.key_labels, k_title), yaxis=_token_axis(amap.query_labels, q_title, reverse=True),
+        margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)")
+    fig.update_xaxes(tickangle=-45 if k > 12 else 0, side="bottom")
+    return fig
+
+
+# --- model view: every layer x head ------------------------------------------------------------------------------
+def model_view(trace: AttentionTrace, kind: str, aggregate: str | None = None,
+               selected: tuple[int, Head] | None = None) -> go.Figure:
+    """All layers (rows) x heads (columns) of a kind as small maps in one figure.
+
+    `aggregate` "mean"/"max" draws one map per layer instead (the heads reduced). Every map has an invisible
+    marker at its centre carrying ``customdata = [layer, head]``; clicking anywhere on a map selects it
+    (closest-centre hover over a regular grid = the map under the cursor).
+    """
+    check_kind(kind)
+    maps = trace.attentions(kind)
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate must be None, 'mean' or 'max'; got {aggregate!r}")
+    layers = len(maps)
+    if layers == 0:
+        raise ValueError(f"the trace has no {kind} layers")
+    heads: list[Head] = [aggregate] if aggregate else list(range(maps[0].shape[0]))
+    q, k = maps[0].shape[1:]
+    tile_h, tile_w = q + 1, k + 1  # one NaN row / column as the gap between maps
+    z = np.full((layers * tile_h - 1, len(heads) * tile_w - 1), np.nan, dtype=np.float32)
+    centres_x, centres_y, custom, hover = [], [], [], []
+    queries, keys = trace.axes(kind)
+    for layer, weights in enumerate(maps):
+        for column, head in enumerate(heads):
+            m = reduce_heads(weights, head)
+            z[layer * tile_h:layer * tile_h + q, column * tile_w:column * tile_w + k] = m
+            centres_x.append(column * tile_w + (k - 1) / 2)
+            centres_y.append(layer * tile_h + (q - 1) / 2)
+            custom.append([layer, head if isinstance(head, str) else int(head)])
+            i, j = np.unravel_index(int(np.argmax(m)), m.shape)
+            hover.append(f"<b>layer {layer + 1}, {head_name(head)}</b><br>strongest: {escape(queries[i])} → "
+                         f"{escape(keys[j])} ({m[i, j]:.4f})<br>mean entropy {_entropy(m):.3f} nats"
+                         "<br>click to open it in the head heatmap")
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=z, colorscale=WEIGHT_SCALE, zmin=0.0, zmax=float(np.nanmax(z)), hoverinfo="skip",
+                             colorbar=dict(title=dict(text="weight")), name="maps"))
+    fig.add_trace(go.Scatter(x=centres_x, y=centres_y, mode="markers", customdata=custom, hovertext=hover,
+                             hovertemplate="%{hovertext}<extra></extra>", name="select",
+                             marker=dict(size=max(8, min(q, k)), color="rgba(0,0,0,0)"), showlegend=False))
+    if selected is not None:
+        sel_layer, sel_head = selected
+        if 0 <= sel_layer < layers and sel_head in heads:
+            column = heads.index(sel_head)
+            fig.add_shape(type="rect", x0=column * tile_w - 0.5, x1=column * tile_w + k - 0.5,
+                          y0=sel_layer * tile_h - 0.5, y1=sel_layer * tile_h + q - 0.5,
+                          line=dict(color="#e4572e", width=3))
+    row_px = max(42, min(110, 900 // max(layers, 1)))
+    fig.update_layout(
+        title=dict(text=escape(f"{KIND_TITLES[kind]}: all {layers} layers × "
+                               + (head_name(aggregate) if aggregate else f"{len(heads)} heads"))),
+        height=120 + row_px * layers, hovermode="closest", hoverdistance=-1, dragmode=False, clickmode="event+select",
+        margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)",
+        xaxis=dict(tickmode="array", tickvals=[c * tile_w + (k - 1) / 2 for c in range(len(heads))],
+                   ticktext=[head_name(h).replace("head ", "H") for h in heads], side="top", showgrid=False,
+                   zeroline=False, range=[-0.5, len(heads) * tile_w - 1.5]),
+        yaxis=dict(tickmode="array", tickvals=[r * tile_h + (q - 1) / 2 for r in range(layers)],
+                   ticktext=[f"L{r + 1}" for r in range(layers)], showgrid=False, zeroline=False,
+                   range=[layers * tile_h - 1.5, -0.5], title=dict(text="layers")))
+    return fig
+
+
+def _entropy(m: np.ndarray) -> float:
+    p = np.clip(m, 1e-12, 1.0)
+    return float(-(m * np.log(p)).sum(axis=-1).mean())
+
+
+# --- head view: bipartite lines ----------------------------------------------------------------------------------
+def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int],
+              focus: tuple[str, int] | None = None, min_weight: float = 0.0, bins: int = 8) -> go.Figure:
+    """Lines from each query token (left) to each key token (right), one colour per head.
+
+    Line opacity is the weight relative to the strongest line drawn (binned into `bins` levels); lines below
+    `min_weight` (absolute) are left out.
+
+    `focus` = ("query", i) or ("key", j) keeps only that token's lines. Tokens are clickable markers with
+    ``customdata = [side, index]``; hovering one lists its strongest links.
+    """
+    check_kind(kind)
+    check_layer(trace, kind, layer)
+    heads = [int(h) for h in heads]
+    for h in heads:
+        check_head(trace, h)
+    if not heads:
+        raise ValueError("pick at least one head to draw")
+    if focus is not None and focus[0] not in ("query", "key"):
+        raise ValueError(f"focus side must be 'query' or 'key'; got {focus[0]!r}")
+    weights = trace.attentions(kind)[layer]
+    queries, keys = trace.axes(kind)
+    nq, nk = len(queries), len(keys)
+    fig = go.Figure()
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    strongest = float(max(weights[heads].max(), 1e-6))  # opacity is relative to the strongest line drawn
+    for h in heads:
+        w = weights[h] / strongest
+        color = HEAD_COLORS[h % len(HEAD_COLORS)]
+        shown = False
+        for b in range(bins):
+            lo, hi = edges[b], edges[b + 1]
+            sel = (w >= lo) & (weights[h] >= min_weight) & ((w < hi) if b < bins - 1 else (w <= hi))
+            if focus is not None:
+                keep = np.zeros_like(sel)
+                if focus[0] == "query" and 0 <= focus[1] < nq:
+                    keep[focus[1], :] = True
+                elif focus[0] == "key" and 0 <= focus[1] < nk:
+                    keep[:, focus[1]] = True
+                sel &= keep
+            rows, cols = np.nonzero(sel)
+            if len(rows) == 0:
+                continue
+            xs = np.tile([0.0, 1.0, np.nan], len(rows))
+            ys = np.stack([rows, cols, np.full(len(rows), np.nan)], axis=1).ravel()
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", line=dict(color=color, width=2.5), opacity=float(max(0.08, hi)),
+                hoverinfo="skip", name=f"head {h + 1}", legendgroup=f"head{h}", showlegend=not shown))
+            shown = True
+        if not shown:  # keep the legend entry even when no line passes the threshold
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, width=2.5),
+                                     name=f"head {h + 1}", legendgroup=f"head{h}", hoverinfo="skip"))
+    mean = weights[heads].mean(axis=0)
+    q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys) for i in range(nq)]
+    k_hover = [_links(f"{escape(keys[j])} is attended by", mean[:, j], queries) for j in range(nk)]
+    for side, labels, x, hover, position in (("query", queries, 0.0, q_hover, "middle left"),
+                                             ("key", keys, 1.0, k_hover, "middle right")):
+        focused = [focus is not None and focus[0] == side and focus[1] == i for i in range(len(labels))]
+        fig.add_trace(go.Scatter(
+            x=[x] * len(labels), y=list(range(len(labels))), mode="markers+text",
+            text=[escape(t) for t in labels], textposition=position,
+            textfont=dict(size=_font_px(max(nq, nk)), color=["#e4572e" if f else "#31333f" for f in focused]),
+            marker=dict(size=[14 if f else 9 for f in focused], color=["#e4572e" if f else "#8c8c8c" for f in focused]),
+            customdata=[[side, i] for i in range(len(labels))], hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>", name=f"{side} tokens", showlegend=False))
+    q_title, k_title = axis_names(kind)
+    n = max(nq, nk)
+    heads_text = ", ".join(str(h + 1) for h in heads)
+    focus_text = ""
+    if focus is not None:
+        label = queries[focus[1]] if focus[0] == "query" else keys[focus[1]]
+        focus_text = f" · only the lines of {focus[0]} {focus[1]}: {label}"
+    fig.update_layout(
+        title=dict(text=escape(f"{KIND_TITLES[kind]}: layer {layer + 1}, heads {heads_text}{focus_text}")),
+        height=max(360, 140 + _row_px(n) * n), hovermode="closest", clickmode="event+select", dragmode=False,
+        margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)",
+        legend=dict(orientation="h", y=-0.02, yanchor="top"),
+        xaxis=dict(range=[-0.9, 1.9], showticklabels=True, tickmode="array", tickvals=[0, 1],
+                   ticktext=[escape(q_title.split(":")[0]), escape(k_title.split(":")[0])], side="top",
+                   showgrid=False, zeroline=False),
+        yaxis=dict(range=[n - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False))
+    return fig
+
+
+def _links(prefix: str, row: np.ndarray, labels: Sequence[str], top: int = 4) -> str:
+    order = np.argsort(-row)[:top]
+    return prefix + ":<br>" + "<br>".join(f"{escape(labels[i])} ({i}): {row[i]:.4f}" for i in order)
+
+
+# --- token focus -------------------------------------------------------------------------------------------------
+def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: Head = "mean") -> go.Figure:
+    """Where one token attends (its row) and what attends to it (its column), in every layer, as one figure.
+
+    `side` is "query" or "key" for cross-attention (a target or a source token); for self-attention both
+    panels are drawn for the token.
+    """
+    check_kind(kind)
+    check_head(trace, head)
+    queries, keys = trace.axes(kind)
+    if side not in ("query", "key"):
+        raise ValueError(f"side must be 'query' or 'key'; got {side!r}")
+    labels = queries if side == "query" else keys
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(labels):
+        raise ValueError(f"token index {index!r} is out of range (0 to {len(labels) - 1})")
+    maps = [reduce_heads(w, head) for w in trace.attentions(kind)]
+    layers = len(maps)
+    token = labels[index]
+    panels = []
+    if kind != "cross" or side == "query":
+        panels.append(("row", np.stack([m[index] for m in maps]), keys,
+                       f"where {index}: {token} attends (keys)"))
+    if kind != "cross" or side == "key":
+        panels.append(("column", np.stack([m[:, index] for m in maps]), queries,
+                       f"what attends to {index}: {token} (queries)"))
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[escape(p[3]) for p in panels],
+                        horizontal_spacing=0.08)
+    zmax = float(max(p[1].max() for p in panels))
+    for c, (what, z, axis_labels, _) in enumerate(panels, start=1):
+        custom = np.empty(z.shape, dtype=object)
+        for j, t in enumerate(axis_labels):
+            custom[:, j] = f"{j}: {escape(t)}"
+        other = "key" if what == "row" else "query"
+        fig.add_trace(go.Heatmap(
+            z=z, x=list(range(z.shape[1])), y=list(range(1, layers + 1)), customdata=custom,
+            colorscale=WEIGHT_SCALE, zmin=0.0, zmax=max(zmax, 1e-6), showscale=c == len(panels),
+            colorbar=dict(title=dict(text="weight")),
+            hovertemplate=f"layer %{{y}}<br>{other} %{{customdata}}<br>weight %{{z:.6f}}<extra></extra>",
+            name=what), row=1, col=c)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(len(axis_labels))),
+                         ticktext=[escape(t) for t in axis_labels], tickangle=-45 if len(axis_labels) > 10 else 0,
+                         tickfont=dict(size=_font_px(len(axis_labels))), showgrid=False, row=1, col=c)
+        fig.update_yaxes(tickmode="array", tickvals=list(range(1, layers + 1)),
+                         ticktext=[f"layer {i + 1}" for i in range(layers)], autorange="reversed", showgrid=False,
+                         row=1, col=c)
+    fig.update_layout(title=dict(text=escape(f"{KIND_TITLES[kind]}, {head_name(head)}: token {index}: {token}")),
+                      height=max(300, 160 + 46 * layers), margin=dict(l=10, r=10, t=80, b=10),
+                      plot_bgcolor="rgba(0,0,0,0)")
+    return fig
+
+
+# --- masks -------------------------------------------------------------------------------------------------------
+def padding_mask_figure(tokens: Sequence[Sequence[str]], mask: np.ndarray, title: str) -> go.Figure:
+    """The ``(batch, length)`` padding mask: 1 = real token (may be attended), 0 = ``<pad>`` (never attended)."""
+    mask = np.asarray(mask, dtype=bool)
+    z = mask.astype(np.float32)
+    text = [[escape(t) for t in row] for row in tokens]
+    fig = go.Figure(go.Heatmap(
+        z=z, text=text, texttemplate="%{text}", textfont=dict(size=11), colorscale=[[0, "#d9d9d9"], [1, "#9ecae1"]],
+        zmin=0, zmax=1,
+        showscale=False, xgap=2, ygap=2,
+        hovertemplate="sentence %{y}, position %{x}<br>token %{text}<br>mask %{z} (1 = may attend)<extra></extra>"))
+    fig.update_layout(
+        title=dict(text=escape(title)), height=140 + 50 * mask.shape[0], margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=dict(title=dict(text="key position"), tickmode="array", tickvals=list(range(mask.shape[1])),
+                   showgrid=False),
+        yaxis=dict(title=dict(text="sentence in the batch"), tickmode="array", tickvals=list(range(mask.shape[0])),
+                   ticktext=[f"#{i + 1}" for i in range(mask.shape[0])], autorange="reversed", showgrid=False),
+        plot_bgcolor="rgba(0,0,0,0)")
+    return fig
+
+
+def mask_matrix_figure(mask: np.ndarray, query_labels: Sequence[str], key_labels: Sequence[str],
+                       title: str) -> go.Figure:
+    """A ``(q, k)`` boolean mask: blue = may attend, grey = masked (its score becomes -inf)."""
+    mask = np.asarray(mask, dtype=bool)
+    q, k = mask.shape
+    fig = go.Figure(go.Heatmap(
+        z=mask.astype(np.float32), x=list(range(k)), y=list(range(q)),
+        text=[["" if v else "−∞" for v in row] for row in mask], texttemplate="%{text}",
+        colorscale=[[0, "#d9d9d9"], [1, "#3182bd"]], zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+        hovertemplate="query %{y} → key %{x}: %{z} (1 = may attend, 0 = masked)<extra></extra>"))
+    fig.update_layout(title=dict(text=escape(title)), height=max(320, 150 + _row_px(q) * q),
+                      xaxis=_token_axis(key_labels, "keys"), yaxis=_token_axis(query_labels, "queries", reverse=True),
+                      margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)")
+    fig.update_xaxes(tickangle=-45 if k > 12 else 0)
+    return fig
+
+
+def score_steps_figure(scores: LayerScores, row: int, head: int, query_labels: Sequence[str],
+                       key_labels: Sequence[str]) -> go.Figure:
+    """For one sentence of the batch and one head: Q·Kᵀ, ÷√d_k, masked (-inf), softmax, side by side."""
+    if not 0 <= row < scores.raw.shape[0]:
+        raise ValueError(f"batch row {row} is out of range (the batch has {scores.raw.shape[0]} sentences)")
+    if not 0 <= head < scores.raw.shape[1]:
+        raise ValueError(f"head {head} is out of range (the layer has {scores.raw.shape[1]} heads)")
+    raw, scaled = scores.raw[row, head], scores.scaled[row, head]
+    mask, weights = scores.mask[row], scores.weights[row, head]
+    masked = np.where(mask, scaled, np.nan)
+    titles = ["1. Q·Kᵀ (raw scores)", f"2. ÷ √d_k = ÷ √{scores.d_k}", "3. masked (−∞ where not allowed)",
+              "4. softmax (weights)"]
+    fig = make_subplots(rows=1, cols=4, subplot_titles=titles, horizontal_spacing=0.045, shared_yaxes=True)
+    q, k = raw.shape
+    panels = [(raw, "RdBu_r", None), (scaled, "RdBu_r", None), (masked, "RdBu_r", None), (weights, WEIGHT_SCALE, 1.0)]
+    finite = np.abs(scaled[np.isfinite(scaled)]).max() if np.isfinite(scaled).any() else 1.0
+    for c, (z, scale, zmax) in enumerate(panels, start=1):
+        text = None
+        if c == 3:
+            text = [["−∞" if not mask[i, j] else "" for j in range(k)] for i in range(q)]
+        custom = [[("−∞ (masked)" if c == 3 and not mask[i, j] else f"{z[i, j]:.6f}") for j in range(k)]
+                  for i in range(q)]
+        bound = float(np.abs(raw).max()) if c == 1 else float(finite)
+        domain_start = (c - 1) / 4
+        fig.add_trace(go.Heatmap(
+            z=z, x=list(range(k)), y=list(range(q)), colorscale=scale, text=text,
+            texttemplate="%{text}" if text is not None else None, customdata=custom,
+            zmin=0.0 if zmax else -bound, zmax=zmax if zmax else bound, xgap=1, ygap=1,
+            colorbar=dict(orientation="h", x=domain_start + 0.11, y=-0.18, len=0.2, thickness=10, yanchor="top"),
+            hovertemplate="query %{y} → key %{x}<br>%{customdata}<extra></extra>", name=titles[c - 1]), row=1, col=c)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(k)), ticktext=[escape(t) for t in key_labels],
+                         tickangle=-60, tickfont=dict(size=_font_px(k)), showgrid=False, row=1, col=c)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(q)), ticktext=[escape(t) for t in query_labels],
+                     tickfont=dict(size=_font_px(q)), autorange="reversed", showgrid=False)
+    fig.update_layout(
+        title=dict(text=escape(f"{KIND_TITLES[scores.kind]}, layer {scores.layer + 1}, head {head + 1}, "
+                               f"sentence #{row + 1} of the batch")),
+        height=max(380, 230 + _row_px(q) * q), margin=dict(l=10, r=10, t=80, b=120), plot_bgcolor="rgba(0,0,0,0)")
+    return fig
+
+
+# --- positional encodings ----------------------------------------------------------------------------------------
+def positional_heatmap(pe: np.ndarray, tokens: Sequence[str], title: str = "Positional encodings") -> go.Figure:
+    """The ``(positions, d_model)`` PE matrix for the sentence, one row per token position."""
+    n, d = pe.shape
+    custom = np.empty((n, d), dtype=object)
+    for i, t in enumerate(tokens):
+        custom[i, :] = f"{i}: {escape(t)}"
+    fig = go.Figure(go.Heatmap(
+        z=pe, x=list(range(d)), y=list(range(n)), customdata=custom, colorscale="RdBu_r", zmid=0.0,
+        colorbar=dict(title=dict(text="value")),
+        hovertemplate="position %{customdata}<br>dimension %{x}<br>PE %{z:.6f}<extra></extra>"))
+    fig.update_layout(title=dict(text=escape(title)), height=max(320, 150 + _row_px(n) * n),
+                      xaxis=dict(title=dict(text="dimension (even = sin, odd = cos)"), showgrid=False),
+                      yaxis=_token_axis(tokens, "position: token", reverse=True),
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0) -> go.Figure:
+    """Chosen PE dimensions as curves over positions ``0 .. len(table)-1``; the first `marked` positions dotted."""
+    length, d = table.shape
+    fig = go.Figure()
+    for n, dim in enumerate(dims):
+        if not 0 <= dim < d:
+            raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
+        color = HEAD_COLORS[n % len(HEAD_COLORS)]
+        wave = "sin" if dim % 2 == 0 else "cos"
+        fig.add_trace(go.Scatter(x=list(range(length)), y=table[:, dim], mode="lines", line=dict(color=color),
+                                 name=f"dim {dim} ({wave})",
+                                 hovertemplate=f"dim {dim}<br>position %{{x}}<br>%{{y:.6f}}<extra></extra>"))
+        if marked:
+            fig.add_trace(go.Scatter(x=list(range(min(marked, length))), y=table[:marked, dim], mode="markers",
+                                     marker=dict(color=color, size=7), showlegend=False, hoverinfo="skip"))
+    fig.update_layout(title=dict(text="Sinusoids of the chosen dimensions (dots: the sentence's positions)"),
+                      height=380, xaxis=dict(title=dict(text="position")), yaxis=dict(title=dict(text="PE value")),
+                      margin=dict(l=10, r=10, t=60, b=10), hovermode="closest")
+    return fig
+
+
+def embedding_figure(embedding: np.ndarray, positional: np.ndarray, token: str, position: int) -> go.Figure:
+    """A token's embedding (× √d_model), its position's encoding, and their sum (what the first layer reads)."""
+    d = embedding.shape[0]
+    dims = list(range(d))
+    fig = go.Figure()
+    for values, name, color in ((embedding, "embedding × √d_model", "#636efa"), (positional, "positional encoding",
+                                "#00cc96"), (embedding + positional, "embedding + PE", "#ef553b")):
+        fig.add_trace(go.Scatter(x=dims, y=values, mode="lines", name=name, line=dict(color=color, width=1.5),
+                                 hovertemplate=f"{name}<br>dim %{{x}}: %{{y:.6f}}<extra></extra>"))
+    fig.update_layout(
+        title=dict(text=escape(f"Token {position}: {token}: embedding vs embedding + PE "
+                               f"(norms {np.linalg.norm(embedding):.2f}, {np.linalg.norm(positional):.2f}, "
+                               f"{np.linalg.norm(embedding + positional):.2f})")),
+        height=380, xaxis=dict(title=dict(text="dimension")), yaxis=dict(title=dict(text="value")),
+        margin=dict(l=10, r=10, t=60, b=10), hovermode="x unified")
+    return fig
+
+
+def positional_similarity(pe: np.ndarray, tokens: Sequence[str]) -> go.Figure:
+    """Cosine similarity between the encodings of the sentence's positions (nearby positions look alike)."""
+    norms = np.linalg.norm(pe, axis=1, keepdims=True)
+    unit = pe / np.where(norms == 0, 1.0, norms)
+    sim = unit @ unit.T
+    n = len(tokens)
+    fig = go.Figure(go.Heatmap(z=sim, x=list(range(n)), y=list(range(n)), colorscale="RdBu_r", zmid=0.0,
+                               colorbar=dict(title=dict(text="cosine")),
+                               hovertemplate="positions %{y} and %{x}: cosine %{z:.4f}<extra></extra>"))
+    fig.update_layout(title=dict(text="Cosine similarity between position encodings"),
+                      height=max(320, 150 + _row_px(n) * n), xaxis=_token_axis(tokens, "position"),
+                      yaxis=_token_axis(tokens, "position", reverse=True), margin=dict(l=10, r=10, t=60, b=10))
+    return fig

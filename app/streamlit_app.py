@@ -1,0 +1,43 @@
+"""Entry point: `streamlit run app` (from the repository root). A router and the frame shared by every page."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app` puts app/ on the path, not the repository root
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import common  # noqa: E402
+
+LOG = logging.getLogger("viz_model.app")
+
+st.set_page_config(page_title="Attention explorer", page_icon=":material/grid_on:", layout="wide")
+
+PAGES = {
+    "explore": st.Page("views/explore.py", title="Translate & explore", icon=":material/translate:", default=True),
+    "masks": st.Page("views/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),
+    "positional": st.Page("views/positional.py", title="Positional encoding", icon=":material/timeline:",
+                          url_path="positional"),
+}
+
+models = common.model_names()
+if not models:
+    page = st.navigation([st.Page("views/no_model.py", title="No model found", icon=":material/error:")])
+    page.run()
+else:
+    common.init_state(models)
+    page = st.navigation(list(PAGES.values()))
+    session = common.sidebar(models)
+    st.session_state["_session"] = session
+    try:
+        page.run()
+    except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers
+        LOG.exception("page %s failed", page.title)
+        st.error(f"{common.UNEXPECTED} ({type(err).__name__}: {err}). Try another setting; if it persists, "
+                 "report it with the link from “Copy link”.")
+    common.sync_url()

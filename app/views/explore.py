@@ -1,0 +1,152 @@
+"""Translate & explore (home): the sentence, its translation, then the attention views."""
+
+import streamlit as st
+
+from app import common, figures
+
+ss = st.session_state
+session = common.require_session()
+
+st.title("Translate & explore")
+st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
+common.show_url_problems()
+form_column, result_column = st.columns([3, 2], gap="large")
+with form_column:
+    common.sentence_form()
+with result_column:
+    trace = common.current_trace(session)
+    if trace is not None:
+        common.translation_panel(trace)
+        with st.container(horizontal=True):
+            common.link_popover()
+            common.trace_downloads(trace)
+        common.steps_table(trace)
+if trace is None:
+    st.stop()
+
+# --- controls ----------------------------------------------------------------------------------------------------
+common.bound(st.segmented_control, "View", "view", list(common.VIEWS), format_func=common.VIEWS.get,
+             required=True)
+view = ss["view"] or "heatmap"
+notices = []
+columns = st.columns(4)
+with columns[0]:
+    message = common.clamp_choice("kind", list(common.KIND_LABELS), "encoder", "Attention kind")
+    notices.append(message)
+    common.bound(st.selectbox, "Attention", "kind", list(common.KIND_LABELS), format_func=common.KIND_LABELS.get)
+kind = ss["kind"]
+layer_count = trace.num_layers[kind]
+head_count = trace.num_heads
+layer_options = list(range(1, layer_count + 1))
+head_options = [str(h) for h in range(1, head_count + 1)] + list(figures.AGGREGATES)
+current_layer = ss.get("layer", 1)
+notices.append(common.clamp_choice("layer", layer_options, min(current_layer, layer_count)
+                                   if isinstance(current_layer, int) else 1, "Layer"))
+notices.append(common.clamp_choice("head", head_options, "1", "Head"))
+if view in ("heatmap", "head"):
+    with columns[1]:
+        common.bound(st.selectbox, "Layer", "layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
+if view in ("heatmap", "focus"):
+    with columns[2]:
+        common.bound(st.selectbox, "Head", "head", head_options,
+                     format_func=lambda v: f"Head {v} of {head_count}" if v.isdigit() else f"{v.title()} over heads")
+if view == "heatmap":
+    with columns[3]:
+        common.clamp_choice("level", list(common.LEVEL_LABELS), "piece", "Granularity")
+        common.bound(st.selectbox, "Granularity", "level", list(common.LEVEL_LABELS),
+                     format_func=common.LEVEL_LABELS.get)
+for message in filter(None, notices):
+    st.info(message)
+
+layer = int(ss["layer"]) - 1
+head = int(ss["head"]) - 1 if ss["head"].isdigit() else ss["head"]
+name = f"{kind}-layer{layer + 1}-{ss['head'] if not ss['head'].isdigit() else 'head' + ss['head']}"
+
+
+# --- views -------------------------------------------------------------------------------------------------------
+def open_from_model_view() -> None:
+    point = common.selected_point(ss.get("mv_chart"))
+    if point is None:
+        return
+    picked_layer, picked_head = point
+    ss["layer"] = int(picked_layer) + 1
+    ss["head"] = str(int(picked_head) + 1) if isinstance(picked_head, (int, float)) else str(picked_head)
+    ss["view"] = "heatmap"
+
+
+def focus_from_head_view() -> None:
+    point = common.selected_point(ss.get("hv_chart"))
+    ss["hv_focus"] = None if point is None else (str(point[0]), int(point[1]))
+
+
+if view == "heatmap":
+    level = ss.get("level", "piece")
+    amap = figures.attention_map(trace, kind, layer, head, level)
+    fig = figures.map_heatmap(amap)
+    common.chart(fig, name, key="heatmap_chart")
+    st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
+               "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
+               "(shown on hover).")
+    common.exports(fig, name, "heatmap", csv=lambda: figures.map_dataframe(amap))
+
+elif view == "model":
+    aggregate_options = ["heads", "mean", "max"]
+    common.clamp_choice("mv_aggregate", aggregate_options, "heads", "Aggregate")
+    common.bound(st.radio, "Show", "mv_aggregate", aggregate_options, horizontal=True,
+                 format_func={"heads": "Every head", "mean": "Mean over heads, per layer",
+                          "max": "Max over heads, per layer"}.get)
+    aggregate = None if ss["mv_aggregate"] == "heads" else ss["mv_aggregate"]
+    fig = figures.model_view(trace, kind, aggregate, selected=(layer, head))
+    common.chart(fig, f"{kind}-model-view", key="mv_chart", on_select=open_from_model_view)
+    st.caption("Click a map to open it in the head heatmap.")
+    common.exports(fig, f"{kind}-model-view", "model")
+
+elif view == "head":
+    heads = list(range(head_count))
+    ss["hv_heads"] = [h for h in ss.get("hv_heads", [head if isinstance(head, int) else 0]) if h in heads]
+    pick, threshold = st.columns([3, 1])
+    with pick:
+        common.bound(st.multiselect, "Heads to draw", "hv_heads", heads, format_func=lambda h: f"Head {h + 1}")
+    with threshold:
+        ss.setdefault("hv_min", 0.02)
+        common.bound(st.slider, "Hide lines below weight", "hv_min", 0.0, 0.5, step=0.01)
+    chosen = ss["hv_heads"]
+    if not chosen:
+        st.info("Pick at least one head to draw.")
+        st.stop()
+    queries, keys = trace.axes(kind)
+    focus = ss.get("hv_focus")
+    if focus is not None and not (focus[0] in ("query", "key")
+                                  and 0 <= focus[1] < len(queries if focus[0] == "query" else keys)):
+        focus = ss["hv_focus"] = None
+    fig = figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(ss["hv_min"]))
+    common.chart(fig, f"{kind}-layer{layer + 1}-head-view", key="hv_chart", on_select=focus_from_head_view)
+    if focus is not None:
+        st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=ss.__setitem__,
+                  args=("hv_focus", None))
+    st.caption("Left: queries, right: keys. Line opacity = attention weight; each head has its colour. Hover a "
+               "token to list its strongest links; click it to keep only its lines (click it again to undo).")
+    common.exports(fig, f"{kind}-layer{layer + 1}-head-view", "head")
+
+else:  # token focus
+    queries, keys = trace.axes(kind)
+    if kind == "cross":
+        options = [f"q{i}" for i in range(len(queries))] + [f"k{j}" for j in range(len(keys))]
+
+        def describe(option: str) -> str:
+            index = int(option[1:])
+            return (f"target {index}: {queries[index]}" if option[0] == "q" else f"source {index}: {keys[index]}")
+    else:
+        options = [f"q{i}" for i in range(len(queries))]
+
+        def describe(option: str) -> str:
+            return f"{int(option[1:])}: {queries[int(option[1:])]}"
+    common.clamp_choice("focus_token", options, options[min(1, len(options) - 1)], "Token")
+    common.bound(st.selectbox, "Token", "focus_token", options, format_func=describe)
+    choice = ss["focus_token"]
+    side = "query" if choice[0] == "q" else "key"
+    fig = figures.token_focus(trace, kind, side, int(choice[1:]), head)
+    common.chart(fig, f"{kind}-token-focus", key="focus_chart")
+    st.caption("Each row is a layer. Left: the token's own row of the map (where it attends); right: its column "
+               "(which tokens attend to it).")
+    common.exports(fig, f"{kind}-token-focus", "focus")

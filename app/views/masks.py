@@ -1,0 +1,105 @@
+"""Masks: the padding and causal masks of a two-sentence batch, and one head's scores step by step."""
+
+import numpy as np
+import streamlit as st
+
+from app import common, figures
+from viz_model.api import check_text
+from viz_model.attention import causal_mask
+
+ss = st.session_state
+session = common.require_session()
+
+st.title("Masks")
+st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "
+           "`<pad>` keys, and the decoder's causal mask keeps position t away from the future. Masked scores become "
+           "−∞ before the softmax, so their weights are exactly 0.")
+with st.expander("Change the sentence", expanded=False):
+    common.sentence_form()
+trace = common.current_trace(session)
+if trace is None:
+    st.stop()
+
+sentence = ss.get("sentence", "")
+ss.setdefault("m_other", next(e for e in common.EXAMPLES if len(e.split()) != len(sentence.split())))
+common.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", "m_other")
+try:
+    check_text(ss["m_other"], "the second sentence")
+    other = session.trace(ss["m_other"])
+except ValueError as err:
+    st.error(f"The second sentence cannot be used: {err}")
+    st.stop()
+
+columns = st.columns(4)
+with columns[0]:
+    common.clamp_choice("m_kind", list(common.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
+    common.bound(st.selectbox, "Attention", "m_kind", list(common.KIND_LABELS), format_func=common.KIND_LABELS.get)
+kind = ss["m_kind"]
+layer_count, head_count = trace.num_layers[kind], trace.num_heads
+with columns[1]:
+    common.clamp_choice("m_layer", list(range(1, layer_count + 1)), 1, "Layer")
+    common.bound(st.selectbox, "Layer", "m_layer", list(range(1, layer_count + 1)),
+                 format_func=lambda v: f"Layer {v} of {layer_count}")
+with columns[2]:
+    common.clamp_choice("m_head", list(range(1, head_count + 1)), 1, "Head")
+    common.bound(st.selectbox, "Head", "m_head", list(range(1, head_count + 1)),
+                 format_func=lambda v: f"Head {v} of {head_count}")
+with columns[3]:
+    shorter = 0 if len(trace.source_ids) <= len(other.source_ids) else 1  # the one with padding
+    common.clamp_choice("m_row", [0, 1], shorter, "Sentence")
+    common.bound(st.radio, "Sentence", "m_row", [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
+
+traces = [trace, other]
+try:
+    scores = session.layer_scores([list(t.source_ids) for t in traces], [list(t.target_ids) for t in traces],
+                                  kind, int(ss["m_layer"]) - 1)
+except ValueError as err:
+    st.error(f"The scores cannot be computed: {err}")
+    st.stop()
+
+pieces = session.model.tokenizer.pieces
+key_tokens = [pieces(int(i) for i in row) for row in scores.key_ids]
+query_tokens = [pieces(int(i) for i in row) for row in scores.query_ids]
+row, head = int(ss["m_row"]), int(ss["m_head"]) - 1
+
+st.subheader("The masks")
+side = "target (decoder inputs)" if kind == "decoder" else "source"
+left, right = st.columns(2)
+with left:
+    fig = figures.padding_mask_figure(key_tokens, scores.padding_mask,
+                                      f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
+    common.chart(fig, "padding-mask", key="pad_chart")
+    common.exports(fig, "padding-mask", "pad")
+with right:
+    longest = max(traces, key=lambda t: len(t.target_ids)).target_tokens
+    causal = causal_mask(len(longest))[0, 0].numpy()
+    fig = figures.mask_matrix_figure(causal, longest, longest,
+                                     "Causal mask of the decoder (position t sees keys 0..t)")
+    common.chart(fig, "causal-mask", key="causal_chart")
+    common.exports(fig, "causal-mask", "causal")
+
+fig = figures.mask_matrix_figure(scores.mask[row], query_tokens[row], key_tokens[row],
+                                 f"The mask this layer applies to sentence #{row + 1} "
+                                 + ("(causal AND padding)" if kind == "decoder" else "(padding)"))
+common.chart(fig, "combined-mask", key="combined_chart")
+common.exports(fig, "combined-mask", "combined")
+
+st.subheader(f"Head {head + 1}: from scores to weights")
+fig = figures.score_steps_figure(scores, row, head, query_tokens[row], key_tokens[row])
+common.chart(fig, "score-steps", key="steps_chart")
+common.exports(fig, f"{kind}-layer{ss['m_layer']}-head{head + 1}-score-steps", "steps")
+
+# --- checks: the four steps reproduce the model's own weights ----------------------------------------------------
+weights = scores.weights[row, head]
+recorded = traces[row].attentions(kind)[int(ss["m_layer"]) - 1][head]
+q, k = recorded.shape
+difference = float(np.abs(weights[:q, :k] - recorded).max())
+masked_total = float(np.abs(weights[~scores.mask[row]]).sum()) if (~scores.mask[row]).any() else 0.0
+row_sums = weights[:q].sum(axis=-1)
+a, b, c = st.columns(3)
+a.metric("Max difference from the model's own weights", f"{difference:.1e}",
+         help="The four steps above, recomputed from the layer's queries and keys, against the weights the model "
+              "recorded while translating.")
+b.metric("Weight on masked cells", f"{masked_total:.1e}", help="Exactly 0: the softmax of −∞ is 0.")
+c.metric("Row sums", f"{row_sums.min():.6f}" if np.isclose(row_sums.min(), row_sums.max(), atol=5e-7)
+         else f"{row_sums.min():.4f}–{row_sums.max():.4f}", help="Every query's weights sum to 1.")

@@ -1,0 +1,55 @@
+"""Shared by the app tests: a tiny random model directory (built once per test session) and helpers.
+
+Importing this module is cheap; `build_tiny_assets` trains a 100-odd piece SentencePiece tokenizer on generated
+sentences and saves a randomly initialised 2-encoder / 3-decoder-layer model, so layer counts that differ per
+kind are exercised. The sentences include HTML so the injection tests see real pieces such as ``<`` and ``img``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import torch
+
+from viz_model.checkpoint import save_model_dir
+from viz_model.config import ModelConfig
+from viz_model.model import Transformer
+from viz_model.tokenizer import train_tokenizer
+
+TINY_MODEL = "tiny-en-de"
+TINY_CONFIG = dict(encoder_layers=2, decoder_layers=3, d_model=32, heads=4, d_ff=64, max_positions=48)
+INJECTION = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app" / "streamlit_app.py"
+
+
+def _sentences(count: int = 400) -> list[str]:
+    rng = random.Random(0)
+    subjects = ["a man", "two dogs", "the girl", "several people", "a woman", "the children", "ein Mann",
+                "zwei Hunde", "das Mädchen", "eine Frau"]
+    verbs = ["plays", "runs", "is reading", "climbs", "walks", "spielt", "läuft", "liest", "klettert"]
+    places = ["in the snow", "on the beach", "down the street", "into a playhouse", "im Schnee", "am Strand",
+              "auf der Straße", "in front of a building"]
+    lines = [f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(places)}." for _ in range(count)]
+    lines += [INJECTION, "<b>bold</b> & <i>x</i> = 'y' \"z\"", "script alert img src onerror"] * 5
+    return lines
+
+
+def build_tiny_assets(root: Path) -> Path:
+    """Write ``root/tiny-en-de`` (a complete model directory) unless it exists; returns `root`."""
+    directory = root / TINY_MODEL
+    if (directory / "model.safetensors").is_file():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(_sentences(), root / "tokenizer.model", vocab_size=160)
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, **TINY_CONFIG))
+    save_model_dir(model, tokenizer, directory, card="# tiny-en-de\n\nA random model for the app tests.\n")
+    (root / "tokenizer.model").unlink()
+    return root
+
+
+def long_sentence(words: int) -> str:
+    return " ".join(itertools.islice(itertools.cycle(["two", "dogs", "play", "in", "the", "snow"]), words)) + "."

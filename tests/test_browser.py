@@ -1,0 +1,295 @@
+"""End to end in a real browser: `streamlit run app` on a free loopback port, driven with Debian's Chromium.
+
+Playwright's Python package drives /usr/bin/chromium (never a downloaded browser). The server uses a tiny random
+model (VIZ_MODEL_ASSETS). Screenshots land in test-artifacts/. No JavaScript dialog may ever open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_app_support import INJECTION, ROOT, TINY_CONFIG, build_tiny_assets  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"
+FIRST_LOAD_S = 180  # a cold server imports torch and decodes 47 greedy steps on a busy 2-core CI machine
+STEP_S = 90
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
+                                                     "(apt-get install chromium); CI installs it"),
+]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(assets: Path | None, log_path: Path):
+    """Run `streamlit run app` (as a user would, from the repository root) on a free port; yield its URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("VIZ_MODEL_ASSETS", None)
+    if assets is not None:
+        env["VIZ_MODEL_ASSETS"] = str(assets)
+    command = [sys.executable, "-m", "streamlit", "run", "app", "--server.headless", "true",
+               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"streamlit exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not answer on {url}:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    assets = build_tiny_assets(tmp_path_factory.mktemp("browser-assets"))
+    with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page that records every dialog (alert/confirm/prompt); the test fails if one opened."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.dialogs = []
+
+    def on_dialog(dialog):
+        page.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    yield page
+    dialogs = page.dialogs
+    context.close()
+    assert dialogs == [], f"a dialog opened: {dialogs}"
+
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+def wait_title(page, text: str, timeout_s: float = STEP_S) -> None:
+    page.wait_for_function(
+        "(t) => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
+        arg=text, timeout=timeout_s * 1000)
+
+
+def wait_url(page, fragment: str) -> None:
+    page.wait_for_function("(f) => decodeURIComponent(location.search.replaceAll('+', ' ')).includes(f)",
+                           arg=fragment, timeout=STEP_S * 1000)
+
+
+def plot_area(page, index: int = 0) -> dict:
+    plot = page.locator(".js-plotly-plot").nth(index)
+    plot.scroll_into_view_if_needed()
+    time.sleep(0.3)
+    return plot.locator(".nsewdrag").first.bounding_box()
+
+
+def tick_labels(page, axis: str, index: int = 0) -> list[str]:
+    return page.evaluate(
+        "([a, i]) => [...document.querySelectorAll('.js-plotly-plot')[i].querySelectorAll(`.${a}tick text`)]"
+        ".map(e => e.textContent)", [axis, index])
+
+
+def hover_text(page) -> str:
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+    return page.locator(".hoverlayer .hovertext").first.text_content()
+
+
+def pick(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def shot(page, name: str) -> None:
+    """Screenshot the whole app (Streamlit scrolls inside its main container, so grow the viewport to fit it)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
+    time.sleep(0.5)
+    page.screenshot(path=str(ARTIFACTS / name))
+    page.set_viewport_size(size)
+
+
+# --- tests -------------------------------------------------------------------------------------------------------
+def test_explore_in_a_real_browser(server, page):
+    started = time.monotonic()
+    page.goto(f"{server}/?beam=1")
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+    print(f"\nfirst page load to heatmap: {time.monotonic() - started:.1f} s")
+
+    # type a sentence, press Translate, wait for its heatmap
+    page.get_by_label("Sentence to translate (English)").fill("A woman reads a book on the beach.")
+    started = time.monotonic()
+    page.get_by_role("button", name="Translate").click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .xtick text')].some(e => e.textContent === '▁beach')",
+        timeout=STEP_S * 1000)
+    print(f"translate to heatmap: {time.monotonic() - started:.2f} s")
+    wait_url(page, "sentence=A woman reads a book on the beach.")
+    keys, queries = tick_labels(page, "x"), tick_labels(page, "y")
+    assert keys == queries and keys[-1] == "</s>"
+
+    # hover a cell: the tooltip names the query, the key and the exact weight the figure holds
+    box = plot_area(page)
+    i, j = 2, 1
+    page.mouse.move(box["x"] + (j + 0.5) / len(keys) * box["width"],
+                    box["y"] + (i + 0.5) / len(queries) * box["height"])
+    tooltip = hover_text(page)
+    assert f"query {i}: {queries[i]}" in tooltip and f"key {j}: {keys[j]}" in tooltip
+    weight = float(re.search(r"weight ([0-9.]+)", tooltip).group(1))
+    stored = page.evaluate("([i, j]) => document.querySelector('.js-plotly-plot').calcdata[0][0].z[i][j]", [i, j])
+    assert abs(weight - stored) < 1e-6
+    shot(page, "explore-heatmap.png")
+
+    # export this map: PNG through Plotly's image export (kaleido renders with Chromium on the server)
+    page.get_by_role("button", name="Export").click()
+    page.get_by_role("button", name="Render PNG and SVG").click()
+    with page.expect_download(timeout=STEP_S * 1000) as download:
+        page.get_by_role("button", name="PNG image").click(timeout=STEP_S * 1000)
+    assert Path(download.value.path()).read_bytes().startswith(b"\x89PNG")
+    page.keyboard.press("Escape")
+
+    # the copy-link box holds a full URL that reproduces the view
+    page.get_by_role("button", name="Copy link").click()
+    link = page.locator('[data-testid="stCode"] code').first.text_content()
+    assert link.startswith(f"{server}/?sentence=A+woman+reads") and "view=heatmap" in link
+    page.keyboard.press("Escape")
+
+    # switch the head
+    pick(page, "Head", f"Head 2 of {TINY_CONFIG['heads']}")
+    wait_title(page, "Encoder self-attention: layer 1, head 2")
+    wait_url(page, "head=2")
+
+    # model view: every layer x head; a click opens that map in the heatmap
+    page.get_by_role("radio", name="Model view").click()
+    wait_title(page, f"all {TINY_CONFIG['encoder_layers']} layers × {TINY_CONFIG['heads']} heads")
+    shot(page, "model-view.png")
+    box = plot_area(page)
+    page.mouse.click(box["x"] + box["width"] * 2.5 / TINY_CONFIG["heads"],
+                     box["y"] + box["height"] * 1.5 / TINY_CONFIG["encoder_layers"])
+    wait_title(page, "Encoder self-attention: layer 2, head 3")
+
+    # head view: clicking a token keeps only its lines
+    page.get_by_role("radio", name="Head view").click()
+    wait_title(page, "layer 2, heads")
+    plot_area(page)
+    page.locator(".js-plotly-plot .scatterlayer .trace").last.locator(".point").first.click(force=True)
+    wait_title(page, "only the lines of key 0")
+    shot(page, "head-view.png")
+
+    page.get_by_role("radio", name="Token focus").click()
+    wait_title(page, "token 1:")
+
+    # the trace downloads (deferred JSON)
+    page.get_by_role("button", name="Download trace").click()
+    with page.expect_download(timeout=STEP_S * 1000) as download:
+        page.get_by_role("button", name="Trace as JSON").click()
+    data = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert data["source_text"] == "A woman reads a book on the beach."
+    page.keyboard.press("Escape")
+
+    # the other pages
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Masks").click()
+    wait_title(page, "Padding mask of the keys")
+    wait_title(page, "of the batch")
+    shot(page, "masks.png")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Positional encoding").click()
+    wait_title(page, "Positional encodings of the")
+    shot(page, "positional.png")
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Translate & explore").click()
+    page.wait_for_selector(".js-plotly-plot", timeout=STEP_S * 1000)
+
+
+def test_injected_markup_stays_text(server, page):
+    page.goto(f"{server}/?" + urlencode({"sentence": INJECTION, "target": INJECTION, "beam": "1"}))
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+    # the (forced) translation is shown as the literal text
+    page.get_by_test_id("stMarkdownContainer").filter(has_text=INJECTION).first.wait_for(timeout=STEP_S * 1000)
+    keys, queries = tick_labels(page, "x"), tick_labels(page, "y")
+    assert "<" in keys and ">" in keys  # the pieces of the markup, shown as text
+    assert page.locator('img[src="x"]').count() == 0
+    assert not page.evaluate("() => [...document.scripts].some(s => s.textContent.includes('alert('))")
+    j = keys.index("<")
+    box = plot_area(page)
+    page.mouse.move(box["x"] + (j + 0.5) / len(keys) * box["width"], box["y"] + 0.5 / len(queries) * box["height"])
+    assert f"key {j}: <" in hover_text(page)  # entities are displayed as the characters, not markup, not "&lt;"
+    # typed into the box, too
+    page.get_by_label("Sentence to translate (English)").fill(INJECTION + " again")
+    page.get_by_role("button", name="Translate").click()
+    wait_url(page, "again")
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=STEP_S * 1000)
+    time.sleep(1)
+    shot(page, "injection.png")
+
+
+@pytest.mark.skipif(os.environ.get("VIZ_README_SCREENSHOT") != "1" or not (ROOT / "assets" / "multi30k-en-de").is_dir(),
+                    reason="refreshes docs/screenshot.png with the shipped model: set VIZ_README_SCREENSHOT=1")
+def test_readme_screenshot(browser, tmp_path):
+    """`VIZ_README_SCREENSHOT=1 pytest tests/test_browser.py -k readme` retakes the README's screenshot."""
+    params = {"sentence": "Two young dogs are playing in the snow.", "kind": "cross", "layer": "3", "head": "mean"}
+    with streamlit_server(None, tmp_path / "streamlit.log") as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/?{urlencode(params)}")
+        page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+        height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+        page.set_viewport_size({"width": 1400, "height": min(int(height), 1600)})
+        keys, queries = tick_labels(page, "x"), tick_labels(page, "y")
+        box = plot_area(page)
+        i, j = min(2, len(queries) - 1), min(2, len(keys) - 1)
+        page.mouse.move(box["x"] + (j + 0.5) / len(keys) * box["width"],
+                        box["y"] + (i + 0.5) / len(queries) * box["height"])
+        hover_text(page)
+        (ROOT / "docs").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "docs" / "screenshot.png"))
+        page.close()
