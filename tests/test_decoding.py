@@ -33,7 +33,8 @@ def greedy_by_recomputation(net, src: torch.Tensor, max_len: int) -> list[int]:
 
 @torch.no_grad()
 def beam_by_recomputation(net, src: torch.Tensor, beam: int, alpha: float, max_len: int) -> list[int]:
-    """Reference beam search, one sentence, no cache: every hypothesis re-runs the whole decoder."""
+    """Reference beam search, one sentence, no cache: every hypothesis re-runs the whole decoder. A sentence stops
+    when the best candidate of a step ends in </s> (OpenNMT's early stop) or `beam` hypotheses have finished."""
     alive = [([], 0.0)]
     finished = []
     for step in range(max_len):
@@ -50,7 +51,7 @@ def beam_by_recomputation(net, src: torch.Tensor, beam: int, alpha: float, max_l
                 alive.append((tokens, score))
             if len(alive) == beam:
                 break
-        if len(finished) >= beam or step + 1 >= max_len:
+        if candidates[0][0][-1] == EOS_ID or len(finished) >= beam or step + 1 >= max_len:
             break
     return max(finished, key=lambda f: f[1])[0]
 

@@ -38,7 +38,8 @@ def max_output_lengths(src: Tensor, model: Transformer, extra: int = 50) -> list
 
 def _expand(encoded: EncoderOutput, times: int) -> EncoderOutput:
     index = torch.arange(encoded.hidden.shape[0], device=encoded.hidden.device).repeat_interleave(times)
-    return EncoderOutput(encoded.hidden.index_select(0, index), encoded.mask.index_select(0, index))
+    return EncoderOutput(encoded.hidden.index_select(0, index), encoded.mask.index_select(0, index),
+                         has_padding=encoded.has_padding)
 
 
 @torch.inference_mode()
@@ -52,8 +53,9 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 max_lens: list[int] | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
-    A hypothesis ends at ``</s>`` or at its sentence's length limit; a sentence stops as soon as it has
-    `beam` finished hypotheses (early stopping). Beam 1 is exactly greedy search.
+    A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops early (as OpenNMT does)
+    as soon as the best candidate of a step ends in ``</s>``, or it holds `beam` finished hypotheses; the
+    result is the finished hypothesis with the best length-penalised score. Beam 1 is exactly greedy search.
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
@@ -72,8 +74,12 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         out = model.decode(tokens[:, -1:], encoded, cache=cache, offset=step)
         log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
         vocab = log_probs.shape[-1]
-        candidates = (scores.view(-1, 1) + log_probs).view(batch, beam * vocab)
-        top_scores, top_index = candidates.topk(min(2 * beam, beam * vocab), dim=1)
+        width = min(2 * beam, vocab)
+        # the best `width` of each row first, then the best `width` of the sentence among those (cheaper than
+        # one top-k over beam * vocab scores, and the same candidates)
+        row_scores, row_tokens = (scores.view(-1, 1) + log_probs).topk(width, dim=-1)
+        top_scores, top_pos = row_scores.view(batch, beam * width).topk(width, dim=1)
+        top_index = (top_pos // width) * vocab + row_tokens.view(batch, beam * width).gather(1, top_pos)
         top_scores_l, top_index_l = top_scores.tolist(), top_index.tolist()
         rows = torch.arange(batch * beam, device=device).view(batch, beam).clone()
         next_tokens = torch.full((batch, beam), PAD_ID, dtype=torch.long, device=device)
@@ -84,6 +90,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 continue
             last_step = step + 1 >= max_lens[b]
             kept = 0
+            best_ends = top_index_l[b][0] % vocab == EOS_ID
             for s, index in zip(top_scores_l[b], top_index_l[b]):
                 if s == float("-inf"):
                     break
@@ -96,7 +103,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                     kept += 1
                 if kept == beam:
                     break
-            if len(finished[b]) >= beam or last_step:
+            if best_ends or len(finished[b]) >= beam or last_step:
                 done[b] = True
                 next_scores[b] = float("-inf")
         if all(done):

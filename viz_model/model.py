@@ -145,6 +145,12 @@ class EncoderOutput:
     hidden: Tensor  # (batch, src_len, d_model)
     mask: Tensor  # (batch, 1, 1, src_len) source padding mask, True = real token
     attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, src_len, src_len)
+    has_padding: bool = True  # False when every key is a real token: attention then needs no mask
+
+    @property
+    def attention_mask(self) -> Tensor | None:
+        """The mask cross-attention applies (None when nothing is padding, which lets the fused kernel run bare)."""
+        return self.mask if self.has_padding else None
 
 
 @dataclass
@@ -227,15 +233,17 @@ class Transformer(nn.Module):
         """Run the encoder over ``src`` ``(batch, src_len)`` token ids."""
         self._check_ids(src, "src")
         mask = padding_mask(src, self.config.pad_id)
+        has_padding = bool((~mask).any())
+        attend = mask if has_padding else None
         x = self.embed(src, "source")
         attentions = []
         for i, layer in enumerate(self.encoder_layers):
-            x, weights = layer(x, mask, need_weights, head_mask.layer("encoder", i) if head_mask else None)
+            x, weights = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
             if need_weights:
                 attentions.append(weights)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
-        return EncoderOutput(x, mask, attentions)
+        return EncoderOutput(x, mask, attentions, has_padding)
 
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
@@ -247,13 +255,15 @@ class Transformer(nn.Module):
         self._check_ids(tgt, "tgt")
         if tgt.shape[0] != encoded.hidden.shape[0]:
             raise ValueError(f"tgt batch ({tgt.shape[0]}) differs from source batch ({encoded.hidden.shape[0]})")
-        self_mask = combine_masks(causal_mask(tgt.shape[1], tgt.device, offset), tgt_mask)
+        # one new query per step sees every cached key: the causal mask is all True then, so it is left out
+        causal = None if cache is not None and tgt.shape[1] == 1 else causal_mask(tgt.shape[1], tgt.device, offset)
+        self_mask = combine_masks(causal, tgt_mask)
         x = self.embed(tgt, "target", offset)
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
             x, self_w, cross_w, layer_cache = layer(
-                x, encoded.hidden, self_mask, encoded.mask, need_weights,
+                x, encoded.hidden, self_mask, encoded.attention_mask, need_weights,
                 cache[i] if cache is not None else None, masks)
             out.cache.append(layer_cache)
             if need_weights:
