@@ -36,7 +36,6 @@ a busy CPU with 2 threads per process makes both sides many times slower (OpenMP
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -51,12 +50,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, emit, load_average
 
-REPO = Path(__file__).resolve().parent.parent
 SENTENCE = "A man in a blue shirt is standing on a ladder and cleaning the windows."  # 15 words
 FORCED_TARGET = "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt die großen Fenster."
-REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "heads": 8,
-                  "d_ff": 1024}
 TARGET_P50_MS = 60.0
 TARGET_SPEEDUP = 3.0
 TARGET_RSS_MB = 300.0
@@ -100,38 +97,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
-def load_average() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
-
-
-class CpuMonitor:
-    """CPU used by *other* processes while we measure (system-wide busy time from /proc/stat minus our own)."""
-
-    def __init__(self) -> None:
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float] | None:
-        try:
-            fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        except (OSError, ValueError, IndexError):
-            return None
-        busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system [idle iowait] irq softirq steal
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime, time.perf_counter()
-
-    def other_cores(self) -> float | None:
-        """Average number of cores kept busy by other processes since construction."""
-        end = self._sample()
-        if self.start is None or end is None or end[2] <= self.start[2]:
-            return None
-        other = (end[0] - self.start[0]) - (end[1] - self.start[1])
-        return round(max(other, 0.0) / (end[2] - self.start[2]), 2)
-
-
 def peak_rss_mb() -> tuple[float, str]:
     """Peak resident set size of this process in MB (VmHWM, else ru_maxrss)."""
     try:
@@ -152,24 +117,6 @@ def current_rss_mb() -> float:
     except OSError:
         pass
     return float("nan")
-
-
-def cached_tokenizer(data_dir: Path, vocab_size: int = 8000) -> Path:
-    """An 8k joint BPE trained on the training split of `data_dir` (once; cached in .data/bench/)."""
-    from viz_model.tokenizer import train_tokenizer
-    from viz_model.train.data import find_split, read_parallel
-
-    try:
-        files = [find_split(data_dir, "train", lang) for lang in ("en", "de")]
-    except ValueError as err:
-        raise SystemExit(f"bench: cannot train a tokenizer: {err}. Pass --tokenizer FILE or --data-dir DIR") from None
-    key = hashlib.sha1(repr([(str(f.resolve()), f.stat().st_size) for f in files] + [vocab_size]).encode())
-    path = REPO / ".data" / "bench" / f"bpe{vocab_size}-{key.hexdigest()[:10]}.model"
-    if not path.is_file():
-        print(f"training a {vocab_size} BPE tokenizer on {data_dir}/train (cached as {path}) ...", file=sys.stderr)
-        src, tgt = read_parallel(data_dir, "train", "en", "de")
-        train_tokenizer(src + tgt, path, vocab_size, "bpe")
-    return path
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -198,7 +145,8 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
     if directory is not None and (args.model is not None or directory.is_dir()):
         model = viz_model.load(directory, device="cpu")
         return model, "trained", str(directory)
-    tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir))
+    hint = "Pass --tokenizer FILE or --data-dir DIR"
+    tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))
     dims = dict(REFERENCE_DIMS)
     if tokenizer.vocab_size != dims["vocab_size"]:
         print(f"note: tokenizer has {tokenizer.vocab_size} pieces; the random model uses that vocabulary size",
@@ -473,12 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss": result["rss"]["ours"]["peak_rss_mb"] <= TARGET_RSS_MB if "rss" in result else None,
         "p50_ms_max": TARGET_P50_MS, "speedup_min": TARGET_SPEEDUP, "rss_mb_max": TARGET_RSS_MB,
     }
-    text = table(result)
-    if args.json:
-        print(text, file=sys.stderr)
-        print(json.dumps(result, indent=2))
-    else:
-        print(text)
+    emit(table(result), result, args.json)
     return 0
 
 

@@ -30,12 +30,9 @@ loop managed about 90k). Figures are only meaningful on an idle machine.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
 import os
 import platform
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -45,18 +42,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, emit
 from torch import nn
 
 from viz_model.config import ModelConfig, TrainConfig
 from viz_model.model import Transformer
-from viz_model.tokenizer import EOS_ID, Tokenizer, train_tokenizer
-from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, find_split, make_batches, read_parallel
+from viz_model.positional import sinusoidal_table
+from viz_model.tokenizer import EOS_ID, Tokenizer
+from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches, read_parallel
 from viz_model.train.loop import LabelSmoothedLoss, autocast_for, learning_rate, make_optimizer, train_step
 
-REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "configs" / "multi30k-en-de.toml"
-REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "heads": 8,
-                  "d_ff": 1024}
 TARGET_CPU_RATIO = 1.5
 TARGET_H100_TOKENS = 1_000_000
 
@@ -95,21 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # --- data --------------------------------------------------------------------------------------------------------
-def cached_tokenizer(data_dir: Path, vocab_size: int = 8000) -> Path:
-    """An 8k joint BPE trained on the training split of `data_dir` (once; cached in .data/bench/)."""
-    try:
-        files = [find_split(data_dir, "train", lang) for lang in ("en", "de")]
-    except ValueError as err:
-        raise SystemExit(f"bench: {err}. Pass --data-dir DIR (Multi30K) or --synthetic") from None
-    key = hashlib.sha1(repr([(str(f.resolve()), f.stat().st_size) for f in files] + [vocab_size]).encode())
-    path = REPO / ".data" / "bench" / f"bpe{vocab_size}-{key.hexdigest()[:10]}.model"
-    if not path.is_file():
-        print(f"training a {vocab_size} BPE tokenizer on {data_dir}/train (cached as {path}) ...", file=sys.stderr)
-        src, tgt = read_parallel(data_dir, "train", "en", "de")
-        train_tokenizer(src + tgt, path, vocab_size, "bpe")
-    return path
-
-
 def synthetic_pairs(vocab_size: int, seed: int, n: int = 29_000) -> EncodedPairs:
     """Random ids with Multi30K-like lengths (unigram 8k: 14.7 source and 17.2 target pieces on average)."""
     rng = np.random.default_rng(seed)
@@ -124,7 +105,8 @@ def load_data(args: argparse.Namespace, vocab_size: int, max_len: int) -> tuple[
     """(pairs, vocabulary size, description)."""
     if args.synthetic:
         return synthetic_pairs(vocab_size, args.seed), vocab_size, "synthetic (random ids, Multi30K-like lengths)"
-    tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, vocab_size))
+    hint = "Pass --data-dir DIR (Multi30K) or --synthetic"
+    tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, vocab_size, hint))
     src, tgt = read_parallel(args.data_dir, "train", "en", "de")
     data = encode_pairs(tokenizer, src, tgt, max_len)
     return data, tokenizer.vocab_size, f"Multi30K train ({args.data_dir}), {len(data)} pairs, " \
@@ -132,15 +114,6 @@ def load_data(args: argparse.Namespace, vocab_size: int, max_len: int) -> tuple[
 
 
 # --- the naive baseline ----------------------------------------------------------------------------------------------
-def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
-    position = torch.arange(length, dtype=torch.float32)[:, None]
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    pe = torch.zeros(length, d_model)
-    pe[:, 0::2] = torch.sin(position * div)
-    pe[:, 1::2] = torch.cos(position * div)
-    return pe
-
-
 class NaiveTransformer(nn.Module):
     """The textbook model on ``torch.nn.Transformer``: same sizes, same 3-way tied embeddings as ours."""
 
@@ -230,30 +203,6 @@ def make_baseline(cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device
 
 
 # --- measurement ---------------------------------------------------------------------------------------------------
-class CpuMonitor:
-    """CPU used by *other* processes while we measure (system-wide busy time from /proc/stat minus our own)."""
-
-    def __init__(self) -> None:
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float] | None:
-        try:
-            fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        except (OSError, ValueError, IndexError):
-            return None
-        busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system [idle iowait] irq softirq steal
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime, time.perf_counter()
-
-    def other_cores(self) -> float | None:
-        end = self._sample()
-        if self.start is None or end is None or end[2] <= self.start[2]:
-            return None
-        other = (end[0] - self.start[0]) - (end[1] - self.start[1])
-        return round(max(other, 0.0) / (end[2] - self.start[2]), 2)
-
-
 def run_interleaved(steps: dict[str, Callable[[Batch, int], Any]], batches: list[Batch], warmup: int,
                     device: torch.device, progress: bool) -> dict[str, dict[str, Any]]:
     """Both systems step through the same batches; on each batch they alternate who goes first."""
@@ -392,12 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not (figures["ours"]["finite"] and figures["baseline"]["finite"]):
         print("WARNING: a loss is not finite", file=sys.stderr)
-    text = table(result)
-    if args.json:
-        print(text, file=sys.stderr)
-        print(json.dumps(result, indent=2))
-    else:
-        print(text)
+    emit(table(result), result, args.json)
     return 0
 
 

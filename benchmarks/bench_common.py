@@ -1,0 +1,74 @@
+"""Helpers shared by the benchmark scripts: load measurement, a cached tokenizer, reference dimensions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "heads": 8,
+                  "d_ff": 1024}
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+class CpuMonitor:
+    """CPU used by *other* processes while we measure (system-wide busy time from /proc/stat minus our own)."""
+
+    def __init__(self) -> None:
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+        busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system [idle iowait] irq softirq steal
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime, time.perf_counter()
+
+    def other_cores(self) -> float | None:
+        """Average number of cores kept busy by other processes since construction."""
+        end = self._sample()
+        if self.start is None or end is None or end[2] <= self.start[2]:
+            return None
+        other = (end[0] - self.start[0]) - (end[1] - self.start[1])
+        return round(max(other, 0.0) / (end[2] - self.start[2]), 2)
+
+
+def cached_tokenizer(data_dir: Path, vocab_size: int = 8000, hint: str = "Pass --data-dir DIR") -> Path:
+    """An 8k joint BPE trained on the training split of `data_dir` (once; cached in .data/bench/)."""
+    from viz_model.tokenizer import train_tokenizer
+    from viz_model.train.data import find_split, read_parallel
+
+    try:
+        files = [find_split(data_dir, "train", lang) for lang in ("en", "de")]
+    except ValueError as err:
+        raise SystemExit(f"bench: cannot train a tokenizer: {err}. {hint}") from None
+    key = hashlib.sha1(repr([(str(f.resolve()), f.stat().st_size) for f in files] + [vocab_size]).encode())
+    path = REPO / ".data" / "bench" / f"bpe{vocab_size}-{key.hexdigest()[:10]}.model"
+    if not path.is_file():
+        print(f"training a {vocab_size} BPE tokenizer on {data_dir}/train (cached as {path}) ...", file=sys.stderr)
+        src, tgt = read_parallel(data_dir, "train", "en", "de")
+        train_tokenizer(src + tgt, path, vocab_size, "bpe")
+    return path
+
+
+def emit(text: str, result: dict, as_json: bool) -> None:
+    """Print the table, or with `as_json` the JSON result on stdout and the table on stderr."""
+    if as_json:
+        print(text, file=sys.stderr)
+        print(json.dumps(result, indent=2))
+    else:
+        print(text)
