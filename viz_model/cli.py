@@ -61,14 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="TOML training config, e.g. configs/multi30k-en-de.toml")
     p.add_argument("--run-dir", default=None, help="where checkpoints, logs and the final model go")
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128 "
+                                                "corpora.tatoeba.weight=0.5")
 
     p = sub.add_parser("export", help="average a run's last epoch checkpoints into a model directory")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--last", type=int, default=None, help="how many epoch checkpoints to average")
-    p.add_argument("--evaluate", nargs="*", default=[], metavar="SPLIT",
-                   help="splits of the run's data to score (greedy and beam 4), e.g. val test_2016_flickr")
+    p.add_argument("--evaluate", nargs="*", default=[], metavar="SET",
+                   help="evaluation sets to score (greedy and beam 4): 'all', split prefixes of a single-corpus "
+                        "run (val test_2016_flickr), or CORPUS:SPLIT / CORPUS of a [[corpora]] run (tatoeba:test wmt)")
     p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
     return parser
 

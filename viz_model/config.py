@@ -1,8 +1,9 @@
 """Configuration dataclasses: the only place where defaults live.
 
 `ModelConfig` describes the network and is saved inside every model directory (``config.json``);
-`TrainConfig` describes one training run and is saved inside the run directory. Both validate their
-values on construction and reject unknown keys when read from a file, so a typo fails loudly.
+`TrainConfig` describes one training run and is saved inside the run directory; its optional ``[[corpora]]``
+tables (`CorpusConfig`) mix several corpora with sampling weights. All validate their values on construction
+and reject unknown keys when read from a file, so a typo fails loudly.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +23,8 @@ T = TypeVar("T")
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 NORM_KINDS = ("post", "pre")
+HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
+CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
           "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
 
@@ -133,8 +138,69 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class CorpusConfig:
+    """One ``[[corpora]]`` table of a mixed run: where a corpus's files are, which splits it gives, its weight.
+
+    Splits come either from files (`train`, `val` and `test` prefixes in `data_dir`) or, with `holdout`, from one
+    file pair split by distinct source sentence (`viz_model.train.splits`). A corpus without training data is
+    evaluation-only (e.g. newstest2014). `weight` = copies of the training pairs per epoch (fractions subsample).
+    """
+
+    name: str
+    data_dir: str
+    train: str = ""
+    val: str = ""
+    test: tuple[str, ...] = ()
+    weight: float = 1.0
+    holdout: str = ""
+    holdout_val: int = 1000
+    holdout_test: int = 1000
+    holdout_seed: int = HOLDOUT_SEED
+
+    def __post_init__(self) -> None:
+        if isinstance(self.test, list):
+            object.__setattr__(self, "test", tuple(self.test))
+        if not isinstance(self.name, str) or not CORPUS_NAME.fullmatch(self.name):
+            raise ConfigError(f"name must be letters, digits, '_', '.' or '-' (it names results), got {self.name!r}")
+        if not isinstance(self.data_dir, str) or not self.data_dir:
+            raise ConfigError(f"data_dir must be a non-empty string, got {self.data_dir!r}")
+        for key in ("train", "val", "holdout"):
+            if not isinstance(getattr(self, key), str):
+                raise ConfigError(f"{key} must be a file prefix (a string), got {getattr(self, key)!r}")
+        if not isinstance(self.test, tuple) or not all(isinstance(p, str) and p for p in self.test):
+            raise ConfigError(f"test must be a list of file prefixes, got {self.test!r}")
+        _check_float("weight", self.weight, -math.inf, 1000.0)
+        if self.weight <= 0:
+            raise ConfigError(f"weight must be above 0, got {self.weight} (leave the corpus out instead)")
+        _check_int("holdout_val", self.holdout_val, 0, 10_000_000)
+        _check_int("holdout_test", self.holdout_test, 0, 10_000_000)
+        _check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
+        if self.holdout and (self.train or self.val or self.test):
+            raise ConfigError("with holdout, the train, val and test parts come from the split: leave train, val "
+                              "and test out")
+        if not (self.train or self.val or self.test or self.holdout):
+            raise ConfigError("no data: set train, val, test or holdout")
+
+    @property
+    def trains(self) -> bool:
+        """Whether the corpus gives training pairs (and so takes part in the mix and the tokenizer)."""
+        return bool(self.train or self.holdout)
+
+    def prefixes(self) -> list[str]:
+        """Every file prefix the corpus reads, to find two corpora reading the same files."""
+        return [p for p in (self.train, self.val, self.holdout, *self.test) if p]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "test": list(self.test)}
+
+
+@dataclass(frozen=True)
 class TrainConfig:
-    """One training run: model, data, optimisation and schedule (the paper's recipe, as knobs)."""
+    """One training run: model, data, optimisation and schedule (the paper's recipe, as knobs).
+
+    Data is either one corpus (`data_dir` with `train_prefix`, `val_prefix`, `test_prefixes`: the original format)
+    or, when `corpora` is given, a weighted mix of ``[[corpora]]`` tables; the two formats exclude each other.
+    """
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data_dir: str = "../shared/data/multi30k"
@@ -143,6 +209,7 @@ class TrainConfig:
     train_prefix: str = "train"
     val_prefix: str = "val"
     test_prefixes: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+    corpora: tuple[CorpusConfig, ...] | None = None
     vocab_size: int = 8000
     tokenizer_type: str = "bpe"
     max_len: int = 128
@@ -206,10 +273,30 @@ class TrainConfig:
         if self.average_last > self.keep_epoch_checkpoints:
             raise ConfigError(f"average_last ({self.average_last}) exceeds keep_epoch_checkpoints "
                               f"({self.keep_epoch_checkpoints})")
+        if self.corpora is not None:
+            object.__setattr__(self, "corpora", _read_corpora(self.corpora))
+            single = [f.name for f in dataclasses.fields(self)
+                      if f.name in ("data_dir", "train_prefix", "val_prefix", "test_prefixes")
+                      and getattr(self, f.name) != f.default]
+            if single:
+                raise ConfigError(f"{', '.join(single)} belong(s) to the single-corpus format; with [[corpora]] "
+                                  "set data_dir, train, val and test in each corpus table")
+
+    @property
+    def corpus_list(self) -> tuple[CorpusConfig, ...]:
+        """The corpora of the run; the single-corpus format is one corpus named after its directory."""
+        if self.corpora is not None:
+            return self.corpora
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(self.data_dir).name) or "data"
+        return (CorpusConfig(name, self.data_dir, self.train_prefix, self.val_prefix, self.test_prefixes),)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["test_prefixes"] = list(self.test_prefixes)
+        if self.corpora is None:
+            del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
+        else:
+            data["corpora"] = [c.to_dict() for c in self.corpora]
         return data
 
     @classmethod
@@ -231,8 +318,45 @@ class TrainConfig:
         return from_dict(cls, data, str(path))
 
 
+def _corpus_label(table: Any, index: int) -> str:
+    """How errors name a ``[[corpora]]`` table: by its name, else by its position (1-based)."""
+    name = table.get("name") if isinstance(table, dict) else None
+    return f"corpus {name!r}" if isinstance(name, str) else f"corpus #{index + 1}"
+
+
+def _read_corpora(value: Any) -> tuple[CorpusConfig, ...]:
+    """The ``[[corpora]]`` tables as `CorpusConfig`s, refusing an empty list, duplicates and a mix with no training
+    data, so that such configs fail before any file is read."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"corpora must be a list of [[corpora]] tables, got {value!r}")
+    if not value:
+        raise ConfigError("corpora is empty: add at least one [[corpora]] table, or leave corpora out and set data_dir")
+    corpora = tuple(c if isinstance(c, CorpusConfig) else from_dict(CorpusConfig, c, _corpus_label(c, i))
+                    for i, c in enumerate(value))
+    names: set[str] = set()
+    readers: dict[tuple[str, str], str] = {}
+    for corpus in corpora:
+        if corpus.name in names:
+            raise ConfigError(f"two corpora are named {corpus.name!r}: corpus names must be unique")
+        names.add(corpus.name)
+        for prefix in corpus.prefixes():
+            key = (os.path.realpath(corpus.data_dir), prefix)
+            files = f"{corpus.data_dir}/{prefix}.*"
+            if (first := readers.get(key)) == corpus.name:
+                raise ConfigError(f"duplicate corpora: corpus {first!r} reads the same files {files} twice")
+            if first is not None:
+                raise ConfigError(f"duplicate corpora: {first!r} and {corpus.name!r} both read the files {files}")
+            readers[key] = corpus.name
+    if not any(c.trains for c in corpora):
+        raise ConfigError("no corpus has training data: give at least one corpus a train prefix or holdout")
+    return corpora
+
+
 def apply_override(data: dict[str, Any], item: str) -> None:
-    """Apply one `dotted.key=value` override in place; the value is parsed as TOML (strings may be bare)."""
+    """Apply one `dotted.key=value` override in place; the value is parsed as TOML (strings may be bare).
+
+    A part may name an entry of an array of tables by its ``name`` (or index): ``corpora.tatoeba.weight=0.5``.
+    """
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {item!r} must look like key=value (e.g. model.d_model=256)")
@@ -243,7 +367,15 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     parts = key.strip().split(".")
     target = data
     for part in parts[:-1]:
-        target = target.setdefault(part, {})
-        if not isinstance(target, dict):
+        if isinstance(target, list):
+            found = [t for i, t in enumerate(target) if isinstance(t, dict) and part in (t.get("name"), str(i))]
+            if not found:
+                raise ConfigError(f"override {item!r}: no table named {part!r} in that list")
+            target = found[0]
+        else:
+            target = target.setdefault(part, {})
+        if not isinstance(target, (dict, list)):
             raise ConfigError(f"override {item!r}: {part!r} is not a table")
+    if isinstance(target, list):
+        raise ConfigError(f"override {item!r}: {parts[-2]!r} is a list of tables; name one, e.g. {parts[-2]}.NAME.key")
     target[parts[-1]] = value

@@ -8,6 +8,11 @@ from typing import Any
 
 from ..config import TrainConfig
 
+# Published scores to print beside ours: test split -> (BLEU, what it was measured on)
+PAPER_BLEU = {"newstest2014": (27.3, "the paper's base Transformer (Vaswani et al., 2017), beam 4, after training on "
+                                     "4.5M WMT14 English-German sentence pairs")}
+PAPER_TRAIN_PAIRS = 4_500_000
+
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     """Events of a JSON-lines run log (unreadable lines are skipped)."""
@@ -21,15 +26,77 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return events
 
 
+def split_of(name: str) -> str:
+    """The split of an evaluation set's name: ``tatoeba:test`` -> ``test``, ``val`` -> ``val``."""
+    return name.rpartition(":")[2]
+
+
 def results_table(results: dict[str, dict[str, float]]) -> str:
-    """Markdown table: one row per evaluation set, BLEU/chrF for greedy and beam 4."""
-    sets = sorted({key.split("/")[0] for key in results}, key=lambda s: (not s.startswith("val"), s))
+    """Markdown table: one row per evaluation set (validation sets first), BLEU/chrF for greedy and beam 4."""
+    sets = sorted({key.split("/")[0] for key in results}, key=lambda s: (not split_of(s).startswith("val"), s))
     rows = ["| set | BLEU greedy | BLEU beam 4 | chrF greedy | chrF beam 4 |", "|---|---|---|---|---|"]
     for name in sets:
         g, b = results.get(f"{name}/beam1", {}), results.get(f"{name}/beam4", {})
         rows.append(f"| {name} | {g.get('bleu', '-')} | {b.get('bleu', '-')} | {g.get('chrf', '-')} | "
                     f"{b.get('chrf', '-')} |")
     return "\n".join(rows)
+
+
+def data_section(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
+    """Markdown lines on the corpora of a [[corpora]] run: sizes, weights, held-out splits, evaluation sets."""
+    trained = {c["name"]: c for c in start.get("corpora", [])}
+    sets: dict[str, dict[str, int]] = start.get("eval_sets", {})
+    lines = ["## Data", "Tokenizer trained on the union of the training parts."]
+    if isinstance(start.get("epoch_pairs"), int):
+        lines[-1] += (f" One epoch = {start['epoch_pairs']:,} pairs sampled by weight (whole copies, plus a random "
+                      "subset for a fraction, drawn anew from the seed and the epoch).")
+    lines.append("")
+    for corpus in cfg.corpus_list:
+        own = [f"{split_of(name)} ({n['sentences']:,} sentences, {n['references']:,} references)"
+               for name, n in sets.items() if name.partition(":")[0] == corpus.name]
+        if corpus.name in trained:
+            what = f"{trained[corpus.name]['train_pairs']:,} training pairs, weight {corpus.weight:g}"
+        else:
+            what = "evaluation only"
+        lines.append(f"- **{corpus.name}** (`{corpus.data_dir}`): {what}; evaluated on {', '.join(own) or 'nothing'}")
+        if corpus.holdout:
+            lines.append(f"  - no official split: {corpus.holdout_val:,} validation and {corpus.holdout_test:,} test "
+                         "English sentences held out by distinct sentence, each with all its German translations as "
+                         f"references, never trained on (seed {corpus.holdout_seed}; SHA-256 ranking, see "
+                         "`viz_model/train/splits.py`)")
+    return lines + [""]
+
+
+def paper_section(cfg: TrainConfig, results: dict[str, dict[str, float]], start: dict[str, Any]) -> list[str]:
+    """Markdown lines comparing our score on the paper's test set with the paper's, and why they differ."""
+    lines = []
+    pairs = start.get("train_pairs")
+    size = f"{pairs:,}" if isinstance(pairs, int) else "?"
+    corpora = trained_on(cfg, start, weights=False)
+    scale = f"about {PAPER_TRAIN_PAIRS / pairs:,.0f} times fewer than the paper's 4.5 million and " if (
+        isinstance(pairs, int) and pairs > 0) else ""
+    for name in sorted({key.split("/")[0] for key in results}):
+        if split_of(name) not in PAPER_BLEU:
+            continue
+        bleu, source = PAPER_BLEU[split_of(name)]
+        ours = {beam: results.get(f"{name}/beam{beam}", {}).get("bleu", "-") for beam in (1, 4)}
+        lines += ["## Compared with the paper",
+                  f"{split_of(name)}: **{ours[4]} BLEU** with beam 4 ({ours[1]} greedy), against **{bleu}** for "
+                  f"{source}.",
+                  "",
+                  f"This model learned from {size} short sentence pairs ({corpora}), {scale}none of "
+                  "them news: news sentences are long and full of names, numbers, politics and economics it has "
+                  "never seen, so the gap measures data scale and domain, not the architecture.",
+                  ""]
+    return lines
+
+
+def trained_on(cfg: TrainConfig, start: dict[str, Any], weights: bool = True) -> str:
+    """The training data in words: the data directory's name, or each training corpus (with its weight)."""
+    if cfg.corpora is None:
+        return Path(cfg.data_dir).name
+    return " + ".join(c["name"] + (f" (weight {c['weight']:g})" if weights else "")
+                      for c in start.get("corpora", [])) or "?"
 
 
 def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]],
@@ -47,15 +114,17 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         f"# Model card: {name}",
         "",
         f"English -> German Transformer (\"Attention Is All You Need\" architecture), trained with `viz-model train` "
-        f"on {Path(cfg.data_dir).name} ({start.get('train_pairs', '?')} training pairs).",
+        f"on {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training pairs).",
         "",
         "## Architecture",
         f"- {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, d_model {m.d_model}, {m.heads} heads "
         f"(d_k = {m.d_head}), d_ff {m.d_ff}, {m.norm}-LN, {m.positional} positions, max {m.max_positions} positions",
-        f"- joint SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {m.vocab_size} pieces (training split "
-        f"only), {'3-way tied embeddings' if m.share_embeddings else 'separate embeddings'}",
+        f"- joint SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {m.vocab_size} pieces (training "
+        f"{'split' if cfg.corpora is None else 'parts of all corpora'} only), "
+        f"{'3-way tied embeddings' if m.share_embeddings else 'separate embeddings'}",
         f"- {params:,} parameters",
         "",
+        *(data_section(cfg, start) if cfg.corpora is not None else []),
         "## Recipe",
         f"- batches of about {cfg.batch_tokens} tokens grouped by length; Adam({cfg.adam_beta1}, {cfg.adam_beta2}, "
         f"{cfg.adam_eps}); inverse-square-root schedule with {cfg.warmup_steps} warm-up steps"
@@ -69,6 +138,7 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         "## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
         results_table(results) if results else "(not evaluated yet)",
         "",
+        *paper_section(cfg, results, start),
     ]
     if notes:
         lines += ["## Notes", notes.strip(), ""]

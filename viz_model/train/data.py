@@ -1,4 +1,4 @@
-"""Parallel text files, tokenization and length-grouped token batches."""
+"""Parallel text files, evaluation sets, tokenization, weighted epochs of several corpora and length-grouped batches."""
 
 from __future__ import annotations
 
@@ -51,6 +51,33 @@ def read_parallel(directory: str | Path, prefix: str, src_lang: str, tgt_lang: s
 
 
 @dataclass
+class EvalSet:
+    """Source sentences, each with one or more reference translations; `name` labels its results."""
+
+    name: str
+    src: list[str]
+    refs: list[list[str]]
+    corpus: str = ""
+
+    @classmethod
+    def single(cls, name: str, src: list[str], tgt: list[str], corpus: str = "") -> EvalSet:
+        """A set with one reference per sentence (aligned files)."""
+        return cls(name, src, [[t] for t in tgt], corpus)
+
+    def head(self, n: int) -> EvalSet:
+        """The first `n` sentences (e.g. for a quick BLEU during training)."""
+        return EvalSet(self.name, self.src[:n], self.refs[:n], self.corpus)
+
+    def pairs(self) -> tuple[list[str], list[str]]:
+        """One (source, reference) pair per reference, e.g. for a validation loss."""
+        return [s for s, refs in zip(self.src, self.refs) for _ in refs], [r for refs in self.refs for r in refs]
+
+    @property
+    def references(self) -> int:
+        return sum(len(r) for r in self.refs)
+
+
+@dataclass
 class EncodedPairs:
     """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch)."""
 
@@ -59,6 +86,11 @@ class EncodedPairs:
 
     def __len__(self) -> int:
         return len(self.src)
+
+
+def concat_pairs(parts: list[EncodedPairs]) -> EncodedPairs:
+    """One dataset from several (corpus i's pairs follow corpus i-1's: see `sample_epoch`)."""
+    return EncodedPairs([s for p in parts for s in p.src], [t for p in parts for t in p.tgt])
 
 
 def encode_pairs(tokenizer: Tokenizer, src: list[str], tgt: list[str], max_len: int) -> EncodedPairs:
@@ -98,13 +130,32 @@ def collate(data: EncodedPairs, indices: list[int]) -> Batch:
     return Batch(src, tgt_in, tgt_out, int((tgt_out != PAD_ID).sum()))
 
 
-def make_batches(data: EncodedPairs, batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
+def sample_epoch(sizes: list[int], weights: list[float], seed: int, epoch: int) -> np.ndarray:
+    """Indices of one epoch's pairs in the concatenated corpora (sizes in order): corpus i contributes
+    ``int(weights[i])`` copies of all its pairs plus ``round(frac(weights[i]) * sizes[i])`` of its pairs drawn
+    without replacement. The draw depends only on (seed, epoch), so a resumed run sees the same epoch; all
+    weights 1 give every pair once (``arange``), the single-corpus behaviour."""
+    rng = np.random.default_rng([seed, epoch, len(sizes)])  # not make_batches' generator: its draws stay the same
+    parts, offset = [], 0
+    for size, weight in zip(sizes, weights):
+        whole, fraction = divmod(float(weight), 1.0)
+        parts += [np.arange(offset, offset + size)] * int(whole)
+        if extra := round(fraction * size):
+            parts.append(offset + np.sort(rng.choice(size, extra, replace=False)))
+        offset += size
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def make_batches(data: EncodedPairs, batch_tokens: int, seed: int, epoch: int,
+                 pool: np.ndarray | None = None) -> list[list[int]]:
     """Group sentences of similar length into batches of about `batch_tokens` padded tokens (per side).
 
+    `pool` (default: every pair once) lists the pairs of the epoch, repeats allowed (`sample_epoch`).
     The order depends only on (seed, epoch), so a resumed run sees exactly the same batches.
     """
     rng = np.random.default_rng([seed, epoch])
-    lengths = np.array([max(len(s), len(t) + 1) for s, t in zip(data.src, data.tgt)])
+    pool = np.arange(len(data)) if pool is None else np.asarray(pool)
+    lengths = np.array([max(len(s), len(t) + 1) for s, t in zip(data.src, data.tgt)], dtype=np.int64)[pool]
     order = np.lexsort((rng.random(len(lengths)), lengths))  # by length, random among equal lengths
     batches, current, longest = [], [], 0
     for i in order.tolist():
@@ -112,7 +163,7 @@ def make_batches(data: EncodedPairs, batch_tokens: int, seed: int, epoch: int) -
         if current and longest_if_added * (len(current) + 1) > batch_tokens:
             batches.append(current)
             current, longest_if_added = [], int(lengths[i])
-        current.append(i)
+        current.append(int(pool[i]))
         longest = longest_if_added
     if current:
         batches.append(current)

@@ -1,17 +1,32 @@
-"""Corpus BLEU and chrF with sacrebleu (cased, detokenized output against raw references)."""
+"""Corpus BLEU and chrF with sacrebleu (cased, detokenized output against raw references), one or many references."""
 
 from __future__ import annotations
 
 import sacrebleu
 import torch
 
-from ..inference import translate_texts
+from ..inference import encode_source, translate_ids
 from ..model import Transformer
-from ..tokenizer import Tokenizer
+from ..tokenizer import EOS_ID, Tokenizer
+from .data import EvalSet
 
 
-def corpus_scores(hypotheses: list[str], references: list[str] | list[list[str]]) -> dict[str, float]:
-    """``{"bleu": ..., "chrf": ...}``; `references` is one list per reference stream, or a single list."""
+def reference_streams(refs: list[list[str]]) -> list[list[str | None]]:
+    """Per-sentence reference lists as sacrebleu's reference streams (stream j = every sentence's j-th reference).
+
+    Sentences with fewer references are padded with None, which sacrebleu (2.x, ``_cache_references``) drops per
+    sentence; an empty string would instead count as a real, empty reference.
+    """
+    width = max((len(r) for r in refs), default=0)
+    if any(not r for r in refs):
+        raise ValueError("every sentence needs at least one reference")
+    return [[r[j] if j < len(r) else None for r in refs] for j in range(width)]
+
+
+def corpus_scores(hypotheses: list[str], references: list[str] | list[list[str]] | list[list[str | None]]
+                  ) -> dict[str, float]:
+    """``{"bleu": ..., "chrf": ...}``; `references` is one list per reference stream (None = no reference in that
+    stream for that sentence, see `reference_streams`), or a single list."""
     streams = [references] if references and isinstance(references[0], str) else references
     for stream in streams:  # type: ignore[union-attr]
         if len(stream) != len(hypotheses):
@@ -21,7 +36,13 @@ def corpus_scores(hypotheses: list[str], references: list[str] | list[list[str]]
     return {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)}
 
 
-def evaluate_bleu(model: Transformer, tokenizer: Tokenizer, src: list[str], ref: list[str], beam: int,
+def evaluate_bleu(model: Transformer, tokenizer: Tokenizer, data: EvalSet, beam: int,
                   device: torch.device) -> dict[str, float]:
+    """Translate `data` (sources longer than the model's positions are truncated) and score it against all its
+    references."""
     model.eval()
-    return corpus_scores(translate_texts(model, tokenizer, src, beam=beam, alpha=0.6, device=device), ref)
+    limit = model.config.max_positions
+    sources = [ids if len(ids) <= limit else ids[:limit - 1] + [EOS_ID]
+               for ids in (encode_source(tokenizer, text) for text in data.src)]
+    hyps = translate_ids(model, sources, beam=beam, alpha=0.6, device=device)
+    return corpus_scores([tokenizer.decode(h.tokens) for h in hyps], reference_streams(data.refs))

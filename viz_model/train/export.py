@@ -15,26 +15,22 @@ from ..model import Transformer
 from ..tokenizer import Tokenizer
 from .card import model_card, read_log
 from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
-from .data import read_parallel
+from .corpora import select_eval_sets
+from .data import EvalSet
 from .evaluate import evaluate_bleu
 
 RESULTS_FILE = "results.json"
 
 
-def evaluate_sets(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, prefixes: tuple[str, ...],
-                  device: torch.device, beams: tuple[int, ...] = (1, 4)) -> dict[str, dict[str, float]]:
-    """BLEU/chrF of each split in `prefixes` (missing ones are skipped with a note), keyed "split/beamN"."""
+def evaluate_sets(model: Transformer, tokenizer: Tokenizer, sets: list[EvalSet], device: torch.device,
+                  beams: tuple[int, ...] = (1, 4)) -> dict[str, dict[str, float]]:
+    """BLEU/chrF of each evaluation set (all its references), keyed "set/beamN" (e.g. "tatoeba:test/beam4")."""
     results: dict[str, dict[str, float]] = {}
-    for prefix in prefixes:
-        try:
-            src, ref = read_parallel(cfg.data_dir, prefix, cfg.src_lang, cfg.tgt_lang)
-        except ValueError as err:
-            tqdm.write(f"skipping {prefix}: {err}")
-            continue
+    for data in sets:
         for beam in beams:
-            scores = evaluate_bleu(model, tokenizer, src, ref, beam, device)
-            results[f"{prefix}/beam{beam}"] = scores
-            tqdm.write(f"{prefix} beam {beam}: BLEU {scores['bleu']}, chrF {scores['chrf']}")
+            scores = evaluate_bleu(model, tokenizer, data, beam, device)
+            results[f"{data.name}/beam{beam}"] = scores
+            tqdm.write(f"{data.name} beam {beam}: BLEU {scores['bleu']}, chrF {scores['chrf']}")
     return results
 
 
@@ -53,7 +49,8 @@ def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, 
 
 def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: tuple[str, ...] = (),
                notes: str = "") -> Path:
-    """Model directory from the run's last `last` epoch checkpoints; optionally score the `evaluate` splits."""
+    """Model directory from the run's last `last` epoch checkpoints; optionally score the `evaluate` sets
+    (names as `select_eval_sets` takes them)."""
     if not (run_dir / CONFIG_FILE).is_file():
         raise ConfigError(f"{run_dir}: not a run directory ({CONFIG_FILE} not found)")
     cfg = TrainConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
@@ -63,6 +60,7 @@ def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: 
     last = cfg.average_last if last is None else last  # (--last 0 is an error, not the default)
     if last < 1:
         raise ConfigError(f"--last must be at least 1, got {last}")
+    sets = select_eval_sets(cfg, evaluate) if evaluate else []  # data errors before the work
     tokenizer = Tokenizer.load(run_dir / TOKENIZER_FILE)
     model_cfg = cfg.model if cfg.model.vocab_size == tokenizer.vocab_size else TrainConfig.from_dict(
         {**cfg.to_dict(), "model": {**cfg.model.to_dict(), "vocab_size": tokenizer.vocab_size}}).model
@@ -70,5 +68,5 @@ def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: 
     used = checkpoints[-last:]
     average_checkpoints(used, model)
     model.eval()
-    results = evaluate_sets(model, tokenizer, cfg, evaluate, torch.device("cpu")) if evaluate else {}
+    results = evaluate_sets(model, tokenizer, sets, torch.device("cpu"))
     return write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in used], notes)

@@ -3,7 +3,7 @@
 Run directory layout::
 
     config.json            the resolved TrainConfig
-    tokenizer.model        joint SentencePiece model, trained on the training split only
+    tokenizer.model        joint SentencePiece model, trained on the training parts of all corpora only
     latest.pt              full training state (model, optimizer, position in the data, RNG), written atomically
     epochs/epoch_NNN.safetensors   weights at the end of each epoch (the last K are kept, then averaged)
     log.jsonl              one JSON object per event: train / val / test
@@ -45,7 +45,8 @@ from .checkpoints import (
     save_state,
     training_state,
 )
-from .data import Batch, EncodedPairs, collate, encode_pairs, make_batches, read_parallel
+from .corpora import load_corpora
+from .data import Batch, EncodedPairs, EvalSet, collate, concat_pairs, encode_pairs, make_batches, sample_epoch
 from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
 
@@ -186,9 +187,19 @@ def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             changed += config_differences(a, b, f"{prefix}{key}.")
+        elif _same_tables(a, b):  # e.g. [[corpora]]: name the entry and key that differ
+            for x, y in zip(a, b):
+                changed += config_differences(x, y, f"{prefix}{key}.{x['name']}.")
         elif a != b:
             changed.append(f"{prefix}{key}")
     return changed
+
+
+def _same_tables(a: Any, b: Any) -> bool:
+    """Whether `a` and `b` are lists of tables with the same names in the same order."""
+    return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+            and all(isinstance(x, dict) and isinstance(y, dict) and "name" in x and x.get("name") == y.get("name")
+                    for x, y in zip(a, b)))
 
 
 def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainConfig:
@@ -253,22 +264,32 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = pick_device(cfg.device, ctx.local_rank)
-    # everything that can be wrong with the data is found before any training starts
-    train_src, train_tgt = read_parallel(cfg.data_dir, cfg.train_prefix, cfg.src_lang, cfg.tgt_lang)
-    val_src, val_tgt = read_parallel(cfg.data_dir, cfg.val_prefix, cfg.src_lang, cfg.tgt_lang)
+    corpora = load_corpora(cfg)  # everything that can be wrong with the data is found before any training starts
+    training = [c for c in corpora if c.config.trains]
     if ctx.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "epochs").mkdir(exist_ok=True)
         (run_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n", encoding="utf-8")
     ctx.barrier()
-    tokenizer = build_tokenizer(cfg, run_dir, ctx, train_src, train_tgt)
+    tokenizer = build_tokenizer(cfg, run_dir, ctx, [s for c in training for s in c.train_src],
+                                [t for c in training for t in c.train_tgt])  # the union of the training parts
     if tokenizer.vocab_size != cfg.model.vocab_size:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(),
                                                                "vocab_size": tokenizer.vocab_size}})
-    train_data = encode_pairs(tokenizer, train_src, train_tgt, cfg.max_len)
-    val_data = encode_pairs(tokenizer, val_src, val_tgt, cfg.max_len)
+    parts = [encode_pairs(tokenizer, c.train_src, c.train_tgt, cfg.max_len) for c in training]
+    train_data = concat_pairs(parts)
+    sizes, weights = [len(p) for p in parts], [c.config.weight for c in training]
+    val_sets = [ValSet(c.val, encode_pairs(tokenizer, *c.val.pairs(), cfg.max_len)) for c in corpora if c.val]
+    eval_sets = [s for c in corpora for s in c.eval_sets]  # scored at the end
     if len(train_data) == 0:
         raise ConfigError("no training pair fits max_len; nothing to train on")
+    if len(sample_epoch(sizes, weights, cfg.seed, 0)) == 0:
+        raise ConfigError("the corpus weights sample no training pair per epoch; raise a weight")
+
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        """The epoch's weighted sample of the corpora in length-grouped batches: a function of (seed, epoch)."""
+        pool = sample_epoch(sizes, weights, cfg.seed, epoch)
+        return make_batches(train_data, cfg.batch_tokens, cfg.seed, epoch, pool)
 
     torch.manual_seed(cfg.seed)
     model = Transformer(cfg.model).to(device)
@@ -294,18 +315,25 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
     log = RunLog(run_dir / LOG_FILE, ctx.main)
     if ctx.main and step == 0:
         log.write("start", params=model.num_parameters(), device=str(device), world=ctx.world,
-                  train_pairs=len(train_data), val_pairs=len(val_data), host=platform.node(),
-                  threads=torch.get_num_threads())
+                  train_pairs=len(train_data), val_pairs=sum(len(v.data) for v in val_sets), host=platform.node(),
+                  threads=torch.get_num_threads(),
+                  corpora=[{"name": c.config.name, "train_pairs": len(p), "weight": c.config.weight}
+                           for c, p in zip(training, parts)],
+                  epoch_pairs=len(sample_epoch(sizes, weights, cfg.seed, 0)),
+                  eval_sets={s.name: {"sentences": len(s.src), "references": s.references} for s in eval_sets})
 
-    batches_per_epoch = len(make_batches(train_data, cfg.batch_tokens, cfg.seed, 0)) // ctx.world
-    total_steps = cfg.max_steps or cfg.epochs * batches_per_epoch
-    bar = tqdm(total=total_steps, initial=step, disable=not ctx.main, dynamic_ncols=True, unit="step")
+    # the run ends after `epochs` epochs (or at max_steps when set); with fractional weights epochs differ in size,
+    # so the total (progress bar, last log line) is re-estimated at the start of each epoch
+    total_steps = cfg.max_steps
+    bar = tqdm(total=total_steps or None, initial=step, disable=not ctx.main, dynamic_ncols=True, unit="step")
     started = time.time()
     window_tokens, window_start = 0, time.time()
-    while step < total_steps and (cfg.max_steps or epoch < cfg.epochs):
-        batches = make_batches(train_data, cfg.batch_tokens, cfg.seed, epoch)
+    while step < cfg.max_steps if cfg.max_steps else epoch < cfg.epochs:
+        batches = epoch_batches(epoch)
         batches = batches[: len(batches) // ctx.world * ctx.world][ctx.rank::ctx.world]
-        while batch_index < len(batches) and step < total_steps:
+        if not cfg.max_steps:
+            total_steps = bar.total = step - batch_index + (cfg.epochs - epoch) * len(batches)
+        while batch_index < len(batches) and not (cfg.max_steps and step >= cfg.max_steps):
             model.train()
             batch: Batch = collate(train_data, batches[batch_index]).to(device)
             lr = learning_rate(step + 1, cfg)
@@ -331,7 +359,7 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
             epoch += 1
             batch_index = 0
             if ctx.main:
-                end_of_epoch(model, tokenizer, cfg, run_dir, epoch, step, val_data, val_src, val_tgt, device, log,
+                end_of_epoch(model, tokenizer, cfg, run_dir, epoch, step, val_sets, device, log,
                              wall_before + time.time() - started)
                 save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
                                                             wall_before + time.time() - started))
@@ -342,40 +370,67 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
         if (run_dir / LATEST).exists():
             save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
                                                         wall_before + time.time() - started))
-        finish(model, tokenizer, cfg, run_dir, out_dir, device, log)
+        finish(model, tokenizer, cfg, run_dir, out_dir, eval_sets, device, log)
     ctx.barrier()
     if ctx.world > 1:
         dist.destroy_process_group()
     return out_dir
 
 
+@dataclass
+class ValSet:
+    """A validation set: its sentences and references (for BLEU) and its encoded pairs (for the loss)."""
+
+    texts: EvalSet
+    data: EncodedPairs
+
+    @property
+    def target_tokens(self) -> int:
+        return sum(len(t) + 1 for t in self.data.tgt)
+
+
 def end_of_epoch(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, epoch: int, step: int,
-                 val_data: EncodedPairs, val_src: list[str], val_tgt: list[str], device: torch.device, log: RunLog,
-                 wall: float) -> None:
-    """Save this epoch's weights (keeping the last K) and log validation loss and BLEU."""
+                 val_sets: list[ValSet], device: torch.device, log: RunLog, wall: float) -> None:
+    """Save this epoch's weights (keeping the last K) and log validation loss, BLEU and chrF of every validation set.
+
+    One set (the single-corpus format) logs val_loss / val_bleu / val_chrf; a [[corpora]] run logs them per corpus
+    (val_bleu_NAME, ...) and overall: the loss over all sets' target tokens, BLEU and chrF averaged over corpora.
+    """
     epochs_dir = run_dir / "epochs"
     save_weights(model, epochs_dir / f"epoch_{epoch:03d}.safetensors")
     for old in sorted(epochs_dir.glob("epoch_*.safetensors"))[:-cfg.keep_epoch_checkpoints]:
         old.unlink()
     fields: dict[str, Any] = {"epoch": epoch, "step": step, "wall_time": round(wall, 1)}
-    if cfg.eval_every_epochs and epoch % cfg.eval_every_epochs == 0:
-        fields["val_loss"] = round(validation_loss(model, val_data, cfg, device), 4)
+    if cfg.eval_every_epochs and epoch % cfg.eval_every_epochs == 0 and val_sets:
+        per_set = []
+        for val in val_sets:
+            scores = {"loss": validation_loss(model, val.data, cfg, device)}
+            if cfg.eval_bleu_sentences:
+                scores.update(evaluate_bleu(model, tokenizer, val.texts.head(cfg.eval_bleu_sentences), cfg.eval_beam,
+                                            device))
+            per_set.append(scores)
+        tokens = [v.target_tokens for v in val_sets]
+        overall = sum(s["loss"] * n for s, n in zip(per_set, tokens)) / max(sum(tokens), 1)
+        fields["val_loss"] = round(per_set[0]["loss"] if len(per_set) == 1 else overall, 4)
         if cfg.eval_bleu_sentences:
-            n = cfg.eval_bleu_sentences
-            scores = evaluate_bleu(model, tokenizer, val_src[:n], val_tgt[:n], cfg.eval_beam, device)
-            fields.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
+            for metric in ("bleu", "chrf"):
+                fields[f"val_{metric}"] = round(sum(s[metric] for s in per_set) / len(per_set), 2)
+        if cfg.corpora is not None:
+            for val, scores in zip(val_sets, per_set):
+                fields.update({f"val_{k}_{val.texts.corpus}": round(v, 4 if k == "loss" else 2)
+                               for k, v in scores.items()})
         tqdm.write(f"epoch {epoch}: " + ", ".join(f"{k} {v}" for k, v in fields.items() if k.startswith("val")))
     log.write("val", **fields)
 
 
 def finish(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
-           device: torch.device, log: RunLog) -> None:
-    """Average the last K epoch checkpoints, score val and the test sets, export the model directory."""
+           sets: list[EvalSet], device: torch.device, log: RunLog) -> None:
+    """Average the last K epoch checkpoints, score the validation and test sets, export the model directory."""
     checkpoints = sorted((run_dir / "epochs").glob("epoch_*.safetensors"))[-cfg.average_last:]
     if checkpoints:
         average_checkpoints(checkpoints, model)
     model.eval()
-    results = evaluate_sets(model, tokenizer, cfg, (cfg.val_prefix, *cfg.test_prefixes), device)
+    results = evaluate_sets(model, tokenizer, sets, device)
     log.write("test", averaged=[p.name for p in checkpoints], results=results)
     write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in checkpoints])
     model.to(device)
