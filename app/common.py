@@ -24,10 +24,11 @@ import streamlit as st
 import viz_model
 from viz_model.api import ASSETS_DIR, MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TranslationModel, check_text
 from viz_model.checkpoint import WEIGHTS, CheckpointError
+from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
 from viz_model.trace import AttentionTrace
 
-from . import export, figures
+from . import export, figures, teaching
 
 EXAMPLES = (
     "Two young dogs are playing in the snow.",
@@ -73,9 +74,15 @@ def load_model(root: str, name: str, stamp: float) -> TranslationModel:
 
 @st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
 def compute_trace(root: str, name: str, stamp: float, text: str, beam: int, alpha: float, target: str | None,
-                  top_k: int, truncate: bool) -> AttentionTrace:
+                  top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
     return load_model(root, name, stamp).trace(text, beam=beam, alpha=alpha, target=target, top_k=top_k,
-                                               truncate=truncate)
+                                               truncate=truncate, positions=positions)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_beam_tree(root: str, name: str, stamp: float, text: str, beam: int, alpha: float,
+                      truncate: bool) -> BeamTree:
+    return load_model(root, name, stamp).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -98,9 +105,13 @@ class Session:
     top_k: int
     truncate: bool
 
-    def trace(self, text: str, target: str | None = None) -> AttentionTrace:
+    def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.root, self.name, self.stamp, text, self.beam, self.alpha, target or None,
-                             self.top_k, self.truncate)
+                             self.top_k, self.truncate, positions)
+
+    def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
+        """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
+        return compute_beam_tree(self.root, self.name, self.stamp, text, beam, alpha, self.truncate)
 
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
@@ -428,6 +439,24 @@ def trace_downloads(trace: AttentionTrace) -> None:
                            key="trace_json", on_click="ignore")
         st.download_button("Trace as NPZ (NumPy)", data=trace.to_npz_bytes, file_name="trace.npz",
                            mime="application/octet-stream", key="trace_npz", on_click="ignore")
+
+
+# --- teaching pages ----------------------------------------------------------------------------------------------
+@st.cache_data(show_spinner="Sampling random queries and keys…", max_entries=8)
+def saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int):
+    return teaching.saturation(dims, keys, samples, seed)
+
+
+def matrix_table(frame, digits: int = 4, height: int | None = None) -> None:
+    """A small numeric table, rounded for display (the exact values stay in the data)."""
+    st.dataframe(frame.style.format(f"{{:.{digits}f}}"), width="content", height=height or "auto")
+
+
+def input_problem(err: Exception, prefix: str = "") -> None:
+    """An inline message for a value the user typed (`teaching.InputError`), shown as text (it may quote it)."""
+    message = prefix + str(err)
+    message = message[0].upper() + message[1:] + ("" if message.endswith(".") else ".")
+    st.error(md_escape(message))
 
 
 # --- selection helpers (pure, unit-tested) -----------------------------------------------------------------------

@@ -23,7 +23,14 @@ PAGES = {
     "masks": st.Page("views/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),
     "positional": st.Page("views/positional.py", title="Positional encoding", icon=":material/timeline:",
                           url_path="positional"),
+    "by_hand": st.Page("views/attention_by_hand.py", title="Attention by hand", icon=":material/calculate:",
+                       url_path="attention-by-hand"),
+    "decoding": st.Page("views/decoding.py", title="Decoding step by step", icon=":material/account_tree:",
+                        url_path="decoding"),
+    "training": st.Page("views/training.py", title="The training recipe", icon=":material/model_training:",
+                        url_path="training"),
 }
+SECTIONS = {"Explore": ["explore", "masks"], "Learn": ["positional", "by_hand", "decoding", "training"]}
 
 models = common.model_names()
 if not models:
@@ -31,7 +38,7 @@ if not models:
     page.run()
 else:
     common.init_state(models)
-    page = st.navigation(list(PAGES.values()))
+    page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
     session = common.sidebar(models)
     st.session_state["_session"] = session
     try:

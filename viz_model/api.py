@@ -18,7 +18,7 @@ import torch
 from .attention import causal_mask
 from .checkpoint import CARD, CheckpointError, load_model_dir
 from .config import ModelConfig
-from .decoding import beam_search, max_output_lengths
+from .decoding import BeamTree, beam_search, beam_search_tree, max_output_lengths
 from .inference import encode_source, translate_ids
 from .model import HeadMask, Transformer
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer, word_ids
@@ -88,6 +88,12 @@ def check_decoding(beam: object, alpha: object, top_k: object = 5) -> tuple[int,
     return beam, float(alpha), top_k
 
 
+def check_positions_flag(positions: object) -> bool:
+    if not isinstance(positions, bool):
+        raise ValueError(f"positions must be True or False, got {positions!r}")
+    return positions
+
+
 class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device."""
 
@@ -133,16 +139,21 @@ class TranslationModel:
         return out[0] if single else out
 
     def trace(self, text: str, beam: int = 4, alpha: float = 0.6, target: str | None = None, top_k: int = 5,
-              truncate: bool = False, head_mask: HeadMask | None = None) -> AttentionTrace:
-        """Translate `text` (or force `target`) and record every attention map, mask, encoding and step."""
+              truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True) -> AttentionTrace:
+        """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
+
+        ``positions=False`` runs the whole translation (search and trace) without positional encodings, an
+        experiment on what word order is worth; the trace's ``*_positional`` arrays are then zeros.
+        """
         beam, alpha, top_k = check_decoding(beam, alpha, top_k)
+        check_positions_flag(positions)
         started = time.perf_counter()
         src_ids = self.encode(text, truncate)
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
             if target is None:
                 max_len = max_output_lengths(src, self.network)[0]
-                output_ids = beam_search(self.network, src, beam, alpha, [max_len])[0].tokens
+                output_ids = beam_search(self.network, src, beam, alpha, [max_len], positions=positions)[0].tokens
             else:
                 output_ids = self.tokenizer.encode(check_text(target, "target")) + [EOS_ID]
                 max_len = self.config.max_positions
@@ -152,10 +163,14 @@ class TranslationModel:
             decoded = time.perf_counter()
             target_ids = [BOS_ID] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            out = self.network(src, tgt, need_weights=True, head_mask=head_mask)
+            out = self.network(src, tgt, need_weights=True, head_mask=head_mask, positions=positions)
             log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
             steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
             net = self.network
+            source_pe = _np(net.positional_encodings(len(src_ids), "source"))
+            target_pe = _np(net.positional_encodings(len(target_ids), "target"))
+            if not positions:
+                source_pe, target_pe = np.zeros_like(source_pe), np.zeros_like(target_pe)
             trace = AttentionTrace(
                 source_text=text, translation=self.tokenizer.decode(output_ids),
                 source_ids=src_ids, source_tokens=self.tokenizer.pieces(src_ids),
@@ -169,13 +184,12 @@ class TranslationModel:
                 encoder_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(src_ids), len(src_ids))).copy(),
                 decoder_mask=_np(causal_mask(len(target_ids))[0, 0]),
                 cross_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
-                source_positional=_np(net.positional_encodings(len(src_ids), "source")),
-                target_positional=_np(net.positional_encodings(len(target_ids), "target")),
+                source_positional=source_pe, target_positional=target_pe,
                 source_embeddings=_np(net.src_embedding(src[0]) * math.sqrt(self.config.d_model)),
                 target_embeddings=_np(net.tgt_embedding(tgt[0]) * math.sqrt(self.config.d_model)),
                 steps=steps, log_probability=total,
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k, "forced": target is not None,
-                          "max_output_length": max_len, "head_mask": head_mask is not None},
+                          "max_output_length": max_len, "head_mask": head_mask is not None, "positions": positions},
                 config=self.config.to_dict(), model_name=self.name, device=self.device_label,
             )
         finished = time.perf_counter()
@@ -183,6 +197,17 @@ class TranslationModel:
                          "trace_ms": round((finished - decoded) * 1000, 2),
                          "total_ms": round((finished - started) * 1000, 2)}
         return trace
+
+    def beam_tree(self, text: str, beam: int = 4, alpha: float = 0.6, truncate: bool = False,
+                  positions: bool = True) -> BeamTree:
+        """The beam search of `text` recorded step by step (see `viz_model.decoding.beam_search_tree`); its
+        ``best`` is the hypothesis `translate` / `trace` return with the same settings."""
+        beam, alpha, _ = check_decoding(beam, alpha)
+        check_positions_flag(positions)
+        src = torch.tensor([self.encode(text, truncate)], device=self.device)
+        with torch.inference_mode():
+            return beam_search_tree(self.network, src, beam, alpha, max_output_lengths(src, self.network)[0],
+                                    positions=positions)
 
     def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
                ) -> tuple[list[DecodingStep], float]:

@@ -7,7 +7,7 @@ Length penalty (Wu et al., 2016, as in the paper's setup): ``lp(Y) = ((5 + |Y|) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -27,6 +27,42 @@ class Hypothesis:
 
 def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
+
+
+@dataclass
+class BeamCandidate:
+    """One continuation looked at in a step of beam search: hypothesis `parent` of the step + `token`."""
+
+    parent: int  # index into the step's `alive` list
+    token: int
+    log_prob: float  # cumulative log-probability of the prefix + token
+    score: float  # log_prob / length_penalty(step + 1, alpha): what the search ranks finished hypotheses by
+    status: str  # "kept" (goes on as a row of the next step), "finished" (ended: </s> or length limit), "pruned"
+    row: int | None = None  # its row in the next step's `alive` list when kept
+
+
+@dataclass
+class BeamStep:
+    """What one step of beam search for one sentence saw: the hypotheses it extended and their best continuations."""
+
+    step: int
+    alive: list[list[int]]  # the prefixes (generated ids, without <s>) extended at this step, by row
+    alive_log_probs: list[float]
+    candidates: list[BeamCandidate]  # per alive row its best 2*beam continuations (the ones the search ranks)
+    stopped: bool = False  # the search ended after this step (best candidate ended, or enough finished)
+
+
+@dataclass
+class BeamTree:
+    """A recorded beam search for one sentence; `best` is exactly what `beam_search` returns for it."""
+
+    beam: int
+    alpha: float
+    steps: list[BeamStep]
+    finished: list[Hypothesis]
+    best: Hypothesis
+    max_len: int = 0
+    chosen_path: list[tuple[int, int]] = field(default_factory=list)  # (step, candidate index) of the best's tokens
 
 
 def max_output_lengths(src: Tensor, model: Transformer, extra: int = 50) -> list[int]:
@@ -50,20 +86,25 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = 
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6,
-                max_lens: list[int] | None = None) -> list[Hypothesis]:
+                max_lens: list[int] | None = None, positions: bool = True,
+                record: list[BeamStep] | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
     A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops early (as OpenNMT does)
     as soon as the best candidate of a step ends in ``</s>``, or it holds `beam` finished hypotheses; the
     result is the finished hypothesis with the best length-penalised score. Beam 1 is exactly greedy search.
+    ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
+    a `BeamStep` per step; see `beam_search_tree`.
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
     batch, device = src.shape[0], src.device
+    if record is not None and batch != 1:
+        raise ValueError(f"recording a beam search needs one sentence, got a batch of {batch}")
     max_lens = max_lens or max_output_lengths(src, model)
     if len(max_lens) != batch:
         raise ValueError(f"max_lens has {len(max_lens)} entries for a batch of {batch}")
-    encoded = _expand(model.encode(src), beam)
+    encoded = _expand(model.encode(src, positions=positions), beam)
     tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0
@@ -71,7 +112,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     done = [False] * batch
     cache = None
     for step in range(max(max_lens)):
-        out = model.decode(tokens[:, -1:], encoded, cache=cache, offset=step)
+        out = model.decode(tokens[:, -1:], encoded, cache=cache, offset=step, positions=positions)
         log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
         vocab = log_probs.shape[-1]
         width = min(2 * beam, vocab)
@@ -106,6 +147,9 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
             if best_ends or len(finished[b]) >= beam or last_step:
                 done[b] = True
                 next_scores[b] = float("-inf")
+            if record is not None:
+                record.append(_record_step(step, prefixes, scores[b], row_scores, row_tokens, rows[b, :kept],
+                                           next_tokens[b, :kept], finished[b], alpha, done[b]))
         if all(done):
             break
         flat_rows = rows.view(-1)
@@ -113,3 +157,52 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         cache = [layer.reorder(flat_rows, same_source=True) for layer in out.cache]
         scores = next_scores
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
+
+
+def _record_step(step: int, prefixes: list[list[int]], scores: Tensor, row_scores: Tensor, row_tokens: Tensor,
+                 kept_rows: Tensor, kept_tokens: Tensor, finished: list[Hypothesis], alpha: float,
+                 stopped: bool) -> BeamStep:
+    """The step as `beam_search` just decided it (batch of one): rows alive, their ranked continuations, fates."""
+    live = [r for r, s in enumerate(scores.tolist()) if s != float("-inf")]
+    kept = {(r, t): i for i, (r, t) in enumerate(zip(kept_rows.tolist(), kept_tokens.tolist()))}
+    ended = {tuple(h.tokens) for h in finished if len(h.tokens) == step + 1}
+    lp = length_penalty(step + 1, alpha)
+    candidates = []
+    for parent, r in enumerate(live):
+        for s, t in zip(row_scores[r].tolist(), row_tokens[r].tolist()):
+            if s == float("-inf"):
+                continue
+            row = kept.get((r, t))
+            if row is not None and not stopped:
+                status = "kept"
+            elif tuple(prefixes[r] + [t]) in ended:
+                status = "finished"
+            else:
+                status, row = "pruned", None
+            candidates.append(BeamCandidate(parent, t, s, s / lp, status, row))
+    return BeamStep(step, [prefixes[r] for r in live], [scores[r].item() for r in live], candidates, stopped)
+
+
+def beam_search_tree(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
+                     positions: bool = True) -> BeamTree:
+    """Beam search for one source ``(1, src_len)``, recording every step: the hypotheses extended, their best
+    continuations with cumulative and length-penalised scores, and which were kept, finished or pruned.
+
+    The search is `beam_search` itself (same code path, same result); recording costs a few list copies per step.
+    """
+    if src.dim() != 2 or src.shape[0] != 1:
+        raise ValueError(f"beam_search_tree needs one source of shape (1, src_len), got {tuple(src.shape)}")
+    max_lens = [max_len] if max_len is not None else max_output_lengths(src, model)
+    steps: list[BeamStep] = []
+    best = beam_search(model, src, beam, alpha, max_lens, positions=positions, record=steps)[0]
+    finished = [Hypothesis(prefix + [c.token], c.log_prob, c.score)
+                for s in steps for c in s.candidates if c.status == "finished"
+                for prefix in [s.alive[c.parent]]]
+    tree = BeamTree(beam, alpha, steps, finished, best, max_lens[0])
+    # the best hypothesis' path: at step t the candidate extending best.tokens[:t] with best.tokens[t]
+    for t, s in enumerate(steps[:len(best.tokens)]):
+        for i, c in enumerate(s.candidates):
+            if s.alive[c.parent] == best.tokens[:t] and c.token == best.tokens[t]:
+                tree.chosen_path.append((t, i))
+                break
+    return tree

@@ -217,11 +217,17 @@ class Transformer(nn.Module):
         if ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"{name} must be integer token ids, got {ids.dtype}")
 
-    def embed(self, ids: Tensor, side: str, offset: int = 0) -> Tensor:
-        """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side."""
-        table, positions = ((self.src_embedding, self.src_positions) if side == "source"
+    def embed(self, ids: Tensor, side: str, offset: int = 0, positions: bool = True) -> Tensor:
+        """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side.
+
+        ``positions=False`` leaves the PE out (an experiment: the model then sees a bag of tokens); the module
+        is not changed, so other callers of the same model are unaffected.
+        """
+        table, encodings = ((self.src_embedding, self.src_positions) if side == "source"
                             else (self.tgt_embedding, self.tgt_positions))
-        x = table(ids) * math.sqrt(self.config.d_model) + positions(ids.shape[1], offset)
+        x = table(ids) * math.sqrt(self.config.d_model)
+        if positions:
+            x = x + encodings(ids.shape[1], offset)
         return self.dropout(x)
 
     def positional_encodings(self, length: int, side: str = "source", offset: int = 0) -> Tensor:
@@ -229,13 +235,14 @@ class Transformer(nn.Module):
         return (self.src_positions if side == "source" else self.tgt_positions)(length, offset)
 
     # --- the two stacks ------------------------------------------------------------------------------
-    def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None) -> EncoderOutput:
-        """Run the encoder over ``src`` ``(batch, src_len)`` token ids."""
+    def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None,
+               positions: bool = True) -> EncoderOutput:
+        """Run the encoder over ``src`` ``(batch, src_len)`` token ids (``positions=False``: without the PE)."""
         self._check_ids(src, "src")
         mask = padding_mask(src, self.config.pad_id)
         has_padding = bool((~mask).any())
         attend = mask if has_padding else None
-        x = self.embed(src, "source")
+        x = self.embed(src, "source", positions=positions)
         attentions = []
         for i, layer in enumerate(self.encoder_layers):
             x, weights = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
@@ -247,10 +254,11 @@ class Transformer(nn.Module):
 
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
-               head_mask: HeadMask | None = None) -> DecoderOutput:
+               head_mask: HeadMask | None = None, positions: bool = True) -> DecoderOutput:
         """Run the decoder over ``tgt`` ``(batch, tgt_len)`` (positions ``offset..``) attending to `encoded`.
 
         Pass the `cache` returned by the previous call to decode one step at a time (O(length) per step).
+        ``positions=False`` leaves the positional encodings out.
         """
         self._check_ids(tgt, "tgt")
         if tgt.shape[0] != encoded.hidden.shape[0]:
@@ -258,7 +266,7 @@ class Transformer(nn.Module):
         # one new query per step sees every cached key: the causal mask is all True then, so it is left out
         causal = None if cache is not None and tgt.shape[1] == 1 else causal_mask(tgt.shape[1], tgt.device, offset)
         self_mask = combine_masks(causal, tgt_mask)
-        x = self.embed(tgt, "target", offset)
+        x = self.embed(tgt, "target", offset, positions)
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
@@ -279,11 +287,11 @@ class Transformer(nn.Module):
         return self.output_projection(hidden)
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
-                head_mask: HeadMask | None = None) -> Seq2SeqOutput:
-        """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``)."""
-        encoded = self.encode(src, need_weights, head_mask)
+                head_mask: HeadMask | None = None, positions: bool = True) -> Seq2SeqOutput:
+        """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``); ``positions=False``: no PE."""
+        encoded = self.encode(src, need_weights, head_mask, positions)
         tgt_pad = padding_mask(tgt, self.config.pad_id)
-        decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask)
+        decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions)
         return Seq2SeqOutput(self.logits(decoded.hidden), encoded.attentions, decoded.self_attentions,
                              decoded.cross_attentions, encoded.mask,
                              combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))

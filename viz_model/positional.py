@@ -12,8 +12,11 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0) -> Tensor:
-    """The ``(length, d_model)`` sinusoid matrix, even columns sin, odd columns cos."""
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """The ``(length, d_model)`` sinusoid matrix, even columns sin, odd columns cos.
+
+    Computed in float64 and returned as `dtype` (float32, what the model adds; float64 for exact checks).
+    """
     if d_model % 2:
         raise ValueError(f"sinusoidal encodings need an even d_model, got {d_model}")
     position = torch.arange(length, dtype=torch.float64)[:, None]
@@ -21,7 +24,7 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0) -> Tensor
     table = torch.zeros(length, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)
-    return table.float()
+    return table.to(dtype)
 
 
 def wavelengths(d_model: int, base: float = 10000.0) -> Tensor:

@@ -1,68 +1,274 @@
-"""Positional encoding: the PE matrix of the sentence's positions, chosen sinusoids, and embedding vs embedding+PE."""
+"""Positional encoding lab: the sinusoids, their wavelengths, similarity and shift-linearity, positions beyond
+training, learned vs sinusoidal, and the encodings on the user's sentence, with an experiment without them."""
 
+import numpy as np
 import streamlit as st
 
-from app import common, figures
-from viz_model.positional import sinusoidal_table
+from app import common, figures, teaching
+from app import teaching_figures as tf
 
 ss = st.session_state
 session = common.require_session()
 config = session.model.config
+d_model, max_positions = config.d_model, config.max_positions
+sinusoidal = config.positional == "sinusoidal"
 
 st.title("Positional encoding")
-sinusoidal = config.positional == "sinusoidal"
-st.caption("Attention by itself ignores word order; the model adds a position vector to each token's embedding. "
-           + ("This model uses the paper's fixed sinusoids: PE(pos, 2i) = sin(pos / 10000^(2i/d)), "
-              "PE(pos, 2i+1) = cos(pos / 10000^(2i/d))." if sinusoidal else
-              "This model learned its position vectors during training."))
+st.caption("Attention by itself ignores word order: it sees a set of vectors. The model adds a position vector to "
+           "each token's embedding. "
+           + ("This model uses the paper's fixed sinusoids." if sinusoidal else
+              "This model learned its position vectors during training; the sinusoid lessons below use the "
+              "paper's formula at its width."))
+st.latex(r"PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
+         r"PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)")
+st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model // 2} sin/cos pairs, "
+           f"at most {max_positions} positions in the model's table.")
 with st.expander("Change the sentence", expanded=False):
     common.sentence_form()
 trace = common.current_trace(session)
-if trace is None:
-    st.stop()
 
-common.clamp_choice("pe_side", ["source", "target"], "source", "Side")
-common.bound(st.radio, "Side", "pe_side", ["source", "target"], horizontal=True,
-             format_func={"source": "Source (encoder input)", "target": "Target (decoder input)"}.get)
-side = ss["pe_side"]
-tokens = trace.source_tokens if side == "source" else trace.target_tokens
-pe = trace.source_positional if side == "source" else trace.target_positional
-embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
-d_model = pe.shape[1]
+theory, shift, beyond, sentence_tab, experiment = st.tabs(
+    ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment"])
 
-fig = figures.positional_heatmap(pe, tokens, f"Positional encodings of the {len(tokens)} {side} positions "
-                                 f"(d_model = {d_model})")
-common.chart(fig, f"{side}-positional-encodings", key="pe_chart")
-common.exports(fig, f"{side}-positional-encodings", "pe")
+# --- the sinusoids -----------------------------------------------------------------------------------------------
+with theory:
+    ss.setdefault("pe_length", min(128, 4 * max_positions))
+    common.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
+                 help="Sinusoids exist for every position; the model's own table stops at max_positions.")
+    length = int(ss["pe_length"])
+    table = teaching.pe_table(length, d_model)
+    marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
+    fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks)
+    common.chart(fig, "pe-matrix", key="pe_matrix_chart")
+    common.exports(fig, "pe-matrix", "pe_matrix")
+    st.caption("Low dimensions oscillate fast (short wavelengths), high dimensions barely move: each position gets a "
+               "unique pattern, like the digits of a number in many bases.")
 
-st.subheader("Sinusoids")
-dims = list(range(d_model))
-default_dims = sorted({0, 1, min(6, d_model - 2), min(7, d_model - 1), d_model // 2, d_model // 2 + 1})
-ss.setdefault("pe_dims", default_dims)
-ss["pe_dims"] = [d for d in ss["pe_dims"] if d in dims]
-common.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
-             format_func=lambda d: f"{d} ({'sin' if d % 2 == 0 else 'cos'})" if sinusoidal else str(d))
-length = min(config.max_positions, max(64, 2 * len(tokens)))
-if sinusoidal:
-    table = sinusoidal_table(length, d_model).numpy()
-else:
-    table = session.model.network.positional_encodings(length, side).detach().float().cpu().numpy()
-if ss["pe_dims"]:
-    fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(tokens))
-    common.chart(fig, "sinusoids", key="sin_chart")
-    common.exports(fig, "sinusoids", "sin")
-else:
-    st.info("Pick at least one dimension.")
+    dims = list(range(d_model))
+    default_dims = sorted({0, 1, min(6, d_model - 2), min(7, d_model - 1), d_model // 2, d_model // 2 + 1})
+    ss.setdefault("pe_dims", default_dims)
+    ss["pe_dims"] = [d for d in ss["pe_dims"] if d in dims]
+    common.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
+                 format_func=lambda d: f"{d} ({'sin' if d % 2 == 0 else 'cos'})")
+    if ss["pe_dims"]:
+        fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(trace.source_tokens) if trace else 0)
+        common.chart(fig, "sinusoids", key="sin_chart")
+        common.exports(fig, "sinusoids", "sin")
+    else:
+        st.info("Pick at least one dimension.")
 
-st.subheader("Embedding + position")
-options = list(range(len(tokens)))
-common.clamp_choice("pe_token", options, min(1, len(tokens) - 1), "Token")
-common.bound(st.selectbox, "Token", "pe_token", options, format_func=lambda i: f"{i}: {tokens[i]}")
-index = int(ss["pe_token"])
-fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index)
-common.chart(fig, "embedding-vs-pe", key="emb_chart")
-common.exports(fig, "embedding-vs-pe", "emb")
+    wl = teaching.pair_wavelengths(d_model)
+    fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions})
+    common.chart(fig, "wavelengths", key="wl_chart")
+    common.exports(fig, "wavelengths", "wl")
+    st.caption(f"Pair i has wavelength 2π·10000^(2i/d_model): from {wl[0]:.4f} (= 2π) to {wl[-1]:,.1f} "
+               f"(→ 10000·2π = {10000 * 2 * np.pi:,.1f} as d_model grows), a geometric progression.")
 
-fig = figures.positional_similarity(pe, tokens)
-common.chart(fig, "positional-similarity", key="sim_chart")
-common.exports(fig, "positional-similarity", "sim")
+# --- similarity and shift-linearity ------------------------------------------------------------------------------
+with shift:
+    length = int(ss["pe_length"])
+    table = teaching.pe_table(length, d_model)
+    similarity = teaching.dot_similarity(table)
+    left, right = st.columns(2)
+    with left:
+        fig = tf.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
+        common.chart(fig, "pe-similarity", key="pe_sim_chart")
+        common.exports(fig, "pe-similarity", "pe_sim")
+    with right:
+        profile = teaching.similarity_profile(similarity)
+        fig = tf.profile_figure(profile, d_model)
+        common.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
+        common.exports(fig, "pe-similarity-profile", "pe_profile")
+        spread = float((profile["max"] - profile["min"]).max())
+        st.caption(f"PE(p)·PE(q) = Σᵢ cos(ωᵢ (p − q)): it depends on the distance only (largest spread between "
+                   f"pairs at the same distance: {spread:.1e}). It is largest (d_model/2) at distance 0 and falls "
+                   "off for nearby distances, so neighbouring positions look alike.")
+
+    st.subheader("Shift-linearity: PE(p + k) = M_k · PE(p)")
+    st.caption("For a fixed offset k, one matrix M_k moves every position k steps: a 2×2 rotation by k·ωᵢ for each "
+               "sin/cos pair (sin(a+b) = sin a cos b + cos a sin b). Relative positions are a linear function of "
+               "the encodings, which attention can learn.")
+    ss.setdefault("pe_k", 3)
+    ss.setdefault("pe_zoom", min(16, d_model))
+    c1, c2 = st.columns(2)
+    with c1:
+        common.bound(st.number_input, "Offset k", "pe_k", min_value=-1000, max_value=1000, step=1,
+                     help="Any whole number; negative k moves positions back.")
+    with c2:
+        common.bound(st.slider, "Dimensions of M_k to draw", "pe_zoom", 2, d_model, step=2)
+    try:
+        check = teaching.shift_check(ss["pe_k"], length, d_model)
+    except teaching.InputError as err:
+        common.input_problem(err, "the shift cannot be checked: ")
+    else:
+        left, right = st.columns(2)
+        with left:
+            fig = tf.shift_matrix_figure(check.matrix, check.k, int(ss["pe_zoom"]))
+            common.chart(fig, "shift-matrix", key="shift_matrix_chart")
+            common.exports(fig, "shift-matrix", "shift_matrix")
+        with right:
+            fig = tf.shift_error_figure(check)
+            common.chart(fig, "shift-error", key="shift_error_chart")
+            common.exports(fig, "shift-error", "shift_error")
+        a, b = st.columns(2)
+        a.metric("Largest error, float32 table (what the model adds)", f"{check.error32.max():.1e}")
+        b.metric("Largest error, float64 table", f"{check.error64.max():.1e}")
+        st.caption(f"Checked for every p from {int(check.positions[0])} to {int(check.positions[-1])} and all "
+                   f"{d_model} dimensions; what remains is floating-point rounding.")
+
+# --- beyond the training length ----------------------------------------------------------------------------------
+with beyond:
+    longest, where = teaching.training_max_length(session.model.directory, session.model.card)
+    if longest is not None:
+        st.caption(f"The longest training sequence had {longest} tokens (from {where}).")
+    else:
+        st.info(f"This model directory does not record the longest training sentence (neither its "
+                f"training log nor its model card says), so only the hard limit is marked: the model's position "
+                f"table has {max_positions} rows (max_positions) and longer inputs are refused.")
+    horizon = max(2 * max_positions, (longest or 0) * 2, 64)
+    far = teaching.pe_table(horizon, d_model)
+    marks = {f"max_positions = {max_positions}": max_positions}
+    if longest is not None:
+        marks = {f"longest training sentence = {longest}": longest, **marks}
+    chosen = ss["pe_dims"] or [0, 1]
+    fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}")
+    common.chart(fig, "pe-extrapolation", key="pe_far_chart")
+    common.exports(fig, "pe-extrapolation", "pe_far")
+    seen = longest or max_positions
+    window = min(seen, 128)
+    inside = teaching.similarity_profile(teaching.dot_similarity(far[:window]))
+    outside = teaching.similarity_profile(teaching.dot_similarity(far[seen:seen + window]))
+    difference = float(np.abs(inside["mean"].to_numpy() - outside["mean"].to_numpy()).max())
+    st.metric(f"Distance profile of positions {seen}–{seen + window - 1} vs 0–{window - 1}: largest difference",
+              f"{difference:.1e}")
+    st.caption("The sinusoids are defined for every position, and beyond the training length they keep the same "
+               "distance structure as inside it: that is why the paper hoped they extrapolate. The trained model has "
+               "still never seen those positions, and this model's table ends at max_positions. Learned position "
+               "vectors have no rows at all past max_positions.")
+
+    st.subheader("Learned vs sinusoidal")
+    kinds = teaching.positional_kinds(common.assets_root(), common.model_names())
+    learned = sorted(name for name, kind in kinds.items() if kind == "learned")
+    if not learned:
+        st.info("No learned-position model is shipped yet, so there is nothing to compare with. Train one with "
+                "`model.positional = \"learned\"` in the training config and export it into the models folder. The "
+                "paper found learned position embeddings nearly identical in BLEU (Table 3, row E).")
+    else:
+        ss.setdefault("pe_learned", learned[0])
+        if ss["pe_learned"] not in learned:
+            ss["pe_learned"] = learned[0]
+        common.bound(st.selectbox, "Learned-position model", "pe_learned", learned)
+        name = ss["pe_learned"]
+        root = common.assets_root()
+        try:
+            other = common.load_model(str(root), name, common.model_stamp(root, name))
+        except (OSError, ValueError, RuntimeError) as err:
+            st.error(f"The model {name} cannot be loaded: {err}")
+        else:
+            rows = min(other.config.max_positions, int(ss["pe_length"]))
+            learned_table = other.network.positional_encodings(rows, "source").detach().float().cpu().numpy()
+            reference = teaching.pe_table(rows, other.config.d_model)
+            fig = tf.side_by_side_figure([(f"learned ({name})", learned_table),
+                                          (f"sinusoidal (d_model {other.config.d_model})", reference)])
+            common.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
+            common.exports(fig, "learned-vs-sinusoidal", "learned")
+            fig = tf.side_by_side_figure([("learned: PE(p)·PE(q)", teaching.dot_similarity(learned_table)),
+                                          ("sinusoidal: PE(p)·PE(q)", teaching.dot_similarity(reference))],
+                                         x_title="position", height=440)
+            common.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
+            common.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
+            st.caption("Paper Table 3, row E: learned position embeddings instead of sinusoids gave nearly identical "
+                       "BLEU. The learned table has no rows beyond max_positions.")
+
+# --- on the user's sentence --------------------------------------------------------------------------------------
+with sentence_tab:
+    if trace is None:
+        st.info("Translate a sentence (above) to see its encodings.")
+    else:
+        common.clamp_choice("pe_side", ["source", "target"], "source", "Side")
+        common.bound(st.radio, "Side", "pe_side", ["source", "target"], horizontal=True,
+                     format_func={"source": "Source (encoder input)", "target": "Target (decoder input)"}.get)
+        side = ss["pe_side"]
+        tokens = trace.source_tokens if side == "source" else trace.target_tokens
+        pe = trace.source_positional if side == "source" else trace.target_positional
+        embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
+        fig = figures.positional_heatmap(pe, tokens, f"Positional encodings of the {len(tokens)} {side} positions "
+                                         f"(d_model = {pe.shape[1]})")
+        common.chart(fig, f"{side}-positional-encodings", key="pe_chart")
+        common.exports(fig, f"{side}-positional-encodings", "pe")
+        options = list(range(len(tokens)))
+        common.clamp_choice("pe_token", options, min(1, len(tokens) - 1), "Token")
+        common.bound(st.selectbox, "Token", "pe_token", options, format_func=lambda i: f"{i}: {tokens[i]}")
+        index = int(ss["pe_token"])
+        fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index)
+        common.chart(fig, "embedding-vs-pe", key="emb_chart")
+        common.exports(fig, "embedding-vs-pe", "emb")
+        st.caption("The first layer reads the sum. Embeddings are scaled by √d_model so that the position signal "
+                   "does not drown the token's meaning.")
+        fig = figures.positional_similarity(pe, tokens)
+        common.chart(fig, "positional-similarity", key="sim_chart")
+        common.exports(fig, "positional-similarity", "sim")
+
+# --- the experiment ----------------------------------------------------------------------------------------------
+EXPERIMENTS = {"no_pe": "Remove the positional encodings", "shuffle": "Shuffle the source words",
+               "shuffle_no_pe": "Shuffle the words and remove the encodings"}
+with experiment:
+    if trace is None:
+        st.info("Translate a sentence (above) to run the experiment on it.")
+    else:
+        st.caption("The same model translates the sentence again, changed one way; compare the translations and the "
+                   "attention maps. Without encodings the encoder cannot tell word order apart: shuffling the words "
+                   "then only reorders its maps.")
+        common.clamp_choice("pe_exp", list(EXPERIMENTS), "no_pe", "Experiment")
+        common.bound(st.radio, "Experiment", "pe_exp", list(EXPERIMENTS), format_func=EXPERIMENTS.get,
+                     horizontal=True)
+        mode = ss["pe_exp"]
+        text = ss.get("sentence", "")
+        target = ss.get("target", "") or None
+        changed_text = text
+        problem = None
+        if mode != "no_pe":
+            ss.setdefault("pe_seed", 1)
+            common.bound(st.number_input, "Shuffle seed", "pe_seed", min_value=0, max_value=2**31 - 1, step=1)
+            try:
+                changed_text = teaching.shuffle_words(text, ss["pe_seed"])
+            except teaching.InputError as err:
+                problem = f"The words cannot be shuffled: {err}."
+        if problem:
+            st.warning(common.md_escape(problem))
+        else:
+            try:
+                with st.spinner("Translating again…"):
+                    changed = session.trace(changed_text, target, positions=mode == "shuffle")
+            except ValueError as err:
+                st.error(f"The experiment cannot run on this sentence: {err}")
+            else:
+                left, right = st.columns(2)
+                with left:
+                    common.show_text("Original sentence", text)
+                    common.show_text("Its translation", trace.translation)
+                with right:
+                    common.show_text("Shuffled sentence" if mode != "no_pe" else "Same sentence, no positional "
+                                     "encodings", changed_text)
+                    common.show_text("Its translation", changed.translation)
+                kinds_shown = {"encoder": "Encoder self-attention", "cross": "Cross-attention"}
+                c1, c2 = st.columns(2)
+                with c1:
+                    common.clamp_choice("pe_exp_kind", list(kinds_shown), "encoder", "Attention kind")
+                    common.bound(st.selectbox, "Attention", "pe_exp_kind", list(kinds_shown),
+                                 format_func=kinds_shown.get)
+                kind = ss["pe_exp_kind"]
+                layer_count = trace.num_layers[kind]
+                with c2:
+                    common.clamp_choice("pe_exp_layer", list(range(1, layer_count + 1)), layer_count, "Layer")
+                    common.bound(st.selectbox, "Layer", "pe_exp_layer", list(range(1, layer_count + 1)),
+                                 format_func=lambda v: f"Layer {v} of {layer_count}")
+                layer = int(ss["pe_exp_layer"]) - 1
+                panels = []
+                for label, t in (("original", trace), (EXPERIMENTS[mode].lower(), changed)):
+                    queries, keys = t.axes(kind)
+                    panels.append((label, t.attentions(kind)[layer].mean(axis=0), queries, keys))
+                fig = tf.attention_pair_figure(panels, f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
+                                                       f"{trace.num_heads} heads")
+                common.chart(fig, "pe-experiment", key="pe_exp_chart")
+                common.exports(fig, "pe-experiment", "pe_exp")

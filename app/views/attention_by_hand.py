@@ -1,0 +1,261 @@
+"""Attention by hand: the notes' worked example step by step (editable), the 1/sqrt(d_k) scaling and why, the causal
+mask on it, and multi-head attention opened up. Every number comes from `viz_model.attention`."""
+
+import numpy as np
+import streamlit as st
+
+from app import common, teaching
+from app import teaching_figures as tf
+
+ss = st.session_state
+session = common.require_session()
+config = session.model.config
+MATRICES = {"X": ("X: one row per input x1, x2, …", "d"), "W_q": ("W_q: one row per column of X", "q"),
+            "W_k": ("W_k: one row per column of X", "k"), "W_v": ("W_v: one row per column of X", "v")}
+EXAMPLE = {"X": teaching.EXAMPLE_X, "W_q": teaching.EXAMPLE_WQ, "W_k": teaching.EXAMPLE_WK,
+           "W_v": teaching.EXAMPLE_WV}
+
+st.title("Attention by hand")
+st.caption("Three inputs, three weight matrices, and the formula of the paper, one step at a time. The numbers are "
+           "computed by the same attention function the translation model runs (viz_model.attention).")
+st.latex(r"\mathrm{Attention}(Q,K,V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,"
+         r"\qquad Q = XW_q,\; K = XW_k,\; V = XW_v")
+st.caption(f"In the loaded model: d_model = {config.d_model}, {config.heads} heads of d_k = {config.d_head}. Here: "
+           "the worked example of the source notes, with d_model = 4 and d_k = d_v = 3.")
+
+
+# --- the editable example ----------------------------------------------------------------------------------------
+def _editor_key(name: str) -> str:
+    return f"abh_edit_{name}"
+
+
+def _set_bases(values: dict[str, np.ndarray]) -> None:
+    ss["abh_base"] = {k: np.array(v, dtype=np.float64) for k, v in values.items()}
+    for name in MATRICES:
+        ss.pop(_editor_key(name), None)  # the editors start again from the new tables
+
+
+def _reset() -> None:
+    _set_bases(EXAMPLE)
+    ss["abh_d_in"], ss["abh_d_k"], ss["abh_d_v"] = 4, 3, 3
+
+
+def _resize() -> None:
+    """New widths: keep what fits of the current matrices, zero-fill the rest."""
+    current = ss.get("abh_current") or ss["abh_base"]
+    d_in, d_k, d_v = int(ss["abh_d_in"]), int(ss["abh_d_k"]), int(ss["abh_d_v"])
+    x = current["X"]
+    _set_bases({"X": teaching.resized(x, x.shape[0], d_in), "W_q": teaching.resized(current["W_q"], d_in, d_k),
+                "W_k": teaching.resized(current["W_k"], d_in, d_k), "W_v": teaching.resized(current["W_v"], d_in, d_v)})
+
+
+if "abh_base" not in ss:
+    _reset()
+
+st.subheader("1. The inputs and the weights")
+st.caption("Edit any cell; add or delete rows with the table's controls. Widths change with the numbers below.")
+with st.container(horizontal=True, vertical_alignment="bottom"):
+    st.number_input("Width of X (d_model)", 1, teaching.MAX_COLS, key="abh_d_in", on_change=_resize)
+    st.number_input("d_k (columns of W_q, W_k)", 1, teaching.MAX_COLS, key="abh_d_k", on_change=_resize)
+    st.number_input("d_v (columns of W_v)", 1, teaching.MAX_COLS, key="abh_d_v", on_change=_resize)
+    st.button("Reset to the worked example", on_click=_reset, icon=":material/restart_alt:")
+
+parsed: dict[str, np.ndarray] = {}
+problems: list[str] = []
+columns = st.columns([4, 3, 3, 3])
+for column, (name, (label, col_prefix)) in zip(columns, MATRICES.items()):
+    with column:
+        base = teaching.matrix_frame(ss["abh_base"][name], col_prefix)
+        edited = st.data_editor(base, key=_editor_key(name), num_rows="dynamic", width="stretch", hide_index=True)
+        st.caption(label)
+        try:
+            parsed[name] = teaching.parse_matrix(edited, name)
+        except teaching.InputError as err:
+            problems.append(str(err))
+if not problems:
+    try:
+        teaching.check_shapes(parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"])
+    except teaching.InputError as err:
+        problems.append(str(err))
+for problem in problems:
+    common.input_problem(teaching.InputError(problem))
+valid = not problems
+if valid:
+    ss["abh_current"] = parsed
+    x, wq, wk, wv = parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"]
+    example = teaching.is_example(x, wq, wk, wv)
+    n = x.shape[0]
+    inputs = [f"x{i + 1}" for i in range(n)]
+    plain = teaching.attention_by_hand(x, wq, wk, wv, scale=False)
+    scaled = teaching.attention_by_hand(x, wq, wk, wv, scale=True)
+else:
+    st.info("Fix the tables above to see the steps; the section on scaling below does not need them.")
+
+# --- step by step ------------------------------------------------------------------------------------------------
+if valid:
+    st.subheader("2. Step by step (no scaling, as in the notes)")
+    a, b, c = st.columns(3)
+    for column, values, label, prefix in ((a, plain.q, "Queries Q = X W_q", "q"), (b, plain.k, "Keys K = X W_k", "k"),
+                                          (c, plain.v, "Values V = X W_v", "v")):
+        with column:
+            st.markdown(f"**{label}**")
+            common.matrix_table(teaching.labelled(values, inputs, f"{prefix}·"), digits=2)
+    options = list(range(n))
+    common.clamp_choice("abh_query", options, 0, "Query")
+    common.bound(st.selectbox, "Follow the query of input", "abh_query", options,
+                 format_func=lambda i: f"x{i + 1} (query q{i + 1})")
+    i = int(ss["abh_query"])
+    a, b = st.columns(2)
+    with a:
+        st.markdown(f"**Scores Q Kᵀ** (row {i + 1}: q{i + 1} · k_j)")
+        common.matrix_table(teaching.labelled(plain.scores, [f"q{r + 1}" for r in range(n)],
+                                              [f"k{j + 1}" for j in range(n)]), digits=4)
+    with b:
+        st.markdown("**Softmax of each row** (the attention weights)")
+        common.matrix_table(teaching.labelled(plain.weights, [f"q{r + 1}" for r in range(n)],
+                                              [f"k{j + 1}" for j in range(n)]), digits=4)
+    a, b = st.columns(2)
+    with a:
+        st.markdown(f"**Weighted values for q{i + 1}**: weight × v_j, then summed")
+        weighted = plain.weighted[i]
+        rows = teaching.labelled(np.vstack([weighted, weighted.sum(axis=0)]),
+                                 [f"{plain.weights[i, j]:.4f} × v{j + 1}" for j in range(n)] + ["sum = output"],
+                                 "out·")
+        common.matrix_table(rows, digits=4)
+    with b:
+        st.markdown("**Output** (one row per input)")
+        common.matrix_table(teaching.labelled(plain.output, [f"out{r + 1}" for r in range(n)], "out·"), digits=4)
+
+    if example:
+        st.markdown("**The source notes' numbers next to the exact ones** (query 1)")
+        notes = teaching.NOTES
+        table = [
+            {"quantity": "scores q1·k", "notes": str(notes["scores_q1"]), "notes, rounded": "",
+             "exact (this page)": ", ".join(f"{v:.4f}" for v in plain.scores[0])},
+            {"quantity": "softmax", "notes": str(notes["softmax_q1"]),
+             "notes, rounded": str(notes["softmax_q1_rounded"]),
+             "exact (this page)": ", ".join(f"{v:.4f}" for v in plain.weights[0])},
+            {"quantity": "output 1", "notes": str(notes["output1_exact"]),
+             "notes, rounded": str(notes["output1_rounded"]),
+             "exact (this page)": ", ".join(f"{v:.4f}" for v in plain.output[0])},
+            {"quantity": "output 1 from the rounded weights", "notes": "",
+             "notes, rounded": str(notes["output1_rounded"]),
+             "exact (this page)": ", ".join(f"{v:.4f}" for v in teaching.round_like_notes(plain.weights[0]) @ plain.v)},
+        ]
+        st.dataframe(table, hide_index=True, width="stretch")
+        st.caption("The notes round the softmax to [0, 0.5, 0.5] to compute by hand; that gives [2.0, 7.0, 1.5] "
+                   "instead of the exact [1.94, 6.68, 1.60].")
+    else:
+        st.caption("You changed the example: the source notes' numbers apply to the original only "
+                   "(“Reset to the worked example” brings it back).")
+
+# --- the scaled version ------------------------------------------------------------------------------------------
+if valid:
+    st.subheader(f"3. The same with the paper's scaling: ÷ √d_k = ÷ √{plain.d_k}")
+    a, b, c = st.columns(3)
+    with a:
+        st.markdown(f"**Scores Q Kᵀ / √{plain.d_k}**")
+        common.matrix_table(teaching.labelled(scaled.scores, "q", "k"), digits=4)
+    with b:
+        st.markdown("**Softmax (scaled)**")
+        common.matrix_table(teaching.labelled(scaled.weights, "q", "k"), digits=4)
+    with c:
+        st.markdown("**Output (scaled)**")
+        common.matrix_table(teaching.labelled(scaled.output, "out", "out·"), digits=4)
+    left, right = st.columns(2)
+    with left:
+        fig = tf.weights_figure(plain.weights, inputs, "Weights without scaling")
+        common.chart(fig, "weights-unscaled", key="abh_plain_chart")
+    with right:
+        fig = tf.weights_figure(scaled.weights, inputs, f"Weights with ÷ √{plain.d_k}")
+        common.chart(fig, "weights-scaled", key="abh_scaled_chart")
+    st.caption("Dividing by √d_k flattens the softmax: the weights move away from 0 and 1.")
+
+st.subheader("4. Why scale: softmax saturation against d_k")
+st.caption("Dot products of random vectors with unit-variance entries have variance d_k: they grow with the width, "
+           "and the softmax of large scores is nearly one-hot (tiny gradients). Divided by √d_k they keep variance 1.")
+ss.setdefault("abh_keys", 10)
+ss.setdefault("abh_samples", 1000)
+ss.setdefault("abh_seed", 0)
+a, b, c = st.columns(3)
+with a:
+    common.bound(st.slider, "Keys per query", "abh_keys", 2, 64)
+with b:
+    common.bound(st.select_slider, "Random queries per d_k", "abh_samples", [200, 500, 1000, 2000])
+with c:
+    common.bound(st.number_input, "Seed", "abh_seed", min_value=0, max_value=2**31 - 1, step=1)
+try:
+    curve = common.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(ss["abh_keys"]),
+                              int(ss["abh_samples"]), int(ss["abh_seed"]))
+except teaching.InputError as err:
+    common.input_problem(err)
+else:
+    fig = tf.saturation_figure(curve, int(ss["abh_keys"]))
+    common.chart(fig, "softmax-saturation", key="abh_sat_chart")
+    common.exports(fig, "softmax-saturation", "abh_sat", csv=lambda: curve)
+
+# --- causal masking ----------------------------------------------------------------------------------------------
+if valid:
+    st.subheader("5. Masking: the decoder's causal mask on the example")
+    st.caption("In the decoder, input i may only look at inputs 1..i: the scores above the diagonal become −∞ before "
+               "the softmax, so their weights are exactly 0 and output 1 is v1 itself.")
+    ss.setdefault("abh_mask_scaled", True)
+    common.bound(st.toggle, "With the ÷ √d_k scaling", "abh_mask_scaled")
+    masked = teaching.attention_by_hand(x, wq, wk, wv, scale=bool(ss["abh_mask_scaled"]), causal=True)
+    left, right = st.columns(2)
+    with left:
+        fig = tf.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
+        common.chart(fig, "weights-causal", key="abh_causal_chart")
+    with right:
+        st.markdown("**Output with the causal mask**")
+        common.matrix_table(teaching.labelled(masked.output, "out", "out·"), digits=4)
+        st.markdown("**Mask** (1 = may attend)")
+        st.dataframe(teaching.labelled(masked.mask.astype(float), "q", "k").astype(int), width="content")
+
+# --- multi-head --------------------------------------------------------------------------------------------------
+if valid:
+    st.subheader("6. Multi-head attention: split, attend, concatenate, project")
+    d_in = x.shape[1]
+    divisors = [h for h in range(1, d_in + 1) if d_in % h == 0]
+    st.caption(f"The library's MultiHeadAttention with d_model = {d_in} (the width of X), random weights from the seed "
+               "and zero biases: project X to Q, K, V of width d_model, split each into h heads of d_model/h "
+               "columns, attend in every head at once, concatenate the heads, multiply by W_O. "
+               f"The loaded model does this with {config.heads} heads of {config.d_head}.")
+    ss.setdefault("abh_heads", divisors[min(1, len(divisors) - 1)])
+    ss.setdefault("abh_mh_seed", 0)
+    a, b, c = st.columns(3)
+    with a:
+        common.clamp_choice("abh_heads", divisors, divisors[min(1, len(divisors) - 1)], "Heads")
+        common.bound(st.selectbox, "Heads h", "abh_heads", divisors,
+                     help="d_model must be divisible by h: the choices are the divisors of the width of X.")
+    with b:
+        common.bound(st.number_input, "Weight seed", "abh_mh_seed", min_value=0, max_value=2**31 - 1, step=1)
+    with c:
+        ss.setdefault("abh_mh_causal", False)
+        common.bound(st.toggle, "Causal mask", "abh_mh_causal")
+    try:
+        steps = teaching.multi_head_by_hand(x, int(ss["abh_heads"]), int(ss["abh_mh_seed"]),
+                                            bool(ss["abh_mh_causal"]))
+    except teaching.InputError as err:
+        common.input_problem(err)
+    else:
+        head_columns = st.columns(min(steps.heads, 4))
+        for h in range(steps.heads):
+            with head_columns[h % len(head_columns)]:
+                st.markdown(f"**Head {h + 1}**: Q, K, V columns {h * steps.d_head + 1}–{(h + 1) * steps.d_head}")
+                common.matrix_table(teaching.labelled(np.hstack([steps.q[h], steps.k[h], steps.v[h]]), inputs,
+                                                      [f"q{j + 1}" for j in range(steps.d_head)]
+                                                      + [f"k{j + 1}" for j in range(steps.d_head)]
+                                                      + [f"v{j + 1}" for j in range(steps.d_head)]), digits=3)
+        fig = tf.heads_figure(steps.weights, inputs, f"Attention weights of the {steps.heads} heads "
+                                                     f"(d_k = {steps.d_head} each, scaled)")
+        common.chart(fig, "multi-head-weights", key="abh_heads_chart")
+        a, b = st.columns(2)
+        with a:
+            st.markdown("**Heads concatenated** (each head's output side by side)")
+            common.matrix_table(teaching.labelled(steps.concat, inputs, "c"), digits=4)
+        with b:
+            st.markdown("**× W_O = output**")
+            common.matrix_table(teaching.labelled(steps.output, inputs, "o"), digits=4)
+        st.metric("Difference from MultiHeadAttention.forward on the same input", f"{steps.difference:.1e}",
+                  help="The steps above, taken one by one, against the module's own forward pass.")

@@ -1,0 +1,107 @@
+"""Decoding step by step: scrub through the output of the user's sentence (tokens so far, top-k, cross-attention of
+every head, the growing causal mask), then the beam search tree and greedy vs beam."""
+
+import streamlit as st
+
+from app import common
+from app import teaching_figures as tf
+from viz_model.api import MAX_BEAM
+from viz_model.decoding import BeamTree
+
+ss = st.session_state
+session = common.require_session()
+
+st.title("Decoding step by step")
+st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
+           "the source, and scores every token of the vocabulary for the next position.")
+with st.expander("Change the sentence", expanded=False):
+    common.sentence_form()
+trace = common.current_trace(session)
+if trace is None:
+    st.stop()
+common.translation_panel(trace)
+
+# --- step slider -------------------------------------------------------------------------------------------------
+steps = len(trace.steps)
+ss.setdefault("dec_step", 1)
+if not 1 <= int(ss["dec_step"]) <= steps:
+    ss["dec_step"] = 1
+if steps > 1:
+    common.bound(st.slider, "Step", "dec_step", 1, steps, help="Drag to move through the output, one token per step.")
+t = int(ss["dec_step"]) - 1
+step = trace.steps[t]
+so_far = [common.md_escape(tok) for tok in trace.target_tokens[:t + 1]]
+st.markdown(f"**Step {t + 1} of {steps}.** The decoder has read: " + " · ".join(so_far)
+            + f" → it writes **{common.md_escape(step.token)}** (p = {step.probability:.3f})")
+
+left, right = st.columns([2, 3])
+with left:
+    fig = tf.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
+    common.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
+    common.exports(fig, f"step{t + 1}-top-k", "dec_topk")
+    if step.token not in step.top_tokens:
+        st.caption(f"The chosen token is not among the top {len(step.top_tokens)}: beam search kept a less likely "
+                   "token here because its continuation scored better overall.")
+with right:
+    layer_count = trace.num_layers["cross"]
+    layers = list(range(1, layer_count + 1))
+    common.clamp_choice("dec_layer", layers, layer_count, "Layer")
+    common.bound(st.selectbox, "Cross-attention layer", "dec_layer", layers,
+                 format_func=lambda v: f"Layer {v} of {layer_count}")
+    layer = int(ss["dec_layer"]) - 1
+    rows = trace.cross_attentions[layer][:, t, :]
+    fig = tf.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
+    common.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
+    common.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
+    st.caption(f"Each of the {trace.num_heads} heads: where the query of this step looks in the source.")
+
+fig = tf.causal_growth_figure(trace.target_tokens, t)
+common.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
+common.exports(fig, f"step{t + 1}-causal-mask", "dec_mask")
+st.caption("Row t is the query of step t: it may attend to the decoder inputs 0..t; later rows do not exist yet.")
+
+# --- beam search -------------------------------------------------------------------------------------------------
+st.subheader("Beam search")
+st.caption("Beam search keeps the best few partial translations at every step instead of only the best one. Each "
+           "node is a continuation it looked at: kept in the beam (blue), finished with </s> (green), or pruned "
+           "(grey); the chosen translation is the red path. Finished hypotheses are ranked by log p divided by the "
+           "length penalty ((5 + |Y|) / 6)^α.")
+a, b, c = st.columns(3)
+ss.setdefault("dec_beam", max(2, session.beam) if session.beam > 1 else 4)
+ss.setdefault("dec_alpha", session.alpha)
+ss.setdefault("dec_per_parent", 0)
+with a:
+    common.bound(st.slider, "Beam size", "dec_beam", 1, MAX_BEAM)
+with b:
+    common.bound(st.slider, "Length penalty α", "dec_alpha", 0.0, 5.0, step=0.1)
+with c:
+    common.bound(st.slider, "Pruned continuations drawn per hypothesis", "dec_per_parent", 0, 2 * MAX_BEAM,
+                 help="0 = as many as the beam size. The search ranks the best 2 × beam of each hypothesis.")
+beam, alpha = int(ss["dec_beam"]), float(ss["dec_alpha"])
+text = ss.get("sentence", "")
+try:
+    with st.spinner("Searching…"):
+        tree: BeamTree = session.beam_tree(text, beam, alpha)
+        greedy: BeamTree = session.beam_tree(text, 1, alpha)
+except ValueError as err:
+    st.error(f"The search cannot run on this sentence: {err}")
+    st.stop()
+pieces = session.model.tokenizer.piece
+fig = tf.beam_tree_figure(tree, pieces, int(ss["dec_per_parent"]) or None)
+common.chart(fig, "beam-tree", key="dec_tree_chart")
+common.exports(fig, "beam-tree", "dec_tree")
+
+decode = session.model.tokenizer.decode
+left, right = st.columns(2)
+for column, result, label in ((left, greedy, "Greedy (beam 1)"), (right, tree, f"Beam {beam}, α {alpha:g}")):
+    with column, st.container(border=True):
+        common.show_text(label, decode(result.best.tokens))
+        st.caption(f"{len(result.best.tokens)} tokens · log p = {result.best.log_prob:.3f} · score (log p / lp) = "
+                   f"{result.best.score:.3f} · {len(result.steps)} steps")
+finished = sorted(tree.finished, key=lambda h: -h.score)
+st.dataframe([{"rank": r + 1, "translation": decode(h.tokens), "tokens": len(h.tokens),
+               "log p": round(h.log_prob, 4), "length penalty": round(h.log_prob / h.score, 4) if h.score else None,
+               "score": round(h.score, 4), "chosen": h.tokens == tree.best.tokens}
+              for r, h in enumerate(finished)], hide_index=True, width="stretch")
+if ss.get("target"):
+    st.caption("The steps above follow the forced target; the search below translates the sentence freely.")

@@ -1,0 +1,179 @@
+"""The training recipe: the learning-rate schedule, label smoothing, the shipped model's curves and card, the
+architecture with tensor shapes for the user's sentence, and why self-attention (measured live)."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import common, teaching
+from app import teaching_figures as tf
+from viz_model.checkpoint import TRAINING_LOG
+
+ss = st.session_state
+session = common.require_session()
+model = session.model
+config = model.config
+recipe = teaching.card_recipe(model.card)
+events = teaching.training_events(model.directory)
+
+st.title("The training recipe")
+st.caption("How the model on this page was trained, next to the paper's recipe: Adam (β₁ 0.9, β₂ 0.98, ε 1e-9) with "
+           "a warm-up schedule, dropout 0.1 and label smoothing 0.1.")
+
+# --- learning rate -----------------------------------------------------------------------------------------------
+st.subheader("Learning-rate schedule")
+st.latex(r"lrate = d_{model}^{-0.5}\cdot\min\left(step^{-0.5},\; step\cdot warmup^{-1.5}\right)")
+st.caption("The curve is `viz_model.train.loop.learning_rate`, the function the trainer calls every step. With a peak "
+           "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak.")
+ss.setdefault("tr_d_model", config.d_model)
+ss.setdefault("tr_warmup", int(recipe.get("warmup", 4000)))
+ss.setdefault("tr_mode", "peak" if "peak_lr" in recipe else "scale")
+ss.setdefault("tr_peak", float(recipe.get("peak_lr", 7e-4)))
+ss.setdefault("tr_scale", float(recipe.get("lr_scale", 1.0)))
+ss.setdefault("tr_steps", 20_000)
+a, b, c, d = st.columns(4)
+with a:
+    common.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
+                 help="Only the paper formula (no peak set) depends on it.")
+with b:
+    common.bound(st.number_input, "Warm-up steps", "tr_warmup", min_value=1, max_value=1_000_000, step=100)
+with c:
+    common.bound(st.radio, "Scale", "tr_mode", ["scale", "peak"], horizontal=True,
+                 format_func={"scale": "paper formula", "peak": "peak lr"}.get)
+    if ss["tr_mode"] == "peak":
+        common.bound(st.number_input, "Peak learning rate", "tr_peak", min_value=1e-6, max_value=1.0, step=1e-4,
+                     format="%.6f")
+    else:
+        common.bound(st.number_input, "lr scale (× the formula)", "tr_scale", min_value=0.0, max_value=1000.0, step=0.1)
+with d:
+    common.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000)
+logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
+                       if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
+try:
+    cfg = teaching.schedule_config(ss["tr_d_model"], ss["tr_warmup"],
+                                   lr_scale=ss["tr_scale"] if ss["tr_mode"] == "scale" else 1.0,
+                                   lr_peak=ss["tr_peak"] if ss["tr_mode"] == "peak" else 0.0)
+    last = int(logged["step"].max()) if len(logged) else 0
+    steps = teaching.schedule_steps(max(int(ss["tr_steps"]), last), marks=[cfg.warmup_steps])
+except teaching.InputError as err:
+    common.input_problem(err)
+else:
+    lr = teaching.schedule(cfg, steps)
+    label = (f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
+             f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
+    fig = tf.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps)
+    common.chart(fig, "learning-rate", key="tr_lr_chart")
+    common.exports(fig, "learning-rate", "tr_lr")
+    top = int(np.argmax(lr))
+    st.caption(f"Peak {lr[top]:.3e} at step {int(steps[top])}.")
+    if len(logged):
+        expected = teaching.schedule(cfg, logged["step"].to_numpy())
+        gap = float(np.abs(expected - logged["lr"].to_numpy()).max())
+        st.metric(f"Largest gap between this curve and the {len(logged)} learning rates the model logged", f"{gap:.1e}",
+                  help="0 when the settings above are the ones the model was trained with.")
+        if recipe:
+            st.caption("The model card says: " + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in recipe.items())
+                       + ". The red dots are the learning rates its training log recorded.")
+    else:
+        st.info(f"This model directory has no {TRAINING_LOG}, so its actual schedule cannot be drawn.")
+
+# --- label smoothing ---------------------------------------------------------------------------------------------
+st.subheader("Label smoothing")
+st.caption("Instead of all probability on the correct token, the training target keeps 1 − ε on it and spreads ε "
+           "over the whole vocabulary. The model becomes less sure (perplexity gets worse) but BLEU improves. The "
+           "distribution below is read off the trainer's own loss (its gradient at uniform logits).")
+ss.setdefault("tr_eps", float(recipe.get("label_smoothing", 0.1)))
+ss.setdefault("tr_vocab", 10)
+ss.setdefault("tr_target", 3)
+a, b, c = st.columns(3)
+with a:
+    common.bound(st.slider, "ε", "tr_eps", 0.0, 0.99, step=0.01)
+with b:
+    common.bound(st.number_input, "Vocabulary size V", "tr_vocab", min_value=2, max_value=1_000_000, step=1,
+                 help=f"The loaded model's vocabulary has {config.vocab_size:,} pieces.")
+with c:
+    common.bound(st.number_input, "Correct token id", "tr_target", min_value=1, max_value=999_999, step=1,
+                 help="Token 0 is <pad>, which the loss skips.")
+try:
+    target = teaching.smoothed_target(ss["tr_eps"], ss["tr_vocab"], ss["tr_target"])
+except teaching.InputError as err:
+    common.input_problem(err)
+else:
+    fig = tf.smoothing_figure(target, int(ss["tr_target"]))
+    common.chart(fig, "label-smoothing", key="tr_ls_chart")
+    common.exports(fig, "label-smoothing", "tr_ls")
+    st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(ss['tr_target'])]:.6f}; every other token ε/V = "
+               f"{float(ss['tr_eps']) / int(ss['tr_vocab']):.3e}; the sum is {target.sum():.6f}.")
+
+# --- training curves and the card --------------------------------------------------------------------------------
+st.subheader("How this model trained")
+if events:
+    fig = tf.training_curves_figure(events)
+    common.chart(fig, "training-curves", key="tr_curves_chart")
+    common.exports(fig, "training-curves", "tr_curves")
+    start = next((e for e in events if e.get("event") == "start"), {})
+    if isinstance(start.get("params"), int):
+        st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training pairs · "
+                   f"device {start.get('device', '?')}, {start.get('threads', '?')} threads")
+else:
+    st.info(f"This model directory has no training log ({TRAINING_LOG}), so there are no curves to draw.")
+with st.expander("Model card", expanded=False):
+    if model.card:
+        st.markdown(model.card)
+    else:
+        st.info("This model directory has no MODEL_CARD.md.")
+
+# --- architecture ------------------------------------------------------------------------------------------------
+st.subheader("The architecture, with the shapes for your sentence")
+with st.expander("Change the sentence", expanded=False):
+    common.sentence_form()
+trace = common.current_trace(session)
+if trace is not None:
+    stages = teaching.architecture(config, len(trace.source_tokens), len(trace.target_tokens))
+    fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
+    common.chart(fig, "architecture", key="tr_arch_chart")
+    common.exports(fig, "architecture", "tr_arch")
+    st.caption(f"{len(trace.source_tokens)} source tokens, {len(trace.target_tokens)} decoder inputs; "
+               f"{config.heads} heads of d_k = {config.d_head}; {config.norm}-LN; vocabulary {config.vocab_size:,}. "
+               "The attention shapes are those the trace recorded; every stage is listed below.")
+    with st.expander("Every stage", expanded=False):
+        st.dataframe([{"part": s.part, "stage": s.stage, "shape": " × ".join(str(v) for v in s.shape),
+                       "note": s.note} for s in stages], hide_index=True, width="stretch")
+
+# --- why self-attention ------------------------------------------------------------------------------------------
+st.subheader("Why self-attention")
+st.caption("Per layer, for n positions of width d (paper Table 1): self-attention connects every pair of positions "
+           "in one step, at a cost quadratic in n; a recurrent layer needs n sequential steps.")
+st.dataframe(teaching.COMPLEXITY, hide_index=True, width="stretch")
+ss.setdefault("tr_lengths", [16, 64, 256, 1024])
+ss.setdefault("tr_d", config.d_model)
+ss.setdefault("tr_heads", config.heads)
+ss.setdefault("tr_kernel", 3)
+a, b, c, d = st.columns(4)
+with a:
+    common.bound(st.multiselect, "Sequence lengths n", "tr_lengths", [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
+with b:
+    common.bound(st.number_input, "Width d", "tr_d", min_value=2, max_value=2048, step=32)
+with c:
+    common.bound(st.number_input, "Heads", "tr_heads", min_value=1, max_value=256, step=1)
+with d:
+    common.bound(st.number_input, "Kernel width k", "tr_kernel", min_value=1, max_value=31, step=2)
+if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure"):
+    bar = st.progress(0.0, text="Measuring…")
+    try:
+        ss["tr_measured"] = teaching.measure_layers(ss["tr_lengths"], ss["tr_d"], ss["tr_heads"], ss["tr_kernel"],
+                                                    progress=lambda f: bar.progress(f, text="Measuring…"))
+    except teaching.InputError as err:
+        common.input_problem(err)
+    finally:
+        bar.empty()
+measured = ss.get("tr_measured")
+if measured is not None:
+    fig = tf.complexity_figure(measured)
+    common.chart(fig, "why-self-attention", key="tr_complexity_chart")
+    common.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
+    st.caption("Median of 3 forward passes on the CPU of the server (which may be busy), batch 1. Peak memory counts "
+               "the tensors the layer creates. The explicit path materialises the n × n weights of every head "
+               "(memory ∝ n²); the fused kernel computes the same attention without storing them.")
+else:
+    st.caption("Press “Measure on this machine” to time one layer of each kind (a few seconds).")
