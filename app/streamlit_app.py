@@ -16,7 +16,8 @@ from app import common  # noqa: E402
 
 LOG = logging.getLogger("viz_model.app")
 
-st.set_page_config(page_title="Attention explorer", page_icon=":material/grid_on:", layout="wide")
+# a local icon: a material-icon favicon would be fetched from the internet on every page load
+st.set_page_config(page_title="Attention explorer", page_icon=str(ROOT / "app" / "icon.png"), layout="wide")
 
 PAGES = {
     "explore": st.Page("views/explore.py", title="Translate & explore", icon=":material/translate:", default=True),
