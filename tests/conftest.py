@@ -165,3 +165,19 @@ def finished_run(tmp_path_factory, data_dir) -> Path:
     run_dir = tmp_path_factory.mktemp("runs") / "finished"
     train(tiny_train_config(data_dir), run_dir)
     return run_dir
+
+
+# --- the app's tiny model (tests/test_app*.py) ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """A tiny model directory under a fresh assets folder, shared by a test module."""
+    from test_app_support import build_tiny_assets
+
+    return build_tiny_assets(tmp_path_factory.mktemp("app-assets"))
+
+
+@pytest.fixture
+def tiny(assets, monkeypatch):
+    """Point the app at the tiny assets folder."""
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
+    return assets

@@ -11,20 +11,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app_support import APP, INJECTION, TINY_CONFIG, TINY_MODEL, build_tiny_assets, long_sentence  # noqa: E402
+from test_app_support import (  # noqa: E402
+    APP,
+    INJECTION,
+    TINY_CONFIG,
+    TINY_MODEL,
+    long_sentence,
+)
 
 from app import common, export  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    return build_tiny_assets(tmp_path_factory.mktemp("app-assets"))
-
-
-@pytest.fixture
-def tiny(assets, monkeypatch):
-    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
-    return assets
 
 
 def start(**params: str) -> AppTest:

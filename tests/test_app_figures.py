@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import sys
@@ -13,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app_support import INJECTION, TINY_CONFIG, TINY_MODEL, build_tiny_assets  # noqa: E402
+from test_app_support import INJECTION, TINY_CONFIG, TINY_MODEL, arr, build_tiny_assets  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import common, export, figures  # noqa: E402
@@ -41,13 +40,6 @@ def spec(fig: go.Figure) -> dict:
     return json.loads(fig.to_json())
 
 
-def arr(value) -> np.ndarray:
-    """A data array from figure JSON: Plotly 6+ writes numpy arrays as base64 typed arrays."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in shape.split(",")]) if shape else out
-    return np.array(value, dtype=float)
 
 
 def raw_html_free(fig: go.Figure) -> bool:

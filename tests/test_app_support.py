@@ -7,10 +7,12 @@ kind are exercised. The sentences include HTML so the injection tests see real p
 
 from __future__ import annotations
 
+import base64
 import itertools
 import random
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from viz_model.checkpoint import save_model_dir
@@ -53,3 +55,13 @@ def build_tiny_assets(root: Path) -> Path:
 
 def long_sentence(words: int) -> str:
     return " ".join(itertools.islice(itertools.cycle(["two", "dogs", "play", "in", "the", "snow"]), words)) + "."
+
+
+def arr(value) -> np.ndarray:
+    """A data array from figure JSON: Plotly 6+ writes numpy arrays as base64 typed arrays."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in shape.split(",")]) if shape else out
+    return np.array(value, dtype=float)
+

@@ -3,7 +3,6 @@ the training recipe. Numbers on the pages are checked against the library comput
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import shutil
@@ -16,7 +15,13 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app_support import APP, INJECTION, TINY_CONFIG, TINY_MODEL, build_tiny_assets  # noqa: E402
+from test_app_support import (  # noqa: E402
+    APP,
+    INJECTION,
+    TINY_CONFIG,
+    TINY_MODEL,
+    arr,
+)
 
 import viz_model  # noqa: E402
 from app import common, figures, teaching  # noqa: E402
@@ -30,15 +35,6 @@ from viz_model.train.loop import learning_rate  # noqa: E402
 SENTENCE = "Two dogs play in the snow."
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    return build_tiny_assets(tmp_path_factory.mktemp("teaching-assets"))
-
-
-@pytest.fixture
-def tiny(assets, monkeypatch):
-    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
-    return assets
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +83,6 @@ def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def arr(value) -> np.ndarray:
-    """A data array from figure JSON (Plotly writes numpy arrays as base64 typed arrays)."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in shape.split(",")]) if shape else out
-    return np.array(value, dtype=float)
 
 
 def tables(at: AppTest) -> list:

@@ -3,7 +3,6 @@ no Streamlit, no browser."""
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import sys
@@ -16,7 +15,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app_support import INJECTION, TINY_MODEL, build_tiny_assets  # noqa: E402
+from test_app_support import INJECTION, TINY_MODEL, arr, build_tiny_assets  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import teaching  # noqa: E402
@@ -34,12 +33,6 @@ def model(tmp_path_factory):
     return viz_model.load(root / TINY_MODEL, device="cpu")
 
 
-def arr(value) -> np.ndarray:
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in shape.split(",")]) if shape else out
-    return np.array(value, dtype=float)
 
 
 def spec(fig: go.Figure) -> dict:
