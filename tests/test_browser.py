@@ -122,6 +122,21 @@ def wait_title(page, text: str, timeout_s: float = STEP_S) -> None:
         arg=text, timeout=timeout_s * 1000)
 
 
+def switch_view(page, name: str, title: str, tries: int = 4) -> None:
+    """Click a view button until its figure shows: a click that lands while Streamlit is rerunning can be lost."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries - 1):
+        page.get_by_role("radio", name=name).click()
+        try:
+            wait_title(page, title, STEP_S / tries)
+            return
+        except PlaywrightTimeout:
+            continue
+    page.get_by_role("radio", name=name).click()
+    wait_title(page, title)  # the last try fails the test if the view never shows
+
+
 def wait_url(page, fragment: str) -> None:
     page.wait_for_function("(f) => decodeURIComponent(location.search.replaceAll('+', ' ')).includes(f)",
                            arg=fragment, timeout=STEP_S * 1000)
@@ -212,8 +227,7 @@ def test_explore_in_a_real_browser(server, page):
     wait_url(page, "head=2")
 
     # model view: every layer x head; a click opens that map in the heatmap
-    page.get_by_role("radio", name="Model view").click()
-    wait_title(page, f"all {TINY_CONFIG['encoder_layers']} layers × {TINY_CONFIG['heads']} heads")
+    switch_view(page, "Model view", f"all {TINY_CONFIG['encoder_layers']} layers × {TINY_CONFIG['heads']} heads")
     shot(page, "model-view.png")
     box = plot_area(page)
     page.mouse.click(box["x"] + box["width"] * 2.5 / TINY_CONFIG["heads"],
@@ -221,15 +235,13 @@ def test_explore_in_a_real_browser(server, page):
     wait_title(page, "Encoder self-attention: layer 2, head 3")
 
     # head view: clicking a token keeps only its lines
-    page.get_by_role("radio", name="Head view").click()
-    wait_title(page, "layer 2, heads")
+    switch_view(page, "Head view", "layer 2, heads")
     plot_area(page)
     page.locator(".js-plotly-plot .scatterlayer .trace").last.locator(".point").first.click(force=True)
     wait_title(page, "only the lines of key 0")
     shot(page, "head-view.png")
 
-    page.get_by_role("radio", name="Token focus").click()
-    wait_title(page, "token 1:")
+    switch_view(page, "Token focus", "token 1:")
 
     # the trace downloads (deferred JSON)
     page.get_by_role("button", name="Download trace").click()
