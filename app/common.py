@@ -328,6 +328,13 @@ def sentence_form() -> None:
         st.form_submit_button("Translate", type="primary", on_click=_submit, icon=":material/translate:")
 
 
+def sentence_and_trace(session: Session) -> AttentionTrace | None:
+    """A collapsed "Change the sentence" form, then the current sentence's trace (None after an error message)."""
+    with st.expander("Change the sentence", expanded=False):
+        sentence_form()
+    return current_trace(session)
+
+
 def current_trace(session: Session) -> AttentionTrace | None:
     """The trace of the submitted sentence, or None after showing why there is none."""
     ss = st.session_state

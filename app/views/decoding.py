@@ -14,9 +14,7 @@ session = common.require_session()
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
            "the source, and scores every token of the vocabulary for the next position.")
-with st.expander("Change the sentence", expanded=False):
-    common.sentence_form()
-trace = common.current_trace(session)
+trace = common.sentence_and_trace(session)
 if trace is None:
     st.stop()
 common.translation_panel(trace)

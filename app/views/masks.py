@@ -14,9 +14,7 @@ st.title("Masks")
 st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "
            "`<pad>` keys, and the decoder's causal mask keeps position t away from the future. Masked scores become "
            "−∞ before the softmax, so their weights are exactly 0.")
-with st.expander("Change the sentence", expanded=False):
-    common.sentence_form()
-trace = common.current_trace(session)
+trace = common.sentence_and_trace(session)
 if trace is None:
     st.stop()
 

@@ -23,9 +23,7 @@ st.latex(r"PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qq
          r"PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)")
 st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model // 2} sin/cos pairs, "
            f"at most {max_positions} positions in the model's table.")
-with st.expander("Change the sentence", expanded=False):
-    common.sentence_form()
-trace = common.current_trace(session)
+trace = common.sentence_and_trace(session)
 
 theory, shift, beyond, sentence_tab, experiment = st.tabs(
     ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment"])

@@ -125,9 +125,7 @@ with st.expander("Model card", expanded=False):
 
 # --- architecture ------------------------------------------------------------------------------------------------
 st.subheader("The architecture, with the shapes for your sentence")
-with st.expander("Change the sentence", expanded=False):
-    common.sentence_form()
-trace = common.current_trace(session)
+trace = common.sentence_and_trace(session)
 if trace is not None:
     stages = teaching.architecture(config, len(trace.source_tokens), len(trace.target_tokens))
     fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
