@@ -20,23 +20,37 @@ from urllib.parse import urlencode, urlparse
 
 import plotly.graph_objects as go
 import streamlit as st
+import torch
 
 import viz_model
 from viz_model.api import ASSETS_DIR, MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TranslationModel, check_text
-from viz_model.checkpoint import WEIGHTS, CheckpointError
+from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
+from viz_model.coverage import TRAINING_STATS, word_confidences
 from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
 from viz_model.trace import AttentionTrace
 
 from . import export, figures, teaching
 
-EXAMPLES = (
-    "Two young dogs are playing in the snow.",
-    "A man in a blue shirt is riding a bike down the street.",
-    "A little girl climbs into a wooden playhouse.",
-    "Several people are standing in front of a large building.",
-    "A woman is reading a book on the beach.",
-)
+EXAMPLE_DOMAINS = {  # keys are `viz_model.coverage.DOMAINS` values: matched against what a model was trained on
+    "image captions": (
+        "Two young dogs are playing in the snow.",
+        "A man in a blue shirt is riding a bike down the street.",
+        "A little girl climbs into a wooden playhouse.",
+        "Several people are standing in front of a large building.",
+        "A woman is reading a book on the beach.",
+    ),
+    "everyday sentences": (
+        "Where is the train station?",
+        "I love you.",
+        "Could you help me, please?",
+        "We are going to the cinema tomorrow.",
+        "My brother has lived in Berlin for ten years.",
+    ),
+}
+EXAMPLES = tuple(sentence for group in EXAMPLE_DOMAINS.values() for sentence in group)
+LOW_CONFIDENCE = 0.5  # output words below this probability are highlighted
+VERY_LOW_CONFIDENCE = 0.2
 VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
 KIND_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
@@ -57,36 +71,45 @@ def model_names() -> list[str]:
     return viz_model.available_models(assets_root())
 
 
-def model_stamp(root: Path, name: str) -> float:
-    """Modification time of the weights: a replaced model directory gets a fresh cache entry."""
-    try:
-        return (root / name / WEIGHTS).stat().st_mtime
-    except OSError:
-        return 0.0
+STAMPED_FILES = (WEIGHTS, CONFIG, TOKENIZER, TRAINING_STATS)
+
+
+def model_stamp(root: Path, name: str) -> str:
+    """Size and modification time of each file a model loads: a changed model directory gets a fresh cache entry."""
+    parts = []
+    for file in STAMPED_FILES:
+        try:
+            info = (root / name / file).stat()
+            parts.append(f"{info.st_size}:{info.st_mtime_ns}")
+        except OSError:
+            parts.append("-")
+    return "/".join(parts)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def load_model(root: str, name: str, stamp: float) -> TranslationModel:
+def load_model(root: str, name: str, stamp: str) -> TranslationModel:
     """One model per (directory, version) per process, shared by every session (read-only at inference)."""
     del stamp  # part of the cache key only
+    if name not in viz_model.available_models(root):  # only ever a real directory directly under the assets root
+        raise CheckpointError(f"no model directory named {name!r} in {root}")
     return viz_model.load(Path(root) / name, device="auto")
 
 
 @st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
-def compute_trace(root: str, name: str, stamp: float, text: str, beam: int, alpha: float, target: str | None,
+def compute_trace(root: str, name: str, stamp: str, text: str, beam: int, alpha: float, target: str | None,
                   top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
     return load_model(root, name, stamp).trace(text, beam=beam, alpha=alpha, target=target, top_k=top_k,
                                                truncate=truncate, positions=positions)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_beam_tree(root: str, name: str, stamp: float, text: str, beam: int, alpha: float,
+def compute_beam_tree(root: str, name: str, stamp: str, text: str, beam: int, alpha: float,
                       truncate: bool) -> BeamTree:
     return load_model(root, name, stamp).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_layer_scores(root: str, name: str, stamp: float, sources: tuple[tuple[int, ...], ...],
+def compute_layer_scores(root: str, name: str, stamp: str, sources: tuple[tuple[int, ...], ...],
                          targets: tuple[tuple[int, ...], ...], kind: str, layer: int) -> LayerScores:
     model = load_model(root, name, stamp)
     return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
@@ -99,7 +122,7 @@ class Session:
     model: TranslationModel
     root: str
     name: str
-    stamp: float
+    stamp: str
     beam: int
     alpha: float
     top_k: int
@@ -173,21 +196,21 @@ def init_state(models: list[str]) -> None:
             bad("kind", kind, "use encoder, decoder or cross")
     layer = qp.get("layer")
     if layer is not None:
-        if layer.isdigit() and int(layer) >= 1:
-            ss["layer"] = int(layer)
+        if url_number(layer) >= 1:
+            ss["layer"] = url_number(layer)
         else:
             bad("layer", layer, "use a layer number from 1")
     head = qp.get("head")
     if head is not None:
-        if head in figures.AGGREGATES or (head.isdigit() and int(head) >= 1):
-            ss["head"] = head
+        if head in figures.AGGREGATES or url_number(head) >= 1:
+            ss["head"] = head if head in figures.AGGREGATES else str(url_number(head))
         else:
             bad("head", head, "use a head number from 1, mean or max")
     beam = qp.get("beam")
     if beam is not None:
-        if beam.isdigit() and 1 <= int(beam) <= MAX_BEAM:
-            ss["decoding"] = "greedy" if int(beam) == 1 else "beam"
-            ss["beam"] = max(2, int(beam))
+        if 1 <= url_number(beam) <= MAX_BEAM:
+            ss["decoding"] = "greedy" if url_number(beam) == 1 else "beam"
+            ss["beam"] = max(2, url_number(beam))
         else:
             bad("beam", beam, f"use a beam size from 1 to {MAX_BEAM}")
     alpha = qp.get("alpha")
@@ -200,6 +223,12 @@ def init_state(models: list[str]) -> None:
         except ValueError:
             bad("alpha", alpha, "use a length penalty from 0 to 5")
     ss["_url_problems"] = problems
+
+
+def url_number(value: str) -> int:
+    """A URL parameter as a small whole number (1 to 6 ASCII digits), or -1: "²", "1e9" or 5,000 digits are no
+    number (``str.isdigit`` accepts "²", which ``int`` then refuses)."""
+    return int(value) if re.fullmatch(r"[0-9]{1,6}", value) else -1
 
 
 def url_state() -> dict[str, str]:
@@ -316,7 +345,9 @@ def sentence_form() -> None:
     ss = st.session_state
     ss.setdefault("sentence_input", ss.get("sentence", ""))
     ss.setdefault("target_input", ss.get("target", ""))
+    known = trained_domains()
     st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
+                 format_func=lambda sentence: example_label(sentence, known),
                  placeholder="Pick an example sentence…")
     with st.form("sentence_form", border=False):
         st.text_area("Sentence to translate (English)", key="sentence_input", height=80,
@@ -326,6 +357,78 @@ def sentence_form() -> None:
                           help="The model reads this German text instead of its own translation; every map then "
                                "shows how it would attend while producing it.")
         st.form_submit_button("Translate", type="primary", on_click=_submit, icon=":material/translate:")
+
+
+def example_domain(sentence: str) -> str:
+    return next(domain for domain, group in EXAMPLE_DOMAINS.items() if sentence in group)
+
+
+def example_label(sentence: str, known: list[str] | None) -> str:
+    """The example with its kind of text, and a warning when the current model was not trained on that kind."""
+    domain = example_domain(sentence)
+    outside = known is not None and domain not in known
+    return f"{sentence} · {domain}" + (" (outside this model's training)" if outside else "")
+
+
+def trained_domains() -> list[str] | None:
+    """The kinds of text the current model was trained on, None when its directory does not say."""
+    session = st.session_state.get("_session")
+    stats = session.model.training_stats if session is not None else None
+    return stats.domains if stats is not None else None
+
+
+def domain_notice(model: TranslationModel) -> None:
+    """What the model was trained on, so nobody mistakes a fluent wrong translation for the model's best."""
+    stats = model.training_stats
+    if stats is None:
+        st.caption("This model directory has no training statistics: see its model card (sidebar) for what it "
+                   "was trained on.")
+        return
+    parts = [f"{c.domain} ({c.name}, {c.sentences:,} sentence pairs)" for c in stats.corpora]
+    missing = [d for d in EXAMPLE_DOMAINS if d not in stats.domains]
+    text = f"This model was trained on {' and '.join(parts)}."
+    if missing:
+        text += (f" Other kinds of text, such as {' or '.join(missing)}, are beyond its reach: expect fluent but "
+                 "wrong translations in the style of its training data.")
+    st.info(text, icon=":material/school:")
+
+
+def input_warnings(session: Session, text: str) -> None:
+    """Flags for a sentence beyond the model's reach (unknown characters, rare pieces, unseen length)."""
+    try:
+        assessment = session.model.assess(text)
+    except ValueError:
+        return
+    if assessment.warnings:
+        st.warning("This sentence is beyond what the model learned, so the translation is likely wrong:\n\n"
+                   + "\n".join(f"- {md_escape(w)}" for w in assessment.warnings), icon=":material/warning:")
+
+
+def confidence_markdown(trace: AttentionTrace) -> str:
+    """The output as Markdown, each word highlighted by the probability of its least likely piece."""
+    words = word_confidences(trace.output_tokens, [step.probability for step in trace.steps])
+    out = []
+    for word in words:
+        if word.text == "</s>" or not word.text:
+            continue
+        text = md_escape(word.text)
+        if word.probability < VERY_LOW_CONFIDENCE:
+            text = f":red-background[{text}]"
+        elif word.probability < LOW_CONFIDENCE:
+            text = f":orange-background[{text}]"
+        out.append(text)
+    return " ".join(out)
+
+
+def confidence_line(trace: AttentionTrace) -> None:
+    """The words the model was unsure of, highlighted (or a note that it was sure of every word)."""
+    words = word_confidences(trace.output_tokens, [step.probability for step in trace.steps])
+    if all(w.probability >= LOW_CONFIDENCE for w in words):
+        st.caption(f"The model gave every word a probability of at least {LOW_CONFIDENCE:.0%}.")
+        return
+    st.caption(f"Word by word, how sure the model was: :orange-background[below {LOW_CONFIDENCE:.0%}] · "
+               f":red-background[below {VERY_LOW_CONFIDENCE:.0%}] (the decoding steps below give the numbers)")
+    st.markdown(confidence_markdown(trace))
 
 
 def sentence_and_trace(session: Session) -> AttentionTrace | None:
@@ -366,9 +469,19 @@ def current_trace(session: Session) -> AttentionTrace | None:
             return session.trace(text, target)
     except ValueError as err:
         st.error(f"This sentence cannot be translated: {err}")
-    except RuntimeError as err:  # e.g. CUDA out of memory
+    except torch.cuda.OutOfMemoryError:
+        out_of_memory()
+    except RuntimeError as err:
         st.error(f"The model failed on this sentence: {err}")
     return None
+
+
+def out_of_memory() -> None:
+    """After a CUDA out-of-memory error: free the GPU's cached blocks and say so; the next request runs normally."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    st.error("The GPU ran out of memory on this request. Its memory has been freed: try again, or use a shorter "
+             "sentence or a smaller beam.")
 
 
 def translation_panel(trace: AttentionTrace) -> None:
@@ -376,6 +489,7 @@ def translation_panel(trace: AttentionTrace) -> None:
     label = "Forced target (teacher forcing)" if settings.get("forced") else "Translation"
     with st.container(border=True):
         show_text(label, trace.translation)
+        confidence_line(trace)
         decoding = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}, α {settings['alpha']:g}"
         timing = trace.timings.get("total_ms")
         st.caption(f"{decoding} · log-probability {trace.log_probability:.2f} · {len(trace.source_tokens)} source / "

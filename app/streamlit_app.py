@@ -11,6 +11,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` puts app/ on the path, not 
     sys.path.insert(0, str(ROOT))
 
 import streamlit as st  # noqa: E402
+import torch  # noqa: E402
 
 from app import common  # noqa: E402
 
@@ -30,8 +31,15 @@ PAGES = {
                         url_path="decoding"),
     "training": st.Page("views/training.py", title="The training recipe", icon=":material/model_training:",
                         url_path="training"),
+    "head_roles": st.Page("views/head_roles.py", title="Head roles", icon=":material/category:",
+                          url_path="head-roles"),
+    "ablation": st.Page("views/ablation.py", title="Ablation", icon=":material/block:", url_path="ablation"),
+    "alignment": st.Page("views/alignment.py", title="Alignment & rollout", icon=":material/join_inner:",
+                         url_path="alignment"),
+    "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
 }
-SECTIONS = {"Explore": ["explore", "masks"], "Learn": ["positional", "by_hand", "decoding", "training"]}
+SECTIONS = {"Explore": ["explore", "masks"], "Analyze": ["head_roles", "ablation", "alignment", "compare"],
+            "Learn": ["positional", "by_hand", "decoding", "training"]}
 
 models = common.model_names()
 if not models:
@@ -44,6 +52,8 @@ else:
     st.session_state["_session"] = session
     try:
         page.run()
+    except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
+        common.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers
         LOG.exception("page %s failed", page.title)
         st.error(f"{common.UNEXPECTED} ({type(err).__name__}: {err}). Try another setting; if it persists, "

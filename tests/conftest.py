@@ -181,3 +181,17 @@ def tiny(assets, monkeypatch):
     """Point the app at the tiny assets folder."""
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
     return assets
+
+
+@pytest.fixture(scope="module")
+def app_model(assets) -> viz_model.TranslationModel:
+    """The app's tiny model, loaded on the CPU."""
+    from test_app_support import TINY_MODEL
+
+    return viz_model.load(assets / TINY_MODEL, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def app_trace(app_model):
+    """A greedy trace of a short sentence by the app's tiny model."""
+    return app_model.trace("Two dogs play in the snow.", beam=1)

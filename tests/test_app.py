@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -20,6 +21,7 @@ from test_app_support import (  # noqa: E402
 )
 
 from app import common, export  # noqa: E402
+from viz_model.coverage import TRAINING_STATS  # noqa: E402
 
 
 def start(**params: str) -> AppTest:
@@ -226,6 +228,53 @@ def test_exports_are_offered(tiny):
     next(b for b in at.button if b.label == "Render PNG and SVG").click().run()
     labels = [b.proto.label for b in ok(at).get("download_button")]
     assert "PNG image" in labels and "SVG image" in labels
+
+
+# --- what the model knows ---------------------------------------------------------------------------------------
+def test_the_page_says_what_the_model_was_trained_on(tiny):
+    at = ok(start())
+    notice = next(i.value for i in at.info if "This model was trained on" in i.value)
+    assert "image captions (multi30k, 415 sentence pairs)" in notice
+    assert "such as everyday sentences, are beyond its reach" in notice
+    labels = [at.selectbox(key="example").format_func(e) for e in common.EXAMPLES]
+    assert labels[0] == f"{common.EXAMPLES[0]} · image captions"
+    assert labels[-1] == f"{common.EXAMPLES[-1]} · everyday sentences (outside this model's training)"
+    assert set(common.EXAMPLE_DOMAINS) == {"image captions", "everyday sentences"}
+
+
+def test_a_model_without_training_statistics_says_where_to_look(tiny, assets):
+    stats = assets / TINY_MODEL / TRAINING_STATS
+    saved = stats.read_bytes()
+    stats.unlink()
+    try:
+        at = ok(start())
+    finally:
+        stats.write_bytes(saved)
+    assert any("no training statistics" in c.value for c in at.caption)
+    assert at.selectbox(key="example").format_func(common.EXAMPLES[-1]).endswith("· everyday sentences")
+
+
+def test_input_beyond_the_models_reach_is_flagged(tiny):
+    at = ok(start(sentence="Two dogs ☃ play ☃."))
+    assert "beyond what the model learned" in messages(at) and "never seen \\(☃\\)" in messages(at)
+    assert "beyond what the model learned" not in messages(ok(start(sentence="Two dogs play in the snow.")))
+
+
+def test_unsure_output_words_are_highlighted(tiny):
+    at = ok(start(sentence="Two dogs play in the snow."))
+    trace = common.compute_trace.__wrapped__ if hasattr(common.compute_trace, "__wrapped__") else None
+    del trace
+    shown = markdown(at)
+    legend = "\n".join(c.value for c in at.caption)
+    assert ("Word by word, how sure the model was" in legend) == (":red-background[" in shown
+                                                                 or ":orange-background[" in shown)
+    assert "Word by word" in legend or "at least 50%" in legend
+
+
+def test_confidence_markdown_marks_words_by_their_least_likely_piece():
+    steps = [SimpleNamespace(probability=p) for p in (0.9, 0.6, 0.1, 0.3, 0.99)]
+    trace = SimpleNamespace(output_tokens=["▁Zwei", "▁Hund", "e", "▁<b>", "</s>"], steps=steps)
+    assert common.confidence_markdown(trace) == "Zwei :red-background[Hunde] :orange-background[\\<b\\>]"
 
 
 # --- bad inputs --------------------------------------------------------------------------------------------------

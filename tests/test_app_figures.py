@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_app_support import INJECTION, TINY_CONFIG, TINY_MODEL, arr, build_tiny_assets  # noqa: E402
+from test_app_support import INJECTION, TINY_CONFIG, arr  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import common, export, figures  # noqa: E402
@@ -20,14 +20,13 @@ from viz_model.introspect import layer_scores  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    root = build_tiny_assets(tmp_path_factory.mktemp("assets"))
-    return viz_model.load(root / TINY_MODEL, device="cpu")
+def model(app_model):
+    return app_model
 
 
 @pytest.fixture(scope="module")
-def trace(model):
-    return model.trace("Two dogs play in the snow.", beam=1)
+def trace(app_trace):
+    return app_trace
 
 
 @pytest.fixture(scope="module")

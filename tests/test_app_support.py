@@ -17,6 +17,7 @@ import torch
 
 from viz_model.checkpoint import save_model_dir
 from viz_model.config import ModelConfig
+from viz_model.coverage import TRAINING_STATS, training_stats
 from viz_model.model import Transformer
 from viz_model.tokenizer import train_tokenizer
 
@@ -49,6 +50,7 @@ def build_tiny_assets(root: Path) -> Path:
     torch.manual_seed(0)
     model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, **TINY_CONFIG))
     save_model_dir(model, tokenizer, directory, card="# tiny-en-de\n\nA random model for the app tests.\n")
+    (directory / TRAINING_STATS).write_text(training_stats(tokenizer, {"multi30k": _sentences()}).to_json())
     (root / "tokenizer.model").unlink()
     return root
 

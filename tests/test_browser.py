@@ -274,6 +274,30 @@ def test_explore_in_a_real_browser(server, page):
     page.wait_for_selector(".js-plotly-plot", timeout=STEP_S * 1000)
 
 
+ANALYZE_PAGES = {  # nav link -> a figure title each page draws
+    "Head roles": "entropy of every head",
+    "Ablation": "Heads switched off",
+    "Alignment & rollout": "Rollout through layers",
+    "Compare": "Encoder self-attention: layer 1, mean over heads",
+}
+
+
+def test_analyze_pages_in_a_real_browser(server, page):
+    page.goto(f"{server}/?beam=1")
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+    for link, title in ANALYZE_PAGES.items():
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text=link).click()
+        wait_title(page, title)
+        shot(page, f"analyze-{link.split()[0].lower()}.png")
+    # a click on the ablation grid switches a head off (the grid is redrawn with that head ringed)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Ablation").click()
+    wait_title(page, "Heads switched off: 1 of")
+    plot_area(page)
+    page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace").first.locator(".point").first.click(
+        force=True)
+    wait_title(page, "Heads switched off: 2 of")
+
+
 def test_injected_markup_stays_text(server, page):
     page.goto(f"{server}/?" + urlencode({"sentence": INJECTION, "target": INJECTION, "beam": "1"}))
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
+import pickle
+import random
+import resource
 import shutil
 
 import pytest
 import torch
+from conftest import random_model
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+import viz_model
 from viz_model import checkpoint
 from viz_model.checkpoint import (
+    CARD,
     CONFIG,
     TOKENIZER,
     WEIGHTS,
@@ -24,6 +33,7 @@ from viz_model.checkpoint import (
 )
 from viz_model.config import ModelConfig
 from viz_model.model import Transformer
+from viz_model.tokenizer import Tokenizer, TokenizerError, train_tokenizer
 
 
 @pytest.fixture
@@ -146,10 +156,19 @@ def test_vocab_size_differs_from_tokenizer(copy_dir, tokenizer):
     assert str(tokenizer.vocab_size) in message and str(tokenizer.vocab_size + 10) in message
 
 
-@pytest.mark.parametrize("text, match", [("{broken", "not valid JSON"), ('{"d_model": 32, "hedas": 4}', "hedas"),
-                                         ('{"d_model": 30, "heads": 4}', "divisible")])
+@pytest.mark.parametrize("text, match", [
+    ("{broken", "not valid JSON"), ('{"d_model": 32, "hedas": 4}', "hedas"),
+    ('{"d_model": 30, "heads": 4}', "divisible"),
+    ('{"d_model": "32", "heads": 4}', "d_model must be an integer"), ('{"heads": 4.0}', "heads must be an integer"),
+    ('{"share_embeddings": "yes"}', "share_embeddings must be true or false"), ('{"dropout": NaN}', "finite"),
+    ('{"positional": ["sinusoidal"]}', "positional must be one of"), ("[32, 4]", "expected a mapping"),
+    ('{"d_model": 1' + "0" * 5000 + "}", "not valid JSON"),  # more digits than Python turns into an int
+    ("[" * 100_000, "not valid JSON"),  # nesting too deep for the JSON parser
+    (" " * (1024**2 + 1) + "{}", "more than the"),  # a megabyte-sized config.json is refused unread
+    (b"\xff\xfe{}", "not valid JSON"),  # not UTF-8
+], ids=lambda value: repr(value)[:24])
 def test_bad_config_file(copy_dir, text, match):
-    (copy_dir / CONFIG).write_text(text)
+    (copy_dir / CONFIG).write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(CheckpointError, match=match) as err:
         load_model_dir(copy_dir)
     assert CONFIG in str(err.value)
@@ -219,3 +238,166 @@ def test_atomic_write_interrupted_keeps_the_old_file(tmp_path, monkeypatch, wher
     monkeypatch.undo()
     assert path.read_bytes() == b"old complete content"
     assert os.listdir(tmp_path) == ["latest.bin"]  # the temporary file is cleaned up
+
+
+# --- tampered files (issue 8): damage is refused before it costs memory, and never loads silently ------------------
+def flip_bit(data: bytes, position: int, bit: int) -> bytes:
+    out = bytearray(data)
+    out[position] ^= 1 << bit
+    return bytes(out)
+
+
+def test_the_planned_model_on_the_meta_device_matches_the_saved_tensors(random_net, tiny_config):
+    shapes, needed = checkpoint.planned_model(tiny_config)
+    assert shapes == {name: tuple(t.shape) for name, t in state_dict_for_saving(random_net).items()}
+    tensors = [*random_net.parameters(), *random_net.buffers()]
+    assert needed == sum(t.numel() * t.element_size() for t in tensors)
+
+
+def test_saved_weights_record_the_digests_of_weights_tokenizer_and_config(random_model_dir, random_net):
+    with safe_open(str(random_model_dir / WEIGHTS), framework="pt") as f:
+        metadata = f.metadata()
+    assert metadata[checkpoint.WEIGHTS_DIGEST] == checkpoint.tensors_digest(state_dict_for_saving(random_net))
+    assert metadata[checkpoint.TOKENIZER_DIGEST] == hashlib.sha256((random_model_dir / TOKENIZER).read_bytes()
+                                                                   ).hexdigest()
+    assert metadata[checkpoint.CONFIG_DIGEST] == checkpoint.config_digest(random_net.config)
+
+
+def test_every_flipped_bit_in_the_weights_is_refused_or_harmless(copy_dir, random_net):
+    """Bits flipped in the length prefix, the JSON header and the tensor data: a CheckpointError naming the file, or
+    (only for a few header bytes, such as the "format" value) exactly the original weights. Never other weights."""
+    path = copy_dir / WEIGHTS
+    original = path.read_bytes()
+    header_end = 8 + int.from_bytes(original[:8], "little")
+    rng = random.Random(8)
+    positions = [*range(8), *rng.sample(range(8, header_end), 30), *rng.sample(range(header_end, len(original)), 30)]
+    harmless = []
+    for position in positions:
+        path.write_bytes(flip_bit(original, position, rng.randrange(8)))
+        try:
+            model, _, _ = load_model_dir(copy_dir)
+        except CheckpointError as err:
+            assert str(path) in str(err)
+            continue
+        assert position < header_end, f"a flipped bit in the tensor data (byte {position}) was not noticed"
+        assert_same_weights(model, random_net)
+        harmless.append(position)
+    assert len(harmless) <= 6, harmless
+
+
+@pytest.mark.parametrize("name", [TOKENIZER, CONFIG])
+def test_a_changed_tokenizer_or_config_is_refused(copy_dir, name):
+    path = copy_dir / name
+    if name == CONFIG:  # a valid config, one value off: only the recorded digest can tell
+        rewrite_config(copy_dir, max_positions=json.loads(path.read_text())["max_positions"] - 1)
+    else:  # one bit of a piece's text: the first such flip that still loads as a SentencePiece model
+        data = path.read_bytes()
+        start = data.index("▁Mann".encode())
+        candidates = (flip_bit(data, i, bit) for i in range(start + 3, start + 7) for bit in range(5))
+        path.write_bytes(next(c for c in candidates if loads_as_tokenizer(c, copy_dir.parent / "probe.model")))
+    with pytest.raises(CheckpointError, match="saved with") as err:
+        load_model_dir(copy_dir)
+    assert str(path) in str(err.value)
+
+
+def loads_as_tokenizer(data: bytes, path) -> bool:
+    path.write_bytes(data)
+    try:
+        Tokenizer.load(path)
+    except TokenizerError:
+        return False
+    return True
+
+
+def test_a_tokenizer_from_another_model_with_the_same_vocabulary_size(copy_dir, tmp_path, tokenizer, corpus):
+    other = train_tokenizer([en.upper() for en, _ in corpus] + [de.upper() for _, de in corpus],
+                            tmp_path / "other.model", vocab_size=tokenizer.vocab_size)
+    assert other.vocab_size == tokenizer.vocab_size and other.serialized() != tokenizer.serialized()
+    (copy_dir / TOKENIZER).write_bytes(other.serialized())
+    with pytest.raises(CheckpointError, match="another model") as err:
+        load_model_dir(copy_dir)
+    assert str(copy_dir / TOKENIZER) in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["bad values", "bad digest"])
+def test_a_refused_weights_file_leaves_the_model_as_it_was(tmp_path, random_net, tiny_config, kind):
+    path = tmp_path / "w.safetensors"
+    checkpoint.save_weights(random_net, path)
+    if kind == "bad values":  # NaN in the tensor read last: every other tensor passed its checks first
+        tensors = load_file(str(path))
+        last = sorted(tensors)[-1]
+        tensors[last] = torch.full_like(tensors[last], float("nan"))
+        save_file(tensors, str(path))
+    else:
+        data = path.read_bytes()
+        path.write_bytes(flip_bit(data, len(data) - 1, 0))
+    model = random_model(tiny_config, seed=5)
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match="NaN" if kind == "bad values" else "digest"):
+        load_weights(model, path)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536}, "GiB"),  # ~64 GiB of embeddings alone
+    ({"d_model": 512, "d_ff": 2048, "encoder_layers": 6}, "do not match"),  # fits in memory, not these weights
+])
+def test_a_config_that_does_not_fit_is_refused_before_the_model_is_allocated(copy_dir, monkeypatch, changes, match):
+    built = []
+
+    class Spy(Transformer):
+        def __init__(self, cfg: ModelConfig) -> None:
+            built.append(torch.empty(0).device.type)  # the default device the model is built on
+            super().__init__(cfg)
+
+    monkeypatch.setattr(checkpoint, "Transformer", Spy)
+    rewrite_config(copy_dir, **changes)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CheckpointError, match=match) as err:
+        load_model_dir(copy_dir)
+    assert str(copy_dir) in str(err.value)
+    assert built == ["meta"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_kb < 200 * 1024
+
+
+@pytest.mark.parametrize("name", [WEIGHTS, CONFIG, TOKENIZER, CARD])
+def test_a_file_linking_outside_the_model_directory_is_refused(copy_dir, tmp_path, name):
+    if name == CARD:
+        (copy_dir / CARD).write_text("# a card\n")
+    outside = tmp_path / "elsewhere" / name
+    outside.parent.mkdir()
+    shutil.move(copy_dir / name, outside)
+    (copy_dir / name).symlink_to(outside)
+    with pytest.raises(CheckpointError, match="outside the model directory") as err:
+        viz_model.load(copy_dir, device="cpu")
+    assert str(copy_dir / name) in str(err.value)
+
+
+def test_links_inside_the_model_directory_are_followed(copy_dir, random_net):
+    (copy_dir / "blobs").mkdir()
+    shutil.move(copy_dir / WEIGHTS, copy_dir / "blobs" / "weights.bin")
+    (copy_dir / WEIGHTS).symlink_to(os.path.join("blobs", "weights.bin"))
+    model, _, _ = load_model_dir(copy_dir)
+    assert_same_weights(model, random_net)
+
+
+def test_a_symlink_loop_is_a_clear_error(copy_dir):
+    (copy_dir / WEIGHTS).unlink()
+    (copy_dir / WEIGHTS).symlink_to(WEIGHTS)
+    with pytest.raises(CheckpointError, match=WEIGHTS):
+        load_model_dir(copy_dir)
+
+
+def test_loading_never_unpickles(model_dir, monkeypatch):
+    """Only safetensors, JSON and SentencePiece are read: torch.load and pickle are never called on the way."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the load path unpickled something")
+
+    for module, name in ((torch, "load"), (pickle, "load"), (pickle, "loads"), (pickle, "Unpickler")):
+        monkeypatch.setattr(module, name, refuse)
+    model = viz_model.load(model_dir, device="cpu")
+    assert isinstance(model.translate("A man is running.", beam=2), str)
+    for module in (checkpoint, viz_model.api, viz_model.config, viz_model.tokenizer):
+        source = inspect.getsource(module)
+        assert "torch.load(" not in source and "pickle" not in source.replace("no pickle", ""), module.__name__

@@ -19,6 +19,7 @@ from test_train import Killed, assert_same_training_state, fresh_run_dir, kill_a
 
 from viz_model.cli import main
 from viz_model.config import HOLDOUT_SEED, ConfigError, CorpusConfig, TrainConfig, apply_override
+from viz_model.coverage import load_training_stats
 from viz_model.inference import translate_texts
 from viz_model.train.corpora import load_corpora, select_eval_sets
 from viz_model.train.data import DataError, EncodedPairs, EvalSet, make_batches, sample_epoch
@@ -399,6 +400,9 @@ def test_export_scores_sets_by_name(tmp_path, mixed_run):
     results = json.loads((out / "results.json").read_text())
     assert set(results) == {f"{s}/beam{b}" for s in ("everyday:test", "news:newstest2014") for b in (1, 4)}
     cfg = TrainConfig.from_dict(json.loads((mixed_run / "config.json").read_text()))
+    stats = load_training_stats(out)  # from the training corpora only (news is evaluation-only)
+    trained = [(c.config.name, len(c.train_src)) for c in load_corpora(cfg) if c.train_src]
+    assert [(c.name, c.sentences) for c in stats.corpora] == trained and trained[0] == ("caps", 120)
     assert [s.name for s in select_eval_sets(cfg, ("all",))] == ["caps:val", "caps:test_2016_flickr", "everyday:val",
                                                                  "everyday:test", "news:newstest2014"]
     with pytest.raises(ConfigError, match="no evaluation set 'everyday:dev'; this run has caps:val"):

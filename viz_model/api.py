@@ -10,14 +10,16 @@ import math
 import os
 import time
 import unicodedata
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .attention import causal_mask
-from .checkpoint import CARD, CheckpointError, load_model_dir
+from .checkpoint import CheckpointError, load_model_dir, read_card
 from .config import ModelConfig
+from .coverage import TRAINING_STATS, InputAssessment, StatsError, TrainingStats, assess_input, load_training_stats
 from .decoding import BeamTree, beam_search, beam_search_tree, max_output_lengths
 from .inference import encode_source, translate_ids
 from .model import HeadMask, Transformer
@@ -74,6 +76,10 @@ def check_text(text: object, what: str = "text") -> str:
     if bad:
         names = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
         raise ValueError(f"{what} contains control characters ({names}); remove them")
+    lone = sorted({c for c in text if unicodedata.category(c) == "Cs"})
+    if lone:  # half of a UTF-16 pair: not text at all, and SentencePiece cannot encode it
+        names = ", ".join(f"U+{ord(c):04X}" for c in lone[:5])
+        raise ValueError(f"{what} contains unpaired surrogate code points ({names}); it is not valid Unicode text")
     return text
 
 
@@ -98,13 +104,15 @@ class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device."""
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
-                 device: str | torch.device = "auto", card: str = "") -> None:
+                 device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None
+                 ) -> None:
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
         self.tokenizer = tokenizer
         self.name = name
         self.directory = directory
         self.card = card
+        self.training_stats = training_stats
 
     @property
     def config(self) -> ModelConfig:
@@ -125,11 +133,17 @@ class TranslationModel:
             ids = ids[:limit - 1] + [EOS_ID]
         return ids
 
+    def assess(self, text: str) -> InputAssessment:
+        """How far `text` is from the training data: unknown characters, rare pieces, unseen length."""
+        return assess_input(self.tokenizer, check_text(text), self.training_stats)
+
     def translate(self, texts: str | list[str], beam: int = 4, alpha: float = 0.6, truncate: bool = False
                   ) -> str | list[str]:
         """Translate one sentence (returns a string) or a list (returns a list), batched."""
         beam, alpha, _ = check_decoding(beam, alpha)
         single = isinstance(texts, str)
+        if not single and not isinstance(texts, (list, tuple)):
+            raise ValueError(f"texts must be a string or a list of strings, got {type(texts).__name__}")
         batch = [texts] if single else list(texts)
         if len(batch) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
@@ -139,11 +153,14 @@ class TranslationModel:
         return out[0] if single else out
 
     def trace(self, text: str, beam: int = 4, alpha: float = 0.6, target: str | None = None, top_k: int = 5,
-              truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True) -> AttentionTrace:
+              truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
+              target_ids: list[int] | None = None) -> AttentionTrace:
         """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
 
-        ``positions=False`` runs the whole translation (search and trace) without positional encodings, an
-        experiment on what word order is worth; the trace's ``*_positional`` arrays are then zeros.
+        `target_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
+        decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
+        trace) without positional encodings, an experiment on what word order is worth; the trace's
+        ``*_positional`` arrays are then zeros.
         """
         beam, alpha, top_k = check_decoding(beam, alpha, top_k)
         check_positions_flag(positions)
@@ -151,7 +168,12 @@ class TranslationModel:
         src_ids = self.encode(text, truncate)
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
-            if target is None:
+            if target is not None and target_ids is not None:
+                raise ValueError("give the forced output as target text or as target_ids, not both")
+            if target_ids is not None:
+                output_ids = self._checked_output_ids(target_ids)
+                max_len = self.config.max_positions
+            elif target is None:
                 max_len = max_output_lengths(src, self.network)[0]
                 output_ids = beam_search(self.network, src, beam, alpha, [max_len], positions=positions)[0].tokens
             else:
@@ -188,8 +210,9 @@ class TranslationModel:
                 source_embeddings=_np(net.src_embedding(src[0]) * math.sqrt(self.config.d_model)),
                 target_embeddings=_np(net.tgt_embedding(tgt[0]) * math.sqrt(self.config.d_model)),
                 steps=steps, log_probability=total,
-                settings={"beam": beam, "alpha": alpha, "top_k": top_k, "forced": target is not None,
-                          "max_output_length": max_len, "head_mask": head_mask is not None, "positions": positions},
+                settings={"beam": beam, "alpha": alpha, "top_k": top_k,
+                          "forced": target is not None or target_ids is not None, "max_output_length": max_len,
+                          "head_mask": head_mask is not None, "positions": positions},
                 config=self.config.to_dict(), model_name=self.name, device=self.device_label,
             )
         finished = time.perf_counter()
@@ -197,6 +220,18 @@ class TranslationModel:
                          "trace_ms": round((finished - decoded) * 1000, 2),
                          "total_ms": round((finished - started) * 1000, 2)}
         return trace
+
+    def _checked_output_ids(self, ids: object) -> list[int]:
+        """Forced output ids: integers of the vocabulary, ``</s>`` appended if missing, within max_positions."""
+        vocab = self.config.vocab_size
+        if not isinstance(ids, (list, tuple)) or not ids or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in ids):
+            raise ValueError(f"target_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
+        out = list(ids) if ids[-1] == EOS_ID else [*ids, EOS_ID]
+        if len(out) > self.config.max_positions:
+            raise ValueError(f"the target is {len(out)} tokens long; this model reads at most "
+                             f"{self.config.max_positions} (max_positions)")
+        return out
 
     def beam_tree(self, text: str, beam: int = 4, alpha: float = 0.6, truncate: bool = False,
                   positions: bool = True) -> BeamTree:
@@ -236,6 +271,14 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto") ->
                                   "(see README) or pass a model directory")
     directory = Path(path)
     network, tokenizer, _ = load_model_dir(directory)
-    card_path = directory / CARD
-    card = card_path.read_text(encoding="utf-8") if card_path.is_file() else ""
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card)
+    card = read_card(directory)
+    try:
+        stats = load_training_stats(directory)
+    except StatsError as err:  # optional metadata: a broken file must not stop the model from serving
+        warnings.warn(f"{err}; input checks against the training data are off", stacklevel=2)
+        stats = None
+    if stats is not None and len(stats.piece_counts) != tokenizer.vocab_size:
+        warnings.warn(f"{directory / TRAINING_STATS}: {len(stats.piece_counts)} piece counts for a vocabulary of "
+                      f"{tokenizer.vocab_size}; input checks against the training data are off", stacklevel=2)
+        stats = None
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats)

@@ -1,28 +1,37 @@
 """Model directories: ``model.safetensors`` + ``config.json`` + ``tokenizer.model`` (+ ``MODEL_CARD.md``).
 
 Weights are only ever read with safetensors (no pickle: a downloaded ``torch.load`` file can run code).
-Loading validates every file and fails with a `CheckpointError` naming the file and the mismatch.
+Loading validates every file and fails with a `CheckpointError` naming the file and the mismatch: files may not
+lead outside their directory, the config is checked against the weights' header on the meta device before any
+memory is allocated, and the SHA-256 digests written at saving (weights, tokenizer, config) must still match.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 
-from .config import ConfigError, ModelConfig
+from .config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")
 MAX_WEIGHTS_BYTES = 2 * 1024**3
+MAX_MODEL_BYTES = 2 * MAX_WEIGHTS_BYTES  # fp32 parameters + buffers: room for the largest fp16 file, loaded
+MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZER: 64 * 1024**2, CARD: 1024**2}
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+WEIGHTS_DIGEST, TOKENIZER_DIGEST, CONFIG_DIGEST = "weights_sha256", "tokenizer_sha256", "config_sha256"
 
 
 class CheckpointError(ValueError):
@@ -59,51 +68,108 @@ def state_dict_for_saving(model: Transformer, dtype: torch.dtype | None = None) 
     return result
 
 
-def save_weights(model: Transformer, path: str | Path, dtype: torch.dtype | None = None) -> None:
-    path = Path(path)
-    with tempfile.TemporaryDirectory(dir=path.parent if path.parent.exists() else None) as tmp:
-        tmp_file = Path(tmp) / "w.safetensors"
-        save_file(state_dict_for_saving(model, dtype), str(tmp_file), metadata={"format": "pt"})
-        atomic_write_bytes(path, tmp_file.read_bytes())
+def saved_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor `save_weights` writes (a tied matrix once); works on the meta device too."""
+    seen: set[int] = set()
+    shapes = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            shapes[name] = tuple(tensor.shape)
+    return shapes
+
+
+def planned_model(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], int]:
+    """(saved tensor shapes, bytes of all parameters and buffers) of `config`'s model, built on the meta device:
+    nothing is allocated, so a config.json asking for a huge model is refused before it can exhaust memory."""
+    with torch.device("meta"):
+        model = Transformer(config)
+    needed = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    return saved_shapes(model), needed
+
+
+def _digest_update(digest: Any, name: str, tensor: torch.Tensor) -> None:
+    digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+    digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes (in name order): any changed bit changes it."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        _digest_update(digest, name, tensors[name])
+    return digest.hexdigest()
+
+
+def config_digest(config: ModelConfig) -> str:
+    """SHA-256 of the config's values (canonical JSON), so an edited or damaged config.json is noticed."""
+    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def save_weights(model: Transformer, path: str | Path, dtype: torch.dtype | None = None,
+                 metadata: dict[str, str] | None = None) -> None:
+    """Write the weights as safetensors, atomically, with the SHA-256 digest `load_weights` verifies."""
+    tensors = state_dict_for_saving(model, dtype)
+    header = {"format": "pt", WEIGHTS_DIGEST: tensors_digest(tensors), **(metadata or {})}
+    atomic_write_bytes(Path(path), save(tensors, metadata=header))
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn any low-level failure while reading the safetensors file `path` into a `CheckpointError` naming it."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: not a valid safetensors file (truncated or corrupt?): {err}") from None
+
+
+def check_header(path: Path, f: Any, expected: dict[str, tuple[int, ...]]) -> None:
+    """Check the names, shapes and dtypes of an open safetensors file against `expected` (header only)."""
+    names = set(f.keys())
+    missing, unexpected = sorted(set(expected) - names), sorted(names - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: weights do not match the config: missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]}")
+    for name in sorted(names):
+        info = f.get_slice(name)
+        shape, dtype = tuple(info.get_shape()), info.get_dtype()
+        if shape != expected[name]:
+            raise CheckpointError(f"{path}: {name} has shape {shape}, the config expects {expected[name]}")
+        if dtype not in FLOAT_DTYPES:
+            raise CheckpointError(f"{path}: {name} has dtype {dtype}, expected a floating type")
 
 
 def load_weights(model: Transformer, path: str | Path) -> None:
-    """Load a safetensors file into `model`, checking names, shapes and values; names the file on any problem.
+    """Load a safetensors file into `model`, checking names, shapes, values and the recorded digest; names the
+    file on any problem. Every check passes before the first parameter changes: a bad file leaves `model` as it was.
 
-    Tensors are read one at a time straight into the parameters, so loading needs no second copy of the model.
+    Tensors are read one at a time (to check, then to copy), so loading needs no second copy of the model.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: weights file not found")
     if path.stat().st_size > MAX_WEIGHTS_BYTES:
         raise CheckpointError(f"{path}: weights file is larger than {MAX_WEIGHTS_BYTES} bytes")
-    expected = {name: tuple(t.shape) for name, t in state_dict_for_saving(model).items()}
     targets = dict(model.named_parameters(remove_duplicate=False))
     targets.update(dict(model.named_buffers()))
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            names = set(f.keys())
-            missing, unexpected = sorted(set(expected) - names), sorted(names - set(expected))
-            if missing or unexpected:
-                raise CheckpointError(f"{path}: weights do not match the config: missing {missing[:5]}, "
-                                      f"unexpected {unexpected[:5]}")
-            for name in sorted(names):  # check every header before touching the model
-                info = f.get_slice(name)
-                shape, dtype = tuple(info.get_shape()), info.get_dtype()
-                if shape != expected[name]:
-                    raise CheckpointError(f"{path}: {name} has shape {shape}, the config expects {expected[name]}")
-                if dtype not in FLOAT_DTYPES:
-                    raise CheckpointError(f"{path}: {name} has dtype {dtype}, expected a floating type")
-            with torch.no_grad():
-                for name in sorted(names):
-                    tensor = f.get_tensor(name)
-                    if not torch.isfinite(tensor).all():
-                        raise CheckpointError(f"{path}: {name} contains NaN or infinite values")
-                    targets[name].copy_(tensor.to(targets[name].dtype))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-        if isinstance(err, CheckpointError):
-            raise
-        raise CheckpointError(f"{path}: not a valid safetensors file (truncated or corrupt?): {err}") from None
+    with _reading(path), safe_open(str(path), framework="pt") as f:
+        check_header(path, f, saved_shapes(model))
+        names = sorted(f.keys())
+        digest = hashlib.sha256()
+        for name in names:
+            tensor = f.get_tensor(name)
+            if not torch.isfinite(tensor).all():
+                raise CheckpointError(f"{path}: {name} contains NaN or infinite values")
+            _digest_update(digest, name, tensor)
+        recorded = (f.metadata() or {}).get(WEIGHTS_DIGEST)
+        if recorded is not None and recorded != digest.hexdigest():
+            raise CheckpointError(f"{path}: the weights differ from the SHA-256 digest recorded when they were saved "
+                                  "(flipped bits or an edited file)")
+        with torch.no_grad():
+            for name in names:
+                targets[name].copy_(f.get_tensor(name).to(targets[name].dtype))
 
 
 def save_model_dir(model: Transformer, tokenizer: Tokenizer, directory: str | Path, card: str | None = None,
@@ -111,35 +177,79 @@ def save_model_dir(model: Transformer, tokenizer: Tokenizer, directory: str | Pa
     """Write a complete model directory (weights, config, tokenizer, optional model card)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_weights(model, directory / WEIGHTS, dtype)
+    tokenizer_bytes = tokenizer.serialized()
+    save_weights(model, directory / WEIGHTS, dtype, {TOKENIZER_DIGEST: hashlib.sha256(tokenizer_bytes).hexdigest(),
+                                                     CONFIG_DIGEST: config_digest(model.config)})
     atomic_write_bytes(directory / CONFIG, (json.dumps(model.config.to_dict(), indent=2) + "\n").encode())
-    atomic_write_bytes(directory / TOKENIZER, tokenizer.serialized())
+    atomic_write_bytes(directory / TOKENIZER, tokenizer_bytes)
     if card is not None:
         atomic_write_bytes(directory / CARD, card.encode("utf-8"))
     return directory
 
 
+def model_file(directory: Path, name: str) -> Path:
+    """``directory / name``, checked: a regular file, inside `directory` (no link out of it), of a plausible size."""
+    path = directory / name
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing file (a model directory holds {WEIGHTS}, {CONFIG} and {TOKENIZER})")
+    try:
+        inside = path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+        size = path.stat().st_size
+    except (OSError, RuntimeError) as err:  # e.g. a symlink loop
+        raise CheckpointError(f"{path}: cannot be read ({err})") from None
+    if not inside:
+        raise CheckpointError(f"{path}: a link to a file outside the model directory; only files inside it are read")
+    limit = MAX_FILE_BYTES.get(name)
+    if limit is not None and size > limit:
+        raise CheckpointError(f"{path}: {size:,} bytes, more than the {limit:,} a {name} may have "
+                              "(a damaged or foreign file?)")
+    return path
+
+
+def read_card(directory: Path) -> str:
+    """The model card's text ("" when there is none), read under the same checks as every model file."""
+    if not (directory / CARD).is_file():
+        return ""
+    return model_file(directory, CARD).read_text(encoding="utf-8", errors="replace")
+
+
 def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer, ModelConfig]:
-    """Load and validate a model directory; every problem is a `CheckpointError` naming the file."""
+    """Load and validate a model directory; every problem is a `CheckpointError` naming the file.
+
+    The config is checked against the weights' header (and the size limit) before the model is allocated, and
+    the recorded digests against the tokenizer and the config, so a damaged or mixed directory fails early.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: model directory not found")
-    for name in (CONFIG, WEIGHTS, TOKENIZER):
-        if not (directory / name).is_file():
-            raise CheckpointError(f"{directory / name}: missing file (a model directory holds "
-                                  f"{WEIGHTS}, {CONFIG} and {TOKENIZER})")
+    config_path, weights, tokenizer_path = (model_file(directory, name) for name in (CONFIG, WEIGHTS, TOKENIZER))
     try:
-        config = ModelConfig.load(directory / CONFIG)
+        config = ModelConfig.load(config_path)
     except ConfigError as err:
         raise CheckpointError(str(err)) from None
+    expected, needed = planned_model(config)
+    if needed > MAX_MODEL_BYTES:
+        raise CheckpointError(f"{config_path}: this config describes a model of {needed / 1024**3:.1f} GiB, above the "
+                              f"{MAX_MODEL_BYTES / 1024**3:.0f} GiB limit (a damaged or foreign config?)")
     try:
-        tokenizer = Tokenizer.load(directory / TOKENIZER)
+        tokenizer = Tokenizer.load(tokenizer_path)
     except TokenizerError as err:
         raise CheckpointError(str(err)) from None
     if tokenizer.vocab_size != config.vocab_size:
-        raise CheckpointError(f"{directory / TOKENIZER}: vocabulary of {tokenizer.vocab_size} pieces, but "
+        raise CheckpointError(f"{tokenizer_path}: vocabulary of {tokenizer.vocab_size} pieces, but "
                               f"{CONFIG} says vocab_size {config.vocab_size}: tokenizer from another model?")
+    with _reading(weights), safe_open(str(weights), framework="pt") as f:
+        check_header(weights, f, expected)
+        metadata = f.metadata() or {}
+    recorded = metadata.get(CONFIG_DIGEST)
+    if recorded is not None and recorded != config_digest(config):
+        raise CheckpointError(f"{config_path}: differs from the config {WEIGHTS} was saved with (an edited or "
+                              "damaged file?)")
+    recorded = metadata.get(TOKENIZER_DIGEST)
+    if recorded is not None and recorded != hashlib.sha256(tokenizer_path.read_bytes()).hexdigest():
+        raise CheckpointError(f"{tokenizer_path}: not the tokenizer {WEIGHTS} was saved with (SHA-256 differs): "
+                              "a tokenizer from another model, or a damaged file?")
     model = Transformer(config)
-    load_weights(model, directory / WEIGHTS)
+    load_weights(model, weights)
     model.eval()
     return model, tokenizer, config

@@ -1,4 +1,4 @@
-"""The ``viz-model`` command: translate, trace, eval, info, train, export.
+"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -53,6 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reference translations (plain or .gz); repeat for several references")
     _model_args(p)
     _decode_args(p)
+
+    p = sub.add_parser("analyze", help="per-head attention statistics and roles over a corpus (CSV or Parquet)")
+    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--tgt", default=None, help="reference translations to force instead of translating (plain or .gz)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per head")
+    _model_args(p)
+    _decode_args(p, beam=1)
+
+    p = sub.add_parser("importance", help="per head: the loss rise when that head alone is switched off (CSV or "
+                                          "Parquet)")
+    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--tgt", required=True, help="their reference translations, one per line (plain or .gz)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per head")
+    p.add_argument("--bleu", action="store_true", help="also decode with each head off and report the BLEU drop "
+                                                       "(slow: one search of the corpus per head)")
+    _model_args(p)
+    _decode_args(p, beam=1)
 
     p = sub.add_parser("info", help="print the config, parameter count and model card")
     _model_args(p)
@@ -148,6 +167,58 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] | None]:
+    """The checked --out path and the first --limit lines of --src (and --tgt), before the model is loaded."""
+    from .analysis.inputs import check_corpus
+    from .analysis.tables import check_table_path
+    from .api import check_decoding
+    from .train.data import open_text
+
+    out = check_table_path(args.out)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    check_decoding(args.beam, args.alpha)
+    src = open_text(Path(args.src))
+    if not src:
+        raise ValueError(f"{args.src} is empty")
+    tgt = open_text(Path(args.tgt)) if args.tgt else None
+    if tgt is not None and len(tgt) != len(src):
+        raise ValueError(f"{args.tgt} has {len(tgt)} lines but {args.src} has {len(src)}")
+    src, tgt = check_corpus(src, tgt, args.limit, (f"{args.src} line", f"{args.tgt} line"))
+    return out, src, tgt
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .analysis.corpus import analyze_corpus
+    from .analysis.tables import write_table
+
+    out, src, tgt = _corpus_args(args)
+    model = _load(args)
+    analysis = analyze_corpus(model, src, tgt, beam=args.beam, alpha=args.alpha, progress=True)
+    write_table(analysis.heads, out)
+    summary = analysis.summary()
+    summary["example_text"] = [text if len(text) <= 60 else text[:57] + "..." for text in summary["example_text"]]
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"wrote {out}: {len(analysis.heads)} heads x {len(src)} sentences "
+          f"({'forced on ' + args.tgt if tgt is not None else f'translated, beam {args.beam}'})", file=sys.stderr)
+    return 0
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    from .analysis.ablation import head_importance
+    from .analysis.tables import write_table
+
+    out, src, tgt = _corpus_args(args)
+    model = _load(args)
+    table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha, progress=True)
+    write_table(table, out)
+    top = table.sort_values("nll_rise", ascending=False, kind="stable").head(5)
+    print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"wrote {out}: {len(table)} heads x {len(src)} sentences (intact NLL {table['nll_intact'].iloc[0]:.4f} "
+          "nats per token)", file=sys.stderr)
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     model = _load(args)
     print(json.dumps({"model": model.name, "directory": str(model.directory), "device": model.device_label,
@@ -184,5 +255,5 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "info": cmd_info,
-            "train": cmd_train, "export": cmd_export}
+COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
+            "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export}

@@ -25,6 +25,7 @@ POSITIONAL_KINDS = ("sinusoidal", "learned")
 NORM_KINDS = ("post", "pre")
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
 CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
           "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
 
@@ -129,10 +130,14 @@ class ModelConfig:
     def load(cls, path: str | Path) -> ModelConfig:
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            size = path.stat().st_size
         except FileNotFoundError:
             raise ConfigError(f"{path}: config file not found") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a config file may have")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError) as err:  # bad JSON or UTF-8, an over-long number, too deep nesting
             raise ConfigError(f"{path}: not valid JSON ({err})") from None
         return from_dict(cls, data, str(path))
 

@@ -10,12 +10,14 @@ session = common.require_session()
 st.title("Translate & explore")
 st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
 common.show_url_problems()
+common.domain_notice(session.model)
 form_column, result_column = st.columns([3, 2], gap="large")
 with form_column:
     common.sentence_form()
 with result_column:
     trace = common.current_trace(session)
     if trace is not None:
+        common.input_warnings(session, trace.source_text)
         common.translation_panel(trace)
         with st.container(horizontal=True):
             common.link_popover()

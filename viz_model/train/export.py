@@ -9,14 +9,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import TRAINING_LOG, save_model_dir
+from ..checkpoint import TRAINING_LOG, atomic_write_bytes, save_model_dir
 from ..config import ConfigError, TrainConfig
+from ..coverage import TRAINING_STATS, TrainingStats, training_stats
 from ..model import Transformer
 from ..tokenizer import Tokenizer
 from .card import model_card, read_log
 from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
-from .corpora import select_eval_sets
-from .data import EvalSet
+from .corpora import load_corpora, select_eval_sets
+from .data import DataError, EvalSet
 from .evaluate import evaluate_bleu
 
 RESULTS_FILE = "results.json"
@@ -34,10 +35,24 @@ def evaluate_sets(model: Transformer, tokenizer: Tokenizer, sets: list[EvalSet],
     return results
 
 
+def write_training_stats(cfg: TrainConfig, tokenizer: Tokenizer, out_dir: Path) -> TrainingStats | None:
+    """`TRAINING_STATS` from the run's training corpora (the app's domain notice and input checks); None, with a
+    note, when the training data cannot be read any more."""
+    try:
+        corpora = [c for c in load_corpora(cfg) if c.train_src]
+    except (DataError, ConfigError, OSError) as err:
+        tqdm.write(f"no {TRAINING_STATS} written: the training data cannot be read ({err})")
+        return None
+    stats = training_stats(tokenizer, {c.config.name: c.train_src for c in corpora})
+    atomic_write_bytes(out_dir / TRAINING_STATS, stats.to_json().encode())
+    return stats
+
+
 def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
                     results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> Path:
     """Weights, config, tokenizer, training log, results and model card into `out_dir`."""
     save_model_dir(model.cpu(), tokenizer, out_dir)
+    write_training_stats(cfg, tokenizer, out_dir)
     events = read_log(run_dir / LOG_FILE)
     if (run_dir / LOG_FILE).is_file():
         shutil.copyfile(run_dir / LOG_FILE, out_dir / TRAINING_LOG)

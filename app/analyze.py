@@ -1,0 +1,180 @@
+"""What the Analyze pages share: the model directory's precomputed tables, cached analyses (keyed by the model
+stamp like `common.compute_trace`), the parsing of what the user types, and text renderings.
+
+Nothing here changes the shared model: ablation goes through a head mask per call (`viz_model.analysis.ablation`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from viz_model.analysis import ablation, alignment, rollout, store
+from viz_model.analysis.ablation import AblationResult, Head, TokenEdit
+from viz_model.analysis.corpus import CorpusAnalysis, analyze_corpus
+from viz_model.checkpoint import CheckpointError
+from viz_model.trace import AttentionTrace
+
+from . import common
+
+MAX_LIVE_SENTENCES = 200
+MAX_GOLD_CHARS = 4000
+FLOW_MAX_TOKENS = 48  # attention flow solves one maximum-flow problem per (input, output) pair: n² of them
+TABLE_READERS = {"stats": store.read_head_stats, "importance": store.read_head_importance}
+TABLE_FILES = {"stats": store.HEAD_STATS_FILE, "importance": store.HEAD_IMPORTANCE_FILE}
+SWAPS = {"dog": "cat", "dogs": "cats", "cat": "dog", "cats": "dogs", "man": "woman", "woman": "man",
+         "men": "women", "women": "men", "boy": "girl", "girl": "boy", "snow": "rain", "street": "road",
+         "red": "blue", "blue": "red", "big": "small", "small": "big", "two": "three", "three": "two"}
+
+
+# --- the model directory's tables --------------------------------------------------------------------------------
+def model_dir(session: common.Session) -> Path:
+    return Path(session.root) / session.name
+
+
+def file_stamp(path: Path) -> str:
+    """Size and modification time of a file ("-" when absent): a changed table gets a fresh cache entry."""
+    try:
+        info = path.stat()
+    except OSError:
+        return "-"
+    return f"{info.st_size}:{info.st_mtime_ns}"
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _stored_table(root: str, name: str, stamp: str, which: str, table_stamp: str) -> pd.DataFrame | None:
+    del table_stamp  # part of the cache key only
+    config = common.load_model(root, name, stamp).config
+    return TABLE_READERS[which](Path(root) / name, config)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _stored_sentences(root: str, name: str, table_stamp: str) -> list[str] | None:
+    del table_stamp
+    return store.read_head_stats_sentences(Path(root) / name)
+
+
+def stored_table(session: common.Session, which: str) -> tuple[pd.DataFrame | None, str | None]:
+    """("stats" or "importance") the model directory's table and None, or None and why it cannot be used."""
+    path = model_dir(session) / TABLE_FILES[which]
+    try:
+        return _stored_table(session.root, session.name, session.stamp, which, file_stamp(path)), None
+    except (CheckpointError, OSError) as err:
+        return None, str(err)
+
+
+def stored_sentences(session: common.Session) -> list[str] | None:
+    """The sentences of the stored head statistics (for the role examples), None when absent or unreadable."""
+    path = model_dir(session) / store.HEAD_STATS_SENTENCES_FILE
+    try:
+        return _stored_sentences(session.root, session.name, file_stamp(path))
+    except (CheckpointError, OSError):
+        return None
+
+
+# --- cached analyses ---------------------------------------------------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=4)
+def compute_head_stats(root: str, name: str, stamp: str, sentences: tuple[str, ...]) -> CorpusAnalysis:
+    return analyze_corpus(common.load_model(root, name, stamp), list(sentences))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_ablation(root: str, name: str, stamp: str, text: str, heads: tuple[Head, ...], beam: int,
+                     alpha: float) -> AblationResult:
+    return ablation.ablate(common.load_model(root, name, stamp), text, heads, beam=beam, alpha=alpha)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_flow(maps: list[np.ndarray], residual: float) -> np.ndarray:
+    return rollout.attention_flow(maps, residual)
+
+
+def trace_of_model(session: common.Session, name: str, text: str, target: str | None) -> AttentionTrace:
+    """`text` traced by the model `name` of the same assets folder, with this session's decoding settings."""
+    stamp = common.model_stamp(Path(session.root), name)
+    common.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
+    return common.compute_trace(session.root, name, stamp, text, session.beam, session.alpha, target or None,
+                                session.top_k, session.truncate)
+
+
+# --- what the user types -----------------------------------------------------------------------------------------
+def parse_sentences(text: str, limit: int = MAX_LIVE_SENTENCES) -> list[str]:
+    """One sentence per non-blank line (stripped); a `ValueError` for none or more than `limit`."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("type at least one sentence, one per line")
+    if len(lines) > limit:
+        raise ValueError(f"{len(lines)} sentences: at most {limit} are analysed here; remove {len(lines) - limit} "
+                         "lines, or run `viz-model analyze` over a whole corpus")
+    return lines
+
+
+def parse_gold(text: str, source_words: int, target_words: int) -> alignment.Alignment:
+    """A Pharaoh line (``0-0 1-2 ...``, source word - target word, from 0) for this sentence, checked against its
+    word counts; a `ValueError` that says which link is wrong."""
+    if len(text) > MAX_GOLD_CHARS:
+        raise ValueError(f"the alignment is {len(text):,} characters long; at most {MAX_GOLD_CHARS:,}")
+    gold = alignment.parse_pharaoh(text)
+    if not gold.possible:
+        raise ValueError("no links given: type pairs such as 0-0 1-2 (source word - target word, from 0)")
+    outside = sorted((i, j) for i, j in gold.possible if i >= source_words or j >= target_words)
+    if outside:
+        shown = " ".join(f"{i}-{j}" for i, j in outside[:5]) + (" …" if len(outside) > 5 else "")
+        raise ValueError(f"link {shown} is out of range: this sentence has {source_words} source words "
+                         f"(0 to {source_words - 1}) and {target_words} target words (0 to {target_words - 1})")
+    return gold
+
+
+def one_word_changed(text: str) -> str:
+    """`text` with one word swapped (the last one with a known counterpart, else the last word becomes "cat")."""
+    words = re.findall(r"\w+|\W+", text)
+    candidates = [i for i, w in enumerate(words) if w.isalpha()]
+    if not candidates:
+        return text + " cat"
+    known = [i for i in candidates if words[i].lower() in SWAPS]
+    index = known[-1] if known else candidates[-1]
+    word = words[index]
+    swap = SWAPS.get(word.lower(), "cat" if word.lower() != "cat" else "dog")
+    words[index] = swap.capitalize() if word[:1].isupper() else swap
+    return "".join(words)
+
+
+# --- text renderings ---------------------------------------------------------------------------------------------
+def head_label(head: Head) -> str:
+    """A head as shown on screen, counted from 1: ``Cross-attention · layer 2 · head 3``."""
+    kind, layer, index = head
+    return f"{common.KIND_LABELS[kind]} · layer {layer + 1} · head {index + 1}"
+
+
+def diff_markdown(diff: list[TokenEdit]) -> str:
+    """The token diff as Markdown text: deleted pieces struck out on red, inserted ones on green."""
+    out = []
+    for edit in diff:
+        if edit.operation == "equal":
+            out += [common.md_escape(t) for t in edit.intact]
+            continue
+        out += [f":red-background[~~{common.md_escape(t)}~~]" for t in edit.intact]
+        out += [f":green-background[{common.md_escape(t)}]" for t in edit.ablated]
+    return " ".join(out) if out else "*(no tokens)*"
+
+
+def diff_table(diff: list[TokenEdit]) -> pd.DataFrame:
+    """The changed blocks of the diff, one row each (pieces joined by spaces)."""
+    rows = [{"change": e.operation, "intact model": " ".join(e.intact), "heads switched off": " ".join(e.ablated)}
+            for e in diff if e.operation != "equal"]
+    return pd.DataFrame(rows, columns=["change", "intact model", "heads switched off"])
+
+
+def display_heads(table: pd.DataFrame) -> pd.DataFrame:
+    """A per-head table for display: layer and head counted from 1, like every other label on screen."""
+    return table.assign(layer=table["layer"] + 1, head=table["head"] + 1)
+
+
+def display_aer(table: pd.DataFrame) -> pd.DataFrame:
+    """An `attention_aer` table for display: layers and heads from 1, "mean" for the layer's mean over heads."""
+    return table.assign(layer=table["layer"] + 1,
+                        head=[str(int(h) + 1) if pd.notna(h) else "mean" for h in table["head"]])

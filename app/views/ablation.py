@@ -1,0 +1,113 @@
+"""Ablation: switch attention heads off for the current sentence and see what changes (translation, token diff,
+log-probability), and how much each head matters over a corpus (the model directory's importance table)."""
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from app import analysis_figures as af
+from app import analyze, common
+from viz_model.analysis import store
+from viz_model.analysis.ablation import all_heads, layer_counts
+
+IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLEU drop"}
+
+ss = st.session_state
+session = common.require_session()
+config = session.model.config
+layers, head_count = layer_counts(config), config.heads
+everything = all_heads(config)
+
+
+def toggle_head(chart_key: str) -> None:
+    """A click on a head grid switches that head on or off; the grid is then redrawn without a selection."""
+    point = common.selected_point(ss.get(chart_key))
+    if point is None or len(point) != 3:
+        return
+    head = (str(point[0]), int(point[1]), int(point[2]))
+    chosen = list(ss.get("abl_heads", []))
+    ss["abl_heads"] = [h for h in chosen if h != head] if head in chosen else [*chosen, head]
+    ss["abl_grid_n"] = ss.get("abl_grid_n", 0) + 1
+
+
+def clickable_grid(fig, name: str, key: str) -> None:
+    chart_key = f"{key}_{ss.get('abl_grid_n', 0)}"
+    common.chart(fig, name, key=chart_key, on_select=partial(toggle_head, chart_key))
+
+
+st.title("Ablation")
+st.caption("Switch heads off (their output multiplied by 0, for this request only: the model every visitor shares "
+           "is not changed) and translate the sentence again: does the translation change, and how much less likely "
+           "does the original translation become?")
+trace = common.sentence_and_trace(session)
+if trace is None:
+    st.stop()
+if trace.settings.get("forced"):
+    st.info("The forced target is not used here: the ablation compares the model's own translations.")
+
+# --- which heads -------------------------------------------------------------------------------------------------
+ss.setdefault("abl_heads", [("cross", layers["cross"] - 1, 0)])
+ss["abl_heads"] = [tuple(h) for h in ss["abl_heads"] if tuple(h) in everything]  # another model may be smaller
+common.bound(st.multiselect, "Heads to switch off", "abl_heads", everything, format_func=analyze.head_label,
+             placeholder="Pick heads, or click them in the grid below")
+chosen = sorted(ss["abl_heads"], key=everything.index)
+grid = {kind: np.zeros((count, head_count)) for kind, count in layers.items()}
+fig = af.head_grid(grid, f"Heads switched off: {len(chosen)} of {len(everything)} (click a head to add or remove it)",
+                   "switched off", [[0, "#f0f2f6"], [1, "#f0f2f6"]], selected=chosen, showscale=False)
+clickable_grid(fig, "ablation-heads", "abl_grid")
+
+# --- this sentence with and without them -------------------------------------------------------------------------
+if not chosen:
+    st.info("Pick at least one head to switch off.")
+else:
+    try:
+        with st.spinner(f"Translating without {len(chosen)} heads…"):
+            result = analyze.compute_ablation(session.root, session.name, session.stamp, trace.source_text,
+                                              tuple(chosen), session.beam, session.alpha)
+    except ValueError as err:
+        common.input_problem(err, "This ablation cannot be run: ")
+        result = None
+    if result is not None:
+        off = "1 head" if len(chosen) == 1 else f"{len(chosen)} heads"
+        left, right = st.columns(2)
+        with left, st.container(border=True):
+            common.show_text("Translation, every head on", result.translation)
+        with right, st.container(border=True):
+            common.show_text(f"Translation, {off} off", result.ablated_translation)
+        st.caption("Token diff (intact → heads off): :red-background[~~deleted~~] pieces are only in the intact "
+                   "translation, :green-background[inserted] ones only in the ablated one.")
+        st.markdown(analyze.diff_markdown(result.diff))
+        if result.changed:
+            st.dataframe(analyze.diff_table(result.diff), hide_index=True, width="stretch")
+        else:
+            st.success("The translation did not change: these heads are not needed for this sentence's output.")
+        a, b = st.columns(2)
+        a.metric("log P(original translation), every head on", f"{result.log_prob_intact:.3f}")
+        b.metric(f"log P(original translation), {off} off", f"{result.log_prob_ablated:.3f}",
+                 delta=f"{result.log_prob_change:+.3f}",
+                 help="The intact model's translation scored by the model without these heads (teacher-forced); "
+                      "the change below is negative when it became less likely.")
+
+# --- over a corpus -----------------------------------------------------------------------------------------------
+st.subheader("Head importance over a corpus")
+importance, problem = analyze.stored_table(session, "importance")
+if problem is not None:
+    st.error(common.md_escape(f"The importance table cannot be used: {problem}"))
+elif importance is None:
+    st.info(f"This model directory has no importance table ({store.HEAD_IMPORTANCE_FILE}). Write it with "
+            "`viz-model importance --model MODEL_DIR --src FILE --tgt FILE --limit 500 --out "
+            f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head).")
+else:
+    columns = [c for c in IMPORTANCE_COLUMNS if c in importance.columns]
+    common.clamp_choice("abl_metric", columns, columns[0], "Measure")
+    common.bound(st.radio, "Measure", "abl_metric", columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
+    metric = ss["abl_metric"]
+    fig = af.head_grid(af.table_grid(importance, metric, layers, head_count),
+                       f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off", IMPORTANCE_COLUMNS[metric],
+                       "RdBu_r", selected=chosen, zmid=0.0)
+    clickable_grid(fig, f"head-importance-{metric}", "abl_importance")
+    st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
+               "become less likely; blue ones even help when removed. Click a head to switch it off above.")
+    common.exports(fig, f"head-importance-{metric}", "abl_importance_export",
+                   csv=lambda: analyze.display_heads(importance))

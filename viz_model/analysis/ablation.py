@@ -1,0 +1,200 @@
+"""Switch attention heads off and measure what changes: for one sentence (`ablate`) or over a corpus, one head at a
+time (`head_importance`).
+
+Ablation never touches the model: a `HeadMask` (0 = head off, see `viz_model.model.HeadMask`) goes with each call,
+and searches run on a `HeadMaskedNetwork`, a thin per-call view that hands the mask to every encode / decode of the
+shared network. A head is named ``(kind, layer, head)``: kind "encoder", "decoder" or "cross", 0-based indices.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from ..api import TranslationModel, check_decoding
+from ..config import ModelConfig
+from ..decoding import beam_search, max_output_lengths
+from ..inference import translate_ids
+from ..model import ATTENTION_KINDS, DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
+from ..trace import AttentionTrace
+from ..train.evaluate import corpus_scores
+from .forced import DEFAULT_BATCH_TOKENS, sequence_log_probs
+from .inputs import check_corpus, reference_ids, source_ids
+
+Head = tuple[str, int, int]  # (kind, layer, head), 0-based
+
+
+def layer_counts(config: ModelConfig) -> dict[str, int]:
+    """How many layers each attention kind has in a model of `config`."""
+    return {"encoder": config.encoder_layers, "decoder": config.decoder_layers, "cross": config.decoder_layers}
+
+
+def all_heads(config: ModelConfig) -> list[Head]:
+    """Every head of the model, kind by kind (encoder, decoder, cross), then layer, then head."""
+    counts = layer_counts(config)
+    return [(kind, layer, head) for kind in ATTENTION_KINDS for layer in range(counts[kind])
+            for head in range(config.heads)]
+
+
+def _index(value: object, size: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+        raise ValueError(f"{what} must be an integer from 0 to {size - 1}, got {value!r}")
+    return value
+
+
+def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:
+    """The heads sorted and without repeats; each must be ``(kind, layer, head)`` within the model's sizes."""
+    counts, checked = layer_counts(config), set()
+    for item in heads:
+        if not isinstance(item, (tuple, list)) or len(item) != 3:
+            raise ValueError(f"a head is (kind, layer, head), e.g. ('cross', 0, 3); got {item!r}")
+        kind, layer, head = item
+        if kind not in counts:
+            raise ValueError(f"head kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+        checked.add((kind, _index(layer, counts[kind], f"{kind} layer"), _index(head, config.heads, "head")))
+    return sorted(checked, key=lambda h: (ATTENTION_KINDS.index(h[0]), h[1], h[2]))
+
+
+def head_mask_for(config: ModelConfig, heads: Iterable[Head], device: torch.device | str | None = None) -> HeadMask:
+    """A `HeadMask` with every kind's ``(layers, heads)`` multipliers 1, and 0 for each of `heads`."""
+    counts = layer_counts(config)
+    masks = {kind: torch.ones(counts[kind], config.heads, device=device) for kind in ATTENTION_KINDS}
+    for kind, layer, head in check_heads(config, heads):
+        masks[kind][layer, head] = 0.0
+    return HeadMask(**masks)
+
+
+class HeadMaskedNetwork:
+    """The network as `decoding.beam_search` reads it, with `head_mask` given to every encode and decode call."""
+
+    def __init__(self, network: Transformer, head_mask: HeadMask) -> None:
+        self.network = network
+        self.head_mask = head_mask
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.network.config
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.network.parameters()
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False, positions: bool = True) -> EncoderOutput:
+        return self.network.encode(src, need_weights, self.head_mask, positions)
+
+    def decode(self, tgt: torch.Tensor, encoded: EncoderOutput, need_weights: bool = False,
+               cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: torch.Tensor | None = None,
+               positions: bool = True) -> DecoderOutput:
+        return self.network.decode(tgt, encoded, need_weights, cache, offset, tgt_mask, self.head_mask, positions)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.network.logits(hidden)
+
+
+@dataclass
+class TokenEdit:
+    """One block of the token diff: "equal", "replace", "delete" (only intact) or "insert" (only ablated)."""
+
+    operation: str
+    intact: list[str]
+    ablated: list[str]
+
+
+def token_diff(intact: Sequence[str], ablated: Sequence[str]) -> list[TokenEdit]:
+    """The whole of both token lists as `difflib` blocks, in order (equal blocks included)."""
+    matcher = difflib.SequenceMatcher(a=list(intact), b=list(ablated), autojunk=False)
+    return [TokenEdit(op, list(intact[i1:i2]), list(ablated[j1:j2])) for op, i1, i2, j1, j2 in matcher.get_opcodes()]
+
+
+@dataclass
+class AblationResult:
+    """One sentence with and without `heads`; log-probabilities are of the intact model's output ids."""
+
+    heads: list[Head]
+    intact: AttentionTrace  # the intact model's translation, steps and maps
+    ablated: AttentionTrace  # the ablated model teacher-forced on the intact translation (same axes, its maps)
+    ablated_translation: str  # what the ablated model translates to (same search settings)
+    ablated_tokens: list[str]  # its output pieces, ending in </s>
+    diff: list[TokenEdit]  # intact output pieces -> ablated output pieces
+    log_prob_intact: float  # log P(intact output) under the intact model
+    log_prob_ablated: float  # log P(intact output) under the ablated model (teacher-forced)
+
+    @property
+    def translation(self) -> str:
+        return self.intact.translation
+
+    @property
+    def changed(self) -> bool:
+        return self.ablated_translation != self.intact.translation
+
+    @property
+    def log_prob_change(self) -> float:
+        """How much less likely the original output became (negative: less likely)."""
+        return self.log_prob_ablated - self.log_prob_intact
+
+
+def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int = 4, alpha: float = 0.6
+           ) -> AblationResult:
+    """Translate `text` with and without `heads` (same search) and score the original output under both models."""
+    chosen = check_heads(model.config, heads)
+    if not chosen:
+        raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
+    beam, alpha, _ = check_decoding(beam, alpha)
+    mask = head_mask_for(model.config, chosen, model.device)
+    intact = model.trace(text, beam=beam, alpha=alpha)
+    if not intact.translation.strip():
+        raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
+    ablated = model.trace(text, beam=beam, alpha=alpha, target_ids=intact.output_ids, head_mask=mask)
+    src = torch.tensor([intact.source_ids], device=model.device)
+    masked = HeadMaskedNetwork(model.network, mask)
+    with torch.inference_mode():
+        output = beam_search(masked, src, beam, alpha, max_output_lengths(src, model.network))[0].tokens
+    pair = ([intact.source_ids], [intact.output_ids])
+    tokens = model.tokenizer.pieces(output)
+    return AblationResult(
+        chosen, intact, ablated, model.tokenizer.decode(output), tokens, token_diff(intact.output_tokens, tokens),
+        float(sequence_log_probs(model.network, *pair)[0]), float(sequence_log_probs(model.network, *pair, mask)[0]))
+
+
+def head_importance(model: TranslationModel, sources: Sequence[str], references: Sequence[str],
+                    limit: int | None = None, *, bleu: bool = False, beam: int = 1, alpha: float = 0.6,
+                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> pd.DataFrame:
+    """Per head (kind, layer, head): the teacher-forced per-token NLL of `references` with that head alone off.
+
+    Columns: nll (ablated), nll_intact, nll_rise (= nll - nll_intact, nats per token); with `bleu` also the corpus
+    BLEU of decoding (`beam`, 1 = greedy) with the head off, bleu_intact and bleu_drop (slow: one search per head).
+    """
+    if references is None:
+        raise ValueError("head_importance needs the reference translations of the sources")
+    beam, alpha, _ = check_decoding(beam, alpha)
+    texts, checked = check_corpus(sources, references, limit)
+    refs = list(checked or [])
+    src, out = source_ids(model, texts), reference_ids(model, refs)
+    tokens = sum(len(o) for o in out)
+    network, config = model.network, model.config
+
+    def nll(mask: HeadMask | None) -> float:
+        return float(-sequence_log_probs(network, src, out, mask, batch_tokens).sum() / tokens)
+
+    def bleu_of(net: Transformer | HeadMaskedNetwork) -> float:  # the view decodes like the network it wraps
+        hyps = translate_ids(net, src, beam, alpha, device=model.device)
+        return corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)["bleu"]
+
+    base_nll, base_bleu = nll(None), bleu_of(network) if bleu else None
+    rows = []
+    for kind, layer, head in tqdm(all_heads(config), desc="heads", unit="head", disable=not progress,
+                                  file=sys.stderr):
+        mask = head_mask_for(config, [(kind, layer, head)], model.device)
+        row = {"kind": kind, "layer": layer, "head": head, "nll": nll(mask), "nll_intact": base_nll}
+        row["nll_rise"] = row["nll"] - base_nll
+        if bleu:
+            row["bleu"] = bleu_of(HeadMaskedNetwork(network, mask))
+            row["bleu_intact"] = base_bleu
+            row["bleu_drop"] = base_bleu - row["bleu"]
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,144 @@
+"""Run a model over many sentences and collect every attention map, batched, for corpus-level statistics.
+
+The sources are translated (batched search, `viz_model.inference.translate_ids`, greedy by default) or, given
+references, the references are forced; then one instrumented teacher-forced pass per length-grouped batch records
+each layer's per-head maps, and the padding is stripped per sentence. `iter_attentions` yields the maps sentence by
+sentence (nothing is kept), `analyze_corpus` turns them into the per-head statistics and roles of `head_stats`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from ..api import TranslationModel, check_decoding
+from ..inference import translate_ids
+from ..tokenizer import word_ids
+from .forced import DEFAULT_BATCH_TOKENS, decoder_input, forced_batches
+from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics
+from .inputs import check_corpus, reference_ids, source_ids
+
+
+@dataclass
+class SentenceAttention:
+    """One sentence's teacher-forced maps and tokens; fields are named as in `AttentionTrace` (same axes)."""
+
+    index: int  # position in the input list
+    source_ids: list[int]
+    source_tokens: list[str]
+    target_ids: list[int]  # decoder inputs <s> y1 .. y_{n-1}
+    target_tokens: list[str]
+    output_ids: list[int]  # y1 .. y_n (ending in </s>)
+    output_tokens: list[str]
+    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len)
+    decoder_attentions: list[np.ndarray]  # per layer (heads, tgt_len, tgt_len)
+    cross_attentions: list[np.ndarray]  # per layer (heads, tgt_len, src_len)
+
+    @property
+    def source_words(self) -> list[int]:
+        return word_ids(self.source_tokens)
+
+    @property
+    def target_words(self) -> list[int]:
+        return word_ids(self.target_tokens)
+
+
+def output_ids_for(model: TranslationModel, sources: list[list[int]], references: Sequence[str] | None, beam: int,
+                   alpha: float, progress: bool = False) -> list[list[int]]:
+    """The outputs to force: the reference ids, or the model's own translations (batched search)."""
+    if references is not None:
+        return reference_ids(model, references)
+    with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress, file=sys.stderr) as bar:
+        hyps = translate_ids(model.network, sources, beam, alpha, device=model.device, progress=bar.update)
+    return [h.tokens for h in hyps]
+
+
+def _strip(maps: list[np.ndarray], row: int, q_len: int, k_len: int) -> list[np.ndarray]:
+    return [np.ascontiguousarray(m[row, :, :q_len, :k_len]) for m in maps]
+
+
+def _numpy(maps: list[torch.Tensor]) -> list[np.ndarray]:
+    return [m.float().cpu().numpy() for m in maps]
+
+
+@torch.inference_mode()
+def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs: list[list[int]],
+                      batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
+    """Every map of each (source ids, output ids) pair, batched by length; yields in batch order (see ``index``)."""
+    pieces = model.tokenizer.pieces
+    with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
+        for batch in forced_batches(sources, outputs, batch_tokens, model.device):
+            out = model.network(batch.src, batch.tgt_in, need_weights=True)
+            encoder, decoder, cross = (_numpy(out.encoder_attentions), _numpy(out.decoder_attentions),
+                                       _numpy(out.cross_attentions))
+            for row, i in enumerate(batch.indices):
+                s, t = len(sources[i]), len(outputs[i])
+                target = decoder_input(outputs[i])
+                yield SentenceAttention(
+                    i, list(sources[i]), pieces(sources[i]), target, pieces(target), list(outputs[i]),
+                    pieces(outputs[i]), _strip(encoder, row, s, s), _strip(decoder, row, t, t),
+                    _strip(cross, row, t, s))
+            bar.update(len(batch.indices))
+
+
+@dataclass
+class PreparedCorpus:
+    """Checked sentences with their ids: what `forced_attentions` reads."""
+
+    texts: list[str]
+    references: list[str] | None
+    sources: list[list[int]]
+    outputs: list[list[int]]
+
+
+def prepare_corpus(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
+                   beam: int = 1, alpha: float = 0.6, limit: int | None = None, progress: bool = False
+                   ) -> PreparedCorpus:
+    """Check the first `limit` sentences (a bad one raises `ValueError` naming it) before any work, tokenize them
+    (sources longer than max_positions are truncated, as `viz-model eval` does) and translate or force them."""
+    beam, alpha, _ = check_decoding(beam, alpha)
+    texts, refs = check_corpus(sources, references, limit)
+    src = source_ids(model, texts)
+    return PreparedCorpus(texts, refs, src, output_ids_for(model, src, refs, beam, alpha, progress))
+
+
+def iter_attentions(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
+                    beam: int = 1, alpha: float = 0.6, limit: int | None = None,
+                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
+    """Translate `sources` (or force `references`) and yield each sentence's maps, in batch order (see ``index``)."""
+    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress)
+    yield from forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
+
+
+@dataclass
+class CorpusAnalysis:
+    """Per-head attention statistics of a corpus with the role of each head (see `head_stats`)."""
+
+    sources: list[str]
+    outputs: list[str]  # the translations, or the references when forced
+    forced: bool  # True when `outputs` are the given references
+    per_sentence: pd.DataFrame  # sentence, kind, layer, head, statistics
+    heads: pd.DataFrame  # kind, layer, head, sentences, statistics, role, role_score, example_sentence/value
+
+    def summary(self, top: int = 3) -> pd.DataFrame:
+        """The roles table: per role its head count, best heads and an example sentence (see `role_summary`)."""
+        return role_summary(self.heads, self.sources, top)
+
+
+def analyze_corpus(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
+                   beam: int = 1, alpha: float = 0.6, limit: int | None = None,
+                   batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> CorpusAnalysis:
+    """Statistics of every head over the first `limit` `sources` (translated, or teacher-forced on `references`)."""
+    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress)
+    records = forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
+    per_sentence = sentence_statistics(records).sort_values("sentence", kind="stable", ignore_index=True)
+    heads = head_roles(corpus_statistics(per_sentence), per_sentence)
+    refs = prepared.references
+    outputs = refs if refs is not None else [model.tokenizer.decode(o) for o in prepared.outputs]
+    return CorpusAnalysis(prepared.texts, outputs, refs is not None, per_sentence, heads)
