@@ -133,20 +133,20 @@ def test_forced_target(tiny_model):
         tiny_model.trace(TEXT, target="Hund " * 100)
 
 
-def test_forced_target_ids(tiny_model, trace):
-    forced = tiny_model.trace(TEXT, target_ids=trace.output_ids)
+def test_forced_output_ids(tiny_model, trace):
+    forced = tiny_model.trace(TEXT, forced_ids=trace.output_ids)
     assert forced.output_ids == trace.output_ids and forced.settings["forced"] is True
     assert forced.log_probability == pytest.approx(trace.log_probability, abs=1e-4)
-    without_eos = tiny_model.trace(TEXT, target_ids=trace.output_ids[:-1])
+    without_eos = tiny_model.trace(TEXT, forced_ids=trace.output_ids[:-1])
     assert without_eos.output_ids == trace.output_ids
     vocab = tiny_model.config.vocab_size
     for bad in ([], [vocab], [-1], [True], "Hund", [1.5]):
-        with pytest.raises(ValueError, match="target_ids must be a non-empty list of piece ids"):
-            tiny_model.trace(TEXT, target_ids=bad)
+        with pytest.raises(ValueError, match="forced_ids must be a non-empty list of piece ids"):
+            tiny_model.trace(TEXT, forced_ids=bad)
     with pytest.raises(ValueError, match="not both"):
-        tiny_model.trace(TEXT, target="Hund", target_ids=[5])
+        tiny_model.trace(TEXT, target="Hund", forced_ids=[5])
     with pytest.raises(ValueError, match=f"at most {tiny_model.config.max_positions}"):
-        tiny_model.trace(TEXT, target_ids=[5] * tiny_model.config.max_positions)
+        tiny_model.trace(TEXT, forced_ids=[5] * tiny_model.config.max_positions)
 
 
 def test_head_mask_in_a_trace(tiny_model, trace):

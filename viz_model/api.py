@@ -154,10 +154,10 @@ class TranslationModel:
 
     def trace(self, text: str, beam: int = 4, alpha: float = 0.6, target: str | None = None, top_k: int = 5,
               truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
-              target_ids: list[int] | None = None) -> AttentionTrace:
+              forced_ids: list[int] | None = None) -> AttentionTrace:
         """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
 
-        `target_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
+        `forced_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
         decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
         trace) without positional encodings, an experiment on what word order is worth; the trace's
         ``*_positional`` arrays are then zeros.
@@ -168,10 +168,11 @@ class TranslationModel:
         src_ids = self.encode(text, truncate)
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
-            if target is not None and target_ids is not None:
-                raise ValueError("give the forced output as target text or as target_ids, not both")
-            if target_ids is not None:
-                output_ids = self._checked_output_ids(target_ids)
+            forced = target is not None or forced_ids is not None
+            if target is not None and forced_ids is not None:
+                raise ValueError("give the forced output as target text or as forced_ids, not both")
+            if forced_ids is not None:
+                output_ids = self._checked_output_ids(forced_ids)
                 max_len = self.config.max_positions
             elif target is None:
                 max_len = max_output_lengths(src, self.network)[0]
@@ -211,7 +212,7 @@ class TranslationModel:
                 target_embeddings=_np(net.tgt_embedding(tgt[0]) * math.sqrt(self.config.d_model)),
                 steps=steps, log_probability=total,
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k,
-                          "forced": target is not None or target_ids is not None, "max_output_length": max_len,
+                          "forced": forced, "max_output_length": max_len,
                           "head_mask": head_mask is not None, "positions": positions},
                 config=self.config.to_dict(), model_name=self.name, device=self.device_label,
             )
@@ -226,7 +227,7 @@ class TranslationModel:
         vocab = self.config.vocab_size
         if not isinstance(ids, (list, tuple)) or not ids or not all(
                 isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in ids):
-            raise ValueError(f"target_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
+            raise ValueError(f"forced_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
         out = list(ids) if ids[-1] == EOS_ID else [*ids, EOS_ID]
         if len(out) > self.config.max_positions:
             raise ValueError(f"the target is {len(out)} tokens long; this model reads at most "

@@ -149,7 +149,7 @@ def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int 
     intact = model.trace(text, beam=beam, alpha=alpha)
     if not intact.translation.strip():
         raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
-    ablated = model.trace(text, beam=beam, alpha=alpha, target_ids=intact.output_ids, head_mask=mask)
+    ablated = model.trace(text, beam=beam, alpha=alpha, forced_ids=intact.output_ids, head_mask=mask)
     src = torch.tensor([intact.source_ids], device=model.device)
     masked = HeadMaskedNetwork(model.network, mask)
     with torch.inference_mode():
