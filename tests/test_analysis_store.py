@@ -49,7 +49,9 @@ def test_written_tables_read_back(directory, tiny_model, analysis, importance):
     assert (directory / store.HEAD_STATS_FILE).is_file() and (directory / store.HEAD_IMPORTANCE_FILE).is_file()
     stats = store.read_head_stats(directory, tiny_model.config)
     pd.testing.assert_frame_equal(stats, analysis.heads, check_dtype=False, atol=1e-9)
-    assert store.read_head_stats_sentences(directory) == TEXTS
+    examples = set(analysis.heads["example_sentence"].dropna().astype(int))
+    assert store.read_head_stats_sentences(directory) == [t if i in examples else "" for i, t in enumerate(TEXTS)]
+    assert examples - {-1} and examples - {-1} <= set(range(len(TEXTS)))  # -1: a head without an example
     pd.testing.assert_frame_equal(store.read_head_importance(directory, tiny_model.config), importance,
                                   check_dtype=False, atol=1e-9)
 

@@ -146,10 +146,16 @@ def read_head_importance(directory: str | Path, config: ModelConfig | None = Non
 
 
 def write_head_stats(directory: str | Path, analysis: CorpusAnalysis) -> Path:
-    """Write `analysis` (from `analyze_corpus`) into the model directory: the heads table and its sentences."""
+    """Write `analysis` (from `analyze_corpus`) into the model directory: the heads table and its example sentences.
+
+    Only the sentences the table names as examples are kept (other lines blank, so line numbers still match): a
+    model directory carries a few quotes of the corpus it was analysed on, not a copy of it.
+    """
     directory = Path(directory)
     (directory / ANALYSIS_DIR).mkdir(exist_ok=True)
-    (directory / HEAD_STATS_SENTENCES_FILE).write_text("".join(f"{s}\n" for s in analysis.sources), encoding="utf-8")
+    used = set(pd.to_numeric(analysis.heads["example_sentence"], errors="coerce").dropna().astype(int))
+    lines = [s if i in used else "" for i, s in enumerate(analysis.sources)]
+    (directory / HEAD_STATS_SENTENCES_FILE).write_text("".join(f"{s}\n" for s in lines), encoding="utf-8")
     return write_table(analysis.heads, directory / HEAD_STATS_FILE)
 
 
