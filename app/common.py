@@ -25,7 +25,7 @@ import torch
 import viz_model
 from viz_model.api import ASSETS_DIR, MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TranslationModel, check_text
 from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
-from viz_model.coverage import TRAINING_STATS, word_confidences
+from viz_model.coverage import TRAINING_STATS, WordConfidence, word_confidences
 from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
 from viz_model.trace import AttentionTrace
@@ -404,13 +404,16 @@ def input_warnings(session: Session, text: str) -> None:
                    + "\n".join(f"- {md_escape(w)}" for w in assessment.warnings), icon=":material/warning:")
 
 
-def confidence_markdown(trace: AttentionTrace) -> str:
-    """The output as Markdown, each word highlighted by the probability of its least likely piece."""
+def output_words(trace: AttentionTrace) -> list[WordConfidence]:
+    """The translation's words (pieces merged, ``</s>`` left out), each with its least likely piece's probability."""
     words = word_confidences(trace.output_tokens, [step.probability for step in trace.steps])
+    return [w for w in words if w.text and w.text != "</s>"]
+
+
+def confidence_markdown(words: list[WordConfidence]) -> str:
+    """The words as Markdown, each highlighted by its probability (below LOW / VERY_LOW_CONFIDENCE)."""
     out = []
     for word in words:
-        if word.text == "</s>" or not word.text:
-            continue
         text = md_escape(word.text)
         if word.probability < VERY_LOW_CONFIDENCE:
             text = f":red-background[{text}]"
@@ -422,13 +425,13 @@ def confidence_markdown(trace: AttentionTrace) -> str:
 
 def confidence_line(trace: AttentionTrace) -> None:
     """The words the model was unsure of, highlighted (or a note that it was sure of every word)."""
-    words = word_confidences(trace.output_tokens, [step.probability for step in trace.steps])
+    words = output_words(trace)
     if all(w.probability >= LOW_CONFIDENCE for w in words):
         st.caption(f"The model gave every word a probability of at least {LOW_CONFIDENCE:.0%}.")
         return
     st.caption(f"Word by word, how sure the model was: :orange-background[below {LOW_CONFIDENCE:.0%}] · "
                f":red-background[below {VERY_LOW_CONFIDENCE:.0%}] (the decoding steps below give the numbers)")
-    st.markdown(confidence_markdown(trace))
+    st.markdown(confidence_markdown(words))
 
 
 def sentence_and_trace(session: Session) -> AttentionTrace | None:

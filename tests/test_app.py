@@ -262,8 +262,6 @@ def test_input_beyond_the_models_reach_is_flagged(tiny):
 
 def test_unsure_output_words_are_highlighted(tiny):
     at = ok(start(sentence="Two dogs play in the snow."))
-    trace = common.compute_trace.__wrapped__ if hasattr(common.compute_trace, "__wrapped__") else None
-    del trace
     shown = markdown(at)
     legend = "\n".join(c.value for c in at.caption)
     assert ("Word by word, how sure the model was" in legend) == (":red-background[" in shown
@@ -274,7 +272,9 @@ def test_unsure_output_words_are_highlighted(tiny):
 def test_confidence_markdown_marks_words_by_their_least_likely_piece():
     steps = [SimpleNamespace(probability=p) for p in (0.9, 0.6, 0.1, 0.3, 0.99)]
     trace = SimpleNamespace(output_tokens=["▁Zwei", "▁Hund", "e", "▁<b>", "</s>"], steps=steps)
-    assert common.confidence_markdown(trace) == "Zwei :red-background[Hunde] :orange-background[\\<b\\>]"
+    words = common.output_words(trace)
+    assert [w.text for w in words] == ["Zwei", "Hunde", "<b>"]  # </s> is not a word of the translation
+    assert common.confidence_markdown(words) == "Zwei :red-background[Hunde] :orange-background[\\<b\\>]"
 
 
 # --- bad inputs --------------------------------------------------------------------------------------------------

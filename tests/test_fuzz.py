@@ -42,8 +42,14 @@ def random_model(random_model_dir) -> TranslationModel:
     return viz_model.load(random_model_dir, device="cpu")
 
 
-def assert_clear(err: ValueError) -> None:
-    assert CLEAR.search(str(err)), f"unclear error message: {type(err).__name__}: {err}"
+def result_or_clear_error(call, *args, **kwargs):
+    """`call`'s result, or None after checking that the ValueError it raised says clearly what is wrong (any other
+    exception fails the test)."""
+    try:
+        return call(*args, **kwargs)
+    except ValueError as err:
+        assert CLEAR.search(str(err)), f"unclear error message: {type(err).__name__}: {err}"
+        return None
 
 
 def check_trace(trace: AttentionTrace, model: TranslationModel, text: str, truncate: bool,
@@ -84,10 +90,8 @@ def check_trace(trace: AttentionTrace, model: TranslationModel, text: str, trunc
 @settings(FUZZ, max_examples=300)
 @given(text=SENTENCES, truncate=st.booleans())
 def test_tokenizing_any_text(tiny_model, text, truncate):
-    try:
-        ids = tiny_model.encode(text, truncate=truncate)
-    except ValueError as err:
-        assert_clear(err)
+    ids = result_or_clear_error(tiny_model.encode, text, truncate=truncate)
+    if ids is None:
         return
     assert ids[-1] == EOS_ID and 1 <= len(ids) <= tiny_model.config.max_positions
     assert all(0 <= i < tiny_model.config.vocab_size for i in ids)
@@ -97,10 +101,8 @@ def test_tokenizing_any_text(tiny_model, text, truncate):
 @settings(FUZZ, max_examples=60)
 @given(text=SENTENCES, beam=st.integers(1, 4), truncate=st.booleans())
 def test_translating_any_text(tiny_model, text, beam, truncate):
-    try:
-        translation = tiny_model.translate(text, beam=beam, truncate=truncate)
-    except ValueError as err:
-        assert_clear(err)
+    translation = result_or_clear_error(tiny_model.translate, text, beam=beam, truncate=truncate)
+    if translation is None:
         return
     assert isinstance(translation, str)
 
@@ -108,10 +110,8 @@ def test_translating_any_text(tiny_model, text, beam, truncate):
 @settings(FUZZ, max_examples=120)
 @given(text=SENTENCES, beam=st.integers(1, 4), truncate=st.booleans())
 def test_tracing_any_text(tiny_model, text, beam, truncate):
-    try:
-        trace = tiny_model.trace(text, beam=beam, truncate=truncate)
-    except ValueError as err:
-        assert_clear(err)
+    trace = result_or_clear_error(tiny_model.trace, text, beam=beam, truncate=truncate)
+    if trace is None:
         return
     check_trace(trace, tiny_model, text, truncate)
 
@@ -119,10 +119,8 @@ def test_tracing_any_text(tiny_model, text, beam, truncate):
 @settings(FUZZ, max_examples=60)
 @given(target=SENTENCES)
 def test_forcing_any_target(tiny_model, target):
-    try:
-        trace = tiny_model.trace("Two dogs are playing in the snow.", beam=1, target=target)
-    except ValueError as err:
-        assert_clear(err)
+    trace = result_or_clear_error(tiny_model.trace, "Two dogs are playing in the snow.", beam=1, target=target)
+    if trace is None:
         return
     check_trace(trace, tiny_model, "Two dogs are playing in the snow.", False, target)
 
@@ -130,10 +128,8 @@ def test_forcing_any_target(tiny_model, target):
 @settings(FUZZ, max_examples=25)
 @given(text=SENTENCES, beam=st.integers(1, 4))
 def test_an_untrained_model_stops_at_its_maximum_length(random_model, text, beam):
-    try:
-        trace = random_model.trace(text, beam=beam, truncate=True)
-    except ValueError as err:
-        assert_clear(err)
+    trace = result_or_clear_error(random_model.trace, text, beam=beam, truncate=True)
+    if trace is None:
         return
     check_trace(trace, random_model, text, True)
 

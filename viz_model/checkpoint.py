@@ -187,8 +187,9 @@ def save_model_dir(model: Transformer, tokenizer: Tokenizer, directory: str | Pa
     return directory
 
 
-def model_file(directory: Path, name: str) -> Path:
-    """``directory / name``, checked: a regular file, inside `directory` (no link out of it), of a plausible size."""
+def model_file(directory: Path, name: str, limit: int | None = None) -> Path:
+    """``directory / name``, checked: a regular file, inside `directory` (no link out of it), of a plausible size
+    (`limit` bytes, default the `MAX_FILE_BYTES` entry of `name`)."""
     path = directory / name
     if not path.is_file():
         raise CheckpointError(f"{path}: missing file (a model directory holds {WEIGHTS}, {CONFIG} and {TOKENIZER})")
@@ -199,7 +200,7 @@ def model_file(directory: Path, name: str) -> Path:
         raise CheckpointError(f"{path}: cannot be read ({err})") from None
     if not inside:
         raise CheckpointError(f"{path}: a link to a file outside the model directory; only files inside it are read")
-    limit = MAX_FILE_BYTES.get(name)
+    limit = MAX_FILE_BYTES.get(name) if limit is None else limit
     if limit is not None and size > limit:
         raise CheckpointError(f"{path}: {size:,} bytes, more than the {limit:,} a {name} may have "
                               "(a damaged or foreign file?)")

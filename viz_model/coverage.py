@@ -106,12 +106,9 @@ def load_training_stats(directory: str | Path) -> TrainingStats | None:
     if not path.is_file():
         return None
     try:
-        model_file(Path(directory), TRAINING_STATS)  # inside the directory, no link out of it
+        model_file(Path(directory), TRAINING_STATS, MAX_STATS_BYTES)  # inside the directory, bounded size
     except CheckpointError as err:
         raise StatsError(str(err)) from None
-    if path.stat().st_size > MAX_STATS_BYTES:
-        raise StatsError(f"{path}: {path.stat().st_size:,} bytes, more than the {MAX_STATS_BYTES:,} a statistics "
-                         "file may have")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:

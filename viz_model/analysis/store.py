@@ -42,11 +42,7 @@ def table_exists(directory: str | Path, name: str) -> bool:
 
 
 def _checked_path(directory: Path, name: str) -> Path:
-    path = model_file(directory, name)
-    size = path.stat().st_size
-    if size > MAX_TABLE_BYTES:
-        raise CheckpointError(f"{path}: {size:,} bytes, more than the {MAX_TABLE_BYTES:,} an analysis table may have")
-    return path
+    return model_file(directory, name, MAX_TABLE_BYTES)
 
 
 def _read_csv(directory: Path, name: str) -> pd.DataFrame:
