@@ -306,7 +306,8 @@ def sidebar(models: list[str]) -> Session | None:
         color = "green" if model.device.type == "cuda" else "gray"
         st.badge(model.device_label, icon=":material/memory:", color=color)
         st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {cfg.heads} heads · "
-                   f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens")
+                   f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
+                   f"{model.search_precision} weights, every map and probability in full precision")
         if model.card:
             with st.expander("Model card"):
                 st.markdown(model.card)

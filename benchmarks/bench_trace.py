@@ -3,7 +3,8 @@
 
 What is timed, per run (runs of the two systems alternate, so background load hits both alike):
 
-* **ours**: ``TranslationModel.trace(SENTENCE, beam=4)``: tokenization, beam search (alpha 0.6, KV cache), the
+* **ours**: ``TranslationModel.trace(SENTENCE, beam=4)``: tokenization, beam search (alpha 0.6, KV cache; on the
+  CPU with int8 decoder weights by default, as the app and CLI run it, ``--search fp32`` for full precision), the
   teacher-forced pass that records every per-head attention map, the numpy trace (masks, positional encodings,
   embeddings, top-5 candidates per step) and the detokenized translation. The trace carries the translation, so
   this is "translate + full trace" in one call.
@@ -78,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch threads for both systems (0 = torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-marian", action="store_true", help="skip the Marian comparison")
+    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
+                   help="our beam-search precision (viz_model.load(search=...)): auto = int8 on the CPU, what the "
+                        "app and CLI run; the trace is full precision either way")
     p.add_argument("--marian-len", choices=("output", "steps"), default="output",
                    help="Marian generates exactly as many tokens as our output has (output) or as many as the "
                         "decoder steps our beam search ran (steps: it may go on after the best hypothesis ends, "
@@ -143,7 +147,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
 
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
-        model = viz_model.load(directory, device="cpu")
+        model = viz_model.load(directory, device="cpu", search=args.search)
         return model, "trained", str(directory)
     hint = "Pass --tokenizer FILE or --data-dir DIR"
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))
@@ -154,7 +158,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
         dims["vocab_size"] = tokenizer.vocab_size
     torch.manual_seed(args.seed)
     network = Transformer(ModelConfig(**dims, dropout=0.1, max_positions=256))
-    model = TranslationModel(network, tokenizer, "random-init", None, "cpu")
+    model = TranslationModel(network, tokenizer, "random-init", None, "cpu", search=args.search)
     return model, "random", "random-init (--random)" if args.random else "random-init (no shipped model found)"
 
 
@@ -170,7 +174,7 @@ def ours_fn(model: Any, mode: str, sentence: str, out_len: int) -> Callable[[], 
 
     def run_random() -> tuple[str, int]:
         src = torch.tensor([model.encode(sentence)])
-        hyp = beam_search(model.network, src, BEAM, ALPHA, [out_len])[0]
+        hyp = beam_search(model.search_network, src, BEAM, ALPHA, [out_len])[0]
         text = model.tokenizer.decode(hyp.tokens)
         trace = model.trace(sentence, beam=BEAM, alpha=ALPHA, target=FORCED_TARGET)
         assert trace.steps and text is not None
@@ -251,7 +255,8 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], runs: int, warmup: int) 
 
 
 def child_args(args: argparse.Namespace) -> list[str]:
-    out = ["--threads", str(args.threads), "--seed", str(args.seed), "--data-dir", str(args.data_dir)]
+    out = ["--threads", str(args.threads), "--seed", str(args.seed), "--data-dir", str(args.data_dir),
+           "--search", args.search]
     if args.model:
         out += ["--model", str(args.model)]
     if args.random:
@@ -306,6 +311,8 @@ def table(r: dict[str, Any]) -> str:
                  f"{r['parameters'] / 1e6:.2f}M parameters")
     if r["dims_differ"]:
         lines.append(f"note: not the reference size {REFERENCE_DIMS}; Marian is built with the model's own sizes")
+    lines.append(f"beam search: {r['search']} weights (--search {r.get('search_arg', 'auto')}); the trace pass: "
+                 "full precision")
     lines.append(f"input: {r['sentence']!r} ({r['words']} words, {r['source_tokens']} source tokens with </s>)")
     lines.append(f"output: {r['output_tokens']} tokens with </s>: {r['translation']!r}")
     lines.append(f"decoder steps: ours {r['decoder_steps']} (beam search stops when {BEAM} hypotheses are finished), "
@@ -384,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs, "warmup": args.warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
         "python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "quick": args.quick, "marian_len_rule": args.marian_len,
+        "search": "int8" if model.search_network is not model.network else "fp32", "search_arg": args.search,
     }
     if not args.no_marian:
         import transformers

@@ -302,3 +302,11 @@ def test_multihead_errors():
     ours, _ = paired_layers()
     with pytest.raises(ValueError, match="d_model=16"):
         ours(torch.randn(1, 3, 8))
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 1, 1, 6), (3, 1, 1, 6), (1, 1, 5, 7)])
+def test_masks_that_do_not_broadcast_to_the_scores_are_refused(shape):
+    q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 6, 8)
+    v = k
+    with pytest.raises(ValueError, match="does not broadcast to scores"):
+        attention(q, k, v, torch.ones(shape, dtype=torch.bool))

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from conftest import make_pairs, tiny_train_config, write_lines
 
@@ -137,6 +138,56 @@ def test_eval_errors(capsys, model_dir, eval_files, tmp_path):
     (tmp_path / "bad.gz").write_bytes(b"not gzip")
     assert_user_error(capsys, ["eval", "--src", tmp_path / "bad.gz", "--ref", directory / "ref.de",
                                "--model", model_dir], "bad.gz", "unreadable")
+
+
+# --ref-tsv: a variable number of references per sentence (Tatoeba-style), one tab-separated line per sentence
+TSV_SOURCES = ["A man is playing in the snow.", "Two dogs are running on the beach.",
+               "The child is sitting in the park."]
+TSV_REFERENCES = [["Ein Mann spielt im Schnee."],
+                  ["Zwei Hunde rennen am Strand.", "Zwei Hunde laufen am Strand."],
+                  ["Das Kind sitzt im Park.", "Ein Kind sitzt im Park.", "Das Kind spielt im Park."]]
+
+
+@pytest.fixture
+def tsv_files(tmp_path):
+    write_lines(tmp_path / "src.en", TSV_SOURCES)
+    write_lines(tmp_path / "refs.tsv", ["\t".join(refs) for refs in TSV_REFERENCES])
+    write_lines(tmp_path / "refs.tsv.gz", ["\t".join(refs) for refs in TSV_REFERENCES])
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["refs.tsv", "refs.tsv.gz"])
+def test_eval_with_a_variable_number_of_references(capsys, model_dir, tiny_model, tsv_files, name):
+    code, out, _ = run(capsys, "eval", "--src", tsv_files / "src.en", "--ref-tsv", tsv_files / name,
+                       "--model", model_dir, "--beam", "2", "--device", "cpu")
+    assert code == 0
+    result = json.loads(out)
+    hyps = tiny_model.translate(TSV_SOURCES, beam=2)
+    # sacrebleu's form for a variable count: stream j holds every sentence's j-th reference, None where it has none
+    streams = [["Ein Mann spielt im Schnee.", "Zwei Hunde rennen am Strand.", "Das Kind sitzt im Park."],
+               [None, "Zwei Hunde laufen am Strand.", "Ein Kind sitzt im Park."],
+               [None, None, "Das Kind spielt im Park."]]
+    assert result["bleu"] == round(sacrebleu.corpus_bleu(hyps, streams).score, 2)
+    assert result["chrf"] == round(sacrebleu.corpus_chrf(hyps, streams).score, 2)
+    assert result["bleu"] > 0 and result["sentences"] == 3
+    first_only = sacrebleu.corpus_bleu(hyps, [streams[0]]).score  # the extra references count
+    assert result["bleu"] != round(first_only, 2)
+
+
+def test_eval_ref_tsv_errors(capsys, model_dir, tsv_files):
+    tsv = ["\t".join(refs) for refs in TSV_REFERENCES]
+    write_lines(tsv_files / "short.tsv", tsv[:2])
+    write_lines(tsv_files / "blank.tsv", [tsv[0], "", tsv[2]])
+    write_lines(tsv_files / "stray-tab.tsv", [tsv[0], tsv[1] + "\t", tsv[2]])
+    src = ["eval", "--src", tsv_files / "src.en", "--model", model_dir]
+    assert_user_error(capsys, [*src, "--ref-tsv", tsv_files / "short.tsv"], "short.tsv has 2 lines", "has 3")
+    assert_user_error(capsys, [*src, "--ref-tsv", tsv_files / "blank.tsv"], "blank.tsv line 2", "empty line")
+    assert_user_error(capsys, [*src, "--ref-tsv", tsv_files / "stray-tab.tsv"], "stray-tab.tsv line 2",
+                      "reference 3 is empty")
+    assert_user_error(capsys, [*src, "--ref-tsv", tsv_files / "missing.tsv"], "missing.tsv", "not found")
+    assert_user_error(capsys, [*src, "--ref-tsv", tsv_files / "refs.tsv", "--ref", tsv_files / "src.en"],
+                      "--ref", "--ref-tsv", "not both")
+    assert_user_error(capsys, src, "needs references", "--ref-tsv")
 
 
 # --- user errors: one line, status 2 ---------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_trace_without_positions(tiny_model):
     assert not off.source_positional.any() and not off.target_positional.any()
     assert normal.source_positional.any()
     src = torch.tensor([off.source_ids])
-    expected = beam_search(tiny_model.network, src, 2, 0.6, max_output_lengths(src, tiny_model.network),
+    expected = beam_search(tiny_model.search_network, src, 2, 0.6, max_output_lengths(src, tiny_model.network),
                            positions=False)[0]
     assert off.output_ids == expected.tokens
     assert not all(np.allclose(x, y) for x, y in zip(off.encoder_attentions, normal.encoder_attentions))

@@ -259,6 +259,100 @@ def write_toml(path: Path, cfg: TrainConfig) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+# --- warm start (init_from): a new run from an exported model directory's weights and tokenizer ----------
+@pytest.fixture(scope="module")
+def fp16_source(tmp_path_factory, finished_run) -> Path:
+    """The finished run's exported model saved in fp16 (as the shipped models are): the warm starts' source."""
+    model, tokenizer, _ = checkpoint.load_model_dir(finished_run / "model")
+    return checkpoint.save_model_dir(model, tokenizer, tmp_path_factory.mktemp("warm") / "source-fp16",
+                                     dtype=torch.float16)
+
+
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory, data_dir, fp16_source) -> tuple[Path, dict]:
+    """An uninterrupted run warm-started from `fp16_source`, and the weights and learning rate of its first step."""
+    first: dict = {}
+    real = loop.train_step
+
+    def recording_train_step(step_fn, optimizer, batch, lr, cfg, params, autocast=None):
+        if not first:
+            first.update(weights=[p.detach().clone() for p in params], lr=lr)
+        return real(step_fn, optimizer, batch, lr, cfg, params, autocast)
+
+    run = tmp_path_factory.mktemp("runs") / "warm"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop, "train_step", recording_train_step)
+        train(tiny_train_config(data_dir, init_from=str(fp16_source)), run)
+    return run, first
+
+
+def test_a_warm_start_begins_from_the_loaded_weights_and_tokenizer(warm_run, fp16_source, finished_run, data_dir):
+    run, first = warm_run
+    saved = load_file(str(fp16_source / "model.safetensors"))
+    names = [name for name, _ in checkpoint.load_model_dir(fp16_source)[0].named_parameters()]
+    assert len(names) == len(first["weights"]) and set(names) <= set(saved)
+    for name, weight in zip(names, first["weights"]):  # step 1 starts from exactly the fp16 weights, in fp32
+        assert saved[name].dtype == torch.float16 and weight.dtype == torch.float32, name
+        assert torch.equal(weight, saved[name].float()), name
+    cfg = tiny_train_config(data_dir, init_from=str(fp16_source))
+    assert first["lr"] == learning_rate(1, cfg)  # a fresh schedule: warm-up from step 1
+    assert (run / "tokenizer.model").read_bytes() == (fp16_source / "tokenizer.model").read_bytes()
+    assert (run / "model" / "tokenizer.model").read_bytes() == (fp16_source / "tokenizer.model").read_bytes()
+    saved_cfg = json.loads((run / "config.json").read_text())
+    assert saved_cfg["init_from"] == str(fp16_source) and TrainConfig.from_dict(saved_cfg) == cfg
+    assert "init_from" not in json.loads((finished_run / "config.json").read_text())  # unset: left out
+    card = (run / "model" / "MODEL_CARD.md").read_text()
+    assert f"warm-started from the model directory `{fp16_source}`" in card
+    assert f"copied from `{fp16_source}`" in card
+    warm, cold = read_log(run), read_log(finished_run)
+    assert [e["step"] for e in warm if e["event"] == "val"] == [e["step"] for e in cold if e["event"] == "val"]
+    first_loss = {name: next(e["loss"] for e in log if e["event"] == "train") for name, log in
+                  (("warm", warm), ("cold", cold))}
+    assert first_loss["warm"] < first_loss["cold"]  # it starts from a trained model, not from scratch
+
+
+@pytest.mark.parametrize("scenario", ["mid-epoch", "before-first-checkpoint"])
+def test_killed_and_resumed_warm_start_equals_uninterrupted(tmp_path, monkeypatch, data_dir, fp16_source, warm_run,
+                                                           scenario):
+    source = shutil.copytree(fp16_source, tmp_path / "source")
+    run = tmp_path / "run"
+    kill_at_step(monkeypatch, 23 if scenario == "mid-epoch" else 3)
+    with pytest.raises(Killed):
+        train(tiny_train_config(data_dir, init_from=str(source)), run)
+    monkeypatch.undo()
+    if scenario == "mid-epoch":
+        assert torch.load(run / "latest.pt", weights_only=True)["step"] == 20
+        shutil.rmtree(source)  # latest.pt holds everything: a resumed run never reads init_from again
+    else:
+        assert not (run / "latest.pt").exists()  # nothing saved yet: the resumed run warm-starts anew
+    train(None, run, resume=True)
+    assert_same_training_state(run, warm_run[0])
+
+
+def test_warm_start_errors_are_raised_before_training(tmp_path, monkeypatch, data_dir, fp16_source):
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"init_from .*differs from the run's in d_ff \(64 there, 128 here\), "
+                                          r"heads \(4 there, 2 here\)$"):
+        train(tiny_train_config(data_dir, init_from=str(fp16_source), model={"d_ff": 128, "heads": 2}), run)
+    with pytest.raises(ConfigError, match="init_from: .*nope: model directory not found"):
+        train(tiny_train_config(data_dir, init_from=str(tmp_path / "nope")), run)
+    broken = shutil.copytree(fp16_source, tmp_path / "broken")
+    weights = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(ConfigError, match="init_from: .*model.safetensors: not a valid safetensors file"):
+        train(tiny_train_config(data_dir, init_from=str(broken)), run)
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(ConfigError, match="init_from: .*model.safetensors: missing file"):
+        train(tiny_train_config(data_dir, init_from=str(broken)), run)
+    assert not run.exists()
+    with pytest.raises(ConfigError, match="init_from must be the path of a model directory"):
+        tiny_train_config(data_dir, init_from=3)
+    monkeypatch.chdir(fp16_source.parent)  # a relative path is read from the working directory, like data_dir;
+    model, tokenizer = loop.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # the vocabulary
+                                                        model={"vocab_size": 999}))  # follows the tokenizer
+    assert model.config.vocab_size == tokenizer.vocab_size < 999
+
+
 # --- errors before any training starts -------------------------------------------------------------
 def copy_data(data_dir: Path, target: Path) -> Path:
     return shutil.copytree(data_dir, target)

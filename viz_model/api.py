@@ -23,6 +23,7 @@ from .coverage import TRAINING_STATS, InputAssessment, StatsError, TrainingStats
 from .decoding import BeamTree, beam_search, beam_search_tree, max_output_lengths
 from .inference import encode_source, translate_ids
 from .model import HeadMask, Transformer
+from .quantize import search_network_for
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
@@ -104,10 +105,12 @@ class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device."""
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
-                 device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None
-                 ) -> None:
+                 device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
+                 search: str = "auto") -> None:
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
+        # what beam search runs: int8 on the CPU by default (see viz_model.quantize); traces stay full precision
+        self.search_network = search_network_for(self.network, search)
         self.tokenizer = tokenizer
         self.name = name
         self.directory = directory
@@ -121,6 +124,11 @@ class TranslationModel:
     @property
     def device_label(self) -> str:
         return device_label(self.device)
+
+    @property
+    def search_precision(self) -> str:
+        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.quantize`), else 'fp32'."""
+        return "fp32" if self.search_network is self.network else "int8"
 
     def encode(self, text: str, truncate: bool = False) -> list[int]:
         """Source ids (pieces + ``</s>``); too long is an error naming the limit, unless `truncate`."""
@@ -148,7 +156,7 @@ class TranslationModel:
         if len(batch) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
         sources = [self.encode(t, truncate) for t in batch]
-        hyps = translate_ids(self.network, sources, beam, alpha, device=self.device)
+        hyps = translate_ids(self.search_network, sources, beam, alpha, device=self.device)
         out = [self.tokenizer.decode(h.tokens) for h in hyps]
         return out[0] if single else out
 
@@ -168,6 +176,8 @@ class TranslationModel:
         src_ids = self.encode(text, truncate)
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
+            # one encoder pass serves the search and the trace (the int8 search network shares the encoder)
+            encoded = self.network.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
             if target is not None and forced_ids is not None:
                 raise ValueError("give the forced output as target text or as forced_ids, not both")
@@ -176,7 +186,8 @@ class TranslationModel:
                 max_len = self.config.max_positions
             elif target is None:
                 max_len = max_output_lengths(src, self.network)[0]
-                output_ids = beam_search(self.network, src, beam, alpha, [max_len], positions=positions)[0].tokens
+                output_ids = beam_search(self.search_network, src, beam, alpha, [max_len], positions=positions,
+                                         encoded=encoded if head_mask is None else None)[0].tokens
             else:
                 output_ids = self.tokenizer.encode(check_text(target, "target")) + [EOS_ID]
                 max_len = self.config.max_positions
@@ -186,7 +197,8 @@ class TranslationModel:
             decoded = time.perf_counter()
             target_ids = [BOS_ID] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            out = self.network(src, tgt, need_weights=True, head_mask=head_mask, positions=positions)
+            out = self.network(src, tgt, need_weights=True, head_mask=head_mask, positions=positions,
+                               encoded=encoded)
             log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
             steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
             net = self.network
@@ -213,7 +225,8 @@ class TranslationModel:
                 steps=steps, log_probability=total,
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k,
                           "forced": forced, "max_output_length": max_len,
-                          "head_mask": head_mask is not None, "positions": positions},
+                          "head_mask": head_mask is not None, "positions": positions,
+                          "search": "forced" if forced else self.search_precision},
                 config=self.config.to_dict(), model_name=self.name, device=self.device_label,
             )
         finished = time.perf_counter()
@@ -242,7 +255,7 @@ class TranslationModel:
         check_positions_flag(positions)
         src = torch.tensor([self.encode(text, truncate)], device=self.device)
         with torch.inference_mode():
-            return beam_search_tree(self.network, src, beam, alpha, max_output_lengths(src, self.network)[0],
+            return beam_search_tree(self.search_network, src, beam, alpha, max_output_lengths(src, self.network)[0],
                                     positions=positions)
 
     def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
@@ -263,8 +276,12 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
 
 
-def load(path: str | Path | None = None, device: str | torch.device = "auto") -> TranslationModel:
-    """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault."""
+def load(path: str | Path | None = None, device: str | torch.device = "auto", search: str = "auto"
+         ) -> TranslationModel:
+    """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
+
+    `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.quantize`), ``int8`` or
+    ``fp32``. Traces are always computed in full precision."""
     if path is None:
         path = Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / DEFAULT_MODEL
         if not path.is_dir():
@@ -282,4 +299,4 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto") ->
         warnings.warn(f"{directory / TRAINING_STATS}: {len(stats.piece_counts)} piece counts for a vocabulary of "
                       f"{tokenizer.vocab_size}; input checks against the training data are off", stacklevel=2)
         stats = None
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats)
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search)

@@ -61,11 +61,10 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
         target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-        try:
-            torch.broadcast_shapes(mask.shape, target)
-        except RuntimeError:
+        # checked by hand: torch.broadcast_shapes imports sympy on first use (~35 MB of resident memory)
+        if mask.dim() > 4 or any(m not in (1, t) for m, t in zip(reversed(mask.shape), reversed(target))):
             raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores "
-                             f"(batch, heads, query_len, key_len) = {target}") from None
+                             f"(batch, heads, query_len, key_len) = {target}")
 
 
 def attention_scores(q: Tensor, k: Tensor, scale: bool = True) -> Tensor:

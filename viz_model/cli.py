@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .checkpoint import CheckpointError
 from .config import ConfigError
+from .quantize import SEARCH_PRECISIONS
 from .tokenizer import TokenizerError
 from .trace import TraceError
 from .train.data import DataError
@@ -23,6 +24,9 @@ USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceEr
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model directory (default: the shipped model in assets/)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--search", default="auto", choices=list(SEARCH_PRECISIONS),
+                   help="beam-search precision: auto = int8 weights on the CPU, fp32 elsewhere (traces are always "
+                        "full precision)")
 
 
 def _decode_args(p: argparse.ArgumentParser, beam: int = 4) -> None:
@@ -47,10 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(p)
     _decode_args(p)
 
-    p = sub.add_parser("eval", help="corpus BLEU and chrF of translating --src against --ref (one JSON line)")
+    p = sub.add_parser("eval", help="corpus BLEU and chrF of translating --src against --ref or --ref-tsv (one "
+                                    "JSON line)")
     p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
-    p.add_argument("--ref", required=True, action="append",
+    p.add_argument("--ref", action="append",
                    help="reference translations (plain or .gz); repeat for several references")
+    p.add_argument("--ref-tsv", default=None, metavar="FILE",
+                   help="instead of --ref: line i holds all references of source line i, separated by tabs "
+                        "(any number per line; plain or .gz)")
     _model_args(p)
     _decode_args(p)
 
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 def _load(args: argparse.Namespace):
     from .api import load
 
-    return load(args.model, device=args.device)
+    return load(args.model, device=args.device, search=args.search)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -139,15 +147,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .api import check_decoding, check_text
-    from .train.data import open_text
-    from .train.evaluate import corpus_scores
+    from .train.data import open_references, open_text
+    from .train.evaluate import corpus_scores, reference_streams
 
+    if args.ref and args.ref_tsv:
+        raise ValueError("give the references either as --ref files or as one --ref-tsv file, not both")
+    if not args.ref and not args.ref_tsv:
+        raise ValueError("eval needs references: --ref FILE (repeatable) or --ref-tsv FILE")
     check_decoding(args.beam, args.alpha)  # before the progress bar, so the error stays one line
     src = open_text(Path(args.src))
-    refs = [open_text(Path(r)) for r in args.ref]
-    for path, ref in zip(args.ref, refs):
-        if len(ref) != len(src):
-            raise ValueError(f"{path} has {len(ref)} lines but {args.src} has {len(src)}")
+    refs: list[list[str]] | list[list[str | None]]
+    if args.ref_tsv:  # a variable number of references per sentence, scored as padded reference streams
+        per_sentence = open_references(Path(args.ref_tsv))
+        if len(per_sentence) != len(src):
+            raise ValueError(f"{args.ref_tsv} has {len(per_sentence)} lines but {args.src} has {len(src)}")
+        refs = reference_streams(per_sentence)
+    else:
+        refs = [open_text(Path(r)) for r in args.ref]
+        for path, ref in zip(args.ref, refs):
+            if len(ref) != len(src):
+                raise ValueError(f"{path} has {len(ref)} lines but {args.src} has {len(src)}")
     if not src:
         raise ValueError(f"{args.src} is empty")
     for i, line in enumerate(src, 1):
@@ -160,7 +179,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     with tqdm(total=len(src), unit="sent", file=sys.stderr) as bar:
         sources = [model.encode(line, truncate=True) for line in src]
-        hyps = translate_ids(model.network, sources, args.beam, args.alpha, device=model.device, progress=bar.update)
+        hyps = translate_ids(model.search_network, sources, args.beam, args.alpha, device=model.device,
+                             progress=bar.update)
     scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
     print(json.dumps({**scores, "sentences": len(src), "beam": args.beam, "alpha": args.alpha,
                       "model": model.name}))

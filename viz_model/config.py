@@ -205,6 +205,8 @@ class TrainConfig:
 
     Data is either one corpus (`data_dir` with `train_prefix`, `val_prefix`, `test_prefixes`: the original format)
     or, when `corpora` is given, a weighted mix of ``[[corpora]]`` tables; the two formats exclude each other.
+    `init_from` (a model directory, relative to the working directory) warm-starts a new run from its weights and
+    tokenizer; its model config must equal `model`.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -241,6 +243,7 @@ class TrainConfig:
     device: str = "auto"
     compile: bool = False
     bf16: bool = True
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -271,6 +274,8 @@ class TrainConfig:
         _check_choice("device", self.device, ("auto", "cpu", "cuda"))
         _check_bool("compile", self.compile)
         _check_bool("bf16", self.bf16)
+        if not isinstance(self.init_from, str):
+            raise ConfigError(f"init_from must be the path of a model directory (a string), got {self.init_from!r}")
         if self.epochs == 0 and self.max_steps == 0:
             raise ConfigError("set epochs or max_steps above 0: the run would train nothing")
         if self.max_len > self.model.max_positions:
@@ -302,6 +307,8 @@ class TrainConfig:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
         else:
             data["corpora"] = [c.to_dict() for c in self.corpora]
+        if not self.init_from:
+            del data["init_from"]  # runs without a warm start keep their original form (saved runs compare equal)
         return data
 
     @classmethod

@@ -87,14 +87,14 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6,
                 max_lens: list[int] | None = None, positions: bool = True,
-                record: list[BeamStep] | None = None) -> list[Hypothesis]:
+                record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
     A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops early (as OpenNMT does)
     as soon as the best candidate of a step ends in ``</s>``, or it holds `beam` finished hypotheses; the
     result is the finished hypothesis with the best length-penalised score. Beam 1 is exactly greedy search.
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
-    a `BeamStep` per step; see `beam_search_tree`.
+    a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded (by this model's encoder).
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
@@ -104,7 +104,12 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     max_lens = max_lens or max_output_lengths(src, model)
     if len(max_lens) != batch:
         raise ValueError(f"max_lens has {len(max_lens)} entries for a batch of {batch}")
-    encoded = _expand(model.encode(src, positions=positions), beam)
+    if encoded is None:
+        encoded = model.encode(src, positions=positions)
+    elif encoded.hidden.shape[:2] != src.shape:
+        raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
+                         f"{tuple(src.shape)}")
+    encoded = _expand(encoded, beam)
     tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0

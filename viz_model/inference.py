@@ -8,6 +8,7 @@ import torch
 
 from .decoding import Hypothesis, beam_search
 from .model import Transformer
+from .quantize import rows_interact
 from .tokenizer import EOS_ID, Tokenizer
 from .train.data import pad
 
@@ -20,8 +21,12 @@ def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
 def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,
                   batch_tokens: int = 6000, device: torch.device | None = None,
                   progress: Callable[[int], None] | None = None) -> list[Hypothesis]:
-    """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved."""
+    """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved.
+
+    An int8 search network decodes one sentence at a time (see `viz_model.quantize.rows_interact`)."""
     device = device or next(model.parameters()).device
+    if rows_interact(model):
+        batch_tokens = 0
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[Hypothesis | None] = [None] * len(sources)
     start = 0

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .config import ModelConfig
-from .positional import LearnedPositions, SinusoidalPositions
+from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 
@@ -60,8 +60,12 @@ class Residual(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return x + self._dropped(sublayer(self.norm(x)))
+        return self.norm(x + self._dropped(sublayer(x)))
+
+    def _dropped(self, x: Tensor) -> Tensor:
+        """Dropout while training; at inference not even the module call (it runs ~10 times per decoding step)."""
+        return self.dropout(x) if self.training else x
 
 
 class EncoderLayer(nn.Module):
@@ -179,12 +183,12 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.src_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        self.src_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
         if cfg.share_embeddings:  # 3-way tying: source, target and pre-softmax share one matrix
             self.tgt_embedding = self.src_embedding
             self.output_projection = None
         else:
-            self.tgt_embedding = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+            self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         positions = SinusoidalPositions if cfg.positional == "sinusoidal" else LearnedPositions
         self.src_positions = positions(cfg.max_positions, cfg.d_model)
@@ -201,7 +205,8 @@ class Transformer(nn.Module):
         """Xavier-uniform matrices, zero biases, embeddings N(0, d_model^-0.5) (so scaled ones have unit variance)."""
         for name, p in self.named_parameters():
             if "embedding" in name:
-                nn.init.normal_(p, std=self.config.d_model ** -0.5)
+                if not p.is_meta:  # see normal_embedding
+                    nn.init.normal_(p, std=self.config.d_model ** -0.5)
             elif p.dim() > 1:
                 nn.init.xavier_uniform_(p)
             elif name.endswith("bias"):
@@ -287,9 +292,17 @@ class Transformer(nn.Module):
         return self.output_projection(hidden)
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
-                head_mask: HeadMask | None = None, positions: bool = True) -> Seq2SeqOutput:
-        """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``); ``positions=False``: no PE."""
-        encoded = self.encode(src, need_weights, head_mask, positions)
+                head_mask: HeadMask | None = None, positions: bool = True,
+                encoded: EncoderOutput | None = None) -> Seq2SeqOutput:
+        """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``); ``positions=False``: no PE.
+
+        `encoded`: this `src` already encoded with the same settings (`encode` with `need_weights` etc.), to save
+        running the encoder twice."""
+        if encoded is None:
+            encoded = self.encode(src, need_weights, head_mask, positions)
+        elif encoded.hidden.shape[:2] != src.shape:
+            raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
+                             f"{tuple(src.shape)}")
         tgt_pad = padding_mask(tgt, self.config.pad_id)
         decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions)
         return Seq2SeqOutput(self.logits(decoded.hidden), encoded.attentions, decoded.self_attentions,

@@ -50,12 +50,24 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, max_positions: int, d_model: int) -> None:
         super().__init__()
         self.max_positions = max_positions
-        self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
+        table = torch.empty(max_positions, d_model)
+        if not table.is_meta:  # on the meta device (shape planning) nothing is computed: see normal_embedding
+            table = sinusoidal_table(max_positions, d_model)
+        self.register_buffer("table", table, persistent=False)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         """Encodings of positions ``offset .. offset+length-1``: ``(length, d_model)``."""
         check_positions(length, offset, self.max_positions)
         return self.table[offset:offset + length]
+
+
+def normal_embedding(num: int, dim: int, std: float, padding_idx: int | None = None) -> nn.Embedding:
+    """An ``nn.Embedding`` drawn from N(0, std^2). On the meta device (shape planning before a load) nothing is
+    drawn: ``normal_`` on a meta tensor makes PyTorch import its decompositions, ~75 MB of resident memory."""
+    weight = torch.empty(num, dim)
+    if not weight.is_meta:
+        nn.init.normal_(weight, std=std)
+    return nn.Embedding(num, dim, padding_idx=padding_idx, _weight=weight)
 
 
 class LearnedPositions(nn.Module):
@@ -64,8 +76,7 @@ class LearnedPositions(nn.Module):
     def __init__(self, max_positions: int, d_model: int) -> None:
         super().__init__()
         self.max_positions = max_positions
-        self.embedding = nn.Embedding(max_positions, d_model)
-        nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+        self.embedding = normal_embedding(max_positions, d_model, d_model ** -0.5)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         check_positions(length, offset, self.max_positions)

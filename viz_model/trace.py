@@ -67,7 +67,7 @@ class AttentionTrace:
     target_embeddings: np.ndarray  # (tgt_len, d_model)
     steps: list[DecodingStep]
     log_probability: float  # sum over output tokens
-    settings: dict[str, Any]  # beam, alpha, top_k, forced, max_output_length
+    settings: dict[str, Any]  # beam, alpha, top_k, forced, max_output_length, search (int8 / fp32 / forced)
     config: dict[str, Any]  # the model's ModelConfig
     model_name: str = ""
     device: str = "cpu"

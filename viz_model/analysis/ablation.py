@@ -151,7 +151,7 @@ def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int 
         raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
     ablated = model.trace(text, beam=beam, alpha=alpha, forced_ids=intact.output_ids, head_mask=mask)
     src = torch.tensor([intact.source_ids], device=model.device)
-    masked = HeadMaskedNetwork(model.network, mask)
+    masked = HeadMaskedNetwork(model.search_network, mask)  # the search `trace` ran, with the heads off
     with torch.inference_mode():
         output = beam_search(masked, src, beam, alpha, max_output_lengths(src, model.network))[0].tokens
     pair = ([intact.source_ids], [intact.output_ids])

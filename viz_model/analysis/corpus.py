@@ -55,7 +55,7 @@ def output_ids_for(model: TranslationModel, sources: list[list[int]], references
     if references is not None:
         return reference_ids(model, references)
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress, file=sys.stderr) as bar:
-        hyps = translate_ids(model.network, sources, beam, alpha, device=model.device, progress=bar.update)
+        hyps = translate_ids(model.search_network, sources, beam, alpha, device=model.device, progress=bar.update)
     return [h.tokens for h in hyps]
 
 

@@ -46,7 +46,9 @@ def data_section(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
     """Markdown lines on the corpora of a [[corpora]] run: sizes, weights, held-out splits, evaluation sets."""
     trained = {c["name"]: c for c in start.get("corpora", [])}
     sets: dict[str, dict[str, int]] = start.get("eval_sets", {})
-    lines = ["## Data", "Tokenizer trained on the union of the training parts."]
+    tokenizer = f"Tokenizer copied from `{cfg.init_from}`." if cfg.init_from else (
+        "Tokenizer trained on the union of the training parts.")
+    lines = ["## Data", tokenizer]
     if isinstance(start.get("epoch_pairs"), int):
         lines[-1] += (f" One epoch = {start['epoch_pairs']:,} pairs sampled by weight (whole copies, plus a random "
                       "subset for a fraction, drawn anew from the seed and the epoch).")
@@ -99,6 +101,14 @@ def trained_on(cfg: TrainConfig, start: dict[str, Any], weights: bool = True) ->
                       for c in start.get("corpora", [])) or "?"
 
 
+def tokenizer_line(cfg: TrainConfig) -> str:
+    """The vocabulary in words: trained by the run (training data only), or copied from the warm-start model."""
+    if cfg.init_from:
+        return f"joint SentencePiece vocabulary of {cfg.model.vocab_size} pieces (copied from `{cfg.init_from}`)"
+    return (f"joint SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {cfg.model.vocab_size} pieces (training "
+            f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
+
+
 def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]],
                results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> str:
     """Markdown model card from the run's config, log and test results."""
@@ -119,13 +129,14 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         "## Architecture",
         f"- {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, d_model {m.d_model}, {m.heads} heads "
         f"(d_k = {m.d_head}), d_ff {m.d_ff}, {m.norm}-LN, {m.positional} positions, max {m.max_positions} positions",
-        f"- joint SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {m.vocab_size} pieces (training "
-        f"{'split' if cfg.corpora is None else 'parts of all corpora'} only), "
+        f"- {tokenizer_line(cfg)}, "
         f"{'3-way tied embeddings' if m.share_embeddings else 'separate embeddings'}",
         f"- {params:,} parameters",
         "",
         *(data_section(cfg, start) if cfg.corpora is not None else []),
         "## Recipe",
+        *([f"- warm-started from the model directory `{cfg.init_from}`: its weights (in fp32) and its tokenizer; "
+           "optimizer, schedule (warm-up included) and data order started fresh"] if cfg.init_from else []),
         f"- batches of about {cfg.batch_tokens} tokens grouped by length; Adam({cfg.adam_beta1}, {cfg.adam_beta2}, "
         f"{cfg.adam_eps}); inverse-square-root schedule with {cfg.warmup_steps} warm-up steps"
         + (f", peak lr {cfg.lr_peak}" if cfg.lr_peak else f", lr scale {cfg.lr_scale}"),

@@ -28,6 +28,19 @@ def open_text(path: Path) -> list[str]:
         raise DataError(f"{path}: unreadable ({err})") from None
 
 
+def open_references(path: Path) -> list[list[str]]:
+    """Per line of a plain or gzip'ed text file, its tab-separated references (any number, at least one)."""
+    refs = []
+    for i, line in enumerate(open_text(path), 1):
+        fields = line.split("\t")
+        if not line.strip():
+            raise DataError(f"{path} line {i}: empty line (every sentence needs at least one reference)")
+        if empty := [k for k, field in enumerate(fields, 1) if not field.strip()]:
+            raise DataError(f"{path} line {i}: reference {empty[0]} is empty (a stray tab?)")
+        refs.append(fields)
+    return refs
+
+
 def find_split(directory: Path, prefix: str, lang: str) -> Path:
     """``{prefix}.{lang}.gz`` or ``{prefix}.{lang}`` in `directory`."""
     for name in (f"{prefix}.{lang}.gz", f"{prefix}.{lang}"):

@@ -3,7 +3,8 @@
 Run directory layout::
 
     config.json            the resolved TrainConfig
-    tokenizer.model        joint SentencePiece model, trained on the training parts of all corpora only
+    tokenizer.model        joint SentencePiece model, trained on the training parts of all corpora only (or, with
+                           init_from, copied from that model directory)
     latest.pt              full training state (model, optimizer, position in the data, RNG), written atomically
     epochs/epoch_NNN.safetensors   weights at the end of each epoch (the last K are kept, then averaged)
     log.jsonl              one JSON object per event: train / val / test
@@ -11,6 +12,10 @@ Run directory layout::
 
 Killed at any moment, ``viz-model train --resume RUN_DIR`` continues from ``latest.pt`` with the same model,
 optimizer, schedule, data order and RNG state, so the result equals an uninterrupted run.
+
+With ``init_from`` a new run starts from an exported model directory's weights (fp32) and tokenizer instead of a
+random initialisation and a new tokenizer; optimizer, schedule (warm-up included) and data order start fresh.
+A resumed run takes everything from ``latest.pt`` and does not read that directory again.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes, save_weights
+from ..checkpoint import CheckpointError, atomic_write_bytes, load_model_dir, save_weights
 from ..config import ConfigError, TrainConfig
 from ..model import Transformer
 from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
@@ -231,9 +236,29 @@ def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainCo
     return cfg
 
 
-def build_tokenizer(cfg: TrainConfig, run_dir: Path, ctx: Distributed, src: list[str], tgt: list[str]) -> Tokenizer:
+def load_init(cfg: TrainConfig) -> tuple[Transformer, Tokenizer]:
+    """The model and tokenizer of `cfg.init_from`, validated by `load_model_dir` and checked against `cfg.model`.
+
+    The vocabulary size is not compared: as in every run, the tokenizer (here the copied one) sets it.
+    """
+    try:
+        model, tokenizer, config = load_model_dir(cfg.init_from)
+    except CheckpointError as err:
+        raise ConfigError(f"init_from: {err}") from None
+    theirs, ours = config.to_dict(), {**cfg.model.to_dict(), "vocab_size": config.vocab_size}
+    if changed := config_differences(theirs, ours):
+        raise ConfigError(f"init_from {cfg.init_from}: its model config differs from the run's in "
+                          + ", ".join(f"{key} ({theirs[key]!r} there, {ours[key]!r} here)" for key in changed))
+    return model, tokenizer
+
+
+def build_tokenizer(cfg: TrainConfig, run_dir: Path, ctx: Distributed, src: list[str], tgt: list[str],
+                    source: Tokenizer | None = None) -> Tokenizer:
+    """The run's tokenizer: `source`'s (a warm start) or trained on `src` + `tgt` once, kept in the run directory."""
     path = run_dir / TOKENIZER_FILE
-    if ctx.main and not path.exists():
+    if ctx.main and source is not None:
+        atomic_write_bytes(path, source.serialized())
+    elif ctx.main and not path.exists():
         train_tokenizer(src + tgt, path, cfg.vocab_size, cfg.tokenizer_type)
     ctx.barrier()
     return Tokenizer.load(path)
@@ -264,6 +289,8 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = pick_device(cfg.device, ctx.local_rank)
+    resuming = resume and (run_dir / LATEST).exists()
+    init = load_init(cfg) if cfg.init_from and not resuming else None  # latest.pt already holds a resumed state
     corpora = load_corpora(cfg)  # everything that can be wrong with the data is found before any training starts
     training = [c for c in corpora if c.config.trains]
     if ctx.main:
@@ -272,7 +299,8 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
         (run_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n", encoding="utf-8")
     ctx.barrier()
     tokenizer = build_tokenizer(cfg, run_dir, ctx, [s for c in training for s in c.train_src],
-                                [t for c in training for t in c.train_tgt])  # the union of the training parts
+                                [t for c in training for t in c.train_tgt],  # the union of the training parts
+                                init[1] if init is not None else None)
     if tokenizer.vocab_size != cfg.model.vocab_size:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(),
                                                                "vocab_size": tokenizer.vocab_size}})
@@ -293,9 +321,12 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
 
     torch.manual_seed(cfg.seed)
     model = Transformer(cfg.model).to(device)
+    if init is not None:  # a warm start: the source's weights (fp32 after loading), a fresh optimizer and schedule
+        model.load_state_dict(init[0].state_dict())
+        init = None
     optimizer = make_optimizer(model, cfg, device)
     step, epoch, batch_index, wall_before = 0, 0, 0, 0.0
-    if resume and (run_dir / LATEST).exists():
+    if resuming:
         state = load_state(run_dir / LATEST)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,133 @@
+"""The int8 search network: what it shares, how close its scores are, where it is used, and its fallbacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import viz_model
+from viz_model import quantize
+from viz_model.api import TranslationModel
+from viz_model.decoding import beam_search
+from viz_model.quantize import Int8Linear, int8_search_network, search_network_for
+
+
+def test_int8_linear_matches_the_float_layer_within_quantisation_error():
+    torch.manual_seed(0)
+    layer = nn.Linear(64, 48)
+    x = torch.randn(5, 3, 64)
+    expected = layer(x)
+    got = Int8Linear(layer.weight, layer.bias)(x)
+    assert got.shape == expected.shape and got.dtype == torch.float32
+    error = (got - expected).abs().max() / expected.abs().max()
+    assert 0 < error < 0.03  # int8 weights and 7-bit activations: close, not equal
+
+
+def test_search_network_shares_everything_but_the_decoder_linears(random_net):
+    clone = int8_search_network(random_net)
+    assert clone is not None and clone is not random_net
+    assert clone.encoder_layers is random_net.encoder_layers  # the encoder runs once a sentence: shared, fp32
+    assert clone.src_embedding.weight is random_net.src_embedding.weight
+    for original, copy in zip(random_net.decoder_layers, clone.decoder_layers):
+        assert isinstance(copy.self_attn.w_q, Int8Linear) and isinstance(copy.ffn.w_2, Int8Linear)
+        assert isinstance(original.self_attn.w_q, nn.Linear) and not isinstance(original.self_attn.w_q, Int8Linear)
+        assert copy.self_residual.norm.weight is original.self_residual.norm.weight
+    # the original is left exactly as it was: still tied, still float
+    assert random_net.output_projection is None
+    assert isinstance(clone.output_projection, Int8Linear)
+    assert all(p.dtype == torch.float32 for p in random_net.parameters())
+
+
+def test_int8_logits_are_close_to_full_precision(trained_net, tokenizer):
+    clone = int8_search_network(trained_net)
+    src = torch.tensor([tokenizer.encode("A man is playing in the snow.") + [2]])
+    tgt = torch.tensor([[1] + tokenizer.encode("Ein Mann spielt im Schnee.")])
+    with torch.inference_mode():
+        exact = trained_net(src, tgt).logits.log_softmax(-1)
+        approx = clone(src, tgt).logits.log_softmax(-1)
+    assert (exact.argmax(-1) == approx.argmax(-1)).all()
+    assert (exact.exp() - approx.exp()).abs().max() < 0.05
+
+
+def test_model_searches_with_int8_and_traces_in_full_precision(model_dir):
+    model = viz_model.load(model_dir, device="cpu")
+    assert model.search_network is not model.network
+    text = "A man is playing in the snow."
+    src = torch.tensor([model.encode(text)])
+    with torch.inference_mode():
+        int8_ids = beam_search(model.search_network, src, beam=3)[0].tokens
+    trace = model.trace(text, beam=3)
+    assert trace.output_ids == int8_ids
+    assert model.translate(text, beam=3) == trace.translation
+    assert model.beam_tree(text, beam=3).best.tokens == int8_ids
+    # what the trace shows is the full-precision teacher-forced pass over that output
+    tgt = torch.tensor([trace.target_ids])
+    with torch.inference_mode():
+        out = model.network(src, tgt, need_weights=True)
+    for layer, maps in enumerate(trace.cross_attentions):
+        assert torch.equal(torch.from_numpy(maps), out.cross_attentions[layer][0])
+    assert trace.encoder_attentions[0].tobytes() == out.encoder_attentions[0][0].numpy().tobytes()
+
+
+def test_fp32_search_is_the_network_itself(model_dir):
+    model = viz_model.load(model_dir, device="cpu", search="fp32")
+    assert model.search_network is model.network
+
+
+@pytest.mark.parametrize("bad", ["int4", "", None, 8])
+def test_unknown_search_precision_is_a_clear_error(random_net, bad):
+    with pytest.raises(ValueError, match="search precision must be one of auto, int8, fp32"):
+        search_network_for(random_net, bad)
+
+
+def test_int8_needs_eval_mode(random_net):
+    train_mode = viz_model.Transformer(random_net.config).train()
+    with pytest.raises(ValueError, match="eval mode"):
+        int8_search_network(train_mode)
+
+
+def test_missing_kernels_fall_back_to_full_precision(random_net, monkeypatch):
+    def unavailable(*_args, **_kwargs):
+        raise RuntimeError("Didn't find engine for operation quantized::linear_prepack NoQEngine")
+
+    monkeypatch.setattr(quantize.torch.ops.quantized, "linear_prepack", unavailable)
+    with pytest.warns(UserWarning, match="searching in full precision"):
+        assert search_network_for(random_net, "auto") is random_net
+
+
+def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
+    model = TranslationModel(random_net, tokenizer, device="cpu")
+    assert isinstance(model.search_network.output_projection, Int8Linear)
+
+
+def test_cli_search_flag(model_dir, capsys):
+    from viz_model.cli import main
+
+    assert main(["translate", "A man is playing in the snow.", "--model", str(model_dir), "--search", "fp32"]) == 0
+    fp32 = capsys.readouterr().out
+    assert main(["translate", "A man is playing in the snow.", "--model", str(model_dir), "--search", "int8"]) == 0
+    assert capsys.readouterr().out.strip() and fp32.strip()
+    with pytest.raises(SystemExit) as err:
+        main(["translate", "x", "--model", str(model_dir), "--search", "int4"])
+    assert err.value.code == 2
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
+
+
+def test_loading_and_tracing_import_no_symbolic_machinery(model_dir):
+    """Shape planning on the meta device and mask checks once pulled in sympy and PyTorch's decompositions
+    (~110 MB of resident memory); loading and tracing must not."""
+    script = textwrap.dedent(f"""
+        import sys, viz_model
+        model = viz_model.load({str(model_dir)!r}, device="cpu")
+        model.trace("A man is playing in the snow.", beam=2)
+        model.translate(["A dog.", "Two women are sitting on the beach."])
+        print(sorted(m for m in ("sympy", "torch._dynamo", "torch.fx.experimental.symbolic_shapes")
+                     if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
