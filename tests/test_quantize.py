@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -12,9 +13,10 @@ from torch import nn
 
 import viz_model
 from viz_model import quantize
+from viz_model.analysis.ablation import HeadMaskedNetwork, head_mask_for
 from viz_model.api import TranslationModel
 from viz_model.decoding import beam_search
-from viz_model.quantize import Int8Linear, int8_search_network, search_network_for
+from viz_model.quantize import Int8Linear, Int8SelfAttention, int8_search_network, search_network_for
 
 
 def test_int8_linear_matches_the_float_layer_within_quantisation_error():
@@ -28,13 +30,26 @@ def test_int8_linear_matches_the_float_layer_within_quantisation_error():
     assert 0 < error < 0.03  # int8 weights and 7-bit activations: close, not equal
 
 
+def test_fused_self_attention_equals_the_three_int8_projections(random_net):
+    attn = random_net.decoder_layers[0].self_attn
+    fused = Int8SelfAttention(attn)
+    x = torch.randn(3, 5, attn.d_model)
+    q, kv = fused.project(x)
+    separate = [Int8Linear(m.weight, m.bias)(x) for m in (attn.w_q, attn.w_k, attn.w_v)]
+    for got, want in zip((q, kv.key, kv.value), separate):
+        torch.testing.assert_close(fused.merge_heads(got), want)
+    with pytest.raises(ValueError, match="source must be None"):
+        fused.project(x, x)
+
+
 def test_search_network_shares_everything_but_the_decoder_linears(random_net):
     clone = int8_search_network(random_net)
     assert clone is not None and clone is not random_net
     assert clone.encoder_layers is random_net.encoder_layers  # the encoder runs once a sentence: shared, fp32
     assert clone.src_embedding.weight is random_net.src_embedding.weight
     for original, copy in zip(random_net.decoder_layers, clone.decoder_layers):
-        assert isinstance(copy.self_attn.w_q, Int8Linear) and isinstance(copy.ffn.w_2, Int8Linear)
+        assert isinstance(copy.self_attn, Int8SelfAttention) and isinstance(copy.self_attn.w_qkv, Int8Linear)
+        assert isinstance(copy.cross_attn.w_q, Int8Linear) and isinstance(copy.ffn.w_2, Int8Linear)
         assert isinstance(original.self_attn.w_q, nn.Linear) and not isinstance(original.self_attn.w_q, Int8Linear)
         assert copy.self_residual.norm.weight is original.self_residual.norm.weight
     # the original is left exactly as it was: still tied, still float
@@ -98,6 +113,37 @@ def test_missing_kernels_fall_back_to_full_precision(random_net, monkeypatch):
     monkeypatch.setattr(quantize.torch.ops.quantized, "linear_prepack", unavailable)
     with pytest.warns(UserWarning, match="searching in full precision"):
         assert search_network_for(random_net, "auto") is random_net
+    with pytest.raises(ValueError, match="not available in this PyTorch build.*NoQEngine.*use search precision fp32"):
+        search_network_for(random_net, "int8")  # asked for explicitly: no silent fallback
+
+
+def test_int8_only_where_it_can_run(tiny_config):
+    with torch.device("meta"):  # stands in for a GPU: any device but the CPU
+        elsewhere = viz_model.Transformer(tiny_config).eval()
+    assert search_network_for(elsewhere, "auto") is elsewhere
+    with pytest.raises(ValueError, match="int8 search is not possible here: it runs on the CPU only"):
+        search_network_for(elsewhere, "int8")
+    double = viz_model.Transformer(tiny_config).double().eval()
+    assert search_network_for(double, "auto") is double
+    with pytest.raises(ValueError, match="quantizes float32 weights, this network's are torch.float64"):
+        search_network_for(double, "int8")
+
+
+def test_every_search_of_a_sentence_agrees(tiny_model, corpus):
+    """trace, translate (single and batched), the beam tree and a no-op ablation run the same search: the int8
+    activations share one scale per call, so even tiny differences in the encoding would change outputs."""
+    texts = [en for en, _ in corpus[:40]] + ["A dog.", "Two women are sitting on a red car near the water."]
+    batched = tiny_model.translate(texts, beam=3)
+    ones = head_mask_for(tiny_model.config, [])
+    assert quantize.rows_interact(HeadMaskedNetwork(tiny_model.search_network, ones))  # batched: one at a time
+    for text, together in zip(texts, batched):
+        trace = tiny_model.trace(text, beam=3)
+        assert tiny_model.translate(text, beam=3) == together == trace.translation, text
+        assert tiny_model.beam_tree(text, beam=3).best.tokens == trace.output_ids, text
+        src = torch.tensor([trace.source_ids])
+        with torch.inference_mode():
+            no_op = beam_search(HeadMaskedNetwork(tiny_model.search_network, ones), src, beam=3)[0].tokens
+        assert no_op == trace.output_ids, text
 
 
 def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
@@ -108,10 +154,13 @@ def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
 def test_cli_search_flag(model_dir, capsys):
     from viz_model.cli import main
 
-    assert main(["translate", "A man is playing in the snow.", "--model", str(model_dir), "--search", "fp32"]) == 0
-    fp32 = capsys.readouterr().out
-    assert main(["translate", "A man is playing in the snow.", "--model", str(model_dir), "--search", "int8"]) == 0
-    assert capsys.readouterr().out.strip() and fp32.strip()
+    for precision in ("fp32", "int8"):
+        assert main(["trace", "A man is playing in the snow.", "--model", str(model_dir), "--search", precision,
+                     "--out", "-"]) == 0
+        assert json.loads(capsys.readouterr().out)["settings"]["search"] == precision
+        assert main(["info", "--model", str(model_dir), "--search", precision]) == 0
+        info, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # the model card follows the JSON
+        assert info["search"] == precision
     with pytest.raises(SystemExit) as err:
         main(["translate", "x", "--model", str(model_dir), "--search", "int4"])
     assert err.value.code == 2

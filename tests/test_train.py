@@ -351,6 +351,8 @@ def test_warm_start_errors_are_raised_before_training(tmp_path, monkeypatch, dat
     model, tokenizer = loop.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # the vocabulary
                                                         model={"vocab_size": 999}))  # follows the tokenizer
     assert model.config.vocab_size == tokenizer.vocab_size < 999
+    loop.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # a warm start may change dropout
+                                     model={"dropout": 0.3, "attention_dropout": 0.2}))
 
 
 # --- errors before any training starts -------------------------------------------------------------

@@ -147,7 +147,9 @@ class TranslationModel:
 
     def translate(self, texts: str | list[str], beam: int = 4, alpha: float = 0.6, truncate: bool = False
                   ) -> str | list[str]:
-        """Translate one sentence (returns a string) or a list (returns a list), batched."""
+        """Translate one sentence (returns a string) or a list (returns a list): batched by length with a
+        full-precision search; with the int8 search one sentence at a time (see `viz_model.quantize.rows_interact`).
+        """
         beam, alpha, _ = check_decoding(beam, alpha)
         single = isinstance(texts, str)
         if not single and not isinstance(texts, (list, tuple)):
@@ -176,7 +178,8 @@ class TranslationModel:
         src_ids = self.encode(text, truncate)
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
-            # one encoder pass serves the search and the trace (the int8 search network shares the encoder)
+            # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
+            # search encodes with need_weights=True too: the same numbers as searching from scratch)
             encoded = self.network.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
             if target is not None and forced_ids is not None:

@@ -148,6 +148,10 @@ class MultiHeadAttention(nn.Module):
         """Keys and values of `source`, split into heads."""
         return KVCache(self.split_heads(self.w_k(source)), self.split_heads(self.w_v(source)))
 
+    def project(self, query: Tensor, source: Tensor | None = None) -> tuple[Tensor, KVCache]:
+        """Queries of `query` and keys/values of `source` (of `query` itself for self-attention), split into heads."""
+        return self.split_heads(self.w_q(query)), self.project_kv(query if source is None else source)
+
     def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
                 need_weights: bool = False, cache: KVCache | None = None, append_to_cache: bool = False,
                 head_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None, KVCache]:
@@ -160,14 +164,12 @@ class MultiHeadAttention(nn.Module):
         """
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must be (batch, len, d_model={self.d_model}), got {tuple(query.shape)}")
-        q = self.split_heads(self.w_q(query))
         if cache is not None and not append_to_cache:
-            kv = cache
+            q, kv = self.split_heads(self.w_q(query)), cache
         else:
-            new = self.project_kv(query if source is None else source)
+            q, kv = self.project(query, source)
             if cache is not None:
-                new = KVCache(torch.cat([cache.key, new.key], dim=2), torch.cat([cache.value, new.value], dim=2))
-            kv = new
+                kv = KVCache(torch.cat([cache.key, kv.key], dim=2), torch.cat([cache.value, kv.value], dim=2))
         dropout_p = self.dropout if self.training else 0.0
         out, weights = attention(q, kv.key, kv.value, mask, need_weights=need_weights, dropout_p=dropout_p)
         if head_mask is not None:

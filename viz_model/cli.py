@@ -183,7 +183,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                              progress=bar.update)
     scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
     print(json.dumps({**scores, "sentences": len(src), "beam": args.beam, "alpha": args.alpha,
-                      "model": model.name}))
+                      "search": model.search_precision, "model": model.name}))
     return 0
 
 
@@ -242,6 +242,7 @@ def cmd_importance(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     model = _load(args)
     print(json.dumps({"model": model.name, "directory": str(model.directory), "device": model.device_label,
+                      "search": model.search_precision,
                       "parameters": model.network.num_parameters(), "config": model.config.to_dict()}, indent=2))
     if model.card:
         print()

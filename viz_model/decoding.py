@@ -94,7 +94,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     as soon as the best candidate of a step ends in ``</s>``, or it holds `beam` finished hypotheses; the
     result is the finished hypothesis with the best length-penalised score. Beam 1 is exactly greedy search.
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
-    a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded (by this model's encoder).
+    a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with
+    ``need_weights=True`` (what the search itself runs: the fused kernel's rounding differs slightly).
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
@@ -104,8 +105,9 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     max_lens = max_lens or max_output_lengths(src, model)
     if len(max_lens) != batch:
         raise ValueError(f"max_lens has {len(max_lens)} entries for a batch of {batch}")
-    if encoded is None:
-        encoded = model.encode(src, positions=positions)
+    if encoded is None:  # the instrumented attention path, as in a trace's encoder pass: a trace hands its encoding
+        # to the search, and every caller (translate, trace, beam tree, ablation) gets bit-identical encodings
+        encoded = model.encode(src, need_weights=True, positions=positions)
     elif encoded.hidden.shape[:2] != src.shape:
         raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                          f"{tuple(src.shape)}")

@@ -7,10 +7,12 @@ shows is always a teacher-forced pass of the full-precision network over the hyp
 map and probability on screen is exact for the output shown.
 
 The copy shares every other tensor with the original (encoder, embeddings, layer norms, positional encodings), so
-it costs about a quarter of the memory of the decoder and the vocabulary projection. It is read-only and thread-safe
-like the original, and hooks registered on the original's modules also fire on their copies (the hook dicts are
-shared). PyTorch marks its quantized-tensor API as deprecated; where a build lacks it, `int8_search_network` returns
-None and the full-precision network searches instead.
+it costs about a quarter of the memory of the decoder and the vocabulary projection. It is a frozen snapshot for
+inference: thread-safe to read like the original, but never to be trained, moved or changed: its modules share
+their parameter, buffer and hook dicts with the original's (so forward hooks on the original's decoder layers fire
+for the search too; its int8 Linear layers run no hooks), and changing the original's weights in place leaves the
+int8 copies stale. PyTorch marks its quantized-tensor API as deprecated; where a build lacks it,
+`int8_search_network` returns None and the full-precision network searches instead.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import warnings
 import torch
 from torch import nn
 
-from .model import Transformer
+from .attention import KVCache, MultiHeadAttention
+from .model import DecoderLayer, Transformer
 
 SEARCH_PRECISIONS = ("auto", "int8", "fp32")
 
@@ -62,20 +65,45 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
+class Int8SelfAttention(MultiHeadAttention):
+    """Self-attention with int8 weights whose Q, K and V projections are one matrix ``[W_Q; W_K; W_V]``: one kernel
+    call per step instead of three (the per-call overhead is what a decoding step waits on)."""
+
+    def __init__(self, attn: MultiHeadAttention) -> None:
+        nn.Module.__init__(self)
+        self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
+        parts = (attn.w_q, attn.w_k, attn.w_v)
+        self.w_qkv = Int8Linear(torch.cat([p.weight for p in parts]), torch.cat([p.bias for p in parts]))
+        self.w_o = Int8Linear(attn.w_o.weight, attn.w_o.bias)
+
+    def project(self, query: torch.Tensor, source: torch.Tensor | None = None) -> tuple[torch.Tensor, KVCache]:
+        if source is not None:
+            raise ValueError("Int8SelfAttention attends from a sequence to itself: source must be None")
+        q, k, v = self.w_qkv(query).split(self.d_model, dim=-1)
+        return self.split_heads(q), KVCache(self.split_heads(k), self.split_heads(v))
+
+
 def _with_int8_linears(module: nn.Module) -> nn.Module:
-    """A shallow copy of `module` whose Linear layers (at any depth) are int8; every other tensor is shared."""
+    """A shallow copy of `module` whose Linear layers (at any depth) are int8, decoder self-attention fused; every
+    other tensor is shared."""
     if isinstance(module, nn.Linear):
         return Int8Linear(module.weight, module.bias)
+    if isinstance(module, DecoderLayer):
+        clone = copy.copy(module)
+        clone._modules = {name: (Int8SelfAttention(child) if name == "self_attn" else _with_int8_linears(child))
+                          for name, child in module._modules.items()}
+        return clone
     clone = copy.copy(module)  # new __dict__, same parameter and buffer tensors
     clone._modules = {name: None if child is None else _with_int8_linears(child)
                       for name, child in module._modules.items()}
     return clone
 
 
-def int8_search_network(network: Transformer) -> Transformer | None:
+def int8_search_network(network: Transformer, strict: bool = False) -> Transformer | None:
     """A copy of `network` (on the CPU, in eval mode) for beam search whose decoder Linear layers and vocabulary
     projection (tied or not) are int8, or None where this PyTorch cannot run int8 Linear layers. The encoder runs
-    once per sentence, so it stays full precision (shared, not copied)."""
+    once per sentence, so it stays full precision (shared, not copied). With `strict`, missing kernels raise
+    `QuantizationUnavailable` instead."""
     if next(network.parameters()).device.type != "cpu":
         raise ValueError("int8 search runs on the CPU only")
     if network.training:
@@ -88,6 +116,8 @@ def int8_search_network(network: Transformer) -> Transformer | None:
             network.tgt_embedding.weight if network.output_projection is None else network.output_projection.weight,
             None)
     except QuantizationUnavailable as err:
+        if strict:
+            raise
         warnings.warn(f"{err}; searching in full precision", stacklevel=2)
         return None
     clone.shared_activation_scale = True  # see rows_interact
@@ -102,13 +132,22 @@ def rows_interact(network: object) -> bool:
 
 
 def search_network_for(network: Transformer, precision: str = "auto") -> Transformer:
-    """The network beam search should run: int8 on the CPU for ``auto`` (full precision elsewhere, or where the
-    kernels are missing), `network` itself for ``fp32``; ``int8`` on another device is an error."""
+    """The network beam search should run: for ``auto`` int8 where it can be (a float32 network on the CPU whose
+    PyTorch has the kernels), else `network` itself; `network` itself for ``fp32``. ``int8`` where it cannot be is
+    an error naming why."""
     if precision not in SEARCH_PRECISIONS:
         raise ValueError(f"search precision must be one of {', '.join(SEARCH_PRECISIONS)}, got {precision!r}")
-    on_cpu = next(network.parameters()).device.type == "cpu"
-    if precision == "fp32" or (precision == "auto" and not on_cpu):
+    first = next(network.parameters())
+    why_not = ("it runs on the CPU only" if first.device.type != "cpu" else
+               f"it quantizes float32 weights, this network's are {first.dtype}" if first.dtype != torch.float32
+               else None)
+    if precision == "fp32" or (precision == "auto" and why_not):
         return network
-    if not on_cpu:
-        raise ValueError("int8 search runs on the CPU only: use search precision fp32 or auto on a GPU")
+    if why_not:
+        raise ValueError(f"int8 search is not possible here: {why_not}; use search precision fp32 or auto")
+    if precision == "int8":
+        try:
+            return int8_search_network(network, strict=True)  # type: ignore[return-value]
+        except QuantizationUnavailable as err:
+            raise ValueError(f"{err}; use search precision fp32 or auto") from None
     return int8_search_network(network) or network

@@ -22,6 +22,7 @@ from ..config import ModelConfig
 from ..decoding import beam_search, max_output_lengths
 from ..inference import translate_ids
 from ..model import ATTENTION_KINDS, DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
+from ..quantize import rows_interact
 from ..trace import AttentionTrace
 from ..train.evaluate import corpus_scores
 from .forced import DEFAULT_BATCH_TOKENS, sequence_log_probs
@@ -94,6 +95,11 @@ class HeadMaskedNetwork:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.network.logits(hidden)
+
+    @property
+    def shared_activation_scale(self) -> bool:
+        """Whether the wrapped network is an int8 search network (see `viz_model.quantize.rows_interact`)."""
+        return rows_interact(self.network)
 
 
 @dataclass
@@ -185,7 +191,8 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
         hyps = translate_ids(net, src, beam, alpha, device=model.device)
         return corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)["bleu"]
 
-    base_nll, base_bleu = nll(None), bleu_of(network) if bleu else None
+    search = model.search_network  # decode as `translate` and `viz-model eval` do; the NLLs are full precision
+    base_nll, base_bleu = nll(None), bleu_of(search) if bleu else None
     rows = []
     for kind, layer, head in tqdm(all_heads(config), desc="heads", unit="head", disable=not progress,
                                   file=sys.stderr):
@@ -193,7 +200,7 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
         row = {"kind": kind, "layer": layer, "head": head, "nll": nll(mask), "nll_intact": base_nll}
         row["nll_rise"] = row["nll"] - base_nll
         if bleu:
-            row["bleu"] = bleu_of(HeadMaskedNetwork(network, mask))
+            row["bleu"] = bleu_of(HeadMaskedNetwork(search, mask))
             row["bleu_intact"] = base_bleu
             row["bleu_drop"] = base_bleu - row["bleu"]
         rows.append(row)

@@ -239,13 +239,15 @@ def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainCo
 def load_init(cfg: TrainConfig) -> tuple[Transformer, Tokenizer]:
     """The model and tokenizer of `cfg.init_from`, validated by `load_model_dir` and checked against `cfg.model`.
 
-    The vocabulary size is not compared: as in every run, the tokenizer (here the copied one) sets it.
+    The vocabulary size is not compared (as in every run, the tokenizer, here the copied one, sets it), nor are the
+    dropout rates: a warm start may regularise differently.
     """
     try:
         model, tokenizer, config = load_model_dir(cfg.init_from)
     except CheckpointError as err:
         raise ConfigError(f"init_from: {err}") from None
-    theirs, ours = config.to_dict(), {**cfg.model.to_dict(), "vocab_size": config.vocab_size}
+    theirs = config.to_dict()
+    ours = {**cfg.model.to_dict(), **{k: theirs[k] for k in ("vocab_size", "dropout", "attention_dropout")}}
     if changed := config_differences(theirs, ours):
         raise ConfigError(f"init_from {cfg.init_from}: its model config differs from the run's in "
                           + ", ".join(f"{key} ({theirs[key]!r} there, {ours[key]!r} here)" for key in changed))
