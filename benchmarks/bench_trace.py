@@ -131,10 +131,13 @@ def percentiles(ms: list[float]) -> dict[str, float]:
 
 
 # --- the two systems ---------------------------------------------------------------------------------------------
-def default_model_dir() -> Path:
-    from viz_model.api import ASSETS_DIR, DEFAULT_MODEL
+REFERENCE_MODEL = "multi30k-en-de"  # the shipped model of the reference size (the default app model is larger)
 
-    return Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / DEFAULT_MODEL
+
+def default_model_dir() -> Path:
+    from viz_model.api import ASSETS_DIR
+
+    return Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / REFERENCE_MODEL
 
 
 def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:

@@ -28,7 +28,7 @@ from .tokenizer import BOS_ID, EOS_ID, Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_MODEL = "multi30k-en-de"
+DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
 MAX_INPUT_CHARS = 2000
 MAX_BEAM = 16
 MAX_TOP_K = 50
