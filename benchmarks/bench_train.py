@@ -10,13 +10,14 @@ alternate batch by batch (who goes first alternates too), so background load on 
 * **ours**: what ``viz_model.train.loop.train`` does per step: ``LabelSmoothedLoss(Transformer)`` (fused SDPA
   attention, the output projection only on non-padding positions, label smoothing 0.1, summed then divided by the
   batch's target tokens), ``zero_grad(set_to_none=True)``, ``backward``, ``Adam(0.9, 0.98, 1e-9)`` (fused on CUDA),
-  the learning rate set every step. On CUDA under bf16 autocast (the trainer's default); ``--compile`` wraps the
+  the learning rate set every step. Under bf16 autocast where the trainer uses it (``bf16 = true``, the default:
+  on CUDA, and on CPUs that multiply bf16 natively, AVX512-BF16 or AMX; fp32 elsewhere); ``--compile`` wraps the
   objective in ``torch.compile`` as ``compile = true`` does.
 * **baseline**: what one writes first with ``torch.nn.Transformer``: shared embedding * sqrt(d_model) + sinusoidal
   PE + dropout, ``nn.Transformer(batch_first=True)`` (post-LN, ReLU, dropout 0.1 everywhere it puts dropout),
   boolean causal and padding masks, the tied full-vocabulary output projection over every position (padding
   included), ``CrossEntropyLoss(ignore_index=pad, label_smoothing=0.1)``, plain ``Adam`` with the same betas/eps and
-  learning rate. fp32 (``--baseline-bf16`` gives it bf16 autocast on CUDA too).
+  learning rate. fp32 (``--baseline-bf16`` gives it bf16 autocast too, where ours has it).
 
 Targets: >= 1.5x the baseline on this CPU; on an H100, >= 1,000,000 tokens/s for the shipped model's size (a naive
 loop managed about 90k). Figures are only meaningful on an idle machine.
@@ -50,7 +51,14 @@ from viz_model.model import Transformer
 from viz_model.positional import sinusoidal_table
 from viz_model.tokenizer import EOS_ID, Tokenizer
 from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches, read_parallel
-from viz_model.train.loop import LabelSmoothedLoss, autocast_for, learning_rate, make_optimizer, train_step
+from viz_model.train.loop import (
+    LabelSmoothedLoss,
+    autocast_for,
+    bf16_autocast_used,
+    learning_rate,
+    make_optimizer,
+    train_step,
+)
 
 DEFAULT_CONFIG = REPO / "configs" / "multi30k-en-de.toml"
 TARGET_CPU_RATIO = 1.5
@@ -77,8 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
-    p.add_argument("--no-bf16", action="store_true", help="ours without bf16 autocast on CUDA")
-    p.add_argument("--baseline-bf16", action="store_true", help="the baseline under bf16 autocast on CUDA too")
+    p.add_argument("--no-bf16", action="store_true", help="ours in fp32 (no bf16 autocast, as bf16 = false)")
+    p.add_argument("--baseline-bf16", action="store_true",
+                   help="the baseline under bf16 autocast too (where ours has it: CUDA, CPUs with native bf16)")
     p.add_argument("--compile", action="store_true", help="torch.compile our objective (trainer's compile=true)")
     p.add_argument("--quick", action="store_true", help="smoke test: 3 timed steps, 1 warm-up")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
@@ -184,7 +193,7 @@ def make_baseline(cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate(1, train_cfg),
                                  betas=(train_cfg.adam_beta1, train_cfg.adam_beta2), eps=train_cfg.adam_eps)
     criterion = nn.CrossEntropyLoss(ignore_index=cfg.pad_id, label_smoothing=train_cfg.label_smoothing)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and bf16 else nullcontext())
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
     def step(cpu_batch: Batch, number: int) -> torch.Tensor:
         model.train()
@@ -313,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     positions = sum(int(b.tgt_out.numel()) for b in timed)
     target_tokens = sum(b.target_tokens for b in timed)
 
-    bf16_ours = device.type == "cuda" and not args.no_bf16
-    bf16_base = device.type == "cuda" and args.baseline_bf16
+    bf16_ours = not args.no_bf16 and bf16_autocast_used(device, train_cfg)
+    bf16_base = args.baseline_bf16 and bf16_autocast_used(device, train_cfg)
     ours_step, ours_model = make_ours(model_cfg, train_cfg, device, bf16_ours, args.compile)
     base_step, base_model = make_baseline(model_cfg, train_cfg, device, bf16_base)
     print(f"bench_train: {needed} batches, each stepped by both systems ...", file=sys.stderr)

@@ -72,6 +72,26 @@ def test_instrumented_path_equals_sdpa(mask_name):
     torch.testing.assert_close(weights.double(), torch.softmax(scores, -1), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("mask_name", ["padding+causal", "random per head"])
+def test_bf16_on_the_cpu_takes_the_explicit_path_with_the_same_result(mask_name, monkeypatch):
+    """CPU autocast training: the fused CPU kernel is slow for bf16, so "auto" computes it explicitly."""
+    q, k, v = (t.bfloat16().requires_grad_() for t in qkv(4))
+    mask = MASKS[mask_name]()
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+
+    def fused_not_expected(*args, **kwargs):
+        raise AssertionError("the fused kernel ran for bf16 CPU tensors")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", fused_not_expected)
+    out, weights = attention(q, k, v, mask)
+    assert weights is None and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, atol=3e-2, rtol=3e-2)
+    out.float().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
+    with pytest.raises(AssertionError, match="fused kernel ran"):  # fp32 (inference, fp32 training) stays fused
+        attention(*qkv(4), mask)
+
+
 @pytest.mark.parametrize("mask_name", list(MASKS))
 def test_masked_weights_are_exactly_zero_and_rows_sum_to_one(mask_name):
     q, k, v = qkv(1)

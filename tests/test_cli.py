@@ -297,7 +297,14 @@ def test_train_and_export_errors(capsys, tmp_path, data_dir, finished_run):
     assert_user_error(capsys, ["train", "--resume", tmp_path / "r"], "nothing to resume")
     assert_user_error(capsys, ["train", "--resume", finished_run, "--config", ok, "epochs=9"],
                       "started with another config", "epochs")
-    assert_user_error(capsys, ["train", "--resume", finished_run, "epochs=9"], "overrides need --config")
+    before = (finished_run / "config.json").read_bytes()
+    assert_user_error(capsys, ["train", "--resume", finished_run, "model.d_model=128"], "cannot change model.d_model",
+                      "epochs")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "epochs=9", "lr_peak=0.1"], "cannot change lr_peak")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "epochs=1"], "already trained 2 epochs", "epochs=1")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "max_steps=3"], "already trained", "max_steps=3")
+    assert_user_error(capsys, ["train", "--resume", finished_run, "epohcs=3"], "epohcs", "'epochs'")
+    assert (finished_run / "config.json").read_bytes() == before  # a refused change leaves the run as it was
     assert_user_error(capsys, ["train", "--config", ok, "--run-dir", finished_run, "epochs=7"], "another config")
     assert not (tmp_path / "r").exists()
     assert_user_error(capsys, ["export", tmp_path, "--out", tmp_path / "m"], "not a run directory")

@@ -218,6 +218,27 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch, fini
         [e["step"] for e in read_log(finished_run) if e["event"] == "train"]
 
 
+def test_a_finished_run_trained_on_equals_a_longer_run(tmp_path, data_dir, finished_run):
+    """--resume RUN epochs=3: one more epoch; the schedule and data order do not depend on the total, so the result
+    is the run that was given 3 epochs from the start."""
+    longer = fresh_run_dir(tmp_path / "longer", finished_run)
+    train(tiny_train_config(data_dir, epochs=3), longer)
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    train(None, run, resume=True, changes=["epochs=3"])
+    assert json.loads((run / "config.json").read_text())["epochs"] == 3
+    assert sorted(p.name for p in (run / "epochs").iterdir()) == ["epoch_002.safetensors", "epoch_003.safetensors"]
+    a, b = torch.load(run / "latest.pt", weights_only=True), torch.load(longer / "latest.pt", weights_only=True)
+    assert (a["step"], a["epoch"]) == (b["step"], b["epoch"])
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    exported = load_file(str(run / "model" / "model.safetensors"))
+    expected = load_file(str(longer / "model" / "model.safetensors"))
+    assert all(torch.equal(exported[k], expected[k]) for k in expected)  # the average of epochs 2-3
+    events = read_log(run)
+    assert [e["epoch"] for e in events if e["event"] == "val"] == [1, 2, 3]
+    assert [e["changes"] for e in events if e["event"] == "resume"] == [["epochs=3"]]
+    assert [e["event"] for e in events].count("test") == 2  # scored at the end of each part
+
+
 def test_resuming_a_finished_run_changes_nothing(tmp_path, finished_run):
     run = shutil.copytree(finished_run, tmp_path / "run")
     shutil.rmtree(run / "model")
@@ -257,6 +278,70 @@ def write_toml(path: Path, cfg: TrainConfig) -> None:
     lines = [f"{k} = {value(v)}" for k, v in data.items()] + ["", "[model]"]
     lines += [f"{k} = {value(v)}" for k, v in model.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# --- bf16 autocast: on CUDA and on CPUs with native bf16 -------------------------------------------------------
+def test_bf16_autocast_is_used_on_cuda_and_on_cpus_with_native_bf16(monkeypatch):
+    on, off = TrainConfig(bf16=True), TrainConfig(bf16=False)
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
+    assert loop.bf16_autocast_used(cpu, on) and loop.bf16_autocast_used(cuda, on)
+    assert not loop.bf16_autocast_used(cpu, off) and not loop.bf16_autocast_used(cuda, off)
+    with loop.autocast_for(cpu, on):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: False)  # emulated bf16 would be slower than fp32
+    assert not loop.bf16_autocast_used(cpu, on)
+    with loop.autocast_for(cpu, on):
+        assert not torch.is_autocast_enabled("cpu")
+
+
+@pytest.fixture(scope="module")
+def bf16_run(tmp_path_factory, data_dir, finished_run) -> Path:
+    """The tiny run of `finished_run` (same tokenizer and seed) trained under CPU bf16 autocast."""
+    run = fresh_run_dir(tmp_path_factory.mktemp("bf16") / "run", finished_run)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "cpu_has_native_bf16", lambda: True)
+        train(tiny_train_config(data_dir, bf16=True), run)
+    return run
+
+
+def test_a_bf16_run_learns_like_fp32_and_keeps_fp32_weights(bf16_run, finished_run):
+    events = read_log(bf16_run)
+    assert events[0]["precision"] == "bf16 autocast" and read_log(finished_run)[0]["precision"] == "fp32"
+    vals = [e["val_loss"] for e in events if e["event"] == "val"]
+    fp32 = [e["val_loss"] for e in read_log(finished_run) if e["event"] == "val"]
+    assert vals[1] < vals[0]
+    assert vals == pytest.approx(fp32, rel=0.03)  # same seed and batches: the same curve within bf16 rounding
+    assert vals != fp32  # and it did run in bf16
+    weights = load_file(str(bf16_run / "model" / "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+    card = (bf16_run / "model" / "MODEL_CARD.md").read_text()
+    assert "target tokens/s, bf16 autocast" in card
+
+
+def test_killed_and_resumed_bf16_run_equals_uninterrupted(tmp_path, monkeypatch, data_dir, finished_run, bf16_run):
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
+    kill_at_step(monkeypatch, 23)
+    with pytest.raises(Killed):
+        train(tiny_train_config(data_dir, bf16=True), run)
+    monkeypatch.setattr(loop, "learning_rate", learning_rate)
+    train(None, run, resume=True)
+    assert_same_training_state(run, bf16_run)
+    resumed = [e for e in read_log(run) if e["event"] == "resume"]
+    assert [(e["step"], e["precision"]) for e in resumed] == [(20, "bf16 autocast")]
+
+
+def test_the_card_names_each_precision_of_a_run():
+    from viz_model.train.card import precision_note
+    start = {"event": "start", "step": 0, "device": "cpu", "precision": "fp32"}
+    resume = {"event": "resume", "step": 400, "device": "cpu", "precision": "bf16 autocast"}
+    assert precision_note([start], bf16=True) == ", fp32"
+    assert precision_note([start, resume, {**resume, "step": 500}], True) == \
+        ", fp32 from step 0, bf16 autocast from step 400"
+    older = {"event": "start", "device": "cuda:0"}  # logs from before the precision was logged
+    assert precision_note([older], True) == ", bf16 autocast" and precision_note([older], False) == ", fp32"
+    assert precision_note([], True) == ""
 
 
 # --- warm start (init_from): a new run from an exported model directory's weights and tokenizer ----------

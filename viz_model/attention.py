@@ -8,7 +8,9 @@ positions get a score of -inf before the softmax, so their weight is exactly 0.
 - instrumented (``need_weights=True``): computes ``softmax(Q K^T / sqrt(d_k))`` explicitly and
   returns the per-head weights (taken before attention dropout);
 - fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights.
-Asking the fast path for weights raises; it never returns a silent ``None``.
+Asking the fast path for weights raises; it never returns a silent ``None``. On the CPU, bf16/fp16 tensors
+(training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is several times slower
+there in the backward pass than two bf16 matmuls and a softmax (`benchmarks/bench_train.py`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,11 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     return weights.to(scores.dtype)
 
 
+def _slow_fused(q: Tensor) -> bool:
+    """True where the fused kernel loses to the explicit one: low-precision tensors on the CPU."""
+    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
               dropout_p: float = 0.0, scale: bool = True, impl: str = "auto") -> tuple[Tensor, Tensor | None]:
     """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` on ``(batch, heads, len, d)`` tensors.
@@ -95,7 +102,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
     if need_weights and impl == "sdpa":
         raise ValueError("the fused sdpa path cannot return attention weights; use impl='math' or 'auto'")
     _check_qkv(q, k, v, mask)
-    if impl == "sdpa" or (impl == "auto" and not need_weights and scale):
+    if impl == "sdpa" or (impl == "auto" and not need_weights and scale and not _slow_fused(q)):
         if not scale:
             raise ValueError("the fused sdpa path always scales by 1/sqrt(d_k); use impl='math' for scale=False")
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default=None, help="where checkpoints, logs and the final model go")
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128 "
-                                                "corpora.tatoeba.weight=0.5")
+                                                "corpora.tatoeba.weight=0.5; with --resume alone, changes of how "
+                                                "long and how the run goes on (epochs, max_steps, threads, device, "
+                                                "bf16, compile, eval_*)")
 
     p = sub.add_parser("export", help="average a run's last epoch checkpoints into a model directory")
     p.add_argument("run_dir")
@@ -254,11 +256,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .config import TrainConfig
     from .train.loop import train
 
-    if args.resume:
-        if args.overrides and not args.config:
-            raise ConfigError("--resume continues a run with its saved config; overrides need --config to compare")
+    if args.resume:  # key=value alone: changes to the saved config (more epochs, ...); with --config: a check
         given = TrainConfig.from_toml(args.config, args.overrides) if args.config else None
-        out = train(given, args.resume, resume=True)
+        out = train(given, args.resume, resume=True, changes=None if args.config else args.overrides)
     else:
         if not args.config or not args.run_dir:
             raise ConfigError("train needs --config FILE and --run-dir DIR (or --resume RUN_DIR)")

@@ -206,7 +206,8 @@ class TrainConfig:
     Data is either one corpus (`data_dir` with `train_prefix`, `val_prefix`, `test_prefixes`: the original format)
     or, when `corpora` is given, a weighted mix of ``[[corpora]]`` tables; the two formats exclude each other.
     `init_from` (a model directory, relative to the working directory) warm-starts a new run from its weights and
-    tokenizer; its model config must equal `model`.
+    tokenizer; its model config must equal `model`. `bf16` trains under bf16 autocast (fp32 weights, optimizer and
+    loss) on CUDA and on CPUs that multiply bf16 in hardware (AVX512-BF16, AMX); other CPUs train in fp32.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)

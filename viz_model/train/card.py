@@ -109,6 +109,25 @@ def tokenizer_line(cfg: TrainConfig) -> str:
             f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
 
 
+def precision_note(events: list[dict[str, Any]], bf16: bool) -> str:
+    """", fp32" or ", bf16 autocast", with the first step of each where a resume changed the precision.
+
+    Logs written before the precision was logged trained in bf16 only on CUDA (with `bf16`), fp32 elsewhere.
+    """
+    spans: list[tuple[int, str]] = []
+    for e in events:
+        if e.get("event") not in ("start", "resume"):
+            continue
+        name = e.get("precision")
+        if not isinstance(name, str):
+            name = "bf16 autocast" if bf16 and str(e.get("device", "")).startswith("cuda") else "fp32"
+        if not spans or spans[-1][1] != name:
+            spans.append((int(e.get("step", 0)), name))
+    if len(spans) <= 1:
+        return f", {spans[0][1]}" if spans else ""
+    return ", " + ", ".join(f"{name} from step {first}" for first, name in spans)
+
+
 def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]],
                results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> str:
     """Markdown model card from the run's config, log and test results."""
@@ -144,7 +163,7 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         f"- trained for {last_val.get('epoch', '?')} epochs ({last_val.get('step', '?')} steps); final weights = "
         f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})",
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads, host {start.get('host', '?')}), "
-        f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s",
+        f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{precision_note(events, cfg.bf16)}",
         "",
         "## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
         results_table(results) if results else "(not evaluated yet)",

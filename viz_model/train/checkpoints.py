@@ -31,9 +31,9 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_state(path: Path) -> dict[str, Any]:
+def load_state(path: Path, mmap: bool = False) -> dict[str, Any]:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (RuntimeError, EOFError, OSError) as err:
         raise ConfigError(f"{path}: unreadable training state ({err})") from None
 

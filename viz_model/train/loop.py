@@ -37,7 +37,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..checkpoint import CheckpointError, atomic_write_bytes, load_model_dir, save_weights
-from ..config import ConfigError, TrainConfig
+from ..config import ConfigError, TrainConfig, apply_override
 from ..model import Transformer
 from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
 from .checkpoints import (
@@ -99,10 +99,23 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
                             eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=device.type == "cuda" or None)
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); elsewhere bf16 is emulated and slow."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # a torch without these probes: assume not
+        return False
+
+
+def bf16_autocast_used(device: torch.device, cfg: TrainConfig) -> bool:
+    """`bf16 = true` trains under bf16 autocast on CUDA and on CPUs with native bf16; fp32 elsewhere."""
+    return cfg.bf16 and (device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()))
+
+
 def autocast_for(device: torch.device, cfg: TrainConfig) -> Any:
-    """bf16 autocast on CUDA when enabled; full precision on the CPU (no fast bf16 on most CPUs)."""
-    if device.type == "cuda" and cfg.bf16:
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    """bf16 autocast where `bf16_autocast_used` says so (weights, optimizer and loss stay fp32), else none."""
+    if bf16_autocast_used(device, cfg):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
 
 
@@ -207,9 +220,18 @@ def _same_tables(a: Any, b: Any) -> bool:
                     for x, y in zip(a, b)))
 
 
-def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainConfig:
+RESUME_SETTINGS = ("epochs", "max_steps", "threads", "device", "bf16", "compile", "eval_every_epochs",
+                   "eval_bleu_sentences", "eval_beam")
+"""What `--resume RUN key=value` may change: how long the run goes on and how it runs, never what it learns from."""
+
+
+def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool, changes: list[str] | None = None
+                ) -> TrainConfig:
     """Check the run directory before anything else; on resume, the saved config is used and any given one must
-    equal it (a resume directory from another config is an error that names the differing settings)."""
+    equal it (a resume directory from another config is an error that names the differing settings).
+
+    `changes` (``key=value``, resume only) may set the `RESUME_SETTINGS`, e.g. more epochs for a finished run.
+    """
     saved = run_dir / CONFIG_FILE
     old: dict[str, Any] | None = None
     if saved.is_file():
@@ -217,6 +239,8 @@ def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainCo
             old = json.loads(saved.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ConfigError(f"{saved}: not valid JSON ({err})") from None
+    if changes and not resume:
+        raise ConfigError("key=value changes without --config apply to --resume only")
     if resume:
         if old is None:
             raise ConfigError(f"{run_dir}: nothing to resume ({CONFIG_FILE} not found)")
@@ -224,7 +248,7 @@ def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainCo
         if cfg is not None and (changed := config_differences(saved_cfg.to_dict(), cfg.to_dict())):
             raise ConfigError(f"{run_dir} was started with another config (differs in {', '.join(changed)}); "
                               "resume it without --config, or start a new run directory")
-        return saved_cfg
+        return changed_on_resume(saved_cfg, run_dir, changes) if changes else saved_cfg
     if cfg is None:
         raise ConfigError("a new run needs a config")
     if old is not None:
@@ -233,6 +257,29 @@ def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool) -> TrainCo
                               " use --resume to continue it or choose a new run directory")
         if (run_dir / LATEST).exists():
             raise ConfigError(f"{run_dir} already holds a started run; continue it with --resume")
+    return cfg
+
+
+def changed_on_resume(saved: TrainConfig, run_dir: Path, changes: list[str]) -> TrainConfig:
+    """The saved config with `changes` applied, refused where a change is not a `RESUME_SETTINGS` one or would end
+    the run before the point it has already reached."""
+    data = saved.to_dict()
+    for item in changes:
+        apply_override(data, item)
+    cfg = TrainConfig.from_dict(data, "--resume")
+    if fixed := [k for k in config_differences(saved.to_dict(), cfg.to_dict()) if k not in RESUME_SETTINGS]:
+        raise ConfigError(f"--resume cannot change {', '.join(fixed)}: it would change what the run learns from "
+                          f"(a resume may change only {', '.join(RESUME_SETTINGS)}); start a new run directory, "
+                          "warm-started with init_from=MODEL_DIR if you like")
+    if (run_dir / LATEST).exists():
+        state = load_state(run_dir / LATEST, mmap=True)  # only the counters are read
+        step, epoch, partial = state["step"], state["epoch"], state["batch_index"] > 0
+        if cfg.max_steps and step > cfg.max_steps:
+            raise ConfigError(f"the run has already trained {step} steps: max_steps={cfg.max_steps} would end it "
+                              "before that")
+        if not cfg.max_steps and (epoch > cfg.epochs or (epoch == cfg.epochs and partial)):
+            raise ConfigError(f"the run has already trained {epoch}{' and a part' if partial else ''} epochs: "
+                              f"epochs={cfg.epochs} would end it before that")
     return cfg
 
 
@@ -279,13 +326,16 @@ def validation_loss(model: Transformer, data: EncodedPairs, cfg: TrainConfig, de
     return total / max(tokens, 1)
 
 
-def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) -> Path:
+def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, changes: list[str] | None = None
+          ) -> Path:
     """Train (or continue, with `resume`) the run in `run_dir`; returns the exported model directory.
 
-    On resume `cfg` may be None (the saved config is used); if given, it must equal the saved one.
+    On resume `cfg` may be None (the saved config is used); if given, it must equal the saved one. `changes`
+    (``key=value``) continue it with other `RESUME_SETTINGS`, e.g. ``epochs=16`` to train a finished run on.
     """
     run_dir = Path(run_dir)
-    cfg = prepare_run(cfg, run_dir, resume)  # first: on resume the saved config (threads, device) is the one in force
+    # first: on resume the saved config (threads, device), with any changes, is the one in force
+    cfg = prepare_run(cfg, run_dir, resume, changes)
     device_kind = "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu"
     ctx = setup_distributed(device_kind)
     if cfg.threads:
@@ -298,7 +348,7 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
     if ctx.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "epochs").mkdir(exist_ok=True)
-        (run_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n", encoding="utf-8")
+        atomic_write_bytes(run_dir / CONFIG_FILE, (json.dumps(cfg.to_dict(), indent=2) + "\n").encode("utf-8"))
     ctx.barrier()
     tokenizer = build_tokenizer(cfg, run_dir, ctx, [s for c in training for s in c.train_src],
                                 [t for c in training for t in c.train_tgt],  # the union of the training parts
@@ -345,9 +395,13 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False) ->
     step_fn = torch.compile(objective) if cfg.compile else objective
     params = list(model.parameters())
     autocast = autocast_for(device, cfg)
+    precision = "bf16 autocast" if bf16_autocast_used(device, cfg) else "fp32"
     log = RunLog(run_dir / LOG_FILE, ctx.main)
+    if ctx.main and step > 0:  # the machine (and with it the precision) may differ from the one that started
+        log.write("resume", step=step, device=str(device), world=ctx.world, host=platform.node(),
+                  threads=torch.get_num_threads(), precision=precision, changes=list(changes or []))
     if ctx.main and step == 0:
-        log.write("start", params=model.num_parameters(), device=str(device), world=ctx.world,
+        log.write("start", params=model.num_parameters(), device=str(device), world=ctx.world, precision=precision,
                   train_pairs=len(train_data), val_pairs=sum(len(v.data) for v in val_sets), host=platform.node(),
                   threads=torch.get_num_threads(),
                   corpora=[{"name": c.config.name, "train_pairs": len(p), "weight": c.config.weight}
