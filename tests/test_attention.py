@@ -251,6 +251,33 @@ def paired_layers(d_model: int = 16, heads: int = 4, seed: int = 0):
     return ours.eval(), reference.eval()
 
 
+def test_multihead_attention_under_cpu_autocast_takes_the_explicit_path(monkeypatch):
+    """What training under CPU bf16 autocast runs: fp32 inputs, bf16 projections, the explicit attention; output
+    and gradients agree with the fp32 fused computation within bf16 rounding."""
+    ours, _ = paired_layers()
+    ours.train()
+    x = torch.randn(2, 6, 16)
+    mask = combine_masks(causal_mask(6), torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :])
+    x32 = x.clone().requires_grad_()
+    reference, _, _ = ours(x32, mask=mask)
+    reference.square().sum().backward()
+    fused = F.scaled_dot_product_attention
+
+    def fused_fp32_only(q, *args, **kwargs):
+        assert q.dtype == torch.float32, "the fused kernel ran for bf16 CPU tensors"
+        return fused(q, *args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", fused_fp32_only)
+    ours.zero_grad()
+    x16 = x.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _, _ = ours(x16, mask=mask)
+    assert out.dtype == torch.bfloat16
+    out.float().square().sum().backward()
+    torch.testing.assert_close(out.float(), reference, atol=0.05, rtol=0.05)
+    torch.testing.assert_close(x16.grad, x32.grad, atol=0.1, rtol=0.05)
+
+
 def test_multihead_self_attention_equals_torch():
     ours, reference = paired_layers()
     x = torch.randn(2, 6, 16)

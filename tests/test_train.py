@@ -332,6 +332,61 @@ def test_killed_and_resumed_bf16_run_equals_uninterrupted(tmp_path, monkeypatch,
     assert [(e["step"], e["precision"]) for e in resumed] == [(20, "bf16 autocast")]
 
 
+def killed_at_step_23(monkeypatch, cfg: TrainConfig, run: Path, native_bf16: bool) -> None:
+    """Train `cfg` in `run` on a CPU with or without native bf16 until the kill in step 23 (latest.pt: step 20)."""
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: native_bf16)
+    kill_at_step(monkeypatch, 23)
+    with pytest.raises(Killed):
+        train(cfg, run)
+    monkeypatch.setattr(loop, "learning_rate", learning_rate)
+
+
+def test_a_resumed_run_keeps_its_precision_unless_told(tmp_path, monkeypatch, data_dir, finished_run, capsys):
+    """bf16 = true, started where bf16 is emulated (so in fp32), resumed where it is native: still fp32 (an exact
+    continuation, with a hint on stderr); bf16=true given on resume switches it, and the card says from when."""
+    cfg = tiny_train_config(data_dir, bf16=True)
+    exact = fresh_run_dir(tmp_path / "exact", finished_run)
+    killed_at_step_23(monkeypatch, cfg, exact, native_bf16=False)
+    switched = shutil.copytree(exact, tmp_path / "switched")
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
+    train(None, exact, resume=True)
+    assert "trained in fp32 and continues in fp32" in capsys.readouterr().err
+    assert_same_training_state(exact, finished_run)  # the fp32 run, bit for bit
+    train(None, switched, resume=True, changes=["bf16=true"])
+    resumed = [e for e in read_log(switched) if e["event"] == "resume"]
+    assert [(e["step"], e["precision"], e["changes"]) for e in resumed] == [(20, "bf16 autocast", ["bf16=true"])]
+    assert torch.load(switched / "latest.pt", weights_only=True)["bf16_autocast"] is True
+    assert "fp32 from step 0, bf16 autocast from step 20" in (switched / "model" / "MODEL_CARD.md").read_text()
+
+
+def test_resume_changes_that_cannot_be_honoured_are_refused(tmp_path, monkeypatch, data_dir, finished_run):
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    killed_at_step_23(monkeypatch, tiny_train_config(data_dir), run, native_bf16=False)  # in epoch 2 of 2
+    before = (run / "config.json").read_bytes()
+    with pytest.raises(ConfigError, match="already trained 1 and a part epochs: epochs=1"):
+        train(None, run, resume=True, changes=["epochs=1"])
+    bounded = shutil.copytree(run, tmp_path / "bounded")
+    data = json.loads(before)
+    (bounded / "config.json").write_text(json.dumps({**data, "max_steps": 30}))
+    with pytest.raises(ConfigError, match="max_steps=30, not after a number of epochs"):
+        train(None, bounded, resume=True, changes=["epochs=5"])
+    (run / "latest.pt").unlink()
+    with pytest.raises(ConfigError, match="no training state"):
+        train(None, run, resume=True, changes=["epochs=3"])
+    assert (run / "config.json").read_bytes() == before
+
+
+def test_one_trainer_per_run_directory(tmp_path, finished_run):
+    run = shutil.copytree(finished_run, tmp_path / "run")
+    shutil.rmtree(run / "model")
+    with loop.run_lock(run):  # another trainer holds the run
+        with pytest.raises(ConfigError, match=f"being trained by another process \\(pid {os.getpid()}\\)"):
+            train(None, run, resume=True)
+        assert not (run / "model").exists()
+    train(None, run, resume=True)  # released: the run can go on
+    assert (run / "model").is_dir()
+
+
 def test_the_card_names_each_precision_of_a_run():
     from viz_model.train.card import precision_note
     start = {"event": "start", "step": 0, "device": "cpu", "precision": "fp32"}
@@ -342,6 +397,8 @@ def test_the_card_names_each_precision_of_a_run():
     older = {"event": "start", "device": "cuda:0"}  # logs from before the precision was logged
     assert precision_note([older], True) == ", bf16 autocast" and precision_note([older], False) == ", fp32"
     assert precision_note([], True) == ""
+    back = {**resume, "precision": "fp32"}  # the bf16 resume was killed before it saved anything
+    assert precision_note([start, resume, back], True) == ", fp32"
 
 
 # --- warm start (init_from): a new run from an exported model directory's weights and tokenizer ----------

@@ -121,8 +121,11 @@ def precision_note(events: list[dict[str, Any]], bf16: bool) -> str:
         name = e.get("precision")
         if not isinstance(name, str):
             name = "bf16 autocast" if bf16 and str(e.get("device", "")).startswith("cuda") else "fp32"
+        step = int(e.get("step", 0))
+        while spans and spans[-1][0] >= step:  # a span that trained nothing (killed before its first checkpoint)
+            spans.pop()
         if not spans or spans[-1][1] != name:
-            spans.append((int(e.get("step", 0)), name))
+            spans.append((step, name))
     if len(spans) <= 1:
         return f", {spans[0][1]}" if spans else ""
     return ", " + ", ".join(f"{name} from step {first}" for first, name in spans)

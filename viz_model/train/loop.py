@@ -20,12 +20,15 @@ A resumed run takes everything from ``latest.pt`` and does not read that directo
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import platform
+import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,11 +115,29 @@ def bf16_autocast_used(device: torch.device, cfg: TrainConfig) -> bool:
     return cfg.bf16 and (device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()))
 
 
-def autocast_for(device: torch.device, cfg: TrainConfig) -> Any:
-    """bf16 autocast where `bf16_autocast_used` says so (weights, optimizer and loss stay fp32), else none."""
-    if bf16_autocast_used(device, cfg):
+def autocast_for(device: torch.device, cfg: TrainConfig, bf16: bool | None = None) -> Any:
+    """bf16 autocast (weights, optimizer and the loss's log-softmax stay fp32) where `bf16` says so, by default where
+    `bf16_autocast_used` does; else none."""
+    if bf16_autocast_used(device, cfg) if bf16 is None else bf16:
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
+
+
+def resumed_bf16(state: dict[str, Any], device: torch.device, cfg: TrainConfig, changes: list[str] | None,
+                 verbose: bool) -> bool:
+    """The precision a resumed run continues in: the one it trained in (an exact continuation), unless `bf16=...` is
+    among the resume's changes, or this machine lacks the native bf16 it trained with (then fp32)."""
+    available = bf16_autocast_used(device, cfg)
+    if any(item.partition("=")[0].strip() == "bf16" for item in changes or []):
+        return available
+    # training states from before CPU bf16 existed: bf16 only on CUDA
+    trained = bool(state.get("bf16_autocast", cfg.bf16 and device.type == "cuda"))
+    if verbose and trained != available:
+        print("viz-model: " + (
+            "this run trained under bf16 autocast, which this device does not run natively: it continues in fp32"
+            if trained else "this run trained in fp32 and continues in fp32; resume with bf16=true to continue "
+                            "under bf16 autocast, which this device runs natively (faster)"), file=sys.stderr)
+    return trained and available
 
 
 def train_step(step_fn: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, lr: float, cfg: TrainConfig,
@@ -267,19 +288,25 @@ def changed_on_resume(saved: TrainConfig, run_dir: Path, changes: list[str]) -> 
     for item in changes:
         apply_override(data, item)
     cfg = TrainConfig.from_dict(data, "--resume")
-    if fixed := [k for k in config_differences(saved.to_dict(), cfg.to_dict()) if k not in RESUME_SETTINGS]:
+    changed = config_differences(saved.to_dict(), cfg.to_dict())
+    if fixed := [k for k in changed if k not in RESUME_SETTINGS]:
         raise ConfigError(f"--resume cannot change {', '.join(fixed)}: it would change what the run learns from "
                           f"(a resume may change only {', '.join(RESUME_SETTINGS)}); start a new run directory, "
                           "warm-started with init_from=MODEL_DIR if you like")
-    if (run_dir / LATEST).exists():
-        state = load_state(run_dir / LATEST, mmap=True)  # only the counters are read
-        step, epoch, partial = state["step"], state["epoch"], state["batch_index"] > 0
-        if cfg.max_steps and step > cfg.max_steps:
-            raise ConfigError(f"the run has already trained {step} steps: max_steps={cfg.max_steps} would end it "
-                              "before that")
-        if not cfg.max_steps and (epoch > cfg.epochs or (epoch == cfg.epochs and partial)):
-            raise ConfigError(f"the run has already trained {epoch}{' and a part' if partial else ''} epochs: "
-                              f"epochs={cfg.epochs} would end it before that")
+    if not (run_dir / LATEST).exists():
+        raise ConfigError(f"{run_dir} has no training state ({LATEST}) to continue with changes; resume it as it is, "
+                          "or start a new run directory")
+    if "epochs" in changed and cfg.max_steps:
+        raise ConfigError(f"this run ends at max_steps={cfg.max_steps}, not after a number of epochs: change "
+                          "max_steps, or pass max_steps=0 with epochs")
+    state = load_state(run_dir / LATEST, mmap=True)  # only the counters are read
+    step, epoch, partial = state["step"], state["epoch"], state["batch_index"] > 0
+    if cfg.max_steps and step > cfg.max_steps:
+        raise ConfigError(f"the run has already trained {step} steps: max_steps={cfg.max_steps} would end it "
+                          "before that")
+    if not cfg.max_steps and (epoch > cfg.epochs or (epoch == cfg.epochs and partial)):
+        raise ConfigError(f"the run has already trained {epoch}{' and a part' if partial else ''} epochs: "
+                          f"epochs={cfg.epochs} would end it before that")
     return cfg
 
 
@@ -326,6 +353,35 @@ def validation_loss(model: Transformer, data: EncodedPairs, cfg: TrainConfig, de
     return total / max(tokens, 1)
 
 
+LOCK_FILE = "train.lock"
+
+
+@contextmanager
+def run_lock(run_dir: Path, enabled: bool = True) -> Iterator[None]:
+    """Hold an exclusive lock on RUN/train.lock while training: a second trainer on the same run directory (e.g. a
+    `--resume` while the run still goes on) is an error, not two processes writing one run. The kernel releases
+    the lock when the process ends, however it ends, so a killed run never leaves a stale lock."""
+    if not enabled:
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOCK_FILE, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise ConfigError(f"{run_dir} is being trained by another process (pid {holder}); wait for it or stop "
+                              "it first, then --resume") from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, changes: list[str] | None = None
           ) -> Path:
     """Train (or continue, with `resume`) the run in `run_dir`; returns the exported model directory.
@@ -344,9 +400,15 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
     resuming = resume and (run_dir / LATEST).exists()
     init = load_init(cfg) if cfg.init_from and not resuming else None  # latest.pt already holds a resumed state
     corpora = load_corpora(cfg)  # everything that can be wrong with the data is found before any training starts
+    with run_lock(run_dir, ctx.main):  # from here on the run directory is written: one trainer at a time
+        return train_locked(cfg, run_dir, ctx, device, resuming, init, corpora, changes)
+
+
+def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torch.device, resuming: bool,
+                 init: tuple[Transformer, Tokenizer] | None, corpora: list[Any], changes: list[str] | None) -> Path:
+    """`train` once the config, the data and the run directory are checked and the directory is locked."""
     training = [c for c in corpora if c.config.trains]
     if ctx.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "epochs").mkdir(exist_ok=True)
         atomic_write_bytes(run_dir / CONFIG_FILE, (json.dumps(cfg.to_dict(), indent=2) + "\n").encode("utf-8"))
     ctx.barrier()
@@ -378,6 +440,9 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
         init = None
     optimizer = make_optimizer(model, cfg, device)
     step, epoch, batch_index, wall_before = 0, 0, 0, 0.0
+    state: dict[str, Any] = {}
+    if not resuming and ctx.main:  # a run (re)started from step 0 forgets what an earlier attempt logged
+        RunLog(run_dir / LOG_FILE, True).drop_after(0)
     if resuming:
         state = load_state(run_dir / LATEST)
         model.load_state_dict(state["model"])
@@ -394,8 +459,9 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
                                                         else None)
     step_fn = torch.compile(objective) if cfg.compile else objective
     params = list(model.parameters())
-    autocast = autocast_for(device, cfg)
-    precision = "bf16 autocast" if bf16_autocast_used(device, cfg) else "fp32"
+    bf16 = resumed_bf16(state, device, cfg, changes, ctx.main) if resuming else bf16_autocast_used(device, cfg)
+    autocast = autocast_for(device, cfg, bf16)
+    precision = "bf16 autocast" if bf16 else "fp32"
     log = RunLog(run_dir / LOG_FILE, ctx.main)
     if ctx.main and step > 0:  # the machine (and with it the precision) may differ from the one that started
         log.write("resume", step=step, device=str(device), world=ctx.world, host=platform.node(),
@@ -415,6 +481,11 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
     bar = tqdm(total=total_steps or None, initial=step, disable=not ctx.main, dynamic_ncols=True, unit="step")
     started = time.time()
     window_tokens, window_start = 0, time.time()
+
+    def save_latest() -> None:
+        """Write latest.pt: everything an exact resume needs, as of now."""
+        save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
+                                                    wall_before + time.time() - started, bf16))
     while step < cfg.max_steps if cfg.max_steps else epoch < cfg.epochs:
         batches = epoch_batches(epoch)
         batches = batches[: len(batches) // ctx.world * ctx.world][ctx.rank::ctx.world]
@@ -440,23 +511,20 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
                           wall_time=round(wall_before + time.time() - started, 1))
                 window_tokens, window_start = 0, time.time()
             if step % cfg.checkpoint_every_steps == 0 and ctx.main:
-                save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
-                                                            wall_before + time.time() - started))
+                save_latest()
         if batch_index >= len(batches):  # epoch finished
             epoch += 1
             batch_index = 0
             if ctx.main:
                 end_of_epoch(model, tokenizer, cfg, run_dir, epoch, step, val_sets, device, log,
                              wall_before + time.time() - started)
-                save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
-                                                            wall_before + time.time() - started))
+                save_latest()
             ctx.barrier()
     bar.close()
     out_dir = run_dir / "model"
     if ctx.main:
         if (run_dir / LATEST).exists():
-            save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
-                                                        wall_before + time.time() - started))
+            save_latest()
         finish(model, tokenizer, cfg, run_dir, out_dir, eval_sets, device, log)
     ctx.barrier()
     if ctx.world > 1:
