@@ -37,7 +37,6 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +173,7 @@ def make_ours(cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device, bf
     optimizer = make_optimizer(model, train_cfg, device)
     objective = LabelSmoothedLoss(model, train_cfg.label_smoothing)
     step_fn = torch.compile(objective) if compile_ else objective
-    autocast = autocast_for(device, TrainConfig.from_dict({**train_cfg.to_dict(), "bf16": bf16}))
+    autocast = autocast_for(device, bf16)
     params = list(model.parameters())
 
     def step(cpu_batch: Batch, number: int) -> torch.Tensor:
@@ -193,7 +192,7 @@ def make_baseline(cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate(1, train_cfg),
                                  betas=(train_cfg.adam_beta1, train_cfg.adam_beta2), eps=train_cfg.adam_eps)
     criterion = nn.CrossEntropyLoss(ignore_index=cfg.pad_id, label_smoothing=train_cfg.label_smoothing)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    autocast = autocast_for(device, bf16)  # the same autocast as ours
 
     def step(cpu_batch: Batch, number: int) -> torch.Tensor:
         model.train()

@@ -287,11 +287,11 @@ def test_bf16_autocast_is_used_on_cuda_and_on_cpus_with_native_bf16(monkeypatch)
     monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
     assert loop.bf16_autocast_used(cpu, on) and loop.bf16_autocast_used(cuda, on)
     assert not loop.bf16_autocast_used(cpu, off) and not loop.bf16_autocast_used(cuda, off)
-    with loop.autocast_for(cpu, on):
+    with loop.autocast_for(cpu, loop.bf16_autocast_used(cpu, on)):
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
     monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: False)  # emulated bf16 would be slower than fp32
     assert not loop.bf16_autocast_used(cpu, on)
-    with loop.autocast_for(cpu, on):
+    with loop.autocast_for(cpu, loop.bf16_autocast_used(cpu, on)):
         assert not torch.is_autocast_enabled("cpu")
 
 

@@ -115,12 +115,9 @@ def bf16_autocast_used(device: torch.device, cfg: TrainConfig) -> bool:
     return cfg.bf16 and (device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()))
 
 
-def autocast_for(device: torch.device, cfg: TrainConfig, bf16: bool | None = None) -> Any:
-    """bf16 autocast (weights, optimizer and the loss's log-softmax stay fp32) where `bf16` says so, by default where
-    `bf16_autocast_used` does; else none."""
-    if bf16_autocast_used(device, cfg) if bf16 is None else bf16:
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return nullcontext()
+def autocast_for(device: torch.device, bf16: bool) -> Any:
+    """bf16 autocast on `device` when `bf16` (weights, optimizer and the loss's log-softmax stay fp32), else none."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
 
 def resumed_bf16(state: dict[str, Any], device: torch.device, cfg: TrainConfig, changes: list[str] | None,
@@ -440,27 +437,25 @@ def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
         init = None
     optimizer = make_optimizer(model, cfg, device)
     step, epoch, batch_index, wall_before = 0, 0, 0, 0.0
-    state: dict[str, Any] = {}
-    if not resuming and ctx.main:  # a run (re)started from step 0 forgets what an earlier attempt logged
-        RunLog(run_dir / LOG_FILE, True).drop_after(0)
+    bf16 = bf16_autocast_used(device, cfg)
     if resuming:
         state = load_state(run_dir / LATEST)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, batch_index, wall_before = state["step"], state["epoch"], state["batch_index"], state["wall_time"]
         torch.set_rng_state(state["torch_rng"])
-        if ctx.main:
-            RunLog(run_dir / LOG_FILE, True).drop_after(step)
+        bf16 = resumed_bf16(state, device, cfg, changes, ctx.main)
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
+    if ctx.main:  # forget what was logged after the point the run goes on from (from scratch: step 0)
+        RunLog(run_dir / LOG_FILE, True).drop_after(step)
     objective: nn.Module = LabelSmoothedLoss(model, cfg.label_smoothing)
     if ctx.world > 1:
         objective = nn.parallel.DistributedDataParallel(objective, device_ids=[device.index] if device.type == "cuda"
                                                         else None)
     step_fn = torch.compile(objective) if cfg.compile else objective
     params = list(model.parameters())
-    bf16 = resumed_bf16(state, device, cfg, changes, ctx.main) if resuming else bf16_autocast_used(device, cfg)
-    autocast = autocast_for(device, cfg, bf16)
+    autocast = autocast_for(device, bf16)
     precision = "bf16 autocast" if bf16 else "fp32"
     log = RunLog(run_dir / LOG_FILE, ctx.main)
     if ctx.main and step > 0:  # the machine (and with it the precision) may differ from the one that started
