@@ -56,6 +56,7 @@ from viz_model.train.loop import (
     bf16_autocast_used,
     learning_rate,
     make_optimizer,
+    native_bf16,
     train_step,
 )
 
@@ -322,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     target_tokens = sum(b.target_tokens for b in timed)
 
     bf16_ours = not args.no_bf16 and bf16_autocast_used(device, train_cfg)
-    bf16_base = args.baseline_bf16 and bf16_autocast_used(device, train_cfg)
+    bf16_base = args.baseline_bf16 and native_bf16(device)  # whatever the config says of ours
+    if args.baseline_bf16 and not bf16_base:
+        print(f"bench_train: --baseline-bf16 ignored: {device} has no native bf16, both run fp32", file=sys.stderr)
     ours_step, ours_model = make_ours(model_cfg, train_cfg, device, bf16_ours, args.compile)
     base_step, base_model = make_baseline(model_cfg, train_cfg, device, bf16_base)
     print(f"bench_train: {needed} batches, each stepped by both systems ...", file=sys.stderr)

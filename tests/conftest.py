@@ -7,6 +7,7 @@ runs on a laptop CPU in well under a few minutes. Models are tiny (d_model 32, 2
 from __future__ import annotations
 
 import gzip
+import json
 import random
 from pathlib import Path
 
@@ -157,6 +158,18 @@ def tiny_train_config(data_dir: Path, **overrides) -> TrainConfig:
               "test_prefixes": ("test_2016_flickr",), "threads": 1, "device": "cpu", "bf16": False}
     values.update(overrides)
     return TrainConfig(**values)
+
+
+def write_toml(path: Path, cfg: TrainConfig) -> None:
+    """`cfg` as the TOML file `viz-model train --config` reads."""
+    def value(v):
+        return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+    data = cfg.to_dict()
+    model = data.pop("model")
+    lines = [f"{k} = {value(v)}" for k, v in data.items()] + ["", "[model]"]
+    lines += [f"{k} = {value(v)}" for k, v in model.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

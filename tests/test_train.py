@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import make_pairs, tiny_train_config, write_lines, write_split
+from conftest import make_pairs, tiny_train_config, write_lines, write_split, write_toml
 from safetensors.torch import load_file
 
 import viz_model
@@ -218,6 +218,31 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch, fini
         [e["step"] for e in read_log(finished_run) if e["event"] == "train"]
 
 
+def test_resume_by_another_number_of_processes_goes_on_from_the_same_batch(tmp_path, monkeypatch, finished_run,
+                                                                           data_dir):
+    """latest.pt counts each process's own batches: a state saved by 3 processes after 1 step each is 3 batches
+    into the epoch, so one process goes on from batch 3 and ends exactly where an uninterrupted run does."""
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    kill_at_step(monkeypatch, 23)  # latest.pt at step 20: epoch 2, batch 3
+    with pytest.raises(Killed):
+        train(tiny_train_config(data_dir), run)
+    monkeypatch.undo()
+    state = torch.load(run / "latest.pt", weights_only=True)
+    assert (state["epoch"], state["batch_index"], state["world"]) == (1, 3, 1)
+    torch.save({**state, "batch_index": 1, "world": 3}, run / "latest.pt")
+    train(None, run, resume=True)
+    assert_same_training_state(run, finished_run)
+
+
+def test_resume_by_a_number_of_processes_that_cannot_split_the_rest_is_refused():
+    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 2}, 3) == 2
+    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 0, "world": 2}, 3) == 0  # epoch boundary: any number
+    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 5}, 1) == 5  # states saved before the count was
+    with pytest.raises(ConfigError, match=r"3 batches into epoch 2, trained by 1 process; 2 processes .* resume "
+                                          r"with 1 process \(or a number that divides 3\)"):
+        loop.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 1}, 2)
+
+
 def test_a_finished_run_trained_on_equals_a_longer_run(tmp_path, data_dir, finished_run):
     """--resume RUN epochs=3: one more epoch; the schedule and data order do not depend on the total, so the result
     is the run that was given 3 epochs from the start."""
@@ -267,17 +292,6 @@ def test_sigkill_at_any_moment_then_resume(tmp_path, finished_run, data_dir):
     assert proc.returncode != 0
     train(None, run, resume=True)
     assert_same_training_state(run, finished_run)
-
-
-def write_toml(path: Path, cfg: TrainConfig) -> None:
-    def value(v):
-        return json.dumps(list(v) if isinstance(v, tuple) else v)
-
-    data = cfg.to_dict()
-    model = data.pop("model")
-    lines = [f"{k} = {value(v)}" for k, v in data.items()] + ["", "[model]"]
-    lines += [f"{k} = {value(v)}" for k, v in model.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 # --- bf16 autocast: on CUDA and on CPUs with native bf16 -------------------------------------------------------
@@ -658,6 +672,6 @@ def test_ddp_two_cpu_processes_with_gloo(tmp_path, data_dir, finished_run):
     steps_ddp = next(e["step"] for e in events if e["event"] == "val")
     assert steps_ddp == steps_single // 2
     state = torch.load(run / "latest.pt", weights_only=True)
-    assert state["step"] == steps_ddp
+    assert (state["step"], state["world"]) == (steps_ddp, 2)
     model = viz_model.load(run / "model", device="cpu")
     assert isinstance(model.translate("A man is running."), str)

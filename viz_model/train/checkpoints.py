@@ -17,11 +17,12 @@ CONFIG_FILE, LATEST, TOKENIZER_FILE, LOG_FILE = "config.json", "latest.pt", "tok
 
 
 def training_state(model: Transformer, optimizer: torch.optim.Optimizer, step: int, epoch: int, batch_index: int,
-                   wall: float, bf16_autocast: bool) -> dict[str, Any]:
-    """What an exact resume needs: weights, optimizer, position in the data, RNG states and the precision."""
+                   wall: float, bf16_autocast: bool, world: int = 1) -> dict[str, Any]:
+    """What an exact resume needs: weights, optimizer, position in the data (`batch_index` counts each of the
+    `world` processes' own batches), RNG states and the precision."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
              "batch_index": batch_index, "wall_time": wall, "torch_rng": torch.get_rng_state(),
-             "bf16_autocast": bf16_autocast}
+             "bf16_autocast": bf16_autocast, "world": world}
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state_all()
     return state

@@ -110,9 +110,14 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` runs bf16 matmuls natively: CUDA, or a CPU with AVX512-BF16 / AMX."""
+    return device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
+
+
 def bf16_autocast_used(device: torch.device, cfg: TrainConfig) -> bool:
     """`bf16 = true` trains under bf16 autocast on CUDA and on CPUs with native bf16; fp32 elsewhere."""
-    return cfg.bf16 and (device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()))
+    return cfg.bf16 and native_bf16(device)
 
 
 def autocast_for(device: torch.device, bf16: bool) -> Any:
@@ -135,6 +140,20 @@ def resumed_bf16(state: dict[str, Any], device: torch.device, cfg: TrainConfig, 
             if trained else "this run trained in fp32 and continues in fp32; resume with bf16=true to continue "
                             "under bf16 autocast, which this device runs natively (faster)"), file=sys.stderr)
     return trained and available
+
+
+def resumed_batch_index(state: dict[str, Any], world: int) -> int:
+    """Where each of `world` processes goes on in the saved epoch. Process r of W takes batches r, r+W, ...; after
+    `batch_index` steps the W processes have used the epoch's first batch_index*W batches together, so another
+    number of processes goes on from the same batch if it divides that count (always so at an epoch boundary)."""
+    saved = int(state.get("world", 1))  # states from before the count was saved: single-process runs
+    done = state["batch_index"] * saved
+    if done % world:
+        raise ConfigError(f"latest.pt stopped {done} batches into epoch {state['epoch'] + 1}, trained by {saved} "
+                          f"process{'es' if saved > 1 else ''}; {world} processes cannot go on from that batch "
+                          f"without repeating or skipping data: resume with {saved} "
+                          f"process{'es' if saved > 1 else ''} (or a number that divides {done})")
+    return done // world
 
 
 def train_step(step_fn: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, lr: float, cfg: TrainConfig,
@@ -442,7 +461,8 @@ def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
         state = load_state(run_dir / LATEST)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        step, epoch, batch_index, wall_before = state["step"], state["epoch"], state["batch_index"], state["wall_time"]
+        step, epoch, wall_before = state["step"], state["epoch"], state["wall_time"]
+        batch_index = resumed_batch_index(state, ctx.world)
         torch.set_rng_state(state["torch_rng"])
         bf16 = resumed_bf16(state, device, cfg, changes, ctx.main)
         if "cuda_rng" in state and torch.cuda.is_available():
@@ -480,7 +500,7 @@ def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
     def save_latest() -> None:
         """Write latest.pt: everything an exact resume needs, as of now."""
         save_state(run_dir / LATEST, training_state(model, optimizer, step, epoch, batch_index,
-                                                    wall_before + time.time() - started, bf16))
+                                                    wall_before + time.time() - started, bf16, ctx.world))
     while step < cfg.max_steps if cfg.max_steps else epoch < cfg.epochs:
         batches = epoch_batches(epoch)
         batches = batches[: len(batches) // ctx.world * ctx.world][ctx.rank::ctx.world]
