@@ -85,7 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--marian-len", choices=("output", "steps"), default="output",
                    help="Marian generates exactly as many tokens as our output has (output) or as many as the "
                         "decoder steps our beam search ran (steps: it may go on after the best hypothesis ends, "
-                        "until 4 hypotheses are finished)")
+                        "until the best candidate of a step is </s>)")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS subprocess")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 timed runs, 1 warm-up")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
@@ -318,7 +318,7 @@ def table(r: dict[str, Any]) -> str:
                  "full precision")
     lines.append(f"input: {r['sentence']!r} ({r['words']} words, {r['source_tokens']} source tokens with </s>)")
     lines.append(f"output: {r['output_tokens']} tokens with </s>: {r['translation']!r}")
-    lines.append(f"decoder steps: ours {r['decoder_steps']} (beam search stops when {BEAM} hypotheses are finished), "
+    lines.append(f"decoder steps: ours {r['decoder_steps']} (beam search stops when a step's best candidate is </s>), "
                  f"Marian {r['marian_new_tokens']} (min_new_tokens = max_new_tokens, --marian-len "
                  f"{r['marian_len_rule']})")
     if r["mode"] == "random":
