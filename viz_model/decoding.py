@@ -140,7 +140,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
             if done[b]:
                 continue
             last_step = step + 1 >= max_lens[b]
-            kept = 0
+            kept, best_alive = 0, float("-inf")  # the candidates come best first: the first one kept is the best
             best_ends = top_index_l[b][0] % vocab == EOS_ID
             for s, index in zip(top_scores_l[b], top_index_l[b]):
                 if s == float("-inf"):
@@ -151,11 +151,11 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                     finished[b].append(Hypothesis(seq, s, s / length_penalty(len(seq), alpha)))
                 else:
                     rows[b, kept], next_tokens[b, kept], next_scores[b, kept] = source_row, token, s
+                    best_alive = max(best_alive, s)
                     kept += 1
                 if kept == beam:
                     break
-            if best_ends or last_step or kept == 0 or _cannot_improve(finished[b], next_scores[b, 0].item(),
-                                                                      max_lens[b], alpha):
+            if best_ends or last_step or kept == 0 or _cannot_improve(finished[b], best_alive, max_lens[b], alpha):
                 done[b] = True
                 next_scores[b] = float("-inf")
             if record is not None:

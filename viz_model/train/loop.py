@@ -423,6 +423,9 @@ def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, ch
 def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torch.device, resuming: bool,
                  init: tuple[Transformer, Tokenizer] | None, corpora: list[Any], changes: list[str] | None) -> Path:
     """`train` once the config, the data and the run directory are checked and the directory is locked."""
+    state = load_state(run_dir / LATEST) if resuming else None
+    # a position this number of processes cannot go on from is refused before anything in the run is written
+    batch_index = resumed_batch_index(state, ctx.world) if state is not None else 0
     training = [c for c in corpora if c.config.trains]
     if ctx.main:
         (run_dir / "epochs").mkdir(exist_ok=True)
@@ -455,14 +458,12 @@ def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
         model.load_state_dict(init[0].state_dict())
         init = None
     optimizer = make_optimizer(model, cfg, device)
-    step, epoch, batch_index, wall_before = 0, 0, 0, 0.0
+    step, epoch, wall_before = 0, 0, 0.0
     bf16 = bf16_autocast_used(device, cfg)
-    if resuming:
-        state = load_state(run_dir / LATEST)
+    if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, wall_before = state["step"], state["epoch"], state["wall_time"]
-        batch_index = resumed_batch_index(state, ctx.world)
         torch.set_rng_state(state["torch_rng"])
         bf16 = resumed_bf16(state, device, cfg, changes, ctx.main)
         if "cuda_rng" in state and torch.cuda.is_available():
