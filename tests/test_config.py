@@ -69,6 +69,9 @@ def test_d_model_must_be_divisible_by_heads():
     ({"tokenizer_type": "wordpiece"}, "tokenizer_type"),
     ({"bf16": "yes"}, "bf16 must be true or false"),
     ({"vocab_size": 10}, "vocab_size must be in"),
+    ({"epochs": 3, "cooldown_epochs": 4}, r"cooldown_epochs \(4\) exceeds epochs \(3\)"),
+    ({"cooldown_epochs": 2, "max_steps": 500}, r"cooldown_epochs \(2\) counts epochs: .*max_steps \(500\)"),
+    ({"cooldown_epochs": -1}, "cooldown_epochs must be in"),
 ])
 def test_train_config_rejects_impossible_values(values, match):
     with pytest.raises(ConfigError, match=match):

@@ -140,7 +140,9 @@ def assert_same_training_state(a: Path, b: Path) -> None:
         for field in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(opt_a[key][field], opt_b[key][field]), (key, field)
     assert torch.equal(sa["torch_rng"], sb["torch_rng"])
-    for name in ("epochs/epoch_001.safetensors", "epochs/epoch_002.safetensors", "model/model.safetensors"):
+    kept = sorted(p.relative_to(a).as_posix() for p in (a / "epochs").glob("epoch_*.safetensors"))
+    assert kept == sorted(p.relative_to(b).as_posix() for p in (b / "epochs").glob("epoch_*.safetensors"))
+    for name in (*kept, "model/model.safetensors"):
         ta, tb = load_file(str(a / name)), load_file(str(b / name))
         assert ta.keys() == tb.keys()
         for key in ta:
@@ -387,6 +389,61 @@ def test_resume_changes_that_cannot_be_honoured_are_refused(tmp_path, monkeypatc
     (run / "latest.pt").unlink()
     with pytest.raises(ConfigError, match="no training state"):
         train(None, run, resume=True, changes=["epochs=3"])
+    assert (run / "config.json").read_bytes() == before
+
+
+# --- cooldown: a linear decay of the learning rate to zero over the last epochs ------------------------------------
+def test_cooldown_factor_falls_linearly_over_the_last_epochs():
+    cfg = TrainConfig(epochs=5, cooldown_epochs=2)
+    factors = [loop.cooldown_factor(e, b, 4, cfg) for e in range(5) for b in range(4)]
+    assert factors[:12] == [1.0] * 12  # epochs 1-3: the schedule as it is
+    assert factors[12:] == pytest.approx([1 - k / 8 for k in range(8)])  # then 1, 7/8, ..., 1/8: zero after the end
+    uneven = [loop.cooldown_factor(3, b, 2, cfg) for b in range(2)] + [loop.cooldown_factor(4, b, 6, cfg)
+                                                                       for b in range(6)]
+    assert uneven == pytest.approx([1, 0.75] + [0.5 - k / 12 for k in range(6)])  # each epoch an equal share
+    assert loop.cooldown_factor(4, 3, 4, TrainConfig(epochs=5)) == 1.0
+
+
+def test_a_run_with_a_cooldown_logs_the_decayed_learning_rate(tmp_path, data_dir, finished_run):
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    cfg = tiny_train_config(data_dir, cooldown_epochs=1)
+    train(cfg, run)
+    lrs = {e["step"]: e["lr"] for e in read_log(run) if e["event"] == "train"}
+    steps = 17  # per epoch, as in the reference run
+    assert lrs[20] == pytest.approx(learning_rate(20, cfg) * (1 - 2 / steps))  # batch 2 of epoch 2 (0-based)
+    assert lrs[34] == pytest.approx(learning_rate(34, cfg) / steps)  # the last step: one share above zero
+    assert json.loads((run / "config.json").read_text())["cooldown_epochs"] == 1
+    assert "linear cooldown to zero over the last 1 epoch" in (run / "model" / "MODEL_CARD.md").read_text()
+
+
+def test_a_finished_run_resumed_with_a_cooldown_equals_a_run_started_with_it(tmp_path, monkeypatch, data_dir,
+                                                                              finished_run):
+    """How the shipped model's cooldown was added: 2 epochs, then `--resume RUN epochs=3 cooldown_epochs=1`, equals
+    a 3-epoch run with a 1-epoch cooldown from the start, killed in its cooldown and resumed."""
+    extended = shutil.copytree(finished_run, tmp_path / "extended")
+    shutil.rmtree(extended / "model")
+    train(None, extended, resume=True, changes=["epochs=3", "cooldown_epochs=1"])
+    straight = fresh_run_dir(tmp_path / "straight", finished_run)
+    kill_at_step(monkeypatch, 40)  # in epoch 3, the cooldown; latest.pt at step 36
+    with pytest.raises(Killed):
+        train(tiny_train_config(data_dir, epochs=3, cooldown_epochs=1), straight)
+    monkeypatch.undo()
+    train(None, straight, resume=True)
+    assert_same_training_state(extended, straight)
+
+
+def test_a_cooldown_change_the_run_has_passed_is_refused(tmp_path, monkeypatch, data_dir, finished_run):
+    run = fresh_run_dir(tmp_path / "run", finished_run)
+    killed_at_step_23(monkeypatch, tiny_train_config(data_dir, epochs=3, cooldown_epochs=2), run, native_bf16=False)
+    before = (run / "config.json").read_bytes()
+    for changes in (["epochs=4"], ["cooldown_epochs=1"], ["cooldown_epochs=0"]):  # in epoch 2: in the cooldown
+        with pytest.raises(ConfigError, match="past the start of its cooldown \\(epochs 2-3\\)"):
+            train(None, run, resume=True, changes=changes)
+    with pytest.raises(ConfigError, match="past the start of the cooldown these settings ask for \\(epochs 1-3\\)"):
+        loop.check_cooldown_change(tiny_train_config(data_dir, epochs=3),
+                                   tiny_train_config(data_dir, epochs=3, cooldown_epochs=3), 1, False)
+    loop.check_cooldown_change(tiny_train_config(data_dir, epochs=3),  # at the start of the new cooldown: fine
+                               tiny_train_config(data_dir, epochs=3, cooldown_epochs=2), 1, False)
     assert (run / "config.json").read_bytes() == before
 
 

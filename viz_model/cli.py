@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128 "
                                                 "corpora.tatoeba.weight=0.5; with --resume alone, changes of how "
-                                                "long and how the run goes on (epochs, max_steps, threads, device, "
-                                                "bf16, compile, eval_*)")
+                                                "long, how the run goes on and how it ends (epochs, cooldown_epochs, "
+                                                "max_steps, threads, device, bf16, compile, eval_*)")
 
     p = sub.add_parser("export", help="average a run's last epoch checkpoints into a model directory")
     p.add_argument("run_dir")

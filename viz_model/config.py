@@ -208,6 +208,8 @@ class TrainConfig:
     `init_from` (a model directory, relative to the working directory) warm-starts a new run from its weights and
     tokenizer; its model config must equal `model`. `bf16` trains under bf16 autocast (fp32 weights, optimizer and
     loss) on CUDA and on CPUs that multiply bf16 in hardware (AVX512-BF16, AMX); other CPUs train in fp32.
+    `cooldown_epochs` > 0 ends the schedule with a linear decay of the learning rate to zero over the last that many
+    epochs (a "warm-up, stable, decay" schedule).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -223,6 +225,7 @@ class TrainConfig:
     max_len: int = 128
     batch_tokens: int = 4000
     epochs: int = 30
+    cooldown_epochs: int = 0
     max_steps: int = 0
     lr_scale: float = 1.0
     lr_peak: float = 0.0
@@ -260,6 +263,7 @@ class TrainConfig:
             raise ConfigError(f"test_prefixes must be a list of strings, got {self.test_prefixes!r}")
         for name, low, high in (("vocab_size", 64, 1_000_000), ("max_len", 2, 65_536),
                                 ("batch_tokens", 16, 10_000_000), ("epochs", 0, 100_000),
+                                ("cooldown_epochs", 0, 100_000),
                                 ("max_steps", 0, 100_000_000), ("warmup_steps", 1, 10_000_000),
                                 ("seed", 0, 2**31 - 1), ("checkpoint_every_steps", 1, 10_000_000),
                                 ("keep_epoch_checkpoints", 1, 1000), ("average_last", 1, 1000),
@@ -279,6 +283,11 @@ class TrainConfig:
             raise ConfigError(f"init_from must be the path of a model directory (a string), got {self.init_from!r}")
         if self.epochs == 0 and self.max_steps == 0:
             raise ConfigError("set epochs or max_steps above 0: the run would train nothing")
+        if self.cooldown_epochs and self.max_steps:
+            raise ConfigError(f"cooldown_epochs ({self.cooldown_epochs}) counts epochs: it needs a run that ends "
+                              f"after `epochs`, not at max_steps ({self.max_steps})")
+        if self.cooldown_epochs > self.epochs:
+            raise ConfigError(f"cooldown_epochs ({self.cooldown_epochs}) exceeds epochs ({self.epochs})")
         if self.max_len > self.model.max_positions:
             raise ConfigError(f"max_len ({self.max_len}) exceeds model.max_positions ({self.model.max_positions})")
         if self.average_last > self.keep_epoch_checkpoints:
@@ -308,8 +317,9 @@ class TrainConfig:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
         else:
             data["corpora"] = [c.to_dict() for c in self.corpora]
-        if not self.init_from:
-            del data["init_from"]  # runs without a warm start keep their original form (saved runs compare equal)
+        for name in ("init_from", "cooldown_epochs"):  # runs without them keep their original form (saved runs
+            if not data[name]:                          # from before these settings existed compare equal)
+                del data[name]
         return data
 
     @classmethod

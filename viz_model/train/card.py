@@ -161,7 +161,9 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
            "optimizer, schedule (warm-up included) and data order started fresh"] if cfg.init_from else []),
         f"- batches of about {cfg.batch_tokens} tokens grouped by length; Adam({cfg.adam_beta1}, {cfg.adam_beta2}, "
         f"{cfg.adam_eps}); inverse-square-root schedule with {cfg.warmup_steps} warm-up steps"
-        + (f", peak lr {cfg.lr_peak}" if cfg.lr_peak else f", lr scale {cfg.lr_scale}"),
+        + (f", peak lr {cfg.lr_peak}" if cfg.lr_peak else f", lr scale {cfg.lr_scale}")
+        + (f", then a linear cooldown to zero over the last {cfg.cooldown_epochs} "
+           f"epoch{'s' if cfg.cooldown_epochs > 1 else ''}" if cfg.cooldown_epochs else ""),
         f"- dropout {m.dropout}, label smoothing {cfg.label_smoothing}, seed {cfg.seed}",
         f"- trained for {last_val.get('epoch', '?')} epochs ({last_val.get('step', '?')} steps); final weights = "
         f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})",

@@ -71,6 +71,17 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
     return cfg.lr_scale * cfg.model.d_model ** -0.5 * shape
 
 
+def cooldown_factor(epoch: int, batch_index: int, epoch_steps: int, cfg: TrainConfig) -> float:
+    """What the learning rate of step `batch_index` of 0-based `epoch` (`epoch_steps` steps) is multiplied by: 1, and
+    over the last `cooldown_epochs` epochs a linear decay that reaches zero at the end of the run. Epochs may differ
+    in size (fractional corpus weights), so each cooldown epoch takes an equal share of the decay; the factor depends
+    only on the position in the data, which a resume restores."""
+    start = cfg.epochs - cfg.cooldown_epochs
+    if cfg.cooldown_epochs == 0 or epoch < start:
+        return 1.0
+    return 1.0 - (epoch - start + batch_index / max(epoch_steps, 1)) / cfg.cooldown_epochs
+
+
 class LabelSmoothedLoss(nn.Module):
     """Summed label-smoothed cross-entropy (and plain NLL) over non-padding target positions.
 
@@ -257,9 +268,10 @@ def _same_tables(a: Any, b: Any) -> bool:
                     for x, y in zip(a, b)))
 
 
-RESUME_SETTINGS = ("epochs", "max_steps", "threads", "device", "bf16", "compile", "eval_every_epochs",
-                   "eval_bleu_sentences", "eval_beam")
-"""What `--resume RUN key=value` may change: how long the run goes on and how it runs, never what it learns from."""
+RESUME_SETTINGS = ("epochs", "cooldown_epochs", "max_steps", "threads", "device", "bf16", "compile",
+                   "eval_every_epochs", "eval_bleu_sentences", "eval_beam")
+"""What `--resume RUN key=value` may change: how long the run goes on, how it ends and how it runs, never what it
+learns from."""
 
 
 def prepare_run(cfg: TrainConfig | None, run_dir: Path, resume: bool, changes: list[str] | None = None
@@ -323,7 +335,27 @@ def changed_on_resume(saved: TrainConfig, run_dir: Path, changes: list[str]) -> 
     if not cfg.max_steps and (epoch > cfg.epochs or (epoch == cfg.epochs and partial)):
         raise ConfigError(f"the run has already trained {epoch}{' and a part' if partial else ''} epochs: "
                           f"epochs={cfg.epochs} would end it before that")
+    check_cooldown_change(saved, cfg, epoch, partial)
     return cfg
+
+
+def cooldown_window(cfg: TrainConfig) -> tuple[int, int] | None:
+    """The 0-based epochs ``[start, end)`` of the learning-rate cooldown, or None without one."""
+    return (cfg.epochs - cfg.cooldown_epochs, cfg.epochs) if cfg.cooldown_epochs else None
+
+
+def check_cooldown_change(saved: TrainConfig, cfg: TrainConfig, epoch: int, partial: bool) -> None:
+    """A resume may move or add the cooldown only while the run has not reached it (old or new), since the learning
+    rate of the steps already taken would otherwise not be the one the new settings give."""
+    old, new = cooldown_window(saved), cooldown_window(cfg)
+    if old == new:
+        return
+    for window, which in ((old, "its cooldown"), (new, "the cooldown these settings ask for")):
+        if window is not None and (epoch > window[0] or (epoch == window[0] and partial)):
+            raise ConfigError(
+                f"the run has already trained {epoch}{' and a part' if partial else ''} epochs, past the start of "
+                f"{which} (epochs {window[0] + 1}-{window[1]}): the learning rate it trained with would not be the "
+                "one these settings give; resume it with its own epochs and cooldown_epochs")
 
 
 def load_init(cfg: TrainConfig) -> tuple[Transformer, Tokenizer]:
@@ -510,7 +542,7 @@ def train_locked(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
         while batch_index < len(batches) and not (cfg.max_steps and step >= cfg.max_steps):
             model.train()
             batch: Batch = collate(train_data, batches[batch_index]).to(device)
-            lr = learning_rate(step + 1, cfg)
+            lr = learning_rate(step + 1, cfg) * cooldown_factor(epoch, batch_index, len(batches), cfg)
             loss, nll = train_step(step_fn, optimizer, batch, lr, cfg, params, autocast)
             step += 1
             batch_index += 1
