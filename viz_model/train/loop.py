@@ -76,10 +76,15 @@ def cooldown_factor(epoch: int, batch_index: int, epoch_steps: int, cfg: TrainCo
     over the last `cooldown_epochs` epochs a linear decay that reaches zero at the end of the run. Epochs may differ
     in size (fractional corpus weights), so each cooldown epoch takes an equal share of the decay; the factor depends
     only on the position in the data, which a resume restores."""
-    start = cfg.epochs - cfg.cooldown_epochs
-    if cfg.cooldown_epochs == 0 or epoch < start:
+    window = cooldown_window(cfg)
+    if window is None or epoch < window[0]:
         return 1.0
-    return 1.0 - (epoch - start + batch_index / max(epoch_steps, 1)) / cfg.cooldown_epochs
+    return 1.0 - (epoch - window[0] + batch_index / max(epoch_steps, 1)) / cfg.cooldown_epochs
+
+
+def cooldown_window(cfg: TrainConfig) -> tuple[int, int] | None:
+    """The 0-based epochs ``[start, end)`` of the learning-rate cooldown, or None without one."""
+    return (cfg.epochs - cfg.cooldown_epochs, cfg.epochs) if cfg.cooldown_epochs else None
 
 
 class LabelSmoothedLoss(nn.Module):
@@ -332,16 +337,21 @@ def changed_on_resume(saved: TrainConfig, run_dir: Path, changes: list[str]) -> 
     if cfg.max_steps and step > cfg.max_steps:
         raise ConfigError(f"the run has already trained {step} steps: max_steps={cfg.max_steps} would end it "
                           "before that")
-    if not cfg.max_steps and (epoch > cfg.epochs or (epoch == cfg.epochs and partial)):
-        raise ConfigError(f"the run has already trained {epoch}{' and a part' if partial else ''} epochs: "
+    if not cfg.max_steps and passed(epoch, partial, cfg.epochs):
+        raise ConfigError(f"the run has already trained {trained_epochs(epoch, partial)}: "
                           f"epochs={cfg.epochs} would end it before that")
     check_cooldown_change(saved, cfg, epoch, partial)
     return cfg
 
 
-def cooldown_window(cfg: TrainConfig) -> tuple[int, int] | None:
-    """The 0-based epochs ``[start, end)`` of the learning-rate cooldown, or None without one."""
-    return (cfg.epochs - cfg.cooldown_epochs, cfg.epochs) if cfg.cooldown_epochs else None
+def passed(epoch: int, partial: bool, boundary: int) -> bool:
+    """Whether a run `epoch` epochs in (and `partial`ly into the next) has trained beyond `boundary` epochs."""
+    return epoch > boundary or (epoch == boundary and partial)
+
+
+def trained_epochs(epoch: int, partial: bool) -> str:
+    """How far a run has trained, for error messages: "3 epochs" or "3 and a part epochs"."""
+    return f"{epoch}{' and a part' if partial else ''} epochs"
 
 
 def check_cooldown_change(saved: TrainConfig, cfg: TrainConfig, epoch: int, partial: bool) -> None:
@@ -351,9 +361,9 @@ def check_cooldown_change(saved: TrainConfig, cfg: TrainConfig, epoch: int, part
     if old == new:
         return
     for window, which in ((old, "its cooldown"), (new, "the cooldown these settings ask for")):
-        if window is not None and (epoch > window[0] or (epoch == window[0] and partial)):
+        if window is not None and passed(epoch, partial, window[0]):
             raise ConfigError(
-                f"the run has already trained {epoch}{' and a part' if partial else ''} epochs, past the start of "
+                f"the run has already trained {trained_epochs(epoch, partial)}, past the start of "
                 f"{which} (epochs {window[0] + 1}-{window[1]}): the learning rate it trained with would not be the "
                 "one these settings give; resume it with its own epochs and cooldown_epochs")
 
