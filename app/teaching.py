@@ -32,7 +32,7 @@ from viz_model.config import ConfigError, ModelConfig, TrainConfig
 from viz_model.positional import shift_matrix, sinusoidal_table, wavelengths
 from viz_model.tokenizer import PAD_ID
 from viz_model.train.card import read_log
-from viz_model.train.loop import LabelSmoothedLoss, learning_rate
+from viz_model.train.loop import LabelSmoothedLoss, cooldown_factor, learning_rate
 
 MAX_CELL = 10_000.0  # the largest magnitude a typed matrix cell may have
 MAX_ROWS = 8  # inputs of the hand example
@@ -364,11 +364,15 @@ def shuffle_words(text: str, seed: int) -> str:
 
 # --- the training recipe -----------------------------------------------------------------------------------------
 def card_recipe(card: str) -> dict[str, float]:
-    """What the model card says about the schedule: warmup, peak_lr or lr_scale, label_smoothing (when present)."""
+    """What the model card says about the schedule: warmup, peak_lr or lr_scale, label_smoothing, and the run's
+    epochs, steps and cooldown_epochs (each when present)."""
     found: dict[str, float] = {}
     for key, pattern in (("warmup", r"(\d[\d,]*) warm-?up steps"), ("peak_lr", r"peak lr ([0-9.eE+-]+\d)"),
                          ("lr_scale", r"lr scale ([0-9.eE+-]+\d)"),
-                         ("label_smoothing", r"label smoothing ([0-9.]+\d)")):
+                         ("label_smoothing", r"label smoothing ([0-9.]+\d)"),
+                         ("epochs", r"trained for (\d[\d,]*) epochs"),
+                         ("steps", r"trained for \d[\d,]* epochs \((\d[\d,]*) steps\)"),
+                         ("cooldown_epochs", r"cooldown to zero over the last (\d+) epochs?")):
         match = re.search(pattern, card or "")
         if match:
             try:
@@ -378,22 +382,31 @@ def card_recipe(card: str) -> dict[str, float]:
     return found
 
 
-def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: float = 0.0) -> TrainConfig:
-    """A TrainConfig carrying only what `learning_rate` reads (d_model, warm-up, scale or peak)."""
+def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: float = 0.0, epochs: int = 1,
+                    cooldown_epochs: int = 0) -> TrainConfig:
+    """A TrainConfig carrying only what the trainer's schedule reads (d_model, warm-up, scale or peak, and the
+    run's epochs with its cooldown)."""
     d_model = check_int(d_model, "d_model", 1, 16_384)
     warmup = check_int(warmup, "warm-up steps", 1, 10_000_000)
     lr_scale = check_float(lr_scale, "the lr scale", 0.0, 1000.0)
     lr_peak = check_float(lr_peak, "the peak learning rate", 0.0, 1.0)
+    epochs = check_int(epochs, "the number of epochs", 1, 100_000)
+    cooldown_epochs = check_int(cooldown_epochs, "the cooldown epochs", 0, 100_000)
     try:
         return TrainConfig(model=ModelConfig(d_model=d_model, heads=1, d_ff=1, vocab_size=8),
-                           warmup_steps=warmup, lr_scale=lr_scale, lr_peak=lr_peak)
+                           warmup_steps=warmup, lr_scale=lr_scale, lr_peak=lr_peak, epochs=epochs,
+                           cooldown_epochs=cooldown_epochs)
     except ConfigError as err:
         raise InputError(str(err)) from None
 
 
-def schedule(cfg: TrainConfig, steps: Sequence[int]) -> np.ndarray:
-    """`viz_model.train.loop.learning_rate` at each step."""
-    return np.array([learning_rate(int(s), cfg) for s in steps], dtype=np.float64)
+def schedule(cfg: TrainConfig, steps: Sequence[int], epoch_steps: int = 1) -> np.ndarray:
+    """The learning rate the trainer uses at each 1-based step: `learning_rate` times `cooldown_factor`, for a run
+    of `cfg.epochs` epochs of `epoch_steps` steps each."""
+    epoch_steps = check_int(epoch_steps, "the steps per epoch", 1, 10_000_000)
+    return np.array([learning_rate(int(s), cfg) * cooldown_factor((int(s) - 1) // epoch_steps,
+                                                                   (int(s) - 1) % epoch_steps, epoch_steps, cfg)
+                     for s in steps], dtype=np.float64)
 
 
 def schedule_steps(total: int, points: int = 400, marks: Sequence[int] = ()) -> np.ndarray:

@@ -389,7 +389,7 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
 
 # --- the training recipe -----------------------------------------------------------------------------------------
 def lr_figure(steps: np.ndarray, lr: np.ndarray, label: str, logged: pd.DataFrame | None = None,
-              warmup: int | None = None) -> go.Figure:
+              warmup: int | None = None, cooldown_start: int | None = None) -> go.Figure:
     """The schedule for the chosen settings; the learning rate the shipped model logged, as dots."""
     fig = go.Figure(go.Scatter(x=steps, y=lr, mode="lines", name=escape(label), line=dict(color="#636efa"),
                                hovertemplate="step %{x}<br>lr %{y:.3e}<extra></extra>"))
@@ -399,7 +399,12 @@ def lr_figure(steps: np.ndarray, lr: np.ndarray, label: str, logged: pd.DataFram
                                  hovertemplate="logged at step %{x}<br>lr %{y:.3e}<extra></extra>"))
     if warmup:
         fig.add_vline(x=warmup, line=dict(color="#999", dash="dot"), annotation_text=f"warm-up {warmup}")
-    fig.update_layout(title=dict(text="Learning rate: linear warm-up, then ∝ 1/√step"), height=380, margin=MARGIN,
+    if cooldown_start is not None:
+        fig.add_vline(x=cooldown_start, line=dict(color="#999", dash="dot"), annotation_text="cooldown",
+                      annotation_position="top left")
+    title = "Learning rate: linear warm-up, then ∝ 1/√step" + (
+        ", then a linear cooldown to zero" if cooldown_start is not None else "")
+    fig.update_layout(title=dict(text=title), height=380, margin=MARGIN,
                       xaxis=dict(title=dict(text="step")), yaxis=dict(title=dict(text="learning rate"),
                                                                          exponentformat="e"),
                       legend=dict(orientation="h", y=-0.2))

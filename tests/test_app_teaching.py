@@ -30,7 +30,7 @@ from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.model import Transformer  # noqa: E402
 from viz_model.positional import shift_matrix  # noqa: E402
 from viz_model.tokenizer import Tokenizer  # noqa: E402
-from viz_model.train.loop import learning_rate  # noqa: E402
+from viz_model.train.loop import cooldown_factor, learning_rate  # noqa: E402
 
 SENTENCE = "Two dogs play in the snow."
 
@@ -453,6 +453,34 @@ def test_training_page_with_the_models_log(tiny, tmp_path, monkeypatch):
     assert "1,234 parameters" in captions(at)
     at.number_input(key="w_tr_warmup").set_value(60).run()
     assert float(metrics(ok(at))["Largest gap between this curve and the 4 learning rates the model logged"]) > 0
+
+
+def test_training_page_draws_the_cooldown_the_card_names(tiny, tmp_path, monkeypatch):
+    """A model trained with a cooldown: the page reads epochs, steps and cooldown from the card and its curve meets
+    every logged rate, down to the last steps near zero; without the cooldown it would miss them."""
+    shutil.copytree(tiny / TINY_MODEL, tmp_path / TINY_MODEL)
+    cfg = TrainConfig(model=ModelConfig(d_model=TINY_CONFIG["d_model"], heads=1, d_ff=1, vocab_size=8),
+                      warmup_steps=10, lr_peak=1e-3, epochs=4, cooldown_epochs=2)
+    logged = [(e * 30 + b + 1, learning_rate(e * 30 + b + 1, cfg) * cooldown_factor(e, b, 30, cfg))
+              for e in range(4) for b in range(30) if (e * 30 + b + 1) % 20 == 0]
+    events = [{"event": "train", "step": s, "loss": 5.0, "nll": 4.0, "lr": lr, "tokens_per_s": 1.0} for s, lr in logged]
+    (tmp_path / TINY_MODEL / "training_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (tmp_path / TINY_MODEL / "MODEL_CARD.md").write_text(
+        "# tiny\n\n- inverse-square-root schedule with 10 warm-up steps, peak lr 0.001, then a linear cooldown to "
+        "zero over the last 2 epochs\n- trained for 4 epochs (120 steps); final weights = average of 1\n")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = open_page("training")
+    assert (at.number_input(key="w_tr_cooldown").value, at.number_input(key="w_tr_epochs").value,
+            at.number_input(key="w_tr_epoch_steps").value) == (2, 4, 30)
+    gap = "Largest gap between this curve and the 6 learning rates the model logged"
+    assert float(metrics(ok(at))[gap]) == 0.0
+    curve = chart(at, "Learning rate: linear warm-up, then ∝ 1/√step, then a linear cooldown to zero")["data"][0]
+    assert arr(curve["x"]).max() == 120 and arr(curve["y"])[-1] == pytest.approx(learning_rate(120, cfg) / 60)
+    assert "The cooldown starts after step 60" in captions(at)
+    at.number_input(key="w_tr_cooldown").set_value(0).run()
+    assert float(metrics(ok(at))[gap]) > 1e-4
+    at.number_input(key="w_tr_cooldown").set_value(5).run()
+    assert "cooldown_epochs (5) exceeds epochs (4)" in messages(at).lower()
 
 
 def test_architecture_shapes_for_the_sentence(tiny, model):

@@ -22,7 +22,7 @@ from app import teaching  # noqa: E402
 from app import teaching_figures as tf  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
-from viz_model.train.loop import learning_rate  # noqa: E402
+from viz_model.train.loop import cooldown_factor, learning_rate  # noqa: E402
 
 EX = (teaching.EXAMPLE_X, teaching.EXAMPLE_WQ, teaching.EXAMPLE_WK, teaching.EXAMPLE_WV)
 
@@ -194,6 +194,29 @@ def test_card_recipe_reads_the_exported_card():
     assert teaching.card_recipe(card) == {"warmup": 500, "peak_lr": 0.0007, "label_smoothing": 0.1}
     assert teaching.card_recipe("with 4,000 warm-up steps, lr scale 2.0") == {"warmup": 4000, "lr_scale": 2.0}
     assert teaching.card_recipe("") == {}
+    card = ("schedule with 800 warm-up steps, peak lr 0.0007, then a linear cooldown to zero over the last 3 epochs\n"
+            "- trained for 24 epochs (16,728 steps); final weights = ...")
+    assert teaching.card_recipe(card) == {"warmup": 800, "peak_lr": 0.0007, "epochs": 24, "steps": 16728,
+                                          "cooldown_epochs": 3}
+    assert teaching.card_recipe("a linear cooldown to zero over the last 1 epoch")["cooldown_epochs"] == 1
+
+
+def test_schedule_with_a_cooldown_is_the_trainers():
+    """The rate of every step of a run of 5 epochs x 7 steps with a 2-epoch cooldown, as the training loop computes
+    it (`learning_rate(step + 1) * cooldown_factor(epoch, batch_index, ...)`), and zero only after the last step."""
+    cfg = teaching.schedule_config(64, 4, lr_peak=1e-3, epochs=5, cooldown_epochs=2)
+    trainer = [learning_rate(e * 7 + b + 1, cfg) * cooldown_factor(e, b, 7, cfg) for e in range(5) for b in range(7)]
+    np.testing.assert_allclose(teaching.schedule(cfg, range(1, 36), epoch_steps=7), trainer)
+    ours = teaching.schedule(cfg, range(1, 36), epoch_steps=7)
+    assert ours[21] == pytest.approx(learning_rate(22, cfg)) and ours[-1] == pytest.approx(learning_rate(35, cfg) / 14)
+    assert np.all(np.diff(ours[21:]) < 0)
+    plain = teaching.schedule_config(64, 4, lr_peak=1e-3)
+    np.testing.assert_array_equal(teaching.schedule(plain, [1, 10, 35], 7),
+                                  [learning_rate(s, plain) for s in (1, 10, 35)])
+    with pytest.raises(teaching.InputError, match=r"cooldown_epochs \(3\) exceeds epochs \(2\)"):
+        teaching.schedule_config(64, 4, epochs=2, cooldown_epochs=3)
+    with pytest.raises(teaching.InputError, match="steps per epoch"):
+        teaching.schedule(cfg, [1], epoch_steps=0)
 
 
 def test_schedule_is_the_trainers_learning_rate():

@@ -24,13 +24,19 @@ st.caption("How the model on this page was trained, next to the paper's recipe: 
 st.subheader("Learning-rate schedule")
 st.latex(r"lrate = d_{model}^{-0.5}\cdot\min\left(step^{-0.5},\; step\cdot warmup^{-1.5}\right)")
 st.caption("The curve is `viz_model.train.loop.learning_rate`, the function the trainer calls every step. With a peak "
-           "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak.")
+           "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak. With "
+           "cooldown epochs set, the trainer multiplies it by `cooldown_factor`: a linear decay to zero over the "
+           "run's last epochs, where the inverse-square-root tail alone would still be far from zero.")
 ss.setdefault("tr_d_model", config.d_model)
 ss.setdefault("tr_warmup", int(recipe.get("warmup", 4000)))
 ss.setdefault("tr_mode", "peak" if "peak_lr" in recipe else "scale")
 ss.setdefault("tr_peak", float(recipe.get("peak_lr", 7e-4)))
 ss.setdefault("tr_scale", float(recipe.get("lr_scale", 1.0)))
 ss.setdefault("tr_steps", 20_000)
+ss.setdefault("tr_epochs", int(recipe.get("epochs", 20)))
+ss.setdefault("tr_epoch_steps", max(1, round(recipe["steps"] / recipe["epochs"])) if recipe.get("epochs")
+              and recipe.get("steps") else 1000)
+ss.setdefault("tr_cooldown", int(recipe.get("cooldown_epochs", 0)))
 a, b, c, d = st.columns(4)
 with a:
     common.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
@@ -46,28 +52,48 @@ with c:
     else:
         common.bound(st.number_input, "lr scale (× the formula)", "tr_scale", min_value=0.0, max_value=1000.0, step=0.1)
 with d:
-    common.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000)
+    common.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000,
+                 disabled=ss["tr_cooldown"] > 0, help="With a cooldown the curve ends with the run: epochs × steps.")
+a, b, c, _ = st.columns(4)
+with a:
+    common.bound(st.number_input, "Cooldown epochs", "tr_cooldown", min_value=0, max_value=100_000, step=1,
+                 help="`cooldown_epochs`: the learning rate decays linearly to zero over the run's last epochs "
+                      "(0: none, the paper's schedule).")
+with b:
+    common.bound(st.number_input, "Epochs", "tr_epochs", min_value=1, max_value=100_000, step=1,
+                 disabled=ss["tr_cooldown"] == 0, help="The run's length; only a cooldown depends on it.")
+with c:
+    common.bound(st.number_input, "Steps per epoch", "tr_epoch_steps", min_value=1, max_value=10_000_000, step=100,
+                 disabled=ss["tr_cooldown"] == 0, help="Optimizer steps in one epoch; only a cooldown depends on it.")
 logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
                        if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
 try:
+    cooldown = int(ss["tr_cooldown"])
     cfg = teaching.schedule_config(ss["tr_d_model"], ss["tr_warmup"],
                                    lr_scale=ss["tr_scale"] if ss["tr_mode"] == "scale" else 1.0,
-                                   lr_peak=ss["tr_peak"] if ss["tr_mode"] == "peak" else 0.0)
+                                   lr_peak=ss["tr_peak"] if ss["tr_mode"] == "peak" else 0.0,
+                                   epochs=ss["tr_epochs"] if cooldown else 1, cooldown_epochs=cooldown)
+    epoch_steps = int(ss["tr_epoch_steps"])
+    cooldown_start = (cfg.epochs - cooldown) * epoch_steps if cooldown else None
     last = int(logged["step"].max()) if len(logged) else 0
-    steps = teaching.schedule_steps(max(int(ss["tr_steps"]), last), marks=[cfg.warmup_steps])
+    total = cfg.epochs * epoch_steps if cooldown else max(int(ss["tr_steps"]), last)
+    steps = teaching.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
+    lr = teaching.schedule(cfg, steps, epoch_steps)
 except teaching.InputError as err:
     common.input_problem(err)
 else:
-    lr = teaching.schedule(cfg, steps)
-    label = (f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
-             f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
-    fig = tf.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps)
+    label = ((f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
+              f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
+             + (f", cooldown {cooldown} of {cfg.epochs} epochs" if cooldown else ""))
+    fig = tf.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps, cooldown_start)
     common.chart(fig, "learning-rate", key="tr_lr_chart")
     common.exports(fig, "learning-rate", "tr_lr")
     top = int(np.argmax(lr))
-    st.caption(f"Peak {lr[top]:.3e} at step {int(steps[top])}.")
+    st.caption(f"Peak {lr[top]:.3e} at step {int(steps[top])}."
+               + (f" The cooldown starts after step {cooldown_start:,} and decays linearly to zero at the end of "
+                  f"the run's last step, {total:,}." if cooldown else ""))
     if len(logged):
-        expected = teaching.schedule(cfg, logged["step"].to_numpy())
+        expected = teaching.schedule(cfg, logged["step"].to_numpy(), epoch_steps)
         gap = float(np.abs(expected - logged["lr"].to_numpy()).max())
         st.metric(f"Largest gap between this curve and the {len(logged)} learning rates the model logged", f"{gap:.1e}",
                   help="0 when the settings above are the ones the model was trained with.")
