@@ -276,6 +276,8 @@ def test_train_and_export(capsys, tmp_path, data_dir, finished_run):
     viz_model.checkpoint.load_weights(model.network, finished_run / "epochs" / "epoch_002.safetensors")
     for name, tensor in model.network.state_dict().items():
         assert torch.equal(tensor, exported[name]), name  # --last 1 = the last epoch's weights
+    assert "final weights = the last epoch checkpoint (epoch_002.safetensors), not averaged" in (
+        out / "MODEL_CARD.md").read_text()
     code, out_text, _ = run(capsys, "info", "--model", out)
     assert code == 0 and json.loads(out_text.partition("\n}\n")[0] + "\n}")["model"] == "exported"
 

@@ -166,7 +166,8 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
            f"epoch{'s' if cfg.cooldown_epochs > 1 else ''}" if cfg.cooldown_epochs else ""),
         f"- dropout {m.dropout}, label smoothing {cfg.label_smoothing}, seed {cfg.seed}",
         f"- trained for {last_val.get('epoch', '?')} epochs ({last_val.get('step', '?')} steps); final weights = "
-        f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})",
+        + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
+           f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads, host {start.get('host', '?')}), "
         f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{precision_note(events, cfg.bf16)}",
         "",
