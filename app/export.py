@@ -25,9 +25,20 @@ class ExportError(RuntimeError):
     """An image could not be rendered; the message says why and what to do."""
 
 
+def standalone(fig: go.Figure) -> go.Figure:
+    """A copy of `fig` that lays itself out without the app: every axis makes room for its tick labels.
+
+    In the app process Streamlit makes its own theme Plotly's default template, and that theme leaves margins to
+    the app's client; an exported file has no such client, so labels would fall off the canvas."""
+    out = go.Figure(fig)
+    out.update_xaxes(automargin=True)
+    out.update_yaxes(automargin=True)
+    return out
+
+
 def figure_html(fig: go.Figure) -> str:
     """A self-contained interactive HTML page (plotly.js inlined: works offline)."""
-    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    return standalone(fig).to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
 
 
 def find_browser() -> str | None:
@@ -67,7 +78,7 @@ def figure_images(fig: go.Figure, formats: tuple[str, ...] = IMAGE_FORMATS, widt
     if browser and not os.environ.get("BROWSER_PATH"):
         os.environ["BROWSER_PATH"] = browser  # choreographer (kaleido's browser driver) reads it
     height = fig.layout.height or 500
-    spec = fig.to_dict()
+    spec = standalone(fig).to_dict()
     opts = {"width": width or DEFAULT_WIDTH, "height": height}
 
     async def render() -> dict[str, bytes]:

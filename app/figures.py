@@ -164,7 +164,7 @@ def _font_px(n: int) -> int:
 
 def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dict:
     n = len(labels)
-    axis = dict(title=dict(text=title), tickmode="array", tickvals=list(range(n)),
+    axis = dict(title=dict(text=title), automargin=True, tickmode="array", tickvals=list(range(n)),
                 ticktext=[escape(t) for t in labels], tickfont=dict(size=_font_px(n)), showgrid=False,
                 zeroline=False, range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
     return axis
