@@ -18,7 +18,17 @@ from plotly.subplots import make_subplots
 from viz_model.analysis.ablation import Head
 from viz_model.analysis.alignment import Link
 
-from .figures import HEAD_COLORS, KIND_TITLES, KINDS, AttentionMap, _links, escape, map_heatmap
+from .figures import (
+    HEAD_COLORS,
+    KIND_TITLES,
+    KINDS,
+    PREDICTED_ROWS,
+    ROW_LABELS,
+    AttentionMap,
+    _links,
+    escape,
+    map_heatmap,
+)
 
 MARGIN = dict(l=10, r=10, t=80, b=10)
 SELECTED_COLOR = "#e4572e"
@@ -211,10 +221,15 @@ def alignment_figure(weights: np.ndarray, source_words: Sequence[str], target_wo
 
 
 def word_map_figure(weights: np.ndarray, source_words: Sequence[str], target_words: Sequence[str], layer: int,
-                    head: int | str, links: Collection[Link], gold: Collection[Link] = ()) -> go.Figure:
-    """The word-level cross-attention map (the explorer's heatmap) with the links ringed and gold links crossed."""
+                    head: int | str, links: Collection[Link], gold: Collection[Link] = (),
+                    rows: str = "output") -> go.Figure:
+    """The word-level cross-attention map (the explorer's heatmap) with the links ringed and gold links crossed;
+    `rows` says whether a target word's row is the query that predicted it ("output") or read it ("input")."""
+    if rows not in ROW_LABELS:
+        raise ValueError(f"rows must be one of {', '.join(ROW_LABELS)}; got {rows!r}")
     amap = AttentionMap(np.asarray(weights, dtype=np.float32), list(target_words), list(source_words),
-                        [""] * len(target_words), "cross", layer, head, "word")
+                        [""] * len(target_words), "cross", layer, head, "word",
+                        PREDICTED_ROWS.replace("output token", "output word") if rows == "output" else "")
     fig = map_heatmap(amap)
     for marks, name, symbol, color in ((links, "alignment link", "circle-open", SELECTED_COLOR),
                                        (gold, "gold link", "x-thin-open", GOLD_COLOR)):

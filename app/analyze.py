@@ -83,9 +83,9 @@ def compute_head_stats(root: str, name: str, stamp: str, sentences: tuple[str, .
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_ablation(root: str, name: str, stamp: str, text: str, heads: tuple[Head, ...], beam: int,
+def compute_ablation(root: str, name: str, stamp: str, search: str, text: str, heads: tuple[Head, ...], beam: int,
                      alpha: float) -> AblationResult:
-    return ablation.ablate(common.load_model(root, name, stamp), text, heads, beam=beam, alpha=alpha)
+    return ablation.ablate(common.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -97,8 +97,8 @@ def trace_of_model(session: common.Session, name: str, text: str, target: str | 
     """`text` traced by the model `name` of the same assets folder, with this session's decoding settings."""
     stamp = common.model_stamp(Path(session.root), name)
     common.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
-    return common.compute_trace(session.root, name, stamp, text, session.beam, session.alpha, target or None,
-                                session.top_k, session.truncate)
+    return common.compute_trace(session.root, name, stamp, session.search, text, session.beam, session.alpha,
+                                target or None, session.top_k, session.truncate)
 
 
 # --- what the user types -----------------------------------------------------------------------------------------

@@ -55,8 +55,9 @@ VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", 
 KIND_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
 DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
-            "kind": "encoder", "layer": 1, "head": "1", "level": "piece"}
-URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "beam", "alpha")
+            "kind": "encoder", "layer": 1, "head": "1", "level": "piece", "search": "auto"}
+URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search")
+SEARCH_LABELS = {"auto": "Auto (int8 on the CPU)", "int8": "int8", "fp32": "Full precision (fp32)"}
 TRACE_CACHE_ENTRIES = 12
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": False}
 UNEXPECTED = "Something went wrong on this page"
@@ -95,17 +96,24 @@ def load_model(root: str, name: str, stamp: str) -> TranslationModel:
     return viz_model.load(Path(root) / name, device="auto")
 
 
+@st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
+def searching_model(root: str, name: str, stamp: str, search: str) -> TranslationModel:
+    """The cached model searching in precision `search` (the network is shared with `load_model`'s, not copied)."""
+    model = load_model(root, name, stamp)
+    return model if search == "auto" else model.with_search(search)
+
+
 @st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
-def compute_trace(root: str, name: str, stamp: str, text: str, beam: int, alpha: float, target: str | None,
-                  top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
-    return load_model(root, name, stamp).trace(text, beam=beam, alpha=alpha, target=target, top_k=top_k,
-                                               truncate=truncate, positions=positions)
+def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
+                  target: str | None, top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
+    return searching_model(root, name, stamp, search).trace(text, beam=beam, alpha=alpha, target=target,
+                                                            top_k=top_k, truncate=truncate, positions=positions)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_beam_tree(root: str, name: str, stamp: str, text: str, beam: int, alpha: float,
+def compute_beam_tree(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
                       truncate: bool) -> BeamTree:
-    return load_model(root, name, stamp).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
+    return searching_model(root, name, stamp, search).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -127,14 +135,15 @@ class Session:
     alpha: float
     top_k: int
     truncate: bool
+    search: str = "auto"
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
-        return compute_trace(self.root, self.name, self.stamp, text, self.beam, self.alpha, target or None,
-                             self.top_k, self.truncate, positions)
+        return compute_trace(self.root, self.name, self.stamp, self.search, text, self.beam, self.alpha,
+                             target or None, self.top_k, self.truncate, positions)
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
-        return compute_beam_tree(self.root, self.name, self.stamp, text, beam, alpha, self.truncate)
+        return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate)
 
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
@@ -142,6 +151,13 @@ class Session:
 
 
 # --- text --------------------------------------------------------------------------------------------------------
+def count(n: int, noun: str, lead: str = "") -> str:
+    """"1 head", "4 heads" (with `lead`: "Each of the 4 heads", or "The 1 head" for one)."""
+    if n == 1:
+        return f"{'The ' if lead else ''}1 {noun}"
+    return f"{lead + ' ' if lead else ''}{n} {noun}s"
+
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&\"'=^])")
 
 
@@ -170,8 +186,9 @@ def init_state(models: list[str]) -> None:
     qp = st.query_params
     problems: list[str] = []
 
-    def bad(name: str, value: str, why: str) -> None:
-        problems.append(f"`{name}={md_escape(value[:60])}` ignored: {why}")
+    def bad(name: str, value: str, why: str) -> None:  # in a code span Markdown escapes would show literally
+        shown = value[:60].replace("`", "'").replace("\n", " ")
+        problems.append(f"`{name}={shown}` ignored: {why}")
 
     sentence = qp.get("sentence")
     ss["sentence"] = sentence if sentence is not None else EXAMPLES[0]
@@ -206,6 +223,12 @@ def init_state(models: list[str]) -> None:
             ss["head"] = head if head in figures.AGGREGATES else str(url_number(head))
         else:
             bad("head", head, "use a head number from 1, mean or max")
+    level = qp.get("level")
+    if level is not None:
+        if level in LEVEL_LABELS:
+            ss["level"] = level
+        else:
+            bad("level", level, f"use one of {', '.join(LEVEL_LABELS)}")
     beam = qp.get("beam")
     if beam is not None:
         if 1 <= url_number(beam) <= MAX_BEAM:
@@ -222,6 +245,12 @@ def init_state(models: list[str]) -> None:
             ss["alpha"] = round(value, 2)
         except ValueError:
             bad("alpha", alpha, "use a length penalty from 0 to 5")
+    search = qp.get("search")
+    if search is not None:
+        if search in SEARCH_LABELS:
+            ss["search"] = search
+        else:
+            bad("search", search, f"use one of {', '.join(SEARCH_LABELS)}")
     ss["_url_problems"] = problems
 
 
@@ -239,11 +268,15 @@ def url_state() -> dict[str, str]:
         params["target"] = ss["target"]
     for key in ("view", "kind", "layer", "head"):
         params[key] = str(ss.get(key, DEFAULTS[key]))
+    if ss.get("level", DEFAULTS["level"]) != DEFAULTS["level"]:
+        params["level"] = ss["level"]
     beam = 1 if ss.get("decoding") == "greedy" else int(ss.get("beam", DEFAULTS["beam"]))
     if beam != DEFAULTS["beam"]:
         params["beam"] = str(beam)
     if float(ss.get("alpha", DEFAULTS["alpha"])) != DEFAULTS["alpha"]:
         params["alpha"] = f"{float(ss['alpha']):g}"
+    if ss.get("search", DEFAULTS["search"]) != DEFAULTS["search"]:
+        params["search"] = ss["search"]
     return params
 
 
@@ -266,8 +299,8 @@ def link_popover() -> None:
         base = st.context.url or ""
         if base and not urlparse(base).path:
             base += "/"
-        st.caption("This link reopens this page with this sentence, model and view. Copy it with the button "
-                   "at the right of the box.")
+        st.caption("This link reopens this page with this sentence, model and view. Copy it with the copy icon "
+                   "that appears at the top right of the box when you point at it.")
         st.code(f"{base}?{query}", language=None, wrap_lines=True)
 
 
@@ -305,12 +338,18 @@ def sidebar(models: list[str]) -> Session | None:
         cfg = model.config
         color = "green" if model.device.type == "cuda" else "gray"
         st.badge(model.device_label, icon=":material/memory:", color=color)
-        st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {cfg.heads} heads · "
+        search = ss["search"]
+        try:
+            model = searching_model(str(root), name, stamp, search)
+        except ValueError as err:  # int8 where it cannot run (a GPU, fp16 weights): say why, search as auto does
+            st.warning(f"Search precision {search}: {err}. Searching with auto instead.")
+            search = "auto"
+        st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
                    f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
                    f"{model.search_precision} weights, every map and probability in full precision")
-        if model.card:
-            with st.expander("Model card"):
-                st.markdown(model.card)
+        if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
+                                    help="Opens the model card in a wide window"):
+            show_card(model.name, model.card)
         st.subheader("Decoding")
         bound(st.radio, "Search", "decoding", ["greedy", "beam"], horizontal=True,
               format_func=lambda v: "Greedy" if v == "greedy" else "Beam search")
@@ -318,11 +357,23 @@ def sidebar(models: list[str]) -> Session | None:
             bound(st.slider, "Beam size", "beam", 2, MAX_BEAM)
         bound(st.slider, "Length penalty α", "alpha", 0.0, 5.0, step=0.1,
               help="GNMT length penalty: higher favours longer translations (0 = none)")
+        bound(st.radio, "Search precision", "search", list(SEARCH_LABELS), format_func=SEARCH_LABELS.get,
+              help="Which weights beam search runs on. The maps and probabilities are always recomputed in full "
+                   "precision for the chosen output, so with int8 a step may show a top candidate other than the "
+                   "token the search chose (it is flagged).")
         bound(st.slider, "Top-k candidates per step", "top_k", 1, min(MAX_TOP_K, 20))
         bound(st.checkbox, "Cut sentences longer than the model's maximum", "truncate",
               help=f"Otherwise a sentence above {cfg.max_positions} tokens is refused with a message.")
     beam = 1 if ss["decoding"] == "greedy" else int(ss["beam"])
-    return Session(model, str(root), name, stamp, beam, float(ss["alpha"]), int(ss["top_k"]), bool(ss["truncate"]))
+    return Session(model, str(root), name, stamp, beam, float(ss["alpha"]), int(ss["top_k"]), bool(ss["truncate"]),
+                   search)
+
+
+@st.dialog("Model card", width="large")
+def show_card(name: str, card: str) -> None:
+    """The model card in a wide dialog (the sidebar made it a very tall narrow column)."""
+    st.caption(name)
+    st.markdown(card)
 
 
 # --- sentence form and trace -------------------------------------------------------------------------------------
@@ -352,7 +403,9 @@ def sentence_form() -> None:
                  placeholder="Pick an example sentence…")
     with st.form("sentence_form", border=False):
         st.text_area("Sentence to translate (English)", key="sentence_input", height=80,
-                     max_chars=MAX_INPUT_CHARS, placeholder="Type an English sentence")
+                     placeholder="Type an English sentence",
+                     help=f"Up to {MAX_INPUT_CHARS:,} characters; a longer text is refused with a message (a box "
+                          "limit would drop a long paste silently).")
         with st.expander("Force a target translation (teacher forcing)", expanded=bool(ss.get("target"))):
             st.text_input("Target text (optional)", key="target_input",
                           help="The model reads this German text instead of its own translation; every map then "
@@ -496,7 +549,10 @@ def translation_panel(trace: AttentionTrace) -> None:
         confidence_line(trace)
         decoding = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}, α {settings['alpha']:g}"
         timing = trace.timings.get("total_ms")
-        st.caption(f"{decoding} · log-probability {trace.log_probability:.2f} · {len(trace.source_tokens)} source / "
+        search = settings.get("search", "fp32")
+        searched = "forced output" if search == "forced" else f"searched with {search} weights"
+        st.caption(f"{decoding} · {searched} · log-probability {trace.log_probability:.3f} (full precision) · "
+                   f"{len(trace.source_tokens)} source / "
                    f"{len(trace.target_tokens)} target tokens · {trace.device}"
                    + (f" · {timing:.0f} ms" if timing is not None else ""))
 
@@ -505,9 +561,12 @@ def steps_table(trace: AttentionTrace) -> None:
     with st.expander("Decoding steps: what the model chose at each position, and its top candidates"):
         rows = [{"position": s.position, "read": s.input_token, "chose": s.token,
                  "probability": round(s.probability, 4),
-                 "candidates": ", ".join(f"{t} {p:.3f}" for t, p in zip(s.top_tokens, s.top_probabilities))}
-                for s in trace.steps]
-        st.dataframe(rows, hide_index=True, width="stretch")
+                 "candidates": ", ".join(f"{t} {p:.3f}" for t, p in zip(s.top_tokens, s.top_probabilities)),
+                 "not the top candidate because": trace.step_note(i) or ""}
+                for i, s in enumerate(trace.steps)]
+        st.dataframe(rows, hide_index=True, width="stretch",
+                     column_config={"candidates": st.column_config.TextColumn(width="large"),
+                                    "not the top candidate because": st.column_config.TextColumn(width="large")})
 
 
 # --- charts and exports ------------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-att
                "cross": "Cross-attention (decoder → encoder)"}
 AGGREGATES = ("mean", "max")
 LEVELS = ("piece", "word")
+ROW_LABELS = ("input", "output")  # decoder rows labelled by the token they read, or by the token they predicted
+PREDICTED_ROWS = "queries (rows): the output token each row predicted"
 WEIGHT_SCALE = "Blues"
 HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 Head = int | str
@@ -119,6 +121,7 @@ class AttentionMap:
     layer: int
     head: Head
     level: str
+    query_title: str = ""  # the row axis title when it is not the kind's own (see `axis_names`)
 
     @property
     def title(self) -> str:
@@ -126,8 +129,13 @@ class AttentionMap:
         return f"{KIND_TITLES[self.kind]}: layer {self.layer + 1}, {head_name(self.head)}{level}"
 
 
-def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece") -> AttentionMap:
+def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece",
+                  rows: str = "input") -> AttentionMap:
+    """One map of the trace; ``rows="output"`` labels decoder and cross rows by the token each row predicted
+    (``output_tokens``) instead of the token it read (``target_tokens``, the decoder's inputs)."""
     check_kind(kind)
+    if rows not in ROW_LABELS:
+        raise ValueError(f"rows must be one of {', '.join(ROW_LABELS)}; got {rows!r}")
     check_layer(trace, kind, layer)
     check_head(trace, head)
     if level not in LEVELS:
@@ -136,16 +144,21 @@ def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, leve
     queries, keys = trace.axes(kind)
     q_words = trace.source_words if kind == "encoder" else trace.target_words
     k_words = trace.target_words if kind == "decoder" else trace.source_words
-    notes = ([""] * len(queries) if kind == "encoder"
-             else [f"predicts {tok}" for tok in trace.output_tokens])
+    predicted = rows == "output" and kind != "encoder"
+    if predicted:
+        queries = trace.output_tokens
+    notes = ([""] * len(queries) if kind == "encoder" else
+             [f"reads {tok}" for tok in trace.target_tokens] if predicted else
+             [f"predicts {tok}" for tok in trace.output_tokens])
     if level == "word":
         qg, kg = word_groups(q_words), word_groups(k_words)
         weights = merge_words(weights, qg, kg)
         queries, keys = word_labels(queries, qg), word_labels(keys, kg)
-        notes = ([""] * len(qg) if kind == "encoder"
-                 else ["predicts " + "".join(trace.output_tokens[i] for i in g) for g in qg])
+        other = trace.target_tokens if predicted else trace.output_tokens
+        verb = "reads " if predicted else "predicts "
+        notes = [""] * len(qg) if kind == "encoder" else [verb + "".join(other[i] for i in g) for g in qg]
     return AttentionMap(np.asarray(weights, dtype=np.float32), list(queries), list(keys), notes, kind, layer, head,
-                        level)
+                        level, PREDICTED_ROWS if predicted else "")
 
 
 def map_dataframe(amap: AttentionMap) -> pd.DataFrame:
@@ -160,6 +173,11 @@ def _row_px(n: int) -> int:
 
 def _font_px(n: int) -> int:
     return 12 if n <= 50 else 10 if n <= 100 else 8
+
+
+def _tick_angle(labels: Sequence[str], panels: int = 1) -> int:
+    """Slant token labels when they would overlap: about 7 px a character against ~900 px shared by `panels`."""
+    return -45 if sum(len(t) + 1 for t in labels) * 7 > 900 / panels else 0
 
 
 def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dict:
@@ -184,6 +202,7 @@ def map_heatmap(amap: AttentionMap) -> go.Figure:
     for j, label in enumerate(amap.key_labels):
         custom[:, j, 1] = f"{j}: {escape(label)}"
     q_title, k_title = axis_names(amap.kind)
+    q_title = amap.query_title or q_title
     fig = go.Figure(go.Heatmap(
         z=amap.weights, x=list(range(k)), y=list(range(q)), customdata=custom, colorscale=WEIGHT_SCALE, zmin=0.0,
         zmax=float(max(amap.weights.max(), 1e-6)), colorbar=dict(title=dict(text="weight")),
@@ -392,7 +411,7 @@ def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: H
             hovertemplate=f"layer %{{y}}<br>{other} %{{customdata}}<br>weight %{{z:.6f}}<extra></extra>",
             name=what), row=1, col=c)
         fig.update_xaxes(tickmode="array", tickvals=list(range(len(axis_labels))),
-                         ticktext=[escape(t) for t in axis_labels], tickangle=-45 if len(axis_labels) > 10 else 0,
+                         ticktext=[escape(t) for t in axis_labels], tickangle=_tick_angle(axis_labels, len(panels)),
                          tickfont=dict(size=_font_px(len(axis_labels))), showgrid=False, row=1, col=c)
         fig.update_yaxes(tickmode="array", tickvals=list(range(1, layers + 1)),
                          ticktext=[f"layer {i + 1}" for i in range(layers)], autorange="reversed", showgrid=False,

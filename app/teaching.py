@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_flatten
 from viz_model.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
 from viz_model.checkpoint import CONFIG, TRAINING_LOG
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
+from viz_model.coverage import TRAINING_STATS, TrainingStats
 from viz_model.positional import shift_matrix, sinusoidal_table, wavelengths
 from viz_model.tokenizer import PAD_ID
 from viz_model.train.card import read_log
@@ -321,8 +322,13 @@ _LENGTH_PATTERNS = (r"max_len\D{0,12}(\d+)", r"longest training (?:sentence|pair
                     r"training sentences? of at most (\d+)")
 
 
-def training_max_length(directory: Path | None, card: str) -> tuple[int | None, str]:
-    """The longest training sequence (tokens), if the model directory records it: (length, where it was found)."""
+def training_max_length(directory: Path | None, card: str, stats: TrainingStats | None = None
+                        ) -> tuple[int | None, str]:
+    """The longest training sequence (tokens), if the model directory records it: (length, where it was found).
+
+    The training statistics come first: the explorer's input warnings read the same number, so pages agree."""
+    if stats is not None:
+        return stats.max_source_tokens, f"{TRAINING_STATS} (longest training source, pieces + </s>)"
     if directory is not None:
         for event in read_log(directory / TRAINING_LOG):
             for key in ("max_len", "longest_train", "max_train_length"):
@@ -518,6 +524,7 @@ COMPLEXITY = pd.DataFrame([
 LAYER_NAMES = ("self-attention (explicit weights)", "self-attention (fused kernel)", "recurrent (RNN)",
                "convolution")
 MAX_MEASURE_LENGTH = 2048
+MAX_MEASURE_BYTES = 256 * 2**20  # one measurement's tensors, on a server every session shares
 
 
 class PeakTensorMemory(TorchDispatchMode):
@@ -560,12 +567,21 @@ def _layers(d_model: int, heads: int, kernel: int) -> dict[str, Callable[[torch.
     }
 
 
-def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int = 3, repeats: int = 3,
+def measure_memory_bytes(n: int, d_model: int, heads: int, kernel: int) -> int:
+    """Peak memory one measurement may hold: the explicit path's scores and weights (heads x n x n, twice), the
+    input and a few activations of width d, and the layers' weights (float32)."""
+    return 4 * (2 * heads * n * n + 8 * n * d_model + 6 * d_model * d_model + kernel * d_model * d_model)
+
+
+def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int = 3, repeats: int = 5,
                    progress: Callable[[float], None] | None = None) -> pd.DataFrame:
     """Time (median of `repeats`) and peak activation memory of one forward pass of each layer kind, per length.
 
     Self-attention is the library's `MultiHeadAttention`, with the weights materialised (the instrumented path)
     and without (the fused kernel inference uses); the recurrent layer is `nn.RNN`, the convolution `nn.Conv1d`.
+    Every layer first runs on every length (a warm-up: thread pools, kernel choice and allocations happen then),
+    so the first size timed pays no one-off cost. A request whose tensors would exceed MAX_MEASURE_BYTES (a server
+    every session shares) is refused with the limit named.
     """
     if not lengths:
         raise InputError("pick at least one sequence length")
@@ -576,17 +592,24 @@ def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int
         raise InputError(f"d = {d_model} is not divisible by {heads} heads")
     kernel = check_int(kernel, "the kernel width k", 1, 31)
     repeats = check_int(repeats, "repeats", 1, 20)
+    needed = measure_memory_bytes(lengths[-1], d_model, heads, kernel)
+    if needed > MAX_MEASURE_BYTES:
+        raise InputError(f"n = {lengths[-1]} with d = {d_model} and {heads} heads needs about {needed / 2**20:,.0f} MB "
+                         f"(the {heads} × n × n attention weights above all); the limit per request is "
+                         f"{MAX_MEASURE_BYTES // 2**20} MB on this shared server: pick fewer heads or shorter lengths")
     generator = torch.Generator().manual_seed(0)
     with torch.random.fork_rng(devices=[]):  # the layers' random init must not move the process's RNG
         torch.manual_seed(0)
         layers = _layers(d_model, heads, kernel)
+    inputs = {n: torch.randn(1, n, d_model, generator=generator) for n in lengths}
     rows = []
     total, done = len(lengths) * len(layers), 0
     with torch.inference_mode():
-        for n in lengths:
-            x = torch.randn(1, n, d_model, generator=generator)
+        for x in inputs.values():  # warm-up
+            for run in layers.values():
+                run(x)
+        for n, x in inputs.items():
             for name, run in layers.items():
-                run(x)  # warm-up
                 times = []
                 for _ in range(repeats):
                     started = time.perf_counter()

@@ -24,6 +24,8 @@ MARGIN = dict(l=10, r=10, t=60, b=10)
 STATUS_COLORS = {"kept": "#3182bd", "finished": "#31a354", "pruned": "#c8c8c8", "chosen": "#e4572e"}
 
 
+MAX_TREE_NODES = 40  # nodes drawn per step of the beam tree (a beam of 16 looks at 256 continuations)
+
 def _marks(fig: go.Figure, marks: dict[str, float] | None, axis: str = "x") -> None:
     """Dashed lines at named positions (e.g. the training length, max_positions)."""
     for n, (label, value) in enumerate((marks or {}).items()):
@@ -265,7 +267,7 @@ def topk_figure(tokens: Sequence[str], probabilities: Sequence[float], chosen: s
                            hovertemplate="%{customdata}: p = %{x:.6f}<extra></extra>"))
     fig.update_layout(title=dict(text=escape(f"Step {step + 1}: the top {len(tokens)} next tokens (chosen: {chosen})")),
                       height=140 + 30 * len(tokens), margin=MARGIN,
-                      xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, max(probabilities) * 1.25 + 0.02)]),
+                      xaxis=dict(title=dict(text="probability"), range=[0, max(probabilities) * 1.15 + 0.14]),
                       yaxis=dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=labels,
                                  autorange="reversed"))
     return fig
@@ -323,6 +325,7 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
     per_parent = per_parent or tree.beam
     chosen = set(tree.chosen_path)
     alive_y: dict[int, float] = {0: 0.0}  # row of the step being drawn -> y of its node
+    hidden = 0  # pruned continuations left out to keep a step's column within MAX_TREE_NODES
     nodes: list[dict[str, Any]] = []
     edges: dict[str, tuple[list[Any], list[Any]]] = {s: ([], []) for s in STATUS_COLORS}
     for s in tree.steps:
@@ -334,6 +337,12 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
             ranked = sorted(groups[parent], key=lambda i: -s.candidates[i].log_prob)
             shown += [i for rank, i in enumerate(ranked)
                       if rank < per_parent or s.candidates[i].status != "pruned" or (s.step, i) in chosen]
+        if len(shown) > MAX_TREE_NODES:  # a wide beam: leave out the least likely pruned continuations
+            spare = sorted((i for i in shown if s.candidates[i].status == "pruned" and (s.step, i) not in chosen),
+                           key=lambda i: s.candidates[i].log_prob)
+            dropped = set(spare[:len(shown) - MAX_TREE_NODES])
+            hidden += len(dropped)
+            shown = [i for i in shown if i not in dropped]
         next_y: dict[int, float] = {}
         for slot, i in enumerate(shown):
             c = s.candidates[i]
@@ -353,7 +362,7 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
         alive_y = next_y
     fig = go.Figure()
     order = ("pruned", "kept", "finished", "chosen")
-    names = {"pruned": "pruned", "kept": "kept in the beam", "finished": "finished (</s> or length limit)",
+    names = {"pruned": "pruned", "kept": "kept in the beam", "finished": "finished (&lt;/s&gt; or length limit)",
              "chosen": "chosen translation"}
     for status in order:
         xs, ys = edges[status]
@@ -377,13 +386,14 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
     widest = max((sum(1 for n in nodes if n["x"] == s.step) for s in tree.steps), default=1)
     fig.update_layout(
         title=dict(text=f"Beam search tree: beam {tree.beam}, α {tree.alpha:g}, {len(tree.steps)} steps, "
-                        f"{len(tree.finished)} finished hypotheses"),
+                        f"{len(tree.finished)} finished hypotheses"
+                        + (f" ({hidden} least likely pruned continuations not drawn)" if hidden else "")),
         height=max(360, 120 + 26 * widest), margin=dict(l=10, r=10, t=60, b=10), hovermode="closest",
         xaxis=dict(title=dict(text="step"), tickmode="array", tickvals=list(range(-1, len(tree.steps))),
                    ticktext=["start"] + [str(s.step + 1) for s in tree.steps], showgrid=False, zeroline=False,
                    range=[-1.6, len(tree.steps) - 0.2]),
         yaxis=dict(visible=False, autorange="reversed"), plot_bgcolor="rgba(0,0,0,0)",
-        legend=dict(orientation="h", y=-0.08))
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
     return fig
 
 

@@ -27,6 +27,7 @@ import viz_model  # noqa: E402
 from app import common, figures, teaching  # noqa: E402
 from viz_model.checkpoint import save_model_dir  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
+from viz_model.coverage import TRAINING_STATS  # noqa: E402
 from viz_model.model import Transformer  # noqa: E402
 from viz_model.positional import shift_matrix  # noqa: E402
 from viz_model.tokenizer import Tokenizer  # noqa: E402
@@ -94,7 +95,10 @@ def tables(at: AppTest) -> list:
 def test_positional_lab_draws_every_lesson(tiny):
     at = open_page("positional")
     d, max_positions = TINY_CONFIG["d_model"], TINY_CONFIG["max_positions"]
-    for prefix in ("PE matrix: 128 positions", "Sinusoids", "Wavelength of each sin/cos pair", "PE(p)·PE(q) for",
+    tokens = len(viz_model.load(tiny / TINY_MODEL, device="cpu").encode(SENTENCE))
+    drawn = max(16, -(-tokens // 8) * 8)  # the sentence's positions, rounded up to the slider's step of 8
+    assert at.slider(key="w_pe_length").value == drawn
+    for prefix in (f"PE matrix: {drawn} positions", "Sinusoids", "Wavelength of each sin/cos pair", "PE(p)·PE(q) for",
                    "PE(p)·PE(q) against the distance", "M_k for k = 3", "Numerical error of M_k",
                    "The chosen dimensions for positions", "Positional encodings of the", "Token 1:",
                    "Encoder self-attention, layer"):
@@ -108,7 +112,11 @@ def test_positional_lab_draws_every_lesson(tiny):
     assert float(values["Largest error, float64 table"]) < 1e-5
     assert float(values["Largest error, float32 table (what the model adds)"]) < 1e-5
     text = messages(at)
-    assert "does not record the longest training sentence" in text and f"{max_positions} rows" in text
+    longest = viz_model.load(tiny / TINY_MODEL, device="cpu").training_stats.max_source_tokens
+    assert f"The longest training sequence had {longest} tokens (from training_stats.json" in captions(at)
+    assert "does not record the longest training sentence" not in text  # the explorer's warnings read the same
+    far = chart(at, "The chosen dimensions for positions")
+    assert any(f"max_positions = {max_positions}" in a["text"] for a in far["layout"]["annotations"])
     assert "No learned-position model is shipped yet" in text
     assert f"d_model = {d}" in captions(at)
 
@@ -133,6 +141,7 @@ def test_shift_offset_and_zoom(tiny):
 def test_training_length_from_the_log_and_a_learned_model(tiny, tmp_path, monkeypatch):
     shutil.copytree(tiny / TINY_MODEL, tmp_path / TINY_MODEL)
     (tmp_path / TINY_MODEL / "training_log.jsonl").write_text(json.dumps({"event": "start", "max_len": 30}) + "\n")
+    (tmp_path / TINY_MODEL / TRAINING_STATS).unlink()  # without training statistics the log is read
     tokenizer = Tokenizer.load(tiny / TINY_MODEL / "tokenizer.model")
     torch.manual_seed(1)
     learned = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, positional="learned", **TINY_CONFIG))
@@ -146,7 +155,8 @@ def test_training_length_from_the_log_and_a_learned_model(tiny, tmp_path, monkey
     assert at.selectbox(key="w_pe_learned").value == "tiny-learned"
     side = next(c for c in charts(at) if any(a["text"].startswith("learned (tiny-learned)")
                                              for a in c["layout"].get("annotations", [])))
-    expected = learned.positional_encodings(TINY_CONFIG["max_positions"]).detach().numpy()
+    rows = min(TINY_CONFIG["max_positions"], at.slider(key="w_pe_length").value)  # as many positions as drawn
+    expected = learned.positional_encodings(rows).detach().numpy()
     np.testing.assert_allclose(arr(side["data"][0]["z"]), expected, atol=1e-6)
 
 

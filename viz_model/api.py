@@ -121,6 +121,11 @@ class TranslationModel:
     def config(self) -> ModelConfig:
         return self.network.config
 
+    def with_search(self, search: str) -> TranslationModel:
+        """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
+        return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
+                                self.training_stats, search)
+
     @property
     def device_label(self) -> str:
         return device_label(self.device)

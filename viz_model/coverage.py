@@ -146,7 +146,7 @@ def assess_input(tokenizer: Tokenizer, text: str, stats: TrainingStats | None) -
         result.unknown = unknown_characters(tokenizer, text)
         shown = " ".join(result.unknown[:10]) or "?"
         result.warnings.append(f"{len(result.unknown) or 'Some'} character(s) the model has never seen ({shown}): "
-                               "they reach it as ⁇ (unknown) and cannot be translated.")
+                               "they reach it as <unk> (unknown) and cannot be translated.")
     if stats is None:
         return result
     counts = stats.piece_counts

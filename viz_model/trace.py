@@ -98,6 +98,28 @@ class AttentionTrace:
             return self.target_tokens, self.target_tokens
         return self.target_tokens, self.source_tokens
 
+    def step_note(self, t: int) -> str | None:
+        """Why step `t` chose a token other than the top candidate of this (full-precision) pass, or None.
+
+        The steps are re-scored by the full-precision network, while the output came from the search (int8 weights
+        on the CPU, several hypotheses with a beam) or was forced, so the two may rank a step differently."""
+        step = self.steps[t]
+        if not step.top_ids or step.token_id == step.top_ids[0]:
+            return None
+        top = f"{step.top_tokens[0]} (p = {step.top_probabilities[0]:.3f})"
+        chosen = f"{step.token} (p = {step.probability:.3f})"
+        search, beam = self.settings.get("search"), int(self.settings.get("beam", 1))
+        if search == "forced" or self.settings.get("forced"):
+            return f"the output was forced: it reads {chosen}, where the model itself ranks {top} first"
+        if beam > 1:
+            return (f"beam search keeps the best whole translation, not the best next token: it kept {chosen} "
+                    f"although {top} ranks first at this step")
+        if search == "int8":
+            return (f"the greedy search ran with int8 weights, where {step.token} scored highest; this "
+                    f"full-precision pass ranks {top} first and {chosen} lower. Search in fp32 (sidebar) to see "
+                    "the full-precision choice")
+        return f"the search chose {chosen}, where this pass ranks {top} first (rounding in the search's cache)"
+
     def mask(self, kind: str) -> np.ndarray:
         return {"encoder": self.encoder_mask, "decoder": self.decoder_mask, "cross": self.cross_mask}[kind]
 

@@ -63,8 +63,8 @@ if not chosen:
 else:
     try:
         with st.spinner(f"Translating without {len(chosen)} heads…"):
-            result = analyze.compute_ablation(session.root, session.name, session.stamp, trace.source_text,
-                                              tuple(chosen), session.beam, session.alpha)
+            result = analyze.compute_ablation(session.root, session.name, session.stamp, session.search,
+                                              trace.source_text, tuple(chosen), session.beam, session.alpha)
     except ValueError as err:
         common.input_problem(err, "This ablation cannot be run: ")
         result = None

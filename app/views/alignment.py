@@ -73,7 +73,7 @@ else:
     st.caption("Each target word links to the source word it attended to most; thicker = more weight. "
                + ("Dashed green: the gold links." if gold is not None else ""))
     common.exports(fig, name, "al_links")
-    fig = af.word_map_figure(weights, source_words, target_words, layer, head, links, gold_links)
+    fig = af.word_map_figure(weights, source_words, target_words, layer, head, links, gold_links, rows)
     common.chart(fig, f"{name}-map", key="al_map_chart")
     common.exports(fig, f"{name}-map", "al_map")
     if gold is not None:
@@ -116,8 +116,11 @@ if len(keys) <= analyze.FLOW_MAX_TOKENS:
     with st.spinner("Computing attention flow…"):
         flow = analyze.compute_flow([np.asarray(m) for m in maps[:layer + 1]], residual)
     panels.append(("flow", flow, f"Flow through layers 1–{layer + 1}"))
-for column, (what, weights, title) in zip(st.columns(len(panels)), panels):
-    with column:
+# side by side only two fit: three columns squeezed each map to ~80 px, so one row of two and one below
+for index, (what, weights, title) in enumerate(panels):
+    if index % 2 == 0:
+        row = st.columns(2)
+    with row[index % 2]:
         fig = af.token_map_figure(weights, queries, keys, kind, layer, title)
         common.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
         common.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")

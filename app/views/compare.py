@@ -66,7 +66,7 @@ st.subheader("Two sentences, one model")
 if ss.get("cmp_other_for") != trace.source_text:  # a new first sentence: a new default second one
     ss["cmp_other"], ss["cmp_other_for"] = analyze.one_word_changed(trace.source_text), trace.source_text
 common.bound(st.text_input, "Second sentence (by default the current one with a word changed)", "cmp_other",
-             max_chars=MAX_INPUT_CHARS)
+             help=f"Up to {MAX_INPUT_CHARS:,} characters.")
 try:
     check_text(ss["cmp_other"], "the second sentence")
     with st.spinner("Translating the second sentence…"):

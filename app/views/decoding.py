@@ -31,15 +31,17 @@ step = trace.steps[t]
 so_far = [common.md_escape(tok) for tok in trace.target_tokens[:t + 1]]
 st.markdown(f"**Step {t + 1} of {steps}.** The decoder has read: " + " · ".join(so_far)
             + f" → it writes **{common.md_escape(step.token)}** (p = {step.probability:.3f})")
+note = trace.step_note(t)
+if note is not None:
+    st.warning(f"Not the top candidate below: {common.md_escape(note)}.", icon=":material/info:")
 
 left, right = st.columns([2, 3])
 with left:
     fig = tf.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
     common.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
     common.exports(fig, f"step{t + 1}-top-k", "dec_topk")
-    if step.token not in step.top_tokens:
-        st.caption(f"The chosen token is not among the top {len(step.top_tokens)}: beam search kept a less likely "
-                   "token here because its continuation scored better overall.")
+    if step.token_id not in step.top_ids:
+        st.caption(f"The chosen token is not among the top {len(step.top_tokens)} shown.")
 with right:
     layer_count = trace.num_layers["cross"]
     layers = list(range(1, layer_count + 1))
@@ -51,7 +53,8 @@ with right:
     fig = tf.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
     common.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
     common.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
-    st.caption(f"Each of the {trace.num_heads} heads: where the query of this step looks in the source.")
+    st.caption(f"{common.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in "
+               "the source.")
 
 fig = tf.causal_growth_figure(trace.target_tokens, t)
 common.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
@@ -65,10 +68,11 @@ st.caption("Beam search keeps the best few partial translations at every step in
            "(grey); the chosen translation is the red path. Finished hypotheses are ranked by log p divided by the "
            "length penalty ((5 + |Y|) / 6)^α. The search stops when the best continuation of a step is </s>, or "
            "sooner when no live hypothesis can still beat the best finished one.")
-if session.model.search_precision == "int8":
-    st.caption("On the CPU the search runs with int8 copies of the decoder's weights (about twice as fast, no BLEU "
-               "lost on Multi30K): the scores here are that search's. Every attention map and token probability on "
-               "the other pages is recomputed in full precision for the translation it chose.")
+precision = session.model.search_precision
+if precision == "int8":
+    st.caption("The search runs with int8 copies of the decoder's weights (sidebar: Search precision): the scores in "
+               "this section are that search's. The steps above, and every map and probability on the other pages, "
+               "are recomputed in full precision for the translation it chose, so they can differ slightly.")
 a, b, c = st.columns(3)
 ss.setdefault("dec_beam", max(2, session.beam) if session.beam > 1 else 4)
 ss.setdefault("dec_alpha", session.alpha)
@@ -99,8 +103,8 @@ left, right = st.columns(2)
 for column, result, label in ((left, greedy, "Greedy (beam 1)"), (right, tree, f"Beam {beam}, α {alpha:g}")):
     with column, st.container(border=True):
         common.show_text(label, decode(result.best.tokens))
-        st.caption(f"{len(result.best.tokens)} tokens · log p = {result.best.log_prob:.3f} · score (log p / lp) = "
-                   f"{result.best.score:.3f} · {len(result.steps)} steps")
+        st.caption(f"{len(result.best.tokens)} tokens · log p = {result.best.log_prob:.3f} ({precision} search) · "
+                   f"score (log p / lp) = {result.best.score:.3f} · {len(result.steps)} steps")
 finished = sorted(tree.finished, key=lambda h: -h.score)
 st.dataframe([{"rank": r + 1, "translation": decode(h.tokens), "tokens": len(h.tokens),
                "log p": round(h.log_prob, 4), "length penalty": round(h.log_prob / h.score, 4) if h.score else None,

@@ -57,6 +57,12 @@ if view == "heatmap":
         common.clamp_choice("level", list(common.LEVEL_LABELS), "piece", "Granularity")
         common.bound(st.selectbox, "Granularity", "level", list(common.LEVEL_LABELS),
                      format_func=common.LEVEL_LABELS.get)
+if view == "heatmap" and kind != "encoder":
+    ss.setdefault("rows", "input")
+    common.bound(st.radio, "Label decoder rows by", "rows", list(figures.ROW_LABELS), horizontal=True,
+                 format_func={"input": "the token each row reads (decoder input)",
+                              "output": "the token each row predicts"}.get,
+                 help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
 for message in filter(None, notices):
     st.info(message)
 
@@ -83,7 +89,7 @@ def focus_from_head_view() -> None:
 
 if view == "heatmap":
     level = ss.get("level", "piece")
-    amap = figures.attention_map(trace, kind, layer, head, level)
+    amap = figures.attention_map(trace, kind, layer, head, level, ss.get("rows", "input"))
     fig = figures.map_heatmap(amap)
     common.chart(fig, name, key="heatmap_chart")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "

@@ -18,8 +18,19 @@ trace = common.sentence_and_trace(session)
 if trace is None:
     st.stop()
 
-sentence = ss.get("sentence", "")
-ss.setdefault("m_other", next(e for e in common.EXAMPLES if len(e.split()) != len(sentence.split())))
+def token_count(text: str) -> int:
+    """Source tokens of `text` (pieces + </s>), or -1 when it cannot be encoded."""
+    try:
+        return len(session.model.encode(text, truncate=True))
+    except ValueError:
+        return -1
+
+
+length = len(trace.source_ids)
+# an example companion (not one the user typed) is re-picked whenever it has as many tokens as the sentence:
+# the padding mask then always shows padding
+if ss.get("m_other") is None or (ss["m_other"] in common.EXAMPLES and token_count(ss["m_other"]) == length):
+    ss["m_other"] = next((e for e in common.EXAMPLES if token_count(e) != length), common.EXAMPLES[0])
 common.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", "m_other")
 try:
     check_text(ss["m_other"], "the second sentence")
@@ -27,6 +38,9 @@ try:
 except ValueError as err:
     st.error(f"The second sentence cannot be used: {err}")
     st.stop()
+if len(other.source_ids) == length:
+    st.info(f"Both sentences have {length} tokens, so nothing is padded: type a shorter or longer second sentence "
+            "to see the padding mask at work.")
 
 columns = st.columns(4)
 with columns[0]:

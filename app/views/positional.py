@@ -30,7 +30,9 @@ theory, shift, beyond, sentence_tab, experiment = st.tabs(
 
 # --- the sinusoids -----------------------------------------------------------------------------------------------
 with theory:
-    ss.setdefault("pe_length", min(128, 4 * max_positions))
+    # the sentence's own positions by default (rounded up to the slider's step): 512 curves are a wall of lines
+    sentence_length = len(trace.source_tokens) if trace is not None else 32
+    ss.setdefault("pe_length", min(512, max(16, -(-sentence_length // 8) * 8)))
     common.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
                  help="Sinusoids exist for every position; the model's own table stops at max_positions.")
     length = int(ss["pe_length"])
@@ -116,7 +118,8 @@ with shift:
 
 # --- beyond the training length ----------------------------------------------------------------------------------
 with beyond:
-    longest, where = teaching.training_max_length(session.model.directory, session.model.card)
+    longest, where = teaching.training_max_length(session.model.directory, session.model.card,
+                                                   session.model.training_stats)
     if longest is not None:
         st.caption(f"The longest training sequence had {longest} tokens (from {where}).")
     else:
@@ -148,9 +151,12 @@ with beyond:
     kinds = teaching.positional_kinds(common.assets_root(), common.model_names())
     learned = sorted(name for name, kind in kinds.items() if kind == "learned")
     if not learned:
-        st.info("No learned-position model is shipped yet, so there is nothing to compare with. Train one with "
-                "`model.positional = \"learned\"` in the training config and export it into the models folder. The "
-                "paper found learned position embeddings nearly identical in BLEU (Table 3, row E).")
+        st.info("No learned-position model is shipped yet, so there is nothing to compare with (training one takes "
+                "hours on a laptop CPU). One command line trains the default recipe with learned positions and puts "
+                "it in the models folder, where this section finds it:")
+        st.code("viz-model train --config configs/mixed-en-de.toml --run-dir ../runs/learned model.positional=learned"
+                " && viz-model export ../runs/learned --out assets/mixed-en-de-learned", language="bash")
+        st.caption("The paper found learned position embeddings nearly identical in BLEU (Table 3, row E).")
     else:
         ss.setdefault("pe_learned", learned[0])
         if ss["pe_learned"] not in learned:

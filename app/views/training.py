@@ -196,7 +196,8 @@ if measured is not None:
     fig = tf.complexity_figure(measured)
     common.chart(fig, "why-self-attention", key="tr_complexity_chart")
     common.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
-    st.caption("Median of 3 forward passes on the CPU of the server (which may be busy), batch 1. Peak memory counts "
+    st.caption("Median of 5 forward passes, after a warm-up of every layer at every length, on the CPU of the "
+               "server (which may be busy), batch 1. Peak memory counts "
                "the tensors the layer creates. The explicit path materialises the n × n weights of every head "
                "(memory ∝ n²); the fused kernel computes the same attention without storing them.")
 else:
