@@ -148,3 +148,41 @@ def test_explorer_offers_rows_by_predicted_token(tiny, app_model):
     trace = app_model.trace("Two dogs play.", beam=1)
     assert heatmap["layout"]["yaxis"]["ticktext"] == [figures.escape(t) for t in trace.output_tokens]
     assert "predicted" in heatmap["layout"]["yaxis"]["title"]["text"]
+
+
+# --- the low items ---------------------------------------------------------------------------------------------------
+def test_counts_say_one_head_not_one_heads():
+    assert common.count(1, "head") == "1 head" and common.count(4, "head") == "4 heads"
+    assert common.count(1, "head", "Each of the") == "The 1 head"
+    assert common.count(8, "head", "Each of the") == "Each of the 8 heads"
+
+
+def test_wide_beam_tree_is_capped_and_its_legend_keeps_the_end_token(app_model):
+    from app import teaching_figures as tf
+
+    tree = app_model.beam_tree(GRANDMOTHER, beam=16)
+    fig = tf.beam_tree_figure(tree, app_model.tokenizer.piece)
+    assert fig.layout.height <= 120 + 26 * tf.MAX_TREE_NODES
+    per_step = [sum(1 for x in t.x if x == step) for t in fig.data if t.mode == "markers+text" for step in set(t.x)]
+    assert max(per_step) <= tf.MAX_TREE_NODES
+    assert "not drawn" in fig.layout.title.text
+    assert any(t.name == "finished (&lt;/s&gt; or length limit)" for t in fig.data if t.name)
+
+
+def test_top_k_bars_leave_room_for_their_labels():
+    from app import teaching_figures as tf
+
+    fig = tf.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
+    assert fig.layout.xaxis.range[1] >= 0.97 * 1.1  # the "0.970" printed outside the bar fits
+
+
+def test_link_warnings_show_the_value_without_markdown_escapes(tiny):
+    at = start(model="../etc", level="letters")
+    text = "\n".join(w.value for w in at.warning)
+    assert "`model=../etc` ignored" in text and "\\." not in text
+    assert "`level=letters` ignored" in text
+
+
+def test_the_shared_link_keeps_the_granularity(tiny):
+    at = start(sentence="Two dogs play.", level="word")
+    assert at.session_state["level"] == "word" and at.query_params["level"] == "word"
