@@ -403,9 +403,7 @@ def sentence_form() -> None:
                  placeholder="Pick an example sentence…")
     with st.form("sentence_form", border=False):
         st.text_area("Sentence to translate (English)", key="sentence_input", height=80,
-                     placeholder="Type an English sentence",
-                     help=f"Up to {MAX_INPUT_CHARS:,} characters; a longer text is refused with a message (a box "
-                          "limit would drop a long paste silently).")
+                     placeholder=f"Type an English sentence (up to {MAX_INPUT_CHARS:,} characters)")
         with st.expander("Force a target translation (teacher forcing)", expanded=bool(ss.get("target"))):
             st.text_input("Target text (optional)", key="target_input",
                           help="The model reads this German text instead of its own translation; every map then "

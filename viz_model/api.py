@@ -24,7 +24,7 @@ from .decoding import BeamTree, beam_search, beam_search_tree, max_output_length
 from .inference import encode_source, translate_ids
 from .model import HeadMask, Transformer
 from .quantize import search_network_for
-from .tokenizer import BOS_ID, EOS_ID, Tokenizer, word_ids
+from .tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
@@ -143,7 +143,7 @@ class TranslationModel:
             if not truncate:
                 raise ValueError(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
                                  "(max_positions). Shorten it or pass truncate=True")
-            ids = ids[:limit - 1] + [EOS_ID]
+            ids = ids[:limit - 1] + [self.config.eos_id]
         return ids
 
     def assess(self, text: str) -> InputAssessment:
@@ -197,13 +197,13 @@ class TranslationModel:
                 output_ids = beam_search(self.search_network, src, beam, alpha, [max_len], positions=positions,
                                          encoded=encoded if head_mask is None else None)[0].tokens
             else:
-                output_ids = self.tokenizer.encode(check_text(target, "target")) + [EOS_ID]
+                output_ids = self.tokenizer.encode_target(check_text(target, "target")) + [self.config.eos_id]
                 max_len = self.config.max_positions
                 if len(output_ids) > max_len:
                     raise ValueError(f"the target is {len(output_ids)} tokens long; this model reads at most "
                                      f"{max_len} (max_positions)")
             decoded = time.perf_counter()
-            target_ids = [BOS_ID] + output_ids[:-1]
+            target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
             out = self.network(src, tgt, need_weights=True, head_mask=head_mask, positions=positions,
                                encoded=encoded)
@@ -249,7 +249,8 @@ class TranslationModel:
         if not isinstance(ids, (list, tuple)) or not ids or not all(
                 isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in ids):
             raise ValueError(f"forced_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
-        out = list(ids) if ids[-1] == EOS_ID else [*ids, EOS_ID]
+        eos = self.config.eos_id
+        out = list(ids) if ids[-1] == eos else [*ids, eos]
         if len(out) > self.config.max_positions:
             raise ValueError(f"the target is {len(out)} tokens long; this model reads at most "
                              f"{self.config.max_positions} (max_positions)")

@@ -23,13 +23,14 @@ from safetensors.torch import save
 
 from .config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
 from .model import Transformer
-from .tokenizer import Tokenizer, TokenizerError
+from .tokenizer import MarianTokenizer, Tokenizer, TokenizerError
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")
 MAX_WEIGHTS_BYTES = 2 * 1024**3
 MAX_MODEL_BYTES = 2 * MAX_WEIGHTS_BYTES  # fp32 parameters + buffers: room for the largest fp16 file, loaded
-MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZER: 64 * 1024**2, CARD: 1024**2}
+MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZER: 64 * 1024**2, CARD: 1024**2,
+                  **{name: 64 * 1024**2 for name in MarianTokenizer.FILES}}
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 WEIGHTS_DIGEST, TOKENIZER_DIGEST, CONFIG_DIGEST = "weights_sha256", "tokenizer_sha256", "config_sha256"
 
@@ -172,16 +173,26 @@ def load_weights(model: Transformer, path: str | Path) -> None:
                 targets[name].copy_(f.get_tensor(name).to(targets[name].dtype))
 
 
-def save_model_dir(model: Transformer, tokenizer: Tokenizer, directory: str | Path, card: str | None = None,
-                   dtype: torch.dtype | None = None) -> Path:
-    """Write a complete model directory (weights, config, tokenizer, optional model card)."""
+def tokenizer_digest(files: dict[str, bytes]) -> str:
+    """SHA-256 of a tokenizer's files: of the file itself when it is one (``tokenizer.model``), else of each
+    file's name and digest in name order (Marian's three)."""
+    if len(files) == 1:
+        return hashlib.sha256(next(iter(files.values()))).hexdigest()
+    return hashlib.sha256("".join(f"{name}:{hashlib.sha256(data).hexdigest()}\n"
+                                  for name, data in sorted(files.items())).encode()).hexdigest()
+
+
+def save_model_dir(model: Transformer, tokenizer: Tokenizer | MarianTokenizer, directory: str | Path,
+                   card: str | None = None, dtype: torch.dtype | None = None) -> Path:
+    """Write a complete model directory (weights, config, tokenizer files, optional model card)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tokenizer_bytes = tokenizer.serialized()
-    save_weights(model, directory / WEIGHTS, dtype, {TOKENIZER_DIGEST: hashlib.sha256(tokenizer_bytes).hexdigest(),
+    files = tokenizer.files()
+    save_weights(model, directory / WEIGHTS, dtype, {TOKENIZER_DIGEST: tokenizer_digest(files),
                                                      CONFIG_DIGEST: config_digest(model.config)})
     atomic_write_bytes(directory / CONFIG, (json.dumps(model.config.to_dict(), indent=2) + "\n").encode())
-    atomic_write_bytes(directory / TOKENIZER, tokenizer_bytes)
+    for name, data in files.items():
+        atomic_write_bytes(directory / name, data)
     if card is not None:
         atomic_write_bytes(directory / CARD, card.encode("utf-8"))
     return directory
@@ -214,7 +225,18 @@ def read_card(directory: Path) -> str:
     return model_file(directory, CARD).read_text(encoding="utf-8", errors="replace")
 
 
-def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer, ModelConfig]:
+def load_tokenizer(directory: Path) -> tuple[Tokenizer | MarianTokenizer, dict[str, Path]]:
+    """The directory's tokenizer (Marian's three files when ``vocab.json`` is there, else ``tokenizer.model``),
+    with its files, each read under `model_file`'s checks."""
+    marian = (directory / "vocab.json").exists()
+    paths = {name: model_file(directory, name) for name in (MarianTokenizer.FILES if marian else (TOKENIZER,))}
+    try:
+        return (MarianTokenizer.load(directory) if marian else Tokenizer.load(paths[TOKENIZER])), paths
+    except TokenizerError as err:
+        raise CheckpointError(str(err)) from None
+
+
+def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | MarianTokenizer, ModelConfig]:
     """Load and validate a model directory; every problem is a `CheckpointError` naming the file.
 
     The config is checked against the weights' header (and the size limit) before the model is allocated, and
@@ -223,7 +245,7 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer, Model
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: model directory not found")
-    config_path, weights, tokenizer_path = (model_file(directory, name) for name in (CONFIG, WEIGHTS, TOKENIZER))
+    config_path, weights = (model_file(directory, name) for name in (CONFIG, WEIGHTS))
     try:
         config = ModelConfig.load(config_path)
     except ConfigError as err:
@@ -232,10 +254,8 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer, Model
     if needed > MAX_MODEL_BYTES:
         raise CheckpointError(f"{config_path}: this config describes a model of {needed / 1024**3:.1f} GiB, above the "
                               f"{MAX_MODEL_BYTES / 1024**3:.0f} GiB limit (a damaged or foreign config?)")
-    try:
-        tokenizer = Tokenizer.load(tokenizer_path)
-    except TokenizerError as err:
-        raise CheckpointError(str(err)) from None
+    tokenizer, tokenizer_files = load_tokenizer(directory)
+    tokenizer_path = next(iter(tokenizer_files.values())) if len(tokenizer_files) == 1 else directory / "vocab.json"
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(f"{tokenizer_path}: vocabulary of {tokenizer.vocab_size} pieces, but "
                               f"{CONFIG} says vocab_size {config.vocab_size}: tokenizer from another model?")
@@ -247,7 +267,7 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer, Model
         raise CheckpointError(f"{config_path}: differs from the config {WEIGHTS} was saved with (an edited or "
                               "damaged file?)")
     recorded = metadata.get(TOKENIZER_DIGEST)
-    if recorded is not None and recorded != hashlib.sha256(tokenizer_path.read_bytes()).hexdigest():
+    if recorded is not None and recorded != tokenizer_digest({n: p.read_bytes() for n, p in tokenizer_files.items()}):
         raise CheckpointError(f"{tokenizer_path}: not the tokenizer {WEIGHTS} was saved with (SHA-256 differs): "
                               "a tokenizer from another model, or a damaged file?")
     model = Transformer(config)

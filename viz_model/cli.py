@@ -1,4 +1,4 @@
-"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export.
+"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export, import.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluation sets to score (greedy and beam 4): 'all', split prefixes of a single-corpus "
                         "run (val test_2016_flickr), or CORPUS:SPLIT / CORPUS of a [[corpora]] run (tatoeba:test wmt)")
     p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
+
+    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) model folder or hub id, exactly")
+    p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
+                                  "(downloaded through huggingface_hub when installed and online)")
+    p.add_argument("--out", required=True, help="model directory to write (e.g. assets/opus-mt-en-de); must not exist")
     return parser
 
 
@@ -267,6 +272,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from .hf_import import import_marian
+
+    out = import_marian(args.source, args.out)
+    print(f"model written to {out}", file=sys.stderr)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from .train.export import export_run
 
@@ -277,4 +290,5 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
-            "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export}
+            "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
+            "import": cmd_import}

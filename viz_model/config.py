@@ -22,7 +22,10 @@ import tomllib
 T = TypeVar("T")
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
+SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions (the paper) or in two halves (Marian)
+ACTIVATIONS = ("relu", "silu", "gelu")
 NORM_KINDS = ("post", "pre")
+IMPORT_OPTIONS = ("sinusoid_layout", "activation", "output_bias", "bos_id", "eos_id", "unk_id", "never_emitted")
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
 CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
@@ -95,6 +98,14 @@ class ModelConfig:
     norm: str = "post"
     share_embeddings: bool = True
     pad_id: int = 0
+    # --- what imported pretrained models need; each default is this project's own choice -----------------------
+    sinusoid_layout: str = "interleaved"
+    activation: str = "relu"  # of the feed-forward network
+    output_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
+    bos_id: int = 2  # the decoder's first input (Marian starts from its pad id)
+    eos_id: int = 3
+    unk_id: int = 1
+    never_emitted: tuple[int, ...] = ()  # ids whose logits are -inf: the model never outputs them (Marian: pad)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
@@ -106,6 +117,19 @@ class ModelConfig:
         _check_choice("positional", self.positional, POSITIONAL_KINDS)
         _check_choice("norm", self.norm, NORM_KINDS)
         _check_bool("share_embeddings", self.share_embeddings)
+        _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_bool("output_bias", self.output_bias)
+        for name in ("bos_id", "eos_id", "unk_id"):
+            _check_int(name, getattr(self, name), 0, self.vocab_size - 1)
+        if isinstance(self.never_emitted, list):  # read from JSON
+            object.__setattr__(self, "never_emitted", tuple(self.never_emitted))
+        if not isinstance(self.never_emitted, tuple):
+            raise ConfigError(f"never_emitted must be a list of token ids, got {self.never_emitted!r}")
+        for i in self.never_emitted:
+            _check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
+        if self.eos_id in self.never_emitted:
+            raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
         if self.d_model % self.heads:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if self.positional == "sinusoidal" and self.d_model % 2:
@@ -117,7 +141,15 @@ class ModelConfig:
         return self.d_model // self.heads
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The values; the options added for imported models only where they differ from their defaults, so the
+        config (and its digest in every saved model) of a model that does not use them reads as before they existed."""
+        data = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if f.name in IMPORT_OPTIONS and data[f.name] == f.default:
+                del data[f.name]
+        if "never_emitted" in data:
+            data["never_emitted"] = list(data["never_emitted"])
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint import CheckpointError, model_file
-from .tokenizer import EOS_ID, UNK_ID, WORD_START, Tokenizer, word_ids
+from .tokenizer import EOS_ID, WORD_START, Tokenizer, word_ids
 
 TRAINING_STATS = "training_stats.json"
 MAX_STATS_BYTES = 64 * 2**20
@@ -135,14 +135,14 @@ class InputAssessment:
 def unknown_characters(tokenizer: Tokenizer, text: str) -> list[str]:
     """The characters of `text` that only encode to ``<unk>`` (in order of first appearance)."""
     seen = dict.fromkeys(c for c in text if not c.isspace())
-    return [c for c in seen if UNK_ID in tokenizer.encode(c)]
+    return [c for c in seen if tokenizer.unk_id in tokenizer.encode(c)]
 
 
 def assess_input(tokenizer: Tokenizer, text: str, stats: TrainingStats | None) -> InputAssessment:
     """Flag input beyond the model's reach: unknown characters, many rare pieces, longer than any training source."""
     ids = tokenizer.encode(text)
     result = InputAssessment(tokens=len(ids) + 1)
-    if UNK_ID in ids:
+    if tokenizer.unk_id in ids:
         result.unknown = unknown_characters(tokenizer, text)
         shown = " ".join(result.unknown[:10]) or "?"
         result.warnings.append(f"{len(result.unknown) or 'Some'} character(s) the model has never seen ({shown}): "
@@ -150,7 +150,7 @@ def assess_input(tokenizer: Tokenizer, text: str, stats: TrainingStats | None) -
     if stats is None:
         return result
     counts = stats.piece_counts
-    content = [i for i in ids if i != UNK_ID and tokenizer.piece(i) != WORD_START]
+    content = [i for i in ids if i != tokenizer.unk_id and tokenizer.piece(i) != WORD_START]
     rare_ids = [i for i in content if i >= len(counts) or counts[i] < RARE_COUNT]
     result.rare = list(dict.fromkeys(tokenizer.piece(i) for i in rare_ids))
     result.rare_share = len(rare_ids) / len(content) if content else 0.0

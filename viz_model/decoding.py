@@ -13,7 +13,6 @@ import torch
 from torch import Tensor
 
 from .model import EncoderOutput, Transformer
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass
@@ -115,7 +114,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                          f"{tuple(src.shape)}")
     encoded = _expand(encoded, beam)
-    tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+    eos, pad = model.config.eos_id, model.config.pad_id
+    tokens = torch.full((batch * beam, 1), model.config.bos_id, dtype=torch.long, device=device)
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
@@ -133,7 +133,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         top_index = (top_pos // width) * vocab + row_tokens.view(batch, beam * width).gather(1, top_pos)
         top_scores_l, top_index_l = top_scores.tolist(), top_index.tolist()
         rows = torch.arange(batch * beam, device=device).view(batch, beam).clone()
-        next_tokens = torch.full((batch, beam), PAD_ID, dtype=torch.long, device=device)
+        next_tokens = torch.full((batch, beam), pad, dtype=torch.long, device=device)
         next_scores = torch.full((batch, beam), float("-inf"), device=device)
         prefixes = tokens[:, 1:].tolist()
         for b in range(batch):
@@ -141,12 +141,12 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 continue
             last_step = step + 1 >= max_lens[b]
             kept, best_alive = 0, float("-inf")  # the candidates come best first: the first one kept is the best
-            best_ends = top_index_l[b][0] % vocab == EOS_ID
+            best_ends = top_index_l[b][0] % vocab == eos
             for s, index in zip(top_scores_l[b], top_index_l[b]):
                 if s == float("-inf"):
                     break
                 source_row, token = b * beam + index // vocab, index % vocab
-                if token == EOS_ID or last_step:
+                if token == eos or last_step:
                     seq = prefixes[source_row] + [token]
                     finished[b].append(Hypothesis(seq, s, s / length_penalty(len(seq), alpha)))
                 else:

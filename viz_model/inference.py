@@ -9,13 +9,13 @@ import torch
 from .decoding import Hypothesis, beam_search
 from .model import Transformer
 from .quantize import rows_interact
-from .tokenizer import EOS_ID, Tokenizer
+from .tokenizer import Tokenizer
 from .train.data import pad
 
 
 def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
     """Source ids as the encoder sees them: pieces then ``</s>``."""
-    return tokenizer.encode(text) + [EOS_ID]
+    return tokenizer.encode(text) + [tokenizer.eos_id]
 
 
 def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,

@@ -37,16 +37,21 @@ class HeadMask:
         return None if mask is None else mask[index]
 
 
-class FeedForward(nn.Module):
-    """``FFN(x) = max(0, x W1 + b1) W2 + b2``, applied at every position alike."""
+ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
 
-    def __init__(self, d_model: int, d_ff: int) -> None:
+
+class FeedForward(nn.Module):
+    """``FFN(x) = max(0, x W1 + b1) W2 + b2`` (the paper's ReLU; SiLU or GELU for imported models), at every
+    position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATION_FUNCTIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(F.relu(self.w_1(x)))
+        return self.w_2(self.activation(self.w_1(x)))
 
 
 class Residual(nn.Module):
@@ -74,7 +79,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
         self.attn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
         self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
 
@@ -113,7 +118,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
         self.self_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
         self.cross_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
         self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
@@ -190,10 +195,17 @@ class Transformer(nn.Module):
         else:
             self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        positions = SinusoidalPositions if cfg.positional == "sinusoidal" else LearnedPositions
-        self.src_positions = positions(cfg.max_positions, cfg.d_model)
-        self.tgt_positions = self.src_positions if cfg.positional == "sinusoidal" else positions(
-            cfg.max_positions, cfg.d_model)
+        if cfg.positional == "sinusoidal":
+            self.src_positions = self.tgt_positions = SinusoidalPositions(cfg.max_positions, cfg.d_model,
+                                                                          cfg.sinusoid_layout)
+        else:
+            self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
+            self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
+        # a bias on the output logits (Marian's final_logits_bias), saved with the weights; None when unused
+        self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
+        # ids the model never outputs (their logits are -inf), a buffer so it follows the model's device
+        self.register_buffer("never_emitted", torch.tensor(cfg.never_emitted, dtype=torch.long)
+                             if cfg.never_emitted else None, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -286,10 +298,17 @@ class Transformer(nn.Module):
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:
-        """Pre-softmax scores over the vocabulary (tied to the embeddings when shared)."""
+        """Pre-softmax scores over the vocabulary (tied to the embeddings when shared), plus the output bias of an
+        imported model; the ids it never outputs (config ``never_emitted``) score -inf."""
         if self.output_projection is None:
-            return F.linear(hidden, self.tgt_embedding.weight)
-        return self.output_projection(hidden)
+            scores = F.linear(hidden, self.tgt_embedding.weight)
+        else:
+            scores = self.output_projection(hidden)
+        if self.output_bias is not None:
+            scores = scores + self.output_bias
+        if self.never_emitted is not None:
+            scores = scores.index_fill(-1, self.never_emitted, float("-inf"))
+        return scores
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
                 head_mask: HeadMask | None = None, positions: bool = True,
@@ -304,6 +323,8 @@ class Transformer(nn.Module):
             raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                              f"{tuple(src.shape)}")
         tgt_pad = padding_mask(tgt, self.config.pad_id)
+        if self.config.bos_id == self.config.pad_id:  # Marian starts from the pad id: position 0 is no padding
+            tgt_pad[..., 0] = True
         decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions)
         return Seq2SeqOutput(self.logits(decoded.hidden), encoded.attentions, decoded.self_attentions,
                              decoded.cross_attentions, encoded.mask,

@@ -1,7 +1,9 @@
 """Positional encodings: the paper's fixed sinusoids and a learned alternative (paper Table 3, row E).
 
 ``PE(pos, 2i) = sin(pos / 10000^(2i/d_model))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))``:
-sin and cos interleaved, wavelengths a geometric progression from 2*pi to 10000*2*pi.
+sin and cos interleaved, wavelengths a geometric progression from 2*pi to 10000*2*pi. Marian and fairseq models
+use the same values in another order (``layout="halves"``): all the sines in the first half of the dimensions, the
+cosines in the second.
 """
 
 from __future__ import annotations
@@ -12,18 +14,24 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
-    """The ``(length, d_model)`` sinusoid matrix, even columns sin, odd columns cos.
+def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32,
+                     layout: str = "interleaved") -> Tensor:
+    """The ``(length, d_model)`` sinusoid matrix: even columns sin, odd columns cos (``interleaved``), or the sines
+    of every frequency first and their cosines after (``halves``).
 
     Computed in float64 and returned as `dtype` (float32, what the model adds; float64 for exact checks).
     """
     if d_model % 2:
         raise ValueError(f"sinusoidal encodings need an even d_model, got {d_model}")
+    if layout not in ("interleaved", "halves"):
+        raise ValueError(f"sinusoid layout must be interleaved or halves, got {layout!r}")
     position = torch.arange(length, dtype=torch.float64)[:, None]
     inv_freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    sin, cos = torch.sin(position * inv_freq), torch.cos(position * inv_freq)
+    if layout == "halves":
+        return torch.cat([sin, cos], dim=1).to(dtype)
     table = torch.zeros(length, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq)
+    table[:, 0::2], table[:, 1::2] = sin, cos
     return table.to(dtype)
 
 
@@ -47,12 +55,12 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor:
 class SinusoidalPositions(nn.Module):
     """Fixed sinusoids, kept as a non-persistent buffer (recomputed, not saved in the weights)."""
 
-    def __init__(self, max_positions: int, d_model: int) -> None:
+    def __init__(self, max_positions: int, d_model: int, layout: str = "interleaved") -> None:
         super().__init__()
         self.max_positions = max_positions
         table = torch.empty(max_positions, d_model)
         if not table.is_meta:  # on the meta device (shape planning) nothing is computed: see normal_embedding
-            table = sinusoidal_table(max_positions, d_model)
+            table = sinusoidal_table(max_positions, d_model, layout=layout)
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:

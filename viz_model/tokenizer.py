@@ -60,6 +60,14 @@ class Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self.sp.encode(texts, out_type=int)
 
+    # one vocabulary for both sides: a target text encodes as a source text does (a Marian tokenizer differs)
+    encode_target = encode
+    encode_target_batch = encode_batch
+
+    def files(self) -> dict[str, bytes]:
+        """The files this tokenizer is saved as in a model directory."""
+        return {"tokenizer.model": self.serialized()}
+
     def decode(self, ids: Iterable[int]) -> str:
         """Detokenized text; ``<pad>``, ``<s>`` and ``</s>`` are skipped, ``<unk>`` stays visible (as ⁇)."""
         return self.sp.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID)])
@@ -120,3 +128,87 @@ def train_tokenizer(texts: Iterable[str], model_path: str | Path, vocab_size: in
     tmp_path.write_bytes(buffer.getvalue())
     os.replace(tmp_path, model_path)
     return Tokenizer.load(model_path)
+
+
+class MarianTokenizer:
+    """The tokenizer of a Marian (opus-mt) model: ``source.spm`` and ``target.spm`` cut text into pieces, and one
+    ``vocab.json`` maps the pieces of both sides to the model's ids (a piece it lacks is ``<unk>``), as Hugging
+    Face's ``MarianTokenizer`` does. ``</s>`` ends a source; decoding starts from the pad id."""
+
+    FILES = ("source.spm", "target.spm", "vocab.json")
+
+    def __init__(self, source: spm.SentencePieceProcessor, target: spm.SentencePieceProcessor,
+                 vocab: dict[str, int], files: dict[str, bytes], path: str | None = None) -> None:
+        self.source, self.target, self.encoder, self._files, self.path = source, target, vocab, files, path
+        missing = [t for t in ("</s>", "<unk>", "<pad>") if t not in vocab]
+        if missing:
+            raise TokenizerError(f"{path or 'vocab.json'}: no {', '.join(missing)} in the vocabulary")
+        self.decoder = {i: piece for piece, i in vocab.items()}
+        self.eos_id, self.unk_id, self.pad_id = vocab["</s>"], vocab["<unk>"], vocab["<pad>"]
+        self.bos_id = self.pad_id  # Marian's decoder_start_token_id
+
+    @classmethod
+    def load(cls, directory: str | Path) -> MarianTokenizer:
+        import json
+
+        directory = Path(directory)
+        files = {}
+        for name in cls.FILES:
+            path = directory / name
+            if not path.is_file():
+                raise TokenizerError(f"{path}: missing (a Marian tokenizer is {', '.join(cls.FILES)})")
+            files[name] = path.read_bytes()
+        processors = []
+        for name in cls.FILES[:2]:
+            processor = spm.SentencePieceProcessor()
+            try:
+                processor.LoadFromSerializedProto(files[name])
+            except (OSError, RuntimeError) as err:
+                raise TokenizerError(f"{directory / name}: not a readable SentencePiece model ({err})") from None
+            processors.append(processor)
+        try:
+            vocab = json.loads(files["vocab.json"].decode("utf-8"))
+        except ValueError as err:
+            raise TokenizerError(f"{directory / 'vocab.json'}: not valid JSON ({err})") from None
+        if not isinstance(vocab, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                  and v >= 0 for k, v in vocab.items()):
+            raise TokenizerError(f"{directory / 'vocab.json'}: expected a mapping of pieces to ids >= 0")
+        return cls(*processors, vocab, files, str(directory))
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.encoder.values()) + 1
+
+    def _ids(self, pieces: list[str]) -> list[int]:
+        return [self.encoder.get(p, self.unk_id) for p in pieces]
+
+    def encode(self, text: str) -> list[int]:
+        """Source ids of `text`, without ``</s>`` (a leading ``>>xx<<`` language code is kept as its own token)."""
+        code: list[str] = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[:end + 2]], text[end + 2:]
+        return self._ids(code + self.source.encode(text, out_type=str))
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def encode_target(self, text: str) -> list[int]:
+        """Target ids of `text` (the target side's SentencePiece model), without ``</s>``."""
+        return self._ids(self.target.encode(text, out_type=str))
+
+    def encode_target_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode_target(t) for t in texts]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Target text; ``<pad>`` and ``</s>`` are skipped, ``<unk>`` stays visible (as ⁇)."""
+        skip = (self.pad_id, self.eos_id)
+        return self.target.decode_pieces([self.piece(i) for i in ids if int(i) not in skip]).replace("<unk>", " ⁇ ")
+
+    def piece(self, token_id: int) -> str:
+        return self.decoder.get(int(token_id), "<unk>")
+
+    def pieces(self, ids: Iterable[int]) -> list[str]:
+        return [self.piece(i) for i in ids]
+
+    def files(self) -> dict[str, bytes]:
+        return dict(self._files)

@@ -73,13 +73,14 @@ def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs
     """Every map of each (source ids, output ids) pair, batched by length; yields in batch order (see ``index``)."""
     pieces = model.tokenizer.pieces
     with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
-        for batch in forced_batches(sources, outputs, batch_tokens, model.device):
+        cfg = model.config
+        for batch in forced_batches(sources, outputs, batch_tokens, model.device, cfg.bos_id, cfg.pad_id):
             out = model.network(batch.src, batch.tgt_in, need_weights=True)
             encoder, decoder, cross = (_numpy(out.encoder_attentions), _numpy(out.decoder_attentions),
                                        _numpy(out.cross_attentions))
             for row, i in enumerate(batch.indices):
                 s, t = len(sources[i]), len(outputs[i])
-                target = decoder_input(outputs[i])
+                target = decoder_input(outputs[i], cfg.bos_id)
                 yield SentenceAttention(
                     i, list(sources[i]), pieces(sources[i]), target, pieces(target), list(outputs[i]),
                     pieces(outputs[i]), _strip(encoder, row, s, s), _strip(decoder, row, t, t),

@@ -15,15 +15,14 @@ import torch
 import torch.nn.functional as F
 
 from ..model import HeadMask, Transformer
-from ..tokenizer import BOS_ID
 from ..train.data import pad
 
 DEFAULT_BATCH_TOKENS = 3000
 
 
-def decoder_input(output_ids: Sequence[int]) -> list[int]:
-    """What the decoder reads to predict `output_ids`: ``<s>`` followed by all of them but the last."""
-    return [BOS_ID, *output_ids[:-1]]
+def decoder_input(output_ids: Sequence[int], bos_id: int) -> list[int]:
+    """What the decoder reads to predict `output_ids`: the start id (``<s>``) then all of them but the last."""
+    return [bos_id, *output_ids[:-1]]
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -55,7 +54,7 @@ class ForcedBatch:
 
 
 def forced_batches(sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], batch_tokens: int,
-                   device: torch.device | str = "cpu") -> Iterator[ForcedBatch]:
+                   device: torch.device | str = "cpu", bos_id: int = 2, pad_id: int = 0) -> Iterator[ForcedBatch]:
     """Length-grouped teacher-forcing batches of (source ids, output ids) pairs, shortest first."""
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources but {len(outputs)} outputs")
@@ -63,9 +62,9 @@ def forced_batches(sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[
         raise ValueError("every source and every output needs at least one token")
     lengths = [max(len(s), len(o)) for s, o in zip(sources, outputs)]
     for chunk in length_batches(lengths, batch_tokens):
-        yield ForcedBatch(chunk, pad([list(sources[i]) for i in chunk]).to(device),
-                          pad([decoder_input(outputs[i]) for i in chunk]).to(device),
-                          pad([list(outputs[i]) for i in chunk]).to(device))
+        yield ForcedBatch(chunk, pad([list(sources[i]) for i in chunk], pad_id).to(device),
+                          pad([decoder_input(outputs[i], bos_id) for i in chunk], pad_id).to(device),
+                          pad([list(outputs[i]) for i in chunk], pad_id).to(device))
 
 
 def network_device(network: Transformer) -> torch.device:
@@ -78,7 +77,8 @@ def sequence_log_probs(network: Transformer, sources: Sequence[Sequence[int]], o
     """``log P(output | source)`` of each pair (sum over its output tokens), teacher-forced, in input order."""
     result = np.zeros(len(sources), dtype=np.float64)
     pad_id = network.config.pad_id
-    for batch in forced_batches(sources, outputs, batch_tokens, network_device(network)):
+    cfg = network.config
+    for batch in forced_batches(sources, outputs, batch_tokens, network_device(network), cfg.bos_id, cfg.pad_id):
         logits = network(batch.src, batch.tgt_in, head_mask=head_mask).logits.float()
         nll = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=pad_id, reduction="none")
         result[batch.indices] = -nll.sum(dim=1).double().cpu().numpy()

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..api import TranslationModel, check_text
-from ..tokenizer import EOS_ID
 
 
 def check_limit(limit: object) -> int | None:
@@ -56,7 +55,8 @@ def reference_ids(model: TranslationModel, texts: Sequence[str]) -> list[list[in
     """Forced outputs (pieces + ``</s>``), cut so that ``<s>`` + output fit in the model's max_positions."""
     limit = model.config.max_positions
     out = []
-    for ids in model.tokenizer.encode_batch(list(texts)):
-        ids = ids + [EOS_ID]
-        out.append(ids if len(ids) <= limit else ids[:limit - 1] + [EOS_ID])
+    eos = model.config.eos_id
+    for ids in model.tokenizer.encode_target_batch(list(texts)):
+        ids = ids + [eos]
+        out.append(ids if len(ids) <= limit else ids[:limit - 1] + [eos])
     return out

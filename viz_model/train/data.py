@@ -129,8 +129,9 @@ class Batch:
                      self.tgt_out.to(device, non_blocking=True), self.target_tokens)
 
 
-def pad(rows: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(rows), max(len(r) for r in rows)), PAD_ID, dtype=torch.long)
+def pad(rows: list[list[int]], pad_id: int = PAD_ID) -> torch.Tensor:
+    """Rows of ids as one ``(rows, longest)`` tensor, filled up with `pad_id`."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
     for i, r in enumerate(rows):
         out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
     return out

@@ -1,0 +1,248 @@
+"""Import a Hugging Face Marian (opus-mt) checkpoint into this project's instrumented model, exactly.
+
+A Marian model is the paper's architecture with four differences that `ModelConfig` names: sinusoids in two halves
+(``sinusoid_layout="halves"``), a SiLU feed-forward (``activation``), a bias on the output logits
+(``output_bias``), and decoding that starts from the pad id, which it never outputs (``bos_id``,
+``never_emitted``). Its tokenizer is `MarianTokenizer`. Nothing from the folder is executed: ``config.json`` is
+read as JSON, weights with safetensors (or ``torch.load(weights_only=True)`` for ``pytorch_model.bin``).
+The output directory is written beside its final place and renamed into it: a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import CheckpointError, save_model_dir
+from .config import ConfigError, ModelConfig
+from .model import Transformer
+from .positional import sinusoidal_table
+from .tokenizer import MarianTokenizer, TokenizerError
+
+SUPPORTED = ("marian",)
+ACTIVATIONS = {"relu": "relu", "silu": "silu", "swish": "silu", "gelu": "gelu"}
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_HF_CONFIG_BYTES = 1024**2
+# Hugging Face Marian names -> this project's, per layer (the prefix model.encoder.layers.N. / model.decoder.layers.N.)
+ENCODER_NAMES = {"self_attn.q_proj": "self_attn.w_q", "self_attn.k_proj": "self_attn.w_k",
+                 "self_attn.v_proj": "self_attn.w_v", "self_attn.out_proj": "self_attn.w_o",
+                 "self_attn_layer_norm": "attn_residual.norm", "fc1": "ffn.w_1", "fc2": "ffn.w_2",
+                 "final_layer_norm": "ffn_residual.norm"}
+DECODER_NAMES = {**ENCODER_NAMES, "self_attn_layer_norm": "self_residual.norm",
+                 "encoder_attn.q_proj": "cross_attn.w_q", "encoder_attn.k_proj": "cross_attn.w_k",
+                 "encoder_attn.v_proj": "cross_attn.w_v", "encoder_attn.out_proj": "cross_attn.w_o",
+                 "encoder_attn_layer_norm": "cross_residual.norm"}
+TIED = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+        "lm_head.weight")
+POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+
+class HFImportError(ValueError):
+    """The folder cannot be imported; the message names the file and what is wrong."""
+
+
+def resolve_source(source: str) -> Path:
+    """A local folder as it is; a hub id (``owner/name``) through ``huggingface_hub`` when it is installed and the
+    hub answers, else an error that says how to fetch the folder elsewhere."""
+    path = Path(source)
+    if path.is_dir():
+        return path
+    if not HUB_ID.fullmatch(source):
+        raise HFImportError(f"{source}: no such folder (give a Hugging Face model folder or a hub id owner/name)")
+    fetch = (f"download it where the hub can be reached (`huggingface-cli download {source} --local-dir DIR`, or "
+             f"git clone https://huggingface.co/{source}) and pass that folder instead")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed: {fetch}") from None
+    try:
+        return Path(snapshot_download(source, allow_patterns=["*.json", "*.spm", "*.safetensors", "*.bin", "*.md"]))
+    except Exception as err:  # offline, unknown repository, gated model: one line either way
+        raise HFImportError(f"{source}: the hub could not be reached or has no such model "
+                           f"({type(err).__name__}); {fetch}") from None
+
+
+def read_hf_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise HFImportError(f"{path}: missing (a Hugging Face model folder has config.json)")
+    if path.stat().st_size > MAX_HF_CONFIG_BYTES:
+        raise HFImportError(f"{path}: larger than {MAX_HF_CONFIG_BYTES:,} bytes; not a model config")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise HFImportError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise HFImportError(f"{path}: expected a JSON object")
+    kind = data.get("model_type")
+    if kind not in SUPPORTED:
+        raise HFImportError(f"{path}: model_type {kind!r} is not an architecture this project can import "
+                           f"({', '.join(SUPPORTED)}: Marian / opus-mt translation models)")
+    return data
+
+
+def model_config(hf: dict[str, Any], path: Path, unk_id: int) -> ModelConfig:
+    """Our `ModelConfig` for a Marian config, refusing what the instrumented model does not implement."""
+    def need(key: str) -> Any:
+        if key not in hf:
+            raise HFImportError(f"{path}: no {key!r}")
+        return hf[key]
+
+    same = {("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")}
+    for a, b in same:
+        if need(a) != need(b):
+            raise HFImportError(f"{path}: {a} = {hf[a]} but {b} = {hf[b]}; the instrumented model has one value")
+    checks = {"scale_embedding": True, "share_encoder_decoder_embeddings": True, "normalize_before": False,
+              "add_final_layer_norm": False, "normalize_embedding": False, "static_position_embeddings": True}
+    for key, wanted in checks.items():
+        if key in hf and hf[key] != wanted:
+            raise HFImportError(f"{path}: {key} = {hf[key]!r}; only {wanted!r} is supported")
+    if hf.get("decoder_vocab_size") not in (None, need("vocab_size")):
+        raise HFImportError(f"{path}: decoder_vocab_size {hf['decoder_vocab_size']} differs from vocab_size "
+                            f"{hf['vocab_size']}; separate target vocabularies are not supported")
+    activation = ACTIVATIONS.get(need("activation_function"))
+    if activation is None:
+        raise HFImportError(f"{path}: activation_function {hf['activation_function']!r} is not supported "
+                           f"({', '.join(ACTIVATIONS)})")
+    pad = need("pad_token_id")
+    try:
+        return ModelConfig(
+            vocab_size=need("vocab_size"), encoder_layers=need("encoder_layers"),
+            decoder_layers=need("decoder_layers"), d_model=need("d_model"), heads=hf["encoder_attention_heads"],
+            d_ff=hf["encoder_ffn_dim"], dropout=float(hf.get("dropout", 0.1)),
+            attention_dropout=float(hf.get("attention_dropout", 0.0)),
+            max_positions=need("max_position_embeddings"), positional="sinusoidal", norm="post",
+            share_embeddings=True, pad_id=pad, sinusoid_layout="halves", activation=activation, output_bias=True,
+            bos_id=hf.get("decoder_start_token_id", pad), eos_id=need("eos_token_id"), unk_id=unk_id,
+            never_emitted=(pad,))
+    except ConfigError as err:
+        raise HFImportError(f"{path}: {err}") from None
+
+
+def read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The checkpoint's tensors: ``model.safetensors``, else ``pytorch_model.bin`` read with weights_only."""
+    safetensors_path, bin_path = folder / "model.safetensors", folder / "pytorch_model.bin"
+    try:
+        if safetensors_path.is_file():
+            from safetensors.torch import load_file
+
+            return load_file(str(safetensors_path)), safetensors_path
+        if bin_path.is_file():
+            state = torch.load(bin_path, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise HFImportError(f"{bin_path}: not a state dict")
+            return state, bin_path
+    except HFImportError:
+        raise
+    except Exception as err:  # truncated or foreign files raise many types
+        name = safetensors_path if safetensors_path.is_file() else bin_path
+        raise HFImportError(f"{name}: cannot be read ({type(err).__name__}: {err})") from None
+    raise HFImportError(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) -> dict[str, torch.Tensor]:
+    """This project's state dict from a Marian one; every tensor used exactly once, shapes checked."""
+    out: dict[str, torch.Tensor] = {}
+    used: set[str] = set()
+
+    def take(name: str) -> torch.Tensor:
+        if name not in state:
+            raise HFImportError(f"{path}: no tensor {name!r}")
+        used.add(name)
+        return state[name].float()
+
+    shared = take(next((n for n in TIED if n in state), TIED[0]))
+    used.update(n for n in TIED if n in state)
+    out["src_embedding.weight"] = out["tgt_embedding.weight"] = shared
+    for side, count, names in (("encoder", cfg.encoder_layers, ENCODER_NAMES),
+                               ("decoder", cfg.decoder_layers, DECODER_NAMES)):
+        for i in range(count):
+            for theirs, ours in names.items():
+                for part in ("weight", "bias"):
+                    out[f"{side}_layers.{i}.{ours}.{part}"] = take(f"model.{side}.layers.{i}.{theirs}.{part}")
+    bias = take("final_logits_bias") if "final_logits_bias" in state else torch.zeros(1, cfg.vocab_size)
+    out["output_bias"] = bias.reshape(-1)
+    table = sinusoidal_table(cfg.max_positions, cfg.d_model, layout="halves")
+    for name in POSITIONS:  # fixed sinusoids, recomputed by the model: check the checkpoint's are the same
+        if name in state:
+            used.add(name)
+            theirs = state[name].float()
+            if theirs.shape != table.shape or not torch.allclose(theirs, table, atol=1e-5):
+                raise HFImportError(f"{path}: {name} is not the sinusoid table (halves layout) of this config")
+    unused = sorted(set(state) - used)
+    if unused:
+        raise HFImportError(f"{path}: tensors the instrumented model has no place for: {', '.join(unused[:5])}"
+                           + (f" and {len(unused) - 5} more" if len(unused) > 5 else ""))
+    expected = {k: tuple(v.shape) for k, v in Transformer(cfg).state_dict().items()}
+    for name, tensor in out.items():
+        if tuple(tensor.shape) != expected.get(name):
+            raise HFImportError(f"{path}: {name} has shape {tuple(tensor.shape)}, config.json implies "
+                               f"{expected.get(name)}")
+    return out
+
+
+def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, weights: Path) -> str:
+    """What was imported from where, under which licence, and what was checked."""
+    licence = "not stated in the folder"
+    readme = folder / "README.md"
+    if readme.is_file():
+        found = re.search(r"^license:\s*(\S+)", readme.read_text(encoding="utf-8", errors="replace")[:4000], re.M)
+        if found:
+            licence = found.group(1)
+    return "\n".join([
+        f"# {source} (imported)", "",
+        f"Imported from the Hugging Face model `{source}` ({hf.get('model_type')}, {weights.name}) by "
+        "`viz-model import`. Licence: " + licence + ". Its own model card, training data and scores are the "
+        "source model's: see its page on the Hugging Face hub.", "",
+        "## Conversion", "",
+        f"- {cfg.encoder_layers} + {cfg.decoder_layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, "
+        f"d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size:,}, {cfg.max_positions} positions.",
+        f"- Post-norm, embeddings tied and scaled by sqrt(d_model); sinusoids in halves; {cfg.activation} FFN; "
+        "final_logits_bias as the output bias; decoding starts from the pad id, which is never emitted.",
+        "- Tokenizer: source.spm, target.spm and vocab.json copied as they are.", "",
+        "## Checked at import", "",
+        "- every tensor of the checkpoint has exactly one place in the instrumented model, with the shape its "
+        "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
+        "- the tokenizer's vocabulary size equals the embeddings'.",
+        "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
+        "`tests/test_hf_import.py` on small random Marian models.", ""])
+
+
+def import_marian(source: str, out: str | Path) -> Path:
+    """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise."""
+    out = Path(out)
+    if out.exists():
+        raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
+    folder = resolve_source(source)
+    hf = read_hf_config(folder)
+    try:
+        tokenizer = MarianTokenizer.load(folder)
+    except TokenizerError as err:
+        raise HFImportError(str(err)) from None
+    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id)
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
+                           f"{cfg.vocab_size:,}: a tokenizer of another model?")
+    state, weights = read_weights(folder)
+    mapped = map_weights(state, cfg, weights)
+    model = Transformer(cfg)
+    model.load_state_dict(mapped, strict=True)
+    model.eval()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights))
+        staging.rename(out)
+    except (OSError, CheckpointError) as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise HFImportError(f"{out}: could not be written ({err})") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
