@@ -344,6 +344,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        data["model"] = self.model.to_dict()  # its options for imported models only where set (see ModelConfig)
         data["test_prefixes"] = list(self.test_prefixes)
         if self.corpora is None:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)

@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""An imported opus-mt-en-de-size Marian model: translate + full trace against Hugging Face ``generate`` on the
+*same* weights (issue 21).
+
+A random-weight ``MarianMTModel`` of opus-mt-en-de's size (d_model 512, 6+6 layers, 8 heads, FFN 2048, SiLU,
+vocabulary 58,101) with a small SentencePiece tokenizer (its vocab.json filled up to 58,101 ids) is saved with
+``save_pretrained`` and imported with ``viz-model import``. Random weights almost never emit ``</s>``, so, as in
+``bench_trace.py``'s random mode, both sides decode a fixed number of steps L (the pieces of a forced German
+translation + ``</s>``):
+
+* **ours**: ``beam_search(beam 4, L steps)`` on the search network (int8 on the CPU by default, as the app runs it)
+  followed by ``trace(SENTENCE, target=FORCED_TARGET)``, the full trace (every map, masks, PE, top-5 steps);
+* **Hugging Face**: ``generate(num_beams=4, min_new_tokens=L, max_new_tokens=L, output_attentions=True,
+  return_dict_in_generate=True)`` on the same source ids with eager attention (only ``generate`` is timed).
+
+Runs alternate between the two; p50 over ``--runs`` (>= 30). Peak RSS: a fresh process loads the imported model
+and runs one trace. Targets: >= 2x faster than Hugging Face, p50 <= 150 ms, peak RSS <= 1 GB.
+
+    python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs
+    python benchmarks/bench_hf.py --quick    # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from bench_trace import ALPHA, BEAM, FORCED_TARGET, SENTENCE, peak_rss_mb, percentiles, time_interleaved
+
+OPUS_MT_EN_DE = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58_101, "positions": 512}
+TARGET_SPEEDUP, TARGET_P50_MS, TARGET_RSS_MB = 2.0, 150.0, 1024.0
+WORDS = ["a", "man", "woman", "child", "dog", "in", "on", "the", "blue", "red", "shirt", "standing", "ladder",
+         "cleaning", "windows", "street", "park", "ein", "mann", "frau", "kind", "hund", "im", "auf", "dem",
+         "blauen", "roten", "hemd", "steht", "leiter", "putzt", "fenster", "straße", "großen", "einer", "einem",
+         "und", "die"]
+
+
+def build_folder(root: Path) -> Path:
+    """The random opus-mt-size Marian model, saved as Hugging Face saves one."""
+    import sentencepiece as spm
+    import transformers
+
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(2000)]
+    for side in ("source", "target"):
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(root / side), vocab_size=200,
+                                       model_type="unigram", minloglevel=2, hard_vocab_limit=False, unk_id=1,
+                                       bos_id=-1, eos_id=0, pad_id=-1)
+    vocab: dict[str, int] = {"</s>": 0, "<unk>": 1}
+    for side in ("source", "target"):
+        sp = spm.SentencePieceProcessor(model_file=str(root / f"{side}.model"))
+        for i in range(sp.get_piece_size()):
+            vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    while len(vocab) < OPUS_MT_EN_DE["vocab"] - 1:
+        vocab[f"▁filler{len(vocab)}"] = len(vocab)
+    vocab["<pad>"] = len(vocab)
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = transformers.MarianTokenizer(source_spm=str(root / "source.model"),
+                                             target_spm=str(root / "target.model"), vocab=str(root / "vocab.json"))
+    d = OPUS_MT_EN_DE
+    config = transformers.MarianConfig(
+        vocab_size=d["vocab"], d_model=d["d_model"], encoder_layers=d["layers"], decoder_layers=d["layers"],
+        encoder_attention_heads=d["heads"], decoder_attention_heads=d["heads"], encoder_ffn_dim=d["ffn"],
+        decoder_ffn_dim=d["ffn"], max_position_embeddings=d["positions"], activation_function="swish",
+        scale_embedding=True, pad_token_id=vocab["<pad>"], decoder_start_token_id=vocab["<pad>"], eos_token_id=0,
+        forced_eos_token_id=None)
+    torch.manual_seed(0)
+    folder = root / "opus-mt-size"
+    transformers.MarianMTModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def ours_fn(model, steps: int):
+    from viz_model.decoding import beam_search
+
+    src = torch.tensor([model.encode(SENTENCE)])
+
+    def run() -> None:
+        hyp = beam_search(model.search_network, src, BEAM, ALPHA, [steps])[0]
+        model.tokenizer.decode(hyp.tokens)
+        model.trace(SENTENCE, beam=BEAM, alpha=ALPHA, target=FORCED_TARGET)
+    return run
+
+
+def hf_fn(folder: Path, src_ids: list[int], steps: int, pad: int):
+    from transformers import GenerationConfig, MarianMTModel
+
+    marian = MarianMTModel.from_pretrained(folder, attn_implementation="eager").eval()
+    gen = GenerationConfig(num_beams=BEAM, do_sample=False, min_new_tokens=steps, max_new_tokens=steps,
+                           output_attentions=True, return_dict_in_generate=True, pad_token_id=pad, eos_token_id=0,
+                           decoder_start_token_id=pad, bad_words_ids=[[pad]])
+    input_ids = torch.tensor([src_ids])
+
+    def run() -> None:
+        with torch.inference_mode():
+            out = marian.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                  generation_config=gen)
+        assert out.cross_attentions, "generate returned no attentions"
+    return run
+
+
+def rss_child(directory: Path, steps: int) -> None:
+    import viz_model
+
+    model = viz_model.load(directory, device="cpu")
+    ours_fn(model, steps)()
+    peak, how = peak_rss_mb()
+    print(json.dumps({"peak_rss_mb": round(peak, 1), "source": how}))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="smoke test: 3 runs, 1 warm-up, no RSS")
+    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto")
+    p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rss_child:
+        rss_child(args.rss_child, args.steps)
+        return 0
+    if args.quick:
+        args.runs, args.warmup = 3, 1
+    import viz_model
+    from viz_model.hf_import import import_marian
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        folder = build_folder(root)
+        directory = import_marian(str(folder), root / "imported")
+        model = viz_model.load(directory, device="cpu", search=args.search)
+        steps = len(model.tokenizer.encode_target(FORCED_TARGET)) + 1
+        fns = {"ours": ours_fn(model, steps),
+               "hf": hf_fn(folder, model.encode(SENTENCE), steps, model.config.pad_id)}
+        times = time_interleaved(fns, args.runs, args.warmup)
+        result = {name: percentiles(ms) for name, ms in times.items()}
+        result["speedup_p50"] = round(result["hf"]["p50_ms"] / result["ours"]["p50_ms"], 2)
+        result.update(steps=steps, search=model.search_precision, threads=torch.get_num_threads(),
+                      parameters=model.network.num_parameters())
+        if not args.quick:
+            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory), "--steps", str(steps)],
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                raise SystemExit(f"peak-RSS subprocess failed:\n{proc.stderr[-3000:]}")
+            result["ours_peak_rss_mb"] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+    print(json.dumps(result, indent=2))
+    ours, hf = result["ours"]["p50_ms"], result["hf"]["p50_ms"]
+    print(f"ours p50 {ours} ms ({'meets' if ours <= TARGET_P50_MS else 'misses'} <= {TARGET_P50_MS:g} ms); "
+          f"Hugging Face p50 {hf} ms; speedup {result['speedup_p50']}x "
+          f"({'meets' if result['speedup_p50'] >= TARGET_SPEEDUP else 'misses'} >= {TARGET_SPEEDUP:g}x)"
+          + (f"; peak RSS {result['ours_peak_rss_mb']} MB" if "ours_peak_rss_mb" in result else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
