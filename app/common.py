@@ -28,6 +28,7 @@ from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.coverage import TRAINING_STATS, WordConfidence, word_confidences
 from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
+from viz_model.languages import LanguagePair, read_languages
 from viz_model.trace import AttentionTrace
 
 from . import export, figures, teaching
@@ -148,6 +149,14 @@ class Session:
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
                                     tuple(map(tuple, targets)), kind, layer)
+
+
+def model_languages(root: str, name: str) -> str:
+    """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable)."""
+    try:
+        return read_languages(Path(root) / name).label
+    except (OSError, ValueError):
+        return "?"
 
 
 # --- text --------------------------------------------------------------------------------------------------------
@@ -327,7 +336,8 @@ def sidebar(models: list[str]) -> Session | None:
     ss = st.session_state
     root = assets_root()
     with st.sidebar:
-        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {root}")
+        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {root}",
+              format_func=lambda name: f"{name} ({model_languages(str(root), name)})")
         name = ss["model"]
         stamp = model_stamp(root, name)
         try:
@@ -398,15 +408,18 @@ def sentence_form() -> None:
     ss.setdefault("sentence_input", ss.get("sentence", ""))
     ss.setdefault("target_input", ss.get("target", ""))
     known = trained_domains()
+    session = ss.get("_session")
+    pair = session.model.languages if session is not None else LanguagePair()
     st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
                  format_func=lambda sentence: example_label(sentence, known),
                  placeholder="Pick an example sentence…")
     with st.form("sentence_form", border=False):
-        st.text_area("Sentence to translate (English)", key="sentence_input", height=80,
-                     placeholder=f"Type an English sentence (up to {MAX_INPUT_CHARS:,} characters)")
+        st.text_area(f"Sentence to translate ({pair.source_name})", key="sentence_input", height=80,
+                     placeholder=f"Type a sentence in {pair.source_name} (up to {MAX_INPUT_CHARS:,} characters)")
         with st.expander("Force a target translation (teacher forcing)", expanded=bool(ss.get("target"))):
             st.text_input("Target text (optional)", key="target_input",
-                          help="The model reads this German text instead of its own translation; every map then "
+                          help=f"The model reads this {pair.target_name} text instead of its own translation; every "
+                               "map then "
                                "shows how it would attend while producing it.")
         st.form_submit_button("Translate", type="primary", on_click=_submit, icon=":material/translate:")
 

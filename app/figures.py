@@ -21,6 +21,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from viz_model.introspect import LayerScores
+from viz_model.positional import wave
 from viz_model.trace import AttentionTrace
 
 KINDS = ("encoder", "decoder", "cross")
@@ -519,7 +520,7 @@ def positional_heatmap(pe: np.ndarray, tokens: Sequence[str], title: str = "Posi
     return fig
 
 
-def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0) -> go.Figure:
+def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0, layout: str = "interleaved") -> go.Figure:
     """Chosen PE dimensions as curves over positions ``0 .. len(table)-1``; the first `marked` positions dotted."""
     length, d = table.shape
     fig = go.Figure()
@@ -527,9 +528,9 @@ def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0) -> 
         if not 0 <= dim < d:
             raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
         color = HEAD_COLORS[n % len(HEAD_COLORS)]
-        wave = "sin" if dim % 2 == 0 else "cos"
+        kind = wave(dim, d, layout)
         fig.add_trace(go.Scatter(x=list(range(length)), y=table[:, dim], mode="lines", line=dict(color=color),
-                                 name=f"dim {dim} ({wave})",
+                                 name=f"dim {dim} ({kind})",
                                  hovertemplate=f"dim {dim}<br>position %{{x}}<br>%{{y:.6f}}<extra></extra>"))
         if marked:
             fig.add_trace(go.Scatter(x=list(range(min(marked, length))), y=table[:marked, dim], mode="markers",

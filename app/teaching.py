@@ -261,9 +261,10 @@ def saturation(dims: Sequence[int], keys: int = 10, samples: int = 2000, seed: i
 
 
 # --- positional encodings ----------------------------------------------------------------------------------------
-def pe_table(length: int, d_model: int, double: bool = False) -> np.ndarray:
-    """The model's sinusoids (`sinusoidal_table`), float32 as the model adds them, or float64."""
-    return sinusoidal_table(length, d_model, dtype=torch.float64 if double else torch.float32).numpy()
+def pe_table(length: int, d_model: int, double: bool = False, layout: str = "interleaved") -> np.ndarray:
+    """The model's sinusoids (`sinusoidal_table`, in the model's layout), float32 as the model adds them, or
+    float64."""
+    return sinusoidal_table(length, d_model, dtype=torch.float64 if double else torch.float32, layout=layout).numpy()
 
 
 def pair_wavelengths(d_model: int) -> np.ndarray:

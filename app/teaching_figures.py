@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz_model.decoding import BeamTree
+from viz_model.positional import wave
 
 from .figures import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 from .teaching import ShiftCheck, Stage
@@ -53,15 +54,16 @@ def pe_matrix_figure(table: np.ndarray, title: str, marks: dict[str, float] | No
 
 
 def dimension_curves_figure(table: np.ndarray, dims: Sequence[int], marks: dict[str, float] | None = None,
-                            title: str = "Chosen dimensions over the positions") -> go.Figure:
+                            title: str = "Chosen dimensions over the positions", layout: str = "interleaved"
+                            ) -> go.Figure:
     """PE(p, dim) against p for each chosen dimension, with dashed marks (e.g. where training stopped)."""
     length, d = table.shape
     fig = go.Figure()
     for n, dim in enumerate(dims):
         if not 0 <= dim < d:
             raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
-        wave = "sin" if dim % 2 == 0 else "cos"
-        fig.add_trace(go.Scatter(x=np.arange(length), y=table[:, dim], mode="lines", name=f"dim {dim} ({wave})",
+        fig.add_trace(go.Scatter(x=np.arange(length), y=table[:, dim], mode="lines",
+                                 name=f"dim {dim} ({wave(dim, d, layout)})",
                                  line=dict(color=HEAD_COLORS[n % len(HEAD_COLORS)]),
                                  hovertemplate=f"dim {dim}<br>position %{{x}}<br>%{{y:.6f}}<extra></extra>"))
     _marks(fig, marks)

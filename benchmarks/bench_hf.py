@@ -47,9 +47,11 @@ def build_folder(root: Path) -> Path:
     import transformers
 
     rng = random.Random(0)
+    # the benchmark's sentence and target many times over: whole words become pieces, as in opus-mt's 58k vocabulary
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(2000)]
+    lines += [SENTENCE, FORCED_TARGET] * 500
     for side in ("source", "target"):
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(root / side), vocab_size=200,
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(root / side), vocab_size=400,
                                        model_type="unigram", minloglevel=2, hard_vocab_limit=False, unk_id=1,
                                        bos_id=-1, eos_id=0, pad_id=-1)
     vocab: dict[str, int] = {"</s>": 0, "<unk>": 1}

@@ -221,3 +221,56 @@ def test_an_imported_model_opens_on_every_page(marian_folder, tmp_path, monkeypa
         errors = [e.value for e in at.error]
         assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
         assert at.get("plotly_chart"), f"{page}: no figure"
+
+
+def test_the_pe_lab_draws_the_layout_the_imported_model_uses(marian_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_app_support import APP, arr
+
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
+    model = viz_model.load(tmp_path / "opus-mt-tiny", device="cpu")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
+    at.run()
+    at.switch_page("views/positional.py").run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    matrix = next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))
+    drawn = arr(matrix["data"][0]["z"])
+    own = model.network.positional_encodings(drawn.shape[0]).numpy()
+    np.testing.assert_allclose(drawn, own, atol=1e-6)  # the model's own (halves) table, not the paper's order
+    curves = next(s for s in specs if s["layout"]["title"]["text"].startswith("Sinusoids"))
+    half = model.config.d_model // 2
+    names = {t["name"] for t in curves["data"] if t.get("name")}
+    assert "dim 0 (sin)" in names and f"dim {half} (cos)" in names
+
+
+def test_the_language_pair_comes_from_the_model(marian_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_app_support import APP
+
+    from viz_model.languages import guess_languages
+
+    folder = tmp_path / "opus-mt-fr-en"
+    shutil.copytree(marian_folder, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "source_lang": "fr", "target_lang": "en"}))
+    assert main(["import", str(folder), "--out", str(tmp_path / "assets" / "fr-en")]) == 0
+    model = viz_model.load(tmp_path / "assets" / "fr-en", device="cpu")
+    assert (model.languages.source_name, model.languages.target_name) == ("French", "English")
+    assert guess_languages("Helsinki-NLP/opus-mt-en-de").label == "en → de" and guess_languages("bert") is None
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path / "assets"))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "Un homme lit un livre."})
+    at.run()
+    assert not at.exception
+    assert at.text_area(key="sentence_input").label == "Sentence to translate (French)"
+    assert "fr-en (fr → en)" in at.selectbox(key="w_model").options
+
+
+def test_a_broken_languages_file_names_itself(marian_folder, tmp_path):
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "m")]) == 0
+    (tmp_path / "m" / "languages.json").write_text('{"source": "<script>", "target": "de"}')
+    with pytest.raises(viz_model.CheckpointError, match="languages.json"):
+        viz_model.load(tmp_path / "m", device="cpu")

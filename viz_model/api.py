@@ -17,11 +17,12 @@ import numpy as np
 import torch
 
 from .attention import causal_mask
-from .checkpoint import CheckpointError, load_model_dir, read_card
+from .checkpoint import CheckpointError, load_model_dir, model_file, read_card
 from .config import ModelConfig
 from .coverage import TRAINING_STATS, InputAssessment, StatsError, TrainingStats, assess_input, load_training_stats
 from .decoding import BeamTree, beam_search, beam_search_tree, max_output_lengths
 from .inference import encode_source, translate_ids
+from .languages import LanguagePair, LanguagesError, read_languages
 from .model import HeadMask, Transformer
 from .quantize import search_network_for
 from .tokenizer import Tokenizer, word_ids
@@ -106,7 +107,7 @@ class TranslationModel:
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
                  device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
-                 search: str = "auto") -> None:
+                 search: str = "auto", languages: LanguagePair | None = None) -> None:
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
         # what beam search runs: int8 on the CPU by default (see viz_model.quantize); traces stay full precision
@@ -116,6 +117,7 @@ class TranslationModel:
         self.directory = directory
         self.card = card
         self.training_stats = training_stats
+        self.languages = languages or LanguagePair()
 
     @property
     def config(self) -> ModelConfig:
@@ -124,7 +126,7 @@ class TranslationModel:
     def with_search(self, search: str) -> TranslationModel:
         """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
         return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
-                                self.training_stats, search)
+                                self.training_stats, search, self.languages)
 
     @property
     def device_label(self) -> str:
@@ -308,4 +310,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
         warnings.warn(f"{directory / TRAINING_STATS}: {len(stats.piece_counts)} piece counts for a vocabulary of "
                       f"{tokenizer.vocab_size}; input checks against the training data are off", stacklevel=2)
         stats = None
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search)
+    try:
+        languages = read_languages(directory, lambda p: model_file(directory, p.name, 4096).read_text("utf-8"))
+    except LanguagesError as err:
+        raise CheckpointError(str(err)) from None
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages)

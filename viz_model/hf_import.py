@@ -21,6 +21,7 @@ import torch
 
 from .checkpoint import CheckpointError, save_model_dir
 from .config import ConfigError, ModelConfig
+from .languages import LANGUAGES, LanguagePair, guess_languages
 from .model import Transformer
 from .positional import sinusoidal_table
 from .tokenizer import MarianTokenizer, TokenizerError
@@ -214,6 +215,21 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "`tests/test_hf_import.py` on small random Marian models.", ""])
 
 
+def folder_languages(source: str, folder: Path) -> LanguagePair | None:
+    """The language pair from tokenizer_config.json (source_lang / target_lang), else from an opus-mt name."""
+    path = folder / "tokenizer_config.json"
+    if path.is_file() and path.stat().st_size < MAX_HF_CONFIG_BYTES:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("source_lang") and data.get("target_lang"):
+                pair = LanguagePair(str(data["source_lang"]), str(data["target_lang"]))
+                if all(re.fullmatch(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,8})?", c) for c in (pair.source, pair.target)):
+                    return pair
+        except ValueError:
+            pass
+    return guess_languages(source, folder.name)
+
+
 def import_marian(source: str, out: str | Path) -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise."""
     out = Path(out)
@@ -236,8 +252,11 @@ def import_marian(source: str, out: str | Path) -> Path:
     model.eval()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    languages = folder_languages(source, folder)
     try:
         save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights))
+        if languages is not None:
+            (staging / LANGUAGES).write_text(json.dumps({"source": languages.source, "target": languages.target}))
         staging.rename(out)
     except (OSError, CheckpointError) as err:
         shutil.rmtree(staging, ignore_errors=True)

@@ -35,6 +35,13 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: to
     return table.to(dtype)
 
 
+def wave(dim: int, d_model: int, layout: str = "interleaved") -> str:
+    """"sin" or "cos": which function dimension `dim` of the table holds in that layout."""
+    if layout == "halves":
+        return "sin" if dim < d_model // 2 else "cos"
+    return "sin" if dim % 2 == 0 else "cos"
+
+
 def wavelengths(d_model: int, base: float = 10000.0) -> Tensor:
     """Wavelength of each sin/cos pair: ``2*pi * base^(2i/d_model)``, i = 0 .. d_model/2 - 1."""
     return 2 * math.pi * base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)

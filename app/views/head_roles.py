@@ -52,7 +52,8 @@ if ss["hr_source"] == "live":
     ss.setdefault("hr_text", "\n".join(common.EXAMPLES))
     ss.setdefault("hr_text_input", ss["hr_text"])
     with st.form("hr_form", border=False):
-        st.text_area(f"Sentences (English, one per line, at most {analyze.MAX_LIVE_SENTENCES})", key="hr_text_input",
+        st.text_area(f"Sentences ({session.model.languages.source_name}, one per line, at most "
+                     f"{analyze.MAX_LIVE_SENTENCES})", key="hr_text_input",
                      height=160)
         st.form_submit_button("Analyze these sentences", on_click=submit_sentences, icon=":material/analytics:")
     try:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import common, figures, teaching
 from app import teaching_figures as tf
+from viz_model.positional import wave
 
 ss = st.session_state
 session = common.require_session()
@@ -21,8 +22,12 @@ st.caption("Attention by itself ignores word order: it sees a set of vectors. Th
               "paper's formula at its width."))
 st.latex(r"PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)")
+layout = config.sinusoid_layout
 st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model // 2} sin/cos pairs, "
-           f"at most {max_positions} positions in the model's table.")
+           f"at most {max_positions} positions in the model's table."
+           + (f" This model (Marian's layout) stores the same values in another order: the sines of every "
+              f"frequency in dimensions 0–{d_model // 2 - 1}, their cosines in {d_model // 2}–{d_model - 1}; "
+              "the figures below draw its own order, the shift lesson the paper's." if layout == "halves" else ""))
 trace = common.sentence_and_trace(session)
 
 theory, shift, beyond, sentence_tab, experiment = st.tabs(
@@ -36,7 +41,7 @@ with theory:
     common.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
                  help="Sinusoids exist for every position; the model's own table stops at max_positions.")
     length = int(ss["pe_length"])
-    table = teaching.pe_table(length, d_model)
+    table = teaching.pe_table(length, d_model, layout=layout)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
     fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks)
     common.chart(fig, "pe-matrix", key="pe_matrix_chart")
@@ -45,13 +50,16 @@ with theory:
                "unique pattern, like the digits of a number in many bases.")
 
     dims = list(range(d_model))
-    default_dims = sorted({0, 1, min(6, d_model - 2), min(7, d_model - 1), d_model // 2, d_model // 2 + 1})
+    half = d_model // 2
+    default_dims = (sorted({0, 1, min(6, d_model - 2), min(7, d_model - 1), half, half + 1}) if layout != "halves"
+                    else sorted({0, half, min(3, half - 1), half + min(3, half - 1), half - 1, d_model - 1}))
     ss.setdefault("pe_dims", default_dims)
     ss["pe_dims"] = [d for d in ss["pe_dims"] if d in dims]
     common.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
-                 format_func=lambda d: f"{d} ({'sin' if d % 2 == 0 else 'cos'})")
+                 format_func=lambda d: f"{d} ({wave(d, d_model, layout)})")
     if ss["pe_dims"]:
-        fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(trace.source_tokens) if trace else 0)
+        fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(trace.source_tokens) if trace else 0,
+                                      layout=layout)
         common.chart(fig, "sinusoids", key="sin_chart")
         common.exports(fig, "sinusoids", "sin")
     else:
@@ -127,12 +135,13 @@ with beyond:
                 f"training log nor its model card says), so only the hard limit is marked: the model's position "
                 f"table has {max_positions} rows (max_positions) and longer inputs are refused.")
     horizon = max(2 * max_positions, (longest or 0) * 2, 64)
-    far = teaching.pe_table(horizon, d_model)
+    far = teaching.pe_table(horizon, d_model, layout=layout)
     marks = {f"max_positions = {max_positions}": max_positions}
     if longest is not None:
         marks = {f"longest training sentence = {longest}": longest, **marks}
     chosen = ss["pe_dims"] or [0, 1]
-    fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}")
+    fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}",
+                                     layout=layout)
     common.chart(fig, "pe-extrapolation", key="pe_far_chart")
     common.exports(fig, "pe-extrapolation", "pe_far")
     seen = longest or max_positions
