@@ -208,18 +208,16 @@ def init_state(models: list[str]) -> None:
         bad("model", model, f"no such model; available: {', '.join(models)}")
         model = None
     ss["model"] = model or models[0]
-    view = qp.get("view")
-    if view is not None:
-        if view in VIEWS:
-            ss["view"] = view
-        else:
-            bad("view", view, f"use one of {', '.join(VIEWS)}")
-    kind = qp.get("kind")
-    if kind is not None:
-        if kind in KIND_LABELS:
-            ss["kind"] = kind
-        else:
-            bad("kind", kind, "use encoder, decoder or cross")
+    def choose(name: str, options, why: str = "") -> None:  # a parameter that must be one of `options`
+        value = qp.get(name)
+        if value is not None:
+            if value in options:
+                ss[name] = value
+            else:
+                bad(name, value, why or f"use one of {', '.join(options)}")
+
+    choose("view", VIEWS)
+    choose("kind", KIND_LABELS, "use encoder, decoder or cross")
     layer = qp.get("layer")
     if layer is not None:
         if url_number(layer) >= 1:
@@ -232,12 +230,7 @@ def init_state(models: list[str]) -> None:
             ss["head"] = head if head in figures.AGGREGATES else str(url_number(head))
         else:
             bad("head", head, "use a head number from 1, mean or max")
-    level = qp.get("level")
-    if level is not None:
-        if level in LEVEL_LABELS:
-            ss["level"] = level
-        else:
-            bad("level", level, f"use one of {', '.join(LEVEL_LABELS)}")
+    choose("level", LEVEL_LABELS)
     beam = qp.get("beam")
     if beam is not None:
         if 1 <= url_number(beam) <= MAX_BEAM:
@@ -254,12 +247,7 @@ def init_state(models: list[str]) -> None:
             ss["alpha"] = round(value, 2)
         except ValueError:
             bad("alpha", alpha, "use a length penalty from 0 to 5")
-    search = qp.get("search")
-    if search is not None:
-        if search in SEARCH_LABELS:
-            ss["search"] = search
-        else:
-            bad("search", search, f"use one of {', '.join(SEARCH_LABELS)}")
+    choose("search", SEARCH_LABELS)
     ss["_url_problems"] = problems
 
 

@@ -211,7 +211,8 @@ def test_model_picker_lists_every_model_directory(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
     at = ok(start(model="another"))
     picker = at.sidebar.selectbox(key="w_model")
-    assert sorted(picker.options) == ["another", TINY_MODEL] and picker.value == "another"
+    # each option names the directory and its language pair (this project's models: en → de)
+    assert sorted(picker.options) == ["another (en → de)", f"{TINY_MODEL} (en → de)"] and picker.value == "another"
     picker.set_value(TINY_MODEL).run()
     ok(at)
     assert at.query_params["model"] == TINY_MODEL
