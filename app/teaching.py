@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from viz_model.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
-from viz_model.checkpoint import CONFIG, TRAINING_LOG
+from viz_model.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
 from viz_model.coverage import TRAINING_STATS, TrainingStats
 from viz_model.positional import shift_matrix, sinusoidal_table, wavelengths
@@ -331,7 +331,11 @@ def training_max_length(directory: Path | None, card: str, stats: TrainingStats 
     if stats is not None:
         return stats.max_source_tokens, f"{TRAINING_STATS} (longest training source, pieces + </s>)"
     if directory is not None:
-        for event in read_log(directory / TRAINING_LOG):
+        try:
+            events = training_events(directory)
+        except InputError:  # the training page says why; here the length is simply not known from the log
+            events = []
+        for event in events:
             for key in ("max_len", "longest_train", "max_train_length"):
                 value = event.get(key)
                 if isinstance(value, int) and value > 0:
@@ -348,8 +352,8 @@ def positional_kinds(root: Path, names: Sequence[str]) -> dict[str, str]:
     kinds = {}
     for name in names:
         try:
-            kinds[name] = ModelConfig.load(root / name / CONFIG).positional
-        except (ConfigError, OSError):
+            kinds[name] = ModelConfig.load(model_file(root / name, CONFIG)).positional
+        except (ConfigError, CheckpointError, OSError):
             continue
     return kinds
 
@@ -460,8 +464,14 @@ def smoothed_target(epsilon: float, vocab: int, target: int = 1) -> np.ndarray:
 
 
 def training_events(directory: Path | None) -> list[dict[str, Any]]:
-    """The model directory's JSON-lines training log (empty when it has none)."""
-    return read_log(directory / TRAINING_LOG) if directory is not None else []
+    """The model directory's JSON-lines training log (empty when it has none), read under the checks every model
+    file gets (inside the directory, no link out of it, a size cap): a bad one is an `InputError` naming it."""
+    if directory is None or not (directory / TRAINING_LOG).exists():
+        return []
+    try:
+        return read_log(model_file(directory, TRAINING_LOG))
+    except CheckpointError as err:
+        raise InputError(str(err)) from None
 
 
 @dataclass

@@ -274,3 +274,22 @@ def test_a_broken_languages_file_names_itself(marian_folder, tmp_path):
     (tmp_path / "m" / "languages.json").write_text('{"source": "<script>", "target": "de"}')
     with pytest.raises(viz_model.CheckpointError, match="languages.json"):
         viz_model.load(tmp_path / "m", device="cpu")
+
+
+def test_a_pytorch_model_bin_is_read_with_weights_only(marian_folder, hf, tmp_path):
+    model, _ = hf
+    folder = tmp_path / "bin"
+    shutil.copytree(marian_folder, folder)
+    (folder / "model.safetensors").unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 0
+    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    src = torch.tensor([ours.encode("A man reads a book.")])
+    tgt = torch.tensor([[ours.config.bos_id, 5, 6, 7]])
+    with torch.no_grad():
+        theirs = model(input_ids=src, decoder_input_ids=tgt).logits
+        mine = ours.network(src, tgt).logits
+    keep = [i for i in range(ours.config.vocab_size) if i not in ours.config.never_emitted]
+    np.testing.assert_allclose(mine[..., keep].numpy(), theirs[..., keep].numpy(), rtol=1e-4, atol=1e-4)
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04 not a pickle of tensors")
+    assert main(["import", str(folder), "--out", str(tmp_path / "out2")]) == 2 and not (tmp_path / "out2").exists()

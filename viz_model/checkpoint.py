@@ -30,6 +30,7 @@ WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
 MAX_WEIGHTS_BYTES = 2 * 1024**3
 MAX_MODEL_BYTES = 2 * MAX_WEIGHTS_BYTES  # fp32 parameters + buffers: room for the largest fp16 file, loaded
 MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZER: 64 * 1024**2, CARD: 1024**2,
+                  TRAINING_LOG: 64 * 1024**2,
                   **{name: 64 * 1024**2 for name in MarianTokenizer.FILES}}
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 WEIGHTS_DIGEST, TOKENIZER_DIGEST, CONFIG_DIGEST = "weights_sha256", "tokenizer_sha256", "config_sha256"

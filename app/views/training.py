@@ -14,9 +14,15 @@ session = common.require_session()
 model = session.model
 config = model.config
 recipe = teaching.card_recipe(model.card)
-events = teaching.training_events(model.directory)
+try:
+    events = teaching.training_events(model.directory)
+    log_problem = None
+except teaching.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
+    events, log_problem = [], str(err)
 
 st.title("The training recipe")
+if log_problem:
+    st.warning(f"The training log is not read: {log_problem}")
 st.caption("How the model on this page was trained, next to the paper's recipe: Adam (β₁ 0.9, β₂ 0.98, ε 1e-9) with "
            "a warm-up schedule, dropout 0.1 and label smoothing 0.1.")
 
