@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import sacrebleu
 import torch
 from conftest import make_pairs
 
@@ -178,6 +179,22 @@ def test_head_importance_bleu(tiny_model):
     intact = corpus_scores(tiny_model.translate(texts, beam=1), refs)["bleu"]
     assert (table["bleu_intact"] == intact).all()
     assert (table["bleu_drop"] == intact - table["bleu"]).all()
+
+
+def test_head_importance_bleu_equals_sacrebleu_of_the_ablated_translations(tiny_model):
+    """bleu, bleu_intact and bleu_drop against BLEU computed here, with sacrebleu, on translations made by `ablate`
+    (a separate path: one sentence at a time, the head switched off by its own mask)."""
+    pairs = make_pairs(4, seed=7)
+    texts, refs = [en for en, _ in pairs], [de for _, de in pairs]
+    table = head_importance(tiny_model, texts, refs, bleu=True)
+    for head in some_heads(tiny_model.config)[:2]:
+        results = [ablate(tiny_model, t, {head}, beam=1) for t in texts]
+        ablated = sacrebleu.corpus_bleu([r.ablated_translation for r in results], [refs]).score
+        intact = sacrebleu.corpus_bleu([r.translation for r in results], [refs]).score
+        row = table[(table["kind"] == head[0]) & (table["layer"] == head[1]) & (table["head"] == head[2])].iloc[0]
+        assert row["bleu"] == pytest.approx(ablated, abs=0.006)  # the table rounds to 2 decimals
+        assert row["bleu_intact"] == pytest.approx(intact, abs=0.006)
+        assert row["bleu_drop"] == pytest.approx(intact - ablated, abs=0.011)
 
 
 def test_head_importance_errors(tiny_model):

@@ -9,6 +9,7 @@ runs under a deadline, and decoding is bounded by max_positions). Example counts
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import timedelta
 
 import numpy as np
@@ -42,14 +43,34 @@ def random_model(random_model_dir) -> TranslationModel:
     return viz_model.load(random_model_dir, device="cpu")
 
 
+OUTCOMES: Counter[str] = Counter()  # "ok" or the kind of clear error, per example of the fuzz run in progress
+MIN_ACCEPTED = 0.15  # a run that accepts fewer inputs than this did not test the results (a reject-all passes)
+
+
 def result_or_clear_error(call, *args, **kwargs):
     """`call`'s result, or None after checking that the ValueError it raised says clearly what is wrong (any other
-    exception fails the test)."""
+    exception fails the test). Each outcome is counted in OUTCOMES."""
     try:
-        return call(*args, **kwargs)
+        result = call(*args, **kwargs)
     except ValueError as err:
-        assert CLEAR.search(str(err)), f"unclear error message: {type(err).__name__}: {err}"
+        found = CLEAR.search(str(err))
+        assert found, f"unclear error message: {type(err).__name__}: {err}"
+        OUTCOMES[found.group(0).split()[0]] += 1
         return None
+    OUTCOMES["ok"] += 1
+    return result
+
+
+def run_counted(fuzz, min_error_kinds: int = 2, **fixtures) -> Counter[str]:
+    """Run a hypothesis test and check that it exercised both sides: at least MIN_ACCEPTED of its examples gave a
+    result (whose invariants were checked) and its rejections were of `min_error_kinds` different kinds."""
+    OUTCOMES.clear()
+    fuzz(**fixtures)
+    counts = Counter(OUTCOMES)
+    total = sum(counts.values())
+    assert total and counts["ok"] >= MIN_ACCEPTED * total, f"too few inputs accepted: {dict(counts)}"
+    assert len(set(counts) - {"ok"}) >= min_error_kinds, f"too few kinds of rejection: {dict(counts)}"
+    return counts
 
 
 def check_trace(trace: AttentionTrace, model: TranslationModel, text: str, truncate: bool,
@@ -89,7 +110,7 @@ def check_trace(trace: AttentionTrace, model: TranslationModel, text: str, trunc
 
 @settings(FUZZ, max_examples=300)
 @given(text=SENTENCES, truncate=st.booleans())
-def test_tokenizing_any_text(tiny_model, text, truncate):
+def fuzz_tokenizing_any_text(tiny_model, text, truncate):
     ids = result_or_clear_error(tiny_model.encode, text, truncate=truncate)
     if ids is None:
         return
@@ -100,7 +121,7 @@ def test_tokenizing_any_text(tiny_model, text, truncate):
 
 @settings(FUZZ, max_examples=60)
 @given(text=SENTENCES, beam=st.integers(1, 4), truncate=st.booleans())
-def test_translating_any_text(tiny_model, text, beam, truncate):
+def fuzz_translating_any_text(tiny_model, text, beam, truncate):
     translation = result_or_clear_error(tiny_model.translate, text, beam=beam, truncate=truncate)
     if translation is None:
         return
@@ -109,7 +130,7 @@ def test_translating_any_text(tiny_model, text, beam, truncate):
 
 @settings(FUZZ, max_examples=120)
 @given(text=SENTENCES, beam=st.integers(1, 4), truncate=st.booleans())
-def test_tracing_any_text(tiny_model, text, beam, truncate):
+def fuzz_tracing_any_text(tiny_model, text, beam, truncate):
     trace = result_or_clear_error(tiny_model.trace, text, beam=beam, truncate=truncate)
     if trace is None:
         return
@@ -118,7 +139,7 @@ def test_tracing_any_text(tiny_model, text, beam, truncate):
 
 @settings(FUZZ, max_examples=60)
 @given(target=SENTENCES)
-def test_forcing_any_target(tiny_model, target):
+def fuzz_forcing_any_target(tiny_model, target):
     trace = result_or_clear_error(tiny_model.trace, "Two dogs are playing in the snow.", beam=1, target=target)
     if trace is None:
         return
@@ -127,7 +148,7 @@ def test_forcing_any_target(tiny_model, target):
 
 @settings(FUZZ, max_examples=25)
 @given(text=SENTENCES, beam=st.integers(1, 4))
-def test_an_untrained_model_stops_at_its_maximum_length(random_model, text, beam):
+def fuzz_an_untrained_model_stops_at_its_maximum_length(random_model, text, beam):
     trace = result_or_clear_error(random_model.trace, text, beam=beam, truncate=True)
     if trace is None:
         return
@@ -140,3 +161,23 @@ def test_anything_but_a_string_is_a_clear_error(tiny_model, value):
     for call in (tiny_model.encode, tiny_model.translate, tiny_model.trace):
         with pytest.raises(ValueError, match="must be a string"):
             call(value)
+
+
+def test_tokenizing_any_text(tiny_model):
+    run_counted(fuzz_tokenizing_any_text, 2, tiny_model=tiny_model)
+
+
+def test_translating_any_text(tiny_model):
+    run_counted(fuzz_translating_any_text, 2, tiny_model=tiny_model)
+
+
+def test_tracing_any_text(tiny_model):
+    run_counted(fuzz_tracing_any_text, 2, tiny_model=tiny_model)
+
+
+def test_forcing_any_target(tiny_model):
+    run_counted(fuzz_forcing_any_target, 1, tiny_model=tiny_model)
+
+
+def test_an_untrained_model_stops_at_its_maximum_length(random_model):
+    run_counted(fuzz_an_untrained_model_stops_at_its_maximum_length, 2, random_model=random_model)
