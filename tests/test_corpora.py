@@ -159,6 +159,7 @@ def test_shipped_mixed_config_is_valid():
     names = {c.name: c for c in cfg.corpora}
     assert set(names) == {"multi30k", "tatoeba", "wmt"}
     assert names["tatoeba"].holdout and (names["tatoeba"].holdout_val, names["tatoeba"].holdout_test) == (1000, 1000)
+    assert names["tatoeba"].holdout_rule == "connected"  # new runs: no leak of variants into training
     assert not names["wmt"].trains and names["wmt"].test == ("newstest2014",)
     assert "test_2016_flickr" in names["multi30k"].test
 

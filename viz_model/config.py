@@ -26,6 +26,7 @@ SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions 
 ACTIVATIONS = ("relu", "silu", "gelu")
 NORM_KINDS = ("post", "pre")
 IMPORT_OPTIONS = ("sinusoid_layout", "activation", "output_bias", "bos_id", "eos_id", "unk_id", "never_emitted")
+HOLDOUT_RULE_NAMES = ("source", "connected")  # see viz_model/train/splits.py
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
 CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
@@ -193,6 +194,7 @@ class CorpusConfig:
     holdout_val: int = 1000
     holdout_test: int = 1000
     holdout_seed: int = HOLDOUT_SEED
+    holdout_rule: str = "source"  # "connected" for new runs (viz_model/train/splits.py); "source" rebuilds old ones
 
     def __post_init__(self) -> None:
         if isinstance(self.test, list):
@@ -212,6 +214,7 @@ class CorpusConfig:
         _check_int("holdout_val", self.holdout_val, 0, 10_000_000)
         _check_int("holdout_test", self.holdout_test, 0, 10_000_000)
         _check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
+        _check_choice("holdout_rule", self.holdout_rule, HOLDOUT_RULE_NAMES)
         if self.holdout and (self.train or self.val or self.test):
             raise ConfigError("with holdout, the train, val and test parts come from the split: leave train, val "
                               "and test out")
@@ -228,7 +231,10 @@ class CorpusConfig:
         return [p for p in (self.train, self.val, self.holdout, *self.test) if p]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "test": list(self.test)}
+        data = {**dataclasses.asdict(self), "test": list(self.test)}
+        if data["holdout_rule"] == "source":  # runs from before the setting existed keep their form
+            del data["holdout_rule"]
+        return data
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from ..config import ConfigError, CorpusConfig, TrainConfig
 from .data import DataError, EvalSet, read_parallel
-from .splits import holdout_split
+from .splits import HOLDOUT_RULES
 
 
 @dataclass
@@ -43,7 +43,8 @@ def load_corpus(cfg: TrainConfig, corpus: CorpusConfig) -> Corpus:
     skipped with a note (as before [[corpora]]); in a [[corpora]] config every listed file must be there."""
     if corpus.holdout:
         src, tgt = read_parallel(corpus.data_dir, corpus.holdout, cfg.src_lang, cfg.tgt_lang)
-        split = holdout_split(src, tgt, corpus.holdout_val, corpus.holdout_test, corpus.holdout_seed)
+        split = HOLDOUT_RULES[corpus.holdout_rule](src, tgt, corpus.holdout_val, corpus.holdout_test,
+                                                   corpus.holdout_seed)
         val = EvalSet(set_name(cfg, corpus.name, "val"), split.val_src, split.val_refs, corpus.name)
         test = EvalSet(set_name(cfg, corpus.name, "test"), split.test_src, split.test_refs, corpus.name)
         return Corpus(corpus, split.train_src, split.train_tgt, val if val.src else None,
