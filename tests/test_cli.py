@@ -282,6 +282,33 @@ def test_train_and_export(capsys, tmp_path, data_dir, finished_run):
     assert code == 0 and json.loads(out_text.partition("\n}\n")[0] + "\n}")["model"] == "exported"
 
 
+def test_export_in_fp16_is_reproducible_to_the_byte(capsys, tmp_path, finished_run):
+    """The shipped models are fp16: `--dtype fp16` writes them, and exporting the same run twice gives identical
+    files (digests compared), so a model card's "Reproduce" command rebuilds the shipped bytes."""
+    import hashlib
+
+    def digests(directory: Path) -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+    outs = [tmp_path / "a" / "model", tmp_path / "b" / "model"]  # the card names the directory: same name
+    for out in outs:
+        code, _, err = run(capsys, "export", finished_run, "--out", out, "--last", "2", "--dtype", "fp16")
+        assert code == 0, err
+    assert digests(outs[0]) == digests(outs[1]) and "model.safetensors" in digests(outs[0])
+    from safetensors import safe_open
+
+    with safe_open(str(outs[0] / "model.safetensors"), framework="pt") as f:
+        names = f.keys()
+        assert {f.get_tensor(k).dtype for k in names} == {torch.float16}
+    fp32 = tmp_path / "c"
+    assert run(capsys, "export", finished_run, "--out", fp32, "--last", "2")[0] == 0
+    assert digests(fp32)["model.safetensors"] != digests(outs[0])["model.safetensors"]
+    from viz_model.train.export import export_run
+
+    with pytest.raises(viz_model.ConfigError, match="--dtype must be one of fp32, fp16, bf16"):
+        export_run(finished_run, tmp_path / "d", 1, dtype="int4")
+
+
 def test_train_and_export_errors(capsys, tmp_path, data_dir, finished_run):
     good = tiny_train_config(data_dir).to_dict()
     typo = write_toml(tmp_path / "typo.toml", {**good, "epohcs": 2})

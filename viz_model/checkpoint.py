@@ -113,7 +113,18 @@ def save_weights(model: Transformer, path: str | Path, dtype: torch.dtype | None
     """Write the weights as safetensors, atomically, with the SHA-256 digest `load_weights` verifies."""
     tensors = state_dict_for_saving(model, dtype)
     header = {"format": "pt", WEIGHTS_DIGEST: tensors_digest(tensors), **(metadata or {})}
-    atomic_write_bytes(Path(path), save(tensors, metadata=header))
+    atomic_write_bytes(Path(path), canonical_header(save(tensors, metadata=header)))
+
+
+def canonical_header(data: bytes) -> bytes:
+    """The same safetensors file with its JSON header's keys sorted: safetensors writes the metadata map in a
+    per-process random order, so the same weights would give other bytes on every save. The tensor offsets are
+    relative to the data section, so only the header (padded with spaces to 8 bytes, as safetensors does) changes."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + size:]
 
 
 @contextlib.contextmanager

@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluation sets to score (greedy and beam 4): 'all', split prefixes of a single-corpus "
                         "run (val test_2016_flickr), or CORPUS:SPLIT / CORPUS of a [[corpora]] run (tatoeba:test wmt)")
     p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
+                   help="precision of the stored weights (the shipped models are fp16; scores are of these weights)")
 
     p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) model folder or hub id, exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
@@ -284,7 +286,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .train.export import export_run
 
     notes = Path(args.notes[1:]).read_text(encoding="utf-8") if args.notes.startswith("@") else args.notes
-    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes)
+    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

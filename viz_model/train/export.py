@@ -21,6 +21,7 @@ from .data import DataError, EvalSet
 from .evaluate import evaluate_bleu
 
 RESULTS_FILE = "results.json"
+EXPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def evaluate_sets(model: Transformer, tokenizer: Tokenizer, sets: list[EvalSet], device: torch.device,
@@ -49,9 +50,10 @@ def write_training_stats(cfg: TrainConfig, tokenizer: Tokenizer, out_dir: Path) 
 
 
 def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
-                    results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> Path:
-    """Weights, config, tokenizer, training log, results and model card into `out_dir`."""
-    save_model_dir(model.cpu(), tokenizer, out_dir)
+                    results: dict[str, dict[str, float]], averaged: list[str], notes: str = "",
+                    dtype: str = "fp32") -> Path:
+    """Weights (stored as `dtype`), config, tokenizer, training log, results and model card into `out_dir`."""
+    save_model_dir(model.cpu(), tokenizer, out_dir, dtype=EXPORT_DTYPES[dtype])
     write_training_stats(cfg, tokenizer, out_dir)
     events = read_log(run_dir / LOG_FILE)
     if (run_dir / LOG_FILE).is_file():
@@ -63,9 +65,12 @@ def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, 
 
 
 def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: tuple[str, ...] = (),
-               notes: str = "") -> Path:
-    """Model directory from the run's last `last` epoch checkpoints; optionally score the `evaluate` sets
-    (names as `select_eval_sets` takes them)."""
+               notes: str = "", dtype: str = "fp32") -> Path:
+    """Model directory from the run's last `last` epoch checkpoints, weights stored as `dtype` (fp32, fp16 or
+    bf16: the averaging and any scoring run in fp32, the scores are of the stored weights); optionally score the
+    `evaluate` sets (names as `select_eval_sets` takes them). The same run exported twice gives the same bytes."""
+    if dtype not in EXPORT_DTYPES:
+        raise ConfigError(f"--dtype must be one of {', '.join(EXPORT_DTYPES)}, got {dtype!r}")
     if not (run_dir / CONFIG_FILE).is_file():
         raise ConfigError(f"{run_dir}: not a run directory ({CONFIG_FILE} not found)")
     cfg = TrainConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
@@ -83,5 +88,9 @@ def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: 
     used = checkpoints[-last:]
     average_checkpoints(used, model)
     model.eval()
+    if dtype != "fp32":  # score what is shipped: the weights rounded to the stored precision, computed in fp32
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(EXPORT_DTYPES[dtype]).float())
     results = evaluate_sets(model, tokenizer, sets, torch.device("cpu"))
-    return write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in used], notes)
+    return write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in used], notes, dtype)
