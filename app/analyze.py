@@ -22,6 +22,7 @@ from viz_model.trace import AttentionTrace
 from . import common
 
 MAX_LIVE_SENTENCES = 200
+MAX_LIVE_CHARS = 40_000  # what the head-roles box accepts at once (200 sentences of 200 characters), checked here
 MAX_GOLD_CHARS = 4000
 FLOW_MAX_TOKENS = 48  # attention flow solves one maximum-flow problem per (input, output) pair: n² of them
 TABLE_READERS = {"stats": store.read_head_stats, "importance": store.read_head_importance}
@@ -103,7 +104,11 @@ def trace_of_model(session: common.Session, name: str, text: str, target: str | 
 
 # --- what the user types -----------------------------------------------------------------------------------------
 def parse_sentences(text: str, limit: int = MAX_LIVE_SENTENCES) -> list[str]:
-    """One sentence per non-blank line (stripped); a `ValueError` for none or more than `limit`."""
+    """One sentence per non-blank line (stripped); a `ValueError` for none, more than `limit` or more than
+    MAX_LIVE_CHARS characters in all (the server's bound, whatever the browser sent)."""
+    if len(text) > MAX_LIVE_CHARS:
+        raise ValueError(f"{len(text):,} characters: at most {MAX_LIVE_CHARS:,} are analysed here; shorten the "
+                         "list, or run `viz-model analyze` over a whole corpus")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError("type at least one sentence, one per line")

@@ -170,6 +170,8 @@ def test_aer_grid_shows_every_cross_head(trace):
 # --- pure helpers of the pages -----------------------------------------------------------------------------------
 def test_parse_sentences():
     assert analyze.parse_sentences(" a \n\n b\n") == ["a", "b"]
+    with pytest.raises(ValueError, match="40,001 characters: at most 40,000"):
+        analyze.parse_sentences("a" * (analyze.MAX_LIVE_CHARS + 1))  # one line, but too much text for the server
     with pytest.raises(ValueError, match="at least one sentence"):
         analyze.parse_sentences("\n  \n")
     with pytest.raises(ValueError, match="3 sentences: at most 2 .* remove 1 lines"):
