@@ -689,6 +689,22 @@ def hook(event, args):
             writes.append([event, os.fsdecode(target)])
 
 sys.addaudithook(hook)
+
+import hashlib
+import viz_model.train.loop as loop
+digests = []  # after every optimizer step: SHA-256 of all of this process's parameters
+original_step = loop.train_step
+
+def audited_step(step_fn, optimizer, *args, **kwargs):
+    out = original_step(step_fn, optimizer, *args, **kwargs)
+    digest = hashlib.sha256()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            digest.update(p.detach().float().cpu().numpy().tobytes())
+    digests.append(digest.hexdigest())
+    return out
+
+loop.train_step = audited_step
 sys.argv = ["viz_model.train", *sys.argv[3:]]
 code = 1
 try:
@@ -698,7 +714,7 @@ except SystemExit as exit:
 finally:
     with open(f"{report}.{os.environ['RANK']}.json", "w") as f:
         json.dump({"rank": int(os.environ["RANK"]), "world": int(os.environ["WORLD_SIZE"]), "code": code,
-                   "writes": writes}, f)
+                   "writes": writes, "digests": digests}, f)
 '''
 
 
@@ -730,5 +746,8 @@ def test_ddp_two_cpu_processes_with_gloo(tmp_path, data_dir, finished_run):
     assert steps_ddp == steps_single // 2
     state = torch.load(run / "latest.pt", weights_only=True)
     assert (state["step"], state["world"]) == (steps_ddp, 2)
+    # the two processes hold the same weights after every step (gradients averaged, same update), and they moved
+    assert len(ranks[0]["digests"]) == steps_ddp and ranks[0]["digests"] == ranks[1]["digests"]
+    assert len(set(ranks[0]["digests"])) == steps_ddp
     model = viz_model.load(run / "model", device="cpu")
     assert isinstance(model.translate("A man is running."), str)
