@@ -1,0 +1,61 @@
+#!/usr/bin/env python
+"""BLEU of a shipped model with the int8 search the app and CLI run on the CPU, written into its results.json
+(issue 24: the README's int8 column must come from a file a command wrote, not be typed).
+
+For each set, beam 4 with ``search="int8"`` and, in the same run, ``search="fp32"`` (the precision
+``viz-model export --evaluate`` scores with), both on the model's stored weights: keys ``SET/beam4-int8`` and
+``SET/beam4-fp32-stored``. Sets: Multi30K test_2016_flickr, and for a model trained with Tatoeba its old held-out test
+set (rebuilt exactly as `tatoeba_unseen.py` does).
+
+    python benchmarks/eval_int8.py --model assets/mixed-en-de --tatoeba
+    python benchmarks/eval_int8.py --model assets/multi30k-en-de
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", type=Path, default=REPO / "assets" / "mixed-en-de")
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--tatoeba", action="store_true", help="also the Tatoeba held-out test set (seed 20180513)")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+
+    import viz_model
+    from viz_model.checkpoint import atomic_write_bytes
+    from viz_model.train.data import read_parallel
+    from viz_model.train.evaluate import corpus_scores, reference_streams
+    from viz_model.train.splits import holdout_split
+
+    src, tgt = read_parallel(str(args.data / "multi30k"), "test_2016_flickr", "en", "de")
+    sets = {"multi30k:test_2016_flickr": (src, [[t] for t in tgt])}
+    if args.tatoeba:
+        pairs = read_parallel(str(args.data / "tatoeba"), "pairs", "en", "de")
+        split = holdout_split(*pairs, 1000, 1000, 20180513)
+        sets["tatoeba:test"] = (split.test_src, split.test_refs)
+    found = {}
+    for search in ("int8", "fp32"):
+        model = viz_model.load(args.model, device="cpu", search=search)
+        suffix = "int8" if search == "int8" else "fp32-stored"
+        for name, (sources, refs) in sets.items():
+            hyps = model.translate(sources, beam=4)
+            found[f"{name}/beam4-{suffix}"] = corpus_scores(hyps, reference_streams(refs))
+    print(json.dumps(found, indent=2))
+    if not args.no_write:
+        path = args.model / "results.json"
+        results = json.loads(path.read_text()) if path.is_file() else {}
+        results.update(found)
+        atomic_write_bytes(path, (json.dumps(results, indent=2) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
