@@ -293,3 +293,33 @@ def test_a_pytorch_model_bin_is_read_with_weights_only(marian_folder, hf, tmp_pa
     np.testing.assert_allclose(mine[..., keep].numpy(), theirs[..., keep].numpy(), rtol=1e-4, atol=1e-4)
     (folder / "pytorch_model.bin").write_bytes(b"\x80\x04 not a pickle of tensors")
     assert main(["import", str(folder), "--out", str(tmp_path / "out2")]) == 2 and not (tmp_path / "out2").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_an_imported_model_in_a_real_browser(marian_folder, hf, tmp_path):
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_S, streamlit_server
+
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    _, hf_tok = hf
+    assets = tmp_path / "assets"
+    assert main(["import", str(marian_folder), "--out", str(assets / "opus-mt-tiny")]) == 0
+    sentence = "A man reads a book in the park."
+    expected = hf_tok.convert_ids_to_tokens(hf_tok(sentence).input_ids)
+    with streamlit_server(assets, tmp_path / "streamlit.log") as url, sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/?beam=1&sentence={sentence.replace(' ', '+')}")
+            page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+            ticks = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .xtick text')]"
+                                  ".map(e => e.textContent)")
+            assert ticks == expected  # the encoder map's keys are the Marian pieces of the sentence
+            assert page.locator('[data-testid="stException"]').count() == 0
+            picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.evaluate(
+                "e => e.innerText + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')")
+            assert "opus-mt-tiny (en → de)" in picker, picker  # the picker names the language pair
+        finally:
+            chromium.close()
