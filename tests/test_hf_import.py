@@ -159,6 +159,15 @@ def test_model_card_names_the_source_and_licence(imported):
     assert isinstance(imported.tokenizer, MarianTokenizer)
 
 
+def add_tensor(path, name: str) -> None:
+    """Add a random tensor of the shared embedding's shape under `name` (an untied output matrix)."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    tensors[name] = torch.randn_like(tensors["model.shared.weight"])
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
 def broken(marian_folder, tmp_path, change) -> tuple[int, str, object]:
     folder = tmp_path / "broken"
     shutil.copytree(marian_folder, folder)
@@ -177,6 +186,7 @@ def broken(marian_folder, tmp_path, change) -> tuple[int, str, object]:
     ("shapes", lambda f: (f / "config.json").write_text(json.dumps(
         {**json.loads((f / "config.json").read_text()), "encoder_ffn_dim": 48, "decoder_ffn_dim": 48})),
      "model.safetensors"),
+    ("untied", lambda f: add_tensor(f / "model.safetensors", "lm_head.weight"), "lm_head.weight"),
     ("vocab mismatch", lambda f: (f / "vocab.json").write_text(json.dumps(
         {**json.loads((f / "vocab.json").read_text()), "extra": 10_000})), "vocab.json"),
 ])

@@ -120,7 +120,8 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int) -> ModelConfig:
             attention_dropout=float(hf.get("attention_dropout", 0.0)),
             max_positions=need("max_position_embeddings"), positional="sinusoidal", norm="post",
             share_embeddings=True, pad_id=pad, sinusoid_layout="halves", activation=activation, output_bias=True,
-            bos_id=hf.get("decoder_start_token_id", pad), eos_id=need("eos_token_id"), unk_id=unk_id,
+            bos_id=pad if hf.get("decoder_start_token_id") is None else hf["decoder_start_token_id"],
+            eos_id=need("eos_token_id"), unk_id=unk_id,
             never_emitted=(pad,))
     except ConfigError as err:
         raise HFImportError(f"{path}: {err}") from None
@@ -159,7 +160,12 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
         return state[name].float()
 
     shared = take(next((n for n in TIED if n in state), TIED[0]))
-    used.update(n for n in TIED if n in state)
+    for name in TIED:  # the source, target and output embeddings are one matrix in a Marian model
+        if name in state:
+            used.add(name)
+            if state[name].shape != shared.shape or not torch.equal(state[name].float(), shared):
+                raise HFImportError(f"{path}: {name} differs from the shared embedding matrix; untied embeddings "
+                                    "are not supported")
     out["src_embedding.weight"] = out["tgt_embedding.weight"] = shared
     for side, count, names in (("encoder", cfg.encoder_layers, ENCODER_NAMES),
                                ("decoder", cfg.decoder_layers, DECODER_NAMES)):
