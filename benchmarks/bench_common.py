@@ -72,3 +72,15 @@ def emit(text: str, result: dict, as_json: bool) -> None:
         print(json.dumps(result, indent=2))
     else:
         print(text)
+
+
+def report_results(model_dir: Path, found: dict, write: bool = True) -> None:
+    """Print `found` as JSON and merge it into the model's results.json (other keys kept, written atomically)."""
+    from viz_model.checkpoint import atomic_write_bytes
+
+    print(json.dumps(found, indent=2))
+    if write:
+        path = model_dir / "results.json"
+        results = json.loads(path.read_text()) if path.is_file() else {}
+        results.update(found)
+        atomic_write_bytes(path, (json.dumps(results, indent=2) + "\n").encode())

@@ -14,8 +14,9 @@ set (rebuilt exactly as `tatoeba_unseen.py` does).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from bench_common import report_results
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
@@ -30,7 +31,6 @@ def main() -> int:
     args = p.parse_args()
 
     import viz_model
-    from viz_model.checkpoint import atomic_write_bytes
     from viz_model.train.data import read_parallel
     from viz_model.train.evaluate import corpus_scores, reference_streams
     from viz_model.train.splits import holdout_split
@@ -48,12 +48,7 @@ def main() -> int:
         for name, (sources, refs) in sets.items():
             hyps = model.translate(sources, beam=4)
             found[f"{name}/beam4-{suffix}"] = corpus_scores(hyps, reference_streams(refs))
-    print(json.dumps(found, indent=2))
-    if not args.no_write:
-        path = args.model / "results.json"
-        results = json.loads(path.read_text()) if path.is_file() else {}
-        results.update(found)
-        atomic_write_bytes(path, (json.dumps(results, indent=2) + "\n").encode())
+    report_results(args.model, found, write=not args.no_write)
     return 0
 
 

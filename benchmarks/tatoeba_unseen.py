@@ -17,8 +17,9 @@ count and the whole set's score recomputed in the same run, into the model's ``r
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from bench_common import report_results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,6 @@ def main() -> int:
     args = p.parse_args()
 
     import viz_model
-    from viz_model.checkpoint import atomic_write_bytes
     from viz_model.train.data import read_parallel
     from viz_model.train.evaluate import corpus_scores, reference_streams
     from viz_model.train.splits import holdout_split, unseen_test_sentences
@@ -53,12 +53,7 @@ def main() -> int:
     result = {f"tatoeba:test-unseen/{key}": unseen,
               "tatoeba:test-unseen/count": {"sentences": len(keep), "of": len(split.test_src),
                                             "search": model.search_precision, f"whole_test_{key}": whole}}
-    print(json.dumps(result, indent=2))
-    if not args.no_write:
-        path = args.model / "results.json"
-        results = json.loads(path.read_text()) if path.is_file() else {}
-        results.update(result)
-        atomic_write_bytes(path, (json.dumps(results, indent=2) + "\n").encode())
+    report_results(args.model, result, write=not args.no_write)
     return 0
 
 
