@@ -281,7 +281,8 @@ def test_multihead_attention_under_cpu_autocast_takes_the_explicit_path(monkeypa
 def test_multihead_self_attention_equals_torch():
     ours, reference = paired_layers()
     x = torch.randn(2, 6, 16)
-    out, weights, cache = ours(x, need_weights=True)
+    out, record, cache = ours(x, need_weights=True)
+    weights = record.weights
     ref_out, ref_weights = reference(x, x, x, need_weights=True, average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     assert weights.shape == ref_weights.shape == (2, 4, 6, 6)
@@ -294,7 +295,8 @@ def test_multihead_masked_self_attention_equals_torch():
     x = torch.randn(2, 6, 16)
     ids = torch.tensor([[4] * 6, [4] * 3 + [0] * 3])
     mask = combine_masks(padding_mask(ids, 0), causal_mask(6))
-    out, weights, _ = ours(x, None, mask, need_weights=True)
+    out, record, _ = ours(x, None, mask, need_weights=True)
+    weights = record.weights
     ref_out, ref_weights = reference(x, x, x, key_padding_mask=ids == 0, attn_mask=~causal_mask(6)[0, 0],
                                      need_weights=True, average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
@@ -309,7 +311,8 @@ def test_multihead_cross_attention_equals_torch():
     ours, reference = paired_layers(d_model=32, heads=8, seed=2)
     query, memory = torch.randn(2, 3, 32), torch.randn(2, 9, 32)
     ids = torch.tensor([[4] * 9, [4] * 5 + [0] * 4])
-    out, weights, _ = ours(query, memory, padding_mask(ids, 0), need_weights=True)
+    out, record, _ = ours(query, memory, padding_mask(ids, 0), need_weights=True)
+    weights = record.weights
     ref_out, ref_weights = reference(query, memory, memory, key_padding_mask=ids == 0, need_weights=True,
                                      average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
@@ -320,12 +323,12 @@ def test_multihead_cross_attention_equals_torch():
 def test_multihead_incremental_cache_equals_full_pass():
     ours, _ = paired_layers(seed=3)
     x = torch.randn(1, 5, 16)
-    full, full_w, _ = ours(x, None, causal_mask(5), need_weights=True)
+    full, full_record, _ = ours(x, None, causal_mask(5), need_weights=True)
     cache = None
     for t in range(5):
-        step, w, cache = ours(x[:, t:t + 1], None, None, need_weights=True, cache=cache, append_to_cache=True)
+        step, record, cache = ours(x[:, t:t + 1], None, None, need_weights=True, cache=cache, append_to_cache=True)
         torch.testing.assert_close(step[:, 0], full[:, t], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(w[:, :, 0], full_w[:, :, t, :t + 1], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(record.weights[:, :, 0], full_record.weights[:, :, t, :t + 1], atol=1e-6, rtol=1e-5)
     assert cache.key.shape == (1, 4, 5, 4)
 
 

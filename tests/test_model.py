@@ -177,3 +177,49 @@ def test_parameter_count_counts_tied_matrices_once(random_net, tiny_config):
     expected = (v * d + tiny_config.encoder_layers * (attn + ffn + 2 * norm)
                 + tiny_config.decoder_layers * (2 * attn + ffn + 3 * norm))
     assert random_net.num_parameters() == expected
+
+
+def test_records_hold_what_each_layer_computed(random_net, outputs, tiny_config):
+    """Each record's scores, masked scores, values and weights equal a recomputation from the layer's own inputs."""
+    src, tgt, out = outputs
+    d_head = tiny_config.d_model // tiny_config.heads
+    for kind in ("encoder", "decoder", "cross"):
+        records = out.records(kind)
+        assert len(records) == (tiny_config.encoder_layers if kind == "encoder" else tiny_config.decoder_layers)
+        for record in records:
+            assert record.values.shape[-1] == d_head and record.values.shape[-2] == record.scores.shape[-1]
+            visible = torch.ones_like(record.scores, dtype=torch.bool) if record.mask is None else \
+                record.mask.expand_as(record.scores)
+            assert torch.isneginf(record.masked_scores[~visible]).all()
+            torch.testing.assert_close(record.masked_scores[visible], record.scores[visible])
+            torch.testing.assert_close(record.weights, torch.softmax(record.masked_scores, -1).nan_to_num(0.0))
+    # the first encoder layer's record, recomputed by hand from the embeddings
+    layer = random_net.encoder_layers[0]
+    with torch.no_grad():
+        x = layer.attn_residual.enter(random_net.embed(src, "source"))
+        q, kv = layer.self_attn.project(x)
+        scores = q @ kv.key.transpose(-2, -1) / d_head ** 0.5
+    torch.testing.assert_close(out.encoder_records[0].scores, scores)
+    torch.testing.assert_close(out.encoder_records[0].values, kv.value)
+
+
+def test_records_of_incremental_decoding_equal_the_full_pass(random_net, outputs):
+    """Decoding one token at a time with the cache gives records equal to the matching rows of the full pass."""
+    src, tgt, out = outputs
+    with torch.no_grad():
+        encoded = random_net.encode(src[:1], need_weights=True)
+        full = random_net.decode(tgt[:1], encoded, need_weights=True)
+        cache = None
+        for t in range(tgt.shape[1]):
+            step = random_net.decode(tgt[:1, t:t + 1], encoded, need_weights=True, cache=cache, offset=t)
+            cache = step.cache
+            for full_record, record in zip(full.self_records + full.cross_records,
+                                           step.self_records + step.cross_records):
+                keys = record.scores.shape[-1]
+                torch.testing.assert_close(record.weights[:, :, 0], full_record.weights[:, :, t, :keys])
+                torch.testing.assert_close(record.scores[:, :, 0], full_record.scores[:, :, t, :keys])
+
+
+def test_records_unknown_kind_is_named(outputs):
+    with pytest.raises(ValueError, match="attention kind must be one of encoder, decoder, cross"):
+        outputs[2].records("self")

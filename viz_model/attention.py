@@ -6,7 +6,8 @@ positions get a score of -inf before the softmax, so their weight is exactly 0.
 
 `attention` has two paths:
 - instrumented (``need_weights=True``): computes ``softmax(Q K^T / sqrt(d_k))`` explicitly and
-  returns the per-head weights (taken before attention dropout);
+  returns the per-head weights (taken before attention dropout); `explained_attention` returns the whole
+  `AttentionRecord` of that computation (scores before and after masking, weights, values);
 - fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights.
 Asking the fast path for weights raises; it never returns a silent ``None``. On the CPU, bf16/fp16 tensors
 (training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is several times slower
@@ -77,12 +78,47 @@ def attention_scores(q: Tensor, k: Tensor, scale: bool = True) -> Tensor:
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax over keys with masked scores set to -inf; a fully masked row gives all zeros, not NaN."""
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1)
-    if mask is not None:
-        weights = weights.nan_to_num(0.0)
-    return weights.to(scores.dtype)
+    return _softmax_over_keys(scores if mask is None else scores.masked_fill(~mask, float("-inf")), mask)
+
+
+def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax in float32, back in the scores' dtype; rows with every key masked become zeros."""
+    weights = torch.softmax(masked.float(), dim=-1)
+    return (weights if mask is None else weights.nan_to_num(0.0)).to(masked.dtype)
+
+
+@dataclass
+class AttentionRecord:
+    """What one attention call computed, per head; score tensors are ``(batch, heads, query_len, key_len)``.
+
+    Returned by a call (never stored on a module); the model's layers hand them out as ordinary return values."""
+
+    weights: Tensor  # softmax of the masked scores (before attention dropout)
+    scores: Tensor  # Q K^T / sqrt(d_k) (or unscaled Q K^T when scale=False), before masking
+    masked_scores: Tensor  # the scores the softmax saw: masked keys at -inf
+    values: Tensor  # (batch, heads, key_len, d_head) the value vectors the weights mix
+    mask: Tensor | None  # the mask applied (True = may attend), broadcastable to the scores; None = all visible
+
+    def detach(self) -> AttentionRecord:
+        """The same record cut from the autograd graph."""
+        return AttentionRecord(self.weights.detach(), self.scores.detach(), self.masked_scores.detach(),
+                               self.values.detach(), self.mask)
+
+
+def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
+                        scale: bool = True) -> tuple[Tensor, AttentionRecord]:
+    """The explicit path of `attention`: its output and the record of every intermediate."""
+    _check_qkv(q, k, v, mask)
+    return _explicit_attention(q, k, v, mask, dropout_p, scale)
+
+
+def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool
+                        ) -> tuple[Tensor, AttentionRecord]:
+    scores = attention_scores(q, k, scale)
+    masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+    weights = _softmax_over_keys(masked, mask)
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, AttentionRecord(weights, scores, masked, v, mask)
 
 
 def _slow_fused(q: Tensor) -> bool:
@@ -107,9 +143,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
             raise ValueError("the fused sdpa path always scales by 1/sqrt(d_k); use impl='math' for scale=False")
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return out, None
-    weights = masked_softmax(attention_scores(q, k, scale), mask)
-    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return dropped @ v, (weights if need_weights else None)
+    out, record = _explicit_attention(q, k, v, mask, dropout_p, scale)
+    return out, (record.weights if need_weights else None)
 
 
 @dataclass
@@ -167,7 +202,7 @@ class MultiHeadAttention(nn.Module):
         `cache` holds keys/values already projected: with `append_to_cache` the new ones are appended
         (incremental self-attention), otherwise they are used as they are (cross-attention memory).
         `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). Returns
-        ``(output, weights or None, cache)``.
+        ``(output, AttentionRecord when need_weights else None, cache)``.
         """
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must be (batch, len, d_model={self.d_model}), got {tuple(query.shape)}")
@@ -178,9 +213,13 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 kv = KVCache(torch.cat([cache.key, kv.key], dim=2), torch.cat([cache.value, kv.value], dim=2))
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = attention(q, kv.key, kv.value, mask, need_weights=need_weights, dropout_p=dropout_p)
+        record = None
+        if need_weights:
+            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p)
+        else:
+            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")
             out = out * head_mask.to(out.dtype)[None, :, None, None]
-        return self.w_o(self.merge_heads(out)), weights, kv
+        return self.w_o(self.merge_heads(out)), record, kv

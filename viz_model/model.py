@@ -1,8 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", instrumented.
 
 Read top to bottom: embeddings + positions, encoder layer, decoder layer, the two stacks, the model.
-Every forward can return each layer's per-head attention weights ``(batch, heads, query_len, key_len)``;
-nothing is ever stored on a module, so one model serves many threads at inference.
+Every forward can return each layer's `AttentionRecord` (per-head weights ``(batch, heads, query_len, key_len)``,
+the scores before and after masking, the value vectors) as ordinary return values; nothing is ever stored on a
+module, so one model serves many threads at inference.
 Sub-layers are wrapped as ``LayerNorm(x + Dropout(Sublayer(x)))`` ("post", the paper) or
 ``x + Dropout(Sublayer(LayerNorm(x)))`` ("pre", e.g. the Annotated Transformer; the stack then ends with a LayerNorm).
 """
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
+from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .config import ModelConfig
 from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 
@@ -55,7 +56,10 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """One residual sub-layer connection with its LayerNorm, post-LN or pre-LN."""
+    """One residual sub-layer connection with its LayerNorm, post-LN or pre-LN.
+
+    `enter` gives the sub-layer's input, `leave` adds its output back: a layer calls its sub-layer between the
+    two and keeps whatever else the sub-layer returns (attention records) as plain values."""
 
     def __init__(self, d_model: int, dropout: float, norm: str) -> None:
         super().__init__()
@@ -63,10 +67,17 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
+    def enter(self, x: Tensor) -> Tensor:
+        """The sub-layer's input: ``LayerNorm(x)`` (pre-LN) or `x` itself (post-LN)."""
+        return self.norm(x) if self.pre else x
+
+    def leave(self, x: Tensor, out: Tensor) -> Tensor:
+        """``x + Dropout(out)`` (pre-LN) or ``LayerNorm(x + Dropout(out))`` (post-LN)."""
+        added = x + self._dropped(out)
+        return added if self.pre else self.norm(added)
+
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        if self.pre:
-            return x + self._dropped(sublayer(self.norm(x)))
-        return self.norm(x + self._dropped(sublayer(x)))
+        return self.leave(x, sublayer(self.enter(x)))
 
     def _dropped(self, x: Tensor) -> Tensor:
         """Dropout while training; at inference not even the module call (it runs ~10 times per decoding step)."""
@@ -84,15 +95,12 @@ class EncoderLayer(nn.Module):
         self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool = False,
-                head_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        weights: list[Tensor | None] = [None]
-
-        def attend(h: Tensor) -> Tensor:
-            out, weights[0], _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask)
-            return out
-
-        x = self.attn_residual(x, attend)
-        return self.ffn_residual(x, self.ffn), weights[0]
+                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None]:
+        """Returns the layer's output and, with `need_weights`, the record of its self-attention."""
+        h = self.attn_residual.enter(x)
+        out, record, _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask)
+        x = self.attn_residual.leave(x, out)
+        return self.ffn_residual(x, self.ffn), record
 
 
 @dataclass
@@ -126,35 +134,38 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor | None,
                 need_weights: bool = False, cache: LayerCache | None = None,
                 head_masks: tuple[Tensor | None, Tensor | None] = (None, None),
-                ) -> tuple[Tensor, Tensor | None, Tensor | None, LayerCache]:
-        found: dict[str, Tensor | None] = {}
-        new_cache = LayerCache(None, None)
+                ) -> tuple[Tensor, AttentionRecord | None, AttentionRecord | None, LayerCache]:
+        """Returns the output, the self- and cross-attention records (with `need_weights`) and the new cache."""
         incremental = cache is not None
-
-        def self_attend(h: Tensor) -> Tensor:
-            out, found["self"], new_cache.self_attn = self.self_attn(
-                h, None, self_mask, need_weights=need_weights, head_mask=head_masks[0],
-                cache=cache.self_attn if incremental else None, append_to_cache=True)
-            return out
-
-        def cross_attend(h: Tensor) -> Tensor:
-            out, found["cross"], new_cache.cross_attn = self.cross_attn(
-                h, memory, cross_mask, need_weights=need_weights, head_mask=head_masks[1],
-                cache=cache.cross_attn if incremental else None)
-            return out
-
-        x = self.self_residual(x, self_attend)
-        x = self.cross_residual(x, cross_attend)
+        h = self.self_residual.enter(x)
+        out, self_record, self_kv = self.self_attn(
+            h, None, self_mask, need_weights=need_weights, head_mask=head_masks[0],
+            cache=cache.self_attn if incremental else None, append_to_cache=True)
+        x = self.self_residual.leave(x, out)
+        h = self.cross_residual.enter(x)
+        out, cross_record, cross_kv = self.cross_attn(
+            h, memory, cross_mask, need_weights=need_weights, head_mask=head_masks[1],
+            cache=cache.cross_attn if incremental else None)
+        x = self.cross_residual.leave(x, out)
         x = self.ffn_residual(x, self.ffn)
-        return x, found["self"], found["cross"], new_cache
+        return x, self_record, cross_record, LayerCache(self_kv, cross_kv)
+
+
+def _weights(records: list[AttentionRecord]) -> list[Tensor]:
+    return [record.weights for record in records]
 
 
 @dataclass
 class EncoderOutput:
     hidden: Tensor  # (batch, src_len, d_model)
     mask: Tensor  # (batch, 1, 1, src_len) source padding mask, True = real token
-    attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, src_len, src_len)
+    records: list[AttentionRecord] = field(default_factory=list)  # per layer, with need_weights
     has_padding: bool = True  # False when every key is a real token: attention then needs no mask
+
+    @property
+    def attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, src_len, src_len)``."""
+        return _weights(self.records)
 
     @property
     def attention_mask(self) -> Tensor | None:
@@ -165,21 +176,49 @@ class EncoderOutput:
 @dataclass
 class DecoderOutput:
     hidden: Tensor  # (batch, tgt_len, d_model)
-    self_attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, tgt_len)
-    cross_attentions: list[Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, src_len)
+    self_records: list[AttentionRecord] = field(default_factory=list)  # per layer, with need_weights
+    cross_records: list[AttentionRecord] = field(default_factory=list)
     cache: list[LayerCache] = field(default_factory=list)
+
+    @property
+    def self_attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, tgt_len, tgt_len)``."""
+        return _weights(self.self_records)
+
+    @property
+    def cross_attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, tgt_len, src_len)``."""
+        return _weights(self.cross_records)
 
 
 @dataclass
 class Seq2SeqOutput:
-    """Everything one teacher-forced pass computed (Hugging Face naming)."""
+    """Everything one teacher-forced pass computed (Hugging Face naming); records with need_weights."""
 
     logits: Tensor  # (batch, tgt_len, vocab)
-    encoder_attentions: list[Tensor]
-    decoder_attentions: list[Tensor]
-    cross_attentions: list[Tensor]
+    encoder_records: list[AttentionRecord]
+    decoder_records: list[AttentionRecord]
+    cross_records: list[AttentionRecord]
     source_mask: Tensor
     target_mask: Tensor
+
+    @property
+    def encoder_attentions(self) -> list[Tensor]:
+        return _weights(self.encoder_records)
+
+    @property
+    def decoder_attentions(self) -> list[Tensor]:
+        return _weights(self.decoder_records)
+
+    @property
+    def cross_attentions(self) -> list[Tensor]:
+        return _weights(self.cross_records)
+
+    def records(self, kind: str) -> list[AttentionRecord]:
+        """The per-layer records of one attention kind ("encoder", "decoder" or "cross")."""
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+        return {"encoder": self.encoder_records, "decoder": self.decoder_records, "cross": self.cross_records}[kind]
 
 
 class Transformer(nn.Module):
@@ -260,14 +299,14 @@ class Transformer(nn.Module):
         has_padding = bool((~mask).any())
         attend = mask if has_padding else None
         x = self.embed(src, "source", positions=positions)
-        attentions = []
+        records = []
         for i, layer in enumerate(self.encoder_layers):
-            x, weights = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
-            if need_weights:
-                attentions.append(weights)
+            x, record = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
+            if record is not None:
+                records.append(record)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
-        return EncoderOutput(x, mask, attentions, has_padding)
+        return EncoderOutput(x, mask, records, has_padding)
 
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
@@ -287,13 +326,13 @@ class Transformer(nn.Module):
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
-            x, self_w, cross_w, layer_cache = layer(
+            x, self_record, cross_record, layer_cache = layer(
                 x, encoded.hidden, self_mask, encoded.attention_mask, need_weights,
                 cache[i] if cache is not None else None, masks)
             out.cache.append(layer_cache)
-            if need_weights:
-                out.self_attentions.append(self_w)
-                out.cross_attentions.append(cross_w)
+            if self_record is not None and cross_record is not None:
+                out.self_records.append(self_record)
+                out.cross_records.append(cross_record)
         out.hidden = self.decoder_norm(x) if self.decoder_norm is not None else x
         return out
 
@@ -326,8 +365,8 @@ class Transformer(nn.Module):
         if self.config.bos_id == self.config.pad_id:  # Marian starts from the pad id: position 0 is no padding
             tgt_pad[..., 0] = True
         decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions)
-        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.attentions, decoded.self_attentions,
-                             decoded.cross_attentions, encoded.mask,
+        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.records, decoded.self_records,
+                             decoded.cross_records, encoded.mask,
                              combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))
 
     def num_parameters(self) -> int:
