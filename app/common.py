@@ -29,9 +29,10 @@ from viz_model.coverage import TRAINING_STATS, WordConfidence, word_confidences
 from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
 from viz_model.languages import LanguagePair, read_languages
+from viz_model.plot import attention as figures
 from viz_model.trace import AttentionTrace
 
-from . import export, figures, teaching
+from . import export, teaching
 
 EXAMPLE_DOMAINS = {  # keys are `viz_model.coverage.DOMAINS` values: matched against what a model was trained on
     "image captions": (

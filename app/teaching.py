@@ -1,7 +1,7 @@
 """The computations behind the teaching pages (Learn): plain functions, no Streamlit, unit-tested.
 
 Every number a lesson shows comes from the code the model runs: attention from `viz_model.attention`, the
-sinusoids and the shift matrices from `viz_model.positional`, the schedule from `viz_model.train.loop.learning_rate`,
+sinusoids and the shift matrices from `viz_model.positional`, the schedule from `viz_model.recipe.learning_rate`,
 the label-smoothed target from the training loss itself, beam search from `viz_model.decoding`. What the user types
 (matrices, sizes, seeds) is checked here, and a bad value raises `InputError` with a message that says what to fix.
 """
@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.overrides import TorchFunctionMode
 
 from viz_model.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
 from viz_model.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
 from viz_model.coverage import TRAINING_STATS, TrainingStats
-from viz_model.positional import shift_matrix, sinusoidal_table, wavelengths
+from viz_model.positional import ShiftCheck, shift_matrix, sinusoidal_table, wavelengths
+from viz_model.recipe import cooldown_factor, label_smoothed_loss, learning_rate
 from viz_model.tokenizer import PAD_ID
-from viz_model.train.card import read_log
-from viz_model.train.loop import LabelSmoothedLoss, cooldown_factor, learning_rate
+from viz_model.training_facts import TRAINING_FACTS, TrainingFacts, read_log
 
 MAX_CELL = 10_000.0  # the largest magnitude a typed matrix cell may have
 MAX_ROWS = 8  # inputs of the hand example
@@ -291,17 +288,6 @@ def similarity_profile(similarity: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@dataclass
-class ShiftCheck:
-    """M_k PE(p) against PE(p + k) for every p (float32 tables, as the model adds them, and float64)."""
-
-    k: int
-    matrix: np.ndarray  # (d_model, d_model) float64 block rotation
-    positions: np.ndarray  # p
-    error32: np.ndarray  # max_i |M_k PE(p) − PE(p + k)|_i per p, float32 tables
-    error64: np.ndarray
-
-
 def shift_check(k: int, length: int, d_model: int) -> ShiftCheck:
     """The shift-linearity of the sinusoids, checked numerically with `shift_matrix` and `sinusoidal_table`."""
     k = check_int(k, "the offset k", -100_000, 100_000)
@@ -319,11 +305,7 @@ def shift_check(k: int, length: int, d_model: int) -> ShiftCheck:
     return ShiftCheck(k, matrix.numpy(), p.numpy(), errors[0], errors[1])
 
 
-_LENGTH_PATTERNS = (r"max_len\D{0,12}(\d+)", r"longest training (?:sentence|pair)\D{0,20}(\d+)",
-                    r"training sentences? of at most (\d+)")
-
-
-def training_max_length(directory: Path | None, card: str, stats: TrainingStats | None = None
+def training_max_length(directory: Path | None, facts: TrainingFacts | None, stats: TrainingStats | None = None
                         ) -> tuple[int | None, str]:
     """The longest training sequence (tokens), if the model directory records it: (length, where it was found).
 
@@ -340,10 +322,8 @@ def training_max_length(directory: Path | None, card: str, stats: TrainingStats 
                 value = event.get(key)
                 if isinstance(value, int) and value > 0:
                     return value, f"{TRAINING_LOG} ({key})"
-    for pattern in _LENGTH_PATTERNS:
-        found = re.search(pattern, card or "", flags=re.IGNORECASE)
-        if found:
-            return int(found.group(1)), "the model card"
+    if facts is not None:
+        return facts.max_len, f"{TRAINING_FACTS} (max_len: the longest training pair kept)"
     return None, ""
 
 
@@ -374,23 +354,13 @@ def shuffle_words(text: str, seed: int) -> str:
 
 
 # --- the training recipe -----------------------------------------------------------------------------------------
-def card_recipe(card: str) -> dict[str, float]:
-    """What the model card says about the schedule: warmup, peak_lr or lr_scale, label_smoothing, and the run's
-    epochs, steps and cooldown_epochs (each when present)."""
-    found: dict[str, float] = {}
-    for key, pattern in (("warmup", r"(\d[\d,]*) warm-?up steps"), ("peak_lr", r"peak lr ([0-9.eE+-]+\d)"),
-                         ("lr_scale", r"lr scale ([0-9.eE+-]+\d)"),
-                         ("label_smoothing", r"label smoothing ([0-9.]+\d)"),
-                         ("epochs", r"trained for (\d[\d,]*) epochs"),
-                         ("steps", r"trained for \d[\d,]* epochs \((\d[\d,]*) steps\)"),
-                         ("cooldown_epochs", r"cooldown to zero over the last (\d+) epochs?")):
-        match = re.search(pattern, card or "")
-        if match:
-            try:
-                found[key] = float(match.group(1).replace(",", ""))
-            except ValueError:
-                continue
-    return found
+def recipe_summary(facts: TrainingFacts) -> str:
+    """The schedule and loss settings of a run, in one line (from its training facts, not from the card)."""
+    scale = f"peak lr {facts.lr_peak:g}" if facts.lr_peak else f"lr scale {facts.lr_scale:g}"
+    cooldown = f", cooldown over the last {facts.cooldown_epochs} of {facts.epochs} epochs" if facts.cooldown_epochs \
+        else ""
+    return (f"{facts.warmup_steps:,} warm-up steps, {scale}{cooldown}, label smoothing {facts.label_smoothing:g}; "
+            f"trained for {facts.trained_epochs} epochs ({facts.steps:,} steps, {facts.steps_per_epoch:,} per epoch)")
 
 
 def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: float = 0.0, epochs: int = 1,
@@ -427,27 +397,10 @@ def schedule_steps(total: int, points: int = 400, marks: Sequence[int] = ()) -> 
     return np.unique(np.concatenate([grid, [m for m in marks if 1 <= m <= total]]).astype(int))
 
 
-class _FixedLogits(nn.Module):
-    """Stands in for the Transformer inside the training loss: its 'decoder' returns fixed logits."""
-
-    def __init__(self, logits: torch.Tensor) -> None:
-        super().__init__()
-        self.z = nn.Parameter(logits)
-
-    def encode(self, src: torch.Tensor) -> None:
-        return None
-
-    def decode(self, tgt_in: torch.Tensor, encoded: None) -> SimpleNamespace:
-        return SimpleNamespace(hidden=self.z)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden
-
-
 def smoothed_target(epsilon: float, vocab: int, target: int = 1) -> np.ndarray:
     """The distribution the training loss pulls the model towards, read off the loss itself.
 
-    `LabelSmoothedLoss` (the trainer's) is differentiated at uniform logits: its gradient is ``p − q``, so the
+    `label_smoothed_loss` (the trainer's) is differentiated at uniform logits: its gradient is ``p − q``, so the
     target is ``q = p − grad``. Analytically ``q = (1 − ε) one_hot(target) + ε / V``.
     """
     epsilon = check_float(epsilon, "ε (label smoothing)", 0.0, 0.99)
@@ -455,12 +408,12 @@ def smoothed_target(epsilon: float, vocab: int, target: int = 1) -> np.ndarray:
     target = check_int(target, "the target token", 0, vocab - 1)
     if target == PAD_ID:
         raise InputError(f"token {PAD_ID} is <pad>, which the loss skips; pick another target token")
-    stub = _FixedLogits(torch.zeros(1, 1, vocab, dtype=torch.float64))
-    loss, _ = LabelSmoothedLoss(stub, epsilon)(torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1, dtype=torch.long),
-                                               torch.tensor([[target]]))
+    logits = torch.zeros(1, vocab, dtype=torch.float64, requires_grad=True)
+    loss, _ = label_smoothed_loss(logits, torch.tensor([target]), epsilon)
     loss.backward()
-    probs = torch.softmax(stub.z.detach()[0, 0], dim=-1)
-    return (probs - stub.z.grad[0, 0]).numpy()
+    assert logits.grad is not None
+    probs = torch.softmax(logits.detach()[0], dim=-1)
+    return (probs - logits.grad[0]).numpy()
 
 
 def training_events(directory: Path | None) -> list[dict[str, Any]]:
@@ -472,53 +425,6 @@ def training_events(directory: Path | None) -> list[dict[str, Any]]:
         return read_log(model_file(directory, TRAINING_LOG))
     except CheckpointError as err:
         raise InputError(str(err)) from None
-
-
-@dataclass
-class Stage:
-    """One row of the architecture table: what is computed and the tensor's shape for this sentence."""
-
-    part: str
-    stage: str
-    shape: tuple[int, ...]
-    note: str = ""
-
-
-def architecture(config: ModelConfig, src_len: int, tgt_len: int) -> list[Stage]:
-    """The tensor shapes at every stage of one translation, batch 1, from the config and the sentence's lengths."""
-    d, h, dk, ff, v = config.d_model, config.heads, config.d_head, config.d_ff, config.vocab_size
-    s, t = src_len, tgt_len
-    norm = "LayerNorm(x + Sublayer(x))" if config.norm == "post" else "x + Sublayer(LayerNorm(x))"
-    stages = [Stage("encoder", "source token ids", (1, s), "pieces + </s>"),
-              Stage("encoder", "embedding × √d_model", (1, s, d), "table lookup"),
-              Stage("encoder", f"+ positional encoding ({config.positional})", (1, s, d), f"PE table ({s}, {d})")]
-    for i in range(config.encoder_layers):
-        layer = f"encoder layer {i + 1}"
-        stages += [Stage(layer, "Q, K, V (split into heads)", (1, h, s, dk), f"{h} heads × d_k = {dk}"),
-                   Stage(layer, "self-attention weights softmax(QKᵀ/√d_k)", (1, h, s, s), "padding mask"),
-                   Stage(layer, "heads concatenated, × W_O", (1, s, d), norm),
-                   Stage(layer, "feed-forward hidden max(0, xW₁+b₁)", (1, s, ff)),
-                   Stage(layer, "feed-forward output", (1, s, d), norm)]
-    if config.norm == "pre":
-        stages.append(Stage("encoder", "final LayerNorm (pre-LN)", (1, s, d)))
-    stages += [Stage("decoder", "decoder input ids (<s> y₁ … )", (1, t), "shifted right"),
-               Stage("decoder", "embedding × √d_model + PE", (1, t, d))]
-    for i in range(config.decoder_layers):
-        layer = f"decoder layer {i + 1}"
-        stages += [Stage(layer, "masked self-attention weights", (1, h, t, t), "causal + padding mask"),
-                   Stage(layer, "heads concatenated, × W_O", (1, t, d), norm),
-                   Stage(layer, "cross-attention Q from decoder, K/V from encoder", (1, h, s, dk),
-                         f"K, V of the encoder output ({s} positions)"),
-                   Stage(layer, "cross-attention weights", (1, h, t, s), "source padding mask"),
-                   Stage(layer, "heads concatenated, × W_O", (1, t, d), norm),
-                   Stage(layer, "feed-forward hidden", (1, t, ff)),
-                   Stage(layer, "feed-forward output", (1, t, d), norm)]
-    if config.norm == "pre":
-        stages.append(Stage("decoder", "final LayerNorm (pre-LN)", (1, t, d)))
-    tied = "tied to the embedding" if config.share_embeddings else "its own matrix"
-    stages += [Stage("output", "logits (linear, " + tied + ")", (1, t, v)),
-               Stage("output", "softmax: next-token probabilities", (1, t, v))]
-    return stages
 
 
 # --- why self-attention: a live measurement ----------------------------------------------------------------------
@@ -538,8 +444,22 @@ MAX_MEASURE_LENGTH = 2048
 MAX_MEASURE_BYTES = 256 * 2**20  # one measurement's tensors, on a server every session shares
 
 
-class PeakTensorMemory(TorchDispatchMode):
-    """Bytes of tensor storage created inside the block and still alive, at their peak (any device)."""
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a function's result (a tensor, or tuples, lists and dicts of them)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+class PeakTensorMemory(TorchFunctionMode):
+    """Bytes of tensor storage created inside the block and still alive, at their peak (any device).
+
+    Counts the results of every torch function called in the block (PyTorch's public `TorchFunctionMode`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -547,18 +467,17 @@ class PeakTensorMemory(TorchDispatchMode):
         self.peak = 0
         self._seen: set[int] = set()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
-        for tensor in tree_flatten(out)[0]:
-            if isinstance(tensor, torch.Tensor):
-                storage = tensor.untyped_storage()
-                key = storage.data_ptr()
-                if key in self._seen or storage.nbytes() == 0:
-                    continue
-                self._seen.add(key)
-                self.live += storage.nbytes()
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(tensor, self._free, storage.nbytes(), key)
+        for tensor in _tensors(out):
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key in self._seen or storage.nbytes() == 0:
+                continue
+            self._seen.add(key)
+            self.live += storage.nbytes()
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(tensor, self._free, storage.nbytes(), key)
         return out
 
     def _free(self, nbytes: int, key: int) -> None:

@@ -49,8 +49,8 @@ class CpuMonitor:
 
 def cached_tokenizer(data_dir: Path, vocab_size: int = 8000, hint: str = "Pass --data-dir DIR") -> Path:
     """An 8k joint BPE trained on the training split of `data_dir` (once; cached in .data/bench/)."""
+    from viz_model.textfiles import find_split, read_parallel
     from viz_model.tokenizer import train_tokenizer
-    from viz_model.train.data import find_split, read_parallel
 
     try:
         files = [find_split(data_dir, "train", lang) for lang in ("en", "de")]

@@ -48,8 +48,9 @@ from torch import nn
 from viz_model.config import ModelConfig, TrainConfig
 from viz_model.model import Transformer
 from viz_model.positional import sinusoidal_table
+from viz_model.textfiles import read_parallel
 from viz_model.tokenizer import EOS_ID, Tokenizer
-from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches, read_parallel
+from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches
 from viz_model.train.loop import (
     LabelSmoothedLoss,
     autocast_for,

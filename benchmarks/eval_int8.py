@@ -31,8 +31,8 @@ def main() -> int:
     args = p.parse_args()
 
     import viz_model
-    from viz_model.train.data import read_parallel
-    from viz_model.train.evaluate import corpus_scores, reference_streams
+    from viz_model.scoring import corpus_scores, reference_streams
+    from viz_model.textfiles import read_parallel
     from viz_model.train.splits import holdout_split
 
     src, tgt = read_parallel(str(args.data / "multi30k"), "test_2016_flickr", "en", "de")

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 import viz_model
+from viz_model.batching import pad
 from viz_model.checkpoint import save_model_dir
 from viz_model.config import ModelConfig, TrainConfig
 from viz_model.model import Transformer
 from viz_model.tokenizer import BOS_ID, EOS_ID, train_tokenizer
-from viz_model.train.data import pad
 from viz_model.train.loop import train
 
 # The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.

@@ -19,10 +19,10 @@ from viz_model.analysis.ablation import (
     token_diff,
 )
 from viz_model.attention import causal_mask, combine_masks, padding_mask
+from viz_model.batching import pad
 from viz_model.decoding import beam_search
+from viz_model.scoring import corpus_scores
 from viz_model.tokenizer import BOS_ID, EOS_ID
-from viz_model.train.data import pad
-from viz_model.train.evaluate import corpus_scores
 
 TEXT = "Two dogs are playing in the snow."
 

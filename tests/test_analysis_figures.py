@@ -14,11 +14,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_app_support import INJECTION, arr  # noqa: E402
 
-from app import analysis_figures as af  # noqa: E402
-from app import analyze, figures  # noqa: E402
+from app import analyze  # noqa: E402
 from viz_model.analysis import alignment, rollout  # noqa: E402
 from viz_model.analysis.ablation import TokenEdit, all_heads, layer_counts  # noqa: E402
 from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
+from viz_model.plot import analysis as af  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -402,7 +402,7 @@ def test_positional_page(tiny):
 
 
 def test_an_unexpected_failure_is_a_message_not_a_traceback(tiny, monkeypatch):
-    from app import figures
+    from viz_model.plot import attention as figures
 
     def broken(amap):
         raise KeyError("simulated bug")

@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_app_support import INJECTION, TINY_CONFIG, arr  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import common, export, figures  # noqa: E402
+from app import common, export  # noqa: E402
 from viz_model.introspect import layer_scores  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from viz_model.batching import pad
 from viz_model.config import ModelConfig
-from viz_model.introspect import layer_scores, pad_batch
+from viz_model.introspect import layer_scores
 from viz_model.model import Transformer
 
 BOS, EOS = 2, 3
@@ -70,7 +71,8 @@ def test_cross_attention_masks_padded_source_keys():
     (lambda n: layer_scores(n, SOURCES, "encoder", 2), "encoder layer must be"),
     (lambda n: layer_scores(n, SOURCES, "cross", 0), "needs target_ids"),
     (lambda n: layer_scores(n, SOURCES, "decoder", 0, TARGETS[:1]), "2 source sequences but 1"),
-    (lambda n: pad_batch([[1], []], 0), "non-empty"),
+    (lambda n: pad([[1], []], 0), "no row may be empty"),
+    (lambda n: pad([], 0), "at least one row"),
 ])
 def test_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):

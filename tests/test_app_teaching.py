@@ -24,14 +24,17 @@ from test_app_support import (  # noqa: E402
 )
 
 import viz_model  # noqa: E402
-from app import common, figures, teaching  # noqa: E402
+from app import common, teaching  # noqa: E402
 from viz_model.checkpoint import save_model_dir  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.coverage import TRAINING_STATS  # noqa: E402
 from viz_model.model import Transformer  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
 from viz_model.positional import shift_matrix  # noqa: E402
+from viz_model.recipe import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.shapes import architecture  # noqa: E402
 from viz_model.tokenizer import Tokenizer  # noqa: E402
-from viz_model.train.loop import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.training_facts import facts_from_run  # noqa: E402
 
 SENTENCE = "Two dogs play in the snow."
 
@@ -437,26 +440,28 @@ def test_training_page_without_a_log(tiny):
     assert arr(lr["y"]).max() == pytest.approx(0.001) and lr["name"] == "peak 0.001, warm-up 100"
 
 
-def training_page_of(tiny: Path, tmp_path: Path, monkeypatch, events: list[dict], card: str) -> AppTest:
-    """The training page for a copy of the tiny model with this training log and model card."""
+def training_page_of(tiny: Path, tmp_path: Path, monkeypatch, events: list[dict], cfg: TrainConfig,
+                     facts_events: list[dict] | None = None) -> AppTest:
+    """The training page for a copy of the tiny model with this training log and the training facts of a run of
+    `cfg` (from `facts_events`, default the log); its card's prose says nothing the page could read."""
     shutil.copytree(tiny / TINY_MODEL, tmp_path / TINY_MODEL)
     (tmp_path / TINY_MODEL / "training_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    (tmp_path / TINY_MODEL / "MODEL_CARD.md").write_text(card)
+    facts = facts_from_run(cfg, events if facts_events is None else facts_events)
+    (tmp_path / TINY_MODEL / "training_facts.json").write_text(facts.to_json())
+    (tmp_path / TINY_MODEL / "MODEL_CARD.md").write_text("# tiny\n\nA card reworded by someone: 9 warm-up steps.\n")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
     return open_page("training")
 
 
 def test_training_page_with_the_models_log(tiny, tmp_path, monkeypatch):
     cfg = TrainConfig(model=ModelConfig(d_model=TINY_CONFIG["d_model"], heads=1, d_ff=1, vocab_size=8),
-                      warmup_steps=50, lr_peak=7e-4)
+                      warmup_steps=50, lr_peak=7e-4, label_smoothing=0.2)
     events = [{"event": "start", "params": 1234, "train_pairs": 10, "device": "cpu", "threads": 2}]
     events += [{"event": "train", "step": s, "loss": 9 - s / 40, "nll": 8.5 - s / 40, "lr": learning_rate(s, cfg),
                 "tokens_per_s": 1000.0 + s} for s in (20, 40, 60, 80)]
     events += [{"event": "val", "step": 40, "epoch": 1, "val_loss": 7.0, "val_bleu": 1.5},
                {"event": "val", "step": 80, "epoch": 2, "val_loss": 6.0, "val_bleu": 3.0}]
-    at = training_page_of(tiny, tmp_path, monkeypatch, events,
-                          "# tiny\n\n- inverse-square-root schedule with 50 warm-up steps, peak lr 0.0007\n"
-                          "- dropout 0.1, label smoothing 0.2, seed 1\n")
+    at = training_page_of(tiny, tmp_path, monkeypatch, events, cfg)
     assert at.radio(key="w_tr_mode").value == "peak" and at.number_input(key="w_tr_warmup").value == 50
     assert float(metrics(at)["Largest gap between this curve and the 4 learning rates the model logged"]) == 0.0
     logged = next(t for t in chart(at, "Learning rate")["data"] if t.get("name") == "the model's logged lr")
@@ -470,17 +475,16 @@ def test_training_page_with_the_models_log(tiny, tmp_path, monkeypatch):
     assert float(metrics(ok(at))["Largest gap between this curve and the 4 learning rates the model logged"]) > 0
 
 
-def test_training_page_draws_the_cooldown_the_card_names(tiny, tmp_path, monkeypatch):
-    """A model trained with a cooldown: the page reads epochs, steps and cooldown from the card and its curve meets
-    every logged rate, down to the last steps near zero; without the cooldown it would miss them."""
+def test_training_page_draws_the_cooldown_the_facts_name(tiny, tmp_path, monkeypatch):
+    """A model trained with a cooldown: the page reads epochs, steps and cooldown from its training facts and its
+    curve meets every logged rate, down to the last steps near zero; without the cooldown it would miss them."""
     cfg = TrainConfig(model=ModelConfig(d_model=TINY_CONFIG["d_model"], heads=1, d_ff=1, vocab_size=8),
                       warmup_steps=10, lr_peak=1e-3, epochs=4, cooldown_epochs=2)
     logged = [(e * 30 + b + 1, learning_rate(e * 30 + b + 1, cfg) * cooldown_factor(e, b, 30, cfg))
               for e in range(4) for b in range(30) if (e * 30 + b + 1) % 20 == 0]
     events = [{"event": "train", "step": s, "loss": 5.0, "nll": 4.0, "lr": lr, "tokens_per_s": 1.0} for s, lr in logged]
-    at = training_page_of(tiny, tmp_path, monkeypatch, events,
-                          "# tiny\n\n- inverse-square-root schedule with 10 warm-up steps, peak lr 0.001, then a "
-                          "linear cooldown to zero over the last 2 epochs\n- trained for 4 epochs (120 steps)\n")
+    at = training_page_of(tiny, tmp_path, monkeypatch, events, cfg,
+                          events + [{"event": "val", "epoch": 4, "step": 120, "val_loss": 3.0}])
     assert (at.number_input(key="w_tr_cooldown").value, at.number_input(key="w_tr_epochs").value,
             at.number_input(key="w_tr_epoch_steps").value) == (2, 4, 30)
     gap = "Largest gap between this curve and the 6 learning rates the model logged"
@@ -505,7 +509,7 @@ def test_architecture_shapes_for_the_sentence(tiny, model):
     assert f"({1}, {t}, {model.config.vocab_size})" in text
     assert f"× {TINY_CONFIG['encoder_layers']}</b>" in text and f"× {TINY_CONFIG['decoder_layers']}</b>" in text
     stages = tables(at)[0]
-    assert len(stages) == len(teaching.architecture(model.config, s, t))
+    assert len(stages) == len(architecture(model.config, s, t))
     assert f"1 × {s} × {d}" in set(stages["shape"])
     assert trace.encoder_attentions[0].shape == (h, s, s)
 

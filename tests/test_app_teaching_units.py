@@ -19,10 +19,12 @@ from test_app_support import INJECTION, TINY_MODEL, arr, build_tiny_assets  # no
 
 import viz_model  # noqa: E402
 from app import teaching  # noqa: E402
-from app import teaching_figures as tf  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
-from viz_model.train.loop import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.plot import teaching as tf  # noqa: E402
+from viz_model.recipe import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.shapes import architecture  # noqa: E402
+from viz_model.training_facts import facts_from_run  # noqa: E402
 
 EX = (teaching.EXAMPLE_X, teaching.EXAMPLE_WQ, teaching.EXAMPLE_WK, teaching.EXAMPLE_WV)
 
@@ -159,10 +161,12 @@ def test_similarity_depends_on_the_distance_only():
 
 
 def test_training_max_length(tmp_path):
-    assert teaching.training_max_length(tmp_path, "") == (None, "")
-    assert teaching.training_max_length(None, "trained with max_len 100 tokens") == (100, "the model card")
+    assert teaching.training_max_length(tmp_path, None) == (None, "")
+    facts = facts_from_run(TrainConfig(model=ModelConfig(vocab_size=64), max_len=100), [])
+    assert teaching.training_max_length(None, facts) == (100, "training_facts.json (max_len: the longest training "
+                                                              "pair kept)")
     (tmp_path / "training_log.jsonl").write_text('{"event": "start", "max_len": 64}\n')
-    assert teaching.training_max_length(tmp_path, "max_len 100") == (64, "training_log.jsonl (max_len)")
+    assert teaching.training_max_length(tmp_path, facts) == (64, "training_log.jsonl (max_len)")
 
 
 def test_positional_kinds(tmp_path):
@@ -188,17 +192,20 @@ def test_shuffle_words():
 
 
 # --- the training recipe -----------------------------------------------------------------------------------------
-def test_card_recipe_reads_the_exported_card():
-    card = ("- batches of about 4000 tokens; Adam(0.9, 0.98, 1e-09); inverse-square-root schedule with 500 warm-up "
-            "steps, peak lr 0.0007\n- dropout 0.1, label smoothing 0.1, seed 1234\n")
-    assert teaching.card_recipe(card) == {"warmup": 500, "peak_lr": 0.0007, "label_smoothing": 0.1}
-    assert teaching.card_recipe("with 4,000 warm-up steps, lr scale 2.0") == {"warmup": 4000, "lr_scale": 2.0}
-    assert teaching.card_recipe("") == {}
-    card = ("schedule with 800 warm-up steps, peak lr 0.0007, then a linear cooldown to zero over the last 3 epochs\n"
-            "- trained for 24 epochs (16,728 steps); final weights = ...")
-    assert teaching.card_recipe(card) == {"warmup": 800, "peak_lr": 0.0007, "epochs": 24, "steps": 16728,
-                                          "cooldown_epochs": 3}
-    assert teaching.card_recipe("a linear cooldown to zero over the last 1 epoch")["cooldown_epochs"] == 1
+def test_recipe_summary_reads_the_training_facts():
+    """The page's one-line recipe comes from the facts (data), whatever the card says."""
+    cfg = TrainConfig(model=ModelConfig(vocab_size=64, d_model=32), warmup_steps=500, lr_peak=7e-4,
+                      label_smoothing=0.1)
+    events = [{"event": "val", "epoch": 1, "step": 120, "val_loss": 3.0}, {"event": "val", "epoch": 2, "step": 240,
+                                                                          "val_loss": 2.5}]
+    assert teaching.recipe_summary(facts_from_run(cfg, events)) == (
+        "500 warm-up steps, peak lr 0.0007, label smoothing 0.1; trained for 2 epochs (240 steps, 120 per epoch)")
+    cfg = TrainConfig(model=ModelConfig(vocab_size=64, d_model=32), warmup_steps=4000, lr_scale=2.0, epochs=24,
+                      cooldown_epochs=3)
+    events = [{"event": "val", "epoch": 24, "step": 16_728, "val_loss": 1.5}]
+    summary = teaching.recipe_summary(facts_from_run(cfg, events))
+    assert summary.startswith("4,000 warm-up steps, lr scale 2, cooldown over the last 3 of 24 epochs")
+    assert summary.endswith("trained for 24 epochs (16,728 steps, 697 per epoch)")
 
 
 def test_schedule_with_a_cooldown_is_the_trainers():
@@ -256,7 +263,7 @@ def test_architecture_stages(model):
     trace = model.trace("Two dogs play.", beam=1)
     cfg = model.config
     s, t = len(trace.source_tokens), len(trace.target_tokens)
-    stages = teaching.architecture(cfg, s, t)
+    stages = architecture(cfg, s, t)
     assert len(stages) == 3 + 5 * cfg.encoder_layers + 2 + 7 * cfg.decoder_layers + 2
     shapes = {(st.part, st.stage): st.shape for st in stages}
     assert shapes[("encoder layer 1", "self-attention weights softmax(QKᵀ/√d_k)")] == (
@@ -265,7 +272,7 @@ def test_architecture_stages(model):
         1, *trace.cross_attentions[-1].shape)
     assert shapes[("encoder", "embedding × √d_model")] == (1, *trace.source_embeddings.shape)
     assert stages[-1].shape == (1, t, cfg.vocab_size)
-    pre = teaching.architecture(ModelConfig(vocab_size=16, d_model=8, heads=2, norm="pre", encoder_layers=1,
+    pre = architecture(ModelConfig(vocab_size=16, d_model=8, heads=2, norm="pre", encoder_layers=1,
                                             decoder_layers=1), 3, 2)
     assert sum("final LayerNorm" in st.stage for st in pre) == 2
 
@@ -400,7 +407,7 @@ def test_training_figures():
     assert names == ["train loss (label-smoothed)", "train NLL", "validation NLL", "validation BLEU", "tokens/s",
                      "learning rate"]
     assert spec(tf.training_curves_figure([]))["data"] == []
-    stages = teaching.architecture(ModelConfig(vocab_size=16, d_model=8, heads=2, encoder_layers=2,
+    stages = architecture(ModelConfig(vocab_size=16, d_model=8, heads=2, encoder_layers=2,
                                                decoder_layers=5), 4, 3)
     text = " ".join(a["text"] for a in spec(tf.architecture_figure(stages, 2, 5, "post"))["layout"]["annotations"])
     assert "weights (1, 2, 4, 4)" in text and "weights (1, 2, 3, 4)" in text and "× 5</b>" in text

@@ -16,8 +16,8 @@ from conftest import make_pairs, tiny_train_config, write_lines
 
 import viz_model
 from viz_model.cli import main
+from viz_model.scoring import corpus_scores
 from viz_model.trace import AttentionTrace
-from viz_model.train.evaluate import corpus_scores
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = "Two dogs are playing in the snow."

@@ -21,9 +21,11 @@ from viz_model.cli import main
 from viz_model.config import HOLDOUT_SEED, ConfigError, CorpusConfig, TrainConfig, apply_override
 from viz_model.coverage import load_training_stats
 from viz_model.inference import translate_texts
+from viz_model.scoring import corpus_scores, reference_streams
+from viz_model.textfiles import DataError
 from viz_model.train.corpora import load_corpora, select_eval_sets
-from viz_model.train.data import DataError, EncodedPairs, EvalSet, make_batches, sample_epoch
-from viz_model.train.evaluate import corpus_scores, evaluate_bleu, reference_streams
+from viz_model.train.data import EncodedPairs, EvalSet, make_batches, sample_epoch
+from viz_model.train.evaluate import evaluate_bleu
 from viz_model.train.export import export_run
 from viz_model.train.loop import config_differences, prepare_run, train
 from viz_model.train.splits import holdout_split

@@ -20,7 +20,9 @@ from test_app_support import INJECTION, TINY_MODEL  # noqa: E402
 from test_browser import CHROMIUM, browser, page  # noqa: E402, F401  (the browser and page fixtures)
 
 import viz_model  # noqa: E402
-from app import export, figures, teaching_figures  # noqa: E402
+from app import export  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
+from viz_model.plot import teaching as teaching_figures  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
 pytestmark = [

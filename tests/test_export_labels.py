@@ -19,7 +19,10 @@ from test_app_support import TINY_MODEL  # noqa: E402
 from test_browser import CHROMIUM, browser, page  # noqa: E402, F401  (the browser and page fixtures)
 
 import viz_model  # noqa: E402
-from app import analysis_figures, export, figures, teaching_figures  # noqa: E402
+from app import export  # noqa: E402
+from viz_model.plot import analysis as analysis_figures  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
+from viz_model.plot import teaching as teaching_figures  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,

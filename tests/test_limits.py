@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_app import charts, messages, ok, start, titles  # noqa: E402
 from test_app_support import ROOT, TINY_CONFIG  # noqa: E402
 
-from app import common, figures  # noqa: E402
+from app import common  # noqa: E402
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TranslationModel  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
 
 OOM = "CUDA out of memory. Tried to allocate 20.00 GiB (simulated)"
 

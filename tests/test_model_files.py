@@ -32,7 +32,7 @@ def test_a_training_log_linking_out_of_the_model_directory_is_not_read(tiny, tmp
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
     assert "The training log is not read" in warnings and "outside the model directory" in warnings
-    assert teaching.training_max_length(tmp_path / TINY_MODEL, "")[0] is None  # the linked file's 7 is not used
+    assert teaching.training_max_length(tmp_path / TINY_MODEL, None)[0] is None  # the linked file's 7 is not used
 
 
 def test_an_oversized_training_log_is_refused(tiny, tmp_path):

@@ -16,8 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_app_support import APP, TINY_MODEL, arr  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import analysis_figures, common, figures, teaching  # noqa: E402
+from app import common, teaching  # noqa: E402
 from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
+from viz_model.plot import analysis as analysis_figures  # noqa: E402
+from viz_model.plot import attention as figures  # noqa: E402
 
 GRANDMOTHER = "My grandmother bakes bread every Sunday morning."
 
@@ -158,7 +160,7 @@ def test_counts_say_one_head_not_one_heads():
 
 
 def test_wide_beam_tree_is_capped_and_its_legend_keeps_the_end_token(app_model):
-    from app import teaching_figures as tf
+    from viz_model.plot import teaching as tf
 
     tree = app_model.beam_tree(GRANDMOTHER, beam=16)
     fig = tf.beam_tree_figure(tree, app_model.tokenizer.piece)
@@ -170,7 +172,7 @@ def test_wide_beam_tree_is_capped_and_its_legend_keeps_the_end_token(app_model):
 
 
 def test_top_k_bars_leave_room_for_their_labels():
-    from app import teaching_figures as tf
+    from viz_model.plot import teaching as tf
 
     fig = tf.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
     assert fig.layout.xaxis.range[1] >= 0.97 * 1.1  # the "0.970" printed outside the bar fits

@@ -21,17 +21,11 @@ from safetensors.torch import load_file
 import viz_model
 from viz_model import checkpoint
 from viz_model.config import ConfigError, TrainConfig
+from viz_model.recipe import learning_rate
+from viz_model.textfiles import DataError, open_text, read_parallel
 from viz_model.train import loop
-from viz_model.train.data import (
-    DataError,
-    EncodedPairs,
-    collate,
-    encode_pairs,
-    make_batches,
-    open_text,
-    read_parallel,
-)
-from viz_model.train.loop import LabelSmoothedLoss, learning_rate, train
+from viz_model.train.data import EncodedPairs, collate, encode_pairs, make_batches
+from viz_model.train.loop import LabelSmoothedLoss, train
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 REPO = Path(__file__).resolve().parent.parent
@@ -459,7 +453,11 @@ def test_one_trainer_per_run_directory(tmp_path, finished_run):
 
 
 def test_the_card_names_each_precision_of_a_run():
-    from viz_model.train.card import precision_note
+    from viz_model.training_facts import facts_from_run
+
+    def precision_note(events: list[dict], bf16: bool) -> str:
+        cfg = TrainConfig(model=viz_model.ModelConfig(vocab_size=64), bf16=bf16)
+        return facts_from_run(cfg, events).precision_note()
     start = {"event": "start", "step": 0, "device": "cpu", "precision": "fp32"}
     resume = {"event": "resume", "step": 400, "device": "cpu", "precision": "bf16 autocast"}
     assert precision_note([start], bf16=True) == ", fp32"

@@ -27,6 +27,7 @@ from .model import HeadMask, Transformer
 from .quantize import search_network_for
 from .tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
+from .training_facts import FactsError, TrainingFacts, load_training_facts
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
@@ -107,7 +108,8 @@ class TranslationModel:
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
                  device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
-                 search: str = "auto", languages: LanguagePair | None = None) -> None:
+                 search: str = "auto", languages: LanguagePair | None = None,
+                 training_facts: TrainingFacts | None = None) -> None:
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
         # what beam search runs: int8 on the CPU by default (see viz_model.quantize); traces stay full precision
@@ -118,6 +120,7 @@ class TranslationModel:
         self.card = card
         self.training_stats = training_stats
         self.languages = languages or LanguagePair()
+        self.training_facts = training_facts  # how it was trained (training_facts.json), None when not known
 
     @property
     def config(self) -> ModelConfig:
@@ -126,7 +129,7 @@ class TranslationModel:
     def with_search(self, search: str) -> TranslationModel:
         """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
         return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
-                                self.training_stats, search, self.languages)
+                                self.training_stats, search, self.languages, self.training_facts)
 
     @property
     def device_label(self) -> str:
@@ -311,7 +314,13 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
                       f"{tokenizer.vocab_size}; input checks against the training data are off", stacklevel=2)
         stats = None
     try:
+        facts = load_training_facts(directory)
+    except FactsError as err:  # optional metadata, like the statistics: said, then served without it
+        warnings.warn(f"{err}; the training page cannot show this model's recipe", stacklevel=2)
+        facts = None
+    try:
         languages = read_languages(directory, lambda p: model_file(directory, p.name, 4096).read_text("utf-8"))
     except LanguagesError as err:
         raise CheckpointError(str(err)) from None
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages)
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages,
+                            facts)

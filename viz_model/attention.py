@@ -98,11 +98,18 @@ class AttentionRecord:
     masked_scores: Tensor  # the scores the softmax saw: masked keys at -inf
     values: Tensor  # (batch, heads, key_len, d_head) the value vectors the weights mix
     mask: Tensor | None  # the mask applied (True = may attend), broadcastable to the scores; None = all visible
+    # set by the model's layer: the residual stream entering the sub-layer and leaving it (after Add & Norm),
+    # (batch, query_len, d_model) each; what token-to-token contribution methods (ALTI) decompose
+    residual: Tensor | None = None
+    output: Tensor | None = None
 
     def detach(self) -> AttentionRecord:
         """The same record cut from the autograd graph."""
+        def cut(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.detach()
+
         return AttentionRecord(self.weights.detach(), self.scores.detach(), self.masked_scores.detach(),
-                               self.values.detach(), self.mask)
+                               self.values.detach(), self.mask, cut(self.residual), cut(self.output))
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,

@@ -13,9 +13,10 @@ from pathlib import Path
 from .checkpoint import CheckpointError
 from .config import ConfigError
 from .quantize import SEARCH_PRECISIONS
+from .textfiles import DataError
 from .tokenizer import TokenizerError
 from .trace import TraceError
-from .train.data import DataError
+from .training_facts import TRAINING_FACTS
 
 USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError,
                IsADirectoryError, NotADirectoryError, PermissionError)
@@ -104,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
                    help="precision of the stored weights (the shipped models are fp16; scores are of these weights)")
 
+    p = sub.add_parser("facts", help=f"write a model directory's {TRAINING_FACTS} from its training config and "
+                                     "training log (for directories exported before the file existed)")
+    p.add_argument("model_dir")
+    p.add_argument("--config", required=True, help="the TOML config the model was trained with")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value the run was given (e.g. epochs=24)")
+
     p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) model folder or hub id, exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
                                   "(downloaded through huggingface_hub when installed and online)")
@@ -156,8 +163,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .api import check_decoding, check_text
-    from .train.data import open_references, open_text
-    from .train.evaluate import corpus_scores, reference_streams
+    from .scoring import corpus_scores, reference_streams
+    from .textfiles import open_references, open_text
 
     if args.ref and args.ref_tsv:
         raise ValueError("give the references either as --ref files or as one --ref-tsv file, not both")
@@ -201,7 +208,7 @@ def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] |
     from .analysis.inputs import check_corpus
     from .analysis.tables import check_table_path
     from .api import check_decoding
-    from .train.data import open_text
+    from .textfiles import open_text
 
     out = check_table_path(args.out)
     if args.limit is not None and args.limit < 1:
@@ -291,6 +298,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_facts(args: argparse.Namespace) -> int:
+    from .checkpoint import TRAINING_LOG, atomic_write_bytes, model_file
+    from .config import TrainConfig
+    from .training_facts import facts_from_run, read_log
+
+    directory = Path(args.model_dir)
+    cfg = TrainConfig.from_toml(args.config, args.overrides)
+    events = read_log(model_file(directory, TRAINING_LOG))
+    if not any(e.get("event") == "val" for e in events):
+        raise ValueError(f"{directory / TRAINING_LOG}: no validation event, so the run's course is unknown")
+    facts = facts_from_run(cfg, events)
+    atomic_write_bytes(directory / TRAINING_FACTS, facts.to_json().encode())
+    print(f"{directory / TRAINING_FACTS}: {facts.trained_epochs} epochs, {facts.steps} steps", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
             "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
-            "import": cmd_import}
+            "import": cmd_import, "facts": cmd_facts}

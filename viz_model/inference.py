@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import torch
 
+from .batching import pad
 from .decoding import Hypothesis, beam_search
 from .model import Transformer
 from .quantize import rows_interact
 from .tokenizer import Tokenizer
-from .train.data import pad
 
 
 def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:

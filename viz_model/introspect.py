@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from .attention import AttentionRecord, causal_mask
+from .batching import pad
 from .model import ATTENTION_KINDS, Transformer
 
 
@@ -39,14 +40,6 @@ class LayerScores:
         return np.where(self.mask[:, None], self.scaled, -np.inf)
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> Tensor:
-    """``(batch, longest)`` int64 ids, right-padded with `pad_id`."""
-    if not sequences or any(len(s) == 0 for s in sequences):
-        raise ValueError("pad_batch needs at least one non-empty sequence")
-    longest = max(len(s) for s in sequences)
-    return torch.tensor([list(s) + [pad_id] * (longest - len(s)) for s in sequences], dtype=torch.long)
-
-
 def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind: str, layer: int,
                  target_ids: Sequence[Sequence[int]] | None = None) -> LayerScores:
     """Every step of one attention layer's weights for a batch of sentences (padded to the longest).
@@ -65,8 +58,8 @@ def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind
     if target_ids is not None and len(target_ids) != len(source_ids):
         raise ValueError(f"{len(source_ids)} source sequences but {len(target_ids)} target sequences")
     device = next(network.parameters()).device
-    src = pad_batch(source_ids, cfg.pad_id).to(device)
-    tgt = pad_batch(target_ids, cfg.pad_id).to(device) if target_ids is not None else None
+    src = pad(source_ids, cfg.pad_id).to(device)
+    tgt = pad(target_ids, cfg.pad_id).to(device) if target_ids is not None else None
     with torch.inference_mode():
         if tgt is None:
             record = network.encode(src, need_weights=True).records[layer]

@@ -84,6 +84,13 @@ class Residual(nn.Module):
         return self.dropout(x) if self.training else x
 
 
+def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:
+    """The record with the residual stream around its sub-layer filled in (the record is the call's own)."""
+    if record is not None:
+        record.residual, record.output = entering, leaving
+    return record
+
+
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network."""
 
@@ -99,8 +106,8 @@ class EncoderLayer(nn.Module):
         """Returns the layer's output and, with `need_weights`, the record of its self-attention."""
         h = self.attn_residual.enter(x)
         out, record, _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask)
-        x = self.attn_residual.leave(x, out)
-        return self.ffn_residual(x, self.ffn), record
+        y = self.attn_residual.leave(x, out)
+        return self.ffn_residual(y, self.ffn), _with_stream(record, x, y)
 
 
 @dataclass
@@ -141,14 +148,15 @@ class DecoderLayer(nn.Module):
         out, self_record, self_kv = self.self_attn(
             h, None, self_mask, need_weights=need_weights, head_mask=head_masks[0],
             cache=cache.self_attn if incremental else None, append_to_cache=True)
-        x = self.self_residual.leave(x, out)
-        h = self.cross_residual.enter(x)
+        y = self.self_residual.leave(x, out)
+        self_record = _with_stream(self_record, x, y)
+        h = self.cross_residual.enter(y)
         out, cross_record, cross_kv = self.cross_attn(
             h, memory, cross_mask, need_weights=need_weights, head_mask=head_masks[1],
             cache=cache.cross_attn if incremental else None)
-        x = self.cross_residual.leave(x, out)
-        x = self.ffn_residual(x, self.ffn)
-        return x, self_record, cross_record, LayerCache(self_kv, cross_kv)
+        z = self.cross_residual.leave(y, out)
+        cross_record = _with_stream(cross_record, y, z)
+        return self.ffn_residual(z, self.ffn), self_record, cross_record, LayerCache(self_kv, cross_kv)
 
 
 def _weights(records: list[AttentionRecord]) -> list[Tensor]:
@@ -273,18 +281,46 @@ class Transformer(nn.Module):
         if ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"{name} must be integer token ids, got {ids.dtype}")
 
-    def embed(self, ids: Tensor, side: str, offset: int = 0, positions: bool = True) -> Tensor:
+    def embed(self, ids: Tensor, side: str, offset: int = 0, positions: bool = True,
+              tokens: Tensor | None = None) -> Tensor:
         """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side.
 
         ``positions=False`` leaves the PE out (an experiment: the model then sees a bag of tokens); the module
-        is not changed, so other callers of the same model are unaffected.
+        is not changed, so other callers of the same model are unaffected. `tokens` ``(batch, len, d_model)``
+        replaces ``Embedding(ids) * sqrt(d_model)`` (gradient attributions take gradients with respect to it).
         """
-        table, encodings = ((self.src_embedding, self.src_positions) if side == "source"
-                            else (self.tgt_embedding, self.tgt_positions))
-        x = table(ids) * math.sqrt(self.config.d_model)
+        if tokens is None:
+            x = self.token_embeddings(ids, side)
+        elif tokens.shape != (*ids.shape, self.config.d_model):
+            expected = (*ids.shape, self.config.d_model)
+            raise ValueError(f"{side} token embeddings must be (batch, len, d_model) = {expected}, got "
+                             f"{tuple(tokens.shape)}")
+        else:
+            x = tokens
+        encodings = self.src_positions if side == "source" else self.tgt_positions
         if positions:
             x = x + encodings(ids.shape[1], offset)
         return self.dropout(x)
+
+    def token_embeddings(self, ids: Tensor, side: str) -> Tensor:
+        """``Embedding(ids) * sqrt(d_model)`` of the "source" or "target" side: ``(batch, len, d_model)``."""
+        table = self.src_embedding if side == "source" else self.tgt_embedding
+        return table(ids) * math.sqrt(self.config.d_model)
+
+    def attention_block(self, kind: str, layer: int) -> tuple[MultiHeadAttention, Residual]:
+        """The attention module of one layer and kind and the residual connection (with its LayerNorm) around it:
+        the parameters contribution methods (ALTI) need beside a layer's `AttentionRecord`."""
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+        layers = self.encoder_layers if kind == "encoder" else self.decoder_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers):
+            raise ValueError(f"{kind} layer must be an integer from 0 to {len(layers) - 1}, got {layer!r}")
+        block = layers[layer]
+        if kind == "encoder":
+            return block.self_attn, block.attn_residual
+        if kind == "decoder":
+            return block.self_attn, block.self_residual
+        return block.cross_attn, block.cross_residual
 
     def positional_encodings(self, length: int, side: str = "source", offset: int = 0) -> Tensor:
         """The ``(length, d_model)`` positional encodings the model adds on that side."""
@@ -292,13 +328,14 @@ class Transformer(nn.Module):
 
     # --- the two stacks ------------------------------------------------------------------------------
     def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None,
-               positions: bool = True) -> EncoderOutput:
-        """Run the encoder over ``src`` ``(batch, src_len)`` token ids (``positions=False``: without the PE)."""
+               positions: bool = True, token_embeddings: Tensor | None = None) -> EncoderOutput:
+        """Run the encoder over ``src`` ``(batch, src_len)`` token ids (``positions=False``: without the PE;
+        `token_embeddings`: in place of the ids' scaled embeddings, see `embed`)."""
         self._check_ids(src, "src")
         mask = padding_mask(src, self.config.pad_id)
         has_padding = bool((~mask).any())
         attend = mask if has_padding else None
-        x = self.embed(src, "source", positions=positions)
+        x = self.embed(src, "source", positions=positions, tokens=token_embeddings)
         records = []
         for i, layer in enumerate(self.encoder_layers):
             x, record = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
@@ -310,7 +347,8 @@ class Transformer(nn.Module):
 
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
-               head_mask: HeadMask | None = None, positions: bool = True) -> DecoderOutput:
+               head_mask: HeadMask | None = None, positions: bool = True,
+               token_embeddings: Tensor | None = None) -> DecoderOutput:
         """Run the decoder over ``tgt`` ``(batch, tgt_len)`` (positions ``offset..``) attending to `encoded`.
 
         Pass the `cache` returned by the previous call to decode one step at a time (O(length) per step).
@@ -322,7 +360,7 @@ class Transformer(nn.Module):
         # one new query per step sees every cached key: the causal mask is all True then, so it is left out
         causal = None if cache is not None and tgt.shape[1] == 1 else causal_mask(tgt.shape[1], tgt.device, offset)
         self_mask = combine_masks(causal, tgt_mask)
-        x = self.embed(tgt, "target", offset, positions)
+        x = self.embed(tgt, "target", offset, positions, token_embeddings)
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
@@ -351,20 +389,23 @@ class Transformer(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
                 head_mask: HeadMask | None = None, positions: bool = True,
-                encoded: EncoderOutput | None = None) -> Seq2SeqOutput:
+                encoded: EncoderOutput | None = None, source_embeddings: Tensor | None = None,
+                target_embeddings: Tensor | None = None) -> Seq2SeqOutput:
         """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``); ``positions=False``: no PE.
 
         `encoded`: this `src` already encoded with the same settings (`encode` with `need_weights` etc.), to save
-        running the encoder twice."""
+        running the encoder twice. `source_embeddings` / `target_embeddings`: in place of the ids' scaled token
+        embeddings (see `embed`)."""
         if encoded is None:
-            encoded = self.encode(src, need_weights, head_mask, positions)
+            encoded = self.encode(src, need_weights, head_mask, positions, source_embeddings)
         elif encoded.hidden.shape[:2] != src.shape:
             raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                              f"{tuple(src.shape)}")
         tgt_pad = padding_mask(tgt, self.config.pad_id)
         if self.config.bos_id == self.config.pad_id:  # Marian starts from the pad id: position 0 is no padding
             tgt_pad[..., 0] = True
-        decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions)
+        decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions,
+                              token_embeddings=target_embeddings)
         return Seq2SeqOutput(self.logits(decoded.hidden), encoded.records, decoded.self_records,
                              decoded.cross_records, encoded.mask,
                              combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))

@@ -9,7 +9,9 @@ cosines in the second.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -102,3 +104,14 @@ def check_positions(length: int, offset: int, max_positions: int) -> None:
     if offset + length > max_positions:
         raise ValueError(f"sequence of {offset + length} positions exceeds the model's maximum of "
                          f"{max_positions} positions (max_positions)")
+
+
+@dataclass
+class ShiftCheck:
+    """M_k PE(p) against PE(p + k) for every p (float32 tables, as the model adds them, and float64)."""
+
+    k: int
+    matrix: np.ndarray  # (d_model, d_model) float64 block rotation
+    positions: np.ndarray  # p
+    error32: np.ndarray  # max_i |M_k PE(p) − PE(p + k)|_i per p, float32 tables
+    error64: np.ndarray

@@ -9,6 +9,7 @@ Saved losslessly as ``.npz`` (arrays + a JSON header) or ``.json`` (float32 valu
 from __future__ import annotations
 
 import dataclasses
+import html
 import io
 import json
 import zipfile
@@ -43,7 +44,7 @@ class DecodingStep:
     top_probabilities: list[float]
 
 
-@dataclass
+@dataclass(repr=False)
 class AttentionTrace:
     source_text: str
     translation: str
@@ -97,6 +98,26 @@ class AttentionTrace:
         if kind == "decoder":
             return self.target_tokens, self.target_tokens
         return self.target_tokens, self.source_tokens
+
+    def summary(self) -> dict[str, Any]:
+        """What the trace holds, in a few fields (what `repr` and Jupyter show instead of every array)."""
+        layers = self.num_layers
+        return {"model": self.model_name or "?", "source": self.source_text, "translation": self.translation,
+                "source tokens": len(self.source_tokens), "decoder inputs": len(self.target_tokens),
+                "layers": f"{layers['encoder']} encoder + {layers['decoder']} decoder", "heads": self.num_heads,
+                "search": self.settings.get("search", "?"), "beam": self.settings.get("beam", "?"),
+                "log-probability": round(self.log_probability, 4)}
+
+    def __repr__(self) -> str:
+        return "AttentionTrace(" + ", ".join(f"{k}={v!r}" for k, v in self.summary().items()) + ")"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the summary as a small table (text escaped) and how to draw the maps."""
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+                       f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+                       for k, v in self.summary().items())
+        return (f"<table><caption>AttentionTrace</caption>{rows}</table><p>Draw it with "
+                "<code>viz_model.plot.heatmap(trace, \"cross\", layer=0)</code>.</p>")
 
     def step_note(self, t: int) -> str | None:
         """Why step `t` chose a token other than the top candidate of this (full-precision) pass, or None.

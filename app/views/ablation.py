@@ -6,10 +6,10 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from app import analysis_figures as af
 from app import analyze, common
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, layer_counts
+from viz_model.plot import analysis as af
 
 IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLEU drop"}
 

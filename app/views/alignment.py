@@ -4,9 +4,9 @@ attention rollout / flow through the self-attention layers next to the raw atten
 import numpy as np
 import streamlit as st
 
-from app import analysis_figures as af
 from app import analyze, common
 from viz_model.analysis import alignment, rollout
+from viz_model.plot import analysis as af
 
 ROWS = {"output": "the query that predicted it", "input": "the query that read it (shifted)"}
 SELF_KINDS = ("encoder", "decoder")

@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from app import common, teaching
-from app import teaching_figures as tf
+from viz_model.plot import teaching as tf
 
 ss = st.session_state
 session = common.require_session()

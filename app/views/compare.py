@@ -3,10 +3,11 @@ and for two models on the same sentence."""
 
 import streamlit as st
 
-from app import analysis_figures as af
-from app import analyze, common, figures
+from app import analyze, common
 from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.checkpoint import CheckpointError
+from viz_model.plot import analysis as af
+from viz_model.plot import attention as figures
 from viz_model.trace import AttentionTrace
 
 View = tuple[str, int, figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")

@@ -4,9 +4,9 @@ every head, the growing causal mask), then the beam search tree and greedy vs be
 import streamlit as st
 
 from app import common
-from app import teaching_figures as tf
 from viz_model.api import MAX_BEAM
 from viz_model.decoding import BeamTree
+from viz_model.plot import teaching as tf
 
 ss = st.session_state
 session = common.require_session()

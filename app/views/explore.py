@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from app import common, figures
+from app import common
+from viz_model.plot import attention as figures
 
 ss = st.session_state
 session = common.require_session()

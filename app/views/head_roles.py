@@ -4,11 +4,11 @@ each head with example sentences (the model directory's precomputed table, or co
 import pandas as pd
 import streamlit as st
 
-from app import analysis_figures as af
 from app import analyze, common
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
 from viz_model.analysis.head_stats import ROLE_RULES, STATISTICS, role_summary
+from viz_model.plot import analysis as af
 
 STAT_HELP = {
     "entropy": "Entropy of each query's weights, in nats (0 = all weight on one key).",

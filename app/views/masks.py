@@ -3,9 +3,10 @@
 import numpy as np
 import streamlit as st
 
-from app import common, figures
+from app import common
 from viz_model.api import check_text
 from viz_model.attention import causal_mask
+from viz_model.plot import attention as figures
 
 ss = st.session_state
 session = common.require_session()

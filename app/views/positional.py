@@ -4,8 +4,9 @@ training, learned vs sinusoidal, and the encodings on the user's sentence, with 
 import numpy as np
 import streamlit as st
 
-from app import common, figures, teaching
-from app import teaching_figures as tf
+from app import common, teaching
+from viz_model.plot import attention as figures
+from viz_model.plot import teaching as tf
 from viz_model.positional import wave
 
 ss = st.session_state
@@ -126,7 +127,7 @@ with shift:
 
 # --- beyond the training length ----------------------------------------------------------------------------------
 with beyond:
-    longest, where = teaching.training_max_length(session.model.directory, session.model.card,
+    longest, where = teaching.training_max_length(session.model.directory, session.model.training_facts,
                                                    session.model.training_stats)
     if longest is not None:
         st.caption(f"The longest training sequence had {longest} tokens (from {where}).")

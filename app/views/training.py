@@ -6,14 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from app import common, teaching
-from app import teaching_figures as tf
 from viz_model.checkpoint import TRAINING_LOG
+from viz_model.plot import teaching as tf
+from viz_model.shapes import architecture
+from viz_model.training_facts import TRAINING_FACTS
 
 ss = st.session_state
 session = common.require_session()
 model = session.model
 config = model.config
-recipe = teaching.card_recipe(model.card)
+facts = model.training_facts  # training_facts.json: the recipe as data (None for a model without one)
 try:
     events = teaching.training_events(model.directory)
     log_problem = None
@@ -29,20 +31,19 @@ st.caption("How the model on this page was trained, next to the paper's recipe: 
 # --- learning rate -----------------------------------------------------------------------------------------------
 st.subheader("Learning-rate schedule")
 st.latex(r"lrate = d_{model}^{-0.5}\cdot\min\left(step^{-0.5},\; step\cdot warmup^{-1.5}\right)")
-st.caption("The curve is `viz_model.train.loop.learning_rate`, the function the trainer calls every step. With a peak "
+st.caption("The curve is `viz_model.recipe.learning_rate`, the function the trainer calls every step. With a peak "
            "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak. With "
            "cooldown epochs set, the trainer multiplies it by `cooldown_factor`: a linear decay to zero over the "
            "run's last epochs, where the inverse-square-root tail alone would still be far from zero.")
 ss.setdefault("tr_d_model", config.d_model)
-ss.setdefault("tr_warmup", int(recipe.get("warmup", 4000)))
-ss.setdefault("tr_mode", "peak" if "peak_lr" in recipe else "scale")
-ss.setdefault("tr_peak", float(recipe.get("peak_lr", 7e-4)))
-ss.setdefault("tr_scale", float(recipe.get("lr_scale", 1.0)))
+ss.setdefault("tr_warmup", facts.warmup_steps if facts else 4000)
+ss.setdefault("tr_mode", "peak" if facts is not None and facts.lr_peak else "scale")
+ss.setdefault("tr_peak", facts.lr_peak if facts and facts.lr_peak else 7e-4)
+ss.setdefault("tr_scale", facts.lr_scale if facts else 1.0)
 ss.setdefault("tr_steps", 20_000)
-ss.setdefault("tr_epochs", int(recipe.get("epochs", 20)))
-ss.setdefault("tr_epoch_steps", max(1, round(recipe["steps"] / recipe["epochs"])) if recipe.get("epochs")
-              and recipe.get("steps") else 1000)
-ss.setdefault("tr_cooldown", int(recipe.get("cooldown_epochs", 0)))
+ss.setdefault("tr_epochs", facts.epochs if facts else 20)
+ss.setdefault("tr_epoch_steps", facts.steps_per_epoch if facts else 1000)
+ss.setdefault("tr_cooldown", facts.cooldown_epochs if facts else 0)
 a, b, c, d = st.columns(4)
 with a:
     common.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
@@ -103,9 +104,9 @@ else:
         gap = float(np.abs(expected - logged["lr"].to_numpy()).max())
         st.metric(f"Largest gap between this curve and the {len(logged)} learning rates the model logged", f"{gap:.1e}",
                   help="0 when the settings above are the ones the model was trained with.")
-        if recipe:
-            st.caption("The model card says: " + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in recipe.items())
-                       + ". The red dots are the learning rates its training log recorded.")
+        if facts:
+            st.caption(f"This model's {TRAINING_FACTS}: {teaching.recipe_summary(facts)}. The red dots are the "
+                       "learning rates its training log recorded.")
     else:
         st.info(f"This model directory has no {TRAINING_LOG}, so its actual schedule cannot be drawn.")
 
@@ -114,7 +115,7 @@ st.subheader("Label smoothing")
 st.caption("Instead of all probability on the correct token, the training target keeps 1 − ε on it and spreads ε "
            "over the whole vocabulary. The model becomes less sure (perplexity gets worse) but BLEU improves. The "
            "distribution below is read off the trainer's own loss (its gradient at uniform logits).")
-ss.setdefault("tr_eps", float(recipe.get("label_smoothing", 0.1)))
+ss.setdefault("tr_eps", facts.label_smoothing if facts else 0.1)
 ss.setdefault("tr_vocab", 10)
 ss.setdefault("tr_target", 3)
 a, b, c = st.columns(3)
@@ -144,6 +145,8 @@ if events:
     common.chart(fig, "training-curves", key="tr_curves_chart")
     common.exports(fig, "training-curves", "tr_curves")
     start = next((e for e in events if e.get("event") == "start"), {})
+    if facts and facts.precision:
+        st.caption("Precision: " + facts.precision_summary() + f" ({TRAINING_FACTS}).")
     if isinstance(start.get("params"), int):
         st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training pairs · "
                    f"device {start.get('device', '?')}, {start.get('threads', '?')} threads")
@@ -159,7 +162,7 @@ with st.expander("Model card", expanded=False):
 st.subheader("The architecture, with the shapes for your sentence")
 trace = common.sentence_and_trace(session)
 if trace is not None:
-    stages = teaching.architecture(config, len(trace.source_tokens), len(trace.target_tokens))
+    stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
     fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
     common.chart(fig, "architecture", key="tr_arch_chart")
     common.exports(fig, "architecture", "tr_arch")

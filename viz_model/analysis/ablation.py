@@ -23,8 +23,8 @@ from ..decoding import beam_search, max_output_lengths
 from ..inference import translate_ids
 from ..model import ATTENTION_KINDS, DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
 from ..quantize import rows_interact
+from ..scoring import corpus_scores
 from ..trace import AttentionTrace
-from ..train.evaluate import corpus_scores
 from .forced import DEFAULT_BATCH_TOKENS, sequence_log_probs
 from .inputs import check_corpus, reference_ids, source_ids
 

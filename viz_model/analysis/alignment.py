@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ..api import TranslationModel
+from ..textfiles import open_text
 from ..tokenizer import WORD_START, word_ids
-from ..train.data import open_text
 from .corpus import iter_attentions
 from .head_stats import SPECIAL_TOKENS
 

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..batching import pad
 from ..model import HeadMask, Transformer
-from ..train.data import pad
 
 DEFAULT_BATCH_TOKENS = 3000
 

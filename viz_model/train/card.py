@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..config import TrainConfig
+from ..training_facts import facts_from_run
 
 # Published scores to print beside ours: test split -> (BLEU, what it was measured on)
 PAPER_BLEU = {"newstest2014": (27.3, "the paper's base Transformer (Vaswani et al., 2017), beam 4, after training on "
                                      "4.5M WMT14 English-German sentence pairs")}
 PAPER_TRAIN_PAIRS = 4_500_000
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """Events of a JSON-lines run log (unreadable lines are skipped)."""
-    events = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return events
 
 
 def split_of(name: str) -> str:
@@ -109,39 +97,18 @@ def tokenizer_line(cfg: TrainConfig) -> str:
             f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
 
 
-def precision_note(events: list[dict[str, Any]], bf16: bool) -> str:
-    """", fp32" or ", bf16 autocast", with the first step of each where a resume changed the precision.
-
-    Logs written before the precision was logged trained in bf16 only on CUDA (with `bf16`), fp32 elsewhere.
-    """
-    spans: list[tuple[int, str]] = []
-    for e in events:
-        if e.get("event") not in ("start", "resume"):
-            continue
-        name = e.get("precision")
-        if not isinstance(name, str):
-            name = "bf16 autocast" if bf16 and str(e.get("device", "")).startswith("cuda") else "fp32"
-        step = int(e.get("step", 0))
-        while spans and spans[-1][0] >= step:  # a span that trained nothing (killed before its first checkpoint)
-            spans.pop()
-        if not spans or spans[-1][1] != name:
-            spans.append((step, name))
-    if len(spans) <= 1:
-        return f", {spans[0][1]}" if spans else ""
-    return ", " + ", ".join(f"{name} from step {first}" for first, name in spans)
-
-
 def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]],
                results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> str:
-    """Markdown model card from the run's config, log and test results."""
+    """Markdown model card from the run's config, log and test results; the recipe lines are the run's
+    `TrainingFacts` (the data the app reads), in words."""
     m = cfg.model
+    facts = facts_from_run(cfg, events)
     start = next((e for e in events if e.get("event") == "start"), {})
     vals = [e for e in events if e.get("event") == "val"]
     trains = [e for e in events if e.get("event") == "train"]
     wall = max((e.get("wall_time", 0) for e in trains + vals), default=0)
     speed = sorted(e["tokens_per_s"] for e in trains if "tokens_per_s" in e)
     median_speed = speed[len(speed) // 2] if speed else 0
-    last_val = vals[-1] if vals else {}
     lines = [
         f"# Model card: {name}",
         "",
@@ -160,16 +127,17 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         *([f"- warm-started from the model directory `{cfg.init_from}`: its weights (in fp32) and its tokenizer; "
            "optimizer, schedule (warm-up included) and data order started fresh"] if cfg.init_from else []),
         f"- batches of about {cfg.batch_tokens} tokens grouped by length; Adam({cfg.adam_beta1}, {cfg.adam_beta2}, "
-        f"{cfg.adam_eps}); inverse-square-root schedule with {cfg.warmup_steps} warm-up steps"
-        + (f", peak lr {cfg.lr_peak}" if cfg.lr_peak else f", lr scale {cfg.lr_scale}")
-        + (f", then a linear cooldown to zero over the last {cfg.cooldown_epochs} "
-           f"epoch{'s' if cfg.cooldown_epochs > 1 else ''}" if cfg.cooldown_epochs else ""),
-        f"- dropout {m.dropout}, label smoothing {cfg.label_smoothing}, seed {cfg.seed}",
-        f"- trained for {last_val.get('epoch', '?')} epochs ({last_val.get('step', '?')} steps); final weights = "
+        f"{cfg.adam_eps}); inverse-square-root schedule with {facts.warmup_steps} warm-up steps"
+        + (f", peak lr {facts.lr_peak}" if facts.lr_peak else f", lr scale {facts.lr_scale}")
+        + (f", then a linear cooldown to zero over the last {facts.cooldown_epochs} "
+           f"epoch{'s' if facts.cooldown_epochs > 1 else ''}" if facts.cooldown_epochs else ""),
+        f"- dropout {facts.dropout}, label smoothing {facts.label_smoothing}, seed {facts.seed}, sentences of at "
+        f"most {facts.max_len} pieces",
+        f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
         + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
            f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads, host {start.get('host', '?')}), "
-        f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{precision_note(events, cfg.bf16)}",
+        f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{facts.precision_note()}",
         "",
         "## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
         results_table(results) if results else "(not evaluated yet)",

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from ..config import ConfigError, CorpusConfig, TrainConfig
-from .data import DataError, EvalSet, read_parallel
+from ..textfiles import DataError, read_parallel
+from .data import EvalSet
 from .splits import HOLDOUT_RULES
 
 

@@ -1,66 +1,16 @@
-"""Parallel text files, evaluation sets, tokenization, weighted epochs of several corpora and length-grouped batches."""
+"""Evaluation sets, tokenization, weighted epochs of several corpora and length-grouped batches.
+
+Reading the text files: `viz_model.textfiles`."""
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..batching import pad
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-
-
-class DataError(ValueError):
-    """A data file is missing, empty or misaligned with its pair."""
-
-
-def open_text(path: Path) -> list[str]:
-    """Lines of a plain or gzip'ed UTF-8 text file (without line ends)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            return [line.rstrip("\n").rstrip("\r") for line in f]
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: unreadable ({err})") from None
-
-
-def open_references(path: Path) -> list[list[str]]:
-    """Per line of a plain or gzip'ed text file, its tab-separated references (any number, at least one)."""
-    refs = []
-    for i, line in enumerate(open_text(path), 1):
-        fields = line.split("\t")
-        if not line.strip():
-            raise DataError(f"{path} line {i}: empty line (every sentence needs at least one reference)")
-        if empty := [k for k, field in enumerate(fields, 1) if not field.strip()]:
-            raise DataError(f"{path} line {i}: reference {empty[0]} is empty (a stray tab?)")
-        refs.append(fields)
-    return refs
-
-
-def find_split(directory: Path, prefix: str, lang: str) -> Path:
-    """``{prefix}.{lang}.gz`` or ``{prefix}.{lang}`` in `directory`."""
-    for name in (f"{prefix}.{lang}.gz", f"{prefix}.{lang}"):
-        if (directory / name).is_file():
-            return directory / name
-    raise DataError(f"{directory}: no file {prefix}.{lang}.gz or {prefix}.{lang}")
-
-
-def read_parallel(directory: str | Path, prefix: str, src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]]:
-    """The aligned source and target lines of one split; errors name the file and the line counts."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DataError(f"{directory}: data directory not found")
-    src_path, tgt_path = find_split(directory, prefix, src_lang), find_split(directory, prefix, tgt_lang)
-    src, tgt = open_text(src_path), open_text(tgt_path)
-    if not src:
-        raise DataError(f"{src_path}: file is empty")
-    if len(src) != len(tgt):
-        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: files are misaligned")
-    return src, tgt
 
 
 @dataclass
@@ -127,14 +77,6 @@ class Batch:
     def to(self, device: torch.device) -> Batch:
         return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
                      self.tgt_out.to(device, non_blocking=True), self.target_tokens)
-
-
-def pad(rows: list[list[int]], pad_id: int = PAD_ID) -> torch.Tensor:
-    """Rows of ids as one ``(rows, longest)`` tensor, filled up with `pad_id`."""
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
 
 
 def collate(data: EncodedPairs, indices: list[int]) -> Batch:

@@ -13,11 +13,13 @@ from ..checkpoint import TRAINING_LOG, atomic_write_bytes, save_model_dir
 from ..config import ConfigError, TrainConfig
 from ..coverage import TRAINING_STATS, TrainingStats, training_stats
 from ..model import Transformer
+from ..textfiles import DataError
 from ..tokenizer import Tokenizer
-from .card import model_card, read_log
+from ..training_facts import TRAINING_FACTS, facts_from_run, read_log
+from .card import model_card
 from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
 from .corpora import load_corpora, select_eval_sets
-from .data import DataError, EvalSet
+from .data import EvalSet
 from .evaluate import evaluate_bleu
 
 RESULTS_FILE = "results.json"
@@ -52,10 +54,12 @@ def write_training_stats(cfg: TrainConfig, tokenizer: Tokenizer, out_dir: Path) 
 def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
                     results: dict[str, dict[str, float]], averaged: list[str], notes: str = "",
                     dtype: str = "fp32") -> Path:
-    """Weights (stored as `dtype`), config, tokenizer, training log, results and model card into `out_dir`."""
+    """Weights (stored as `dtype`), config, tokenizer, training log and facts, results and model card into
+    `out_dir`."""
     save_model_dir(model.cpu(), tokenizer, out_dir, dtype=EXPORT_DTYPES[dtype])
     write_training_stats(cfg, tokenizer, out_dir)
     events = read_log(run_dir / LOG_FILE)
+    atomic_write_bytes(out_dir / TRAINING_FACTS, facts_from_run(cfg, events).to_json().encode())
     if (run_dir / LOG_FILE).is_file():
         shutil.copyfile(run_dir / LOG_FILE, out_dir / TRAINING_LOG)
     (out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import platform
 import sys
@@ -35,13 +34,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
 from ..checkpoint import CheckpointError, atomic_write_bytes, load_model_dir, save_weights
 from ..config import ConfigError, TrainConfig, apply_override
 from ..model import Transformer
+from ..recipe import cooldown_factor, cooldown_window, label_smoothed_loss, learning_rate
 from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
 from .checkpoints import (
     CONFIG_FILE,
@@ -59,40 +58,9 @@ from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
 
 
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """The paper's schedule ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` (times lr_scale).
-
-    With ``lr_peak > 0`` the same shape is rescaled so that the peak (at step = warmup) equals lr_peak.
-    """
-    step = max(step, 1)
-    shape = min(step ** -0.5, step * cfg.warmup_steps ** -1.5)
-    if cfg.lr_peak > 0:
-        return cfg.lr_peak * shape * math.sqrt(cfg.warmup_steps)
-    return cfg.lr_scale * cfg.model.d_model ** -0.5 * shape
-
-
-def cooldown_factor(epoch: int, batch_index: int, epoch_steps: int, cfg: TrainConfig) -> float:
-    """What the learning rate of step `batch_index` of 0-based `epoch` (`epoch_steps` steps) is multiplied by: 1, and
-    over the last `cooldown_epochs` epochs a linear decay that reaches zero at the end of the run. Epochs may differ
-    in size (fractional corpus weights), so each cooldown epoch takes an equal share of the decay; the factor depends
-    only on the position in the data, which a resume restores."""
-    window = cooldown_window(cfg)
-    if window is None or epoch < window[0]:
-        return 1.0
-    return 1.0 - (epoch - window[0] + batch_index / max(epoch_steps, 1)) / cfg.cooldown_epochs
-
-
-def cooldown_window(cfg: TrainConfig) -> tuple[int, int] | None:
-    """The 0-based epochs ``[start, end)`` of the learning-rate cooldown, or None without one."""
-    return (cfg.epochs - cfg.cooldown_epochs, cfg.epochs) if cfg.cooldown_epochs else None
-
-
 class LabelSmoothedLoss(nn.Module):
-    """Summed label-smoothed cross-entropy (and plain NLL) over non-padding target positions.
-
-    Only non-padding positions go through the output projection; one log-softmax serves both sums:
-    ``loss = (1 - eps) * nll + eps * mean_v(-log p_v)`` (Szegedy et al., 2016).
-    """
+    """The model's summed label-smoothed loss (`label_smoothed_loss`) and plain NLL over non-padding target positions;
+    only those positions go through the output projection."""
 
     def __init__(self, model: Transformer, smoothing: float) -> None:
         super().__init__()
@@ -104,12 +72,7 @@ class LabelSmoothedLoss(nn.Module):
         encoded = self.model.encode(src)
         hidden = self.model.decode(tgt_in, encoded).hidden
         keep = tgt_out != PAD_ID
-        log_probs = F.log_softmax(self.model.logits(hidden[keep]).float(), dim=-1)
-        nll = -log_probs.gather(1, tgt_out[keep][:, None]).sum()
-        if self.smoothing == 0:
-            return nll, nll.detach()
-        smooth = -log_probs.mean(dim=-1).sum()
-        return (1 - self.smoothing) * nll + self.smoothing * smooth, nll.detach()
+        return label_smoothed_loss(self.model.logits(hidden[keep]), tgt_out[keep], self.smoothing)
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Adam:

@@ -28,7 +28,7 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass
 
-from .data import DataError
+from ..textfiles import DataError
 
 
 @dataclass

@@ -15,10 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz_model.analysis.ablation import Head
-from viz_model.analysis.alignment import Link
-
-from .figures import (
+from ..analysis.ablation import Head
+from ..analysis.alignment import Link
+from .attention import (
     HEAD_COLORS,
     KIND_TITLES,
     KINDS,

@@ -15,11 +15,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz_model.decoding import BeamTree
-from viz_model.positional import wave
-
-from .figures import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
-from .teaching import ShiftCheck, Stage
+from ..decoding import BeamTree
+from ..positional import ShiftCheck, wave
+from ..shapes import Stage
+from .attention import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 
 MARGIN = dict(l=10, r=10, t=60, b=10)
 STATUS_COLORS = {"kept": "#3182bd", "finished": "#31a354", "pruned": "#c8c8c8", "chosen": "#e4572e"}

@@ -20,9 +20,9 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from viz_model.introspect import LayerScores
-from viz_model.positional import wave
-from viz_model.trace import AttentionTrace
+from ..introspect import LayerScores
+from ..positional import wave
+from ..trace import AttentionTrace
 
 KINDS = ("encoder", "decoder", "cross")
 KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention (masked)",

@@ -1,0 +1,54 @@
+"""The tensor shape at every stage of one translation, from a model's config and a sentence's lengths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ModelConfig
+
+
+@dataclass
+class Stage:
+    """One row of the architecture table: what is computed and the tensor's shape for this sentence."""
+
+    part: str
+    stage: str
+    shape: tuple[int, ...]
+    note: str = ""
+
+
+def architecture(config: ModelConfig, src_len: int, tgt_len: int) -> list[Stage]:
+    """The tensor shapes at every stage of one translation, batch 1, from the config and the sentence's lengths."""
+    d, h, dk, ff, v = config.d_model, config.heads, config.d_head, config.d_ff, config.vocab_size
+    s, t = src_len, tgt_len
+    norm = "LayerNorm(x + Sublayer(x))" if config.norm == "post" else "x + Sublayer(LayerNorm(x))"
+    stages = [Stage("encoder", "source token ids", (1, s), "pieces + </s>"),
+              Stage("encoder", "embedding × √d_model", (1, s, d), "table lookup"),
+              Stage("encoder", f"+ positional encoding ({config.positional})", (1, s, d), f"PE table ({s}, {d})")]
+    for i in range(config.encoder_layers):
+        layer = f"encoder layer {i + 1}"
+        stages += [Stage(layer, "Q, K, V (split into heads)", (1, h, s, dk), f"{h} heads × d_k = {dk}"),
+                   Stage(layer, "self-attention weights softmax(QKᵀ/√d_k)", (1, h, s, s), "padding mask"),
+                   Stage(layer, "heads concatenated, × W_O", (1, s, d), norm),
+                   Stage(layer, "feed-forward hidden max(0, xW₁+b₁)", (1, s, ff)),
+                   Stage(layer, "feed-forward output", (1, s, d), norm)]
+    if config.norm == "pre":
+        stages.append(Stage("encoder", "final LayerNorm (pre-LN)", (1, s, d)))
+    stages += [Stage("decoder", "decoder input ids (<s> y₁ … )", (1, t), "shifted right"),
+               Stage("decoder", "embedding × √d_model + PE", (1, t, d))]
+    for i in range(config.decoder_layers):
+        layer = f"decoder layer {i + 1}"
+        stages += [Stage(layer, "masked self-attention weights", (1, h, t, t), "causal + padding mask"),
+                   Stage(layer, "heads concatenated, × W_O", (1, t, d), norm),
+                   Stage(layer, "cross-attention Q from decoder, K/V from encoder", (1, h, s, dk),
+                         f"K, V of the encoder output ({s} positions)"),
+                   Stage(layer, "cross-attention weights", (1, h, t, s), "source padding mask"),
+                   Stage(layer, "heads concatenated, × W_O", (1, t, d), norm),
+                   Stage(layer, "feed-forward hidden", (1, t, ff)),
+                   Stage(layer, "feed-forward output", (1, t, d), norm)]
+    if config.norm == "pre":
+        stages.append(Stage("decoder", "final LayerNorm (pre-LN)", (1, t, d)))
+    tied = "tied to the embedding" if config.share_embeddings else "its own matrix"
+    stages += [Stage("output", "logits (linear, " + tied + ")", (1, t, v)),
+               Stage("output", "softmax: next-token probabilities", (1, t, v))]
+    return stages
