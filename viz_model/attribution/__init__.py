@@ -1,0 +1,232 @@
+"""Beyond raw attention: what each source token and each target-prefix token contributed to every output token.
+
+    import viz_model
+    from viz_model.attribution import attribute
+    result = attribute(viz_model.load(), "Two dogs play in the snow.")
+    result.source_share()            # per output token: the share of the prediction that comes from the source
+    result.source_scores("alti")     # (outputs, source tokens)
+
+Methods (each gives, per output token, a score for every source token; the contribution and gradient methods score
+the target prefix too):
+
+- ``attention_mean`` and ``attention_layerN``: cross-attention weights (heads averaged; all layers, or layer N);
+- ``rollout``: the last layer's cross-attention through the encoder's attention rollout (Abnar & Zuidema, 2020);
+- ``value_weighted``: cross-attention weighted by the norm of the transformed value vectors (Kobayashi et al.,
+  2020), heads and layers averaged;
+- ``alti``: ALTI+ (Ferrando et al., 2022), see `contributions`;
+- ``saliency``, ``input_x_gradient``, ``integrated_gradients``: see `gradients`.
+
+`faithfulness.deletion_scores` checks which ranking the prediction really depends on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..analysis.rollout import attention_rollout
+from ..model import ATTENTION_KINDS, Transformer
+from .contributions import alti_plus, encoder_rollout, value_weighted
+from .gradients import DEFAULT_STEPS, GRADIENT_METHODS, GradientResult, check_steps, gradient_attributions
+
+CONTRIBUTION_METHODS = ("value_weighted", "alti")
+METHODS = ("attention", "rollout", *CONTRIBUTION_METHODS, *GRADIENT_METHODS)
+DEFAULT_METHODS = ("attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient")
+FORMAT_VERSION = 1
+
+
+class AttributionError(ValueError):
+    """An attribution file that cannot be read; the message names the file."""
+
+
+@dataclass
+class Attribution:
+    """Every method's scores for one translation (teacher-forced on its output); arrays are float64."""
+
+    source_tokens: list[str]
+    prefix_tokens: list[str]  # decoder inputs: <s> y_1 .. y_{n-1}
+    output_tokens: list[str]  # y_1 .. y_n (</s> last)
+    source_ids: list[int]
+    output_ids: list[int]
+    log_probs: np.ndarray  # (outputs,) log p(y_i | source, y_<i)
+    attentions: list[np.ndarray]  # cross-attention per layer (heads, outputs, src_len)
+    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len), for the rollout
+    value_weighted: dict[str, list[np.ndarray]] = field(default_factory=dict)  # kind -> per layer (heads, q, k)
+    alti: np.ndarray | None = None  # (outputs, src_len + outputs): source columns, then prefix columns
+    encoder_alti: np.ndarray | None = None  # (src_len, src_len) ALTI rollout of the encoder
+    gradients: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (outputs, src_len + outputs)
+    steps: int = DEFAULT_STEPS
+    completeness_gap: np.ndarray | None = None  # integrated gradients, per output
+    score_change: np.ndarray | None = None
+    foil: str | None = None  # contrastive: the piece the scores explain "and not"
+    model_name: str = ""
+    version: int = FORMAT_VERSION
+
+    @property
+    def methods(self) -> list[str]:
+        """The ranking methods this record can score sources with."""
+        names = ["attention_mean", *(f"attention_layer{i + 1}" for i in range(len(self.attentions))), "rollout"]
+        if self.value_weighted:
+            names.append("value_weighted")
+        if self.alti is not None:
+            names.append("alti")
+        return names + list(self.gradients)
+
+    def source_scores(self, method: str) -> np.ndarray:
+        """``(outputs, src_len)``: how much each source token mattered to each output token, by `method`."""
+        src = len(self.source_tokens)
+        if method == "attention_mean":
+            return np.mean([a.mean(axis=0) for a in self.attentions], axis=0)
+        if method.startswith("attention_layer"):
+            layer = method.removeprefix("attention_layer")
+            if not layer.isdigit() or not 1 <= int(layer) <= len(self.attentions):
+                raise ValueError(f"{method!r}: the model has cross-attention layers 1 to {len(self.attentions)}")
+            return self.attentions[int(layer) - 1].mean(axis=0)
+        if method == "rollout":
+            encoder = attention_rollout(self.encoder_attentions)[-1]
+            return self.attentions[-1].mean(axis=0) @ encoder
+        if method == "value_weighted" and self.value_weighted:
+            maps = np.mean([m.mean(axis=0) for m in self.value_weighted["cross"]], axis=0)
+            return maps / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
+        if method == "alti" and self.alti is not None:
+            return self.alti[:, :src]
+        if method in self.gradients:
+            return self.gradients[method][:, :src]
+        raise ValueError(f"no scores for {method!r} in this attribution; it has {', '.join(self.methods)}")
+
+    def prefix_scores(self, method: str) -> np.ndarray:
+        """``(outputs, outputs)``: each target-prefix token's score for each output (ALTI+ and gradients only)."""
+        src = len(self.source_tokens)
+        if method == "alti" and self.alti is not None:
+            return self.alti[:, src:]
+        if method in self.gradients:
+            return self.gradients[method][:, src:]
+        raise ValueError(f"{method!r} scores no prefix tokens; alti and the gradient methods do")
+
+    def source_share(self) -> np.ndarray:
+        """ALTI+: per output token the share of its prediction that comes from the source (the rest: the prefix)."""
+        if self.alti is None:
+            raise ValueError("this attribution was computed without ALTI+ (methods must include 'alti')")
+        return self.alti[:, :len(self.source_tokens)].sum(axis=1)
+
+    # --- files -------------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """An ``.npz`` holding every array and a JSON header; `load` gives back an equal record."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"an attribution is saved as .npz, got {path.name!r}")
+        arrays: dict[str, np.ndarray] = {"log_probs": self.log_probs}
+        arrays |= {f"attention_{i}": a for i, a in enumerate(self.attentions)}
+        arrays |= {f"encoder_attention_{i}": a for i, a in enumerate(self.encoder_attentions)}
+        arrays |= {f"vw_{kind}_{i}": a for kind, maps in self.value_weighted.items() for i, a in enumerate(maps)}
+        arrays |= {f"gradient_{m}": a for m, a in self.gradients.items()}
+        for name in ("alti", "encoder_alti", "completeness_gap", "score_change"):
+            if getattr(self, name) is not None:
+                arrays[name] = getattr(self, name)
+        header = {"version": self.version, "source_tokens": self.source_tokens, "prefix_tokens": self.prefix_tokens,
+                  "output_tokens": self.output_tokens, "source_ids": self.source_ids, "output_ids": self.output_ids,
+                  "layers": len(self.attentions), "encoder_layers": len(self.encoder_attentions),
+                  "value_weighted": {k: len(v) for k, v in self.value_weighted.items()},
+                  "gradients": list(self.gradients), "steps": self.steps, "foil": self.foil,
+                  "model_name": self.model_name}
+        np.savez_compressed(path, header=np.array(json.dumps(header)), **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Attribution:
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            header = json.loads(str(arrays.pop("header")))
+            if header.get("version") != FORMAT_VERSION:
+                raise AttributionError(f"{path}: version {header.get('version')!r} (expected {FORMAT_VERSION})")
+            return cls(
+                header["source_tokens"], header["prefix_tokens"], header["output_tokens"], header["source_ids"],
+                header["output_ids"], arrays["log_probs"],
+                [arrays[f"attention_{i}"] for i in range(header["layers"])],
+                [arrays[f"encoder_attention_{i}"] for i in range(header["encoder_layers"])],
+                {k: [arrays[f"vw_{k}_{i}"] for i in range(n)] for k, n in header["value_weighted"].items()},
+                arrays.get("alti"), arrays.get("encoder_alti"),
+                {m: arrays[f"gradient_{m}"] for m in header["gradients"]}, header["steps"],
+                arrays.get("completeness_gap"), arrays.get("score_change"), header["foil"], header["model_name"])
+        except AttributionError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
+            raise AttributionError(f"{path}: not an attribution file ({type(err).__name__}: {err})") from None
+
+
+def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(methods, str) or not methods:
+        raise ValueError(f"methods must be a non-empty list of {', '.join(METHODS)}")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown attribution method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+    return tuple(dict.fromkeys(methods))
+
+
+def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[int],
+                  methods: Sequence[str] = DEFAULT_METHODS, steps: int = DEFAULT_STEPS, foil: int | None = None,
+                  pieces: Any = None) -> Attribution:
+    """Every chosen method for `output_ids` (ending in ``</s>``) teacher-forced on `source_ids` (ending in
+    ``</s>``); `pieces` (id -> text, e.g. a tokenizer's ``pieces``) names the tokens."""
+    methods = check_methods(methods)
+    steps = check_steps(steps)
+    if network.training:
+        raise ValueError("attribute with the network in eval mode (dropout would make every method random)")
+    device = next(network.parameters()).device
+    prefix = [network.config.bos_id, *output_ids[:-1]]
+    src = torch.tensor([source_ids], device=device)
+    tgt = torch.tensor([prefix], device=device)
+    with torch.inference_mode():
+        out = network(src, tgt, need_weights=True)
+        log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
+        chosen = log_probs[torch.arange(len(output_ids)), torch.tensor(output_ids, device=device)]
+        vw = ({kind: [_np(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
+               for kind in ATTENTION_KINDS} if "value_weighted" in methods else {})
+        alti = _np(alti_plus(network, out)[0]) if "alti" in methods else None
+        encoder_alti = _np(encoder_rollout(network, out)[0]) if "alti" in methods else None
+    gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
+    grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil)
+             if gradient_methods else GradientResult({}, steps, None, None))
+    name = pieces or (lambda ids: [str(i) for i in ids])
+    return Attribution(
+        source_tokens=list(name(source_ids)), prefix_tokens=list(name(prefix)), output_tokens=list(name(output_ids)),
+        source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_np(chosen),
+        attentions=[_np(a[0]) for a in out.cross_attentions],
+        encoder_attentions=[_np(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
+        encoder_alti=encoder_alti, gradients=grads.scores, steps=steps, completeness_gap=grads.completeness_gap,
+        score_change=grads.score_change, foil=None if foil is None else (name([foil])[0]))
+
+
+def attribute(model: Any, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
+              steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int = 4, alpha: float = 0.6
+              ) -> Attribution:
+    """Attributions of a `viz_model.TranslationModel`'s translation of `text` (or of the forced `target`).
+
+    Input errors are those of `TranslationModel.trace` (empty, too long, ...). `foil`: one piece of the target
+    vocabulary; the scores then explain ``log p(y_i) - log p(foil)`` (contrastive)."""
+    methods = check_methods(methods)
+    steps = check_steps(steps)
+    foil_id = None
+    if foil is not None:
+        pieces = model.tokenizer.encode_target(str(foil).strip()) if str(foil).strip() else []
+        if len(pieces) != 1:
+            raise ValueError(f"the contrast word must be one piece of the vocabulary; {foil!r} is "
+                             f"{len(pieces)} pieces ({' '.join(model.tokenizer.pieces(pieces)) or 'none'})")
+        foil_id = pieces[0]
+    trace = model.trace(text, beam=beam, alpha=alpha, target=target, top_k=1)
+    result = attribute_ids(model.network, trace.source_ids, trace.output_ids, methods, steps, foil_id,
+                           model.tokenizer.pieces)
+    result.model_name = model.name
+    return result
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
