@@ -18,16 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
 
 import viz_model
 from viz_model.api import ASSETS_DIR, MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TranslationModel, check_text
+from viz_model.attribution import Attribution, attribute_ids
+from viz_model.attribution.faithfulness import deletion_scores
+from viz_model.attribution.gradients import DEFAULT_STEPS
 from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.coverage import TRAINING_STATS, WordConfidence, word_confidences
 from viz_model.decoding import BeamTree
 from viz_model.introspect import LayerScores, layer_scores
+from viz_model.kinds import KIND_LABELS
 from viz_model.languages import LanguagePair, read_languages
 from viz_model.plot import attention as figures
 from viz_model.trace import AttentionTrace
@@ -54,7 +59,6 @@ EXAMPLES = tuple(sentence for group in EXAMPLE_DOMAINS.values() for sentence in 
 LOW_CONFIDENCE = 0.5  # output words below this probability are highlighted
 VERY_LOW_CONFIDENCE = 0.2
 VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
-KIND_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
 DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
             "kind": "encoder", "layer": 1, "head": "1", "level": "piece", "search": "auto"}
@@ -125,6 +129,32 @@ def compute_layer_scores(root: str, name: str, stamp: str, sources: tuple[tuple[
     return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
 
 
+ATTRIBUTION_MAX_STEPS = 128  # integrated-gradient steps one request may ask for (the library allows 256)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_attribution(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+                        methods: tuple[str, ...], steps: int, foil: int | None) -> Attribution:
+    model = load_model(root, name, stamp)
+    if not 1 <= steps <= ATTRIBUTION_MAX_STEPS:
+        raise ValueError(f"integrated-gradient steps must be from 1 to {ATTRIBUTION_MAX_STEPS} here, got {steps}")
+    result = attribute_ids(model.network, list(source_ids), list(output_ids), methods, steps, foil,
+                           model.tokenizer.pieces)
+    result.model_name = name
+    return result
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_deletions(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+                      methods: tuple[str, ...], ranked: tuple[str, ...], ks: tuple[int, ...], steps: int
+                      ) -> pd.DataFrame:
+    """The deletion scores of the `ranked` source rankings (from an attribution of `methods`)."""
+    model = load_model(root, name, stamp)
+    result = compute_attribution(root, name, stamp, source_ids, output_ids, methods, steps, None)
+    return deletion_scores(model.network, list(source_ids), list(output_ids),
+                           {m: result.source_scores(m) for m in ranked}, ks)
+
+
 @dataclass
 class Session:
     """The loaded model and the decoding settings chosen in the sidebar."""
@@ -146,6 +176,17 @@ class Session:
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
         return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate)
+
+    def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
+                    foil: int | None = None) -> Attribution:
+        """Attributions of the trace's translation (teacher-forced on its output), cached."""
+        return compute_attribution(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
+                                   methods, steps, foil)
+
+    def deletions(self, trace: AttentionTrace, methods: tuple[str, ...], ranked: tuple[str, ...],
+                  ks: tuple[int, ...], steps: int = DEFAULT_STEPS) -> pd.DataFrame:
+        return compute_deletions(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
+                                 methods, ranked, ks, steps)
 
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),

@@ -37,8 +37,11 @@ PAGES = {
     "alignment": st.Page("views/alignment.py", title="Alignment & rollout", icon=":material/join_inner:",
                          url_path="alignment"),
     "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    "attribution": st.Page("views/attribution.py", title="Attribution", icon=":material/insights:",
+                           url_path="attribution"),
 }
-SECTIONS = {"Explore": ["explore", "masks"], "Analyze": ["head_roles", "ablation", "alignment", "compare"],
+SECTIONS = {"Explore": ["explore", "masks"],
+            "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
             "Learn": ["positional", "by_hand", "decoding", "training"]}
 
 models = common.model_names()

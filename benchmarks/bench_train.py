@@ -51,15 +51,8 @@ from viz_model.positional import sinusoidal_table
 from viz_model.textfiles import read_parallel
 from viz_model.tokenizer import EOS_ID, Tokenizer
 from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches
-from viz_model.train.loop import (
-    LabelSmoothedLoss,
-    autocast_for,
-    bf16_autocast_used,
-    learning_rate,
-    make_optimizer,
-    native_bf16,
-    train_step,
-)
+from viz_model.train.loop import LabelSmoothedLoss, learning_rate, make_optimizer, train_step
+from viz_model.train.runtime import autocast_for, bf16_autocast_used, native_bf16
 
 DEFAULT_CONFIG = REPO / "configs" / "multi30k-en-de.toml"
 TARGET_CPU_RATIO = 1.5

@@ -257,6 +257,10 @@ def test_attribution_round_trips_through_a_file(tiny_model, tmp_path):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(again.completeness_gap, result.completeness_gap)
     np.testing.assert_array_equal(again.source_share(), result.source_share())
+    for kind, maps in result.alti_layers.items():
+        for a, b in zip(maps, again.alti_layers[kind]):
+            np.testing.assert_array_equal(a, b)
+    assert again.to_npz() == result.to_npz()
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(AttributionError, match="bad.npz: not an attribution file"):
         Attribution.load(tmp_path / "bad.npz")

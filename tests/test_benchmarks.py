@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import tiny_train_config, write_toml
 
-from viz_model.train.loop import native_bf16
+from viz_model.train.runtime import native_bf16
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -275,6 +275,7 @@ def test_explore_in_a_real_browser(server, page):
 
 
 ANALYZE_PAGES = {  # nav link -> a figure title each page draws
+    "Attribution": "Where each output token's prediction comes from (ALTI+)",
     "Head roles": "entropy of every head",
     "Ablation": "Heads switched off",
     "Alignment & rollout": "Rollout through layers",

@@ -28,8 +28,8 @@ pytestmark = [
 ]
 
 SENTENCE = "My grandmother bakes bread every Sunday morning."
-PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "head-roles", "ablation",
-         "alignment", "compare"]
+PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "attribution", "head-roles",
+         "ablation", "alignment", "compare"]
 
 # Per figure: its size, and every tick label whose box leaves the figure's own SVG.
 CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, index) => {

@@ -27,7 +27,8 @@ from viz_model.train.corpora import load_corpora, select_eval_sets
 from viz_model.train.data import EncodedPairs, EvalSet, make_batches, sample_epoch
 from viz_model.train.evaluate import evaluate_bleu
 from viz_model.train.export import export_run
-from viz_model.train.loop import config_differences, prepare_run, train
+from viz_model.train.loop import train
+from viz_model.train.resume import config_differences, prepare_run
 from viz_model.train.splits import holdout_split
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -23,7 +23,8 @@ from viz_model import checkpoint
 from viz_model.config import ConfigError, TrainConfig
 from viz_model.recipe import learning_rate
 from viz_model.textfiles import DataError, open_text, read_parallel
-from viz_model.train import loop
+from viz_model.train import loop, runtime
+from viz_model.train import resume as resume_policy
 from viz_model.train.data import EncodedPairs, collate, encode_pairs, make_batches
 from viz_model.train.loop import LabelSmoothedLoss, train
 
@@ -231,12 +232,14 @@ def test_resume_by_another_number_of_processes_goes_on_from_the_same_batch(tmp_p
 
 
 def test_resume_by_a_number_of_processes_that_cannot_split_the_rest_is_refused():
-    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 2}, 3) == 2
-    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 0, "world": 2}, 3) == 0  # epoch boundary: any number
-    assert loop.resumed_batch_index({"epoch": 1, "batch_index": 5}, 1) == 5  # states saved before the count was
+    assert resume_policy.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 2}, 3) == 2
+    # at an epoch boundary any number goes on
+    assert resume_policy.resumed_batch_index({"epoch": 1, "batch_index": 0, "world": 2}, 3) == 0
+    # states saved before the count was
+    assert resume_policy.resumed_batch_index({"epoch": 1, "batch_index": 5}, 1) == 5
     with pytest.raises(ConfigError, match=r"3 batches into epoch 2, trained by 1 process; 2 processes .* resume "
                                           r"with 1 process \(or a number that divides 3\)"):
-        loop.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 1}, 2)
+        resume_policy.resumed_batch_index({"epoch": 1, "batch_index": 3, "world": 1}, 2)
 
 
 def test_a_finished_run_trained_on_equals_a_longer_run(tmp_path, data_dir, finished_run):
@@ -294,14 +297,14 @@ def test_sigkill_at_any_moment_then_resume(tmp_path, finished_run, data_dir):
 def test_bf16_autocast_is_used_on_cuda_and_on_cpus_with_native_bf16(monkeypatch):
     on, off = TrainConfig(bf16=True), TrainConfig(bf16=False)
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
-    assert loop.bf16_autocast_used(cpu, on) and loop.bf16_autocast_used(cuda, on)
-    assert not loop.bf16_autocast_used(cpu, off) and not loop.bf16_autocast_used(cuda, off)
-    with loop.autocast_for(cpu, loop.bf16_autocast_used(cpu, on)):
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
+    assert runtime.bf16_autocast_used(cpu, on) and runtime.bf16_autocast_used(cuda, on)
+    assert not runtime.bf16_autocast_used(cpu, off) and not runtime.bf16_autocast_used(cuda, off)
+    with runtime.autocast_for(cpu, runtime.bf16_autocast_used(cpu, on)):
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: False)  # emulated bf16 would be slower than fp32
-    assert not loop.bf16_autocast_used(cpu, on)
-    with loop.autocast_for(cpu, loop.bf16_autocast_used(cpu, on)):
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: False)  # emulated bf16 would be slower than fp32
+    assert not runtime.bf16_autocast_used(cpu, on)
+    with runtime.autocast_for(cpu, runtime.bf16_autocast_used(cpu, on)):
         assert not torch.is_autocast_enabled("cpu")
 
 
@@ -310,7 +313,7 @@ def bf16_run(tmp_path_factory, data_dir, finished_run) -> Path:
     """The tiny run of `finished_run` (same tokenizer and seed) trained under CPU bf16 autocast."""
     run = fresh_run_dir(tmp_path_factory.mktemp("bf16") / "run", finished_run)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loop, "cpu_has_native_bf16", lambda: True)
+        mp.setattr(runtime, "cpu_has_native_bf16", lambda: True)
         train(tiny_train_config(data_dir, bf16=True), run)
     return run
 
@@ -331,7 +334,7 @@ def test_a_bf16_run_learns_like_fp32_and_keeps_fp32_weights(bf16_run, finished_r
 
 def test_killed_and_resumed_bf16_run_equals_uninterrupted(tmp_path, monkeypatch, data_dir, finished_run, bf16_run):
     run = fresh_run_dir(tmp_path / "run", finished_run)
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
     kill_at_step(monkeypatch, 23)
     with pytest.raises(Killed):
         train(tiny_train_config(data_dir, bf16=True), run)
@@ -344,7 +347,7 @@ def test_killed_and_resumed_bf16_run_equals_uninterrupted(tmp_path, monkeypatch,
 
 def killed_at_step_23(monkeypatch, cfg: TrainConfig, run: Path, native_bf16: bool) -> None:
     """Train `cfg` in `run` on a CPU with or without native bf16 until the kill in step 23 (latest.pt: step 20)."""
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: native_bf16)
     kill_at_step(monkeypatch, 23)
     with pytest.raises(Killed):
         train(cfg, run)
@@ -358,7 +361,7 @@ def test_a_resumed_run_keeps_its_precision_unless_told(tmp_path, monkeypatch, da
     exact = fresh_run_dir(tmp_path / "exact", finished_run)
     killed_at_step_23(monkeypatch, cfg, exact, native_bf16=False)
     switched = shutil.copytree(exact, tmp_path / "switched")
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: True)
     train(None, exact, resume=True)
     assert "trained in fp32 and continues in fp32" in capsys.readouterr().err
     assert_same_training_state(exact, finished_run)  # the fp32 run, bit for bit
@@ -434,9 +437,9 @@ def test_a_cooldown_change_the_run_has_passed_is_refused(tmp_path, monkeypatch, 
         with pytest.raises(ConfigError, match="past the start of its cooldown \\(epochs 2-3\\)"):
             train(None, run, resume=True, changes=changes)
     with pytest.raises(ConfigError, match="past the start of the cooldown these settings ask for \\(epochs 1-3\\)"):
-        loop.check_cooldown_change(tiny_train_config(data_dir, epochs=3),
+        resume_policy.check_cooldown_change(tiny_train_config(data_dir, epochs=3),
                                    tiny_train_config(data_dir, epochs=3, cooldown_epochs=3), 1, False)
-    loop.check_cooldown_change(tiny_train_config(data_dir, epochs=3),  # at the start of the new cooldown: fine
+    resume_policy.check_cooldown_change(tiny_train_config(data_dir, epochs=3),  # at the start of the new cooldown: fine
                                tiny_train_config(data_dir, epochs=3, cooldown_epochs=2), 1, False)
     assert (run / "config.json").read_bytes() == before
 
@@ -444,7 +447,7 @@ def test_a_cooldown_change_the_run_has_passed_is_refused(tmp_path, monkeypatch, 
 def test_one_trainer_per_run_directory(tmp_path, finished_run):
     run = shutil.copytree(finished_run, tmp_path / "run")
     shutil.rmtree(run / "model")
-    with loop.run_lock(run):  # another trainer holds the run
+    with resume_policy.run_lock(run):  # another trainer holds the run
         with pytest.raises(ConfigError, match=f"being trained by another process \\(pid {os.getpid()}\\)"):
             train(None, run, resume=True)
         assert not (run / "model").exists()
@@ -559,10 +562,10 @@ def test_warm_start_errors_are_raised_before_training(tmp_path, monkeypatch, dat
     with pytest.raises(ConfigError, match="init_from must be the path of a model directory"):
         tiny_train_config(data_dir, init_from=3)
     monkeypatch.chdir(fp16_source.parent)  # a relative path is read from the working directory, like data_dir;
-    model, tokenizer = loop.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # the vocabulary
+    model, tokenizer = resume_policy.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # the vocabulary
                                                         model={"vocab_size": 999}))  # follows the tokenizer
     assert model.config.vocab_size == tokenizer.vocab_size < 999
-    loop.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # a warm start may change dropout
+    resume_policy.load_init(tiny_train_config(data_dir, init_from=fp16_source.name,  # a warm start may change dropout
                                      model={"dropout": 0.3, "attention_dropout": 0.2}))
 
 

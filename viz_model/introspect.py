@@ -16,7 +16,8 @@ from torch import Tensor
 
 from .attention import AttentionRecord, causal_mask
 from .batching import pad
-from .model import ATTENTION_KINDS, Transformer
+from .kinds import check_kind
+from .model import Transformer
 
 
 @dataclass
@@ -47,8 +48,7 @@ def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind
     `source_ids`: encoder inputs (pieces + ``</s>``); `target_ids`: decoder inputs (``<s> y1 ..``), needed for
     the "decoder" and "cross" kinds. `layer` counts from 0.
     """
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+    check_kind(kind)
     cfg = network.config
     count = cfg.encoder_layers if kind == "encoder" else cfg.decoder_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:

@@ -20,9 +20,8 @@ from torch import Tensor, nn
 
 from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .config import ModelConfig
+from .kinds import check_kind
 from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
-
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
 
 
 @dataclass
@@ -224,8 +223,7 @@ class Seq2SeqOutput:
 
     def records(self, kind: str) -> list[AttentionRecord]:
         """The per-layer records of one attention kind ("encoder", "decoder" or "cross")."""
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+        check_kind(kind)
         return {"encoder": self.encoder_records, "decoder": self.decoder_records, "cross": self.cross_records}[kind]
 
 
@@ -310,8 +308,7 @@ class Transformer(nn.Module):
     def attention_block(self, kind: str, layer: int) -> tuple[MultiHeadAttention, Residual]:
         """The attention module of one layer and kind and the residual connection (with its LayerNorm) around it:
         the parameters contribution methods (ALTI) need beside a layer's `AttentionRecord`."""
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+        check_kind(kind)
         layers = self.encoder_layers if kind == "encoder" else self.decoder_layers
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers):
             raise ValueError(f"{kind} layer must be an integer from 0 to {len(layers) - 1}, got {layer!r}")

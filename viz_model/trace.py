@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .kinds import check_kind
+
 FORMAT_VERSION = 1
 ARRAY_LIST_FIELDS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
 ARRAY_FIELDS = ("encoder_mask", "decoder_mask", "cross_mask", "source_positional", "target_positional",
@@ -87,8 +89,7 @@ class AttentionTrace:
 
     def attentions(self, kind: str) -> list[np.ndarray]:
         """The maps of one kind: "encoder", "decoder" or "cross"."""
-        if kind not in ("encoder", "decoder", "cross"):
-            raise ValueError(f"attention kind must be encoder, decoder or cross; got {kind!r}")
+        check_kind(kind)
         return getattr(self, f"{kind}_attentions")
 
     def axes(self, kind: str) -> tuple[list[str], list[str]]:

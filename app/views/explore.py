@@ -64,6 +64,14 @@ if view == "heatmap" and kind != "encoder":
                  format_func={"input": "the token each row reads (decoder input)",
                               "output": "the token each row predicts"}.get,
                  help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
+if view == "heatmap":
+    ss.setdefault("measure", "weights")
+    common.bound(st.radio, "Show", "measure", list(figures.MEASURES), horizontal=True,
+                 format_func={"weights": "attention weights", "value_weighted": "value-weighted",
+                              "contributions": "contributions (ALTI)"}.get,
+                 help="Value-weighted: each weight times the length of the vector its key passes on (‖α f(x)‖). "
+                      "Contributions: how much each token adds to the layer's output, all heads, the residual and "
+                      "the LayerNorm included (one map per layer). See Analyze → Attribution.")
 for message in filter(None, notices):
     st.info(message)
 
@@ -90,7 +98,16 @@ def focus_from_head_view() -> None:
 
 if view == "heatmap":
     level = ss.get("level", "piece")
-    amap = figures.attention_map(trace, kind, layer, head, level, ss.get("rows", "input"))
+    measure = ss.get("measure", "weights")
+    attribution = None
+    if measure != "weights":
+        with st.spinner("Computing the contributions…"):
+            attribution = session.attribution(trace, ("value_weighted", "alti"))
+        if measure == "contributions":
+            st.caption("Contributions are per layer: the head choice does not apply." + (
+                " Cross-attention's last column is the decoder's own residual stream." if kind == "cross" else ""))
+    amap = figures.attention_map(trace, kind, layer, head, level, ss.get("rows", "input"), measure, attribution)
+    name = name if measure == "weights" else f"{name}-{measure}"
     fig = figures.map_heatmap(amap)
     common.chart(fig, name, key="heatmap_chart")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "

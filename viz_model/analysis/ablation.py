@@ -21,7 +21,8 @@ from ..api import TranslationModel, check_decoding
 from ..config import ModelConfig
 from ..decoding import beam_search, max_output_lengths
 from ..inference import translate_ids
-from ..model import ATTENTION_KINDS, DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
+from ..kinds import ATTENTION_KINDS
+from ..model import DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
 from ..quantize import rows_interact
 from ..scoring import corpus_scores
 from ..trace import AttentionTrace

@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..model import ATTENTION_KINDS
+from ..kinds import ATTENTION_KINDS
 from ..tokenizer import WORD_START
 
 STATISTICS = ("entropy", "entropy_ratio", "same", "previous", "next", "diagonal", "distance", "delimiter",

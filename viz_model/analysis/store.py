@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..checkpoint import CheckpointError, model_file
 from ..config import ModelConfig
-from ..model import ATTENTION_KINDS
+from ..kinds import ATTENTION_KINDS
 from .ablation import layer_counts
 from .corpus import CorpusAnalysis
 from .head_stats import HEAD_COLUMNS, STATISTICS, head_roles

@@ -21,6 +21,7 @@ the target prefix too):
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,8 +32,9 @@ import numpy as np
 import torch
 
 from ..analysis.rollout import attention_rollout
-from ..model import ATTENTION_KINDS, Transformer
-from .contributions import alti_plus, encoder_rollout, value_weighted
+from ..kinds import ATTENTION_KINDS
+from ..model import Transformer
+from .contributions import alti_block, alti_plus, encoder_rollout, value_weighted
 from .gradients import DEFAULT_STEPS, GRADIENT_METHODS, GradientResult, check_steps, gradient_attributions
 
 CONTRIBUTION_METHODS = ("value_weighted", "alti")
@@ -60,6 +62,8 @@ class Attribution:
     value_weighted: dict[str, list[np.ndarray]] = field(default_factory=dict)  # kind -> per layer (heads, q, k)
     alti: np.ndarray | None = None  # (outputs, src_len + outputs): source columns, then prefix columns
     encoder_alti: np.ndarray | None = None  # (src_len, src_len) ALTI rollout of the encoder
+    # ALTI of each sub-layer alone, kind -> per layer (q, k); cross-attention has one more column, the residual
+    alti_layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
     gradients: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (outputs, src_len + outputs)
     steps: int = DEFAULT_STEPS
     completeness_gap: np.ndarray | None = None  # integrated gradients, per output
@@ -121,11 +125,17 @@ class Attribution:
         path = Path(path)
         if path.suffix != ".npz":
             raise ValueError(f"an attribution is saved as .npz, got {path.name!r}")
+        path.write_bytes(self.to_npz())
+        return path
+
+    def to_npz(self) -> bytes:
+        """The bytes `save` writes (for a download)."""
         arrays: dict[str, np.ndarray] = {"log_probs": self.log_probs}
         arrays |= {f"attention_{i}": a for i, a in enumerate(self.attentions)}
         arrays |= {f"encoder_attention_{i}": a for i, a in enumerate(self.encoder_attentions)}
         arrays |= {f"vw_{kind}_{i}": a for kind, maps in self.value_weighted.items() for i, a in enumerate(maps)}
         arrays |= {f"gradient_{m}": a for m, a in self.gradients.items()}
+        arrays |= {f"alti_{kind}_{i}": a for kind, maps in self.alti_layers.items() for i, a in enumerate(maps)}
         for name in ("alti", "encoder_alti", "completeness_gap", "score_change"):
             if getattr(self, name) is not None:
                 arrays[name] = getattr(self, name)
@@ -133,10 +143,12 @@ class Attribution:
                   "output_tokens": self.output_tokens, "source_ids": self.source_ids, "output_ids": self.output_ids,
                   "layers": len(self.attentions), "encoder_layers": len(self.encoder_attentions),
                   "value_weighted": {k: len(v) for k, v in self.value_weighted.items()},
+                  "alti_layers": {k: len(v) for k, v in self.alti_layers.items()},
                   "gradients": list(self.gradients), "steps": self.steps, "foil": self.foil,
                   "model_name": self.model_name}
-        np.savez_compressed(path, header=np.array(json.dumps(header)), **arrays)
-        return path
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, header=np.array(json.dumps(header)), **arrays)
+        return buffer.getvalue()
 
     @classmethod
     def load(cls, path: str | Path) -> Attribution:
@@ -148,14 +160,18 @@ class Attribution:
             if header.get("version") != FORMAT_VERSION:
                 raise AttributionError(f"{path}: version {header.get('version')!r} (expected {FORMAT_VERSION})")
             return cls(
-                header["source_tokens"], header["prefix_tokens"], header["output_tokens"], header["source_ids"],
-                header["output_ids"], arrays["log_probs"],
-                [arrays[f"attention_{i}"] for i in range(header["layers"])],
-                [arrays[f"encoder_attention_{i}"] for i in range(header["encoder_layers"])],
-                {k: [arrays[f"vw_{k}_{i}"] for i in range(n)] for k, n in header["value_weighted"].items()},
-                arrays.get("alti"), arrays.get("encoder_alti"),
-                {m: arrays[f"gradient_{m}"] for m in header["gradients"]}, header["steps"],
-                arrays.get("completeness_gap"), arrays.get("score_change"), header["foil"], header["model_name"])
+                source_tokens=header["source_tokens"], prefix_tokens=header["prefix_tokens"],
+                output_tokens=header["output_tokens"], source_ids=header["source_ids"],
+                output_ids=header["output_ids"], log_probs=arrays["log_probs"],
+                attentions=[arrays[f"attention_{i}"] for i in range(header["layers"])],
+                encoder_attentions=[arrays[f"encoder_attention_{i}"] for i in range(header["encoder_layers"])],
+                value_weighted={k: [arrays[f"vw_{k}_{i}"] for i in range(n)]
+                                for k, n in header["value_weighted"].items()},
+                alti=arrays.get("alti"), encoder_alti=arrays.get("encoder_alti"),
+                alti_layers={k: [arrays[f"alti_{k}_{i}"] for i in range(n)] for k, n in header["alti_layers"].items()},
+                gradients={m: arrays[f"gradient_{m}"] for m in header["gradients"]}, steps=header["steps"],
+                completeness_gap=arrays.get("completeness_gap"), score_change=arrays.get("score_change"),
+                foil=header["foil"], model_name=header["model_name"])
         except AttributionError:
             raise
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
@@ -192,6 +208,8 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
                for kind in ATTENTION_KINDS} if "value_weighted" in methods else {})
         alti = _np(alti_plus(network, out)[0]) if "alti" in methods else None
         encoder_alti = _np(encoder_rollout(network, out)[0]) if "alti" in methods else None
+        alti_layers = ({kind: [_np(alti_block(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
+                        for kind in ATTENTION_KINDS} if "alti" in methods else {})
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil)
              if gradient_methods else GradientResult({}, steps, None, None))
@@ -201,7 +219,8 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
         source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_np(chosen),
         attentions=[_np(a[0]) for a in out.cross_attentions],
         encoder_attentions=[_np(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
-        encoder_alti=encoder_alti, gradients=grads.scores, steps=steps, completeness_gap=grads.completeness_gap,
+        encoder_alti=encoder_alti, alti_layers=alti_layers, gradients=grads.scores, steps=steps,
+        completeness_gap=grads.completeness_gap,
         score_change=grads.score_change, foil=None if foil is None else (name([foil])[0]))
 
 

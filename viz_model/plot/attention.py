@@ -20,15 +20,18 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..attribution import Attribution
 from ..introspect import LayerScores
+from ..kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
 from ..positional import wave
 from ..trace import AttentionTrace
 
-KINDS = ("encoder", "decoder", "cross")
-KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention (masked)",
-               "cross": "Cross-attention (decoder → encoder)"}
+KINDS = ATTENTION_KINDS
 AGGREGATES = ("mean", "max")
 LEVELS = ("piece", "word")
+MEASURES = {"weights": "attention weights", "value_weighted": "value-weighted ‖α f(x)‖",
+            "contributions": "ALTI contributions (all heads, residual and LayerNorm included)"}
+RESIDUAL_LABEL = "(residual)"  # the extra key of a cross-attention layer's contributions: the decoder's own stream
 ROW_LABELS = ("input", "output")  # decoder rows labelled by the token they read, or by the token they predicted
 PREDICTED_ROWS = "queries (rows): the output token each row predicted"
 WEIGHT_SCALE = "Blues"
@@ -59,9 +62,6 @@ def axis_names(kind: str) -> tuple[str, str]:
     return "queries (rows): decoder inputs (target)", "keys (columns): source tokens (encoder output)"
 
 
-def check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"attention kind must be one of {', '.join(KINDS)}; got {kind!r}")
 
 
 def check_layer(trace: AttentionTrace, kind: str, layer: int) -> None:
@@ -123,26 +123,43 @@ class AttentionMap:
     head: Head
     level: str
     query_title: str = ""  # the row axis title when it is not the kind's own (see `axis_names`)
+    measure: str = "weights"
 
     @property
     def title(self) -> str:
         level = ", words" if self.level == "word" else ""
-        return f"{KIND_TITLES[self.kind]}: layer {self.layer + 1}, {head_name(self.head)}{level}"
+        if self.measure == "contributions":
+            return f"{KIND_TITLES[self.kind]}: layer {self.layer + 1}{level} · {MEASURES[self.measure]}"
+        measure = "" if self.measure == "weights" else f" · {MEASURES[self.measure]}"
+        return f"{KIND_TITLES[self.kind]}: layer {self.layer + 1}, {head_name(self.head)}{level}{measure}"
+
+    @property
+    def value_name(self) -> str:
+        return {"weights": "weight", "value_weighted": "‖α f(x)‖", "contributions": "contribution"}[self.measure]
 
 
 def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece",
-                  rows: str = "input") -> AttentionMap:
+                  rows: str = "input", measure: str = "weights", attribution: Attribution | None = None
+                  ) -> AttentionMap:
     """One map of the trace; ``rows="output"`` labels decoder and cross rows by the token each row predicted
-    (``output_tokens``) instead of the token it read (``target_tokens``, the decoder's inputs)."""
+    (``output_tokens``) instead of the token it read (``target_tokens``, the decoder's inputs).
+
+    `measure` "value_weighted" or "contributions" draws that measure of the same layer from `attribution` (an
+    `viz_model.attribution.Attribution` of this trace's translation) instead of the weights; contributions are per
+    layer (`head` is then ignored) and cross-attention's carry one more column, the decoder's residual stream."""
     check_kind(kind)
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(MEASURES)}; got {measure!r}")
     if rows not in ROW_LABELS:
         raise ValueError(f"rows must be one of {', '.join(ROW_LABELS)}; got {rows!r}")
     check_layer(trace, kind, layer)
     check_head(trace, head)
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
-    weights = reduce_heads(trace.attentions(kind)[layer], head)
+    weights = _measured(trace, kind, layer, head, measure, attribution)
     queries, keys = trace.axes(kind)
+    if weights.shape[1] == len(keys) + 1:  # the residual column of cross-attention contributions
+        keys = [*keys, RESIDUAL_LABEL]
     q_words = trace.source_words if kind == "encoder" else trace.target_words
     k_words = trace.target_words if kind == "decoder" else trace.source_words
     predicted = rows == "output" and kind != "encoder"
@@ -153,13 +170,30 @@ def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, leve
              [f"predicts {tok}" for tok in trace.output_tokens])
     if level == "word":
         qg, kg = word_groups(q_words), word_groups(k_words)
+        if len(keys) > len(k_words):
+            kg = [*kg, [len(k_words)]]
         weights = merge_words(weights, qg, kg)
         queries, keys = word_labels(queries, qg), word_labels(keys, kg)
         other = trace.target_tokens if predicted else trace.output_tokens
         verb = "reads " if predicted else "predicts "
         notes = [""] * len(qg) if kind == "encoder" else [verb + "".join(other[i] for i in g) for g in qg]
     return AttentionMap(np.asarray(weights, dtype=np.float32), list(queries), list(keys), notes, kind, layer, head,
-                        level, PREDICTED_ROWS if predicted else "")
+                        level, PREDICTED_ROWS if predicted else "", measure)
+
+
+def _measured(trace: AttentionTrace, kind: str, layer: int, head: Head, measure: str,
+              attribution: Attribution | None) -> np.ndarray:
+    """The ``(q, k)`` map of `measure`: the trace's weights, or the attribution's value-weighted / ALTI map."""
+    if measure == "weights":
+        return reduce_heads(trace.attentions(kind)[layer], head)
+    if attribution is None or attribution.source_ids != trace.source_ids or \
+            attribution.output_ids != trace.output_ids:
+        raise ValueError(f"the {MEASURES[measure]} need an attribution of this translation")
+    maps = attribution.value_weighted if measure == "value_weighted" else attribution.alti_layers
+    if kind not in maps:
+        raise ValueError(f"the attribution was computed without {MEASURES[measure]}")
+    chosen = maps[kind][layer]
+    return reduce_heads(chosen, head) if measure == "value_weighted" else chosen
 
 
 def map_dataframe(amap: AttentionMap) -> pd.DataFrame:
@@ -206,8 +240,9 @@ def map_heatmap(amap: AttentionMap) -> go.Figure:
     q_title = amap.query_title or q_title
     fig = go.Figure(go.Heatmap(
         z=amap.weights, x=list(range(k)), y=list(range(q)), customdata=custom, colorscale=WEIGHT_SCALE, zmin=0.0,
-        zmax=float(max(amap.weights.max(), 1e-6)), colorbar=dict(title=dict(text="weight")),
-        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{z:.6f}<extra></extra>",
+        zmax=float(max(amap.weights.max(), 1e-6)), colorbar=dict(title=dict(text=escape(amap.value_name))),
+        hovertemplate=("query %{customdata[0]}<br>key %{customdata[1]}<br>" + escape(amap.value_name)
+                       + " %{z:.6f}<extra></extra>"),
         xgap=1 if k <= 60 else 0, ygap=1 if q <= 60 else 0, name="attention"))
     fig.update_layout(
         title=dict(text=escape(amap.title)), height=max(380, 170 + _row_px(q) * q),
