@@ -1,5 +1,5 @@
 """What the Analyze pages share: the model directory's precomputed tables, cached analyses (keyed by the model
-stamp like `common.compute_trace`), the parsing of what the user types, and text renderings.
+stamp like `sessions.compute_trace`), the parsing of what the user types, and text renderings.
 
 Nothing here changes the shared model: ablation goes through a head mask per call (`viz_model.analysis.ablation`).
 """
@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from viz_model import kinds
 from viz_model.analysis import ablation, alignment, rollout, store
 from viz_model.analysis.ablation import AblationResult, Head, TokenEdit
 from viz_model.analysis.corpus import CorpusAnalysis, analyze_corpus
 from viz_model.checkpoint import CheckpointError
 from viz_model.trace import AttentionTrace
 
-from . import common
+from . import sessions, texts
 
 MAX_LIVE_SENTENCES = 200
 MAX_LIVE_CHARS = 40_000  # what the head-roles box accepts at once (200 sentences of 200 characters), checked here
@@ -33,7 +34,7 @@ SWAPS = {"dog": "cat", "dogs": "cats", "cat": "dog", "cats": "dogs", "man": "wom
 
 
 # --- the model directory's tables --------------------------------------------------------------------------------
-def model_dir(session: common.Session) -> Path:
+def model_dir(session: sessions.Session) -> Path:
     return Path(session.root) / session.name
 
 
@@ -49,7 +50,7 @@ def file_stamp(path: Path) -> str:
 @st.cache_data(show_spinner=False, max_entries=8)
 def _stored_table(root: str, name: str, stamp: str, which: str, table_stamp: str) -> pd.DataFrame | None:
     del table_stamp  # part of the cache key only
-    config = common.load_model(root, name, stamp).config
+    config = sessions.load_model(root, name, stamp).config
     return TABLE_READERS[which](Path(root) / name, config)
 
 
@@ -59,7 +60,7 @@ def _stored_sentences(root: str, name: str, table_stamp: str) -> list[str] | Non
     return store.read_head_stats_sentences(Path(root) / name)
 
 
-def stored_table(session: common.Session, which: str) -> tuple[pd.DataFrame | None, str | None]:
+def stored_table(session: sessions.Session, which: str) -> tuple[pd.DataFrame | None, str | None]:
     """("stats" or "importance") the model directory's table and None, or None and why it cannot be used."""
     path = model_dir(session) / TABLE_FILES[which]
     try:
@@ -68,7 +69,7 @@ def stored_table(session: common.Session, which: str) -> tuple[pd.DataFrame | No
         return None, str(err)
 
 
-def stored_sentences(session: common.Session) -> list[str] | None:
+def stored_sentences(session: sessions.Session) -> list[str] | None:
     """The sentences of the stored head statistics (for the role examples), None when absent or unreadable."""
     path = model_dir(session) / store.HEAD_STATS_SENTENCES_FILE
     try:
@@ -80,13 +81,13 @@ def stored_sentences(session: common.Session) -> list[str] | None:
 # --- cached analyses ---------------------------------------------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=4)
 def compute_head_stats(root: str, name: str, stamp: str, sentences: tuple[str, ...]) -> CorpusAnalysis:
-    return analyze_corpus(common.load_model(root, name, stamp), list(sentences))
+    return analyze_corpus(sessions.load_model(root, name, stamp), list(sentences))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_ablation(root: str, name: str, stamp: str, search: str, text: str, heads: tuple[Head, ...], beam: int,
                      alpha: float) -> AblationResult:
-    return ablation.ablate(common.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha)
+    return ablation.ablate(sessions.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -94,11 +95,11 @@ def compute_flow(maps: list[np.ndarray], residual: float) -> np.ndarray:
     return rollout.attention_flow(maps, residual)
 
 
-def trace_of_model(session: common.Session, name: str, text: str, target: str | None) -> AttentionTrace:
+def trace_of_model(session: sessions.Session, name: str, text: str, target: str | None) -> AttentionTrace:
     """`text` traced by the model `name` of the same assets folder, with this session's decoding settings."""
-    stamp = common.model_stamp(Path(session.root), name)
-    common.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
-    return common.compute_trace(session.root, name, stamp, session.search, text, session.beam, session.alpha,
+    stamp = sessions.model_stamp(Path(session.root), name)
+    sessions.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
+    return sessions.compute_trace(session.root, name, stamp, session.search, text, session.beam, session.alpha,
                                 target or None, session.top_k, session.truncate)
 
 
@@ -152,7 +153,7 @@ def one_word_changed(text: str) -> str:
 def head_label(head: Head) -> str:
     """A head as shown on screen, counted from 1: ``Cross-attention · layer 2 · head 3``."""
     kind, layer, index = head
-    return f"{common.KIND_LABELS[kind]} · layer {layer + 1} · head {index + 1}"
+    return f"{kinds.KIND_LABELS[kind]} · layer {layer + 1} · head {index + 1}"
 
 
 def diff_markdown(diff: list[TokenEdit]) -> str:
@@ -160,10 +161,10 @@ def diff_markdown(diff: list[TokenEdit]) -> str:
     out = []
     for edit in diff:
         if edit.operation == "equal":
-            out += [common.md_escape(t) for t in edit.intact]
+            out += [texts.md_escape(t) for t in edit.intact]
             continue
-        out += [f":red-background[~~{common.md_escape(t)}~~]" for t in edit.intact]
-        out += [f":green-background[{common.md_escape(t)}]" for t in edit.ablated]
+        out += [f":red-background[~~{texts.md_escape(t)}~~]" for t in edit.intact]
+        out += [f":green-background[{texts.md_escape(t)}]" for t in edit.ablated]
     return " ".join(out) if out else "*(no tokens)*"
 
 

@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` puts app/ on the path, not 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import common  # noqa: E402
+from app import sessions, state, widgets  # noqa: E402
 
 LOG = logging.getLogger("viz_model.app")
 
@@ -44,21 +44,21 @@ SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
             "Learn": ["positional", "by_hand", "decoding", "training"]}
 
-models = common.model_names()
+models = sessions.model_names()
 if not models:
     page = st.navigation([st.Page("views/no_model.py", title="No model found", icon=":material/error:")])
     page.run()
 else:
-    common.init_state(models)
+    state.init_state(models)
     page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
-    session = common.sidebar(models)
+    session = widgets.sidebar(models)
     st.session_state["_session"] = session
     try:
         page.run()
     except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
-        common.out_of_memory()
+        widgets.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers
         LOG.exception("page %s failed", page.title)
-        st.error(f"{common.UNEXPECTED} ({type(err).__name__}: {err}). Try another setting; if it persists, "
+        st.error(f"{widgets.UNEXPECTED} ({type(err).__name__}: {err}). Try another setting; if it persists, "
                  "report it with the link from “Copy link”.")
-    common.sync_url()
+    state.sync_url()

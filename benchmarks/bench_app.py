@@ -72,7 +72,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  # no network: no proxy, and no host name resolves (the app is reached by its IP literal)
                  "--no-proxy-server", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 VIEWPORT = {"width": 1400, "height": 1000}
-INPUT_LABEL = "Sentence to translate (English)"  # the app's main input (app/common.py, sentence_form)
+INPUT_LABEL = "Sentence to translate (English)"  # the app's main input (app/widgets.py, sentence_form)
 BUTTON_NAME = "Translate"
 TARGET_TRANSLATE_P50_S = 1.0
 TARGET_FIRST_LOAD_P50_S = 3.0

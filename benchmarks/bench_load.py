@@ -68,7 +68,7 @@ STEP_TIMEOUT_S = 180.0  # one translation while every other session translates t
 OPEN_TIMEOUT_S = 300.0  # the first pages of a fresh server import torch and load the model
 WAIT_JS = "(s) => window.__bench.heatmapFor(s) ? performance.now() : (window.__bench.failed() ? -1 : false)"
 TRANSLATION_JS = """() => {
-  // the text under the "Translation" caption of the translation panel (app/common.py, translation_panel)
+  // the text under the "Translation" caption of the translation panel (app/widgets.py, translation_panel)
   const caption = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
     .find((e) => e.innerText.trim() === 'Translation');
   let box = caption && caption.closest('[data-testid="stElementContainer"]');

@@ -11,6 +11,7 @@ import os
 import time
 import unicodedata
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,23 @@ def check_positions_flag(positions: object) -> bool:
     return positions
 
 
+class TooLong(ValueError):
+    """A text longer than the model reads: `tokens` of it (pieces + </s>), `limit` at most; `side` "source" or
+    "target"."""
+
+    def __init__(self, message: str, side: str, tokens: int, limit: int) -> None:
+        super().__init__(message)
+        self.side, self.tokens, self.limit = side, tokens, limit
+
+
+@dataclass(frozen=True)
+class Request:
+    """A checked translation request: the source ids (pieces + </s>) and, when forced, the output ids (+ </s>)."""
+
+    source_ids: list[int]
+    forced_ids: list[int] | None = None
+
+
 class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device."""
 
@@ -141,15 +159,29 @@ class TranslationModel:
         return "fp32" if self.search_network is self.network else "int8"
 
     def encode(self, text: str, truncate: bool = False) -> list[int]:
-        """Source ids (pieces + ``</s>``); too long is an error naming the limit, unless `truncate`."""
+        """Source ids (pieces + ``</s>``); too long is a `TooLong` naming the limit, unless `truncate`."""
         ids = encode_source(self.tokenizer, check_text(text))
         limit = self.config.max_positions
         if len(ids) > limit:
             if not truncate:
-                raise ValueError(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
-                                 "(max_positions). Shorten it or pass truncate=True")
+                raise TooLong(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
+                              "(max_positions). Shorten it or pass truncate=True", "source", len(ids), limit)
             ids = ids[:limit - 1] + [self.config.eos_id]
         return ids
+
+    def request(self, text: str, target: str | None = None, truncate: bool = False,
+                names: tuple[str, str] = ("text", "target")) -> Request:
+        """The one check of a translation request (`trace` and the app call it): both texts are text, and fit the
+        model; errors are `ValueError`s that say why (`TooLong` for a length), naming the texts by `names`."""
+        source_ids = self.encode(check_text(text, names[0]), truncate)
+        if target is None:
+            return Request(source_ids)
+        forced = self.tokenizer.encode_target(check_text(target, names[1])) + [self.config.eos_id]
+        limit = self.config.max_positions
+        if len(forced) > limit:
+            raise TooLong(f"the target is {len(forced)} tokens long; this model reads at most {limit} "
+                          "(max_positions)", "target", len(forced), limit)
+        return Request(source_ids, forced)
 
     def assess(self, text: str) -> InputAssessment:
         """How far `text` is from the training data: unknown characters, rare pieces, unseen length."""
@@ -185,15 +217,16 @@ class TranslationModel:
         beam, alpha, top_k = check_decoding(beam, alpha, top_k)
         check_positions_flag(positions)
         started = time.perf_counter()
-        src_ids = self.encode(text, truncate)
+        if target is not None and forced_ids is not None:
+            raise ValueError("give the forced output as target text or as forced_ids, not both")
+        checked = self.request(text, target, truncate)
+        src_ids = checked.source_ids
         src = torch.tensor([src_ids], device=self.device)
         with torch.inference_mode():
             # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
             # search encodes with need_weights=True too: the same numbers as searching from scratch)
             encoded = self.network.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
-            if target is not None and forced_ids is not None:
-                raise ValueError("give the forced output as target text or as forced_ids, not both")
             if forced_ids is not None:
                 output_ids = self._checked_output_ids(forced_ids)
                 max_len = self.config.max_positions
@@ -202,11 +235,8 @@ class TranslationModel:
                 output_ids = beam_search(self.search_network, src, beam, alpha, [max_len], positions=positions,
                                          encoded=encoded if head_mask is None else None)[0].tokens
             else:
-                output_ids = self.tokenizer.encode_target(check_text(target, "target")) + [self.config.eos_id]
-                max_len = self.config.max_positions
-                if len(output_ids) > max_len:
-                    raise ValueError(f"the target is {len(output_ids)} tokens long; this model reads at most "
-                                     f"{max_len} (max_positions)")
+                assert checked.forced_ids is not None
+                output_ids, max_len = checked.forced_ids, self.config.max_positions
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)

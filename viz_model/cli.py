@@ -94,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=32, help="integrated-gradient steps (default 32)")
     p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per sentence, method and k")
+    p.add_argument("--gold", default=None, metavar="FILE",
+                   help="gold word alignments of --src / --tgt, Pharaoh format (i-j sure, i?j possible), one line per "
+                        "sentence: also the AER of every method and layer")
+    p.add_argument("--aer-out", default=None, metavar="FILE", help="with --gold: FILE.csv or FILE.parquet for the AER")
     _model_args(p)
     _decode_args(p, beam=1)
 
@@ -271,7 +275,8 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from .analysis.tables import write_table
+    from .analysis.alignment import read_pharaoh
+    from .analysis.tables import check_table_path, write_table
     from .attribution import check_methods
     from .attribution.corpus import corpus_faithfulness, faithfulness_table
     from .attribution.gradients import check_steps
@@ -280,11 +285,21 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     check_steps(args.steps)
     if any(k < 1 for k in args.k):
         raise ValueError(f"--k values must be at least 1, got {args.k}")
+    if (args.gold is None) != (args.aer_out is None):
+        raise ValueError("--gold and --aer-out go together: the gold alignments, and where their AER table goes")
+    if args.gold is not None and args.tgt is None:
+        raise ValueError("--gold needs --tgt: the gold alignments align the given target sentences")
+    aer_out = check_table_path(args.aer_out) if args.aer_out else None
     out, src, tgt = _corpus_args(args)
+    gold = read_pharaoh(Path(args.gold))[:len(src)] if args.gold else None
     model = _load(args)
-    table = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam, alpha=args.alpha,
-                                progress=True)
+    found = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam, alpha=args.alpha,
+                                progress=True, gold=gold)
+    table, aer = found if isinstance(found, tuple) else (found, None)
     write_table(table, out)
+    if aer is not None and aer_out is not None:
+        write_table(aer, aer_out)
+        print(aer.head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(faithfulness_table(table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {out}: {len(table)} rows, {len(src)} sentences "
           f"({'forced on ' + args.tgt if tgt is not None else f'translated, beam {args.beam}'})", file=sys.stderr)

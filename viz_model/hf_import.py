@@ -218,7 +218,7 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
         "- the tokenizer's vocabulary size equals the embeddings'.",
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
-        "`tests/test_hf_import.py` on small random Marian models.", ""])
+        "`tests/library/test_hf_import.py` on small random Marian models.", ""])
 
 
 def folder_languages(source: str, folder: Path) -> LanguagePair | None:

@@ -6,7 +6,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from app import analyze, common
+from app import analyze, sessions, state, texts, widgets
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, layer_counts
 from viz_model.plot import analysis as af
@@ -14,7 +14,7 @@ from viz_model.plot import analysis as af
 IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLEU drop"}
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 config = session.model.config
 layers, head_count = layer_counts(config), config.heads
 everything = all_heads(config)
@@ -22,7 +22,7 @@ everything = all_heads(config)
 
 def toggle_head(chart_key: str) -> None:
     """A click on a head grid switches that head on or off; the grid is then redrawn without a selection."""
-    point = common.selected_point(ss.get(chart_key))
+    point = state.selected_point(ss.get(chart_key))
     if point is None or len(point) != 3:
         return
     head = (str(point[0]), int(point[1]), int(point[2]))
@@ -33,14 +33,14 @@ def toggle_head(chart_key: str) -> None:
 
 def clickable_grid(fig, name: str, key: str) -> None:
     chart_key = f"{key}_{ss.get('abl_grid_n', 0)}"
-    common.chart(fig, name, key=chart_key, on_select=partial(toggle_head, chart_key))
+    widgets.chart(fig, name, key=chart_key, on_select=partial(toggle_head, chart_key))
 
 
 st.title("Ablation")
 st.caption("Switch heads off (their output multiplied by 0, for this request only: the model every visitor shares "
            "is not changed) and translate the sentence again: does the translation change, and how much less likely "
            "does the original translation become?")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
 if trace.settings.get("forced"):
@@ -49,7 +49,7 @@ if trace.settings.get("forced"):
 # --- which heads -------------------------------------------------------------------------------------------------
 ss.setdefault("abl_heads", [("cross", layers["cross"] - 1, 0)])
 ss["abl_heads"] = [tuple(h) for h in ss["abl_heads"] if tuple(h) in everything]  # another model may be smaller
-common.bound(st.multiselect, "Heads to switch off", "abl_heads", everything, format_func=analyze.head_label,
+state.bound(st.multiselect, "Heads to switch off", "abl_heads", everything, format_func=analyze.head_label,
              placeholder="Pick heads, or click them in the grid below")
 chosen = sorted(ss["abl_heads"], key=everything.index)
 grid = {kind: np.zeros((count, head_count)) for kind, count in layers.items()}
@@ -66,15 +66,15 @@ else:
             result = analyze.compute_ablation(session.root, session.name, session.stamp, session.search,
                                               trace.source_text, tuple(chosen), session.beam, session.alpha)
     except ValueError as err:
-        common.input_problem(err, "This ablation cannot be run: ")
+        widgets.input_problem(err, "This ablation cannot be run: ")
         result = None
     if result is not None:
         off = "1 head" if len(chosen) == 1 else f"{len(chosen)} heads"
         left, right = st.columns(2)
         with left, st.container(border=True):
-            common.show_text("Translation, every head on", result.translation)
+            widgets.show_text("Translation, every head on", result.translation)
         with right, st.container(border=True):
-            common.show_text(f"Translation, {off} off", result.ablated_translation)
+            widgets.show_text(f"Translation, {off} off", result.ablated_translation)
         st.caption("Token diff (intact → heads off): :red-background[~~deleted~~] pieces are only in the intact "
                    "translation, :green-background[inserted] ones only in the ablated one.")
         st.markdown(analyze.diff_markdown(result.diff))
@@ -93,15 +93,15 @@ else:
 st.subheader("Head importance over a corpus")
 importance, problem = analyze.stored_table(session, "importance")
 if problem is not None:
-    st.error(common.md_escape(f"The importance table cannot be used: {problem}"))
+    st.error(texts.md_escape(f"The importance table cannot be used: {problem}"))
 elif importance is None:
     st.info(f"This model directory has no importance table ({store.HEAD_IMPORTANCE_FILE}). Write it with "
             "`viz-model importance --model MODEL_DIR --src FILE --tgt FILE --limit 500 --out "
             f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head).")
 else:
     columns = [c for c in IMPORTANCE_COLUMNS if c in importance.columns]
-    common.clamp_choice("abl_metric", columns, columns[0], "Measure")
-    common.bound(st.radio, "Measure", "abl_metric", columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
+    state.clamp_choice("abl_metric", columns, columns[0], "Measure")
+    state.bound(st.radio, "Measure", "abl_metric", columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
     metric = ss["abl_metric"]
     fig = af.head_grid(af.table_grid(importance, metric, layers, head_count),
                        f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off", IMPORTANCE_COLUMNS[metric],
@@ -109,5 +109,5 @@ else:
     clickable_grid(fig, f"head-importance-{metric}", "abl_importance")
     st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
                "become less likely; blue ones even help when removed. Click a head to switch it off above.")
-    common.exports(fig, f"head-importance-{metric}", "abl_importance_export",
+    widgets.exports(fig, f"head-importance-{metric}", "abl_importance_export",
                    csv=lambda: analyze.display_heads(importance))

@@ -4,7 +4,8 @@ attention rollout / flow through the self-attention layers next to the raw atten
 import numpy as np
 import streamlit as st
 
-from app import analyze, common
+from app import analyze, sessions, state, texts, widgets
+from viz_model import kinds
 from viz_model.analysis import alignment, rollout
 from viz_model.plot import analysis as af
 
@@ -12,12 +13,12 @@ ROWS = {"output": "the query that predicted it", "input": "the query that read i
 SELF_KINDS = ("encoder", "decoder")
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 st.title("Alignment & rollout")
 st.caption("Cross-attention shows which source words the decoder looked at while writing each target word: read as "
            "links, it is a word alignment. Rollout and flow follow attention through every layer at once.")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
 
@@ -28,19 +29,19 @@ layer_options = list(range(1, cross_layers + 1))
 head_options = ["mean", *[str(h) for h in range(1, head_count + 1)]]
 columns = st.columns(4)
 with columns[0]:
-    common.clamp_choice("al_layer", layer_options, cross_layers, "Layer")
-    common.bound(st.selectbox, "Cross-attention layer", "al_layer", layer_options,
+    state.clamp_choice("al_layer", layer_options, cross_layers, "Layer")
+    state.bound(st.selectbox, "Cross-attention layer", "al_layer", layer_options,
                  format_func=lambda v: f"Layer {v} of {cross_layers}")
 with columns[1]:
-    common.clamp_choice("al_head", head_options, "mean", "Head")
-    common.bound(st.selectbox, "Head", "al_head", head_options,
+    state.clamp_choice("al_head", head_options, "mean", "Head")
+    state.bound(st.selectbox, "Head", "al_head", head_options,
                  format_func=lambda v: "Mean over heads" if v == "mean" else f"Head {v} of {head_count}")
 with columns[2]:
     ss.setdefault("al_rows", "output")
-    common.bound(st.radio, "A target word is", "al_rows", list(ROWS), format_func=ROWS.get)
+    state.bound(st.radio, "A target word is", "al_rows", list(ROWS), format_func=ROWS.get)
 with columns[3]:
     ss.setdefault("al_threshold", 0.0)
-    common.bound(st.slider, "Link only above weight", "al_threshold", 0.0, 1.0, step=0.05,
+    state.bound(st.slider, "Link only above weight", "al_threshold", 0.0, 1.0, step=0.05,
                  help="Each target word is linked to its most attended source word when that weight reaches this.")
 layer, rows, threshold = int(ss["al_layer"]) - 1, ss["al_rows"], float(ss["al_threshold"])
 head = "mean" if ss["al_head"] == "mean" else int(ss["al_head"]) - 1
@@ -53,9 +54,9 @@ else:
     links = alignment.alignment_links(weights, threshold)
     st.caption("Words, numbered from 0 as in the gold alignment below.")
     for side, side_words in (("Source", source_words), ("Target", target_words)):
-        st.caption(f"{side}: " + common.md_escape(" · ".join(f"{i} {w}" for i, w in enumerate(side_words))))
+        st.caption(f"{side}: " + texts.md_escape(" · ".join(f"{i} {w}" for i, w in enumerate(side_words))))
     ss.setdefault("al_gold", "")
-    common.bound(st.text_input, "Gold alignment for this sentence (optional, Pharaoh format)", "al_gold",
+    state.bound(st.text_input, "Gold alignment for this sentence (optional, Pharaoh format)", "al_gold",
                  max_chars=analyze.MAX_GOLD_CHARS, placeholder="0-0 1-1 2-3 (source word - target word; i?j possible)",
                  help="Pairs i-j: source word i is aligned to target word j, both from 0. i?j or i-j-P marks a "
                       "possible link. The target side is the translation shown (or the forced target).")
@@ -64,24 +65,24 @@ else:
         try:
             gold = analyze.parse_gold(ss["al_gold"], len(source_words), len(target_words))
         except ValueError as err:
-            common.input_problem(err, "The gold alignment cannot be used: ")
+            widgets.input_problem(err, "The gold alignment cannot be used: ")
     name = f"alignment-layer{layer + 1}-{ss['al_head']}"
     title = f"Cross-attention links, layer {layer + 1}, {'mean over heads' if head == 'mean' else f'head {head + 1}'}"
     gold_links = gold.possible if gold is not None else ()
     fig = af.alignment_figure(weights, source_words, target_words, links, title, gold_links)
-    common.chart(fig, name, key="al_links_chart")
+    widgets.chart(fig, name, key="al_links_chart")
     st.caption("Each target word links to the source word it attended to most; thicker = more weight. "
                + ("Dashed green: the gold links." if gold is not None else ""))
-    common.exports(fig, name, "al_links")
+    widgets.exports(fig, name, "al_links")
     fig = af.word_map_figure(weights, source_words, target_words, layer, head, links, gold_links, rows)
-    common.chart(fig, f"{name}-map", key="al_map_chart")
-    common.exports(fig, f"{name}-map", "al_map")
+    widgets.chart(fig, f"{name}-map", key="al_map_chart")
+    widgets.exports(fig, f"{name}-map", "al_map")
     if gold is not None:
         table = alignment.attention_aer([trace], [gold], rows, threshold)
         fig = af.aer_grid(table, cross_layers, head_count, "Alignment error rate of every cross-attention head "
                                                            "(lower is better)")
-        common.chart(fig, "aer", key="al_aer_chart")
-        common.exports(fig, "aer", "al_aer")
+        widgets.chart(fig, "aer", key="al_aer_chart")
+        widgets.exports(fig, "aer", "al_aer")
         st.dataframe(analyze.display_aer(table), hide_index=True, width="stretch")
         st.caption("AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney, 2003): A are the links above, S the sure and "
                    "P the possible gold links. “mean” rows use the layer's mean over heads.")
@@ -93,19 +94,19 @@ st.caption("A layer's attention mixes tokens that earlier layers already mixed. 
            "pipes and asks how much can flow from each input token to each position (Abnar & Zuidema, 2020).")
 columns = st.columns(3)
 with columns[0]:
-    common.clamp_choice("ro_kind", list(SELF_KINDS), "encoder", "Attention kind")
-    common.bound(st.radio, "Self-attention", "ro_kind", list(SELF_KINDS), horizontal=True,
-                 format_func=common.KIND_LABELS.get)
+    state.clamp_choice("ro_kind", list(SELF_KINDS), "encoder", "Attention kind")
+    state.bound(st.radio, "Self-attention", "ro_kind", list(SELF_KINDS), horizontal=True,
+                 format_func=kinds.KIND_LABELS.get)
 kind = ss["ro_kind"]
 kind_layers = trace.num_layers[kind]
 with columns[1]:
     options = list(range(1, kind_layers + 1))
-    common.clamp_choice("ro_layer", options, kind_layers, "Layer")
-    common.bound(st.selectbox, "Through layer", "ro_layer", options,
+    state.clamp_choice("ro_layer", options, kind_layers, "Layer")
+    state.bound(st.selectbox, "Through layer", "ro_layer", options,
                  format_func=lambda v: f"Layer {v} of {kind_layers}")
 with columns[2]:
     ss.setdefault("ro_residual", 0.5)
-    common.bound(st.slider, "Residual share (identity)", "ro_residual", 0.0, 1.0, step=0.05,
+    state.bound(st.slider, "Residual share (identity)", "ro_residual", 0.0, 1.0, step=0.05,
                  help="How much of each position passes a layer unchanged through the residual connection.")
 layer, residual = int(ss["ro_layer"]) - 1, float(ss["ro_residual"])
 maps = trace.attentions(kind)
@@ -122,8 +123,8 @@ for index, (what, weights, title) in enumerate(panels):
         row = st.columns(2)
     with row[index % 2]:
         fig = af.token_map_figure(weights, queries, keys, kind, layer, title)
-        common.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
-        common.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")
+        widgets.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
+        widgets.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")
 if len(keys) > analyze.FLOW_MAX_TOKENS:
     st.info(f"Attention flow is shown for up to {analyze.FLOW_MAX_TOKENS} tokens: it solves one maximum-flow problem "
             f"per pair of tokens ({len(keys)}² here). Shorten the sentence to see it.")

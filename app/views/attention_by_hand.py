@@ -4,11 +4,11 @@ mask on it, and multi-head attention opened up. Every number comes from `viz_mod
 import numpy as np
 import streamlit as st
 
-from app import common, teaching
+from app import sessions, state, teaching, widgets
 from viz_model.plot import teaching as tf
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 config = session.model.config
 MATRICES = {"X": ("X: one row per input x1, x2, …", "d"), "W_q": ("W_q: one row per column of X", "q"),
             "W_k": ("W_k: one row per column of X", "k"), "W_v": ("W_v: one row per column of X", "v")}
@@ -78,7 +78,7 @@ if not problems:
     except teaching.InputError as err:
         problems.append(str(err))
 for problem in problems:
-    common.input_problem(teaching.InputError(problem))
+    widgets.input_problem(teaching.InputError(problem))
 valid = not problems
 if valid:
     ss["abh_current"] = parsed
@@ -99,20 +99,20 @@ if valid:
                                           (c, plain.v, "Values V = X W_v", "v")):
         with column:
             st.markdown(f"**{label}**")
-            common.matrix_table(teaching.labelled(values, inputs, f"{prefix}·"), digits=2)
+            widgets.matrix_table(teaching.labelled(values, inputs, f"{prefix}·"), digits=2)
     options = list(range(n))
-    common.clamp_choice("abh_query", options, 0, "Query")
-    common.bound(st.selectbox, "Follow the query of input", "abh_query", options,
+    state.clamp_choice("abh_query", options, 0, "Query")
+    state.bound(st.selectbox, "Follow the query of input", "abh_query", options,
                  format_func=lambda i: f"x{i + 1} (query q{i + 1})")
     i = int(ss["abh_query"])
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Scores Q Kᵀ** (row {i + 1}: q{i + 1} · k_j)")
-        common.matrix_table(teaching.labelled(plain.scores, [f"q{r + 1}" for r in range(n)],
+        widgets.matrix_table(teaching.labelled(plain.scores, [f"q{r + 1}" for r in range(n)],
                                               [f"k{j + 1}" for j in range(n)]), digits=4)
     with b:
         st.markdown("**Softmax of each row** (the attention weights)")
-        common.matrix_table(teaching.labelled(plain.weights, [f"q{r + 1}" for r in range(n)],
+        widgets.matrix_table(teaching.labelled(plain.weights, [f"q{r + 1}" for r in range(n)],
                                               [f"k{j + 1}" for j in range(n)]), digits=4)
     a, b = st.columns(2)
     with a:
@@ -121,10 +121,10 @@ if valid:
         rows = teaching.labelled(np.vstack([weighted, weighted.sum(axis=0)]),
                                  [f"{plain.weights[i, j]:.4f} × v{j + 1}" for j in range(n)] + ["sum = output"],
                                  "out·")
-        common.matrix_table(rows, digits=4)
+        widgets.matrix_table(rows, digits=4)
     with b:
         st.markdown("**Output** (one row per input)")
-        common.matrix_table(teaching.labelled(plain.output, [f"out{r + 1}" for r in range(n)], "out·"), digits=4)
+        widgets.matrix_table(teaching.labelled(plain.output, [f"out{r + 1}" for r in range(n)], "out·"), digits=4)
 
     if example:
         st.markdown("**The source notes' numbers next to the exact ones** (query 1)")
@@ -155,20 +155,20 @@ if valid:
     a, b, c = st.columns(3)
     with a:
         st.markdown(f"**Scores Q Kᵀ / √{plain.d_k}**")
-        common.matrix_table(teaching.labelled(scaled.scores, "q", "k"), digits=4)
+        widgets.matrix_table(teaching.labelled(scaled.scores, "q", "k"), digits=4)
     with b:
         st.markdown("**Softmax (scaled)**")
-        common.matrix_table(teaching.labelled(scaled.weights, "q", "k"), digits=4)
+        widgets.matrix_table(teaching.labelled(scaled.weights, "q", "k"), digits=4)
     with c:
         st.markdown("**Output (scaled)**")
-        common.matrix_table(teaching.labelled(scaled.output, "out", "out·"), digits=4)
+        widgets.matrix_table(teaching.labelled(scaled.output, "out", "out·"), digits=4)
     left, right = st.columns(2)
     with left:
         fig = tf.weights_figure(plain.weights, inputs, "Weights without scaling")
-        common.chart(fig, "weights-unscaled", key="abh_plain_chart")
+        widgets.chart(fig, "weights-unscaled", key="abh_plain_chart")
     with right:
         fig = tf.weights_figure(scaled.weights, inputs, f"Weights with ÷ √{plain.d_k}")
-        common.chart(fig, "weights-scaled", key="abh_scaled_chart")
+        widgets.chart(fig, "weights-scaled", key="abh_scaled_chart")
     st.caption("Dividing by √d_k flattens the softmax: the weights move away from 0 and 1.")
 
 st.subheader("4. Why scale: softmax saturation against d_k")
@@ -179,20 +179,20 @@ ss.setdefault("abh_samples", 1000)
 ss.setdefault("abh_seed", 0)
 a, b, c = st.columns(3)
 with a:
-    common.bound(st.slider, "Keys per query", "abh_keys", 2, 64)
+    state.bound(st.slider, "Keys per query", "abh_keys", 2, 64)
 with b:
-    common.bound(st.select_slider, "Random queries per d_k", "abh_samples", [200, 500, 1000, 2000])
+    state.bound(st.select_slider, "Random queries per d_k", "abh_samples", [200, 500, 1000, 2000])
 with c:
-    common.bound(st.number_input, "Seed", "abh_seed", min_value=0, max_value=2**31 - 1, step=1)
+    state.bound(st.number_input, "Seed", "abh_seed", min_value=0, max_value=2**31 - 1, step=1)
 try:
-    curve = common.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(ss["abh_keys"]),
+    curve = widgets.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(ss["abh_keys"]),
                               int(ss["abh_samples"]), int(ss["abh_seed"]))
 except teaching.InputError as err:
-    common.input_problem(err)
+    widgets.input_problem(err)
 else:
     fig = tf.saturation_figure(curve, int(ss["abh_keys"]))
-    common.chart(fig, "softmax-saturation", key="abh_sat_chart")
-    common.exports(fig, "softmax-saturation", "abh_sat", csv=lambda: curve)
+    widgets.chart(fig, "softmax-saturation", key="abh_sat_chart")
+    widgets.exports(fig, "softmax-saturation", "abh_sat", csv=lambda: curve)
 
 # --- causal masking ----------------------------------------------------------------------------------------------
 if valid:
@@ -200,15 +200,15 @@ if valid:
     st.caption("In the decoder, input i may only look at inputs 1..i: the scores above the diagonal become −∞ before "
                "the softmax, so their weights are exactly 0 and output 1 is v1 itself.")
     ss.setdefault("abh_mask_scaled", True)
-    common.bound(st.toggle, "With the ÷ √d_k scaling", "abh_mask_scaled")
+    state.bound(st.toggle, "With the ÷ √d_k scaling", "abh_mask_scaled")
     masked = teaching.attention_by_hand(x, wq, wk, wv, scale=bool(ss["abh_mask_scaled"]), causal=True)
     left, right = st.columns(2)
     with left:
         fig = tf.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
-        common.chart(fig, "weights-causal", key="abh_causal_chart")
+        widgets.chart(fig, "weights-causal", key="abh_causal_chart")
     with right:
         st.markdown("**Output with the causal mask**")
-        common.matrix_table(teaching.labelled(masked.output, "out", "out·"), digits=4)
+        widgets.matrix_table(teaching.labelled(masked.output, "out", "out·"), digits=4)
         st.markdown("**Mask** (1 = may attend)")
         st.dataframe(teaching.labelled(masked.mask.astype(float), "q", "k").astype(int), width="content")
 
@@ -225,37 +225,37 @@ if valid:
     ss.setdefault("abh_mh_seed", 0)
     a, b, c = st.columns(3)
     with a:
-        common.clamp_choice("abh_heads", divisors, divisors[min(1, len(divisors) - 1)], "Heads")
-        common.bound(st.selectbox, "Heads h", "abh_heads", divisors,
+        state.clamp_choice("abh_heads", divisors, divisors[min(1, len(divisors) - 1)], "Heads")
+        state.bound(st.selectbox, "Heads h", "abh_heads", divisors,
                      help="d_model must be divisible by h: the choices are the divisors of the width of X.")
     with b:
-        common.bound(st.number_input, "Weight seed", "abh_mh_seed", min_value=0, max_value=2**31 - 1, step=1)
+        state.bound(st.number_input, "Weight seed", "abh_mh_seed", min_value=0, max_value=2**31 - 1, step=1)
     with c:
         ss.setdefault("abh_mh_causal", False)
-        common.bound(st.toggle, "Causal mask", "abh_mh_causal")
+        state.bound(st.toggle, "Causal mask", "abh_mh_causal")
     try:
         steps = teaching.multi_head_by_hand(x, int(ss["abh_heads"]), int(ss["abh_mh_seed"]),
                                             bool(ss["abh_mh_causal"]))
     except teaching.InputError as err:
-        common.input_problem(err)
+        widgets.input_problem(err)
     else:
         head_columns = st.columns(min(steps.heads, 4))
         for h in range(steps.heads):
             with head_columns[h % len(head_columns)]:
                 st.markdown(f"**Head {h + 1}**: Q, K, V columns {h * steps.d_head + 1}–{(h + 1) * steps.d_head}")
-                common.matrix_table(teaching.labelled(np.hstack([steps.q[h], steps.k[h], steps.v[h]]), inputs,
+                widgets.matrix_table(teaching.labelled(np.hstack([steps.q[h], steps.k[h], steps.v[h]]), inputs,
                                                       [f"q{j + 1}" for j in range(steps.d_head)]
                                                       + [f"k{j + 1}" for j in range(steps.d_head)]
                                                       + [f"v{j + 1}" for j in range(steps.d_head)]), digits=3)
         fig = tf.heads_figure(steps.weights, inputs, f"Attention weights of the {steps.heads} heads "
                                                      f"(d_k = {steps.d_head} each, scaled)")
-        common.chart(fig, "multi-head-weights", key="abh_heads_chart")
+        widgets.chart(fig, "multi-head-weights", key="abh_heads_chart")
         a, b = st.columns(2)
         with a:
             st.markdown("**Heads concatenated** (each head's output side by side)")
-            common.matrix_table(teaching.labelled(steps.concat, inputs, "c"), digits=4)
+            widgets.matrix_table(teaching.labelled(steps.concat, inputs, "c"), digits=4)
         with b:
             st.markdown("**× W_O = output**")
-            common.matrix_table(teaching.labelled(steps.output, inputs, "o"), digits=4)
+            widgets.matrix_table(teaching.labelled(steps.output, inputs, "o"), digits=4)
         st.metric("Difference from MultiHeadAttention.forward on the same input", f"{steps.difference:.1e}",
                   help="The steps above, taken one by one, against the module's own forward pass.")

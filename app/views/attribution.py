@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import common
+from app import sessions, state, texts, widgets
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
 from viz_model.attribution.gradients import DEFAULT_STEPS
@@ -21,19 +21,19 @@ CHOICES = {"attention": "Attention weights (cross, heads and layers averaged)",
 GAP_WARNING = 0.01  # integrated gradients: a completeness gap above 1% of the score change is flagged
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 st.title("Attribution")
 st.caption("Attention weights alone can mislead: a head may attend strongly to a token whose value vector is nearly "
            "zero, and the residual stream carries much of the signal past every head. These methods measure what "
            "each input token contributed to each output token of the translation (teacher-forced on it).")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
 
 ss.setdefault("at_methods", ["attention", "value_weighted", "alti", "saliency"])
 ss["at_methods"] = [m for m in ss["at_methods"] if m in CHOICES]
-common.bound(st.multiselect, "Methods", "at_methods", list(CHOICES), format_func=CHOICES.get)
+state.bound(st.multiselect, "Methods", "at_methods", list(CHOICES), format_func=CHOICES.get)
 chosen = [m for m in METHODS if m in ss["at_methods"]]
 if not chosen:
     st.info("Pick at least one method.")
@@ -41,7 +41,7 @@ if not chosen:
 steps = DEFAULT_STEPS
 if "integrated_gradients" in chosen:
     ss.setdefault("at_steps", DEFAULT_STEPS)
-    common.bound(st.slider, "Integrated-gradient steps", "at_steps", 4, common.ATTRIBUTION_MAX_STEPS, step=4,
+    state.bound(st.slider, "Integrated-gradient steps", "at_steps", 4, sessions.ATTRIBUTION_MAX_STEPS, step=4,
                  help="Points on the path from all-zero token embeddings to the real ones (Gauss-Legendre). More "
                       "steps: a smaller completeness gap, proportionally slower.")
     steps = int(ss["at_steps"])
@@ -51,32 +51,32 @@ try:
     with st.spinner("Computing the attributions…"):
         result = session.attribution(trace, computed, steps)
 except ValueError as err:
-    common.input_problem(err, "The attributions cannot be computed: ")
+    widgets.input_problem(err, "The attributions cannot be computed: ")
     st.stop()
 
 # --- source or prefix ----------------------------------------------------------------------------------------------
 st.subheader("From the source, or from the translation so far?")
 fig = pa.share_figure(result)
-common.chart(fig, "source-share", key="at_share_chart")
+widgets.chart(fig, "source-share", key="at_share_chart")
 share = result.source_share()
 st.caption(f"ALTI+ follows every layer's attention, residual connection and LayerNorm: on average "
            f"{share.mean():.0%} of a prediction comes from the source and {1 - share.mean():.0%} from the target "
            "prefix (the decoder's earlier outputs). The two shares of each token sum to 1.")
-common.exports(fig, "source-share", "at_share", csv=lambda: pd.DataFrame(
+widgets.exports(fig, "source-share", "at_share", csv=lambda: pd.DataFrame(
     {"output": result.output_tokens, "source_share": share, "prefix_share": 1 - share}))
 
 # --- one output token, every method -----------------------------------------------------------------------------
 st.subheader("Why this word? Every method side by side")
 outputs = list(range(len(result.output_tokens)))
-common.clamp_choice("at_output", outputs, 0, "Output token")
-common.bound(st.selectbox, "Output token", "at_output", outputs,
+state.clamp_choice("at_output", outputs, 0, "Output token")
+state.bound(st.selectbox, "Output token", "at_output", outputs,
              format_func=lambda i: f"{i}: {result.output_tokens[i]}")
 output = int(ss["at_output"])
 fig = pa.methods_figure(result, output, ranked)
-common.chart(fig, "methods", key="at_methods_chart")
+widgets.chart(fig, "methods", key="at_methods_chart")
 st.caption("Each method's scores over the source tokens for this output token, scaled so that its largest magnitude "
            "is 1 (hover for the raw score). Gradient methods are signed: negative = evidence against the token.")
-common.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
+widgets.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
     {pa.method_label(m): result.source_scores(m)[output] for m in ranked},
     index=[f"{j}:{t}" for j, t in enumerate(result.source_tokens)]))
 if result.completeness_gap is not None:
@@ -90,13 +90,13 @@ if result.completeness_gap is not None:
 
 with st.expander("Contrastive: why this word and not another?"):
     ss.setdefault("at_foil", "")
-    common.bound(st.text_input, "…and not (one piece of the target vocabulary)", "at_foil", max_chars=40,
+    state.bound(st.text_input, "…and not (one piece of the target vocabulary)", "at_foil", max_chars=40,
                  placeholder="e.g. Katze")
     foil_text = ss["at_foil"].strip()
     if foil_text:
         pieces = session.model.tokenizer.encode_target(foil_text)
         if len(pieces) != 1:
-            st.error(common.md_escape(f"“{foil_text}” is {len(pieces)} pieces "
+            st.error(texts.md_escape(f"“{foil_text}” is {len(pieces)} pieces "
                                       f"({' '.join(session.model.tokenizer.pieces(pieces))}); name a single piece, "
                                       "such as one of the alternatives in the steps table."))
         else:
@@ -105,19 +105,19 @@ with st.expander("Contrastive: why this word and not another?"):
             with st.spinner("Computing the contrastive attributions…"):
                 contrast = session.attribution(trace, contrast_methods, steps, pieces[0])
             fig = pa.methods_figure(contrast, output, contrast_methods)
-            common.chart(fig, "contrastive", key="at_contrast_chart")
+            widgets.chart(fig, "contrastive", key="at_contrast_chart")
             st.caption(f"Scores of log p({result.output_tokens[output]}) − log p({contrast.foil}) at output {output}: "
                        "the source tokens that made this word more likely than the foil.")
 
 # --- the full matrix ------------------------------------------------------------------------------------------------
 st.subheader("Every output token from every input token")
-common.clamp_choice("at_matrix", list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
-common.bound(st.selectbox, "Method", "at_matrix", list(ranked), format_func=pa.method_label)
+state.clamp_choice("at_matrix", list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
+state.bound(st.selectbox, "Method", "at_matrix", list(ranked), format_func=pa.method_label)
 fig = pa.contribution_figure(result, ss["at_matrix"])
-common.chart(fig, f"matrix-{ss['at_matrix']}", key="at_matrix_chart")
+widgets.chart(fig, f"matrix-{ss['at_matrix']}", key="at_matrix_chart")
 st.caption("ALTI+ and the gradient methods also score the target prefix (right of the line); attention-based "
            "methods score the source only.")
-common.exports(fig, f"matrix-{ss['at_matrix']}", "at_matrix_fig")
+widgets.exports(fig, f"matrix-{ss['at_matrix']}", "at_matrix_fig")
 
 # --- faithfulness ------------------------------------------------------------------------------------------------
 st.subheader("Which explanation is faithful?")
@@ -130,11 +130,11 @@ if ss.get("at_checked") == (tuple(trace.source_ids), tuple(trace.output_ids)):
     with st.spinner("Deleting tokens…"):
         deletions = session.deletions(trace, computed, ranked, DEFAULT_KS, steps)
     fig = pa.deletion_figure(deletions)
-    common.chart(fig, "faithfulness", key="at_deletion_chart")
+    widgets.chart(fig, "faithfulness", key="at_deletion_chart")
     table = summarise(deletions)
     table["method"] = table["method"].map(pa.method_label)
     st.dataframe(table, hide_index=True, width="stretch")
-    common.exports(fig, "faithfulness", "at_deletion_fig", csv=lambda: deletions)
+    widgets.exports(fig, "faithfulness", "at_deletion_fig", csv=lambda: deletions)
 
 st.download_button("Download every score (NPZ)", result.to_npz(), file_name="attribution.npz",
                    mime="application/octet-stream", icon=":material/download:", key="at_npz")

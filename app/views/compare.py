@@ -3,7 +3,8 @@ and for two models on the same sentence."""
 
 import streamlit as st
 
-from app import analyze, common
+from app import analyze, sessions, state, texts, widgets
+from viz_model import kinds
 from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.checkpoint import CheckpointError
 from viz_model.plot import analysis as af
@@ -13,7 +14,7 @@ from viz_model.trace import AttentionTrace
 View = tuple[str, int, figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 
 def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: tuple[str, str], key: str) -> None:
@@ -21,10 +22,10 @@ def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: 
     maps = [figures.attention_map(t, *view) for t in (first, second)]
     for column, amap, trace_, name, n in zip(st.columns(2), maps, (first, second), names, (1, 2)):
         with column:
-            common.show_text(name, f"{trace_.source_text} → {trace_.translation}")
+            widgets.show_text(name, f"{trace_.source_text} → {trace_.translation}")
             fig = af.column_heatmap(amap)
-            common.chart(fig, f"{key}-{n}", key=f"{key}_{n}_chart")
-            common.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: figures.map_dataframe(amap))
+            widgets.chart(fig, f"{key}-{n}", key=f"{key}_{n}_chart")
+            widgets.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: figures.map_dataframe(amap))
     if maps[0].weights.shape != maps[1].weights.shape:
         st.info(f"No difference map: the maps have {maps[0].weights.shape[0]} × {maps[0].weights.shape[1]} and "
                 f"{maps[1].weights.shape[0]} × {maps[1].weights.shape[1]} tokens. A difference subtracts weight from "
@@ -32,32 +33,32 @@ def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: 
                 "them side by side above (or change a word for one of the same length).")
         return
     fig = af.difference_figure(maps[0], maps[1], f"{names[0]} − {names[1]}: {maps[0].title}")
-    common.chart(fig, f"{key}-difference", key=f"{key}_diff_chart")
+    widgets.chart(fig, f"{key}-difference", key=f"{key}_diff_chart")
     st.caption(f"Red: more weight in {names[0]}; blue: more in {names[1]}. Where the tokens differ the label shows "
                "both (first / second).")
-    common.exports(fig, f"{key}-difference", f"{key}_diff")
+    widgets.exports(fig, f"{key}-difference", f"{key}_diff")
 
 
 st.title("Compare")
 st.caption("The same head on two sentences, or on two models: what moves when one word changes?")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
 
 columns = st.columns(3)
 with columns[0]:
-    common.clamp_choice("cmp_kind", list(common.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
-    common.bound(st.selectbox, "Attention", "cmp_kind", list(common.KIND_LABELS), format_func=common.KIND_LABELS.get)
+    state.clamp_choice("cmp_kind", list(kinds.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
+    state.bound(st.selectbox, "Attention", "cmp_kind", list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
 kind = ss["cmp_kind"]
 layer_count, head_count = trace.num_layers[kind], trace.num_heads
 layer_options = list(range(1, layer_count + 1))
 head_options = [str(h) for h in range(1, head_count + 1)] + list(figures.AGGREGATES)
 with columns[1]:
-    common.clamp_choice("cmp_layer", layer_options, 1, "Layer")
-    common.bound(st.selectbox, "Layer", "cmp_layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
+    state.clamp_choice("cmp_layer", layer_options, 1, "Layer")
+    state.bound(st.selectbox, "Layer", "cmp_layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
 with columns[2]:
-    common.clamp_choice("cmp_head", head_options, "mean", "Head")
-    common.bound(st.selectbox, "Head", "cmp_head", head_options,
+    state.clamp_choice("cmp_head", head_options, "mean", "Head")
+    state.bound(st.selectbox, "Head", "cmp_head", head_options,
                  format_func=lambda v: f"Head {v} of {head_count}" if v.isdigit() else f"{v.title()} over heads")
 layer = int(ss["cmp_layer"]) - 1
 head = int(ss["cmp_head"]) - 1 if ss["cmp_head"].isdigit() else ss["cmp_head"]
@@ -66,35 +67,35 @@ head = int(ss["cmp_head"]) - 1 if ss["cmp_head"].isdigit() else ss["cmp_head"]
 st.subheader("Two sentences, one model")
 if ss.get("cmp_other_for") != trace.source_text:  # a new first sentence: a new default second one
     ss["cmp_other"], ss["cmp_other_for"] = analyze.one_word_changed(trace.source_text), trace.source_text
-common.bound(st.text_input, "Second sentence (by default the current one with a word changed)", "cmp_other",
+state.bound(st.text_input, "Second sentence (by default the current one with a word changed)", "cmp_other",
              help=f"Up to {MAX_INPUT_CHARS:,} characters.")
 try:
     check_text(ss["cmp_other"], "the second sentence")
     with st.spinner("Translating the second sentence…"):
         other = session.trace(ss["cmp_other"])
 except ValueError as err:
-    common.input_problem(err, "The second sentence cannot be used: ")
+    widgets.input_problem(err, "The second sentence cannot be used: ")
 else:
     show_pair(trace, other, (kind, layer, head), ("Sentence 1", "Sentence 2"), "cmp_sentences")
 
 # --- two models --------------------------------------------------------------------------------------------------
 st.subheader("Two models, one sentence")
-others = [m for m in common.model_names() if m != session.name]
+others = [m for m in sessions.model_names() if m != session.name]
 if not others:
     st.info(f"Only one model is available ({session.name}): put a second model directory into "
-            f"{common.assets_root()} to compare two models on the same sentence.")
+            f"{sessions.assets_root()} to compare two models on the same sentence.")
     st.stop()
-common.clamp_choice("cmp_model", others, others[0], "Model")
-common.bound(st.selectbox, "Second model", "cmp_model", others)
+state.clamp_choice("cmp_model", others, others[0], "Model")
+state.bound(st.selectbox, "Second model", "cmp_model", others)
 second = ss["cmp_model"]
 try:
     with st.spinner(f"Translating with {second}…"):
         other = analyze.trace_of_model(session, second, trace.source_text, ss.get("target"))
 except (CheckpointError, OSError, ValueError, RuntimeError) as err:
-    st.error(common.md_escape(f"Model {second} cannot be used: {err}"))
+    st.error(texts.md_escape(f"Model {second} cannot be used: {err}"))
     st.stop()
 if layer >= other.num_layers[kind] or (isinstance(head, int) and head >= other.num_heads):
-    st.info(common.md_escape(
+    st.info(texts.md_escape(
         f"Model {second} has {other.num_layers[kind]} {kind} layers and {other.num_heads} heads: layer {layer + 1}"
         + (f", head {head + 1}" if isinstance(head, int) else "") + " does not exist there. Pick a smaller layer or "
         "head (or mean / max over heads) to compare the two models."))

@@ -3,21 +3,21 @@ every head, the growing causal mask), then the beam search tree and greedy vs be
 
 import streamlit as st
 
-from app import common
+from app import sessions, state, texts, widgets
 from viz_model.api import MAX_BEAM
 from viz_model.decoding import BeamTree
 from viz_model.plot import teaching as tf
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
            "the source, and scores every token of the vocabulary for the next position.")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
-common.translation_panel(trace)
+widgets.translation_panel(trace)
 
 # --- step slider -------------------------------------------------------------------------------------------------
 steps = len(trace.steps)
@@ -25,40 +25,40 @@ ss.setdefault("dec_step", 1)
 if not 1 <= int(ss["dec_step"]) <= steps:
     ss["dec_step"] = 1
 if steps > 1:
-    common.bound(st.slider, "Step", "dec_step", 1, steps, help="Drag to move through the output, one token per step.")
+    state.bound(st.slider, "Step", "dec_step", 1, steps, help="Drag to move through the output, one token per step.")
 t = int(ss["dec_step"]) - 1
 step = trace.steps[t]
-so_far = [common.md_escape(tok) for tok in trace.target_tokens[:t + 1]]
+so_far = [texts.md_escape(tok) for tok in trace.target_tokens[:t + 1]]
 st.markdown(f"**Step {t + 1} of {steps}.** The decoder has read: " + " · ".join(so_far)
-            + f" → it writes **{common.md_escape(step.token)}** (p = {step.probability:.3f})")
+            + f" → it writes **{texts.md_escape(step.token)}** (p = {step.probability:.3f})")
 note = trace.step_note(t)
 if note is not None:
-    st.warning(f"Not the top candidate below: {common.md_escape(note)}.", icon=":material/info:")
+    st.warning(f"Not the top candidate below: {texts.md_escape(note)}.", icon=":material/info:")
 
 left, right = st.columns([2, 3])
 with left:
     fig = tf.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
-    common.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
-    common.exports(fig, f"step{t + 1}-top-k", "dec_topk")
+    widgets.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
+    widgets.exports(fig, f"step{t + 1}-top-k", "dec_topk")
     if step.token_id not in step.top_ids:
         st.caption(f"The chosen token is not among the top {len(step.top_tokens)} shown.")
 with right:
     layer_count = trace.num_layers["cross"]
     layers = list(range(1, layer_count + 1))
-    common.clamp_choice("dec_layer", layers, layer_count, "Layer")
-    common.bound(st.selectbox, "Cross-attention layer", "dec_layer", layers,
+    state.clamp_choice("dec_layer", layers, layer_count, "Layer")
+    state.bound(st.selectbox, "Cross-attention layer", "dec_layer", layers,
                  format_func=lambda v: f"Layer {v} of {layer_count}")
     layer = int(ss["dec_layer"]) - 1
     rows = trace.cross_attentions[layer][:, t, :]
     fig = tf.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
-    common.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
-    common.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
-    st.caption(f"{common.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in "
+    widgets.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
+    widgets.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
+    st.caption(f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in "
                "the source.")
 
 fig = tf.causal_growth_figure(trace.target_tokens, t)
-common.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
-common.exports(fig, f"step{t + 1}-causal-mask", "dec_mask")
+widgets.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
+widgets.exports(fig, f"step{t + 1}-causal-mask", "dec_mask")
 st.caption("Row t is the query of step t: it may attend to the decoder inputs 0..t; later rows do not exist yet.")
 
 # --- beam search -------------------------------------------------------------------------------------------------
@@ -78,11 +78,11 @@ ss.setdefault("dec_beam", max(2, session.beam) if session.beam > 1 else 4)
 ss.setdefault("dec_alpha", session.alpha)
 ss.setdefault("dec_per_parent", 0)
 with a:
-    common.bound(st.slider, "Beam size", "dec_beam", 1, MAX_BEAM)
+    state.bound(st.slider, "Beam size", "dec_beam", 1, MAX_BEAM)
 with b:
-    common.bound(st.slider, "Length penalty α", "dec_alpha", 0.0, 5.0, step=0.1)
+    state.bound(st.slider, "Length penalty α", "dec_alpha", 0.0, 5.0, step=0.1)
 with c:
-    common.bound(st.slider, "Pruned continuations drawn per hypothesis", "dec_per_parent", 0, 2 * MAX_BEAM,
+    state.bound(st.slider, "Pruned continuations drawn per hypothesis", "dec_per_parent", 0, 2 * MAX_BEAM,
                  help="0 = as many as the beam size. The search ranks the best 2 × beam of each hypothesis.")
 beam, alpha = int(ss["dec_beam"]), float(ss["dec_alpha"])
 text = ss.get("sentence", "")
@@ -95,14 +95,14 @@ except ValueError as err:
     st.stop()
 pieces = session.model.tokenizer.piece
 fig = tf.beam_tree_figure(tree, pieces, int(ss["dec_per_parent"]) or None)
-common.chart(fig, "beam-tree", key="dec_tree_chart")
-common.exports(fig, "beam-tree", "dec_tree")
+widgets.chart(fig, "beam-tree", key="dec_tree_chart")
+widgets.exports(fig, "beam-tree", "dec_tree")
 
 decode = session.model.tokenizer.decode
 left, right = st.columns(2)
 for column, result, label in ((left, greedy, "Greedy (beam 1)"), (right, tree, f"Beam {beam}, α {alpha:g}")):
     with column, st.container(border=True):
-        common.show_text(label, decode(result.best.tokens))
+        widgets.show_text(label, decode(result.best.tokens))
         st.caption(f"{len(result.best.tokens)} tokens · log p = {result.best.log_prob:.3f} ({precision} search) · "
                    f"score (log p / lp) = {result.best.score:.3f} · {len(result.steps)} steps")
 finished = sorted(tree.finished, key=lambda h: -h.score)

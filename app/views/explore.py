@@ -2,71 +2,72 @@
 
 import streamlit as st
 
-from app import common
+from app import sessions, state, widgets
+from viz_model import kinds
 from viz_model.plot import attention as figures
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 st.title("Translate & explore")
 st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
-common.show_url_problems()
-common.domain_notice(session.model)
+state.show_url_problems()
+widgets.domain_notice(session.model)
 form_column, result_column = st.columns([3, 2], gap="large")
 with form_column:
-    common.sentence_form()
+    widgets.sentence_form()
 with result_column:
-    trace = common.current_trace(session)
+    trace = widgets.current_trace(session)
     if trace is not None:
-        common.input_warnings(session, trace.source_text)
-        common.translation_panel(trace)
+        widgets.input_warnings(session, trace.source_text)
+        widgets.translation_panel(trace)
         with st.container(horizontal=True):
-            common.link_popover()
-            common.trace_downloads(trace)
-        common.steps_table(trace)
+            state.link_popover()
+            widgets.trace_downloads(trace)
+        widgets.steps_table(trace)
 if trace is None:
     st.stop()
 
 # --- controls ----------------------------------------------------------------------------------------------------
-common.bound(st.segmented_control, "View", "view", list(common.VIEWS), format_func=common.VIEWS.get,
+state.bound(st.segmented_control, "View", "view", list(state.VIEWS), format_func=state.VIEWS.get,
              required=True)
 view = ss["view"] or "heatmap"
 notices = []
 columns = st.columns(4)
 with columns[0]:
-    message = common.clamp_choice("kind", list(common.KIND_LABELS), "encoder", "Attention kind")
+    message = state.clamp_choice("kind", list(kinds.KIND_LABELS), "encoder", "Attention kind")
     notices.append(message)
-    common.bound(st.selectbox, "Attention", "kind", list(common.KIND_LABELS), format_func=common.KIND_LABELS.get)
+    state.bound(st.selectbox, "Attention", "kind", list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
 kind = ss["kind"]
 layer_count = trace.num_layers[kind]
 head_count = trace.num_heads
 layer_options = list(range(1, layer_count + 1))
 head_options = [str(h) for h in range(1, head_count + 1)] + list(figures.AGGREGATES)
 current_layer = ss.get("layer", 1)
-notices.append(common.clamp_choice("layer", layer_options, min(current_layer, layer_count)
+notices.append(state.clamp_choice("layer", layer_options, min(current_layer, layer_count)
                                    if isinstance(current_layer, int) else 1, "Layer"))
-notices.append(common.clamp_choice("head", head_options, "1", "Head"))
+notices.append(state.clamp_choice("head", head_options, "1", "Head"))
 if view in ("heatmap", "head"):
     with columns[1]:
-        common.bound(st.selectbox, "Layer", "layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
+        state.bound(st.selectbox, "Layer", "layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
 if view in ("heatmap", "focus"):
     with columns[2]:
-        common.bound(st.selectbox, "Head", "head", head_options,
+        state.bound(st.selectbox, "Head", "head", head_options,
                      format_func=lambda v: f"Head {v} of {head_count}" if v.isdigit() else f"{v.title()} over heads")
 if view == "heatmap":
     with columns[3]:
-        common.clamp_choice("level", list(common.LEVEL_LABELS), "piece", "Granularity")
-        common.bound(st.selectbox, "Granularity", "level", list(common.LEVEL_LABELS),
-                     format_func=common.LEVEL_LABELS.get)
+        state.clamp_choice("level", list(state.LEVEL_LABELS), "piece", "Granularity")
+        state.bound(st.selectbox, "Granularity", "level", list(state.LEVEL_LABELS),
+                     format_func=state.LEVEL_LABELS.get)
 if view == "heatmap" and kind != "encoder":
     ss.setdefault("rows", "input")
-    common.bound(st.radio, "Label decoder rows by", "rows", list(figures.ROW_LABELS), horizontal=True,
+    state.bound(st.radio, "Label decoder rows by", "rows", list(figures.ROW_LABELS), horizontal=True,
                  format_func={"input": "the token each row reads (decoder input)",
                               "output": "the token each row predicts"}.get,
                  help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
 if view == "heatmap":
     ss.setdefault("measure", "weights")
-    common.bound(st.radio, "Show", "measure", list(figures.MEASURES), horizontal=True,
+    state.bound(st.radio, "Show", "measure", list(figures.MEASURES), horizontal=True,
                  format_func={"weights": "attention weights", "value_weighted": "value-weighted",
                               "contributions": "contributions (ALTI)"}.get,
                  help="Value-weighted: each weight times the length of the vector its key passes on (‖α f(x)‖). "
@@ -82,7 +83,7 @@ name = f"{kind}-layer{layer + 1}-{ss['head'] if not ss['head'].isdigit() else 'h
 
 # --- views -------------------------------------------------------------------------------------------------------
 def open_from_model_view() -> None:
-    point = common.selected_point(ss.get("mv_chart"))
+    point = state.selected_point(ss.get("mv_chart"))
     if point is None:
         return
     picked_layer, picked_head = point
@@ -92,7 +93,7 @@ def open_from_model_view() -> None:
 
 
 def focus_from_head_view() -> None:
-    point = common.selected_point(ss.get("hv_chart"))
+    point = state.selected_point(ss.get("hv_chart"))
     ss["hv_focus"] = None if point is None else (str(point[0]), int(point[1]))
 
 
@@ -109,33 +110,33 @@ if view == "heatmap":
     amap = figures.attention_map(trace, kind, layer, head, level, ss.get("rows", "input"), measure, attribution)
     name = name if measure == "weights" else f"{name}-{measure}"
     fig = figures.map_heatmap(amap)
-    common.chart(fig, name, key="heatmap_chart")
+    widgets.chart(fig, name, key="heatmap_chart")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
                "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
                "(shown on hover).")
-    common.exports(fig, name, "heatmap", csv=lambda: figures.map_dataframe(amap))
+    widgets.exports(fig, name, "heatmap", csv=lambda: figures.map_dataframe(amap))
 
 elif view == "model":
     aggregate_options = ["heads", "mean", "max"]
-    common.clamp_choice("mv_aggregate", aggregate_options, "heads", "Aggregate")
-    common.bound(st.radio, "Show", "mv_aggregate", aggregate_options, horizontal=True,
+    state.clamp_choice("mv_aggregate", aggregate_options, "heads", "Aggregate")
+    state.bound(st.radio, "Show", "mv_aggregate", aggregate_options, horizontal=True,
                  format_func={"heads": "Every head", "mean": "Mean over heads, per layer",
                           "max": "Max over heads, per layer"}.get)
     aggregate = None if ss["mv_aggregate"] == "heads" else ss["mv_aggregate"]
     fig = figures.model_view(trace, kind, aggregate, selected=(layer, head))
-    common.chart(fig, f"{kind}-model-view", key="mv_chart", on_select=open_from_model_view)
+    widgets.chart(fig, f"{kind}-model-view", key="mv_chart", on_select=open_from_model_view)
     st.caption("Click a map to open it in the head heatmap.")
-    common.exports(fig, f"{kind}-model-view", "model")
+    widgets.exports(fig, f"{kind}-model-view", "model")
 
 elif view == "head":
     heads = list(range(head_count))
     ss["hv_heads"] = [h for h in ss.get("hv_heads", [head if isinstance(head, int) else 0]) if h in heads]
     pick, threshold = st.columns([3, 1])
     with pick:
-        common.bound(st.multiselect, "Heads to draw", "hv_heads", heads, format_func=lambda h: f"Head {h + 1}")
+        state.bound(st.multiselect, "Heads to draw", "hv_heads", heads, format_func=lambda h: f"Head {h + 1}")
     with threshold:
         ss.setdefault("hv_min", 0.02)
-        common.bound(st.slider, "Hide lines below weight", "hv_min", 0.0, 0.5, step=0.01)
+        state.bound(st.slider, "Hide lines below weight", "hv_min", 0.0, 0.5, step=0.01)
     chosen = ss["hv_heads"]
     if not chosen:
         st.info("Pick at least one head to draw.")
@@ -146,13 +147,13 @@ elif view == "head":
                                   and 0 <= focus[1] < len(queries if focus[0] == "query" else keys)):
         focus = ss["hv_focus"] = None
     fig = figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(ss["hv_min"]))
-    common.chart(fig, f"{kind}-layer{layer + 1}-head-view", key="hv_chart", on_select=focus_from_head_view)
+    widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key="hv_chart", on_select=focus_from_head_view)
     if focus is not None:
         st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=ss.__setitem__,
                   args=("hv_focus", None))
     st.caption("Left: queries, right: keys. Line opacity = attention weight; each head has its colour. Hover a "
                "token to list its strongest links; click it to keep only its lines (click it again to undo).")
-    common.exports(fig, f"{kind}-layer{layer + 1}-head-view", "head")
+    widgets.exports(fig, f"{kind}-layer{layer + 1}-head-view", "head")
 
 else:  # token focus
     queries, keys = trace.axes(kind)
@@ -167,12 +168,12 @@ else:  # token focus
 
         def describe(option: str) -> str:
             return f"{int(option[1:])}: {queries[int(option[1:])]}"
-    common.clamp_choice("focus_token", options, options[min(1, len(options) - 1)], "Token")
-    common.bound(st.selectbox, "Token", "focus_token", options, format_func=describe)
+    state.clamp_choice("focus_token", options, options[min(1, len(options) - 1)], "Token")
+    state.bound(st.selectbox, "Token", "focus_token", options, format_func=describe)
     choice = ss["focus_token"]
     side = "query" if choice[0] == "q" else "key"
     fig = figures.token_focus(trace, kind, side, int(choice[1:]), head)
-    common.chart(fig, f"{kind}-token-focus", key="focus_chart")
+    widgets.chart(fig, f"{kind}-token-focus", key="focus_chart")
     st.caption("Each row is a layer. Left: the token's own row of the map (where it attends); right: its column "
                "(which tokens attend to it).")
-    common.exports(fig, f"{kind}-token-focus", "focus")
+    widgets.exports(fig, f"{kind}-token-focus", "focus")

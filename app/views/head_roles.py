@@ -4,7 +4,7 @@ each head with example sentences (the model directory's precomputed table, or co
 import pandas as pd
 import streamlit as st
 
-from app import analyze, common
+from app import analyze, sessions, state, texts, widgets
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
 from viz_model.analysis.head_stats import ROLE_RULES, STATISTICS, role_summary
@@ -24,7 +24,7 @@ STAT_HELP = {
 SOURCES = {"stored": "Precomputed table of this model", "live": "Computed over my sentences"}
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 config = session.model.config
 layers, heads = layer_counts(config), config.heads
 
@@ -39,17 +39,17 @@ st.caption("What does each head do? Statistics of every head's attention, averag
            "“positional: previous”).")
 stored, problem = analyze.stored_table(session, "stats")
 if problem is not None:
-    st.error(common.md_escape(f"The precomputed table cannot be used: {problem}"))
+    st.error(texts.md_escape(f"The precomputed table cannot be used: {problem}"))
 elif stored is None:
     st.info(f"This model directory has no precomputed statistics ({store.HEAD_STATS_FILE}): compute them below over "
             "your own sentences, or over a whole corpus with `viz-model analyze --src FILE --out "
             f"MODEL_DIR/{store.HEAD_STATS_FILE}`.")
 sources = ["stored", "live"] if stored is not None else ["live"]
-common.clamp_choice("hr_source", sources, sources[0], "Data source")
-common.bound(st.radio, "Statistics from", "hr_source", sources, horizontal=True, format_func=SOURCES.get)
+state.clamp_choice("hr_source", sources, sources[0], "Data source")
+state.bound(st.radio, "Statistics from", "hr_source", sources, horizontal=True, format_func=SOURCES.get)
 
 if ss["hr_source"] == "live":
-    ss.setdefault("hr_text", "\n".join(common.EXAMPLES))
+    ss.setdefault("hr_text", "\n".join(texts.EXAMPLES))
     ss.setdefault("hr_text_input", ss["hr_text"])
     with st.form("hr_form", border=False):
         st.text_area(f"Sentences ({session.model.languages.source_name}, one per line, at most "
@@ -61,7 +61,7 @@ if ss["hr_source"] == "live":
         with st.spinner(f"Translating and analysing {len(sentences)} sentences…"):
             analysis = analyze.compute_head_stats(session.root, session.name, session.stamp, tuple(sentences))
     except ValueError as err:
-        common.input_problem(err, "These sentences cannot be analysed: ")
+        widgets.input_problem(err, "These sentences cannot be analysed: ")
         st.stop()
     table, examples = analysis.heads, analysis.sources
     st.caption(f"{len(sentences)} sentences, translated greedily; blank lines are skipped (sentence numbers count "
@@ -72,13 +72,13 @@ else:
     st.caption(f"From {store.HEAD_STATS_FILE}" + (f" ({int(count):,} sentences)." if pd.notna(count) else "."))
 
 # --- one statistic as layer x head maps --------------------------------------------------------------------------
-common.clamp_choice("hr_stat", list(STATISTICS), "entropy", "Statistic")
-common.bound(st.selectbox, "Statistic", "hr_stat", list(STATISTICS), format_func=lambda s: s.replace("_", " "))
+state.clamp_choice("hr_stat", list(STATISTICS), "entropy", "Statistic")
+state.bound(st.selectbox, "Statistic", "hr_stat", list(STATISTICS), format_func=lambda s: s.replace("_", " "))
 stat = ss["hr_stat"]
 fig = af.head_grid(af.table_grid(table, stat, layers, heads), f"{stat.replace('_', ' ')} of every head", stat)
-common.chart(fig, f"head-{stat}", key="hr_stat_chart")
+widgets.chart(fig, f"head-{stat}", key="hr_stat_chart")
 st.caption(STAT_HELP[stat] + " Blank cells: the statistic is not defined for that kind of attention.")
-common.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze.display_heads(table))
+widgets.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze.display_heads(table))
 
 st.subheader("Every head")
 st.caption("Layers and heads count from 1. Click a column header to sort.")
@@ -90,18 +90,18 @@ st.caption("A head takes the first role whose statistic reaches its threshold: "
            + "; ".join(f"{r.role}: {r.statistic.replace('_', ' ')} ≥ {r.threshold:g}" for r in ROLE_RULES)
            + "; otherwise “other”.")
 fig = af.role_grid(table, layers, heads, "The role of every head")
-common.chart(fig, "head-roles", key="hr_role_chart")
-common.exports(fig, "head-roles", "hr_roles")
+widgets.chart(fig, "head-roles", key="hr_role_chart")
+widgets.exports(fig, "head-roles", "hr_roles")
 usable = examples if examples is not None and int(table["example_sentence"].max()) < len(examples) else None
 if usable is None:
     st.caption(f"Example sentences are shown by number: put the analysed sentences, one per line, in "
                f"{store.HEAD_STATS_SENTENCES_FILE} to see them.")
 for row in role_summary(table, usable).itertuples():
     group = table[table["role"] == row.role].sort_values("role_score", ascending=False, kind="stable")
-    with st.expander(common.md_escape(f"{row.role}: {row.heads} heads")):
-        st.markdown(common.md_escape(", ".join(analyze.head_label((r.kind, r.layer, r.head))
+    with st.expander(texts.md_escape(f"{row.role}: {row.heads} heads")):
+        st.markdown(texts.md_escape(", ".join(analyze.head_label((r.kind, r.layer, r.head))
                                                for r in group.itertuples())))
         for index in list(dict.fromkeys(i for i in group["example_sentence"] if i >= 0))[:3]:
             text = usable[index] if usable is not None else ""
-            common.show_text(f"Example: sentence {index + 1}" + ("" if usable is not None else " of the corpus"),
+            widgets.show_text(f"Example: sentence {index + 1}" + ("" if usable is not None else " of the corpus"),
                              text or f"(sentence {index + 1})")

@@ -3,19 +3,20 @@
 import numpy as np
 import streamlit as st
 
-from app import common
+from app import sessions, state, texts, widgets
+from viz_model import kinds
 from viz_model.api import check_text
 from viz_model.attention import causal_mask
 from viz_model.plot import attention as figures
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 
 st.title("Masks")
 st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "
            "`<pad>` keys, and the decoder's causal mask keeps position t away from the future. Masked scores become "
            "−∞ before the softmax, so their weights are exactly 0.")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is None:
     st.stop()
 
@@ -30,9 +31,9 @@ def token_count(text: str) -> int:
 length = len(trace.source_ids)
 # an example companion (not one the user typed) is re-picked whenever it has as many tokens as the sentence:
 # the padding mask then always shows padding
-if ss.get("m_other") is None or (ss["m_other"] in common.EXAMPLES and token_count(ss["m_other"]) == length):
-    ss["m_other"] = next((e for e in common.EXAMPLES if token_count(e) != length), common.EXAMPLES[0])
-common.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", "m_other")
+if ss.get("m_other") is None or (ss["m_other"] in texts.EXAMPLES and token_count(ss["m_other"]) == length):
+    ss["m_other"] = next((e for e in texts.EXAMPLES if token_count(e) != length), texts.EXAMPLES[0])
+state.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", "m_other")
 try:
     check_text(ss["m_other"], "the second sentence")
     other = session.trace(ss["m_other"])
@@ -45,22 +46,22 @@ if len(other.source_ids) == length:
 
 columns = st.columns(4)
 with columns[0]:
-    common.clamp_choice("m_kind", list(common.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
-    common.bound(st.selectbox, "Attention", "m_kind", list(common.KIND_LABELS), format_func=common.KIND_LABELS.get)
+    state.clamp_choice("m_kind", list(kinds.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
+    state.bound(st.selectbox, "Attention", "m_kind", list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
 kind = ss["m_kind"]
 layer_count, head_count = trace.num_layers[kind], trace.num_heads
 with columns[1]:
-    common.clamp_choice("m_layer", list(range(1, layer_count + 1)), 1, "Layer")
-    common.bound(st.selectbox, "Layer", "m_layer", list(range(1, layer_count + 1)),
+    state.clamp_choice("m_layer", list(range(1, layer_count + 1)), 1, "Layer")
+    state.bound(st.selectbox, "Layer", "m_layer", list(range(1, layer_count + 1)),
                  format_func=lambda v: f"Layer {v} of {layer_count}")
 with columns[2]:
-    common.clamp_choice("m_head", list(range(1, head_count + 1)), 1, "Head")
-    common.bound(st.selectbox, "Head", "m_head", list(range(1, head_count + 1)),
+    state.clamp_choice("m_head", list(range(1, head_count + 1)), 1, "Head")
+    state.bound(st.selectbox, "Head", "m_head", list(range(1, head_count + 1)),
                  format_func=lambda v: f"Head {v} of {head_count}")
 with columns[3]:
     shorter = 0 if len(trace.source_ids) <= len(other.source_ids) else 1  # the one with padding
-    common.clamp_choice("m_row", [0, 1], shorter, "Sentence")
-    common.bound(st.radio, "Sentence", "m_row", [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
+    state.clamp_choice("m_row", [0, 1], shorter, "Sentence")
+    state.bound(st.radio, "Sentence", "m_row", [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
 
 traces = [trace, other]
 try:
@@ -81,26 +82,26 @@ left, right = st.columns(2)
 with left:
     fig = figures.padding_mask_figure(key_tokens, scores.padding_mask,
                                       f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
-    common.chart(fig, "padding-mask", key="pad_chart")
-    common.exports(fig, "padding-mask", "pad")
+    widgets.chart(fig, "padding-mask", key="pad_chart")
+    widgets.exports(fig, "padding-mask", "pad")
 with right:
     longest = max(traces, key=lambda t: len(t.target_ids)).target_tokens
     causal = causal_mask(len(longest))[0, 0].numpy()
     fig = figures.mask_matrix_figure(causal, longest, longest,
                                      "Causal mask of the decoder (position t sees keys 0..t)")
-    common.chart(fig, "causal-mask", key="causal_chart")
-    common.exports(fig, "causal-mask", "causal")
+    widgets.chart(fig, "causal-mask", key="causal_chart")
+    widgets.exports(fig, "causal-mask", "causal")
 
 fig = figures.mask_matrix_figure(scores.mask[row], query_tokens[row], key_tokens[row],
                                  f"The mask this layer applies to sentence #{row + 1} "
                                  + ("(causal AND padding)" if kind == "decoder" else "(padding)"))
-common.chart(fig, "combined-mask", key="combined_chart")
-common.exports(fig, "combined-mask", "combined")
+widgets.chart(fig, "combined-mask", key="combined_chart")
+widgets.exports(fig, "combined-mask", "combined")
 
 st.subheader(f"Head {head + 1}: from scores to weights")
 fig = figures.score_steps_figure(scores, row, head, query_tokens[row], key_tokens[row])
-common.chart(fig, "score-steps", key="steps_chart")
-common.exports(fig, f"{kind}-layer{ss['m_layer']}-head{head + 1}-score-steps", "steps")
+widgets.chart(fig, "score-steps", key="steps_chart")
+widgets.exports(fig, f"{kind}-layer{ss['m_layer']}-head{head + 1}-score-steps", "steps")
 
 # --- checks: the four steps reproduce the model's own weights ----------------------------------------------------
 weights = scores.weights[row, head]

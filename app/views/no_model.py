@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from app import common
+from app import sessions
 
-root = common.assets_root()
+root = sessions.assets_root()
 st.title("No model found")
 st.error(f"The explorer found no model directory in `{root}` (a model directory holds `model.safetensors`, "
          "`config.json` and `tokenizer.model`).")

@@ -4,13 +4,13 @@ training, learned vs sinusoidal, and the encodings on the user's sentence, with 
 import numpy as np
 import streamlit as st
 
-from app import common, teaching
+from app import sessions, state, teaching, texts, widgets
 from viz_model.plot import attention as figures
 from viz_model.plot import teaching as tf
 from viz_model.positional import wave
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 config = session.model.config
 d_model, max_positions = config.d_model, config.max_positions
 sinusoidal = config.positional == "sinusoidal"
@@ -29,7 +29,7 @@ st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model
            + (f" This model (Marian's layout) stores the same values in another order: the sines of every "
               f"frequency in dimensions 0–{d_model // 2 - 1}, their cosines in {d_model // 2}–{d_model - 1}; "
               "the figures below draw its own order, the shift lesson the paper's." if layout == "halves" else ""))
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 
 theory, shift, beyond, sentence_tab, experiment = st.tabs(
     ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment"])
@@ -39,14 +39,14 @@ with theory:
     # the sentence's own positions by default (rounded up to the slider's step): 512 curves are a wall of lines
     sentence_length = len(trace.source_tokens) if trace is not None else 32
     ss.setdefault("pe_length", min(512, max(16, -(-sentence_length // 8) * 8)))
-    common.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
+    state.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
                  help="Sinusoids exist for every position; the model's own table stops at max_positions.")
     length = int(ss["pe_length"])
     table = teaching.pe_table(length, d_model, layout=layout)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
     fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks)
-    common.chart(fig, "pe-matrix", key="pe_matrix_chart")
-    common.exports(fig, "pe-matrix", "pe_matrix")
+    widgets.chart(fig, "pe-matrix", key="pe_matrix_chart")
+    widgets.exports(fig, "pe-matrix", "pe_matrix")
     st.caption("Low dimensions oscillate fast (short wavelengths), high dimensions barely move: each position gets a "
                "unique pattern, like the digits of a number in many bases.")
 
@@ -56,20 +56,20 @@ with theory:
                     else sorted({0, half, min(3, half - 1), half + min(3, half - 1), half - 1, d_model - 1}))
     ss.setdefault("pe_dims", default_dims)
     ss["pe_dims"] = [d for d in ss["pe_dims"] if d in dims]
-    common.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
+    state.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
                  format_func=lambda d: f"{d} ({wave(d, d_model, layout)})")
     if ss["pe_dims"]:
         fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(trace.source_tokens) if trace else 0,
                                       layout=layout)
-        common.chart(fig, "sinusoids", key="sin_chart")
-        common.exports(fig, "sinusoids", "sin")
+        widgets.chart(fig, "sinusoids", key="sin_chart")
+        widgets.exports(fig, "sinusoids", "sin")
     else:
         st.info("Pick at least one dimension.")
 
     wl = teaching.pair_wavelengths(d_model)
     fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions})
-    common.chart(fig, "wavelengths", key="wl_chart")
-    common.exports(fig, "wavelengths", "wl")
+    widgets.chart(fig, "wavelengths", key="wl_chart")
+    widgets.exports(fig, "wavelengths", "wl")
     st.caption(f"Pair i has wavelength 2π·10000^(2i/d_model): from {wl[0]:.4f} (= 2π) to {wl[-1]:,.1f} "
                f"(→ 10000·2π = {10000 * 2 * np.pi:,.1f} as d_model grows), a geometric progression.")
 
@@ -81,13 +81,13 @@ with shift:
     left, right = st.columns(2)
     with left:
         fig = tf.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
-        common.chart(fig, "pe-similarity", key="pe_sim_chart")
-        common.exports(fig, "pe-similarity", "pe_sim")
+        widgets.chart(fig, "pe-similarity", key="pe_sim_chart")
+        widgets.exports(fig, "pe-similarity", "pe_sim")
     with right:
         profile = teaching.similarity_profile(similarity)
         fig = tf.profile_figure(profile, d_model)
-        common.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
-        common.exports(fig, "pe-similarity-profile", "pe_profile")
+        widgets.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
+        widgets.exports(fig, "pe-similarity-profile", "pe_profile")
         spread = float((profile["max"] - profile["min"]).max())
         st.caption(f"PE(p)·PE(q) = Σᵢ cos(ωᵢ (p − q)): it depends on the distance only (largest spread between "
                    f"pairs at the same distance: {spread:.1e}). It is largest (d_model/2) at distance 0 and falls "
@@ -101,24 +101,24 @@ with shift:
     ss.setdefault("pe_zoom", min(16, d_model))
     c1, c2 = st.columns(2)
     with c1:
-        common.bound(st.number_input, "Offset k", "pe_k", min_value=-1000, max_value=1000, step=1,
+        state.bound(st.number_input, "Offset k", "pe_k", min_value=-1000, max_value=1000, step=1,
                      help="Any whole number; negative k moves positions back.")
     with c2:
-        common.bound(st.slider, "Dimensions of M_k to draw", "pe_zoom", 2, d_model, step=2)
+        state.bound(st.slider, "Dimensions of M_k to draw", "pe_zoom", 2, d_model, step=2)
     try:
         check = teaching.shift_check(ss["pe_k"], length, d_model)
     except teaching.InputError as err:
-        common.input_problem(err, "the shift cannot be checked: ")
+        widgets.input_problem(err, "the shift cannot be checked: ")
     else:
         left, right = st.columns(2)
         with left:
             fig = tf.shift_matrix_figure(check.matrix, check.k, int(ss["pe_zoom"]))
-            common.chart(fig, "shift-matrix", key="shift_matrix_chart")
-            common.exports(fig, "shift-matrix", "shift_matrix")
+            widgets.chart(fig, "shift-matrix", key="shift_matrix_chart")
+            widgets.exports(fig, "shift-matrix", "shift_matrix")
         with right:
             fig = tf.shift_error_figure(check)
-            common.chart(fig, "shift-error", key="shift_error_chart")
-            common.exports(fig, "shift-error", "shift_error")
+            widgets.chart(fig, "shift-error", key="shift_error_chart")
+            widgets.exports(fig, "shift-error", "shift_error")
         a, b = st.columns(2)
         a.metric("Largest error, float32 table (what the model adds)", f"{check.error32.max():.1e}")
         b.metric("Largest error, float64 table", f"{check.error64.max():.1e}")
@@ -143,8 +143,8 @@ with beyond:
     chosen = ss["pe_dims"] or [0, 1]
     fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}",
                                      layout=layout)
-    common.chart(fig, "pe-extrapolation", key="pe_far_chart")
-    common.exports(fig, "pe-extrapolation", "pe_far")
+    widgets.chart(fig, "pe-extrapolation", key="pe_far_chart")
+    widgets.exports(fig, "pe-extrapolation", "pe_far")
     seen = longest or max_positions
     window = min(seen, 128)
     inside = teaching.similarity_profile(teaching.dot_similarity(far[:window]))
@@ -158,7 +158,7 @@ with beyond:
                "vectors have no rows at all past max_positions.")
 
     st.subheader("Learned vs sinusoidal")
-    kinds = teaching.positional_kinds(common.assets_root(), common.model_names())
+    kinds = teaching.positional_kinds(sessions.assets_root(), sessions.model_names())
     learned = sorted(name for name, kind in kinds.items() if kind == "learned")
     if not learned:
         st.info("No learned-position model is shipped yet, so there is nothing to compare with (training one takes "
@@ -171,11 +171,11 @@ with beyond:
         ss.setdefault("pe_learned", learned[0])
         if ss["pe_learned"] not in learned:
             ss["pe_learned"] = learned[0]
-        common.bound(st.selectbox, "Learned-position model", "pe_learned", learned)
+        state.bound(st.selectbox, "Learned-position model", "pe_learned", learned)
         name = ss["pe_learned"]
-        root = common.assets_root()
+        root = sessions.assets_root()
         try:
-            other = common.load_model(str(root), name, common.model_stamp(root, name))
+            other = sessions.load_model(str(root), name, sessions.model_stamp(root, name))
         except (OSError, ValueError, RuntimeError) as err:
             st.error(f"The model {name} cannot be loaded: {err}")
         else:
@@ -184,13 +184,13 @@ with beyond:
             reference = teaching.pe_table(rows, other.config.d_model)
             fig = tf.side_by_side_figure([(f"learned ({name})", learned_table),
                                           (f"sinusoidal (d_model {other.config.d_model})", reference)])
-            common.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
-            common.exports(fig, "learned-vs-sinusoidal", "learned")
+            widgets.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
+            widgets.exports(fig, "learned-vs-sinusoidal", "learned")
             fig = tf.side_by_side_figure([("learned: PE(p)·PE(q)", teaching.dot_similarity(learned_table)),
                                           ("sinusoidal: PE(p)·PE(q)", teaching.dot_similarity(reference))],
                                          x_title="position", height=440)
-            common.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
-            common.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
+            widgets.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
+            widgets.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
             st.caption("Paper Table 3, row E: learned position embeddings instead of sinusoids gave nearly identical "
                        "BLEU. The learned table has no rows beyond max_positions.")
 
@@ -199,8 +199,8 @@ with sentence_tab:
     if trace is None:
         st.info("Translate a sentence (above) to see its encodings.")
     else:
-        common.clamp_choice("pe_side", ["source", "target"], "source", "Side")
-        common.bound(st.radio, "Side", "pe_side", ["source", "target"], horizontal=True,
+        state.clamp_choice("pe_side", ["source", "target"], "source", "Side")
+        state.bound(st.radio, "Side", "pe_side", ["source", "target"], horizontal=True,
                      format_func={"source": "Source (encoder input)", "target": "Target (decoder input)"}.get)
         side = ss["pe_side"]
         tokens = trace.source_tokens if side == "source" else trace.target_tokens
@@ -208,20 +208,20 @@ with sentence_tab:
         embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
         fig = figures.positional_heatmap(pe, tokens, f"Positional encodings of the {len(tokens)} {side} positions "
                                          f"(d_model = {pe.shape[1]})")
-        common.chart(fig, f"{side}-positional-encodings", key="pe_chart")
-        common.exports(fig, f"{side}-positional-encodings", "pe")
+        widgets.chart(fig, f"{side}-positional-encodings", key="pe_chart")
+        widgets.exports(fig, f"{side}-positional-encodings", "pe")
         options = list(range(len(tokens)))
-        common.clamp_choice("pe_token", options, min(1, len(tokens) - 1), "Token")
-        common.bound(st.selectbox, "Token", "pe_token", options, format_func=lambda i: f"{i}: {tokens[i]}")
+        state.clamp_choice("pe_token", options, min(1, len(tokens) - 1), "Token")
+        state.bound(st.selectbox, "Token", "pe_token", options, format_func=lambda i: f"{i}: {tokens[i]}")
         index = int(ss["pe_token"])
         fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index)
-        common.chart(fig, "embedding-vs-pe", key="emb_chart")
-        common.exports(fig, "embedding-vs-pe", "emb")
+        widgets.chart(fig, "embedding-vs-pe", key="emb_chart")
+        widgets.exports(fig, "embedding-vs-pe", "emb")
         st.caption("The first layer reads the sum. Embeddings are scaled by √d_model so that the position signal "
                    "does not drown the token's meaning.")
         fig = figures.positional_similarity(pe, tokens)
-        common.chart(fig, "positional-similarity", key="sim_chart")
-        common.exports(fig, "positional-similarity", "sim")
+        widgets.chart(fig, "positional-similarity", key="sim_chart")
+        widgets.exports(fig, "positional-similarity", "sim")
 
 # --- the experiment ----------------------------------------------------------------------------------------------
 EXPERIMENTS = {"no_pe": "Remove the positional encodings", "shuffle": "Shuffle the source words",
@@ -233,8 +233,8 @@ with experiment:
         st.caption("The same model translates the sentence again, changed one way; compare the translations and the "
                    "attention maps. Without encodings the encoder cannot tell word order apart: shuffling the words "
                    "then only reorders its maps.")
-        common.clamp_choice("pe_exp", list(EXPERIMENTS), "no_pe", "Experiment")
-        common.bound(st.radio, "Experiment", "pe_exp", list(EXPERIMENTS), format_func=EXPERIMENTS.get,
+        state.clamp_choice("pe_exp", list(EXPERIMENTS), "no_pe", "Experiment")
+        state.bound(st.radio, "Experiment", "pe_exp", list(EXPERIMENTS), format_func=EXPERIMENTS.get,
                      horizontal=True)
         mode = ss["pe_exp"]
         text = ss.get("sentence", "")
@@ -243,13 +243,13 @@ with experiment:
         problem = None
         if mode != "no_pe":
             ss.setdefault("pe_seed", 1)
-            common.bound(st.number_input, "Shuffle seed", "pe_seed", min_value=0, max_value=2**31 - 1, step=1)
+            state.bound(st.number_input, "Shuffle seed", "pe_seed", min_value=0, max_value=2**31 - 1, step=1)
             try:
                 changed_text = teaching.shuffle_words(text, ss["pe_seed"])
             except teaching.InputError as err:
                 problem = f"The words cannot be shuffled: {err}."
         if problem:
-            st.warning(common.md_escape(problem))
+            st.warning(texts.md_escape(problem))
         else:
             try:
                 with st.spinner("Translating again…"):
@@ -259,23 +259,23 @@ with experiment:
             else:
                 left, right = st.columns(2)
                 with left:
-                    common.show_text("Original sentence", text)
-                    common.show_text("Its translation", trace.translation)
+                    widgets.show_text("Original sentence", text)
+                    widgets.show_text("Its translation", trace.translation)
                 with right:
-                    common.show_text("Shuffled sentence" if mode != "no_pe" else "Same sentence, no positional "
+                    widgets.show_text("Shuffled sentence" if mode != "no_pe" else "Same sentence, no positional "
                                      "encodings", changed_text)
-                    common.show_text("Its translation", changed.translation)
+                    widgets.show_text("Its translation", changed.translation)
                 kinds_shown = {"encoder": "Encoder self-attention", "cross": "Cross-attention"}
                 c1, c2 = st.columns(2)
                 with c1:
-                    common.clamp_choice("pe_exp_kind", list(kinds_shown), "encoder", "Attention kind")
-                    common.bound(st.selectbox, "Attention", "pe_exp_kind", list(kinds_shown),
+                    state.clamp_choice("pe_exp_kind", list(kinds_shown), "encoder", "Attention kind")
+                    state.bound(st.selectbox, "Attention", "pe_exp_kind", list(kinds_shown),
                                  format_func=kinds_shown.get)
                 kind = ss["pe_exp_kind"]
                 layer_count = trace.num_layers[kind]
                 with c2:
-                    common.clamp_choice("pe_exp_layer", list(range(1, layer_count + 1)), layer_count, "Layer")
-                    common.bound(st.selectbox, "Layer", "pe_exp_layer", list(range(1, layer_count + 1)),
+                    state.clamp_choice("pe_exp_layer", list(range(1, layer_count + 1)), layer_count, "Layer")
+                    state.bound(st.selectbox, "Layer", "pe_exp_layer", list(range(1, layer_count + 1)),
                                  format_func=lambda v: f"Layer {v} of {layer_count}")
                 layer = int(ss["pe_exp_layer"]) - 1
                 panels = []
@@ -284,5 +284,5 @@ with experiment:
                     panels.append((label, t.attentions(kind)[layer].mean(axis=0), queries, keys))
                 fig = tf.attention_pair_figure(panels, f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
                                                        f"{trace.num_heads} heads")
-                common.chart(fig, "pe-experiment", key="pe_exp_chart")
-                common.exports(fig, "pe-experiment", "pe_exp")
+                widgets.chart(fig, "pe-experiment", key="pe_exp_chart")
+                widgets.exports(fig, "pe-experiment", "pe_exp")

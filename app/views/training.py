@@ -5,14 +5,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import common, teaching
+from app import sessions, state, teaching, widgets
 from viz_model.checkpoint import TRAINING_LOG
 from viz_model.plot import teaching as tf
 from viz_model.shapes import architecture
 from viz_model.training_facts import TRAINING_FACTS
 
 ss = st.session_state
-session = common.require_session()
+session = sessions.require_session()
 model = session.model
 config = model.config
 facts = model.training_facts  # training_facts.json: the recipe as data (None for a model without one)
@@ -46,31 +46,31 @@ ss.setdefault("tr_epoch_steps", facts.steps_per_epoch if facts else 1000)
 ss.setdefault("tr_cooldown", facts.cooldown_epochs if facts else 0)
 a, b, c, d = st.columns(4)
 with a:
-    common.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
+    state.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
                  help="Only the paper formula (no peak set) depends on it.")
 with b:
-    common.bound(st.number_input, "Warm-up steps", "tr_warmup", min_value=1, max_value=1_000_000, step=100)
+    state.bound(st.number_input, "Warm-up steps", "tr_warmup", min_value=1, max_value=1_000_000, step=100)
 with c:
-    common.bound(st.radio, "Scale", "tr_mode", ["scale", "peak"], horizontal=True,
+    state.bound(st.radio, "Scale", "tr_mode", ["scale", "peak"], horizontal=True,
                  format_func={"scale": "paper formula", "peak": "peak lr"}.get)
     if ss["tr_mode"] == "peak":
-        common.bound(st.number_input, "Peak learning rate", "tr_peak", min_value=1e-6, max_value=1.0, step=1e-4,
+        state.bound(st.number_input, "Peak learning rate", "tr_peak", min_value=1e-6, max_value=1.0, step=1e-4,
                      format="%.6f")
     else:
-        common.bound(st.number_input, "lr scale (× the formula)", "tr_scale", min_value=0.0, max_value=1000.0, step=0.1)
+        state.bound(st.number_input, "lr scale (× the formula)", "tr_scale", min_value=0.0, max_value=1000.0, step=0.1)
 with d:
-    common.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000,
+    state.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000,
                  disabled=ss["tr_cooldown"] > 0, help="With a cooldown the curve ends with the run: epochs × steps.")
 a, b, c, _ = st.columns(4)
 with a:
-    common.bound(st.number_input, "Cooldown epochs", "tr_cooldown", min_value=0, max_value=100_000, step=1,
+    state.bound(st.number_input, "Cooldown epochs", "tr_cooldown", min_value=0, max_value=100_000, step=1,
                  help="`cooldown_epochs`: the learning rate decays linearly to zero over the run's last epochs "
                       "(0: none, the paper's schedule).")
 with b:
-    common.bound(st.number_input, "Epochs", "tr_epochs", min_value=1, max_value=100_000, step=1,
+    state.bound(st.number_input, "Epochs", "tr_epochs", min_value=1, max_value=100_000, step=1,
                  disabled=ss["tr_cooldown"] == 0, help="The run's length; only a cooldown depends on it.")
 with c:
-    common.bound(st.number_input, "Steps per epoch", "tr_epoch_steps", min_value=1, max_value=10_000_000, step=100,
+    state.bound(st.number_input, "Steps per epoch", "tr_epoch_steps", min_value=1, max_value=10_000_000, step=100,
                  disabled=ss["tr_cooldown"] == 0, help="Optimizer steps in one epoch; only a cooldown depends on it.")
 logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
                        if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
@@ -87,14 +87,14 @@ try:
     steps = teaching.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
     lr = teaching.schedule(cfg, steps, epoch_steps)
 except teaching.InputError as err:
-    common.input_problem(err)
+    widgets.input_problem(err)
 else:
     label = ((f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
               f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
              + (f", cooldown {cooldown} of {cfg.epochs} epochs" if cooldown else ""))
     fig = tf.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps, cooldown_start)
-    common.chart(fig, "learning-rate", key="tr_lr_chart")
-    common.exports(fig, "learning-rate", "tr_lr")
+    widgets.chart(fig, "learning-rate", key="tr_lr_chart")
+    widgets.exports(fig, "learning-rate", "tr_lr")
     top = int(np.argmax(lr))
     st.caption(f"Peak {lr[top]:.3e} at step {int(steps[top])}."
                + (f" The cooldown starts after step {cooldown_start:,} and decays linearly to zero at the end of "
@@ -120,21 +120,21 @@ ss.setdefault("tr_vocab", 10)
 ss.setdefault("tr_target", 3)
 a, b, c = st.columns(3)
 with a:
-    common.bound(st.slider, "ε", "tr_eps", 0.0, 0.99, step=0.01)
+    state.bound(st.slider, "ε", "tr_eps", 0.0, 0.99, step=0.01)
 with b:
-    common.bound(st.number_input, "Vocabulary size V", "tr_vocab", min_value=2, max_value=1_000_000, step=1,
+    state.bound(st.number_input, "Vocabulary size V", "tr_vocab", min_value=2, max_value=1_000_000, step=1,
                  help=f"The loaded model's vocabulary has {config.vocab_size:,} pieces.")
 with c:
-    common.bound(st.number_input, "Correct token id", "tr_target", min_value=1, max_value=999_999, step=1,
+    state.bound(st.number_input, "Correct token id", "tr_target", min_value=1, max_value=999_999, step=1,
                  help="Token 0 is <pad>, which the loss skips.")
 try:
     target = teaching.smoothed_target(ss["tr_eps"], ss["tr_vocab"], ss["tr_target"])
 except teaching.InputError as err:
-    common.input_problem(err)
+    widgets.input_problem(err)
 else:
     fig = tf.smoothing_figure(target, int(ss["tr_target"]))
-    common.chart(fig, "label-smoothing", key="tr_ls_chart")
-    common.exports(fig, "label-smoothing", "tr_ls")
+    widgets.chart(fig, "label-smoothing", key="tr_ls_chart")
+    widgets.exports(fig, "label-smoothing", "tr_ls")
     st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(ss['tr_target'])]:.6f}; every other token ε/V = "
                f"{float(ss['tr_eps']) / int(ss['tr_vocab']):.3e}; the sum is {target.sum():.6f}.")
 
@@ -142,8 +142,8 @@ else:
 st.subheader("How this model trained")
 if events:
     fig = tf.training_curves_figure(events)
-    common.chart(fig, "training-curves", key="tr_curves_chart")
-    common.exports(fig, "training-curves", "tr_curves")
+    widgets.chart(fig, "training-curves", key="tr_curves_chart")
+    widgets.exports(fig, "training-curves", "tr_curves")
     start = next((e for e in events if e.get("event") == "start"), {})
     if facts and facts.precision:
         st.caption("Precision: " + facts.precision_summary() + f" ({TRAINING_FACTS}).")
@@ -160,12 +160,12 @@ with st.expander("Model card", expanded=False):
 
 # --- architecture ------------------------------------------------------------------------------------------------
 st.subheader("The architecture, with the shapes for your sentence")
-trace = common.sentence_and_trace(session)
+trace = widgets.sentence_and_trace(session)
 if trace is not None:
     stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
     fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
-    common.chart(fig, "architecture", key="tr_arch_chart")
-    common.exports(fig, "architecture", "tr_arch")
+    widgets.chart(fig, "architecture", key="tr_arch_chart")
+    widgets.exports(fig, "architecture", "tr_arch")
     st.caption(f"{len(trace.source_tokens)} source tokens, {len(trace.target_tokens)} decoder inputs; "
                f"{config.heads} heads of d_k = {config.d_head}; {config.norm}-LN; vocabulary {config.vocab_size:,}. "
                "The attention shapes are those the trace recorded; every stage is listed below.")
@@ -184,27 +184,27 @@ ss.setdefault("tr_heads", config.heads)
 ss.setdefault("tr_kernel", 3)
 a, b, c, d = st.columns(4)
 with a:
-    common.bound(st.multiselect, "Sequence lengths n", "tr_lengths", [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
+    state.bound(st.multiselect, "Sequence lengths n", "tr_lengths", [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
 with b:
-    common.bound(st.number_input, "Width d", "tr_d", min_value=2, max_value=2048, step=32)
+    state.bound(st.number_input, "Width d", "tr_d", min_value=2, max_value=2048, step=32)
 with c:
-    common.bound(st.number_input, "Heads", "tr_heads", min_value=1, max_value=256, step=1)
+    state.bound(st.number_input, "Heads", "tr_heads", min_value=1, max_value=256, step=1)
 with d:
-    common.bound(st.number_input, "Kernel width k", "tr_kernel", min_value=1, max_value=31, step=2)
+    state.bound(st.number_input, "Kernel width k", "tr_kernel", min_value=1, max_value=31, step=2)
 if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure"):
     bar = st.progress(0.0, text="Measuring…")
     try:
         ss["tr_measured"] = teaching.measure_layers(ss["tr_lengths"], ss["tr_d"], ss["tr_heads"], ss["tr_kernel"],
                                                     progress=lambda f: bar.progress(f, text="Measuring…"))
     except teaching.InputError as err:
-        common.input_problem(err)
+        widgets.input_problem(err)
     finally:
         bar.empty()
 measured = ss.get("tr_measured")
 if measured is not None:
     fig = tf.complexity_figure(measured)
-    common.chart(fig, "why-self-attention", key="tr_complexity_chart")
-    common.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
+    widgets.chart(fig, "why-self-attention", key="tr_complexity_chart")
+    widgets.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
     st.caption("Median of 5 forward passes, after a warm-up of every layer at every length, on the CPU of the "
                "server (which may be busy), batch 1. Peak memory counts "
                "the tensors the layer creates. The explicit path materialises the n × n weights of every head "

@@ -177,7 +177,7 @@ def alignment_error_rate(predicted: Sequence[set[Link]], gold: Sequence[Alignmen
     return aer_from_counts(sum((aer_counts(a, g) for a, g in zip(predicted, gold)), np.zeros(4, dtype=np.int64)))
 
 
-def _check_gold_fits(gold: Alignment, sentence: int, source_words: int, target_words: int) -> None:
+def check_gold_fits(gold: Alignment, sentence: int, source_words: int, target_words: int) -> None:
     for i, j in gold.possible:
         if i >= source_words or j >= target_words:
             raise ValueError(f"sentence {sentence + 1}: gold link {i}-{j} is outside its {source_words} source x "
@@ -201,7 +201,7 @@ def attention_aer(records: Iterable[CrossRecord], gold: Sequence[Alignment], row
         seen += 1
         for layer in range(len(record.cross_attentions)):
             words = layer_word_attention(record, layer, rows)
-            _check_gold_fits(gold[index], index, len(words.source_words), len(words.target_words))
+            check_gold_fits(gold[index], index, len(words.source_words), len(words.target_words))
             maps = [(head, words.weights[head]) for head in range(words.weights.shape[0])]
             for head, weights in [*maps, (None, words.weights.mean(axis=0))]:
                 links = alignment_links(weights, threshold)

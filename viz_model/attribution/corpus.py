@@ -9,8 +9,10 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from ..analysis.alignment import Alignment
 from ..inference import translate_ids
 from . import DEFAULT_STEPS, attribute_ids, check_methods
+from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
 
 CORPUS_DEFAULT_METHODS = ("value_weighted", "alti")
@@ -31,14 +33,22 @@ def ranking_methods(methods: Sequence[str], layers: int) -> list[str]:
 def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[str] | None = None,
                         methods: Sequence[str] = CORPUS_DEFAULT_METHODS, ks: Sequence[int] = DEFAULT_KS,
                         steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4, alpha: float = 0.6,
-                        progress: bool = False) -> pd.DataFrame:
+                        progress: bool = False, gold: Sequence[Alignment] | None = None
+                        ) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
-    its translation by `model` (a `TranslationModel`), or on `targets` when given (a reference per line)."""
+    its translation by `model` (a `TranslationModel`), or on `targets` when given (a reference per line).
+
+    With `gold` alignments (of `targets`, which they need), also the AER of every method and layer
+    (`alignment.attribution_aer`): then ``(faithfulness, aer)`` is returned."""
     methods = check_methods(methods)
     if targets is not None and len(targets) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(targets)} target sentences")
     if not sources:
         raise ValueError("no sentences to attribute")
+    if gold is not None and (targets is None or len(gold) != len(sources)):
+        raise ValueError("gold alignments need the target sentences they align (--tgt), one per source sentence; "
+                         f"got {len(gold)} alignments for {len(sources)} sentences"
+                         + ("" if targets is not None else " and no targets"))
     source_ids = [model.encode(text) for text in sources]
     if targets is None:
         outputs = [h.tokens for h in translate_ids(model.search_network, source_ids, beam, alpha, device=model.device)]
@@ -46,14 +56,18 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
     names = ranking_methods(methods, model.config.decoder_layers)
     rows = []
+    aer = AerCounter()
     for number, (src, out) in enumerate(tqdm(list(zip(source_ids, outputs)), desc="attributing", unit="sentence",
                                              disable=not progress), 1):
-        result = attribute_ids(model.network, src, out, methods, steps)
+        result = attribute_ids(model.network, src, out, methods, steps, pieces=model.tokenizer.pieces)
         deletions = deletion_scores(model.network, src, out, {m: result.source_scores(m) for m in names}, ks, draws)
         means = deletions.groupby(["method", "k"], sort=False)[["comprehensiveness", "sufficiency"]].mean()
         rows += [{"sentence": number, "method": method, "k": k, "comprehensiveness": row.comprehensiveness,
                   "sufficiency": row.sufficiency, "outputs": len(out)} for (method, k), row in means.iterrows()]
-    return pd.DataFrame(rows, columns=COLUMNS)
+        if gold is not None:
+            aer.add(result, gold[number - 1])
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table if gold is None else (table, aer.table())
 
 
 def faithfulness_table(per_sentence: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,166 @@
+"""The model and its results shared by every page: cached loading (one model per directory version per
+process), cached traces, beam trees, layer scores and attributions, and the `Session` of one browser tab."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import viz_model
+from viz_model.api import ASSETS_DIR, TranslationModel
+from viz_model.attribution import Attribution, attribute_ids
+from viz_model.attribution.faithfulness import deletion_scores
+from viz_model.attribution.gradients import DEFAULT_STEPS
+from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
+from viz_model.coverage import TRAINING_STATS
+from viz_model.decoding import BeamTree
+from viz_model.introspect import LayerScores, layer_scores
+from viz_model.languages import read_languages
+from viz_model.trace import AttentionTrace
+
+TRACE_CACHE_ENTRIES = 12
+
+
+# --- models and traces -------------------------------------------------------------------------------------------
+def assets_root() -> Path:
+    return Path(os.environ.get("VIZ_MODEL_ASSETS") or ASSETS_DIR)
+
+
+def model_names() -> list[str]:
+    return viz_model.available_models(assets_root())
+
+
+STAMPED_FILES = (WEIGHTS, CONFIG, TOKENIZER, TRAINING_STATS)
+
+
+def model_stamp(root: Path, name: str) -> str:
+    """Size and modification time of each file a model loads: a changed model directory gets a fresh cache entry."""
+    parts = []
+    for file in STAMPED_FILES:
+        try:
+            info = (root / name / file).stat()
+            parts.append(f"{info.st_size}:{info.st_mtime_ns}")
+        except OSError:
+            parts.append("-")
+    return "/".join(parts)
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def load_model(root: str, name: str, stamp: str) -> TranslationModel:
+    """One model per (directory, version) per process, shared by every session (read-only at inference)."""
+    del stamp  # part of the cache key only
+    if name not in viz_model.available_models(root):  # only ever a real directory directly under the assets root
+        raise CheckpointError(f"no model directory named {name!r} in {root}")
+    return viz_model.load(Path(root) / name, device="auto")
+
+
+@st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
+def searching_model(root: str, name: str, stamp: str, search: str) -> TranslationModel:
+    """The cached model searching in precision `search` (the network is shared with `load_model`'s, not copied)."""
+    model = load_model(root, name, stamp)
+    return model if search == "auto" else model.with_search(search)
+
+
+@st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
+def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
+                  target: str | None, top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
+    return searching_model(root, name, stamp, search).trace(text, beam=beam, alpha=alpha, target=target,
+                                                            top_k=top_k, truncate=truncate, positions=positions)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_beam_tree(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
+                      truncate: bool) -> BeamTree:
+    return searching_model(root, name, stamp, search).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_layer_scores(root: str, name: str, stamp: str, sources: tuple[tuple[int, ...], ...],
+                         targets: tuple[tuple[int, ...], ...], kind: str, layer: int) -> LayerScores:
+    model = load_model(root, name, stamp)
+    return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
+
+
+ATTRIBUTION_MAX_STEPS = 128  # integrated-gradient steps one request may ask for (the library allows 256)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_attribution(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+                        methods: tuple[str, ...], steps: int, foil: int | None) -> Attribution:
+    model = load_model(root, name, stamp)
+    if not 1 <= steps <= ATTRIBUTION_MAX_STEPS:
+        raise ValueError(f"integrated-gradient steps must be from 1 to {ATTRIBUTION_MAX_STEPS} here, got {steps}")
+    result = attribute_ids(model.network, list(source_ids), list(output_ids), methods, steps, foil,
+                           model.tokenizer.pieces)
+    result.model_name = name
+    return result
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_deletions(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+                      methods: tuple[str, ...], ranked: tuple[str, ...], ks: tuple[int, ...], steps: int
+                      ) -> pd.DataFrame:
+    """The deletion scores of the `ranked` source rankings (from an attribution of `methods`)."""
+    model = load_model(root, name, stamp)
+    result = compute_attribution(root, name, stamp, source_ids, output_ids, methods, steps, None)
+    return deletion_scores(model.network, list(source_ids), list(output_ids),
+                           {m: result.source_scores(m) for m in ranked}, ks)
+
+
+@dataclass
+class Session:
+    """The loaded model and the decoding settings chosen in the sidebar."""
+
+    model: TranslationModel
+    root: str
+    name: str
+    stamp: str
+    beam: int
+    alpha: float
+    top_k: int
+    truncate: bool
+    search: str = "auto"
+
+    def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
+        return compute_trace(self.root, self.name, self.stamp, self.search, text, self.beam, self.alpha,
+                             target or None, self.top_k, self.truncate, positions)
+
+    def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
+        """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
+        return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate)
+
+    def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
+                    foil: int | None = None) -> Attribution:
+        """Attributions of the trace's translation (teacher-forced on its output), cached."""
+        return compute_attribution(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
+                                   methods, steps, foil)
+
+    def deletions(self, trace: AttentionTrace, methods: tuple[str, ...], ranked: tuple[str, ...],
+                  ks: tuple[int, ...], steps: int = DEFAULT_STEPS) -> pd.DataFrame:
+        return compute_deletions(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
+                                 methods, ranked, ks, steps)
+
+    def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
+        return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
+                                    tuple(map(tuple, targets)), kind, layer)
+
+
+def model_languages(root: str, name: str) -> str:
+    """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable)."""
+    try:
+        return read_languages(Path(root) / name).label
+    except (OSError, ValueError):
+        return "?"
+
+
+def require_session() -> Session:
+    """The sidebar's session, or stop the page with a message (the sidebar shows why the model failed)."""
+    session = st.session_state.get("_session")
+    if session is None:
+        st.error("No model is loaded: pick another model in the sidebar, or see the error shown there.")
+        st.stop()
+    return session

@@ -1,0 +1,199 @@
+"""Session state and the URL: the keys every page shares, reading the shared link on a session's first run and
+writing it after every run, and widgets bound to state keys.
+
+Session-state keys: ``model``, ``decoding``, ``beam``, ``alpha``, ``top_k``, ``truncate`` (sidebar); ``sentence``,
+``target`` (the submitted text; the form's boxes are ``sentence_input`` / ``target_input``); ``view``, ``kind``,
+``layer`` (1-based), ``head`` ("1".."H", "mean", "max"), ``level`` (explorer controls). Each value is drawn by a
+widget keyed ``w_<key>`` (see `bound`), so it survives views and pages that do not draw it. The URL (query
+parameters sentence, target, model, view, kind, layer, head, beam, alpha, search) is read on a session's first run
+and rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode, urlparse
+
+import streamlit as st
+
+from viz_model.api import MAX_BEAM
+from viz_model.kinds import KIND_LABELS
+from viz_model.plot import attention as figures
+
+from .texts import EXAMPLES
+
+VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
+
+
+LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
+
+
+DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
+            "kind": "encoder", "layer": 1, "head": "1", "level": "piece", "search": "auto"}
+
+
+URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search")
+
+
+SEARCH_LABELS = {"auto": "Auto (int8 on the CPU)", "int8": "int8", "fp32": "Full precision (fp32)"}
+
+
+# --- state and URL -----------------------------------------------------------------------------------------------
+def init_state(models: list[str]) -> None:
+    """On a session's first run, take the state from the URL (query parameters), reporting bad values."""
+    ss = st.session_state
+    if ss.get("_initialised"):
+        if ss.get("model") not in models:
+            ss["model"] = models[0]
+        return
+    ss["_initialised"] = True
+    for key, value in DEFAULTS.items():
+        ss.setdefault(key, value)
+    qp = st.query_params
+    problems: list[str] = []
+
+    def bad(name: str, value: str, why: str) -> None:  # in a code span Markdown escapes would show literally
+        shown = value[:60].replace("`", "'").replace("\n", " ")
+        problems.append(f"`{name}={shown}` ignored: {why}")
+
+    sentence = qp.get("sentence")
+    ss["sentence"] = sentence if sentence is not None else EXAMPLES[0]
+    ss["target"] = qp.get("target", "")
+    ss["sentence_input"], ss["target_input"] = ss["sentence"], ss["target"]
+    model = qp.get("model")
+    if model is not None and model not in models:
+        bad("model", model, f"no such model; available: {', '.join(models)}")
+        model = None
+    ss["model"] = model or models[0]
+    def choose(name: str, options, why: str = "") -> None:  # a parameter that must be one of `options`
+        value = qp.get(name)
+        if value is not None:
+            if value in options:
+                ss[name] = value
+            else:
+                bad(name, value, why or f"use one of {', '.join(options)}")
+
+    choose("view", VIEWS)
+    choose("kind", KIND_LABELS, "use encoder, decoder or cross")
+    layer = qp.get("layer")
+    if layer is not None:
+        if url_number(layer) >= 1:
+            ss["layer"] = url_number(layer)
+        else:
+            bad("layer", layer, "use a layer number from 1")
+    head = qp.get("head")
+    if head is not None:
+        if head in figures.AGGREGATES or url_number(head) >= 1:
+            ss["head"] = head if head in figures.AGGREGATES else str(url_number(head))
+        else:
+            bad("head", head, "use a head number from 1, mean or max")
+    choose("level", LEVEL_LABELS)
+    beam = qp.get("beam")
+    if beam is not None:
+        if 1 <= url_number(beam) <= MAX_BEAM:
+            ss["decoding"] = "greedy" if url_number(beam) == 1 else "beam"
+            ss["beam"] = max(2, url_number(beam))
+        else:
+            bad("beam", beam, f"use a beam size from 1 to {MAX_BEAM}")
+    alpha = qp.get("alpha")
+    if alpha is not None:
+        try:
+            value = float(alpha)
+            if not 0.0 <= value <= 5.0:
+                raise ValueError
+            ss["alpha"] = round(value, 2)
+        except ValueError:
+            bad("alpha", alpha, "use a length penalty from 0 to 5")
+    choose("search", SEARCH_LABELS)
+    ss["_url_problems"] = problems
+
+
+def url_number(value: str) -> int:
+    """A URL parameter as a small whole number (1 to 6 ASCII digits), or -1: "²", "1e9" or 5,000 digits are no
+    number (``str.isdigit`` accepts "²", which ``int`` then refuses)."""
+    return int(value) if re.fullmatch(r"[0-9]{1,6}", value) else -1
+
+
+def url_state() -> dict[str, str]:
+    """The query parameters that reproduce the current view (defaults left out)."""
+    ss = st.session_state
+    params = {"sentence": ss.get("sentence", ""), "model": ss.get("model", "")}
+    if ss.get("target"):
+        params["target"] = ss["target"]
+    for key in ("view", "kind", "layer", "head"):
+        params[key] = str(ss.get(key, DEFAULTS[key]))
+    if ss.get("level", DEFAULTS["level"]) != DEFAULTS["level"]:
+        params["level"] = ss["level"]
+    beam = 1 if ss.get("decoding") == "greedy" else int(ss.get("beam", DEFAULTS["beam"]))
+    if beam != DEFAULTS["beam"]:
+        params["beam"] = str(beam)
+    if float(ss.get("alpha", DEFAULTS["alpha"])) != DEFAULTS["alpha"]:
+        params["alpha"] = f"{float(ss['alpha']):g}"
+    if ss.get("search", DEFAULTS["search"]) != DEFAULTS["search"]:
+        params["search"] = ss["search"]
+    return params
+
+
+def sync_url() -> None:
+    params = url_state()
+    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    if current != params:
+        st.query_params.from_dict(params)
+
+
+def show_url_problems() -> None:
+    problems = st.session_state.pop("_url_problems", None)
+    if problems:
+        st.warning("Some link parameters could not be used:\n\n" + "\n".join(f"- {p}" for p in problems))
+
+
+def link_popover() -> None:
+    with st.popover("Copy link", icon=":material/link:"):
+        query = urlencode(url_state())
+        base = st.context.url or ""
+        if base and not urlparse(base).path:
+            base += "/"
+        st.caption("This link reopens this page with this sentence, model and view. Copy it with the copy icon "
+                   "that appears at the top right of the box when you point at it.")
+        st.code(f"{base}?{query}", language=None, wrap_lines=True)
+
+
+def _copy_widget(widget_key: str, key: str) -> None:
+    st.session_state[key] = st.session_state[widget_key]
+
+
+def bound(widget, label: str, key: str, *args, **kwargs):
+    """Draw `widget` (st.selectbox, st.slider, ...) for the value kept in ``session_state[key]``.
+
+    The widget has its own key (``w_<key>``) and copies its value back on change, so the value survives runs
+    where the widget is not drawn (another view or page: Streamlit drops the state of undrawn widgets) and can be
+    set by code (a click on the model view sets the layer and head).
+    """
+    ss = st.session_state
+    widget_key = f"w_{key}"
+    ss[widget_key] = ss[key]
+    return widget(label, *args, key=widget_key, on_change=_copy_widget, args=(widget_key, key), **kwargs)
+
+
+# --- selection helpers (pure, unit-tested) -----------------------------------------------------------------------
+def selected_point(state) -> list | None:
+    """customdata of the first selected point of a plotly_chart selection state, or None."""
+    try:
+        points = state["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    if not points:
+        return None
+    data = points[0].get("customdata")
+    return list(data) if isinstance(data, (list, tuple)) else None
+
+
+def clamp_choice(key: str, options: list, fallback, what: str) -> str | None:
+    """Keep session_state[key] within `options`; returns a message when it had to change it."""
+    ss = st.session_state
+    value = ss.get(key, fallback)
+    if value in options:
+        ss[key] = value
+        return None
+    ss[key] = fallback if fallback in options else options[0]
+    return f"{what} {value} does not exist here; showing {ss[key]}."

@@ -1,0 +1,68 @@
+"""Every page in headless Chromium with a sentence of its own: no exception box, no "something went wrong", and no
+figure whose tick labels fall outside the figure (clipped). Screenshots of every page land in test-artifacts/."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
+
+import pytest
+from support.browser import CHROMIUM, FIRST_LOAD_S, shot
+
+from app import widgets  # noqa: E402
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium"),
+]
+
+SENTENCE = "My grandmother bakes bread every Sunday morning."
+PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "attribution", "head-roles",
+         "ablation", "alignment", "compare"]
+
+# Per figure: its size, and every tick label whose box leaves the figure's own SVG.
+CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, index) => {
+  const svg = plot.querySelector('svg.main-svg');
+  if (!svg) return {index, title: '', width: 0, clipped: []};
+  const frame = svg.getBoundingClientRect();
+  const title = plot.querySelector('.gtitle')?.textContent || '';
+  const clipped = [...plot.querySelectorAll('.xtick text, .ytick text')].filter((e) => {
+    const b = e.getBoundingClientRect();
+    return e.textContent.trim() && b.width > 0 && (b.left < frame.left - 1 || b.right > frame.right + 1
+      || b.top < frame.top - 1 || b.bottom > frame.bottom + 1);
+  }).map((e) => e.textContent);
+  return {index, title, width: frame.width, clipped};
+})"""
+
+
+def settle(page) -> None:
+    """Wait until Streamlit has finished running the page (its status widget gone) and the figures drew."""
+    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
+    deadline = time.monotonic() + FIRST_LOAD_S
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').count()
+        if not running and page.locator(".js-plotly-plot .main-svg").count():
+            time.sleep(1.0)  # late plots of the same run
+            if not page.locator('[data-testid="stStatusWidget"]').count():
+                return
+        time.sleep(0.5)
+    pytest.fail(f"{page.url} did not finish drawing in {FIRST_LOAD_S} s")
+
+
+@pytest.mark.slow
+def test_every_page_with_a_sentence_of_its_own(server, page):
+    query = urlencode({"sentence": SENTENCE, "beam": "1"})
+    for path in PAGES:
+        page.goto(f"{server}/{path}?{query}")
+        settle(page)
+        name = path or "explore"
+        shot(page, f"walk-{name}.png")
+        assert page.locator('[data-testid="stException"]').count() == 0, f"{name}: an exception box"
+        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+        assert not [e for e in errors if widgets.UNEXPECTED in e], f"{name}: {errors}"
+        figures = page.evaluate(CLIPPED)
+        assert figures, f"{name}: no figure drawn"
+        clipped = [f for f in figures if f["clipped"]]
+        assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
+        narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
+        assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"

@@ -1,0 +1,331 @@
+"""Hugging Face Marian models open exactly in the instrumented model (issue 21).
+
+A small random `MarianMTModel` with real SentencePiece models trained here is saved with ``save_pretrained`` and
+imported with ``viz-model import``; then logits, every attention map, greedy output and tokenizer ids must equal
+Hugging Face's, and broken folders must fail with one line naming the file, leaving no output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+import sentencepiece as spm  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli import main  # noqa: E402
+from viz_model.tokenizer import MarianTokenizer  # noqa: E402
+
+WORDS_EN = ["a", "man", "woman", "dog", "cat", "plays", "runs", "in", "the", "snow", "park", "house", "red", "blue",
+    "small", "big", "old", "young", "reads", "book"]
+WORDS_DE = ["ein", "mann", "frau", "hund", "katze", "spielt", "läuft", "im", "schnee", "park", "haus", "rot", "blau",
+    "klein", "groß", "alt", "jung", "liest", "buch"]
+ODD = ["Ünïcödé ☃ snow.", "CAPS AND numbers 123!", "emoji 🙂 and 中文 text", "tabs\tand  spaces", "ß ø å æ œ"]
+
+
+def sentences(words: list[str], count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))).capitalize() + rng.choice([".", "!", "?"])
+            for _ in range(count)]
+
+
+def train_spm(lines: list[str], path) -> None:
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(path), vocab_size=60,
+                                   model_type="unigram", character_coverage=1.0, minloglevel=2,
+                                   hard_vocab_limit=False, unk_id=1, bos_id=-1, eos_id=0, pad_id=-1)
+
+
+@pytest.fixture(scope="module")
+def marian_folder(tmp_path_factory):
+    """A random Marian model of tiny size, saved as Hugging Face saves one (model, config, tokenizer files)."""
+    root = tmp_path_factory.mktemp("hf")
+    train_spm(sentences(WORDS_EN, 300, 0), root / "source")
+    train_spm(sentences(WORDS_DE, 300, 1), root / "target")
+    pieces: dict[str, int] = {"</s>": 0, "<unk>": 1}
+    for side in ("source", "target"):
+        sp = spm.SentencePieceProcessor(model_file=str(root / f"{side}.model"))
+        for i in range(sp.get_piece_size()):
+            pieces.setdefault(sp.id_to_piece(i), len(pieces))
+    pieces["<pad>"] = len(pieces)
+    (root / "vocab.json").write_text(json.dumps(pieces))
+    tokenizer = transformers.MarianTokenizer(source_spm=str(root / "source.model"),
+                                             target_spm=str(root / "target.model"), vocab=str(root / "vocab.json"))
+    pad = pieces["<pad>"]
+    config = transformers.MarianConfig(
+        vocab_size=len(pieces), d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=96,
+        activation_function="swish", scale_embedding=True, pad_token_id=pad, decoder_start_token_id=pad,
+        eos_token_id=0, forced_eos_token_id=None, dropout=0.0)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config)
+    with torch.no_grad():
+        for p in model.parameters():  # larger than the default init, so the maps are far from uniform
+            p.normal_(0, 0.3)
+        model.final_logits_bias.normal_(0, 1.0)
+    folder = root / "opus-mt-tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf(marian_folder):
+    model = transformers.MarianMTModel.from_pretrained(marian_folder, attn_implementation="eager").eval()
+    return model, transformers.MarianTokenizer.from_pretrained(marian_folder)
+
+
+@pytest.fixture(scope="module")
+def imported(marian_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("assets") / "opus-mt-tiny"
+    assert main(["import", str(marian_folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu", search="fp32")
+
+
+def test_tokenizer_ids_equal_hugging_face(hf, imported):
+    _, hf_tok = hf
+    texts = sentences(WORDS_EN, 95, 7) + ODD
+    for text in texts:
+        assert imported.encode(text) == hf_tok(text).input_ids, text
+        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == \
+            hf_tok(text_target=text).input_ids, text
+    ids = hf_tok(texts[0]).input_ids
+    assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
+
+
+def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
+    model, hf_tok = hf
+    cfg = imported.config
+    for text in sentences(WORDS_EN, 5, 3) + ODD[:2]:
+        src = hf_tok(text, return_tensors="pt").input_ids
+        target = hf_tok(text_target=sentences(WORDS_DE, 1, len(text))[0], return_tensors="pt").input_ids
+        tgt_in = torch.cat([torch.full((1, 1), cfg.bos_id), target[:, :-1]], dim=1)
+        with torch.no_grad():
+            theirs = model(input_ids=src, decoder_input_ids=tgt_in, output_attentions=True)
+            ours = imported.network(src, tgt_in, need_weights=True)
+        keep = [i for i in range(cfg.vocab_size) if i not in cfg.never_emitted]
+        np.testing.assert_allclose(ours.logits[..., keep].numpy(), theirs.logits[..., keep].numpy(), rtol=1e-4,
+                                   atol=1e-4)
+        assert torch.isinf(ours.logits[..., cfg.pad_id]).all()  # the pad id is never emitted
+        for name, hf_name in (("encoder_attentions", "encoder_attentions"), ("decoder_attentions",
+                              "decoder_attentions"), ("cross_attentions", "cross_attentions")):
+            mine, other = getattr(ours, name), getattr(theirs, hf_name)
+            assert len(mine) == len(other)
+            for a, b in zip(mine, other):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def test_trace_axes_carry_the_marian_tokens(hf, imported):
+    _, hf_tok = hf
+    text = "A man reads a book in the park."
+    trace = imported.trace(text, beam=1)
+    assert trace.source_tokens == hf_tok.convert_ids_to_tokens(hf_tok(text).input_ids)
+    assert trace.target_tokens[0] == "<pad>" and trace.source_tokens[-1] == "</s>"
+    assert trace.target_tokens[1:] == trace.output_tokens[:-1]
+
+
+def test_greedy_output_equals_generate(hf, imported):
+    model, hf_tok = hf
+    for text in sentences(WORDS_EN, 20, 11):
+        src = hf_tok(text, return_tensors="pt").input_ids
+        ours = imported.trace(text, beam=1)
+        limit = ours.settings["max_output_length"]
+        with torch.no_grad():
+            theirs = model.generate(src, num_beams=1, do_sample=False, max_new_tokens=limit,
+                                    bad_words_ids=[[imported.config.pad_id]])
+        assert ours.output_ids == theirs[0, 1:].tolist(), text
+        assert imported.translate(text, beam=1) == imported.tokenizer.decode(theirs[0, 1:].tolist())
+
+
+def test_decoded_text_equals_hugging_face(hf, imported):
+    _, hf_tok = hf
+    for text in sentences(WORDS_DE, 30, 5):
+        ids = hf_tok(text_target=text).input_ids
+        assert imported.tokenizer.decode(ids) == hf_tok.decode(ids, skip_special_tokens=True), text
+
+
+def test_model_card_names_the_source_and_licence(imported):
+    assert "cc-by-4.0" in imported.card and "Imported from the Hugging Face model" in imported.card
+    assert isinstance(imported.tokenizer, MarianTokenizer)
+
+
+def add_tensor(path, name: str) -> None:
+    """Add a random tensor of the shared embedding's shape under `name` (an untied output matrix)."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path))
+    tensors[name] = torch.randn_like(tensors["model.shared.weight"])
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def broken(marian_folder, tmp_path, change) -> tuple[int, str, object]:
+    folder = tmp_path / "broken"
+    shutil.copytree(marian_folder, folder)
+    change(folder)
+    out = tmp_path / "out"
+    return folder, out
+
+
+@pytest.mark.parametrize("what, change, names", [
+    ("bert", lambda f: (f / "config.json").write_text(json.dumps({"model_type": "bert"})), "config.json"),
+    ("t5", lambda f: (f / "config.json").write_text(json.dumps({"model_type": "t5"})), "config.json"),
+    ("no vocab", lambda f: (f / "vocab.json").unlink(), "vocab.json"),
+    ("no weights", lambda f: (f / "model.safetensors").unlink(), "pytorch_model.bin"),
+    ("truncated", lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:5000]),
+     "model.safetensors"),
+    ("shapes", lambda f: (f / "config.json").write_text(json.dumps(
+        {**json.loads((f / "config.json").read_text()), "encoder_ffn_dim": 48, "decoder_ffn_dim": 48})),
+     "model.safetensors"),
+    ("untied", lambda f: add_tensor(f / "model.safetensors", "lm_head.weight"), "lm_head.weight"),
+    ("vocab mismatch", lambda f: (f / "vocab.json").write_text(json.dumps(
+        {**json.loads((f / "vocab.json").read_text()), "extra": 10_000})), "vocab.json"),
+])
+def test_broken_folders_fail_with_one_line_and_leave_nothing(marian_folder, tmp_path, capsys, what, change, names):
+    folder, out = broken(marian_folder, tmp_path, change)
+    assert main(["import", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("viz-model: error:") and names in err, err
+    assert not out.exists() and not [p for p in out.parent.iterdir() if p.name.startswith(".out.")]
+
+
+def test_offline_hub_id_says_how_to_fetch_the_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["import", "Helsinki-NLP/opus-mt-en-de", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "pass that folder" in err and "--local-dir" in err and not (tmp_path / "x").exists()
+
+
+def test_existing_output_is_refused(marian_folder, tmp_path, capsys):
+    (tmp_path / "taken").mkdir()
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+PAGES = ["explore", "masks", "positional", "attention_by_hand", "decoding", "training", "head_roles", "ablation",
+         "alignment", "compare"]
+
+
+def test_an_imported_model_opens_on_every_page(marian_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP
+
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    for page in PAGES:
+        at = AppTest.from_file(str(APP), default_timeout=240)
+        at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
+        at.run()
+        if page != "explore":
+            at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        errors = [e.value for e in at.error]
+        assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
+        assert at.get("plotly_chart"), f"{page}: no figure"
+
+
+def test_the_pe_lab_draws_the_layout_the_imported_model_uses(marian_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP, arr
+
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
+    model = viz_model.load(tmp_path / "opus-mt-tiny", device="cpu")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
+    at.run()
+    at.switch_page("views/positional.py").run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    matrix = next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))
+    drawn = arr(matrix["data"][0]["z"])
+    own = model.network.positional_encodings(drawn.shape[0]).numpy()
+    np.testing.assert_allclose(drawn, own, atol=1e-6)  # the model's own (halves) table, not the paper's order
+    curves = next(s for s in specs if s["layout"]["title"]["text"].startswith("Sinusoids"))
+    half = model.config.d_model // 2
+    names = {t["name"] for t in curves["data"] if t.get("name")}
+    assert "dim 0 (sin)" in names and f"dim {half} (cos)" in names
+
+
+def test_the_language_pair_comes_from_the_model(marian_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP
+
+    from viz_model.languages import guess_languages
+
+    folder = tmp_path / "opus-mt-fr-en"
+    shutil.copytree(marian_folder, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "source_lang": "fr", "target_lang": "en"}))
+    assert main(["import", str(folder), "--out", str(tmp_path / "assets" / "fr-en")]) == 0
+    model = viz_model.load(tmp_path / "assets" / "fr-en", device="cpu")
+    assert (model.languages.source_name, model.languages.target_name) == ("French", "English")
+    assert guess_languages("Helsinki-NLP/opus-mt-en-de").label == "en → de" and guess_languages("bert") is None
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path / "assets"))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "Un homme lit un livre."})
+    at.run()
+    assert not at.exception
+    assert at.text_area(key="sentence_input").label == "Sentence to translate (French)"
+    assert "fr-en (fr → en)" in at.selectbox(key="w_model").options
+
+
+def test_a_broken_languages_file_names_itself(marian_folder, tmp_path):
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "m")]) == 0
+    (tmp_path / "m" / "languages.json").write_text('{"source": "<script>", "target": "de"}')
+    with pytest.raises(viz_model.CheckpointError, match="languages.json"):
+        viz_model.load(tmp_path / "m", device="cpu")
+
+
+def test_a_pytorch_model_bin_is_read_with_weights_only(marian_folder, hf, tmp_path):
+    model, _ = hf
+    folder = tmp_path / "bin"
+    shutil.copytree(marian_folder, folder)
+    (folder / "model.safetensors").unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 0
+    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    src = torch.tensor([ours.encode("A man reads a book.")])
+    tgt = torch.tensor([[ours.config.bos_id, 5, 6, 7]])
+    with torch.no_grad():
+        theirs = model(input_ids=src, decoder_input_ids=tgt).logits
+        mine = ours.network(src, tgt).logits
+    keep = [i for i in range(ours.config.vocab_size) if i not in ours.config.never_emitted]
+    np.testing.assert_allclose(mine[..., keep].numpy(), theirs[..., keep].numpy(), rtol=1e-4, atol=1e-4)
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04 not a pickle of tensors")
+    assert main(["import", str(folder), "--out", str(tmp_path / "out2")]) == 2 and not (tmp_path / "out2").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_an_imported_model_in_a_real_browser(marian_folder, hf, tmp_path):
+    from support.browser import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_S, streamlit_server
+
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    _, hf_tok = hf
+    assets = tmp_path / "assets"
+    assert main(["import", str(marian_folder), "--out", str(assets / "opus-mt-tiny")]) == 0
+    sentence = "A man reads a book in the park."
+    expected = hf_tok.convert_ids_to_tokens(hf_tok(sentence).input_ids)
+    with streamlit_server(assets, tmp_path / "streamlit.log") as url, sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/?beam=1&sentence={sentence.replace(' ', '+')}")
+            page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+            ticks = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .xtick text')]"
+                                  ".map(e => e.textContent)")
+            assert ticks == expected  # the encoder map's keys are the Marian pieces of the sentence
+            assert page.locator('[data-testid="stException"]').count() == 0
+            picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.evaluate(
+                "e => e.innerText + ' ' + [...e.querySelectorAll('input')].map(i => i.value).join(' ')")
+            assert "opus-mt-tiny (en → de)" in picker, picker  # the picker names the language pair
+        finally:
+            chromium.close()

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests of every layer (imported as `support.*`; tests/ is on the path)."""

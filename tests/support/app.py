@@ -1,0 +1,102 @@
+"""Shared by the app tests: a tiny random model directory (built once per test session) and helpers.
+
+Importing this module is cheap; `build_tiny_assets` trains a 100-odd piece SentencePiece tokenizer on generated
+sentences and saves a randomly initialised 2-encoder / 3-decoder-layer model, so layer counts that differ per
+kind are exercised. The sentences include HTML so the injection tests see real pieces such as ``<`` and ``img``.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+from streamlit.testing.v1 import AppTest
+
+from app import widgets
+from support.data import TINY_ARCHITECTURE, tiny_model_config
+from viz_model.checkpoint import save_model_dir
+from viz_model.coverage import TRAINING_STATS, training_stats
+from viz_model.model import Transformer
+from viz_model.tokenizer import train_tokenizer
+
+TINY_MODEL = "tiny-en-de"
+TINY_CONFIG = {**TINY_ARCHITECTURE, "decoder_layers": 3, "max_positions": 48}  # 2 + 3: layer counts differ
+INJECTION = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "app" / "streamlit_app.py"
+
+
+def _sentences(count: int = 400) -> list[str]:
+    rng = random.Random(0)
+    subjects = ["a man", "two dogs", "the girl", "several people", "a woman", "the children", "ein Mann",
+                "zwei Hunde", "das Mädchen", "eine Frau"]
+    verbs = ["plays", "runs", "is reading", "climbs", "walks", "spielt", "läuft", "liest", "klettert"]
+    places = ["in the snow", "on the beach", "down the street", "into a playhouse", "im Schnee", "am Strand",
+              "auf der Straße", "in front of a building"]
+    lines = [f"{rng.choice(subjects).capitalize()} {rng.choice(verbs)} {rng.choice(places)}." for _ in range(count)]
+    lines += [INJECTION, "<b>bold</b> & <i>x</i> = 'y' \"z\"", "script alert img src onerror"] * 5
+    return lines
+
+
+def build_tiny_assets(root: Path) -> Path:
+    """Write ``root/tiny-en-de`` (a complete model directory) unless it exists; returns `root`."""
+    directory = root / TINY_MODEL
+    if (directory / "model.safetensors").is_file():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(_sentences(), root / "tokenizer.model", vocab_size=160)
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(tokenizer.vocab_size, **TINY_CONFIG))
+    save_model_dir(model, tokenizer, directory, card="# tiny-en-de\n\nA random model for the app tests.\n")
+    (directory / TRAINING_STATS).write_text(training_stats(tokenizer, {"multi30k": _sentences()}).to_json())
+    (root / "tokenizer.model").unlink()
+    return root
+
+
+def long_sentence(words: int) -> str:
+    return " ".join(itertools.islice(itertools.cycle(["two", "dogs", "play", "in", "the", "snow"]), words)) + "."
+
+
+def arr(value) -> np.ndarray:
+    """A data array from figure JSON: Plotly 6+ writes numpy arrays as base64 typed arrays."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in shape.split(",")]) if shape else out
+    return np.array(value, dtype=float)
+
+
+def start(**params: str) -> AppTest:
+    """Run the app as a fresh browser session would, with these URL query parameters (greedy unless told)."""
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"beam": "1", **params})
+    return at.run()
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def titles(at: AppTest) -> list[str]:
+    return [c["layout"]["title"]["text"] for c in charts(at)]
+
+
+def ok(at: AppTest) -> AppTest:
+    """No traceback, and no unexpected failure caught by the app's guard."""
+    assert not at.exception, [e.message for e in at.exception]
+    unexpected = [e.value for e in at.error if e.value.startswith(widgets.UNEXPECTED)]
+    assert not unexpected, unexpected
+    return at
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def messages(at: AppTest) -> str:
+    return "\n".join(str(e.value) for e in [*at.error, *at.warning, *at.info])

@@ -1,0 +1,171 @@
+"""Headless Chromium: a Streamlit server on the tiny model, the browser and page fixtures (import them into a test
+module to use them), and waiting helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from support.app import ROOT, build_tiny_assets
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+FIRST_LOAD_S = 180  # a cold server imports torch and decodes 47 greedy steps on a busy 2-core CI machine
+
+
+STEP_S = 90
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(assets: Path | None, log_path: Path):
+    """Run `streamlit run app` (as a user would, from the repository root) on a free port; yield its URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("VIZ_MODEL_ASSETS", None)
+    if assets is not None:
+        env["VIZ_MODEL_ASSETS"] = str(assets)
+    command = [sys.executable, "-m", "streamlit", "run", "app", "--server.headless", "true",
+               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"streamlit exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not answer on {url}:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    assets = build_tiny_assets(tmp_path_factory.mktemp("browser-assets"))
+    with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page that records every dialog (alert/confirm/prompt); the test fails if one opened."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.dialogs = []
+
+    def on_dialog(dialog):
+        page.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    yield page
+    dialogs = page.dialogs
+    context.close()
+    assert dialogs == [], f"a dialog opened: {dialogs}"
+
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+def wait_title(page, text: str, timeout_s: float = STEP_S) -> None:
+    page.wait_for_function(
+        "(t) => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => e.textContent.includes(t))",
+        arg=text, timeout=timeout_s * 1000)
+
+
+def switch_view(page, name: str, title: str, tries: int = 4) -> None:
+    """Click a view button until its figure shows: a click that lands while Streamlit is rerunning can be lost."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries - 1):
+        page.get_by_role("radio", name=name).click()
+        try:
+            wait_title(page, title, STEP_S / tries)
+            return
+        except PlaywrightTimeout:
+            continue
+    page.get_by_role("radio", name=name).click()
+    wait_title(page, title)  # the last try fails the test if the view never shows
+
+
+def wait_url(page, fragment: str) -> None:
+    page.wait_for_function("(f) => decodeURIComponent(location.search.replaceAll('+', ' ')).includes(f)",
+                           arg=fragment, timeout=STEP_S * 1000)
+
+
+def plot_area(page, index: int = 0) -> dict:
+    plot = page.locator(".js-plotly-plot").nth(index)
+    plot.scroll_into_view_if_needed()
+    time.sleep(0.3)
+    return plot.locator(".nsewdrag").first.bounding_box()
+
+
+def tick_labels(page, axis: str, index: int = 0) -> list[str]:
+    return page.evaluate(
+        "([a, i]) => [...document.querySelectorAll('.js-plotly-plot')[i].querySelectorAll(`.${a}tick text`)]"
+        ".map(e => e.textContent)", [axis, index])
+
+
+def hover_text(page) -> str:
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+    return page.locator(".hoverlayer .hovertext").first.text_content()
+
+
+def pick(page, label: str, option: str) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def shot(page, name: str) -> None:
+    """Screenshot the whole app (Streamlit scrolls inside its main container, so grow the viewport to fit it)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
+    time.sleep(0.5)
+    page.screenshot(path=str(ARTIFACTS / name))
+    page.set_viewport_size(size)

@@ -1,0 +1,45 @@
+"""Smoke tests of the benchmark scripts: they run, on tiny settings, and report what they measured (CI times
+nothing; the figures come from full runs on an idle machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from support.data import tiny_train_config, write_toml
+
+from viz_model.train.runtime import native_bf16
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_benchmark(script: str, *args: str) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args, "--json"], env=env,
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("baseline_bf16", [False, True])
+def test_bench_train_reports_both_systems_and_their_ratio(tmp_path, data_dir, baseline_bf16):
+    """With a config of bf16 = false, ours runs fp32; --baseline-bf16 still gives the baseline bf16 autocast where
+    the device has native bf16 (and says so on stderr where it has not)."""
+    config = tmp_path / "tiny.toml"
+    write_toml(config, tiny_train_config(data_dir))
+    r = run_benchmark("bench_train.py", "--synthetic", "--config", str(config), "--quick", "--batch-tokens", "250",
+                      "--threads", "1", "--device", "cpu", *(["--baseline-bf16"] if baseline_bf16 else []))
+    assert r["steps"] == 3 and r["warmup"] == 1 and r["threads"] == 1
+    assert r["config"]["d_model"] == 32  # the config's model, not the reference size
+    # the same model size (nn.Transformer adds a final LayerNorm to each stack)
+    assert r["params_ours"] == pytest.approx(r["params_baseline"], rel=0.01)
+    ours, base = r["ours"]["tokens_per_s"], r["baseline"]["tokens_per_s"]
+    assert ours > 0 and base > 0 and r["ratio"] == pytest.approx(ours / base, rel=1e-2)
+    assert r["precision_ours"] == "fp32"
+    expected = "bf16 autocast" if baseline_bf16 and native_bf16(torch.device("cpu")) else "fp32"
+    assert r["precision_baseline"] == expected
