@@ -29,7 +29,7 @@ LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
 
 
 DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
-            "kind": "encoder", "layer": 1, "head": "1", "level": "piece", "search": "auto"}
+            "kind": "encoder", "layer": 1, "head": 1, "level": "piece", "search": "auto"}
 
 
 URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search")
@@ -84,7 +84,7 @@ def init_state(models: list[str]) -> None:
     head = qp.get("head")
     if head is not None:
         if head in figures.AGGREGATES or url_number(head) >= 1:
-            ss["head"] = head if head in figures.AGGREGATES else str(url_number(head))
+            ss["head"] = head if head in figures.AGGREGATES else url_number(head)
         else:
             bad("head", head, "use a head number from 1, mean or max")
     choose("level", LEVEL_LABELS)
@@ -106,6 +106,26 @@ def init_state(models: list[str]) -> None:
             bad("alpha", alpha, "use a length penalty from 0 to 5")
     choose("search", SEARCH_LABELS)
     ss["_url_problems"] = problems
+
+
+def head_options(heads: int) -> list[int | str]:
+    """What a head picker offers: heads 1..H (integers, as state holds them), then "mean" and "max"."""
+    return [*range(1, heads + 1), *figures.AGGREGATES]
+
+
+def head_label(value: int | str, heads: int) -> str:
+    """A head picker's label: "Head 2 of 8", "Mean over heads"."""
+    return f"Head {value} of {heads}" if isinstance(value, int) else f"{value.title()} over heads"
+
+
+def head_index(value: int | str) -> figures.Head:
+    """The library's head reference (0-based index, "mean" or "max") of a head held in state (1-based)."""
+    return value - 1 if isinstance(value, int) else value
+
+
+def state_head(head: figures.Head) -> int | str:
+    """The state value (1-based, or "mean" / "max") of a library head reference."""
+    return int(head) + 1 if not isinstance(head, str) else head
 
 
 def url_number(value: str) -> int:

@@ -26,7 +26,7 @@ if trace is None:
 st.subheader("Cross-attention as word alignment")
 cross_layers, head_count = trace.num_layers["cross"], trace.num_heads
 layer_options = list(range(1, cross_layers + 1))
-head_options = ["mean", *[str(h) for h in range(1, head_count + 1)]]
+head_options = ["mean", *range(1, head_count + 1)]
 columns = st.columns(4)
 with columns[0]:
     state.clamp_choice("al_layer", layer_options, cross_layers, "Layer")
@@ -35,7 +35,7 @@ with columns[0]:
 with columns[1]:
     state.clamp_choice("al_head", head_options, "mean", "Head")
     state.bound(st.selectbox, "Head", "al_head", head_options,
-                 format_func=lambda v: "Mean over heads" if v == "mean" else f"Head {v} of {head_count}")
+                 format_func=lambda v: state.head_label(v, head_count))
 with columns[2]:
     ss.setdefault("al_rows", "output")
     state.bound(st.radio, "A target word is", "al_rows", list(ROWS), format_func=ROWS.get)
@@ -44,7 +44,7 @@ with columns[3]:
     state.bound(st.slider, "Link only above weight", "al_threshold", 0.0, 1.0, step=0.05,
                  help="Each target word is linked to its most attended source word when that weight reaches this.")
 layer, rows, threshold = int(ss["al_layer"]) - 1, ss["al_rows"], float(ss["al_threshold"])
-head = "mean" if ss["al_head"] == "mean" else int(ss["al_head"]) - 1
+head = state.head_index(ss["al_head"])
 words = alignment.layer_word_attention(trace, layer, rows)
 source_words, target_words = words.source_words, words.target_words
 if not source_words or not target_words:

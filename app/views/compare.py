@@ -52,16 +52,16 @@ with columns[0]:
 kind = ss["cmp_kind"]
 layer_count, head_count = trace.num_layers[kind], trace.num_heads
 layer_options = list(range(1, layer_count + 1))
-head_options = [str(h) for h in range(1, head_count + 1)] + list(figures.AGGREGATES)
+head_options = state.head_options(head_count)
 with columns[1]:
     state.clamp_choice("cmp_layer", layer_options, 1, "Layer")
     state.bound(st.selectbox, "Layer", "cmp_layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
 with columns[2]:
     state.clamp_choice("cmp_head", head_options, "mean", "Head")
     state.bound(st.selectbox, "Head", "cmp_head", head_options,
-                 format_func=lambda v: f"Head {v} of {head_count}" if v.isdigit() else f"{v.title()} over heads")
+                 format_func=lambda v: state.head_label(v, head_count))
 layer = int(ss["cmp_layer"]) - 1
-head = int(ss["cmp_head"]) - 1 if ss["cmp_head"].isdigit() else ss["cmp_head"]
+head = state.head_index(ss["cmp_head"])
 
 # --- two sentences -----------------------------------------------------------------------------------------------
 st.subheader("Two sentences, one model")

@@ -42,18 +42,18 @@ kind = ss["kind"]
 layer_count = trace.num_layers[kind]
 head_count = trace.num_heads
 layer_options = list(range(1, layer_count + 1))
-head_options = [str(h) for h in range(1, head_count + 1)] + list(figures.AGGREGATES)
+head_options = state.head_options(head_count)
 current_layer = ss.get("layer", 1)
 notices.append(state.clamp_choice("layer", layer_options, min(current_layer, layer_count)
                                    if isinstance(current_layer, int) else 1, "Layer"))
-notices.append(state.clamp_choice("head", head_options, "1", "Head"))
+notices.append(state.clamp_choice("head", head_options, 1, "Head"))
 if view in ("heatmap", "head"):
     with columns[1]:
         state.bound(st.selectbox, "Layer", "layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
 if view in ("heatmap", "focus"):
     with columns[2]:
         state.bound(st.selectbox, "Head", "head", head_options,
-                     format_func=lambda v: f"Head {v} of {head_count}" if v.isdigit() else f"{v.title()} over heads")
+                     format_func=lambda v: state.head_label(v, head_count))
 if view == "heatmap":
     with columns[3]:
         state.clamp_choice("level", list(state.LEVEL_LABELS), "piece", "Granularity")
@@ -77,8 +77,8 @@ for message in filter(None, notices):
     st.info(message)
 
 layer = int(ss["layer"]) - 1
-head = int(ss["head"]) - 1 if ss["head"].isdigit() else ss["head"]
-name = f"{kind}-layer{layer + 1}-{ss['head'] if not ss['head'].isdigit() else 'head' + ss['head']}"
+head = state.head_index(ss["head"])
+name = f"{kind}-layer{layer + 1}-{'head' + str(ss['head']) if isinstance(ss['head'], int) else ss['head']}"
 
 
 # --- views -------------------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def open_from_model_view() -> None:
         return
     picked_layer, picked_head = point
     ss["layer"] = int(picked_layer) + 1
-    ss["head"] = str(int(picked_head) + 1) if isinstance(picked_head, (int, float)) else str(picked_head)
+    ss["head"] = state.state_head(int(picked_head) if isinstance(picked_head, (int, float)) else str(picked_head))
     ss["view"] = "heatmap"
 
 

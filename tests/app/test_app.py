@@ -91,7 +91,7 @@ def test_kind_layer_and_head_counts_come_from_the_model(tiny):
     at.selectbox(key="w_kind").set_value("decoder").run()
     assert len(at.selectbox(key="w_layer").options) == TINY_CONFIG["decoder_layers"]
     at.selectbox(key="w_layer").set_value(3).run()
-    at.selectbox(key="w_head").set_value("4").run()
+    at.selectbox(key="w_head").set_value(4).run()
     ok(at)
     assert titles(at) == ["Decoder self-attention (masked): layer 3, head 4"]
     assert (at.query_params["kind"], at.query_params["layer"], at.query_params["head"]) == ("decoder", "3", "4")

@@ -203,7 +203,7 @@ def test_alignment_and_rollout(tiny, model):
     np.testing.assert_allclose(arr(charts(at)[4]["data"][0]["z"]), flow, atol=1e-5)
     at.radio(key="w_ro_kind").set_value("decoder").run()
     at.selectbox(key="w_ro_layer").set_value(1).run()
-    at.selectbox(key="w_al_head").set_value("2").run()
+    at.selectbox(key="w_al_head").set_value(2).run()
     at.slider(key="w_al_threshold").set_value(0.5).run()
     ok(at)
     assert titles(at)[0] == f"Cross-attention links, layer {cross}, head 2"
