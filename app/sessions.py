@@ -4,6 +4,9 @@ process), cached traces, beam trees, layer scores and attributions, and the `Ses
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,9 +160,24 @@ def model_languages(root: str, name: str) -> str:
         return "?"
 
 
+_SERVING: ContextVar[Session | None] = ContextVar("viz_model_session", default=None)
+
+
+@contextmanager
+def serving(session: Session | None) -> Iterator[None]:
+    """Hand `session` to the page the router runs inside this block (nothing is kept in session state: a rerun
+    builds its session from the sidebar afresh)."""
+    token = _SERVING.set(session)
+    try:
+        yield
+    finally:
+        _SERVING.reset(token)
+
+
 def require_session() -> Session:
-    """The sidebar's session, or stop the page with a message (the sidebar shows why the model failed)."""
-    session = st.session_state.get("_session")
+    """The session the router is serving this page with, or stop the page with a message (the sidebar shows why
+    the model failed)."""
+    session = _SERVING.get()
     if session is None:
         st.error("No model is loaded: pick another model in the sidebar, or see the error shown there.")
         st.stop()

@@ -52,9 +52,9 @@ else:
     state.init_state(models)
     page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
     session = widgets.sidebar(models)
-    st.session_state["_session"] = session
     try:
-        page.run()
+        with sessions.serving(session):  # the page gets this run's session from require_session
+            page.run()
     except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
         widgets.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers

@@ -11,7 +11,6 @@ import torch
 
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TooLong, TranslationModel
 from viz_model.checkpoint import CheckpointError
-from viz_model.languages import LanguagePair
 from viz_model.trace import AttentionTrace
 
 from . import export, teaching
@@ -113,14 +112,13 @@ def _submit() -> None:
     ss["target"] = ss.get("target_input", "")
 
 
-def sentence_form() -> None:
+def sentence_form(session: Session) -> None:
     """Examples, the sentence box, the optional forced target and the Translate button."""
     ss = st.session_state
     ss.setdefault("sentence_input", ss.get("sentence", ""))
     ss.setdefault("target_input", ss.get("target", ""))
-    known = trained_domains()
-    session = ss.get("_session")
-    pair = session.model.languages if session is not None else LanguagePair()
+    known = trained_domains(session)
+    pair = session.model.languages
     st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
                  format_func=lambda sentence: example_label(sentence, known),
                  placeholder="Pick an example sentence…")
@@ -135,10 +133,9 @@ def sentence_form() -> None:
         st.form_submit_button("Translate", type="primary", on_click=_submit, icon=":material/translate:")
 
 
-def trained_domains() -> list[str] | None:
-    """The kinds of text the current model was trained on, None when its directory does not say."""
-    session = st.session_state.get("_session")
-    stats = session.model.training_stats if session is not None else None
+def trained_domains(session: Session) -> list[str] | None:
+    """The kinds of text the session's model was trained on, None when its directory does not say."""
+    stats = session.model.training_stats
     return stats.domains if stats is not None else None
 
 
@@ -183,7 +180,7 @@ def confidence_line(trace: AttentionTrace) -> None:
 def sentence_and_trace(session: Session) -> AttentionTrace | None:
     """A collapsed "Change the sentence" form, then the current sentence's trace (None after an error message)."""
     with st.expander("Change the sentence", expanded=False):
-        sentence_form()
+        sentence_form(session)
     return current_trace(session)
 
 

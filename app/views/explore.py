@@ -15,7 +15,7 @@ state.show_url_problems()
 widgets.domain_notice(session.model)
 form_column, result_column = st.columns([3, 2], gap="large")
 with form_column:
-    widgets.sentence_form()
+    widgets.sentence_form(session)
 with result_column:
     trace = widgets.current_trace(session)
     if trace is not None:
