@@ -184,6 +184,14 @@ def sentence_and_trace(session: Session) -> AttentionTrace | None:
     return current_trace(session)
 
 
+def trace_or_stop(session: Session) -> AttentionTrace:
+    """`sentence_and_trace`, and the page stops where there is no trace (the reason is already shown)."""
+    trace = sentence_and_trace(session)
+    if trace is None:
+        st.stop()
+    return trace
+
+
 def current_trace(session: Session) -> AttentionTrace | None:
     """The trace of the submitted sentence, or None after showing why there is none."""
     ss = st.session_state

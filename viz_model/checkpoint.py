@@ -230,6 +230,22 @@ def model_file(directory: Path, name: str, limit: int | None = None) -> Path:
     return path
 
 
+def optional_json(directory: str | Path, name: str, limit: int, error: type[Exception]) -> object | None:
+    """The parsed JSON file `name` of a model directory, None when there is none; a file that fails the checks of
+    `model_file` or is no JSON raises `error` naming it (each optional metadata file has its own error type)."""
+    path = Path(directory) / name
+    if not path.is_file():
+        return None
+    try:
+        model_file(Path(directory), name, limit)  # inside the directory, bounded size
+    except CheckpointError as err:
+        raise error(str(err)) from None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise error(f"{path}: cannot be read as JSON ({err})") from None
+
+
 def read_card(directory: Path) -> str:
     """The model card's text ("" when there is none), read under the same checks as every model file."""
     if not (directory / CARD).is_file():

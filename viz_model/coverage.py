@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import CheckpointError, model_file
+from .checkpoint import optional_json
 from .tokenizer import EOS_ID, WORD_START, Tokenizer, word_ids
 
 TRAINING_STATS = "training_stats.json"
@@ -102,18 +102,8 @@ def training_stats(tokenizer: Tokenizer, sources: dict[str, Sequence[str]]) -> T
 
 def load_training_stats(directory: str | Path) -> TrainingStats | None:
     """The model directory's statistics, None when it has none; a broken file is a `StatsError` naming it."""
-    path = Path(directory) / TRAINING_STATS
-    if not path.is_file():
-        return None
-    try:
-        model_file(Path(directory), TRAINING_STATS, MAX_STATS_BYTES)  # inside the directory, bounded size
-    except CheckpointError as err:
-        raise StatsError(str(err)) from None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise StatsError(f"{path}: cannot be read as JSON ({err})") from None
-    return TrainingStats.from_dict(data, str(path))
+    data = optional_json(directory, TRAINING_STATS, MAX_STATS_BYTES, StatsError)
+    return None if data is None else TrainingStats.from_dict(data, str(Path(directory) / TRAINING_STATS))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import CheckpointError, model_file
+from .checkpoint import optional_json
 from .config import ConfigError, ModelConfig, TrainConfig
 
 TRAINING_FACTS = "training_facts.json"
@@ -205,15 +205,5 @@ def _score(value: object) -> float | None:
 
 def load_training_facts(directory: str | Path) -> TrainingFacts | None:
     """The model directory's facts, None when it has none; a broken file is a `FactsError` naming it."""
-    path = Path(directory) / TRAINING_FACTS
-    if not path.is_file():
-        return None
-    try:
-        model_file(Path(directory), TRAINING_FACTS, MAX_FACTS_BYTES)  # inside the directory, bounded size
-    except CheckpointError as err:
-        raise FactsError(str(err)) from None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise FactsError(f"{path}: cannot be read as JSON ({err})") from None
-    return TrainingFacts.from_dict(data, str(path))
+    data = optional_json(directory, TRAINING_FACTS, MAX_FACTS_BYTES, FactsError)
+    return None if data is None else TrainingFacts.from_dict(data, str(Path(directory) / TRAINING_FACTS))

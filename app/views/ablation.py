@@ -40,9 +40,7 @@ st.title("Ablation")
 st.caption("Switch heads off (their output multiplied by 0, for this request only: the model every visitor shares "
            "is not changed) and translate the sentence again: does the translation change, and how much less likely "
            "does the original translation become?")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 if trace.settings.get("forced"):
     st.info("The forced target is not used here: the ablation compares the model's own translations.")
 

@@ -18,9 +18,7 @@ session = sessions.require_session()
 st.title("Alignment & rollout")
 st.caption("Cross-attention shows which source words the decoder looked at while writing each target word: read as "
            "links, it is a word alignment. Rollout and flow follow attention through every layer at once.")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 
 # --- word alignment ----------------------------------------------------------------------------------------------
 st.subheader("Cross-attention as word alignment")

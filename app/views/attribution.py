@@ -27,9 +27,7 @@ st.title("Attribution")
 st.caption("Attention weights alone can mislead: a head may attend strongly to a token whose value vector is nearly "
            "zero, and the residual stream carries much of the signal past every head. These methods measure what "
            "each input token contributed to each output token of the translation (teacher-forced on it).")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 
 ss.setdefault("at_methods", ["attention", "value_weighted", "alti", "saliency"])
 ss["at_methods"] = [m for m in ss["at_methods"] if m in CHOICES]

@@ -41,9 +41,7 @@ def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: 
 
 st.title("Compare")
 st.caption("The same head on two sentences, or on two models: what moves when one word changes?")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 
 columns = st.columns(3)
 with columns[0]:

@@ -14,9 +14,7 @@ session = sessions.require_session()
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
            "the source, and scores every token of the vocabulary for the next position.")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 widgets.translation_panel(trace)
 
 # --- step slider -------------------------------------------------------------------------------------------------

@@ -16,9 +16,7 @@ st.title("Masks")
 st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "
            "`<pad>` keys, and the decoder's causal mask keeps position t away from the future. Masked scores become "
            "−∞ before the softmax, so their weights are exactly 0.")
-trace = widgets.sentence_and_trace(session)
-if trace is None:
-    st.stop()
+trace = widgets.trace_or_stop(session)
 
 def token_count(text: str) -> int:
     """Source tokens of `text` (pieces + </s>), or -1 when it cannot be encoded."""
