@@ -4,11 +4,11 @@
 
 For each set, beam 4 with ``search="int8"`` and, in the same run, ``search="fp32"`` (the precision
 ``viz-model export --evaluate`` scores with), both on the model's stored weights: keys ``SET/beam4-int8`` and
-``SET/beam4-fp32-stored``. Sets: Multi30K test_2016_flickr, and for a model trained with Tatoeba its old held-out test
-set (rebuilt exactly as `tatoeba_unseen.py` does).
+``SET/beam4-fp32-stored``. Sets: Multi30K test_2016_flickr (``--all-multi30k``: all four), and for a model
+trained with Tatoeba its old held-out test set (rebuilt exactly as `tatoeba_unseen.py` does).
 
     python benchmarks/eval_int8.py --model assets/mixed-en-de --tatoeba
-    python benchmarks/eval_int8.py --model assets/multi30k-en-de
+    python benchmarks/eval_int8.py --model assets/multi30k-en-de --all-multi30k
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ def main() -> int:
     p.add_argument("--model", type=Path, default=REPO / "assets" / "mixed-en-de")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--tatoeba", action="store_true", help="also the Tatoeba held-out test set (seed 20180513)")
+    p.add_argument("--all-multi30k", action="store_true",
+                   help="every Multi30K set: val, test_2016_flickr, test_2017_flickr, test_2017_mscoco")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
 
@@ -35,8 +37,12 @@ def main() -> int:
     from viz_model.textfiles import read_parallel
     from viz_model.train.splits import holdout_split
 
-    src, tgt = read_parallel(str(args.data / "multi30k"), "test_2016_flickr", "en", "de")
-    sets = {"multi30k:test_2016_flickr": (src, [[t] for t in tgt])}
+    splits = (["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"] if args.all_multi30k
+              else ["test_2016_flickr"])
+    sets = {}
+    for split in splits:
+        src, tgt = read_parallel(str(args.data / "multi30k"), split, "en", "de")
+        sets[f"multi30k:{split}"] = (src, [[t] for t in tgt])
     if args.tatoeba:
         pairs = read_parallel(str(args.data / "tatoeba"), "pairs", "en", "de")
         split = holdout_split(*pairs, 1000, 1000, 20180513)
