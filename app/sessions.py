@@ -4,7 +4,9 @@ process), cached traces, beam trees, layer scores and attributions, and the `Ses
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from viz_model.languages import read_languages
 from viz_model.trace import AttentionTrace
 
 TRACE_CACHE_ENTRIES = 12
+TRACE_CACHE_BYTES = 400 * 2**20  # what the traces of every session may hold together
 
 
 # --- models and traces -------------------------------------------------------------------------------------------
@@ -68,11 +71,57 @@ def searching_model(root: str, name: str, stamp: str, search: str) -> Translatio
     return model if search == "auto" else model.with_search(search)
 
 
-@st.cache_data(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES)
+class TraceCache:
+    """Traces by request, shared by every session, the least recently used out first once there are more than
+    `entries` or they hold more than `max_bytes` (a trace of the default model is ~0.2 MB, one of an imported
+    opus-mt-size model up to ~150 MB). Thread-safe; the traces are frozen (read-only arrays), not copied."""
+
+    def __init__(self, entries: int, max_bytes: int) -> None:
+        self.entries, self.max_bytes = entries, max_bytes
+        self._traces: OrderedDict[tuple, tuple[AttentionTrace, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(size for _, size in self._traces.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._traces)
+
+    def get(self, key: tuple, compute: Callable[[], AttentionTrace]) -> AttentionTrace:
+        """The cached trace of `key`, or `compute()`'s, kept (the newest is always kept, however large)."""
+        with self._lock:
+            if key in self._traces:
+                self._traces.move_to_end(key)
+                return self._traces[key][0]
+        trace = compute().freeze()
+        with self._lock:
+            self._traces[key] = (trace, trace.nbytes)
+            self._traces.move_to_end(key)
+            while len(self._traces) > 1 and (len(self._traces) > self.entries or
+                                             sum(size for _, size in self._traces.values()) > self.max_bytes):
+                self._traces.popitem(last=False)
+        return trace
+
+    def clear(self) -> None:
+        with self._lock:
+            self._traces.clear()
+
+
+@st.cache_resource(max_entries=1)
+def trace_cache() -> TraceCache:
+    """The process's one trace cache."""
+    return TraceCache(TRACE_CACHE_ENTRIES, TRACE_CACHE_BYTES)
+
+
 def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
                   target: str | None, top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
-    return searching_model(root, name, stamp, search).trace(text, beam=beam, alpha=alpha, target=target,
-                                                            top_k=top_k, truncate=truncate, positions=positions)
+    """The trace of this request, from the shared `TraceCache` (bounded in entries and bytes)."""
+    key = (root, name, stamp, search, text, beam, alpha, target, top_k, truncate, positions)
+    return trace_cache().get(key, lambda: searching_model(root, name, stamp, search).trace(
+        text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

@@ -110,8 +110,41 @@ def test_every_cache_of_the_app_is_bounded():
     """Traces, models and tables are cached with a maximum number of entries: memory stays bounded however many
     sessions and sentences come (a bare decorator would keep every result forever)."""
     decorators = _cache_decorators()
-    assert any(where.endswith(":compute_trace") for where, _ in decorators)
+    assert any(where.endswith(":trace_cache") for where, _ in decorators)  # the one TraceCache of the process
     for where, decorator in decorators:
         keywords = {k.arg: k.value for k in decorator.keywords} if isinstance(decorator, ast.Call) else {}
         assert "max_entries" in keywords, f"{where}: a cache without max_entries grows without bound"
-    assert sessions.TRACE_CACHE_ENTRIES <= 32
+    assert sessions.TRACE_CACHE_ENTRIES <= 32 and sessions.TRACE_CACHE_BYTES <= 512 * 2**20
+    cache = sessions.trace_cache()
+    assert (cache.entries, cache.max_bytes) == (sessions.TRACE_CACHE_ENTRIES, sessions.TRACE_CACHE_BYTES)
+
+
+def test_the_trace_cache_is_bounded_in_entries_and_bytes(app_model):
+    """Traces of a large model (an imported opus-mt one: up to ~150 MB each) are bounded by bytes, not only by count;
+    the least recently used goes first, the newest is always kept, and a cached trace cannot be written."""
+    trace = app_model.trace("A man.", beam=1)
+    size = trace.nbytes
+    assert size == sum(a.nbytes for a in [*trace.encoder_attentions, *trace.decoder_attentions,
+                                          *trace.cross_attentions, trace.encoder_mask, trace.decoder_mask,
+                                          trace.cross_mask, trace.source_positional, trace.target_positional,
+                                          trace.source_embeddings, trace.target_embeddings])
+    computed = []
+
+    def compute(text):
+        computed.append(text)
+        return app_model.trace(text, beam=1)
+
+    cache = sessions.TraceCache(entries=3, max_bytes=int(2.5 * size))
+    for text in ("A man.", "A dog.", "A cat."):
+        cache.get((text,), lambda text=text: compute(text))
+    assert len(cache) == 2 and cache.nbytes <= 2.5 * size  # the bytes bound evicted "A man."
+    cache.get(("A dog.",), lambda: compute("A dog."))  # a hit: nothing computed, "A dog." is now the newest
+    assert computed == ["A man.", "A dog.", "A cat."]
+    cache.get(("A man.",), lambda: compute("A man."))  # evicts "A cat.", the least recently used
+    cache.get(("A cat.",), lambda: compute("A cat."))
+    assert computed[-2:] == ["A man.", "A cat."] and len(cache) == 2
+    tiny = sessions.TraceCache(entries=3, max_bytes=1)
+    kept = tiny.get(("A man.",), lambda: compute("A man."))
+    assert len(tiny) == 1  # the newest stays, however large
+    with pytest.raises(ValueError, match="read-only"):
+        kept.cross_attentions[0][0, 0, 0] = 1.0
