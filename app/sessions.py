@@ -84,7 +84,10 @@ class TraceCache:
     @property
     def nbytes(self) -> int:
         with self._lock:
-            return sum(size for _, size in self._traces.values())
+            return self._bytes()
+
+    def _bytes(self) -> int:
+        return sum(size for _, size in self._traces.values())
 
     def __len__(self) -> int:
         with self._lock:
@@ -100,14 +103,9 @@ class TraceCache:
         with self._lock:
             self._traces[key] = (trace, trace.nbytes)
             self._traces.move_to_end(key)
-            while len(self._traces) > 1 and (len(self._traces) > self.entries or
-                                             sum(size for _, size in self._traces.values()) > self.max_bytes):
+            while len(self._traces) > 1 and (len(self._traces) > self.entries or self._bytes() > self.max_bytes):
                 self._traces.popitem(last=False)
         return trace
-
-    def clear(self) -> None:
-        with self._lock:
-            self._traces.clear()
 
 
 @st.cache_resource(max_entries=1)

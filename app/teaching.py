@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from viz_model import recipe
 from viz_model.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
 from viz_model.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
@@ -374,9 +375,7 @@ def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: f
     epochs = check_int(epochs, "the number of epochs", 1, 100_000)
     cooldown_epochs = check_int(cooldown_epochs, "the cooldown epochs", 0, 100_000)
     try:
-        return TrainConfig(model=ModelConfig(d_model=d_model, heads=1, d_ff=1, vocab_size=8),
-                           warmup_steps=warmup, lr_scale=lr_scale, lr_peak=lr_peak, epochs=epochs,
-                           cooldown_epochs=cooldown_epochs)
+        return recipe.schedule_config(d_model, warmup, lr_scale, lr_peak, epochs, cooldown_epochs)
     except ConfigError as err:
         raise InputError(str(err)) from None
 

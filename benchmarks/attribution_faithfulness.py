@@ -38,7 +38,7 @@ def main() -> None:
     model = viz_model.load(args.model, device="cpu")
     sources = open_text(find_split(Path(args.data_dir) / "multi30k", "val", "en"))[:args.limit]
     started = time.perf_counter()
-    rows = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True)
+    rows, _ = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True)
     seconds = time.perf_counter() - started
     out_dir = REPO / ".data" / "attribution"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -158,9 +158,10 @@ class TranslationModel:
         """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.quantize`), else 'fp32'."""
         return "fp32" if self.search_network is self.network else "int8"
 
-    def encode(self, text: str, truncate: bool = False) -> list[int]:
-        """Source ids (pieces + ``</s>``); too long is a `TooLong` naming the limit, unless `truncate`."""
-        ids = encode_source(self.tokenizer, check_text(text))
+    def encode(self, text: str, truncate: bool = False, what: str = "text") -> list[int]:
+        """Source ids (pieces + ``</s>``); too long is a `TooLong` naming the limit, unless `truncate`; `what`
+        names the text in errors."""
+        ids = encode_source(self.tokenizer, check_text(text, what))
         limit = self.config.max_positions
         if len(ids) > limit:
             if not truncate:
@@ -173,7 +174,7 @@ class TranslationModel:
                 names: tuple[str, str] = ("text", "target")) -> Request:
         """The one check of a translation request (`trace` and the app call it): both texts are text, and fit the
         model; errors are `ValueError`s that say why (`TooLong` for a length), naming the texts by `names`."""
-        source_ids = self.encode(check_text(text, names[0]), truncate)
+        source_ids = self.encode(text, truncate, names[0])
         if target is None:
             return Request(source_ids)
         forced = self.tokenizer.encode_target(check_text(target, names[1])) + [self.config.eos_id]

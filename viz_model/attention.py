@@ -103,14 +103,6 @@ class AttentionRecord:
     residual: Tensor | None = None
     output: Tensor | None = None
 
-    def detach(self) -> AttentionRecord:
-        """The same record cut from the autograd graph."""
-        def cut(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.detach()
-
-        return AttentionRecord(self.weights.detach(), self.scores.detach(), self.masked_scores.detach(),
-                               self.values.detach(), self.mask, cut(self.residual), cut(self.output))
-
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
                         scale: bool = True) -> tuple[Tensor, AttentionRecord]:

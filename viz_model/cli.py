@@ -293,9 +293,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     out, src, tgt = _corpus_args(args)
     gold = read_pharaoh(Path(args.gold))[:len(src)] if args.gold else None
     model = _load(args)
-    found = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam, alpha=args.alpha,
-                                progress=True, gold=gold)
-    table, aer = found if isinstance(found, tuple) else (found, None)
+    table, aer = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam,
+                                     alpha=args.alpha, progress=True, gold=gold)
     write_table(table, out)
     if aer is not None and aer_out is not None:
         write_table(aer, aer_out)

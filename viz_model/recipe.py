@@ -8,7 +8,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .config import TrainConfig
+from .config import ModelConfig, TrainConfig
+
+
+def schedule_config(d_model: int, warmup_steps: int, lr_scale: float = 1.0, lr_peak: float = 0.0, epochs: int = 1,
+                    cooldown_epochs: int = 0) -> TrainConfig:
+    """A TrainConfig carrying only what the schedule reads (d_model, warm-up, scale or peak, the run's epochs and
+    cooldown), to draw a schedule without a run; an impossible one is a `ConfigError`."""
+    return TrainConfig(model=ModelConfig(d_model=d_model, heads=1, d_ff=1, vocab_size=8), warmup_steps=warmup_steps,
+                       lr_scale=lr_scale, lr_peak=lr_peak, epochs=epochs, cooldown_epochs=cooldown_epochs)
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:

@@ -13,6 +13,7 @@ import html
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,21 +101,23 @@ class AttentionTrace:
             return self.target_tokens, self.target_tokens
         return self.target_tokens, self.source_tokens
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the trace's arrays (what a cache of traces must bound)."""
-        arrays = [*self.encoder_attentions, *self.decoder_attentions, *self.cross_attentions, self.encoder_mask,
-                  self.decoder_mask, self.cross_mask, self.source_positional, self.target_positional,
-                  self.source_embeddings, self.target_embeddings]
-        return sum(int(np.asarray(a).nbytes) for a in arrays)
-
-    def freeze(self) -> AttentionTrace:
-        """The same trace with every array read-only (a trace shared between sessions must not be written)."""
+    def _arrays(self) -> Iterator[np.ndarray]:
+        """Every array the trace holds (fields that are arrays or lists of them)."""
         for item in dataclasses.fields(self):
             value = getattr(self, item.name)
             for array in value if isinstance(value, list) else [value]:
                 if isinstance(array, np.ndarray):
-                    array.flags.writeable = False
+                    yield array
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the trace's arrays (what a cache of traces must bound)."""
+        return sum(int(array.nbytes) for array in self._arrays())
+
+    def freeze(self) -> AttentionTrace:
+        """The same trace with every array read-only (a trace shared between sessions must not be written)."""
+        for array in self._arrays():
+            array.flags.writeable = False
         return self
 
     def summary(self) -> dict[str, Any]:

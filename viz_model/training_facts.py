@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import optional_json
-from .config import ConfigError, ModelConfig, TrainConfig
+from .config import ConfigError, TrainConfig
+from .recipe import schedule_config
 
 TRAINING_FACTS = "training_facts.json"
 FACTS_VERSION = 1
@@ -86,9 +87,8 @@ class TrainingFacts:
 
     def schedule_config(self) -> TrainConfig:
         """A TrainConfig carrying what the trainer's schedule reads, to redraw this run's learning rate."""
-        return TrainConfig(model=ModelConfig(d_model=self.d_model, heads=1, d_ff=1, vocab_size=8),
-                           warmup_steps=self.warmup_steps, lr_scale=self.lr_scale, lr_peak=self.lr_peak,
-                           epochs=self.epochs, cooldown_epochs=self.cooldown_epochs)
+        return schedule_config(self.d_model, self.warmup_steps, self.lr_scale, self.lr_peak, self.epochs,
+                               self.cooldown_epochs)
 
     def precision_summary(self) -> str:
         """"fp32" or "bf16 autocast", with the first step of each span where a resume changed the precision

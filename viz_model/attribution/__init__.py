@@ -34,7 +34,7 @@ import torch
 from ..analysis.rollout import attention_rollout
 from ..kinds import ATTENTION_KINDS
 from ..model import Transformer
-from .contributions import alti_block, alti_plus, encoder_rollout, value_weighted
+from .contributions import alti_blocks, alti_plus, rollout, value_weighted
 from .gradients import DEFAULT_STEPS, GRADIENT_METHODS, GradientResult, check_steps, gradient_attributions
 
 CONTRIBUTION_METHODS = ("value_weighted", "alti")
@@ -206,10 +206,13 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
         chosen = log_probs[torch.arange(len(output_ids)), torch.tensor(output_ids, device=device)]
         vw = ({kind: [_np(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
                for kind in ATTENTION_KINDS} if "value_weighted" in methods else {})
-        alti = _np(alti_plus(network, out)[0]) if "alti" in methods else None
-        encoder_alti = _np(encoder_rollout(network, out)[0]) if "alti" in methods else None
-        alti_layers = ({kind: [_np(alti_block(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
-                        for kind in ATTENTION_KINDS} if "alti" in methods else {})
+        alti = encoder_alti = None
+        alti_layers: dict[str, list[np.ndarray]] = {}
+        if "alti" in methods:
+            blocks = alti_blocks(network, out)
+            alti = _np(alti_plus(network, out, blocks)[0])
+            encoder_alti = _np(rollout(blocks["encoder"])[0])
+            alti_layers = {kind: [_np(block[0]) for block in layers] for kind, layers in blocks.items()}
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil)
              if gradient_methods else GradientResult({}, steps, None, None))

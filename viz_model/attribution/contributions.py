@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ..attention import AttentionRecord
+from ..kinds import ATTENTION_KINDS
 from ..model import Seq2SeqOutput, Transformer
 
 TINY = 1e-12
@@ -81,30 +82,42 @@ def alti_block(network: Transformer, record: AttentionRecord, kind: str, layer: 
     return contributions / contributions.sum(dim=-1, keepdim=True).clamp(min=TINY)
 
 
+def alti_blocks(network: Transformer, out: Seq2SeqOutput) -> dict[str, list[Tensor]]:
+    """`alti_block` of every attention sub-layer of a forward pass, per kind and layer (computed once, shared by
+    the rollout, ALTI+ and the per-layer maps)."""
+    return {kind: [alti_block(network, record, kind, layer) for layer, record in enumerate(out.records(kind))]
+            for kind in ATTENTION_KINDS}
+
+
+def rollout(blocks: list[Tensor]) -> Tensor:
+    """The product of a stack's per-layer contributions, last layer leftmost."""
+    if not blocks:
+        raise ValueError("the forward pass recorded no encoder layer (run it with need_weights=True)")
+    rolled = blocks[0]
+    for block in blocks[1:]:
+        rolled = block @ rolled
+    return rolled
+
+
 def encoder_rollout(network: Transformer, out: Seq2SeqOutput) -> Tensor:
     """``(batch, src_len, src_len)``: how much each encoder output draws from each source token (ALTI, rolled
     out over the encoder layers)."""
-    rollout: Tensor | None = None
-    for layer, record in enumerate(out.encoder_records):
-        block = alti_block(network, record, "encoder", layer)
-        rollout = block if rollout is None else block @ rollout
-    if rollout is None:
-        raise ValueError("the forward pass recorded no encoder layer (run it with need_weights=True)")
-    return rollout
+    return rollout([alti_block(network, r, "encoder", i) for i, r in enumerate(out.encoder_records)])
 
 
-def alti_plus(network: Transformer, out: Seq2SeqOutput) -> Tensor:
+def alti_plus(network: Transformer, out: Seq2SeqOutput, blocks: dict[str, list[Tensor]] | None = None) -> Tensor:
     """ALTI+: ``(batch, tgt_len, src_len + tgt_len)``: for each decoder position, the share of each source token
-    and of each target-prefix token (decoder input); every row sums to 1."""
-    encoder = encoder_rollout(network, out)
+    and of each target-prefix token (decoder input); every row sums to 1. `blocks`: `alti_blocks` of `out`, when
+    already computed."""
+    blocks = alti_blocks(network, out) if blocks is None else blocks
+    encoder = rollout(blocks["encoder"])
     batch, src_len, _ = encoder.shape
     tgt_len = out.logits.shape[1]
     dtype, device = encoder.dtype, encoder.device
     source_rows = torch.cat([encoder, torch.zeros(batch, src_len, tgt_len, dtype=dtype, device=device)], dim=2)
     mix = torch.cat([torch.zeros(batch, tgt_len, src_len, dtype=dtype, device=device),
                      torch.eye(tgt_len, dtype=dtype, device=device).expand(batch, -1, -1)], dim=2)
-    for layer, (self_record, cross_record) in enumerate(zip(out.decoder_records, out.cross_records)):
-        mix = alti_block(network, self_record, "decoder", layer) @ mix
-        cross = alti_block(network, cross_record, "cross", layer)
+    for self_block, cross in zip(blocks["decoder"], blocks["cross"]):
+        mix = self_block @ mix
         mix = cross[:, :, :src_len] @ source_rows + cross[:, :, src_len:] * mix
     return mix

@@ -34,12 +34,12 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                         methods: Sequence[str] = CORPUS_DEFAULT_METHODS, ks: Sequence[int] = DEFAULT_KS,
                         steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4, alpha: float = 0.6,
                         progress: bool = False, gold: Sequence[Alignment] | None = None
-                        ) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+                        ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
     its translation by `model` (a `TranslationModel`), or on `targets` when given (a reference per line).
 
-    With `gold` alignments (of `targets`, which they need), also the AER of every method and layer
-    (`alignment.attribution_aer`): then ``(faithfulness, aer)`` is returned."""
+    Returns ``(faithfulness, aer)``: with `gold` alignments (of `targets`, which they need) `aer` is the AER of
+    every method and layer (`alignment.AerCounter`), else None."""
     methods = check_methods(methods)
     if targets is not None and len(targets) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(targets)} target sentences")
@@ -67,7 +67,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         if gold is not None:
             aer.add(result, gold[number - 1])
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table if gold is None else (table, aer.table())
+    return table, None if gold is None else aer.table()
 
 
 def faithfulness_table(per_sentence: pd.DataFrame) -> pd.DataFrame:

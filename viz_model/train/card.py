@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TrainConfig
-from ..training_facts import facts_from_run
+from ..training_facts import TrainingFacts
 
 # Published scores to print beside ours: test split -> (BLEU, what it was measured on)
 PAPER_BLEU = {"newstest2014": (27.3, "the paper's base Transformer (Vaswani et al., 2017), beam 4, after training on "
@@ -97,12 +97,11 @@ def tokenizer_line(cfg: TrainConfig) -> str:
             f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
 
 
-def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]],
+def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]], facts: TrainingFacts,
                results: dict[str, dict[str, float]], averaged: list[str], notes: str = "") -> str:
-    """Markdown model card from the run's config, log and test results; the recipe lines are the run's
-    `TrainingFacts` (the data the app reads), in words."""
+    """Markdown model card from the run's config, log, training facts and test results; the recipe lines are
+    `facts` (the data the app reads), in words."""
     m = cfg.model
-    facts = facts_from_run(cfg, events)
     start = next((e for e in events if e.get("event") == "start"), {})
     vals = [e for e in events if e.get("event") == "val"]
     trains = [e for e in events if e.get("event") == "train"]

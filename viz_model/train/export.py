@@ -59,11 +59,12 @@ def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, 
     save_model_dir(model.cpu(), tokenizer, out_dir, dtype=EXPORT_DTYPES[dtype])
     write_training_stats(cfg, tokenizer, out_dir)
     events = read_log(run_dir / LOG_FILE)
-    atomic_write_bytes(out_dir / TRAINING_FACTS, facts_from_run(cfg, events).to_json().encode())
+    facts = facts_from_run(cfg, events)
+    atomic_write_bytes(out_dir / TRAINING_FACTS, facts.to_json().encode())
     if (run_dir / LOG_FILE).is_file():
         shutil.copyfile(run_dir / LOG_FILE, out_dir / TRAINING_LOG)
     (out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    card = model_card(out_dir.name, cfg, model.num_parameters(), events, results, averaged, notes)
+    card = model_card(out_dir.name, cfg, model.num_parameters(), events, facts, results, averaged, notes)
     (out_dir / "MODEL_CARD.md").write_text(card, encoding="utf-8")
     return out_dir
 
