@@ -28,6 +28,8 @@ from viz_model.languages import read_languages
 from viz_model.trace import AttentionTrace
 
 TRACE_CACHE_ENTRIES = 12
+TRAINING_SLOTS = 2  # synthetic trainings (Learn: watch attention form) the server runs at once, for every session
+_TRAINING = threading.BoundedSemaphore(TRAINING_SLOTS)
 TRACE_CACHE_BYTES = 400 * 2**20  # what the traces of every session may hold together
 
 
@@ -197,6 +199,18 @@ class Session:
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
                                     tuple(map(tuple, targets)), kind, layer)
+
+
+@contextmanager
+def training_slot() -> Iterator[bool]:
+    """Whether a synthetic training may run now (True: a server-wide slot is held until the block ends, also when
+    a Stop or a new request cuts the run short)."""
+    held = _TRAINING.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            _TRAINING.release()
 
 
 def model_languages(root: str, name: str) -> str:

@@ -39,10 +39,12 @@ PAGES = {
     "compare": st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
     "attribution": st.Page("views/attribution.py", title="Attribution", icon=":material/insights:",
                            url_path="attribution"),
+    "watch": st.Page("views/watch.py", title="Watch attention form", icon=":material/play_circle:",
+                     url_path="watch"),
 }
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
-            "Learn": ["positional", "by_hand", "decoding", "training"]}
+            "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
 
 models = sessions.model_names()
 if not models:

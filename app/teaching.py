@@ -259,14 +259,16 @@ def saturation(dims: Sequence[int], keys: int = 10, samples: int = 2000, seed: i
 
 
 # --- positional encodings ----------------------------------------------------------------------------------------
-def pe_table(length: int, d_model: int, double: bool = False, layout: str = "interleaved") -> np.ndarray:
-    """The model's sinusoids (`sinusoidal_table`, in the model's layout), float32 as the model adds them, or
-    float64."""
-    return sinusoidal_table(length, d_model, dtype=torch.float64 if double else torch.float32, layout=layout).numpy()
+def pe_table(length: int, d_model: int, double: bool = False, layout: str = "interleaved",
+             frequencies: str = "paper", first: int = 0) -> np.ndarray:
+    """The model's sinusoids (`sinusoidal_table`, in the model's layout and frequencies, positions counted from
+    row `first` as the model's ``position_offset`` says), float32 as the model adds them, or float64."""
+    return sinusoidal_table(length + first, d_model, dtype=torch.float64 if double else torch.float32, layout=layout,
+                            frequencies=frequencies)[first:].numpy()
 
 
-def pair_wavelengths(d_model: int) -> np.ndarray:
-    return wavelengths(d_model).numpy()
+def pair_wavelengths(d_model: int, frequencies: str = "paper") -> np.ndarray:
+    return wavelengths(d_model, frequencies=frequencies).numpy()
 
 
 def dot_similarity(table: np.ndarray) -> np.ndarray:

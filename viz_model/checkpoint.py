@@ -23,7 +23,8 @@ from safetensors.torch import save
 
 from .config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
 from .model import Transformer
-from .tokenizer import MarianTokenizer, Tokenizer, TokenizerError
+from .pretrained_tokenizers import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
+from .tokenizer import Tokenizer, TokenizerError
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")
@@ -31,7 +32,7 @@ MAX_WEIGHTS_BYTES = 2 * 1024**3
 MAX_MODEL_BYTES = 2 * MAX_WEIGHTS_BYTES  # fp32 parameters + buffers: room for the largest fp16 file, loaded
 MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZER: 64 * 1024**2, CARD: 1024**2,
                   TRAINING_LOG: 64 * 1024**2,
-                  **{name: 64 * 1024**2 for name in MarianTokenizer.FILES}}
+                  **{name: 64 * 1024**2 for cls in PRETRAINED_TOKENIZERS for name in cls.FILES}}
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 WEIGHTS_DIGEST, TOKENIZER_DIGEST, CONFIG_DIGEST = "weights_sha256", "tokenizer_sha256", "config_sha256"
 
@@ -194,7 +195,7 @@ def tokenizer_digest(files: dict[str, bytes]) -> str:
                                   for name, data in sorted(files.items())).encode()).hexdigest()
 
 
-def save_model_dir(model: Transformer, tokenizer: Tokenizer | MarianTokenizer, directory: str | Path,
+def save_model_dir(model: Transformer, tokenizer: Tokenizer | PretrainedTokenizer, directory: str | Path,
                    card: str | None = None, dtype: torch.dtype | None = None) -> Path:
     """Write a complete model directory (weights, config, tokenizer files, optional model card)."""
     directory = Path(directory)
@@ -253,18 +254,18 @@ def read_card(directory: Path) -> str:
     return model_file(directory, CARD).read_text(encoding="utf-8", errors="replace")
 
 
-def load_tokenizer(directory: Path) -> tuple[Tokenizer | MarianTokenizer, dict[str, Path]]:
-    """The directory's tokenizer (Marian's three files when ``vocab.json`` is there, else ``tokenizer.model``),
+def load_tokenizer(directory: Path) -> tuple[Tokenizer | PretrainedTokenizer, dict[str, Path]]:
+    """The directory's tokenizer (an imported model's files when they are there, else ``tokenizer.model``),
     with its files, each read under `model_file`'s checks."""
-    marian = (directory / "vocab.json").exists()
-    paths = {name: model_file(directory, name) for name in (MarianTokenizer.FILES if marian else (TOKENIZER,))}
+    pretrained = pretrained_tokenizer_class(directory)
+    paths = {name: model_file(directory, name) for name in (pretrained.FILES if pretrained else (TOKENIZER,))}
     try:
-        return (MarianTokenizer.load(directory) if marian else Tokenizer.load(paths[TOKENIZER])), paths
+        return (pretrained.load(directory) if pretrained else Tokenizer.load(paths[TOKENIZER])), paths
     except TokenizerError as err:
         raise CheckpointError(str(err)) from None
 
 
-def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | MarianTokenizer, ModelConfig]:
+def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | PretrainedTokenizer, ModelConfig]:
     """Load and validate a model directory; every problem is a `CheckpointError` naming the file.
 
     The config is checked against the weights' header (and the size limit) before the model is allocated, and

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "output token's log-probability when the k source tokens a method ranks "
                                          "highest are removed, or all others (CSV or Parquet)")
     p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
-    p.add_argument("--tgt", default=None, help="translations to force instead of the model's own (plain or .gz)")
+    p.add_argument("--tgt", default=None, help="translations to force instead of the model's own (plain or .gz; "
+                                                   "the model's own: its full-precision greedy or beam search)")
     p.add_argument("--methods", nargs="+", default=["value_weighted", "alti"], metavar="METHOD",
                    help="attention (the layer mean and each layer), rollout, value_weighted, alti, saliency, "
                         "input_x_gradient, integrated_gradients (default: value_weighted alti)")
@@ -130,10 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the TOML config the model was trained with")
     p.add_argument("overrides", nargs="*", help="config overrides key=value the run was given (e.g. epochs=24)")
 
-    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) model folder or hub id, exactly")
+    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) or M2M100 model folder or hub id, "
+                                      "exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
                                   "(downloaded through huggingface_hub when installed and online)")
     p.add_argument("--out", required=True, help="model directory to write (e.g. assets/opus-mt-en-de); must not exist")
+    p.add_argument("--source-lang", default=None, metavar="CODE",
+                   help="M2M100: the source language's code (default: the folder's tokenizer_config.json src_lang)")
+    p.add_argument("--target-lang", default=None, metavar="CODE",
+                   help="M2M100: the target language's code, forced as the first output (default: its tgt_lang)")
     return parser
 
 
@@ -332,9 +338,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .hf_import import import_marian
+    from .hf_import import import_model
 
-    out = import_marian(args.source, args.out)
+    out = import_model(args.source, args.out, args.source_lang, args.target_lang)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

@@ -23,9 +23,12 @@ T = TypeVar("T")
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions (the paper) or in two halves (Marian)
+SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln(10000) / (d_model/2 - 1)) (M2M100)
 ACTIVATIONS = ("relu", "silu", "gelu")
 NORM_KINDS = ("post", "pre")
-IMPORT_OPTIONS = ("sinusoid_layout", "activation", "output_bias", "bos_id", "eos_id", "unk_id", "never_emitted")
+IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
+                  "eos_id", "unk_id", "never_emitted", "forced_first_id")
+MAX_POSITION_OFFSET = 16
 HOLDOUT_RULE_NAMES = ("source", "connected")  # see viz_model/train/splits.py
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
 CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -101,12 +104,15 @@ class ModelConfig:
     pad_id: int = 0
     # --- what imported pretrained models need; each default is this project's own choice -----------------------
     sinusoid_layout: str = "interleaved"
+    sinusoid_frequencies: str = "paper"
+    position_offset: int = 0  # position p reads row p + offset of the sinusoid table (M2M100: 2, after its pad id)
     activation: str = "relu"  # of the feed-forward network
     output_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
     bos_id: int = 2  # the decoder's first input (Marian starts from its pad id)
     eos_id: int = 3
     unk_id: int = 1
     never_emitted: tuple[int, ...] = ()  # ids whose logits are -inf: the model never outputs them (Marian: pad)
+    forced_first_id: int | None = None  # the first output, forced (M2M100: the target language's code)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
@@ -119,6 +125,12 @@ class ModelConfig:
         _check_choice("norm", self.norm, NORM_KINDS)
         _check_bool("share_embeddings", self.share_embeddings)
         _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
+        _check_choice("sinusoid_frequencies", self.sinusoid_frequencies, SINUSOID_FREQUENCIES)
+        _check_int("position_offset", self.position_offset, 0, MAX_POSITION_OFFSET)
+        if self.position_offset and self.positional != "sinusoidal":
+            raise ConfigError("position_offset needs sinusoidal positions (a learned table is trained from row 0)")
+        if self.forced_first_id is not None:
+            _check_int("forced_first_id", self.forced_first_id, 0, self.vocab_size - 1)
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_bool("output_bias", self.output_bias)
         for name in ("bos_id", "eos_id", "unk_id"):
@@ -131,6 +143,8 @@ class ModelConfig:
             _check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
         if self.eos_id in self.never_emitted:
             raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
+        if self.forced_first_id is not None and self.forced_first_id in self.never_emitted:
+            raise ConfigError(f"never_emitted holds forced_first_id ({self.forced_first_id})")
         if self.d_model % self.heads:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if self.positional == "sinusoidal" and self.d_model % 2:

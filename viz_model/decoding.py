@@ -71,6 +71,13 @@ def max_output_lengths(src: Tensor, model: Transformer, extra: int = 50) -> list
     return [max(1, min(n + extra, cap)) for n in lengths]
 
 
+def forced(log_probs: Tensor, token: int) -> Tensor:
+    """Log-probabilities that leave `token` the only choice (log-probability 0, every other -inf)."""
+    out = torch.full_like(log_probs, float("-inf"))
+    out[..., token] = 0.0
+    return out
+
+
 def _expand(encoded: EncoderOutput, times: int) -> EncoderOutput:
     index = torch.arange(encoded.hidden.shape[0], device=encoded.hidden.device).repeat_interleave(times)
     return EncoderOutput(encoded.hidden.index_select(0, index), encoded.mask.index_select(0, index),
@@ -124,6 +131,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     for step in range(max(max_lens)):
         out = model.decode(tokens[:, -1:], encoded, cache=cache, offset=step, positions=positions)
         log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
+        if step == 0 and model.config.forced_first_id is not None:  # M2M100's target language code, as Hugging
+            log_probs = forced(log_probs, model.config.forced_first_id)  # Face forces it: the only choice, score 0
         vocab = log_probs.shape[-1]
         width = min(2 * beam, vocab)
         # the best `width` of each row first, then the best `width` of the sentence among those (cheaper than

@@ -1,11 +1,15 @@
-"""Import a Hugging Face Marian (opus-mt) checkpoint into this project's instrumented model, exactly.
+"""Import a Hugging Face Marian (opus-mt) or M2M100 checkpoint into this project's instrumented model, exactly.
 
 A Marian model is the paper's architecture with four differences that `ModelConfig` names: sinusoids in two halves
 (``sinusoid_layout="halves"``), a SiLU feed-forward (``activation``), a bias on the output logits
 (``output_bias``), and decoding that starts from the pad id, which it never outputs (``bos_id``,
-``never_emitted``). Its tokenizer is `MarianTokenizer`. Nothing from the folder is executed: ``config.json`` is
-read as JSON, weights with safetensors (or ``torch.load(weights_only=True)`` for ``pytorch_model.bin``).
-The output directory is written beside its final place and renamed into it: a failure leaves nothing behind.
+``never_emitted``). Its tokenizer is `MarianTokenizer`. An M2M100 model is pre-norm with a final layer norm on
+each stack (``norm="pre"``), its sinusoids are fairseq's (halves, ``sinusoid_frequencies="fairseq"``, counted from
+row 2: ``position_offset``), decoding starts from ``</s>`` and its first output is forced to the target language's
+code (``forced_first_id``); its tokenizer is `M2M100Tokenizer`, for the language pair chosen at import.
+Nothing from the folder is executed: ``config.json`` is read as JSON, weights with safetensors (or
+``torch.load(weights_only=True)`` for ``pytorch_model.bin``). The output directory is written beside its final
+place and renamed into it: a failure leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -24,9 +28,16 @@ from .config import ConfigError, ModelConfig
 from .languages import LANGUAGES, LanguagePair, guess_languages
 from .model import Transformer
 from .positional import sinusoidal_table
-from .tokenizer import MarianTokenizer, TokenizerError
+from .pretrained_tokenizers import (
+    M2M100_LANGUAGE_CODES,
+    M2M100Tokenizer,
+    MarianTokenizer,
+    PretrainedTokenizer,
+    id_table,
+)
+from .tokenizer import TokenizerError
 
-SUPPORTED = ("marian",)
+SUPPORTED = {"marian": "Marian / opus-mt", "m2m_100": "M2M100"}
 ACTIVATIONS = {"relu": "relu", "silu": "silu", "swish": "silu", "gelu": "gelu"}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 MAX_HF_CONFIG_BYTES = 1024**2
@@ -41,7 +52,10 @@ DECODER_NAMES = {**ENCODER_NAMES, "self_attn_layer_norm": "self_residual.norm",
                  "encoder_attn_layer_norm": "cross_residual.norm"}
 TIED = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
         "lm_head.weight")
-POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight",
+             "model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
+FINAL_NORMS = {"model.encoder.layer_norm": "encoder_norm", "model.decoder.layer_norm": "decoder_norm"}
+M2M100_POSITION_OFFSET = 2  # fairseq numbers positions from the pad id (1) + 1
 
 
 class HFImportError(ValueError):
@@ -63,7 +77,8 @@ def resolve_source(source: str) -> Path:
     except ImportError:
         raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed: {fetch}") from None
     try:
-        return Path(snapshot_download(source, allow_patterns=["*.json", "*.spm", "*.safetensors", "*.bin", "*.md"]))
+        return Path(snapshot_download(source, allow_patterns=["*.json", "*.spm", "*.model", "*.safetensors", "*.bin",
+                                                                "*.md"]))
     except Exception as err:  # offline, unknown repository, gated model: one line either way
         raise HFImportError(f"{source}: the hub could not be reached or has no such model "
                            f"({type(err).__name__}); {fetch}") from None
@@ -84,25 +99,28 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     kind = data.get("model_type")
     if kind not in SUPPORTED:
         raise HFImportError(f"{path}: model_type {kind!r} is not an architecture this project can import "
-                           f"({', '.join(SUPPORTED)}: Marian / opus-mt translation models)")
+                           f"({', '.join(f'{k}: {v}' for k, v in SUPPORTED.items())} translation models)")
     return data
 
 
-def model_config(hf: dict[str, Any], path: Path, unk_id: int) -> ModelConfig:
-    """Our `ModelConfig` for a Marian config, refusing what the instrumented model does not implement."""
+def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None) -> ModelConfig:
+    """Our `ModelConfig` for a Marian or M2M100 config, refusing what the instrumented model does not implement."""
     def need(key: str) -> Any:
         if key not in hf:
             raise HFImportError(f"{path}: no {key!r}")
         return hf[key]
 
+    marian = hf["model_type"] == "marian"
     same = {("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")}
     for a, b in same:
         if need(a) != need(b):
             raise HFImportError(f"{path}: {a} = {hf[a]} but {b} = {hf[b]}; the instrumented model has one value")
-    checks = {"scale_embedding": True, "share_encoder_decoder_embeddings": True, "normalize_before": False,
-              "add_final_layer_norm": False, "normalize_embedding": False, "static_position_embeddings": True}
+    checks: dict[str, Any] = {"scale_embedding": True}
+    if marian:
+        checks.update({"share_encoder_decoder_embeddings": True, "normalize_before": False,
+                       "add_final_layer_norm": False, "normalize_embedding": False, "static_position_embeddings": True})
     for key, wanted in checks.items():
-        if key in hf and hf[key] != wanted:
+        if hf.get(key, wanted) != wanted:
             raise HFImportError(f"{path}: {key} = {hf[key]!r}; only {wanted!r} is supported")
     if hf.get("decoder_vocab_size") not in (None, need("vocab_size")):
         raise HFImportError(f"{path}: decoder_vocab_size {hf['decoder_vocab_size']} differs from vocab_size "
@@ -112,17 +130,24 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int) -> ModelConfig:
         raise HFImportError(f"{path}: activation_function {hf['activation_function']!r} is not supported "
                            f"({', '.join(ACTIVATIONS)})")
     pad = need("pad_token_id")
+    start = hf.get("decoder_start_token_id")
+    if marian:
+        layout = {"norm": "post", "sinusoid_layout": "halves", "output_bias": True,
+                  "bos_id": pad if start is None else start, "never_emitted": (pad,)}
+    else:  # fairseq's M2M100: pre-norm with final norms, fairseq sinusoids from row 2, the language code forced
+        if hf.get("pad_token_id") != 1:
+            raise HFImportError(f"{path}: pad_token_id {pad}; M2M100 positions are counted from pad id 1")
+        layout = {"norm": "pre", "sinusoid_layout": "halves", "sinusoid_frequencies": "fairseq",
+                  "position_offset": M2M100_POSITION_OFFSET, "bos_id": need("eos_token_id") if start is None else start,
+                  "forced_first_id": forced_first_id}
     try:
         return ModelConfig(
             vocab_size=need("vocab_size"), encoder_layers=need("encoder_layers"),
             decoder_layers=need("decoder_layers"), d_model=need("d_model"), heads=hf["encoder_attention_heads"],
             d_ff=hf["encoder_ffn_dim"], dropout=float(hf.get("dropout", 0.1)),
             attention_dropout=float(hf.get("attention_dropout", 0.0)),
-            max_positions=need("max_position_embeddings"), positional="sinusoidal", norm="post",
-            share_embeddings=True, pad_id=pad, sinusoid_layout="halves", activation=activation, output_bias=True,
-            bos_id=pad if hf.get("decoder_start_token_id") is None else hf["decoder_start_token_id"],
-            eos_id=need("eos_token_id"), unk_id=unk_id,
-            never_emitted=(pad,))
+            max_positions=need("max_position_embeddings"), positional="sinusoidal", share_embeddings=True,
+            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id, **layout)
     except ConfigError as err:
         raise HFImportError(f"{path}: {err}") from None
 
@@ -173,15 +198,23 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
             for theirs, ours in names.items():
                 for part in ("weight", "bias"):
                     out[f"{side}_layers.{i}.{ours}.{part}"] = take(f"model.{side}.layers.{i}.{theirs}.{part}")
-    bias = take("final_logits_bias") if "final_logits_bias" in state else torch.zeros(1, cfg.vocab_size)
-    out["output_bias"] = bias.reshape(-1)
-    table = sinusoidal_table(cfg.max_positions, cfg.d_model, layout="halves")
+    if cfg.output_bias:
+        bias = take("final_logits_bias") if "final_logits_bias" in state else torch.zeros(1, cfg.vocab_size)
+        out["output_bias"] = bias.reshape(-1)
+    if cfg.norm == "pre":
+        for theirs, ours in FINAL_NORMS.items():
+            for part in ("weight", "bias"):
+                out[f"{ours}.{part}"] = take(f"{theirs}.{part}")
+    offset = cfg.position_offset
+    table = sinusoidal_table(cfg.max_positions + offset, cfg.d_model, layout=cfg.sinusoid_layout,
+                             frequencies=cfg.sinusoid_frequencies)[offset:]
     for name in POSITIONS:  # fixed sinusoids, recomputed by the model: check the checkpoint's are the same
         if name in state:
             used.add(name)
-            theirs = state[name].float()
+            theirs = state[name].float()[offset:offset + cfg.max_positions]
             if theirs.shape != table.shape or not torch.allclose(theirs, table, atol=1e-5):
-                raise HFImportError(f"{path}: {name} is not the sinusoid table (halves layout) of this config")
+                raise HFImportError(f"{path}: {name} is not the sinusoid table of this config ({cfg.sinusoid_layout}, "
+                                    f"{cfg.sinusoid_frequencies} frequencies, from row {offset})")
     unused = sorted(set(state) - used)
     if unused:
         raise HFImportError(f"{path}: tensors the instrumented model has no place for: {', '.join(unused[:5])}"
@@ -210,15 +243,66 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "## Conversion", "",
         f"- {cfg.encoder_layers} + {cfg.decoder_layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, "
         f"d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size:,}, {cfg.max_positions} positions.",
-        f"- Post-norm, embeddings tied and scaled by sqrt(d_model); sinusoids in halves; {cfg.activation} FFN; "
-        "final_logits_bias as the output bias; decoding starts from the pad id, which is never emitted.",
-        "- Tokenizer: source.spm, target.spm and vocab.json copied as they are.", "",
+        *conversion_lines(cfg), "",
         "## Checked at import", "",
         "- every tensor of the checkpoint has exactly one place in the instrumented model, with the shape its "
         "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
         "- the tokenizer's vocabulary size equals the embeddings'.",
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
         "`tests/library/test_hf_import.py` on small random Marian models.", ""])
+
+
+def conversion_lines(cfg: ModelConfig) -> list[str]:
+    """How the checkpoint maps onto the instrumented model, for its card."""
+    if cfg.norm == "post":
+        return [f"- Post-norm, embeddings tied and scaled by sqrt(d_model); sinusoids in halves; {cfg.activation} FFN; "
+                "final_logits_bias as the output bias; decoding starts from the pad id, which is never emitted.",
+                "- Tokenizer: source.spm, target.spm and vocab.json copied as they are."]
+    return [f"- Pre-norm with a final layer norm on each stack, embeddings tied and scaled by sqrt(d_model); fairseq "
+            f"sinusoids (halves, exp(-i ln(10000) / (d_model/2 - 1))) from row {cfg.position_offset}; "
+            f"{cfg.activation} FFN; decoding starts from </s> (id {cfg.bos_id}) and the first output is forced to "
+            f"the target language's code (id {cfg.forced_first_id}).",
+            "- Tokenizer: sentencepiece.bpe.model and vocab.json copied as they are; language_codes.json holds the "
+            "language codes' ids and the language pair chosen at import."]
+
+
+def m2m100_tokenizer(folder: Path, vocab_size: int, source: str | None, target: str | None) -> M2M100Tokenizer:
+    """The M2M100 tokenizer of `folder` for the language pair given (else the one its tokenizer_config.json
+    names); the language codes' ids follow the vocabulary, as in Hugging Face's ``M2M100Tokenizer``."""
+    settings: dict[str, Any] = {}
+    path = folder / "tokenizer_config.json"
+    if path.is_file() and path.stat().st_size < MAX_HF_CONFIG_BYTES:
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            settings = loaded if isinstance(loaded, dict) else {}
+        except ValueError as err:
+            raise HFImportError(f"{path}: not valid JSON ({err})") from None
+    kind = settings.get("language_codes", "m2m100")
+    if kind not in M2M100_LANGUAGE_CODES:
+        raise HFImportError(f"{path}: language_codes {kind!r} is not one this project knows "
+                           f"({', '.join(M2M100_LANGUAGE_CODES)})")
+    names = ("sentencepiece.bpe.model", "vocab.json")
+    try:
+        files = {name: (folder / name).read_bytes() for name in names}
+    except OSError as err:
+        raise HFImportError(f"{folder}: an M2M100 tokenizer needs {' and '.join(names)} ({err})") from None
+    try:
+        size = len(id_table(files["vocab.json"], folder / "vocab.json"))
+    except TokenizerError as err:
+        raise HFImportError(str(err)) from None
+    codes = {code: size + i for i, code in enumerate(M2M100_LANGUAGE_CODES[kind])}
+    pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
+    for side, code in pair.items():
+        if not code:
+            raise HFImportError(f"{path}: names no {side} language; give --{side}-lang (one of "
+                               f"{', '.join(codes)})")
+        if code not in codes:
+            raise HFImportError(f"--{side}-lang {code!r} is not one of the model's languages ({', '.join(codes)})")
+    files["language_codes.json"] = M2M100Tokenizer.language_file(codes, pair["source"], pair["target"], vocab_size)
+    try:
+        return M2M100Tokenizer.from_files(files, folder)
+    except TokenizerError as err:
+        raise HFImportError(str(err)) from None
 
 
 def folder_languages(source: str, folder: Path) -> LanguagePair | None:
@@ -236,18 +320,33 @@ def folder_languages(source: str, folder: Path) -> LanguagePair | None:
     return guess_languages(source, folder.name)
 
 
-def import_marian(source: str, out: str | Path) -> Path:
-    """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise."""
+def folder_tokenizer(folder: Path, hf: dict[str, Any], source_lang: str | None,
+                     target_lang: str | None) -> PretrainedTokenizer:
+    """The tokenizer of `folder`, of the kind its model_type uses (M2M100's for the language pair chosen)."""
+    try:
+        if hf["model_type"] == "m2m_100":
+            return m2m100_tokenizer(folder, hf.get("vocab_size", 0), source_lang, target_lang)
+        if source_lang or target_lang:
+            raise HFImportError("--source-lang / --target-lang choose the pair of a many-to-many model (M2M100); "
+                                "a Marian model translates one fixed pair")
+        return MarianTokenizer.load(folder)
+    except TokenizerError as err:
+        raise HFImportError(str(err)) from None
+
+
+def import_model(source: str, out: str | Path, source_lang: str | None = None,
+                 target_lang: str | None = None) -> Path:
+    """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
+
+    `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's)."""
     out = Path(out)
     if out.exists():
         raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
     folder = resolve_source(source)
     hf = read_hf_config(folder)
-    try:
-        tokenizer = MarianTokenizer.load(folder)
-    except TokenizerError as err:
-        raise HFImportError(str(err)) from None
-    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id)
+    tokenizer = folder_tokenizer(folder, hf, source_lang, target_lang)
+    forced = tokenizer.target_code if isinstance(tokenizer, M2M100Tokenizer) else None
+    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
                            f"{cfg.vocab_size:,}: a tokenizer of another model?")
@@ -258,7 +357,8 @@ def import_marian(source: str, out: str | Path) -> Path:
     model.eval()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    languages = folder_languages(source, folder)
+    languages = (LanguagePair(tokenizer.source_language, tokenizer.target_language)
+                 if isinstance(tokenizer, M2M100Tokenizer) else folder_languages(source, folder))
     try:
         save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights))
         if languages is not None:

@@ -241,8 +241,8 @@ class Transformer(nn.Module):
             self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.positional == "sinusoidal":
-            self.src_positions = self.tgt_positions = SinusoidalPositions(cfg.max_positions, cfg.d_model,
-                                                                          cfg.sinusoid_layout)
+            self.src_positions = self.tgt_positions = SinusoidalPositions(
+                cfg.max_positions, cfg.d_model, cfg.sinusoid_layout, cfg.sinusoid_frequencies, cfg.position_offset)
         else:
             self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
             self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
@@ -280,12 +280,14 @@ class Transformer(nn.Module):
             raise ValueError(f"{name} must be integer token ids, got {ids.dtype}")
 
     def embed(self, ids: Tensor, side: str, offset: int = 0, positions: bool = True,
-              tokens: Tensor | None = None) -> Tensor:
+              tokens: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
         """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side.
 
         ``positions=False`` leaves the PE out (an experiment: the model then sees a bag of tokens); the module
         is not changed, so other callers of the same model are unaffected. `tokens` ``(batch, len, d_model)``
         replaces ``Embedding(ids) * sqrt(d_model)`` (gradient attributions take gradients with respect to it).
+        `position_ids` ``(batch, len)``: each token's position in place of ``offset, offset+1, ..`` (a source with
+        some tokens left out keeps the others' positions).
         """
         if tokens is None:
             x = self.token_embeddings(ids, side)
@@ -296,8 +298,13 @@ class Transformer(nn.Module):
         else:
             x = tokens
         encodings = self.src_positions if side == "source" else self.tgt_positions
-        if positions:
+        if positions and position_ids is None:
             x = x + encodings(ids.shape[1], offset)
+        elif positions:
+            if position_ids.shape != ids.shape:
+                raise ValueError(f"position_ids of shape {tuple(position_ids.shape)} differ from the {side} ids' "
+                                 f"{tuple(ids.shape)}")
+            x = x + encodings(int(position_ids.max()) + 1)[position_ids]
         return self.dropout(x)
 
     def token_embeddings(self, ids: Tensor, side: str) -> Tensor:
@@ -325,14 +332,16 @@ class Transformer(nn.Module):
 
     # --- the two stacks ------------------------------------------------------------------------------
     def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None,
-               positions: bool = True, token_embeddings: Tensor | None = None) -> EncoderOutput:
+               positions: bool = True, token_embeddings: Tensor | None = None,
+               position_ids: Tensor | None = None) -> EncoderOutput:
         """Run the encoder over ``src`` ``(batch, src_len)`` token ids (``positions=False``: without the PE;
-        `token_embeddings`: in place of the ids' scaled embeddings, see `embed`)."""
+        `token_embeddings`: in place of the ids' scaled embeddings; `position_ids`: the tokens' positions; see
+        `embed`)."""
         self._check_ids(src, "src")
         mask = padding_mask(src, self.config.pad_id)
         has_padding = bool((~mask).any())
         attend = mask if has_padding else None
-        x = self.embed(src, "source", positions=positions, tokens=token_embeddings)
+        x = self.embed(src, "source", positions=positions, tokens=token_embeddings, position_ids=position_ids)
         records = []
         for i, layer in enumerate(self.encoder_layers):
             x, record = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)

@@ -3,7 +3,9 @@
 ``PE(pos, 2i) = sin(pos / 10000^(2i/d_model))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))``:
 sin and cos interleaved, wavelengths a geometric progression from 2*pi to 10000*2*pi. Marian and fairseq models
 use the same values in another order (``layout="halves"``): all the sines in the first half of the dimensions, the
-cosines in the second.
+cosines in the second. fairseq (M2M100, NLLB) also spaces the frequencies slightly differently
+(``frequencies="fairseq"``: ``exp(-i ln(10000) / (d_model/2 - 1))``, so the last pair's wavelength is exactly
+10000*2*pi) and starts counting positions at 2 (a model's ``position_offset``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,20 @@ import torch
 from torch import Tensor, nn
 
 
+def inverse_frequencies(d_model: int, base: float = 10000.0, frequencies: str = "paper") -> Tensor:
+    """The angular frequency of each sin/cos pair, i = 0 .. d_model/2 - 1: ``base^(-2i/d_model)`` (the paper) or
+    ``base^(-i/(d_model/2 - 1))`` (fairseq)."""
+    if frequencies not in ("paper", "fairseq"):
+        raise ValueError(f"sinusoid frequencies must be paper or fairseq, got {frequencies!r}")
+    pairs = torch.arange(d_model // 2, dtype=torch.float64)
+    denominator = d_model / 2 if frequencies == "paper" else max(d_model // 2 - 1, 1)
+    return torch.exp(-math.log(base) * pairs / denominator)
+
+
 def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32,
-                     layout: str = "interleaved") -> Tensor:
+                     layout: str = "interleaved", frequencies: str = "paper") -> Tensor:
     """The ``(length, d_model)`` sinusoid matrix: even columns sin, odd columns cos (``interleaved``), or the sines
-    of every frequency first and their cosines after (``halves``).
+    of every frequency first and their cosines after (``halves``); `frequencies`: see `inverse_frequencies`.
 
     Computed in float64 and returned as `dtype` (float32, what the model adds; float64 for exact checks).
     """
@@ -28,7 +40,7 @@ def sinusoidal_table(length: int, d_model: int, base: float = 10000.0, dtype: to
     if layout not in ("interleaved", "halves"):
         raise ValueError(f"sinusoid layout must be interleaved or halves, got {layout!r}")
     position = torch.arange(length, dtype=torch.float64)[:, None]
-    inv_freq = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    inv_freq = inverse_frequencies(d_model, base, frequencies)
     sin, cos = torch.sin(position * inv_freq), torch.cos(position * inv_freq)
     if layout == "halves":
         return torch.cat([sin, cos], dim=1).to(dtype)
@@ -44,9 +56,9 @@ def wave(dim: int, d_model: int, layout: str = "interleaved") -> str:
     return "sin" if dim % 2 == 0 else "cos"
 
 
-def wavelengths(d_model: int, base: float = 10000.0) -> Tensor:
-    """Wavelength of each sin/cos pair: ``2*pi * base^(2i/d_model)``, i = 0 .. d_model/2 - 1."""
-    return 2 * math.pi * base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+def wavelengths(d_model: int, base: float = 10000.0, frequencies: str = "paper") -> Tensor:
+    """Wavelength of each sin/cos pair: ``2*pi * base^(2i/d_model)``, i = 0 .. d_model/2 - 1 (or fairseq's)."""
+    return 2 * math.pi / inverse_frequencies(d_model, base, frequencies)
 
 
 def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor:
@@ -64,12 +76,14 @@ def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor:
 class SinusoidalPositions(nn.Module):
     """Fixed sinusoids, kept as a non-persistent buffer (recomputed, not saved in the weights)."""
 
-    def __init__(self, max_positions: int, d_model: int, layout: str = "interleaved") -> None:
+    def __init__(self, max_positions: int, d_model: int, layout: str = "interleaved", frequencies: str = "paper",
+                 first: int = 0) -> None:
+        """Positions 0 .. max_positions-1 get the table's rows `first` .. (fairseq's tables start at row 2)."""
         super().__init__()
         self.max_positions = max_positions
         table = torch.empty(max_positions, d_model)
         if not table.is_meta:  # on the meta device (shape planning) nothing is computed: see normal_embedding
-            table = sinusoidal_table(max_positions, d_model, layout=layout)
+            table = sinusoidal_table(max_positions + first, d_model, layout=layout, frequencies=frequencies)[first:]
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:

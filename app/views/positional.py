@@ -1,6 +1,8 @@
 """Positional encoding lab: the sinusoids, their wavelengths, similarity and shift-linearity, positions beyond
 training, learned vs sinusoidal, and the encodings on the user's sentence, with an experiment without them."""
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -28,7 +30,13 @@ st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model
            f"at most {max_positions} positions in the model's table."
            + (f" This model (Marian's layout) stores the same values in another order: the sines of every "
               f"frequency in dimensions 0–{d_model // 2 - 1}, their cosines in {d_model // 2}–{d_model - 1}; "
-              "the figures below draw its own order, the shift lesson the paper's." if layout == "halves" else ""))
+              "the figures below draw its own order, the shift lesson the paper's." if layout == "halves" else "")
+           + (f" Its frequencies are fairseq's, exp(−i·ln 10000 / (d_model/2 − 1)) (the last pair's wavelength is "
+              f"exactly 10000·2π), and position p reads row p + {config.position_offset} of the table (fairseq counts "
+              "from the pad id); the first two tabs draw the model's own values."
+              if config.sinusoid_frequencies == "fairseq" else ""))
+own_table = functools.partial(teaching.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
+                              first=config.position_offset)
 trace = widgets.sentence_and_trace(session)
 
 theory, shift, beyond, sentence_tab, experiment = st.tabs(
@@ -42,7 +50,7 @@ with theory:
     state.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
                  help="Sinusoids exist for every position; the model's own table stops at max_positions.")
     length = int(ss["pe_length"])
-    table = teaching.pe_table(length, d_model, layout=layout)
+    table = own_table(length, d_model)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
     fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks)
     widgets.chart(fig, "pe-matrix", key="pe_matrix_chart")
@@ -66,12 +74,16 @@ with theory:
     else:
         st.info("Pick at least one dimension.")
 
-    wl = teaching.pair_wavelengths(d_model)
+    wl = teaching.pair_wavelengths(d_model, config.sinusoid_frequencies)
     fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions})
     widgets.chart(fig, "wavelengths", key="wl_chart")
     widgets.exports(fig, "wavelengths", "wl")
-    st.caption(f"Pair i has wavelength 2π·10000^(2i/d_model): from {wl[0]:.4f} (= 2π) to {wl[-1]:,.1f} "
-               f"(→ 10000·2π = {10000 * 2 * np.pi:,.1f} as d_model grows), a geometric progression.")
+    fairseq = config.sinusoid_frequencies == "fairseq"
+    formula = "2π·10000^(i/(d_model/2 − 1)) (fairseq)" if fairseq else "2π·10000^(2i/d_model)"
+    longest = f"10000·2π = {10000 * 2 * np.pi:,.1f}"
+    limit = longest if fairseq else f"→ {longest} as d_model grows"
+    st.caption(f"Pair i has wavelength {formula}: from {wl[0]:.4f} (= 2π) to {wl[-1]:,.1f} ({limit}), "
+               "a geometric progression.")
 
 # --- similarity and shift-linearity ------------------------------------------------------------------------------
 with shift:
@@ -136,7 +148,7 @@ with beyond:
                 f"training log nor its model card says), so only the hard limit is marked: the model's position "
                 f"table has {max_positions} rows (max_positions) and longer inputs are refused.")
     horizon = max(2 * max_positions, (longest or 0) * 2, 64)
-    far = teaching.pe_table(horizon, d_model, layout=layout)
+    far = own_table(horizon, d_model)
     marks = {f"max_positions = {max_positions}": max_positions}
     if longest is not None:
         marks = {f"longest training sentence = {longest}": longest, **marks}

@@ -66,3 +66,21 @@ def test_every_page_with_a_sentence_of_its_own(server, page):
         assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
         narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
         assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"
+
+
+@pytest.mark.slow
+def test_watch_attention_form_trains_in_the_browser(server, page):
+    """Learn → Watch attention form: press Train with the defaults (two runs, 30 s together); the curves and the
+    side-by-side maps draw, with no error and no clipped label."""
+    page.goto(f"{server}/watch")
+    page.get_by_role("button", name="Train").click(timeout=FIRST_LOAD_S * 1000)
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                           ".some(e => e.textContent.startsWith('cross attention'))", timeout=FIRST_LOAD_S * 1000)
+    settle(page)
+    shot(page, "walk-watch.png")
+    assert page.locator('[data-testid="stException"]').count() == 0
+    errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+    assert not [e for e in errors if widgets.UNEXPECTED in e], errors
+    figures = page.evaluate(CLIPPED)
+    assert len(figures) >= 2 and not [f for f in figures if f["clipped"]], figures
+    assert "without PE" in page.locator('[data-testid="stMain"]').inner_text()

@@ -16,7 +16,7 @@ from viz_model.attribution.faithfulness import RANDOM, deletion_scores, summaris
 from viz_model.attribution.gradients import DEFAULT_STEPS, gradient_attributions, output_scores
 from viz_model.config import ModelConfig
 from viz_model.model import Transformer
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 SOURCE = [5, 9, 14, 22, 31, EOS_ID]
 OUTPUT = [40, 41, 47, 52, EOS_ID]
@@ -243,6 +243,28 @@ def test_every_faithful_method_ranks_the_read_position_first():
     assert (result.source_scores("input_x_gradient")[1:, KEY] < 0).all()
     assert summary.loc["input_x_gradient", "comprehensiveness"] < summary.loc["integrated_gradients",
                                                                               "comprehensiveness"] / 2
+
+def test_deletions_equal_a_forward_pass_of_the_masked_source(double_net):
+    """The deletion check leaves removed tokens out of the encoder's input and runs the decoder only as far as it
+    needs; every drop must equal the one a full forward pass of the pad-masked source gives."""
+    scores = np.random.default_rng(1).random((len(OUTPUT), len(SOURCE)))
+    deletions = deletion_scores(double_net, SOURCE, OUTPUT, {"some": scores}, ks=(1, 2), draws=2)
+
+    def log_probs(source: list[int]) -> np.ndarray:  # the fused attention, as the check runs (need_weights off)
+        logits = double_net(torch.tensor([source]), torch.tensor([[BOS_ID, *OUTPUT[:-1]]])).logits[0].log_softmax(-1)
+        return logits[torch.arange(len(OUTPUT)), torch.tensor(OUTPUT)].numpy()
+
+    full = log_probs(SOURCE)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    for k in (1, 2):
+        rows = deletions[(deletions["method"] == "some") & (deletions["k"] == k)].set_index("output")
+        for i in range(len(OUTPUT)):
+            top = set(order[i, :k].tolist())
+            removed = [PAD_ID if p in top else t for p, t in enumerate(SOURCE)]
+            kept = [t if p in top else PAD_ID for p, t in enumerate(SOURCE)]
+            assert rows.loc[i, "comprehensiveness"] == pytest.approx(full[i] - log_probs(removed)[i], abs=1e-9)
+            assert rows.loc[i, "sufficiency"] == pytest.approx(full[i] - log_probs(kept)[i], abs=1e-9)
+
 
 
 # --- the record and the model-level call ---------------------------------------------------------------------------

@@ -8,7 +8,6 @@ Hugging Face's, and broken folders must fail with one line naming the file, leav
 from __future__ import annotations
 
 import json
-import random
 import shutil
 
 import numpy as np
@@ -17,28 +16,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 import sentencepiece as spm  # noqa: E402
+from support.hf import ODD, WORDS_DE, WORDS_EN, randomise, sentences, train_spm  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli import main  # noqa: E402
-from viz_model.tokenizer import MarianTokenizer  # noqa: E402
-
-WORDS_EN = ["a", "man", "woman", "dog", "cat", "plays", "runs", "in", "the", "snow", "park", "house", "red", "blue",
-    "small", "big", "old", "young", "reads", "book"]
-WORDS_DE = ["ein", "mann", "frau", "hund", "katze", "spielt", "läuft", "im", "schnee", "park", "haus", "rot", "blau",
-    "klein", "groß", "alt", "jung", "liest", "buch"]
-ODD = ["Ünïcödé ☃ snow.", "CAPS AND numbers 123!", "emoji 🙂 and 中文 text", "tabs\tand  spaces", "ß ø å æ œ"]
-
-
-def sentences(words: list[str], count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))).capitalize() + rng.choice([".", "!", "?"])
-            for _ in range(count)]
-
-
-def train_spm(lines: list[str], path) -> None:
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(path), vocab_size=60,
-                                   model_type="unigram", character_coverage=1.0, minloglevel=2,
-                                   hard_vocab_limit=False, unk_id=1, bos_id=-1, eos_id=0, pad_id=-1)
+from viz_model.pretrained_tokenizers import MarianTokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +46,8 @@ def marian_folder(tmp_path_factory):
         eos_token_id=0, forced_eos_token_id=None, dropout=0.0)
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
+    randomise(model)
     with torch.no_grad():
-        for p in model.parameters():  # larger than the default init, so the maps are far from uniform
-            p.normal_(0, 0.3)
         model.final_logits_bias.normal_(0, 1.0)
     folder = root / "opus-mt-tiny"
     model.save_pretrained(folder)
@@ -207,26 +188,12 @@ def test_existing_output_is_refused(marian_folder, tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
-PAGES = ["explore", "masks", "positional", "attention_by_hand", "decoding", "training", "head_roles", "ablation",
-         "alignment", "compare"]
-
-
 def test_an_imported_model_opens_on_every_page(marian_folder, tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-    from support.app import APP
+    from support.app import check_every_page_opens
 
     assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    for page in PAGES:
-        at = AppTest.from_file(str(APP), default_timeout=240)
-        at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
-        at.run()
-        if page != "explore":
-            at.switch_page(f"views/{page}.py").run()
-        assert not at.exception, (page, [e.message for e in at.exception])
-        errors = [e.value for e in at.error]
-        assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
-        assert at.get("plotly_chart"), f"{page}: no figure"
+    check_every_page_opens("A man reads a book.")
 
 
 def test_the_pe_lab_draws_the_layout_the_imported_model_uses(marian_folder, tmp_path, monkeypatch):

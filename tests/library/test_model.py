@@ -94,6 +94,20 @@ def test_padding_does_not_change_a_sentence(random_net, tokenizer, outputs):
         torch.testing.assert_close(a[0], b[0, :, :n_tgt, :n_src], atol=1e-6, rtol=1e-4)
 
 
+def test_tokens_left_out_at_their_positions_equal_them_masked(random_net, outputs):
+    """`position_ids`: encoding only some tokens, each at its own position, gives what masking the others gives."""
+    src = outputs[0][:1]
+    kept = torch.tensor([[0, 2, 3]])
+    masked = torch.full_like(src, PAD_ID)
+    masked[0, kept[0]] = src[0, kept[0]]
+    with torch.no_grad():
+        whole = random_net.encode(masked).hidden[0, kept[0]]
+        left_out = random_net.encode(src[:, kept[0]], position_ids=kept).hidden[0]
+        torch.testing.assert_close(left_out, whole, atol=1e-5, rtol=1e-4)
+        with pytest.raises(ValueError, match="position_ids of shape"):
+            random_net.encode(src[:, :3], position_ids=kept[:, :2])
+
+
 def test_fast_path_gives_the_same_logits_without_weights(random_net, outputs):
     src, tgt, out = outputs
     with torch.no_grad():

@@ -100,3 +100,22 @@ def markdown(at: AppTest) -> str:
 
 def messages(at: AppTest) -> str:
     return "\n".join(str(e.value) for e in [*at.error, *at.warning, *at.info])
+
+
+IMPORTED_MODEL_PAGES = ["explore", "masks", "positional", "attention_by_hand", "decoding", "training", "head_roles",
+                        "ablation", "alignment", "compare", "attribution"]
+
+
+def check_every_page_opens(sentence: str, timeout: int = 240) -> None:
+    """Every page in `IMPORTED_MODEL_PAGES` runs with `sentence` in the URL (the assets directory set through
+    ``VIZ_MODEL_ASSETS``): no exception, no unexpected-error box, at least one figure."""
+    for page in IMPORTED_MODEL_PAGES:
+        at = AppTest.from_file(str(APP), default_timeout=timeout)
+        at.query_params.update({"beam": "1", "sentence": sentence})
+        at.run()
+        if page != "explore":
+            at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        errors = [e.value for e in at.error]
+        assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
+        assert at.get("plotly_chart"), f"{page}: no figure"

@@ -36,7 +36,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                         progress: bool = False, gold: Sequence[Alignment] | None = None
                         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
-    its translation by `model` (a `TranslationModel`), or on `targets` when given (a reference per line).
+    its translation by the full-precision network of `model` (a `TranslationModel`; the network every attribution
+    and deletion reads, decoding in batches), or on `targets` when given (a reference per line).
 
     Returns ``(faithfulness, aer)``: with `gold` alignments (of `targets`, which they need) `aer` is the AER of
     every method and layer (`alignment.AerCounter`), else None."""
@@ -51,7 +52,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                          + ("" if targets is not None else " and no targets"))
     source_ids = [model.encode(text) for text in sources]
     if targets is None:
-        outputs = [h.tokens for h in translate_ids(model.search_network, source_ids, beam, alpha, device=model.device)]
+        outputs = [h.tokens for h in translate_ids(model.network, source_ids, beam, alpha, device=model.device)]
     else:
         outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
     names = ranking_methods(methods, model.config.decoder_layers)

@@ -1,0 +1,94 @@
+"""Learn: watch attention form (issue 25), in AppTest: a short training, its snapshots and scrubber, the side-by-side
+run without positional encoding, a learner's own sequence, the exports, Stop, and the server-wide training slots
+(two sessions training at once: tests/library/test_watch.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+from support.app import arr, charts, messages, ok, start
+
+from app import sessions
+
+
+def page(tiny):
+    at = start(sentence="A man runs.")
+    at.switch_page("views/watch.py").run()
+    return ok(at)
+
+
+def train(at, **settings):
+    for key, value in {"watch_seconds": 5, **settings}.items():
+        widget = next(w for w in [*at.slider, *at.select_slider, *at.selectbox, *at.number_input, *at.checkbox]
+                      if w.key == key)
+        widget.set_value(value)
+    next(b for b in at.button if b.label == "Train").click()
+    return ok(at.run(timeout=240))
+
+
+def test_a_short_training_draws_curves_snapshots_and_both_runs(tiny):
+    at = train(page(tiny), watch_task="reverse")
+    runs = at.session_state["watch_runs"]
+    assert list(runs) == ["with sinusoidal PE", "without PE"]
+    assert not [b for b in at.button if b.key == "watch_stop"]  # shown while the run goes on, gone after it
+    assert sum(t.startswith("training loss") for c in charts(at) for t in [c["layout"]["annotations"][0]["text"]]) == 1
+    for result in runs.values():
+        assert result.config.seconds == pytest.approx(2.5) and len(result.snapshots) >= 2
+    titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    assert any(t.startswith("cross attention, layer 1") for t in titles)
+    maps = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("cross attention"))
+    assert len(maps["data"]) == 2  # the two runs side by side
+    last = runs["with sinusoidal PE"].snapshots[-1].cross[0].mean(axis=0)
+    np.testing.assert_allclose(arr(maps["data"][0]["z"]), last, atol=1e-6)
+    scrubber = at.select_slider(key="watch_snapshot")
+    scrubber.set_value(0).run()
+    ok(at)
+    first = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("cross attention"))
+    assert "step 0" in first["layout"]["annotations"][0]["text"]
+    assert "Why the model without positional encoding fails" in "\n".join(m.value for m in at.markdown)
+
+
+def test_own_sequence_and_its_errors(tiny):
+    at = train(page(tiny), watch_compare=False)
+    own = at.text_input(key="watch_own")
+    own.set_value("B A D C").run()
+    ok(at)
+    assert len(at.session_state["watch_runs"]) == 1
+    own.set_value("B A Z!").run()
+    assert "not in this model's alphabet" in messages(at)
+    own.set_value("AB" * 20).run()
+    assert "symbols; the model was trained on 4 to 8" in messages(at)
+
+
+def test_the_npz_export_holds_every_snapshot(tiny):
+    at = train(page(tiny), watch_compare=False)
+    result = at.session_state["watch_runs"]["with sinusoidal PE"]
+    arrays = result.to_npz()
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    buffer.seek(0)
+    loaded = np.load(buffer)
+    assert loaded["steps"].tolist() == [s.step for s in result.snapshots]
+    assert loaded["cross_layer1"].shape[0] == len(result.snapshots)
+    labels = [str(b.proto.label) for b in at.get("download_button")]
+    assert any("NPZ" in label for label in labels) and any("animation (HTML)" in label for label in labels)
+
+
+def test_a_stopped_run_keeps_what_it_learned(tiny):
+    at = train(page(tiny), watch_compare=False)
+    at.session_state["watch_running"] = True  # as a Stop click leaves it: the run was cut short
+    ok(at.run())
+    assert "Training was stopped" in messages(at) and at.session_state["watch_runs"]
+
+
+def test_training_slots_are_shared_by_every_session(tiny):
+    with contextlib.ExitStack() as others:  # every slot taken by other sessions
+        assert all(others.enter_context(sessions.training_slot()) for _ in range(sessions.TRAINING_SLOTS))
+        at = train(page(tiny), watch_compare=False)
+        assert "already training" in messages(at)
+        assert not [b for b in at.button if b.key == "watch_stop"]  # no training started
+    with sessions.training_slot() as free:  # released again
+        assert free

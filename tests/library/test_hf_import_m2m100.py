@@ -1,0 +1,206 @@
+"""Hugging Face M2M100 models open exactly in the instrumented model (issue 21).
+
+A small random `M2M100ForConditionalGeneration` with a SentencePiece model trained here is saved with
+``save_pretrained`` and imported with ``viz-model import``: pre-norm stacks with final norms, fairseq's sinusoids
+from row 2, ``</s>`` as the decoder's start and the target language's code forced as the first output. Logits,
+every attention map, greedy output and tokenizer ids must equal Hugging Face's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+import sentencepiece as spm  # noqa: E402
+from support.hf import ODD, WORDS_DE, WORDS_EN, randomise, sentences, train_spm  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli import main  # noqa: E402
+from viz_model.pretrained_tokenizers import M2M100_LANGUAGE_CODES, M2M100Tokenizer  # noqa: E402
+
+LANGUAGES = M2M100_LANGUAGE_CODES["m2m100"]
+MADE_UP_WORDS = 8  # ids M2M100 reserves after its language codes
+
+
+@pytest.fixture(scope="module")
+def m2m_folder(tmp_path_factory):
+    """A random M2M100 model of tiny size with fairseq's id layout (<s> <pad> </s> <unk>, pieces, language
+    codes, made-up words), saved as Hugging Face saves one."""
+    root = tmp_path_factory.mktemp("hf")
+    train_spm(sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1), root / "spm", unk_id=3, bos_id=0,
+              eos_id=2, pad_id=1)
+    sp = spm.SentencePieceProcessor(model_file=str(root / "spm.model"))
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = transformers.M2M100Tokenizer(vocab_file=str(root / "vocab.json"), spm_file=str(root / "spm.model"),
+                                             src_lang="en", tgt_lang="de")
+    config = transformers.M2M100Config(
+        vocab_size=len(vocab) + len(LANGUAGES) + MADE_UP_WORDS, d_model=32, encoder_layers=2, decoder_layers=3,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=96, activation_function="relu", dropout=0.0, encoder_layerdrop=0.0,
+        decoder_layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    torch.manual_seed(0)
+    model = transformers.M2M100ForConditionalGeneration(config)
+    randomise(model)
+    folder = root / "m2m100-tiny"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "README.md").write_text("---\nlicense: mit\n---\n# tiny\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf(m2m_folder):
+    model = transformers.M2M100ForConditionalGeneration.from_pretrained(m2m_folder, attn_implementation="eager")
+    return model.eval(), transformers.M2M100Tokenizer.from_pretrained(m2m_folder, src_lang="en", tgt_lang="de")
+
+
+@pytest.fixture(scope="module")
+def imported(m2m_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("assets") / "m2m100-tiny"
+    assert main(["import", str(m2m_folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu", search="fp32")
+
+
+def test_the_config_names_what_m2m100_does(imported, hf):
+    cfg, (_, hf_tok) = imported.config, hf
+    assert (cfg.norm, cfg.sinusoid_layout, cfg.sinusoid_frequencies, cfg.position_offset) == (
+        "pre", "halves", "fairseq", 2)
+    assert cfg.bos_id == cfg.eos_id == 2 and cfg.forced_first_id == hf_tok.get_lang_id("de")
+    assert isinstance(imported.tokenizer, M2M100Tokenizer) and imported.languages.label == "en → de"
+
+
+def test_tokenizer_ids_equal_hugging_face(hf, imported):
+    _, hf_tok = hf
+    texts = sentences(WORDS_EN, 95, 7) + ODD
+    for text in texts:
+        assert imported.encode(text) == hf_tok(text).input_ids, text
+        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == \
+            hf_tok(text_target=text).input_ids, text
+    ids = hf_tok(texts[0]).input_ids
+    assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
+    for text in sentences(WORDS_DE, 30, 5):  # their decode keeps the language code (not a special token in
+        ids = hf_tok(text_target=text).input_ids  # transformers 5): a translation is the text after it
+        assert ids[0] == hf_tok.get_lang_id("de")
+        assert imported.tokenizer.decode(ids) == hf_tok.decode(ids[1:], skip_special_tokens=True), text
+    ids = hf_tok(text_target=ODD[0]).input_ids  # theirs drops <unk>; ours shows it, as for every model here
+    assert hf_tok.unk_token_id in ids and "⁇" in imported.tokenizer.decode(ids)
+
+
+def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
+    model, hf_tok = hf
+    cfg = imported.config
+    for text in sentences(WORDS_EN, 5, 3) + ODD[:2]:
+        src = hf_tok(text, return_tensors="pt").input_ids
+        target = hf_tok(text_target=sentences(WORDS_DE, 1, len(text))[0], return_tensors="pt").input_ids
+        tgt_in = torch.cat([torch.full((1, 1), cfg.bos_id), target[:, :-1]], dim=1)
+        with torch.no_grad():
+            theirs = model(input_ids=src, decoder_input_ids=tgt_in, output_attentions=True)
+            ours = imported.network(src, tgt_in, need_weights=True)
+        np.testing.assert_allclose(ours.logits.numpy(), theirs.logits.numpy(), rtol=1e-4, atol=1e-4)
+        for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+            mine, other = getattr(ours, name), getattr(theirs, name)
+            assert len(mine) == len(other) == (cfg.encoder_layers if name.startswith("encoder") else
+                                               cfg.decoder_layers)
+            for a, b in zip(mine, other):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def test_a_padded_batch_gives_each_sentence_its_own_logits(hf, imported):
+    """fairseq counts positions over non-pad tokens; with right padding that is the index + 2 we add."""
+    model, hf_tok = hf
+    texts = ["A man reads a book in the park.", "A dog."]
+    batch = hf_tok(texts, return_tensors="pt", padding=True)
+    tgt = torch.tensor([[2, hf_tok.get_lang_id("de"), 5, 6]] * 2)
+    with torch.no_grad():
+        theirs = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=tgt).logits
+        ours = imported.network(batch.input_ids, tgt).logits
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_output_equals_generate_with_the_language_code_forced(hf, imported):
+    model, hf_tok = hf
+    de = hf_tok.get_lang_id("de")
+    for text in sentences(WORDS_EN, 20, 11):
+        src = hf_tok(text, return_tensors="pt").input_ids
+        ours = imported.trace(text, beam=1)
+        limit = ours.settings["max_output_length"]
+        with torch.no_grad():
+            theirs = model.generate(src, num_beams=1, do_sample=False, max_new_tokens=limit, forced_bos_token_id=de)
+        assert ours.output_ids == theirs[0, 1:].tolist(), text
+        assert ours.output_ids[0] == de and ours.target_tokens[:2] == ["</s>", "__de__"]
+        assert imported.translate(text, beam=1) == imported.tokenizer.decode(theirs[0].tolist())
+
+
+def test_another_target_language_is_chosen_at_import(m2m_folder, hf, tmp_path):
+    model, hf_tok = hf
+    assert main(["import", str(m2m_folder), "--out", str(tmp_path / "en-fr"), "--target-lang", "fr"]) == 0
+    en_fr = viz_model.load(tmp_path / "en-fr", device="cpu", search="fp32")
+    fr = hf_tok.get_lang_id("fr")
+    assert en_fr.config.forced_first_id == fr and en_fr.languages.target_name == "French"
+    text = "A woman runs in the snow."
+    with torch.no_grad():
+        theirs = model.generate(hf_tok(text, return_tensors="pt").input_ids, num_beams=1, do_sample=False,
+                                max_new_tokens=30, forced_bos_token_id=fr)
+    ours = en_fr.trace(text, beam=1)
+    assert ours.output_ids[:len(theirs[0]) - 1] == theirs[0, 1:].tolist()[:len(ours.output_ids)]
+    assert ours.output_tokens[0] == "__fr__"
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--target-lang", "xx"], "--target-lang 'xx'"),
+    (["--source-lang", "klingon"], "--source-lang 'klingon'"),
+])
+def test_an_unknown_language_is_one_line_and_leaves_nothing(m2m_folder, tmp_path, capsys, args, names):
+    out = tmp_path / "out"
+    assert main(["import", str(m2m_folder), "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and names in err and "de, " not in err[:20] and not out.exists(), err
+
+
+def test_missing_sentencepiece_model_is_named(m2m_folder, tmp_path, capsys):
+    folder = tmp_path / "broken"
+    shutil.copytree(m2m_folder, folder)
+    (folder / "sentencepiece.bpe.model").unlink()
+    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "sentencepiece.bpe.model" in err and err.count("\n") == 0 and not (tmp_path / "out").exists()
+
+
+def test_an_imported_m2m100_model_opens_on_every_page(m2m_folder, tmp_path, monkeypatch):
+    from support.app import check_every_page_opens
+
+    assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    check_every_page_opens("A man reads a book.")
+
+
+def test_the_pe_lab_draws_fairseqs_sinusoids_from_row_two(m2m_folder, imported, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP, arr
+
+    from viz_model.positional import sinusoidal_table
+
+    assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
+    at.run()
+    at.switch_page("views/positional.py").run()
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    drawn = arr(next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))["data"][0]["z"])
+    own = imported.network.positional_encodings(drawn.shape[0]).numpy()
+    np.testing.assert_allclose(drawn, own, atol=1e-6)
+    their_table = transformers.models.m2m_100.modeling_m2m_100.M2M100SinusoidalPositionalEmbedding.get_embedding(
+        drawn.shape[0] + 2, imported.config.d_model, padding_idx=1)
+    np.testing.assert_allclose(own, their_table[2:].numpy(), atol=1e-5)  # Hugging Face's rows 2.. are ours 0..
+    paper = sinusoidal_table(drawn.shape[0], imported.config.d_model, layout="halves").numpy()
+    assert np.abs(drawn - paper).max() > 0.1  # not the paper's frequencies
