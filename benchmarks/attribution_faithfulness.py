@@ -32,13 +32,15 @@ def main() -> None:
 
     import viz_model
     from viz_model.analysis.tables import write_table
-    from viz_model.attribution.corpus import corpus_faithfulness, faithfulness_table
+    from viz_model.attribution.corpus import corpus_faithfulness, default_workers, faithfulness_table
     from viz_model.textfiles import find_split, open_text
 
     model = viz_model.load(args.model, device="cpu")
     sources = open_text(find_split(Path(args.data_dir) / "multi30k", "val", "en"))[:args.limit]
     started = time.perf_counter()
-    rows, _ = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True)
+    workers = default_workers(model)
+    rows, _ = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True,
+                                  workers=workers)
     seconds = time.perf_counter() - started
     out_dir = REPO / ".data" / "attribution"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,8 @@ def main() -> None:
     table = faithfulness_table(rows)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     result = {
-        "model": model.name, "data": "multi30k val (English sources), greedy translations, teacher-forced",
+        "model": model.name, "data": "multi30k val (English sources), greedy translations by the full-precision "
+                                     "network, teacher-forced", "workers": workers,
         "sentences": len(sources), "ks": [1, 2, 3], "random_draws": 8, "ig_steps": args.steps,
         "command": "python benchmarks/attribution_faithfulness.py" + (f" --limit {args.limit}" if args.limit else ""),
         "seconds": round(seconds, 1), "load_average": load_average(),

@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gold word alignments of --src / --tgt, Pharaoh format (i-j sure, i?j possible), one line per "
                         "sentence: also the AER of every method and layer")
     p.add_argument("--aer-out", default=None, metavar="FILE", help="with --gold: FILE.csv or FILE.parquet for the AER")
+    p.add_argument("--draws", type=int, default=8, help="random k-token sets per sentence and k, the baseline "
+                                                          "(default 8; each is a full pass of the decoder)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes attributing sentences at once (default: one per core on the CPU, up to 16)")
     _model_args(p)
     _decode_args(p, beam=1)
 
@@ -284,13 +288,15 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from .analysis.alignment import read_pharaoh
     from .analysis.tables import check_table_path, write_table
     from .attribution import check_methods
-    from .attribution.corpus import corpus_faithfulness, faithfulness_table
+    from .attribution.corpus import MAX_DRAWS, corpus_faithfulness, default_workers, faithfulness_table
     from .attribution.gradients import check_steps
 
     check_methods(args.methods)
     check_steps(args.steps)
     if any(k < 1 for k in args.k):
         raise ValueError(f"--k values must be at least 1, got {args.k}")
+    if not 1 <= args.draws <= MAX_DRAWS:
+        raise ValueError(f"--draws must be from 1 to {MAX_DRAWS}, got {args.draws}")
     if (args.gold is None) != (args.aer_out is None):
         raise ValueError("--gold and --aer-out go together: the gold alignments, and where their AER table goes")
     if args.gold is not None and args.tgt is None:
@@ -299,8 +305,9 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     out, src, tgt = _corpus_args(args)
     gold = read_pharaoh(Path(args.gold))[:len(src)] if args.gold else None
     model = _load(args)
+    workers = default_workers(model) if args.workers is None else args.workers
     table, aer = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam,
-                                     alpha=args.alpha, progress=True, gold=gold)
+                                     draws=args.draws, alpha=args.alpha, progress=True, gold=gold, workers=workers)
     write_table(table, out)
     if aer is not None and aer_out is not None:
         write_table(aer, aer_out)

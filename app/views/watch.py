@@ -127,6 +127,9 @@ widgets.chart(fig, "watch-maps", key="watch_maps")
 outputs = " · ".join(f"{name}: {''.join(wf.symbol(t) for t in r.snapshots[min(index, len(r.snapshots) - 1)].output)}"
                      for name, r in runs.items())
 st.caption(f"Probe {''.join(wf.symbol(t) for t in first.probe)} → {outputs}")
+with st.expander("Play the snapshots as an animation", icon=":material/animation:"):
+    shown = st.selectbox("Run", list(runs), key="watch_animated")
+    widgets.chart(wf.animation_figure(runs[shown], kind, layer, head), "watch-animation", key="watch_animation")
 if WITHOUT in runs and len(runs) > 1:
     expected = expected_source(cfg.task, len(first.probe), cfg.shift)
     st.markdown("**Why the model without positional encoding fails.** Attention is a weighted sum over a *set*: "
@@ -135,6 +138,7 @@ if WITHOUT in runs and len(runs) > 1:
                 + ("the position the task copies from" if expected is not None else "where each letter must go")
                 + " (its maps stay flat or follow the letters, not the positions). The Positional encoding page "
                   "shows what the sinusoids give each position instead.")
+    st.page_link("views/positional.py", label="Positional encoding", icon=":material/timeline:")
 
 st.subheader("Try your own sequence")
 text = st.text_input(f"Letters A–{chr(ord('A') + cfg.symbols - 1)}, {cfg.min_length} to {cfg.max_length} of them",

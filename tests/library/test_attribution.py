@@ -356,9 +356,25 @@ def test_cli_writes_faithfulness_per_sentence_method_and_k(capsys, model_dir, ti
     assert forced.groupby("sentence")["outputs"].first().tolist() == words
 
 
+def test_corpus_rows_are_the_same_with_worker_processes(model_dir):
+    from viz_model.attribution.corpus import corpus_faithfulness
+
+    model = viz_model.load(model_dir, device="cpu")
+    sources = ["A man is running.", "Two dogs are playing in the snow.", "A woman sits.", "The dog runs."]
+    alone, _ = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1)
+    pooled, _ = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1, workers=2)
+    pd.testing.assert_frame_equal(alone, pooled, atol=1e-5, rtol=1e-5)  # one thread each: rounding may differ
+    with pytest.raises(ValueError, match="workers must be from 1 to 16"):
+        corpus_faithfulness(model, sources, workers=0)
+    bare = viz_model.TranslationModel(model.network, model.tokenizer)
+    with pytest.raises(ValueError, match="this model has none"):
+        corpus_faithfulness(bare, sources, workers=2)
+
+
 @pytest.mark.parametrize("extra, fragment", [
     (["--methods", "lime"], "unknown attribution method 'lime'"),
     (["--k", "0"], "--k values must be at least 1"),
+    (["--draws", "0"], "--draws must be from 1 to 64"),
     (["--steps", "0"], "from 1 to 256"),
     (["--limit", "0"], "--limit must be at least 1"),
 ])

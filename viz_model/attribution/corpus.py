@@ -3,19 +3,26 @@ the sentence's output tokens) at each k, and a random baseline (what `viz-model 
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pandas as pd
+import torch
 from tqdm import tqdm
 
 from ..analysis.alignment import Alignment
 from ..inference import translate_ids
-from . import DEFAULT_STEPS, attribute_ids, check_methods
+from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
 from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
 
 CORPUS_DEFAULT_METHODS = ("value_weighted", "alti")
+MAX_WORKERS = 16
+MAX_DRAWS = 64  # random baseline sets per sentence and k
 COLUMNS = ["sentence", "method", "k", "comprehensiveness", "sufficiency", "outputs"]
 
 
@@ -30,15 +37,52 @@ def ranking_methods(methods: Sequence[str], layers: int) -> list[str]:
     return names
 
 
+def _sentence(network: Any, pieces: Any, src: list[int], out: list[int], methods: Sequence[str],
+              names: Sequence[str], ks: Sequence[int], steps: int, draws: int) -> tuple[list[dict], Attribution]:
+    """One sentence's rows (method, k, mean comprehensiveness and sufficiency over its outputs) and attribution."""
+    result = attribute_ids(network, src, out, methods, steps, pieces=pieces)
+    deletions = deletion_scores(network, src, out, {m: result.source_scores(m) for m in names}, ks, draws)
+    means = deletions.groupby(["method", "k"], sort=False)[["comprehensiveness", "sufficiency"]].mean()
+    return [{"method": method, "k": k, "comprehensiveness": row.comprehensiveness, "sufficiency": row.sufficiency,
+             "outputs": len(out)} for (method, k), row in means.iterrows()], result
+
+
+_WORKER: dict[str, Any] = {}  # in a worker process: the model it loaded
+
+
+def _start_worker(directory: str, threads: int) -> None:
+    import torch
+
+    from ..api import load
+
+    torch.set_num_threads(threads)
+    _WORKER["model"] = load(directory, device="cpu")
+
+
+def _work(job: tuple) -> tuple[list[dict], Attribution]:
+    model = _WORKER["model"]
+    return _sentence(model.network, model.tokenizer.pieces, *job)
+
+
+def default_workers(model: Any) -> int:
+    """Worker processes for a corpus run: one per core on the CPU (each with one thread: the small matrices of one
+    sentence keep two threads of one process half idle), one on a GPU or for a model with no directory to load."""
+    if getattr(model, "directory", None) is None or model.device.type != "cpu":
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
 def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[str] | None = None,
                         methods: Sequence[str] = CORPUS_DEFAULT_METHODS, ks: Sequence[int] = DEFAULT_KS,
                         steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4, alpha: float = 0.6,
-                        progress: bool = False, gold: Sequence[Alignment] | None = None
+                        progress: bool = False, gold: Sequence[Alignment] | None = None, workers: int = 1
                         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
     its translation by the full-precision network of `model` (a `TranslationModel`; the network every attribution
     and deletion reads, decoding in batches), or on `targets` when given (a reference per line).
 
+    `workers` > 1 attributes the sentences in that many processes (each loads the model from its directory, with
+    one thread; see `default_workers`); the rows are the same, in the same order.
     Returns ``(faithfulness, aer)``: with `gold` alignments (of `targets`, which they need) `aer` is the AER of
     every method and layer (`alignment.AerCounter`), else None."""
     methods = check_methods(methods)
@@ -50,23 +94,35 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         raise ValueError("gold alignments need the target sentences they align (--tgt), one per source sentence; "
                          f"got {len(gold)} alignments for {len(sources)} sentences"
                          + ("" if targets is not None else " and no targets"))
+    if not 1 <= draws <= MAX_DRAWS:
+        raise ValueError(f"draws must be from 1 to {MAX_DRAWS}, got {draws}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    if workers > 1 and getattr(model, "directory", None) is None:
+        raise ValueError("several workers load the model from its directory; this model has none")
     source_ids = [model.encode(text) for text in sources]
-    if targets is None:
-        outputs = [h.tokens for h in translate_ids(model.network, source_ids, beam, alpha, device=model.device)]
-    else:
-        outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
-    names = ranking_methods(methods, model.config.decoder_layers)
-    rows = []
-    aer = AerCounter()
-    for number, (src, out) in enumerate(tqdm(list(zip(source_ids, outputs)), desc="attributing", unit="sentence",
-                                             disable=not progress), 1):
-        result = attribute_ids(model.network, src, out, methods, steps, pieces=model.tokenizer.pieces)
-        deletions = deletion_scores(model.network, src, out, {m: result.source_scores(m) for m in names}, ks, draws)
-        means = deletions.groupby(["method", "k"], sort=False)[["comprehensiveness", "sufficiency"]].mean()
-        rows += [{"sentence": number, "method": method, "k": k, "comprehensiveness": row.comprehensiveness,
-                  "sufficiency": row.sufficiency, "outputs": len(out)} for (method, k), row in means.iterrows()]
-        if gold is not None:
-            aer.add(result, gold[number - 1])
+    rows, aer = [], AerCounter()
+    with contextlib.ExitStack() as stack:
+        if workers > 1:  # started first: the workers load the model while this process translates
+            pool = stack.enter_context(ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                initargs=(str(model.directory), max(1, torch.get_num_threads() // workers))))
+            pool.submit(int)  # start them now (an executor starts its processes with the first task)
+        if targets is None:
+            outputs = [h.tokens for h in translate_ids(model.network, source_ids, beam, alpha, device=model.device)]
+        else:
+            outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
+        names = ranking_methods(methods, model.config.decoder_layers)
+        jobs = [(src, out, methods, names, ks, steps, draws) for src, out in zip(source_ids, outputs)]
+        if workers > 1:
+            done = pool.map(_work, jobs, chunksize=4)
+        else:
+            done = (_sentence(model.network, model.tokenizer.pieces, *job) for job in jobs)
+        for number, (sentence_rows, result) in enumerate(tqdm(done, total=len(jobs), desc="attributing",
+                                                               unit="sentence", disable=not progress), 1):
+            rows += [{"sentence": number, **row} for row in sentence_rows]
+            if gold is not None:
+                aer.add(result, gold[number - 1])
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table, None if gold is None else aer.table()
 
