@@ -67,10 +67,12 @@ def load_model(root: str, name: str, stamp: str) -> TranslationModel:
 
 
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
-def searching_model(root: str, name: str, stamp: str, search: str) -> TranslationModel:
-    """The cached model searching in precision `search` (the network is shared with `load_model`'s, not copied)."""
+def searching_model(root: str, name: str, stamp: str, search: str, lang: str = "") -> TranslationModel:
+    """The cached model searching in precision `search`, into target language `lang` for a many-to-many model
+    ("" = its own; the network is shared with `load_model`'s, not copied)."""
     model = load_model(root, name, stamp)
-    return model if search == "auto" else model.with_search(search)
+    model = model if search == "auto" else model.with_search(search)
+    return model.with_target_language(lang) if lang else model
 
 
 class TraceCache:
@@ -117,17 +119,19 @@ def trace_cache() -> TraceCache:
 
 
 def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
-                  target: str | None, top_k: int, truncate: bool, positions: bool = True) -> AttentionTrace:
+                  target: str | None, top_k: int, truncate: bool, positions: bool = True,
+                  lang: str = "") -> AttentionTrace:
     """The trace of this request, from the shared `TraceCache` (bounded in entries and bytes)."""
-    key = (root, name, stamp, search, text, beam, alpha, target, top_k, truncate, positions)
-    return trace_cache().get(key, lambda: searching_model(root, name, stamp, search).trace(
+    key = (root, name, stamp, search, lang, text, beam, alpha, target, top_k, truncate, positions)
+    return trace_cache().get(key, lambda: searching_model(root, name, stamp, search, lang).trace(
         text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
-                      truncate: bool) -> BeamTree:
-    return searching_model(root, name, stamp, search).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate)
+                      truncate: bool, lang: str = "") -> BeamTree:
+    return searching_model(root, name, stamp, search, lang).beam_tree(text, beam=beam, alpha=alpha,
+                                                                       truncate=truncate)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -176,14 +180,16 @@ class Session:
     top_k: int
     truncate: bool
     search: str = "auto"
+    lang: str = ""  # a many-to-many model's target language ("" = the one it was imported with)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.root, self.name, self.stamp, self.search, text, self.beam, self.alpha,
-                             target or None, self.top_k, self.truncate, positions)
+                             target or None, self.top_k, self.truncate, positions, self.lang)
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
-        return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate)
+        return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate,
+                                 self.lang)
 
     def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
                     foil: int | None = None) -> Attribution:

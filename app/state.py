@@ -29,10 +29,11 @@ LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
 
 
 DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
-            "kind": "encoder", "layer": 1, "head": 1, "level": "piece", "search": "auto"}
+            "kind": "encoder", "layer": 1, "head": 1, "level": "piece", "search": "auto", "lang": ""}
 
 
-URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search")
+URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search",
+            "lang")
 
 
 SEARCH_LABELS = {"auto": "Auto (int8 on the CPU)", "int8": "int8", "fp32": "Full precision (fp32)"}
@@ -105,6 +106,7 @@ def init_state(models: list[str]) -> None:
         except ValueError:
             bad("alpha", alpha, "use a length penalty from 0 to 5")
     choose("search", SEARCH_LABELS)
+    ss["lang"] = qp.get("lang", "")  # a many-to-many model's target language: checked against the model's codes
     ss["_url_problems"] = problems
 
 
@@ -151,6 +153,8 @@ def url_state() -> dict[str, str]:
         params["alpha"] = f"{float(ss['alpha']):g}"
     if ss.get("search", DEFAULTS["search"]) != DEFAULTS["search"]:
         params["search"] = ss["search"]
+    if ss.get("lang"):
+        params["lang"] = ss["lang"]
     return params
 
 

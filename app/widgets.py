@@ -11,6 +11,7 @@ import torch
 
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TooLong, TranslationModel
 from viz_model.checkpoint import CheckpointError
+from viz_model.languages import name as language_name
 from viz_model.trace import AttentionTrace
 
 from . import export, teaching
@@ -64,6 +65,9 @@ def sidebar(models: list[str]) -> Session | None:
         except ValueError as err:  # int8 where it cannot run (a GPU, fp16 weights): say why, search as auto does
             st.warning(f"Search precision {search}: {err}. Searching with auto instead.")
             search = "auto"
+        lang = target_language(model)
+        if lang:
+            model = searching_model(str(root), name, stamp, search, lang)
         st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
                    f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
                    f"{model.search_precision} weights, every map and probability in full precision")
@@ -86,7 +90,29 @@ def sidebar(models: list[str]) -> Session | None:
               help=f"Otherwise a sentence above {cfg.max_positions} tokens is refused with a message.")
     beam = 1 if ss["decoding"] == "greedy" else int(ss["beam"])
     return Session(model, str(root), name, stamp, beam, float(ss["alpha"]), int(ss["top_k"]), bool(ss["truncate"]),
-                   search)
+                   search, lang)
+
+
+def target_language(model: TranslationModel) -> str:
+    """A many-to-many model's target-language picker (its codes, by name); "" for the language it was imported
+    with, and for a model of one fixed pair (no picker)."""
+    ss = st.session_state
+    codes = model.target_languages
+    if not codes:
+        ss["lang"] = ""
+        return ""
+    own = model.languages.target
+    if ss.get("lang") == own:
+        ss["lang"] = ""
+    if ss.get("lang") and ss["lang"] not in codes:
+        st.warning(f"`lang={ss['lang'][:20]}` ignored: not one of this model's {len(codes)} languages.")
+        ss["lang"] = ""
+    options = ["", *sorted((c for c in codes if c != own), key=language_name)]
+    bound(st.selectbox, "Translate into", "lang", options,
+          format_func=lambda c: f"{language_name(c or own)} ({c or own})" + ("" if c else ", as imported"),
+          help="A many-to-many model translates into any of its languages: its first output token is that "
+               "language's code, forced.")
+    return ss["lang"]
 
 
 @st.dialog("Model card", width="large")

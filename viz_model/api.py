@@ -6,6 +6,8 @@ modules), so one instance can serve many threads or browser sessions at once.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import os
 import time
@@ -25,6 +27,7 @@ from .decoding import BeamTree, beam_search, beam_search_tree, max_output_length
 from .inference import encode_source, translate_ids
 from .languages import LanguagePair, LanguagesError, read_languages
 from .model import HeadMask, Transformer
+from .pretrained_tokenizers import M2M100Tokenizer
 from .quantize import search_network_for
 from .tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
@@ -121,6 +124,13 @@ class Request:
     forced_ids: list[int] | None = None
 
 
+def _with_config(network: Transformer, config: ModelConfig) -> Transformer:
+    """A view of `network` (every module and parameter shared) with another config: decoding reads the config."""
+    view = copy.copy(network)
+    view.config = config
+    return view
+
+
 class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device."""
 
@@ -148,6 +158,32 @@ class TranslationModel:
         """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
         return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
                                 self.training_stats, search, self.languages, self.training_facts)
+
+    @property
+    def target_languages(self) -> list[str]:
+        """The language codes this model can translate into on request (an M2M100 model's), else []."""
+        return list(self.tokenizer.codes) if isinstance(self.tokenizer, M2M100Tokenizer) else []
+
+    def with_target_language(self, code: str) -> TranslationModel:
+        """This model translating into `code` (one of `target_languages`): its first output is forced to that
+        language's code. Weights, the search network and the card are shared, not copied."""
+        if not self.target_languages:
+            raise ValueError(f"{self.name or 'this model'} translates one language pair ({self.languages.label}); "
+                             "only a many-to-many model (M2M100) takes a target language")
+        if code not in self.target_languages:
+            raise ValueError(f"{code!r} is not one of this model's target languages "
+                             f"({', '.join(self.target_languages)})")
+        assert isinstance(self.tokenizer, M2M100Tokenizer)
+        if code == self.tokenizer.target_language:
+            return self
+        tokenizer = self.tokenizer.for_target(code)
+        config = dataclasses.replace(self.config, forced_first_id=tokenizer.target_code)
+        view = copy.copy(self)
+        view.network, view.tokenizer = _with_config(self.network, config), tokenizer
+        view.search_network = (view.network if self.search_network is self.network
+                               else _with_config(self.search_network, config))
+        view.languages = LanguagePair(self.languages.source, code)
+        return view
 
     @property
     def device_label(self) -> str:

@@ -199,6 +199,11 @@ class M2M100Tokenizer(VocabTokenizer):
                    id_table(files["vocab.json"], directory / "vocab.json"), data["codes"], data["source"],
                    data["target"], data["ids"], files, str(directory))
 
+    def for_target(self, code: str) -> M2M100Tokenizer:
+        """This tokenizer with `code` as the target language (the files and pieces shared)."""
+        return type(self)(self.sp, self.encoder, self.codes, self.source_language, code, self.ids, self._files,
+                          self.path)
+
     @staticmethod
     def language_file(codes: dict[str, int], source: str, target: str, ids: int) -> bytes:
         """The ``language_codes.json`` of a model: its codes' ids, the chosen pair and its id-table size."""

@@ -34,7 +34,8 @@ def test_a_short_training_draws_curves_snapshots_and_both_runs(tiny):
     runs = at.session_state["watch_runs"]
     assert list(runs) == ["with sinusoidal PE", "without PE"]
     assert not [b for b in at.button if b.key == "watch_stop"]  # shown while the run goes on, gone after it
-    assert sum(t.startswith("training loss") for c in charts(at) for t in [c["layout"]["annotations"][0]["text"]]) == 1
+    subplot_titles = [a.get("text", "") for c in charts(at) for a in c["layout"].get("annotations", [])]
+    assert sum(t.startswith("training loss") for t in subplot_titles) == 1  # the live curves made way
     for result in runs.values():
         assert result.config.seconds == pytest.approx(2.5) and len(result.snapshots) >= 2
     titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
@@ -49,6 +50,8 @@ def test_a_short_training_draws_curves_snapshots_and_both_runs(tiny):
     first = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("cross attention"))
     assert "step 0" in first["layout"]["annotations"][0]["text"]
     assert "Why the model without positional encoding fails" in "\n".join(m.value for m in at.markdown)
+    animation = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").endswith("over training"))
+    assert len(animation["frames"]) == len(runs["with sinusoidal PE"].snapshots)
 
 
 def test_own_sequence_and_its_errors(tiny):

@@ -204,3 +204,46 @@ def test_the_pe_lab_draws_fairseqs_sinusoids_from_row_two(m2m_folder, imported, 
     np.testing.assert_allclose(own, their_table[2:].numpy(), atol=1e-5)  # Hugging Face's rows 2.. are ours 0..
     paper = sinusoidal_table(drawn.shape[0], imported.config.d_model, layout="halves").numpy()
     assert np.abs(drawn - paper).max() > 0.1  # not the paper's frequencies
+
+
+def test_the_target_language_is_chosen_per_request_too(hf, imported):
+    """`with_target_language` gives the same model translating into another language: generate's output with that
+    language forced; weights shared; a fixed-pair model or an unknown code is refused by name."""
+    model, hf_tok = hf
+    french = imported.with_target_language("fr")
+    assert french.network.encoder_layers is imported.network.encoder_layers  # shared, not copied
+    assert imported.config.forced_first_id == hf_tok.get_lang_id("de")  # the original is unchanged
+    assert french.languages.label == "en → fr" and imported.with_target_language("de") is imported
+    text = "A woman runs in the snow."
+    with torch.no_grad():
+        theirs = model.generate(hf_tok(text, return_tensors="pt").input_ids, num_beams=1, do_sample=False,
+                                max_new_tokens=30, forced_bos_token_id=hf_tok.get_lang_id("fr"))
+    ours = french.trace(text, beam=1)
+    assert ours.output_ids[:len(theirs[0]) - 1] == theirs[0, 1:].tolist()[:len(ours.output_ids)]
+    assert french.tokenizer.encode_target("Une femme.")[0] == hf_tok.get_lang_id("fr")
+    with pytest.raises(ValueError, match="not one of this model's target languages"):
+        imported.with_target_language("tlh")
+    with pytest.raises(ValueError, match="only a many-to-many model"):
+        viz_model.load(None, device="cpu").with_target_language("fr")
+
+
+def test_the_app_translates_into_the_language_picked(m2m_folder, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP, charts, messages, ok
+
+    assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "A man reads a book.", "kind": "cross"})
+    ok(at.run())
+    assert "__de__" in json.dumps(charts(at)) and "__fr__" not in json.dumps(charts(at))
+    picker = at.selectbox(key="w_lang")
+    assert picker.value == "" and "German (de), as imported" in picker.format_func("")
+    picker.set_value("fr").run()
+    ok(at)
+    assert at.query_params["lang"] == ["fr"] or at.query_params["lang"] == "fr"
+    assert "__fr__" in json.dumps(charts(at))  # the cross-attention map's queries: </s> __fr__ ...
+    again = AppTest.from_file(str(APP), default_timeout=240)
+    again.query_params.update({"beam": "1", "sentence": "A man.", "lang": "tlh"})
+    ok(again.run())
+    assert "`lang=tlh` ignored" in messages(again) and again.session_state["lang"] == ""
