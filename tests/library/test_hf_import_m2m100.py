@@ -17,7 +17,16 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 import sentencepiece as spm  # noqa: E402
-from support.hf import ODD, WORDS_DE, WORDS_EN, randomise, sentences, train_spm  # noqa: E402
+from support.hf import (  # noqa: E402
+    ODD,
+    WORDS_DE,
+    WORDS_EN,
+    assert_same_maps,
+    forced_outputs,
+    randomise,
+    sentences,
+    train_spm,
+)
 
 import viz_model  # noqa: E402
 from viz_model.cli import main  # noqa: E402
@@ -96,21 +105,9 @@ def test_tokenizer_ids_equal_hugging_face(hf, imported):
 
 def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
     model, hf_tok = hf
-    cfg = imported.config
-    for text in sentences(WORDS_EN, 5, 3) + ODD[:2]:
-        src = hf_tok(text, return_tensors="pt").input_ids
-        target = hf_tok(text_target=sentences(WORDS_DE, 1, len(text))[0], return_tensors="pt").input_ids
-        tgt_in = torch.cat([torch.full((1, 1), cfg.bos_id), target[:, :-1]], dim=1)
-        with torch.no_grad():
-            theirs = model(input_ids=src, decoder_input_ids=tgt_in, output_attentions=True)
-            ours = imported.network(src, tgt_in, need_weights=True)
+    for ours, theirs in forced_outputs(model, hf_tok, imported):
         np.testing.assert_allclose(ours.logits.numpy(), theirs.logits.numpy(), rtol=1e-4, atol=1e-4)
-        for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
-            mine, other = getattr(ours, name), getattr(theirs, name)
-            assert len(mine) == len(other) == (cfg.encoder_layers if name.startswith("encoder") else
-                                               cfg.decoder_layers)
-            for a, b in zip(mine, other):
-                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+        assert_same_maps(ours, theirs, imported.config)
 
 
 def test_a_padded_batch_gives_each_sentence_its_own_logits(hf, imported):

@@ -35,3 +35,28 @@ def randomise(model, scale: float = 0.3) -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, scale)
+
+
+def forced_outputs(model, hf_tok, imported):
+    """Hugging Face's and our teacher-forced outputs, with every attention map, on 7 sentences (two with odd
+    characters), each forced on a German sentence: pairs ``(ours, theirs)``."""
+    import torch
+
+    for text in sentences(WORDS_EN, 5, 3) + ODD[:2]:
+        src = hf_tok(text, return_tensors="pt").input_ids
+        target = hf_tok(text_target=sentences(WORDS_DE, 1, len(text))[0], return_tensors="pt").input_ids
+        tgt_in = torch.cat([torch.full((1, 1), imported.config.bos_id), target[:, :-1]], dim=1)
+        with torch.no_grad():
+            yield (imported.network(src, tgt_in, need_weights=True),
+                   model(input_ids=src, decoder_input_ids=tgt_in, output_attentions=True))
+
+
+def assert_same_maps(ours, theirs, cfg) -> None:
+    """Every encoder, decoder and cross-attention map equal to 1e-5, one per layer."""
+    import numpy as np
+
+    for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+        mine, other = getattr(ours, name), getattr(theirs, name)
+        assert len(mine) == len(other) == (cfg.encoder_layers if name.startswith("encoder") else cfg.decoder_layers)
+        for a, b in zip(mine, other):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
