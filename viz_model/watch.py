@@ -66,9 +66,8 @@ class WatchConfig:
         if self.positional not in POSITIONAL:
             raise WatchError(f"positional must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
         bounds = {**LIMITS, "min_length": LIMITS["length"], "max_length": LIMITS["length"]}
+        del bounds["length"]
         for name, (low, high) in bounds.items():
-            if name in ("length",):
-                continue
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
                 raise WatchError(f"{name} must be in [{low}, {high}], got {value!r}")

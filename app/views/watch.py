@@ -110,10 +110,10 @@ st.caption(" · ".join(f"{name}: {100 * r.final_accuracy:.0f}% of held-out seque
                       f"{r.history[-1]['step']} steps ({r.seconds:.1f} s)" for name, r in runs.items()))
 
 count = max(len(r.snapshots) for r in runs.values())
-steps = [s.step for s in max(runs.values(), key=lambda r: len(r.snapshots)).snapshots]
+snapshot_steps = [s.step for s in max(runs.values(), key=lambda r: len(r.snapshots)).snapshots]
 left, middle, right = st.columns(3)
 index = left.select_slider("Snapshot (training step)", list(range(count)), count - 1, key="watch_snapshot",
-                           format_func=lambda i: str(steps[i]))
+                           format_func=lambda i: str(snapshot_steps[i]))
 kind = middle.selectbox("Attention", ["cross", "decoder", "encoder"], key="watch_kind",
                         format_func={"cross": "encoder-decoder (cross)", "decoder": "decoder self (masked)",
                                      "encoder": "encoder self"}.get)

@@ -22,7 +22,7 @@ from support.hf import (  # noqa: E402
     WORDS_EN,
     assert_same_maps,
     forced_outputs,
-    randomise,
+    save_folder,
     sentences,
     train_spm,
 )
@@ -53,15 +53,11 @@ def marian_folder(tmp_path_factory):
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=96,
         activation_function="swish", scale_embedding=True, pad_token_id=pad, decoder_start_token_id=pad,
         eos_token_id=0, forced_eos_token_id=None, dropout=0.0)
-    torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
-    randomise(model)
+    folder = save_folder(model, tokenizer, root / "opus-mt-tiny", "cc-by-4.0")  # randomises the weights
     with torch.no_grad():
         model.final_logits_bias.normal_(0, 1.0)
-    folder = root / "opus-mt-tiny"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    (folder / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# tiny\n")
+    model.save_pretrained(folder)  # with the larger output bias too
     return folder
 
 

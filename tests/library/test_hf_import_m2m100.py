@@ -23,7 +23,7 @@ from support.hf import (  # noqa: E402
     WORDS_EN,
     assert_same_maps,
     forced_outputs,
-    randomise,
+    save_folder,
     sentences,
     train_spm,
 )
@@ -55,14 +55,8 @@ def m2m_folder(tmp_path_factory):
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_position_embeddings=96, activation_function="relu", dropout=0.0, encoder_layerdrop=0.0,
         decoder_layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    torch.manual_seed(0)
     model = transformers.M2M100ForConditionalGeneration(config)
-    randomise(model)
-    folder = root / "m2m100-tiny"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    (folder / "README.md").write_text("---\nlicense: mit\n---\n# tiny\n")
-    return folder
+    return save_folder(model, tokenizer, root / "m2m100-tiny", "mit")
 
 
 @pytest.fixture(scope="module")

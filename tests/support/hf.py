@@ -60,3 +60,12 @@ def assert_same_maps(ours, theirs, cfg) -> None:
         assert len(mine) == len(other) == (cfg.encoder_layers if name.startswith("encoder") else cfg.decoder_layers)
         for a, b in zip(mine, other):
             np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def save_folder(model, tokenizer, folder, licence: str):
+    """`model` (randomised) and `tokenizer` saved as Hugging Face saves them, with a README naming `licence`."""
+    randomise(model)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "README.md").write_text(f"---\nlicense: {licence}\n---\n# tiny\n")
+    return folder
