@@ -17,9 +17,9 @@ import torch
 transformers = pytest.importorskip("transformers")
 import sentencepiece as spm  # noqa: E402
 from support.hf import (  # noqa: E402
-    ODD,
     WORDS_DE,
     WORDS_EN,
+    assert_same_ids,
     assert_same_maps,
     forced_outputs,
     save_folder,
@@ -76,13 +76,7 @@ def imported(marian_folder, tmp_path_factory):
 
 def test_tokenizer_ids_equal_hugging_face(hf, imported):
     _, hf_tok = hf
-    texts = sentences(WORDS_EN, 95, 7) + ODD
-    for text in texts:
-        assert imported.encode(text) == hf_tok(text).input_ids, text
-        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == \
-            hf_tok(text_target=text).input_ids, text
-    ids = hf_tok(texts[0]).input_ids
-    assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
+    assert_same_ids(hf_tok, imported)
 
 
 def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):

@@ -21,6 +21,7 @@ from support.hf import (  # noqa: E402
     ODD,
     WORDS_DE,
     WORDS_EN,
+    assert_same_ids,
     assert_same_maps,
     forced_outputs,
     save_folder,
@@ -82,13 +83,7 @@ def test_the_config_names_what_m2m100_does(imported, hf):
 
 def test_tokenizer_ids_equal_hugging_face(hf, imported):
     _, hf_tok = hf
-    texts = sentences(WORDS_EN, 95, 7) + ODD
-    for text in texts:
-        assert imported.encode(text) == hf_tok(text).input_ids, text
-        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == \
-            hf_tok(text_target=text).input_ids, text
-    ids = hf_tok(texts[0]).input_ids
-    assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
+    assert_same_ids(hf_tok, imported)
     for text in sentences(WORDS_DE, 30, 5):  # their decode keeps the language code (not a special token in
         ids = hf_tok(text_target=text).input_ids  # transformers 5): a translation is the text after it
         assert ids[0] == hf_tok.get_lang_id("de")

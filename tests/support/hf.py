@@ -69,3 +69,14 @@ def save_folder(model, tokenizer, folder, licence: str):
     tokenizer.save_pretrained(folder)
     (folder / "README.md").write_text(f"---\nlicense: {licence}\n---\n# tiny\n")
     return folder
+
+
+def assert_same_ids(hf_tok, imported) -> None:
+    """Source and target ids of 100 sentences (unknown characters included), and the pieces, equal theirs."""
+    texts = sentences(WORDS_EN, 95, 7) + ODD
+    for text in texts:
+        assert imported.encode(text) == hf_tok(text).input_ids, text
+        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == \
+            hf_tok(text_target=text).input_ids, text
+    ids = hf_tok(texts[0]).input_ids
+    assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
