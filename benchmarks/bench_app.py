@@ -26,6 +26,9 @@ What is measured (targets from issue 5, "Performance"):
    pages went idle; taken at the end of the run, so the app's trace cache holds the run's latest traces
    (conservative). Sessions of
    pages closed earlier may still be held by the server. Target <= 600 MB.
+4. **Plotly alone** (no target; the floor under item 2's heatmap): fresh contexts open a blank page that only loads
+   the plotly package's ``plotly.min.js`` and draws one 18 x 18 heatmap; seconds to the script's end and to the
+   drawn heatmap, p50 over ``--loads``.
 
 Every translation the benchmark asks for is a real, new one, never a cached trace: each page load and each press
 of Translate uses a sentence that this (fresh) server process has not translated before. The sentences come from
@@ -393,6 +396,40 @@ class Browser:
         return f"{self.base_url}/?{urlencode(params)}"
 
 
+# A blank page with nothing but Plotly's script and one heatmap: what Plotly alone costs this browser and machine
+# (the floor under the app's first heatmap, which Streamlit's own start-up comes before).
+PLOTLY_ALONE_HTML = """<!doctype html><html><body><div id="g"></div>
+<script>window.t0 = performance.now();</script><script src="plotly.min.js"></script>
+<script>window.t1 = performance.now();
+const z = [...Array(18)].map((_, i) => [...Array(18)].map((_, j) => Math.sin(i * j)));
+Plotly.newPlot('g', [{type: 'heatmap', z}]).then(() => { window.t2 = performance.now(); });</script></body></html>"""
+
+
+def plotly_alone(browser: Browser, loads: int, timeout_s: float) -> dict[str, Any]:
+    """Fresh contexts open a blank page that loads the plotly package's plotly.min.js (served from memory, the
+    same library Streamlit bundles) and draws an 18 x 18 heatmap: seconds from the page's first script to Plotly
+    being defined, and to the heatmap drawn."""
+    import plotly
+
+    script = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
+    base = "http://127.0.0.1:9/plotly-alone/"
+    runs = []
+    for _ in range(loads):
+        context = browser.chromium.new_context(viewport=VIEWPORT)
+        context.route(base + "index.html", lambda route: route.fulfill(body=PLOTLY_ALONE_HTML,
+                                                                       content_type="text/html"))
+        context.route(base + "plotly.min.js", lambda route: route.fulfill(body=script,
+                                                                          content_type="text/javascript"))
+        page = context.new_page()
+        page.goto(base + "index.html", timeout=timeout_s * 1000)
+        page.wait_for_function("() => window.t2 !== undefined", timeout=timeout_s * 1000)
+        script_s, heatmap_s = page.evaluate("() => [(window.t1 - window.t0) / 1000, (window.t2 - window.t0) / 1000]")
+        runs.append({"script": round(script_s, 3), "heatmap": round(heatmap_s, 3)})
+        context.close()
+    return {"kb": len(script) // 1024, "script": stats([r["script"] for r in runs]),
+            "heatmap": stats([r["heatmap"] for r in runs])}
+
+
 def open_page(browser: Browser, sentence: str, args: argparse.Namespace, timeout_s: float) -> tuple[Any, Any, dict]:
     """A fresh context that opens the app with `sentence` in the URL; waits for the input and the heatmap.
 
@@ -561,6 +598,7 @@ def run_benchmark(args: argparse.Namespace, result: dict[str, Any], log_path: Pa
         result["first_load_heatmap"] = stats([m["heatmap"] for m in loads if m["heatmap"] is not None])
         result["first_load_translation"] = stats([m["translation"] for m in loads if m["translation"] is not None])
         result["first_load_plot"] = stats([m["plot"] for m in loads if m["plot"] is not None])
+        result["plotly_alone"] = plotly_alone(browser, args.loads, step_timeout())
 
         # 3. server memory with 4 sessions open, each having translated its own sentence
         opened = 0
@@ -660,6 +698,11 @@ def table(r: dict[str, Any]) -> str:
     if loads and loads[-1].get("scripts"):
         lines.append("  largest scripts of the last first load (kB, fetched from-to s): " + "; ".join(
             f"{e['name']} {e['kb']} kB {e['start']:.2f}-{e['end']:.2f}" for e in loads[-1]["scripts"]))
+    alone = r.get("plotly_alone")
+    if alone:
+        lines.append(f"  Plotly alone, a blank page (plotly.min.js {alone['kb']} kB): script run p50 "
+                     f"{alone['script']['p50']:.3f} s, heatmap drawn p50 {alone['heatmap']['p50']:.3f} s "
+                     f"(max {alone['heatmap']['max']:.3f} s, {alone['heatmap']['n']} loads)")
     memory = r.get("memory")
     if memory:
         lines.append(f"server RSS, {memory['sessions']} sessions open: {memory['rss_mb']:.0f} MB "

@@ -18,6 +18,8 @@ and runs one trace. Targets: >= 2x faster than Hugging Face, p50 <= 150 ms, peak
 
     python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs
     python benchmarks/bench_hf.py --quick    # smoke test
+    python benchmarks/bench_hf.py --quick --save-model ../opus-size/opus-mt-size   # keep the imported model, e.g.
+    python benchmarks/bench_app.py --model-assets ../opus-size --model opus-mt-size  # for the app benchmark
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,7 +67,8 @@ def build_folder(root: Path) -> Path:
     vocab["<pad>"] = len(vocab)
     (root / "vocab.json").write_text(json.dumps(vocab))
     tokenizer = transformers.MarianTokenizer(source_spm=str(root / "source.model"),
-                                             target_spm=str(root / "target.model"), vocab=str(root / "vocab.json"))
+                                             target_spm=str(root / "target.model"), vocab=str(root / "vocab.json"),
+                                             source_lang="en", target_lang="de")
     d = OPUS_MT_EN_DE
     config = transformers.MarianConfig(
         vocab_size=d["vocab"], d_model=d["d_model"], encoder_layers=d["layers"], decoder_layers=d["layers"],
@@ -123,6 +127,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke test: 3 runs, 1 warm-up, no RSS")
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto")
+    p.add_argument("--save-model", type=Path, help="also copy the imported model directory here (a new path)")
     p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -138,6 +143,8 @@ def main() -> int:
         root = Path(tmp)
         folder = build_folder(root)
         directory = import_marian(str(folder), root / "imported")
+        if args.save_model:
+            shutil.copytree(directory, args.save_model)
         model = viz_model.load(directory, device="cpu", search=args.search)
         steps = len(model.tokenizer.encode_target(FORCED_TARGET)) + 1
         fns = {"ours": ours_fn(model, steps),

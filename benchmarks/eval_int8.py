@@ -4,11 +4,13 @@
 
 For each set, beam 4 with ``search="int8"`` and, in the same run, ``search="fp32"`` (the precision
 ``viz-model export --evaluate`` scores with), both on the model's stored weights: keys ``SET/beam4-int8`` and
-``SET/beam4-fp32-stored``. Sets: Multi30K test_2016_flickr (``--all-multi30k``: all four), and for a model
+``SET/beam4-fp32-stored``; with ``--alphas`` also the fp32 search at other length penalties
+(``SET/beam4-alphaA-fp32-stored``). Sets: Multi30K test_2016_flickr (``--all-multi30k``: all four), and for a model
 trained with Tatoeba its old held-out test set (rebuilt exactly as `tatoeba_unseen.py` does).
 
     python benchmarks/eval_int8.py --model assets/mixed-en-de --tatoeba
     python benchmarks/eval_int8.py --model assets/multi30k-en-de --all-multi30k
+    python benchmarks/eval_int8.py --model assets/multi30k-en-de --sets val --alphas 1.0 --no-int8
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bench_common import report_results
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
+MULTI30K = ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
 
 
 def main() -> int:
@@ -29,6 +32,10 @@ def main() -> int:
     p.add_argument("--tatoeba", action="store_true", help="also the Tatoeba held-out test set (seed 20180513)")
     p.add_argument("--all-multi30k", action="store_true",
                    help="every Multi30K set: val, test_2016_flickr, test_2017_flickr, test_2017_mscoco")
+    p.add_argument("--sets", nargs="+", choices=MULTI30K, help="these Multi30K sets (default: test_2016_flickr)")
+    p.add_argument("--alphas", nargs="+", type=float, default=[],
+                   help="also score the fp32 search at these length penalties (default 0.6 always)")
+    p.add_argument("--no-int8", action="store_true", help="only the fp32 search")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
 
@@ -37,8 +44,7 @@ def main() -> int:
     from viz_model.textfiles import read_parallel
     from viz_model.train.splits import holdout_split
 
-    splits = (["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"] if args.all_multi30k
-              else ["test_2016_flickr"])
+    splits = MULTI30K if args.all_multi30k else args.sets or ["test_2016_flickr"]
     sets = {}
     for split in splits:
         src, tgt = read_parallel(str(args.data / "multi30k"), split, "en", "de")
@@ -48,12 +54,15 @@ def main() -> int:
         split = holdout_split(*pairs, 1000, 1000, 20180513)
         sets["tatoeba:test"] = (split.test_src, split.test_refs)
     found = {}
-    for search in ("int8", "fp32"):
+    for search in ("fp32",) if args.no_int8 else ("int8", "fp32"):
         model = viz_model.load(args.model, device="cpu", search=search)
         suffix = "int8" if search == "int8" else "fp32-stored"
         for name, (sources, refs) in sets.items():
             hyps = model.translate(sources, beam=4)
             found[f"{name}/beam4-{suffix}"] = corpus_scores(hyps, reference_streams(refs))
+            for alpha in args.alphas if search == "fp32" else []:
+                hyps = model.translate(sources, beam=4, alpha=alpha)
+                found[f"{name}/beam4-alpha{alpha}-{suffix}"] = corpus_scores(hyps, reference_streams(refs))
     report_results(args.model, found, write=not args.no_write)
     return 0
 
