@@ -43,3 +43,28 @@ def test_bench_train_reports_both_systems_and_their_ratio(tmp_path, data_dir, ba
     assert r["precision_ours"] == "fp32"
     expected = "bf16 autocast" if baseline_bf16 and native_bf16(torch.device("cpu")) else "fp32"
     assert r["precision_baseline"] == expected
+
+
+def _library_imports(path: Path) -> list[tuple[str, str]]:
+    """Every ``from viz_model... import name`` in a script, the ones inside functions too."""
+    import ast
+
+    return [(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "viz_model"
+            for alias in node.names]
+
+
+@pytest.mark.parametrize("script", sorted((REPO / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_every_name_a_benchmark_imports_from_the_library_exists(script):
+    """The heavy benchmarks (an opus-mt-size model, a corpus run) are not run here: at least the library names they
+    import, often inside main(), must exist (a renamed function broke bench_hf.py unnoticed)."""
+    import importlib
+
+    for module, name in _library_imports(script):
+        assert hasattr(importlib.import_module(module), name), f"{script.name}: {module}.{name} does not exist"
+
+
+def test_library_imports_finds_imports_inside_functions(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import os\ndef main():\n    from viz_model.hf_import import import_marian\n")
+    assert _library_imports(script) == [("viz_model.hf_import", "import_marian")]
