@@ -135,15 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the TOML config the model was trained with")
     p.add_argument("overrides", nargs="*", help="config overrides key=value the run was given (e.g. epochs=24)")
 
-    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt) or M2M100 model folder or hub id, "
-                                      "exactly")
+    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt), M2M100 or NLLB model folder or hub "
+                                      "id, exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
                                   "(downloaded through huggingface_hub when installed and online)")
     p.add_argument("--out", required=True, help="model directory to write (e.g. assets/opus-mt-en-de); must not exist")
     p.add_argument("--source-lang", default=None, metavar="CODE",
-                   help="M2M100: the source language's code (default: the folder's tokenizer_config.json src_lang)")
+                   help="M2M100 / NLLB: the source language's code (default: the folder's tokenizer_config.json "
+                        "src_lang)")
     p.add_argument("--target-lang", default=None, metavar="CODE",
-                   help="M2M100: the target language's code, forced as the first output (default: its tgt_lang)")
+                   help="M2M100 / NLLB: the target language's code, forced as the first output (default: its "
+                        "tgt_lang)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
+                   help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
+                        "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
     return parser
 
 
@@ -347,7 +352,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from .hf_import import import_model
 
-    out = import_model(args.source, args.out, args.source_lang, args.target_lang)
+    out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import CheckpointError, save_model_dir
+from .checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, save_model_dir
 from .config import ConfigError, ModelConfig
 from .languages import LANGUAGES, LanguagePair, guess_languages
 from .model import Transformer
@@ -41,6 +41,9 @@ SUPPORTED = {"marian": "Marian / opus-mt", "m2m_100": "M2M100"}
 ACTIVATIONS = {"relu": "relu", "silu": "silu", "swish": "silu", "gelu": "gelu"}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 MAX_HF_CONFIG_BYTES = 1024**2
+IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+MAX_TOKENIZER_JSON_BYTES = 64 * 1024**2  # NLLB's: 17 MB
+NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")  # eng_Latn, zho_Hans, ...
 # Hugging Face Marian names -> this project's, per layer (the prefix model.encoder.layers.N. / model.decoder.layers.N.)
 ENCODER_NAMES = {"self_attn.q_proj": "self_attn.w_q", "self_attn.k_proj": "self_attn.w_k",
                  "self_attn.v_proj": "self_attn.w_v", "self_attn.out_proj": "self_attn.w_o",
@@ -227,7 +230,8 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
     return out
 
 
-def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, weights: Path) -> str:
+def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, weights: Path,
+               dtype: str = "fp32") -> str:
     """What was imported from where, under which licence, and what was checked."""
     licence = "not stated in the folder"
     readme = folder / "README.md"
@@ -243,13 +247,15 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "## Conversion", "",
         f"- {cfg.encoder_layers} + {cfg.decoder_layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, "
         f"d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size:,}, {cfg.max_positions} positions.",
-        *conversion_lines(cfg), "",
+        *conversion_lines(cfg),
+        *(["- Weights stored in fp16 (`--dtype fp16`), loaded into fp32: close to the source model's outputs, "
+           "not equal to them."] if dtype == "fp16" else []), "",
         "## Checked at import", "",
         "- every tensor of the checkpoint has exactly one place in the instrumented model, with the shape its "
         "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
         "- the tokenizer's vocabulary size equals the embeddings'.",
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
-        "`tests/library/test_hf_import.py` on small random Marian models.", ""])
+        "`tests/library/test_hf_import*.py` on small random Marian, M2M100 and NLLB models.", ""])
 
 
 def conversion_lines(cfg: ModelConfig) -> list[str]:
@@ -268,7 +274,7 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
 
 def m2m100_tokenizer(folder: Path, vocab_size: int, source: str | None, target: str | None) -> M2M100Tokenizer:
     """The M2M100 tokenizer of `folder` for the language pair given (else the one its tokenizer_config.json
-    names); the language codes' ids follow the vocabulary, as in Hugging Face's ``M2M100Tokenizer``."""
+    names): M2M100's own files, or an NLLB model's (the same architecture; its ids read from tokenizer.json)."""
     settings: dict[str, Any] = {}
     path = folder / "tokenizer_config.json"
     if path.is_file() and path.stat().st_size < MAX_HF_CONFIG_BYTES:
@@ -277,20 +283,10 @@ def m2m100_tokenizer(folder: Path, vocab_size: int, source: str | None, target: 
             settings = loaded if isinstance(loaded, dict) else {}
         except ValueError as err:
             raise HFImportError(f"{path}: not valid JSON ({err})") from None
-    kind = settings.get("language_codes", "m2m100")
-    if kind not in M2M100_LANGUAGE_CODES:
-        raise HFImportError(f"{path}: language_codes {kind!r} is not one this project knows "
-                           f"({', '.join(M2M100_LANGUAGE_CODES)})")
-    names = ("sentencepiece.bpe.model", "vocab.json")
-    try:
-        files = {name: (folder / name).read_bytes() for name in names}
-    except OSError as err:
-        raise HFImportError(f"{folder}: an M2M100 tokenizer needs {' and '.join(names)} ({err})") from None
-    try:
-        size = len(id_table(files["vocab.json"], folder / "vocab.json"))
-    except TokenizerError as err:
-        raise HFImportError(str(err)) from None
-    codes = {code: size + i for i, code in enumerate(M2M100_LANGUAGE_CODES[kind])}
+    if (folder / "vocab.json").is_file() or not (folder / "tokenizer.json").is_file():
+        files, codes = m2m100_files(folder, settings.get("language_codes", "m2m100"), path)
+    else:
+        files, codes = nllb_files(folder)
     pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
     for side, code in pair.items():
         if not code:
@@ -303,6 +299,49 @@ def m2m100_tokenizer(folder: Path, vocab_size: int, source: str | None, target: 
         return M2M100Tokenizer.from_files(files, folder)
     except TokenizerError as err:
         raise HFImportError(str(err)) from None
+
+
+def m2m100_files(folder: Path, kind: str, settings_path: Path) -> tuple[dict[str, bytes], dict[str, int]]:
+    """An M2M100 tokenizer's files and its language codes' ids (after the vocabulary, in fairseq's order)."""
+    if kind not in M2M100_LANGUAGE_CODES:
+        raise HFImportError(f"{settings_path}: language_codes {kind!r} is not one this project knows "
+                           f"({', '.join(M2M100_LANGUAGE_CODES)})")
+    names = ("sentencepiece.bpe.model", "vocab.json")
+    try:
+        files = {name: (folder / name).read_bytes() for name in names}
+    except OSError as err:
+        raise HFImportError(f"{folder}: an M2M100 tokenizer needs {' and '.join(names)} ({err})") from None
+    try:
+        size = len(id_table(files["vocab.json"], folder / "vocab.json"))
+    except TokenizerError as err:
+        raise HFImportError(str(err)) from None
+    return files, {code: size + i for i, code in enumerate(M2M100_LANGUAGE_CODES[kind])}
+
+
+def nllb_files(folder: Path) -> tuple[dict[str, bytes], dict[str, int]]:
+    """An NLLB tokenizer (``tokenizer.json`` beside ``sentencepiece.bpe.model``, no vocab.json): the pieces' ids
+    from its BPE vocabulary and the language codes' ids (``eng_Latn``, ...) from its added tokens, as they are."""
+    path = folder / "tokenizer.json"
+    try:
+        spm_model = (folder / "sentencepiece.bpe.model").read_bytes()
+        if path.stat().st_size > MAX_TOKENIZER_JSON_BYTES:
+            raise HFImportError(f"{path}: larger than {MAX_TOKENIZER_JSON_BYTES // 1024**2} MB")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise HFImportError(f"{folder}: an NLLB tokenizer needs sentencepiece.bpe.model and tokenizer.json "
+                           f"({err})") from None
+    except ValueError as err:
+        raise HFImportError(f"{path}: not valid JSON ({err})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = data.get("added_tokens") if isinstance(data, dict) else None
+    if not (isinstance(vocab, dict) and isinstance(added, list) and all(isinstance(t, dict) for t in added)):
+        raise HFImportError(f"{path}: expected a model vocabulary (model.vocab) and added_tokens")
+    codes = {t["content"]: t["id"] for t in added if isinstance(t.get("content"), str)
+             and NLLB_CODE.fullmatch(t["content"]) and isinstance(t.get("id"), int)}
+    if not codes:
+        raise HFImportError(f"{path}: no language code (such as eng_Latn) among its added tokens")
+    return {"sentencepiece.bpe.model": spm_model, "vocab.json": json.dumps(vocab).encode()}, codes
 
 
 def folder_languages(source: str, folder: Path) -> LanguagePair | None:
@@ -335,10 +374,12 @@ def folder_tokenizer(folder: Path, hf: dict[str, Any], source_lang: str | None,
 
 
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
-                 target_lang: str | None = None) -> Path:
+                 target_lang: str | None = None, dtype: str = "fp32") -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
 
-    `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's)."""
+    `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's).
+    `dtype` "fp16" stores the weights in half precision (loaded into fp32; no longer exact): for models whose fp32
+    weights exceed the weight-file limit, such as NLLB-600M."""
     out = Path(out)
     if out.exists():
         raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
@@ -355,12 +396,18 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     model = Transformer(cfg)
     model.load_state_dict(mapped, strict=True)
     model.eval()
+    stored = model.num_parameters() * IMPORT_DTYPES[dtype].itemsize
+    if stored > MAX_WEIGHTS_BYTES:
+        raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
+                           f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit"
+                           + ("; import with --dtype fp16 (half the size, no longer exact)" if dtype == "fp32" else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     languages = (LanguagePair(tokenizer.source_language, tokenizer.target_language)
                  if isinstance(tokenizer, M2M100Tokenizer) else folder_languages(source, folder))
     try:
-        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights))
+        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights, dtype),
+                       dtype=IMPORT_DTYPES[dtype])
         if languages is not None:
             (staging / LANGUAGES).write_text(json.dumps({"source": languages.source, "target": languages.target}))
         staging.rename(out)

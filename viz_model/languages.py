@@ -16,6 +16,11 @@ NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it":
          "tr": "Turkish", "pl": "Polish", "sv": "Swedish", "da": "Danish", "fi": "Finnish", "cs": "Czech",
          "uk": "Ukrainian", "el": "Greek", "hi": "Hindi", "ro": "Romanian", "hu": "Hungarian",
          "mul": "several languages"}
+# NLLB's codes start with ISO 639-3 (deu_Latn, zho_Hans): the same names
+NAMES |= {three: NAMES[two] for three, two in {
+    "eng": "en", "deu": "de", "fra": "fr", "spa": "es", "ita": "it", "nld": "nl", "por": "pt", "rus": "ru",
+    "zho": "zh", "jpn": "ja", "kor": "ko", "arb": "ar", "tur": "tr", "pol": "pl", "swe": "sv", "dan": "da",
+    "fin": "fi", "ces": "cs", "ukr": "uk", "ell": "el", "hin": "hi", "ron": "ro", "hun": "hu"}.items()}
 
 
 class LanguagesError(ValueError):

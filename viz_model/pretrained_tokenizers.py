@@ -155,10 +155,11 @@ class MarianTokenizer(VocabTokenizer):
 
 
 class M2M100Tokenizer(VocabTokenizer):
-    """The tokenizer of an M2M100 model: one ``sentencepiece.bpe.model`` for both sides, ``vocab.json`` for the
-    pieces' ids and the language codes' ids after them (``language_codes.json``, written at import: every code's
-    id, the chosen source and target language, and the size of the model's id table). A source is
-    ``__src__ pieces </s>``, a target ``__tgt__ pieces </s>``, as Hugging Face's ``M2M100Tokenizer`` gives them."""
+    """The tokenizer of an M2M100 or NLLB model: one ``sentencepiece.bpe.model`` for both sides, ``vocab.json``
+    for the pieces' ids (an NLLB model's written at import from its tokenizer.json) and ``language_codes.json``
+    (written at import: every code's id, the chosen source and target language, and the size of the model's id
+    table). A source is ``__src__ pieces </s>``, a target ``__tgt__ pieces </s>``, as Hugging Face's tokenizers
+    give them."""
 
     FILES = ("sentencepiece.bpe.model", "vocab.json", "language_codes.json")
     MARKER = "language_codes.json"
@@ -173,7 +174,8 @@ class M2M100Tokenizer(VocabTokenizer):
                                      f"model's codes ({', '.join(sorted(codes))})")
         self.source_language, self.target_language = source, target
         self.source_code, self.target_code = codes[source], codes[target]
-        self.code_pieces = {i: f"__{code}__" for code, i in codes.items()}
+        # M2M100's code "de" is the piece __de__; NLLB's codes (deu_Latn) are pieces as they are
+        self.code_pieces = {i: code if "_" in code else f"__{code}__" for code, i in codes.items()}
         self.bos_id = self.eos_id  # M2M100's decoder_start_token_id
         self.ids = ids
         largest = max(max(self.decoder), max(self.code_pieces))

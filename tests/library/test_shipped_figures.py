@@ -31,6 +31,6 @@ def test_the_cards_quality_table_is_its_results_file(directory):
 
 
 def test_quality_rows_reads_a_table():
-    card = ("# x\n## Quality (sacrebleu)\n| set | a | b | c | d |\n|---|---|---|---|---|\n| val | 1.5 | 2 | 3 | 4.25 |\n"
-            "\n## Notes\n| not | 9 | 9 | 9 | 9 |\n")
+    card = ("# x\n## Quality (sacrebleu)\n| set | a | b | c | d |\n|---|---|---|---|---|\n"
+            "| val | 1.5 | 2 | 3 | 4.25 |\n\n## Notes\n| not | 9 | 9 | 9 | 9 |\n")
     assert quality_rows(card) == {"val": [1.5, 2.0, 3.0, 4.25]}
