@@ -9,7 +9,6 @@ every attention map, greedy output and tokenizer ids must equal Hugging Face's.
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -21,9 +20,10 @@ from support.hf import (  # noqa: E402
     ODD,
     WORDS_DE,
     WORDS_EN,
+    assert_same_forced_outputs,
     assert_same_ids,
-    assert_same_maps,
-    forced_outputs,
+    failed_import,
+    import_folder,
     save_folder,
     sentences,
     train_spm,
@@ -68,9 +68,7 @@ def hf(m2m_folder):
 
 @pytest.fixture(scope="module")
 def imported(m2m_folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("assets") / "m2m100-tiny"
-    assert main(["import", str(m2m_folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu", search="fp32")
+    return import_folder(m2m_folder, tmp_path_factory, "m2m100-tiny")
 
 
 def test_the_config_names_what_m2m100_does(imported, hf):
@@ -93,10 +91,7 @@ def test_tokenizer_ids_equal_hugging_face(hf, imported):
 
 
 def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
-    model, hf_tok = hf
-    for ours, theirs in forced_outputs(model, hf_tok, imported):
-        np.testing.assert_allclose(ours.logits.numpy(), theirs.logits.numpy(), rtol=1e-4, atol=1e-4)
-        assert_same_maps(ours, theirs, imported.config)
+    assert_same_forced_outputs(*hf, imported)
 
 
 def test_a_padded_batch_gives_each_sentence_its_own_logits(hf, imported):
@@ -152,12 +147,8 @@ def test_an_unknown_language_is_one_line_and_leaves_nothing(m2m_folder, tmp_path
 
 
 def test_missing_sentencepiece_model_is_named(m2m_folder, tmp_path, capsys):
-    folder = tmp_path / "broken"
-    shutil.copytree(m2m_folder, folder)
-    (folder / "sentencepiece.bpe.model").unlink()
-    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "sentencepiece.bpe.model" in err and err.count("\n") == 0 and not (tmp_path / "out").exists()
+    err = failed_import(m2m_folder, tmp_path, capsys, lambda f: (f / "sentencepiece.bpe.model").unlink())
+    assert "sentencepiece.bpe.model" in err
 
 
 def test_an_imported_m2m100_model_opens_on_every_page(m2m_folder, tmp_path, monkeypatch):

@@ -20,9 +20,10 @@ import sentencepiece as spm  # noqa: E402
 from support.hf import (  # noqa: E402
     WORDS_DE,
     WORDS_EN,
+    assert_same_forced_outputs,
     assert_same_ids,
-    assert_same_maps,
-    forced_outputs,
+    failed_import,
+    import_folder,
     save_folder,
     sentences,
 )
@@ -72,9 +73,7 @@ def hf(nllb_folder):
 
 @pytest.fixture(scope="module")
 def imported(nllb_folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("assets") / "nllb-tiny"
-    assert main(["import", str(nllb_folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu", search="fp32")
+    return import_folder(nllb_folder, tmp_path_factory, "nllb-tiny")
 
 
 def test_the_language_pair_and_codes_come_from_the_tokenizer(imported, hf):
@@ -91,10 +90,7 @@ def test_tokenizer_ids_equal_hugging_face(hf, imported):
 
 
 def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
-    model, hf_tok = hf
-    for ours, theirs in forced_outputs(model, hf_tok, imported):
-        np.testing.assert_allclose(ours.logits.numpy(), theirs.logits.numpy(), rtol=1e-4, atol=1e-4)
-        assert_same_maps(ours, theirs, imported.config)
+    assert_same_forced_outputs(*hf, imported)
 
 
 def test_greedy_output_equals_generate_with_the_language_code_forced(hf, imported):
@@ -126,23 +122,18 @@ def test_another_target_language_per_request(hf, imported):
     (lambda data: data.pop("model"), "model.vocab"),
 ])
 def test_a_broken_tokenizer_json_is_one_line_and_leaves_nothing(nllb_folder, tmp_path, capsys, damage, named):
-    folder = tmp_path / "broken"
-    shutil.copytree(nllb_folder, folder)
-    data = json.loads((folder / "tokenizer.json").read_text())
-    damage(data)
-    (folder / "tokenizer.json").write_text(json.dumps(data))
-    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "tokenizer.json" in err and named in err and err.count("\n") == 0 and not (tmp_path / "out").exists()
+    def change(folder):
+        data = json.loads((folder / "tokenizer.json").read_text())
+        damage(data)
+        (folder / "tokenizer.json").write_text(json.dumps(data))
+
+    err = failed_import(nllb_folder, tmp_path, capsys, change)
+    assert "tokenizer.json" in err and named in err
 
 
 def test_a_missing_sentencepiece_model_is_named(nllb_folder, tmp_path, capsys):
-    folder = tmp_path / "broken"
-    shutil.copytree(nllb_folder, folder)
-    (folder / "sentencepiece.bpe.model").unlink()
-    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "sentencepiece.bpe.model" in err and err.count("\n") == 0 and not (tmp_path / "out").exists()
+    err = failed_import(nllb_folder, tmp_path, capsys, lambda f: (f / "sentencepiece.bpe.model").unlink())
+    assert "sentencepiece.bpe.model" in err
 
 
 def test_fp16_storage_halves_the_weights_and_stays_close(nllb_folder, hf, imported, tmp_path):

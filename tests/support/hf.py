@@ -80,3 +80,41 @@ def assert_same_ids(hf_tok, imported) -> None:
             hf_tok(text_target=text).input_ids, text
     ids = hf_tok(texts[0]).input_ids
     assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
+
+
+def assert_same_forced_outputs(model, hf_tok, imported, keep=None) -> None:
+    """Teacher-forced logits equal theirs to 1e-4 (over the ids in `keep`, default all) and every attention map."""
+    import numpy as np
+
+    for ours, theirs in forced_outputs(model, hf_tok, imported):
+        mine, other = ours.logits.numpy(), theirs.logits.numpy()
+        if keep is not None:
+            mine, other = mine[..., keep], other[..., keep]
+        np.testing.assert_allclose(mine, other, rtol=1e-4, atol=1e-4)
+        assert_same_maps(ours, theirs, imported.config)
+
+
+def failed_import(folder, tmp_path, capsys, change) -> str:
+    """Import a copy of `folder` damaged by `change(copy)`: it must fail with exit 2 and one line and leave no
+    output directory; returns the line."""
+    import shutil
+
+    from viz_model.cli import main
+
+    copy = tmp_path / "broken"
+    shutil.copytree(folder, copy)
+    change(copy)
+    assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and not (tmp_path / "out").exists(), err
+    return err
+
+
+def import_folder(folder, tmp_path_factory, name: str):
+    """`viz-model import` of `folder` into a fresh assets directory, loaded with the full-precision search."""
+    import viz_model
+    from viz_model.cli import main
+
+    out = tmp_path_factory.mktemp("assets") / name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu", search="fp32")
