@@ -7,7 +7,7 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from support.browser import CHROMIUM, FIRST_LOAD_S, shot
+from support.browser import CHROMIUM, FIRST_LOAD_S, shot, streamlit_server
 
 from app import widgets  # noqa: E402
 
@@ -49,14 +49,15 @@ def settle(page) -> None:
     pytest.fail(f"{page.url} did not finish drawing in {FIRST_LOAD_S} s")
 
 
-@pytest.mark.slow
-def test_every_page_with_a_sentence_of_its_own(server, page):
-    query = urlencode({"sentence": SENTENCE, "beam": "1"})
+def walk_every_page(server: str, page, sentence: str, shots: str) -> None:
+    """Open every page with `sentence`: no exception or "something went wrong", figures drawn, none clipped or
+    squeezed; a screenshot of each as ``{shots}-PAGE.png``."""
+    query = urlencode({"sentence": sentence, "beam": "1"})
     for path in PAGES:
         page.goto(f"{server}/{path}?{query}")
         settle(page)
         name = path or "explore"
-        shot(page, f"walk-{name}.png")
+        shot(page, f"{shots}-{name}.png")
         assert page.locator('[data-testid="stException"]').count() == 0, f"{name}: an exception box"
         errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
         assert not [e for e in errors if widgets.UNEXPECTED in e], f"{name}: {errors}"
@@ -69,11 +70,39 @@ def test_every_page_with_a_sentence_of_its_own(server, page):
 
 
 @pytest.mark.slow
+def test_every_page_with_a_sentence_of_its_own(server, page):
+    walk_every_page(server, page, SENTENCE, "walk")
+
+
+@pytest.fixture(scope="module")
+def imported_server(tmp_path_factory):
+    """A server whose only model is a tiny random Marian model imported from a Hugging Face folder."""
+    pytest.importorskip("transformers")
+    from support.hf import build_marian_folder
+
+    from viz_model.cli import main
+
+    assets = tmp_path_factory.mktemp("imported-assets")
+    assert main(["import", str(build_marian_folder(tmp_path_factory.mktemp("hf"))), "--out",
+                 str(assets / "opus-mt-tiny")]) == 0
+    with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_every_page_with_an_imported_marian_model(imported_server, page):
+    """Issue 21: an imported Hugging Face model works on every page in a real browser, not only in AppTest."""
+    walk_every_page(imported_server, page, "A man reads a book in the park.", "walk-imported")
+
+
+@pytest.mark.slow
 def test_watch_attention_form_trains_in_the_browser(server, page):
     """Learn → Watch attention form: press Train with the defaults (two runs, 30 s together); the curves and the
     side-by-side maps draw, with no error and no clipped label."""
     page.goto(f"{server}/watch")
-    page.get_by_role("button", name="Train").click(timeout=FIRST_LOAD_S * 1000)
+    # the form's submit button (a role query for "Train" also matches the help button of "Training steps")
+    page.locator('[data-testid="stBaseButton-primaryFormSubmit"]', has_text="Train").click(
+        timeout=FIRST_LOAD_S * 1000)
     page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
                            ".some(e => e.textContent.startsWith('cross attention'))", timeout=FIRST_LOAD_S * 1000)
     settle(page)

@@ -118,3 +118,37 @@ def import_folder(folder, tmp_path_factory, name: str):
     out = tmp_path_factory.mktemp("assets") / name
     assert main(["import", str(folder), "--out", str(out)]) == 0
     return viz_model.load(out, device="cpu", search="fp32")
+
+
+def build_marian_folder(root):
+    """A random Marian model of tiny size in `root`, saved as Hugging Face saves one (model, config, tokenizer
+    files); returns its folder."""
+    import json
+
+    import sentencepiece as spm
+    import torch
+    import transformers
+
+    train_spm(sentences(WORDS_EN, 300, 0), root / "source")
+    train_spm(sentences(WORDS_DE, 300, 1), root / "target")
+    pieces: dict[str, int] = {"</s>": 0, "<unk>": 1}
+    for side in ("source", "target"):
+        sp = spm.SentencePieceProcessor(model_file=str(root / f"{side}.model"))
+        for i in range(sp.get_piece_size()):
+            pieces.setdefault(sp.id_to_piece(i), len(pieces))
+    pieces["<pad>"] = len(pieces)
+    (root / "vocab.json").write_text(json.dumps(pieces))
+    tokenizer = transformers.MarianTokenizer(source_spm=str(root / "source.model"),
+                                             target_spm=str(root / "target.model"), vocab=str(root / "vocab.json"))
+    pad = pieces["<pad>"]
+    config = transformers.MarianConfig(
+        vocab_size=len(pieces), d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=96,
+        activation_function="swish", scale_embedding=True, pad_token_id=pad, decoder_start_token_id=pad,
+        eos_token_id=0, forced_eos_token_id=None, dropout=0.0)
+    model = transformers.MarianMTModel(config)
+    folder = save_folder(model, tokenizer, root / "opus-mt-tiny", "cc-by-4.0")  # randomises the weights
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 1.0)
+    model.save_pretrained(folder)  # with the larger output bias too
+    return folder
