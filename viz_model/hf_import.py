@@ -37,7 +37,7 @@ from .pretrained_tokenizers import (
 )
 from .tokenizer import TokenizerError
 
-SUPPORTED = {"marian": "Marian / opus-mt", "m2m_100": "M2M100"}
+SUPPORTED = {"marian": "Marian / opus-mt", "m2m_100": "M2M100 / NLLB"}
 ACTIVATIONS = {"relu": "relu", "silu": "silu", "swish": "silu", "gelu": "gelu"}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 MAX_HF_CONFIG_BYTES = 1024**2
@@ -381,6 +381,8 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     `dtype` "fp16" stores the weights in half precision (loaded into fp32; no longer exact): for models whose fp32
     weights exceed the weight-file limit, such as NLLB-600M."""
     out = Path(out)
+    if dtype not in IMPORT_DTYPES:
+        raise HFImportError(f"--dtype must be one of {', '.join(IMPORT_DTYPES)}, got {dtype!r}")
     if out.exists():
         raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
     folder = resolve_source(source)
