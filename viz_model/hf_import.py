@@ -15,6 +15,7 @@ place and renamed into it: a failure leaves nothing behind.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, save_model_dir
+from .checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
 from .config import ConfigError, ModelConfig
 from .languages import LANGUAGES, LanguagePair, guess_languages
 from .model import Transformer
@@ -87,16 +88,22 @@ def resolve_source(source: str) -> Path:
                            f"({type(err).__name__}); {fetch}") from None
 
 
+def read_json_file(path: Path, limit: int, what: str) -> Any:
+    """`path` parsed as JSON; one line naming it when it is larger than `limit` bytes (then it is `what`) or not
+    JSON. A missing file raises OSError."""
+    if path.stat().st_size > limit:
+        raise HFImportError(f"{path}: larger than {limit:,} bytes; {what}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # UnicodeDecodeError included
+        raise HFImportError(f"{path}: not valid JSON ({err})") from None
+
+
 def read_hf_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
         raise HFImportError(f"{path}: missing (a Hugging Face model folder has config.json)")
-    if path.stat().st_size > MAX_HF_CONFIG_BYTES:
-        raise HFImportError(f"{path}: larger than {MAX_HF_CONFIG_BYTES:,} bytes; not a model config")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise HFImportError(f"{path}: not valid JSON ({err})") from None
+    data = read_json_file(path, MAX_HF_CONFIG_BYTES, "not a model config")
     if not isinstance(data, dict):
         raise HFImportError(f"{path}: expected a JSON object")
     kind = data.get("model_type")
@@ -324,14 +331,10 @@ def nllb_files(folder: Path) -> tuple[dict[str, bytes], dict[str, int]]:
     path = folder / "tokenizer.json"
     try:
         spm_model = (folder / "sentencepiece.bpe.model").read_bytes()
-        if path.stat().st_size > MAX_TOKENIZER_JSON_BYTES:
-            raise HFImportError(f"{path}: larger than {MAX_TOKENIZER_JSON_BYTES // 1024**2} MB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, MAX_TOKENIZER_JSON_BYTES, "not a tokenizer")
     except OSError as err:
         raise HFImportError(f"{folder}: an NLLB tokenizer needs sentencepiece.bpe.model and tokenizer.json "
                            f"({err})") from None
-    except ValueError as err:
-        raise HFImportError(f"{path}: not valid JSON ({err})") from None
     model = data.get("model") if isinstance(data, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
     added = data.get("added_tokens") if isinstance(data, dict) else None
@@ -393,16 +396,17 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
                            f"{cfg.vocab_size:,}: a tokenizer of another model?")
+    # the size the weight file will have, from the config alone: refused before gigabytes of weights are read
+    stored = sum(math.prod(shape) for shape in planned_model(cfg)[0].values()) * IMPORT_DTYPES[dtype].itemsize
+    if stored > MAX_WEIGHTS_BYTES:
+        raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
+                           f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit"
+                           + ("; import with --dtype fp16 (half the size, no longer exact)" if dtype == "fp32" else ""))
     state, weights = read_weights(folder)
     mapped = map_weights(state, cfg, weights)
     model = Transformer(cfg)
     model.load_state_dict(mapped, strict=True)
     model.eval()
-    stored = model.num_parameters() * IMPORT_DTYPES[dtype].itemsize
-    if stored > MAX_WEIGHTS_BYTES:
-        raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
-                           f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit"
-                           + ("; import with --dtype fp16 (half the size, no longer exact)" if dtype == "fp32" else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     languages = (LanguagePair(tokenizer.source_language, tokenizer.target_language)
