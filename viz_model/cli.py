@@ -293,15 +293,14 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from .analysis.alignment import read_pharaoh
     from .analysis.tables import check_table_path, write_table
     from .attribution import check_methods
-    from .attribution.corpus import MAX_DRAWS, corpus_faithfulness, default_workers, faithfulness_table
+    from .attribution.corpus import check_draws, corpus_faithfulness, default_workers, faithfulness_table
     from .attribution.gradients import check_steps
 
     check_methods(args.methods)
     check_steps(args.steps)
     if any(k < 1 for k in args.k):
         raise ValueError(f"--k values must be at least 1, got {args.k}")
-    if not 1 <= args.draws <= MAX_DRAWS:
-        raise ValueError(f"--draws must be from 1 to {MAX_DRAWS}, got {args.draws}")
+    check_draws(args.draws, "--draws")  # before the model loads
     if (args.gold is None) != (args.aer_out is None):
         raise ValueError("--gold and --aer-out go together: the gold alignments, and where their AER table goes")
     if args.gold is not None and args.tgt is None:

@@ -64,6 +64,13 @@ def _work(job: tuple) -> tuple[list[dict], Attribution]:
     return _sentence(model.network, model.tokenizer.pieces, *job)
 
 
+def check_draws(draws: int, name: str = "draws") -> int:
+    """The random baseline's sets per sentence and k, bounded (each is a full decoder pass); `name` for the message."""
+    if not 1 <= draws <= MAX_DRAWS:
+        raise ValueError(f"{name} must be from 1 to {MAX_DRAWS}, got {draws}")
+    return draws
+
+
 def default_workers(model: Any) -> int:
     """Worker processes for a corpus run: one per core on the CPU (each with one thread: the small matrices of one
     sentence keep two threads of one process half idle), one on a GPU or for a model with no directory to load."""
@@ -94,8 +101,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         raise ValueError("gold alignments need the target sentences they align (--tgt), one per source sentence; "
                          f"got {len(gold)} alignments for {len(sources)} sentences"
                          + ("" if targets is not None else " and no targets"))
-    if not 1 <= draws <= MAX_DRAWS:
-        raise ValueError(f"draws must be from 1 to {MAX_DRAWS}, got {draws}")
+    check_draws(draws)
     if not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
     if workers > 1 and getattr(model, "directory", None) is None:
