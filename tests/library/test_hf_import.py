@@ -21,7 +21,6 @@ from support.hf import (  # noqa: E402
     assert_same_forced_outputs,
     assert_same_ids,
     build_marian_folder,
-    forced_outputs,
     import_folder,
     sentences,
 )
@@ -55,9 +54,8 @@ def test_tokenizer_ids_equal_hugging_face(hf, imported):
 def test_logits_and_every_attention_map_equal_hugging_face(hf, imported):
     model, hf_tok = hf
     cfg = imported.config
-    assert_same_forced_outputs(model, hf_tok, imported, keep=[i for i in range(cfg.vocab_size)
-                                                               if i not in cfg.never_emitted])
-    for ours, _ in forced_outputs(model, hf_tok, imported):
+    keep = [i for i in range(cfg.vocab_size) if i not in cfg.never_emitted]
+    for ours, _ in assert_same_forced_outputs(model, hf_tok, imported, keep=keep):
         assert torch.isinf(ours.logits[..., cfg.pad_id]).all()  # the pad id is never emitted
 
 

@@ -82,16 +82,19 @@ def assert_same_ids(hf_tok, imported) -> None:
     assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
 
 
-def assert_same_forced_outputs(model, hf_tok, imported, keep=None) -> None:
-    """Teacher-forced logits equal theirs to 1e-4 (over the ids in `keep`, default all) and every attention map."""
+def assert_same_forced_outputs(model, hf_tok, imported, keep=None) -> list:
+    """Teacher-forced logits equal theirs to 1e-4 (over the ids in `keep`, default all) and every attention map;
+    returns the ``(ours, theirs)`` pairs for further checks."""
     import numpy as np
 
-    for ours, theirs in forced_outputs(model, hf_tok, imported):
+    pairs = list(forced_outputs(model, hf_tok, imported))
+    for ours, theirs in pairs:
         mine, other = ours.logits.numpy(), theirs.logits.numpy()
         if keep is not None:
             mine, other = mine[..., keep], other[..., keep]
         np.testing.assert_allclose(mine, other, rtol=1e-4, atol=1e-4)
         assert_same_maps(ours, theirs, imported.config)
+    return pairs
 
 
 def failed_import(folder, tmp_path, capsys, change) -> str:
