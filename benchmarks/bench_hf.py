@@ -4,21 +4,21 @@
 
 A random-weight ``MarianMTModel`` of opus-mt-en-de's size (d_model 512, 6+6 layers, 8 heads, FFN 2048, SiLU,
 vocabulary 58,101) with a small SentencePiece tokenizer (its vocab.json filled up to 58,101 ids) is saved with
-``save_pretrained`` and imported with ``viz-model import``. Random weights almost never emit ``</s>``, so, as in
-``bench_trace.py``'s random mode, both sides decode a fixed number of steps L (the pieces of a forced German
-translation + ``</s>``):
+``save_pretrained``, trained for ``--fit`` Adam steps (default 60) to answer every English sentence with one German
+sentence of L pieces (FORCED_TARGET), so that it ends its translations as a trained model does (random weights
+never emit ``</s>`` and run to the length cap), and imported with ``viz-model import``. Then:
 
-* **ours**: ``beam_search(beam 4, L steps)`` on the search network (int8 on the CPU by default, as the app runs it)
-  followed by ``trace(SENTENCE, target=FORCED_TARGET)``, the full trace (every map, masks, PE, top-5 steps);
+* **ours**: ``model.trace(SENTENCE, beam=4)``, exactly what the app runs on Translate: the search (int8 on the CPU
+  by default), then the full trace (every map, masks, PE, top-5 steps); checked to translate into the L pieces;
 * **Hugging Face**: ``generate(num_beams=4, min_new_tokens=L, max_new_tokens=L, output_attentions=True,
   return_dict_in_generate=True)`` on the same source ids with eager attention (only ``generate`` is timed).
 
 Runs alternate between the two; p50 over ``--runs`` (>= 30). Peak RSS: a fresh process loads the imported model
 and runs one trace. Targets: >= 2x faster than Hugging Face, p50 <= 150 ms, peak RSS <= 1 GB.
 
-    python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs
+    python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs (~5 min, 2 of them fitting)
     python benchmarks/bench_hf.py --quick    # smoke test
-    python benchmarks/bench_hf.py --quick --fit 60 --save-model ../opus-size/opus-mt-size  # keep it (fitted), e.g.
+    python benchmarks/bench_hf.py --quick --save-model ../opus-size/opus-mt-size   # keep the model, e.g.
     python benchmarks/bench_app.py --model-assets ../opus-size --model opus-mt-size  # for the app benchmark
 """
 
@@ -110,16 +110,20 @@ def fit(folder: Path, steps: int) -> None:
     model.eval().save_pretrained(folder)
 
 
-def ours_fn(model, steps: int):
-    from viz_model.decoding import beam_search
-
-    src = torch.tensor([model.encode(SENTENCE)])
-
+def ours_fn(model):
+    """The app's call on Translate: search, then the full trace."""
     def run() -> None:
-        hyp = beam_search(model.search_network, src, BEAM, ALPHA, [steps])[0]
-        model.tokenizer.decode(hyp.tokens)
-        model.trace(SENTENCE, beam=BEAM, alpha=ALPHA, target=FORCED_TARGET)
+        model.trace(SENTENCE, beam=BEAM, alpha=ALPHA)
     return run
+
+
+def output_length(model) -> int:
+    """Tokens (with </s>) the fitted model translates SENTENCE into; an error if it did not learn FORCED_TARGET."""
+    trace = model.trace(SENTENCE, beam=BEAM, alpha=ALPHA)
+    if trace.translation != FORCED_TARGET:
+        raise SystemExit(f"the fitted model translates into {trace.translation!r}, not the {FORCED_TARGET!r} it "
+                         "was trained on: raise --fit")
+    return len(trace.output_ids)
 
 
 def hf_fn(folder: Path, src_ids: list[int], steps: int, pad: int):
@@ -139,11 +143,11 @@ def hf_fn(folder: Path, src_ids: list[int], steps: int, pad: int):
     return run
 
 
-def rss_child(directory: Path, steps: int) -> None:
+def rss_child(directory: Path) -> None:
     import viz_model
 
     model = viz_model.load(directory, device="cpu")
-    ours_fn(model, steps)()
+    ours_fn(model)()
     peak, how = peak_rss_mb()
     print(json.dumps({"peak_rss_mb": round(peak, 1), "source": how}))
 
@@ -155,15 +159,13 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="smoke test: 3 runs, 1 warm-up, no RSS")
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto")
     p.add_argument("--save-model", type=Path, help="also copy the imported model directory here (a new path)")
-    p.add_argument("--fit", type=int, default=0, metavar="STEPS",
-                   help="with --save-model: first train the random model for STEPS steps to answer every "
-                        "bench_app sentence with FORCED_TARGET, so that it ends its translations as a trained "
-                        "model does (for a fair app timing; the timings here are unchanged in kind)")
+    p.add_argument("--fit", type=int, default=60, metavar="STEPS",
+                   help="train the random model for STEPS Adam steps to answer every English sentence with "
+                        "FORCED_TARGET, so that it ends its translations as a trained model does (~2 min)")
     p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_child:
-        rss_child(args.rss_child, args.steps)
+        rss_child(args.rss_child)
         return 0
     if args.quick:
         args.runs, args.warmup = 3, 1
@@ -173,14 +175,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folder = build_folder(root)
-        if args.fit:
-            fit(folder, args.fit)
+        fit(folder, args.fit)
         directory = import_model(str(folder), root / "imported")
         if args.save_model:
             shutil.copytree(directory, args.save_model)
         model = viz_model.load(directory, device="cpu", search=args.search)
-        steps = len(model.tokenizer.encode_target(FORCED_TARGET)) + 1
-        fns = {"ours": ours_fn(model, steps),
+        steps = output_length(model)
+        fns = {"ours": ours_fn(model),
                "hf": hf_fn(folder, model.encode(SENTENCE), steps, model.config.pad_id)}
         times = time_interleaved(fns, args.runs, args.warmup)
         result = {name: percentiles(ms) for name, ms in times.items()}
@@ -188,7 +189,7 @@ def main() -> int:
         result.update(steps=steps, search=model.search_precision, threads=torch.get_num_threads(),
                       parameters=model.network.num_parameters())
         if not args.quick:
-            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory), "--steps", str(steps)],
+            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory)],
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 raise SystemExit(f"peak-RSS subprocess failed:\n{proc.stderr[-3000:]}")

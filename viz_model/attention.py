@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .linear import Linear
+
 IMPLEMENTATIONS = ("auto", "math", "sdpa")
 
 
@@ -170,10 +172,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
         self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
+        self.w_q = Linear(d_model, d_model)
+        self.w_k = Linear(d_model, d_model)
+        self.w_v = Linear(d_model, d_model)
+        self.w_o = Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, d_model) -> (batch, heads, len, d_head)``."""

@@ -121,30 +121,31 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                          f"{tuple(src.shape)}")
     encoded = _expand(encoded, beam)
-    eos, pad = model.config.eos_id, model.config.pad_id
-    tokens = torch.full((batch * beam, 1), model.config.bos_id, dtype=torch.long, device=device)
+    eos, pad, rows_total = model.config.eos_id, model.config.pad_id, batch * beam
+    prefixes: list[list[int]] = [[] for _ in range(rows_total)]  # per row: the ids generated so far (no <s>)
+    last = torch.full((rows_total, 1), model.config.bos_id, dtype=torch.long, device=device)  # the decoder's input
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     done = [False] * batch
     cache = None
     for step in range(max(max_lens)):
-        out = model.decode(tokens[:, -1:], encoded, cache=cache, offset=step, positions=positions)
+        out = model.decode(last, encoded, cache=cache, offset=step, positions=positions)
         log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
         if step == 0 and model.config.forced_first_id is not None:  # M2M100's target language code, as Hugging
             log_probs = forced(log_probs, model.config.forced_first_id)  # Face forces it: the only choice, score 0
         vocab = log_probs.shape[-1]
         width = min(2 * beam, vocab)
-        # the best `width` of each row first, then the best `width` of the sentence among those (cheaper than
-        # one top-k over beam * vocab scores, and the same candidates)
-        row_scores, row_tokens = (scores.view(-1, 1) + log_probs).topk(width, dim=-1)
+        # the best `width` of each row first (adding the row's score changes no order within it), then the best
+        # `width` of the sentence among those (cheaper than one top-k over beam * vocab scores, same candidates)
+        row_best, row_tokens = log_probs.topk(width, dim=-1)
+        row_scores = scores.view(-1, 1) + row_best
         top_scores, top_pos = row_scores.view(batch, beam * width).topk(width, dim=1)
         top_index = (top_pos // width) * vocab + row_tokens.view(batch, beam * width).gather(1, top_pos)
         top_scores_l, top_index_l = top_scores.tolist(), top_index.tolist()
-        rows = torch.arange(batch * beam, device=device).view(batch, beam).clone()
-        next_tokens = torch.full((batch, beam), pad, dtype=torch.long, device=device)
-        next_scores = torch.full((batch, beam), float("-inf"), device=device)
-        prefixes = tokens[:, 1:].tolist()
+        # the next step's rows, as plain lists (one tensor each per step, not one write per hypothesis)
+        rows, next_tokens = list(range(rows_total)), [pad] * rows_total
+        next_scores = [float("-inf")] * rows_total
         for b in range(batch):
             if done[b]:
                 continue
@@ -159,23 +160,26 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                     seq = prefixes[source_row] + [token]
                     finished[b].append(Hypothesis(seq, s, s / length_penalty(len(seq), alpha)))
                 else:
-                    rows[b, kept], next_tokens[b, kept], next_scores[b, kept] = source_row, token, s
+                    row = b * beam + kept
+                    rows[row], next_tokens[row], next_scores[row] = source_row, token, s
                     best_alive = max(best_alive, s)
                     kept += 1
                 if kept == beam:
                     break
             if best_ends or last_step or kept == 0 or _cannot_improve(finished[b], best_alive, max_lens[b], alpha):
                 done[b] = True
-                next_scores[b] = float("-inf")
+                next_scores[b * beam:(b + 1) * beam] = [float("-inf")] * beam
             if record is not None:
-                record.append(_record_step(step, prefixes, scores[b], row_scores, row_tokens, rows[b, :kept],
-                                           next_tokens[b, :kept], finished[b], alpha, done[b]))
+                kept_rows = slice(b * beam, b * beam + kept)
+                record.append(_record_step(step, prefixes, scores[b], row_scores, row_tokens, rows[kept_rows],
+                                           next_tokens[kept_rows], finished[b], alpha, done[b]))
         if all(done):
             break
-        flat_rows = rows.view(-1)
-        tokens = torch.cat([tokens.index_select(0, flat_rows), next_tokens.view(-1, 1)], dim=1)
+        prefixes = [prefixes[r] + [t] for r, t in zip(rows, next_tokens)]
+        flat_rows = torch.tensor(rows, device=device)
+        last = torch.tensor(next_tokens, device=device).view(-1, 1)
         cache = [layer.reorder(flat_rows, same_source=True) for layer in out.cache]
-        scores = next_scores
+        scores = torch.tensor(next_scores, device=device).view(batch, beam)
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
 
 
@@ -189,11 +193,11 @@ def _cannot_improve(finished: list[Hypothesis], best_alive: float, max_len: int,
 
 
 def _record_step(step: int, prefixes: list[list[int]], scores: Tensor, row_scores: Tensor, row_tokens: Tensor,
-                 kept_rows: Tensor, kept_tokens: Tensor, finished: list[Hypothesis], alpha: float,
+                 kept_rows: list[int], kept_tokens: list[int], finished: list[Hypothesis], alpha: float,
                  stopped: bool) -> BeamStep:
     """The step as `beam_search` just decided it (batch of one): rows alive, their ranked continuations, fates."""
     live = [r for r, s in enumerate(scores.tolist()) if s != float("-inf")]
-    kept = {(r, t): i for i, (r, t) in enumerate(zip(kept_rows.tolist(), kept_tokens.tolist()))}
+    kept = {(r, t): i for i, (r, t) in enumerate(zip(kept_rows, kept_tokens))}
     ended = {tuple(h.tokens) for h in finished if len(h.tokens) == step + 1}
     lp = length_penalty(step + 1, alpha)
     candidates = []
