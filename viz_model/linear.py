@@ -10,29 +10,29 @@ sums are taken in another order, so results differ by float32 rounding (~1e-6 re
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def _onednn_linear_available() -> bool:
-    """Whether this PyTorch build has oneDNN's linear kernel (a private op: checked once, with a call)."""
+@functools.cache
+def onednn_available() -> bool:
+    """Whether this PyTorch build has oneDNN's linear kernel: a private op, so checked once, with a call (at first
+    use, not at import)."""
     try:
-        op = torch.ops.mkldnn._linear_pointwise
-        out = op(torch.ones(2, 3), torch.ones(4, 3), torch.zeros(4), "none", [], "")
+        out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), torch.ones(4, 3), torch.zeros(4), "none", [], "")
         return torch.backends.mkldnn.is_available() and bool((out == 3).all())
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
 
 
-ONEDNN = _onednn_linear_available()
-
-
 def uses_onednn(x: Tensor, weight: Tensor) -> bool:
     """True where `linear` takes oneDNN's kernel: float32 CPU tensors and no gradient to track."""
-    return (ONEDNN and x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
+    return (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
             and weight.device.type == "cpu"
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)) and onednn_available())
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
