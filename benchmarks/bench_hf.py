@@ -164,13 +164,16 @@ def main() -> int:
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto")
     p.add_argument("--save-model", type=Path, help="also copy the imported model directory here (a new path)")
     p.add_argument("--fit", type=int, default=60, metavar="STEPS",
-                   help="train the random model for STEPS Adam steps to answer every English sentence with "
-                        "FORCED_TARGET, so that it ends its translations as a trained model does (~2 min)")
+                   help="train the random model for STEPS (>= 1) Adam steps to answer every English sentence with "
+                        "FORCED_TARGET, so that it ends its translations as a trained model does (~2 min; the "
+                        "benchmark checks that it learned it)")
     p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_child:
         rss_child(args.rss_child)
         return 0
+    if args.fit < 1:
+        p.error("--fit must be at least 1: an untrained model never ends its translations")
     if args.quick:
         args.runs, args.warmup = 3, 1
     import viz_model

@@ -136,11 +136,13 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
             log_probs = forced(log_probs, model.config.forced_first_id)  # Face forces it: the only choice, score 0
         vocab = log_probs.shape[-1]
         width = min(2 * beam, vocab)
-        # the best `width` of each row first (adding the row's score changes no order within it), then the best
-        # `width` of the sentence among those (cheaper than one top-k over beam * vocab scores, same candidates)
+        # the best `width` of each row first (adding the row's score keeps their order), then the best `width` of
+        # the sentence among those (cheaper than one top-k over beam * vocab scores, same candidates); a stable sort,
+        # so scores that rounding made equal keep row order, and within a row the log-probabilities' order
         row_best, row_tokens = log_probs.topk(width, dim=-1)
         row_scores = scores.view(-1, 1) + row_best
-        top_scores, top_pos = row_scores.view(batch, beam * width).topk(width, dim=1)
+        top_scores, top_pos = row_scores.view(batch, beam * width).sort(dim=1, descending=True, stable=True)
+        top_scores, top_pos = top_scores[:, :width], top_pos[:, :width]
         top_index = (top_pos // width) * vocab + row_tokens.view(batch, beam * width).gather(1, top_pos)
         top_scores_l, top_index_l = top_scores.tolist(), top_index.tolist()
         # the next step's rows, as plain lists (one tensor each per step, not one write per hypothesis)

@@ -1,11 +1,12 @@
 """``y = x W^T + b`` with a faster CPU kernel at inference.
 
 For the few rows a translation multiplies at once (a sentence's tokens, a step's beams), PyTorch's default CPU
-matrix product (MKL) reads the weights at a fraction of the memory bandwidth: the 58k-row output projection of an
-opus-mt model takes ~40 ms for 22 rows. oneDNN's linear kernel, which PyTorch ships, takes about half as long on the
-same weights (`benchmarks/bench_hf.py`). It is used only where no gradient is needed (float32 on the CPU, autograd
-off or not asked for); training and gradient attributions keep ``F.linear``. Both compute the same product; the
-sums are taken in another order, so results differ by float32 rounding (~1e-6 relative).
+matrix product (MKL) reads the weights at a fraction of the memory bandwidth: on this project's 2-core VM the 58k-row
+output projection of an opus-mt model took ~40 ms for 22 rows, oneDNN's linear kernel, which PyTorch ships, about
+half as long on the same weights. It is used only where nothing needs a gradient (float32 on the CPU, autograd off
+or no tensor of the product requiring one, no autocast); training, gradient attributions and autocast keep
+``F.linear``. Both compute the same product; the sums are taken in another order, so results differ by float32
+rounding (~1e-6 relative). Forward-mode AD (dual tensors) is not supported on the oneDNN path.
 """
 
 from __future__ import annotations
@@ -22,22 +23,24 @@ def onednn_available() -> bool:
     """Whether this PyTorch build has oneDNN's linear kernel: a private op, so checked once, with a call (at first
     use, not at import)."""
     try:
-        out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), torch.ones(4, 3), torch.zeros(4), "none", [], "")
+        probe = [torch.ones(2, 3, device="cpu"), torch.ones(4, 3, device="cpu"), torch.zeros(4, device="cpu")]
+        out = torch.ops.mkldnn._linear_pointwise(*probe, "none", [], "")
         return torch.backends.mkldnn.is_available() and bool((out == 3).all())
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
 
 
-def uses_onednn(x: Tensor, weight: Tensor) -> bool:
-    """True where `linear` takes oneDNN's kernel: float32 CPU tensors and no gradient to track."""
-    return (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
-            and weight.device.type == "cpu"
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)) and onednn_available())
+def uses_onednn(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> bool:
+    """True where `linear` takes oneDNN's kernel: float32 CPU tensors, no gradient to track, no CPU autocast."""
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    return (all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            and not torch.is_autocast_enabled("cpu") and onednn_available())
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``, through oneDNN where `uses_onednn`."""
-    if uses_onednn(x, weight) and (bias is None or bias.dtype == torch.float32):
+    if uses_onednn(x, weight, bias):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 

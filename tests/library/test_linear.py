@@ -52,6 +52,26 @@ def test_gradients_take_f_linear_and_are_right():
         assert uses_onednn(x, layer.weight) == linear_module.onednn_available()
 
 
+def test_a_bias_that_needs_a_gradient_gets_it():
+    """A frozen weight with a trainable bias (fine-tuning only biases): the product must stay differentiable."""
+    torch.manual_seed(3)
+    layer = Linear(8, 3)
+    layer.weight.requires_grad_(False)
+    x = torch.randn(5, 8)
+    assert not uses_onednn(x, layer.weight, layer.bias)
+    layer(x).sum().backward()
+    torch.testing.assert_close(layer.bias.grad, torch.full((3,), 5.0))
+
+
+def test_cpu_autocast_keeps_f_linear():
+    """Inference under bf16 autocast computes in bf16, as F.linear does there, not in float32."""
+    layer = Linear(8, 3)
+    x = torch.randn(2, 8)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not uses_onednn(x, layer.weight, layer.bias)
+        assert layer(x).dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
 def test_other_dtypes_keep_f_linear(dtype):
     layer = Linear(8, 3).to(dtype)
