@@ -306,7 +306,7 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | Pret
     if recorded is not None and recorded != tokenizer_digest({n: p.read_bytes() for n, p in tokenizer_files.items()}):
         raise CheckpointError(f"{tokenizer_path}: not the tokenizer {WEIGHTS} was saved with (SHA-256 differs): "
                               "a tokenizer from another model, or a damaged file?")
-    model = Transformer(config)
+    model = Transformer.for_loading(config)
     load_weights(model, weights)
     model.eval()
     return model, tokenizer, config

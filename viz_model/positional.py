@@ -80,11 +80,17 @@ class SinusoidalPositions(nn.Module):
                  first: int = 0) -> None:
         """Positions 0 .. max_positions-1 get the table's rows `first` .. (fairseq's tables start at row 2)."""
         super().__init__()
-        self.max_positions = max_positions
-        table = torch.empty(max_positions, d_model)
-        if not table.is_meta:  # on the meta device (shape planning) nothing is computed: see normal_embedding
-            table = sinusoidal_table(max_positions + first, d_model, layout=layout, frequencies=frequencies)[first:]
-        self.register_buffer("table", table, persistent=False)
+        self.max_positions, self.layout, self.frequencies, self.first = max_positions, layout, frequencies, first
+        self.register_buffer("table", torch.empty(max_positions, d_model), persistent=False)
+        if not self.table.is_meta:  # on the meta device (shape planning) nothing is computed: see normal_embedding
+            self.fill_table()
+
+    def fill_table(self) -> None:
+        """Compute the sinusoids into the buffer (also for a model built on the meta device, once it has storage)."""
+        table = sinusoidal_table(self.max_positions + self.first, self.table.shape[1], layout=self.layout,
+                                 frequencies=self.frequencies)[self.first:]
+        with torch.no_grad():
+            self.table.copy_(table)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         """Encodings of positions ``offset .. offset+length-1``: ``(length, d_model)``."""

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from support.data import random_model
+from support.data import assert_loads_as_built, random_model
 
 import viz_model
 from viz_model import checkpoint
@@ -401,3 +401,10 @@ def test_loading_never_unpickles(model_dir, monkeypatch):
     for module in (checkpoint, viz_model.api, viz_model.config, viz_model.tokenizer):
         source = inspect.getsource(module)
         assert "torch.load(" not in source and "pickle" not in source.replace("no pickle", ""), module.__name__
+
+
+@pytest.mark.parametrize("which", ["random", "shipped"])
+def test_loading_fills_a_model_built_without_random_weights(which, random_model_dir):
+    """`load_model_dir` builds the model on the meta device (no random init: ~1 s for 74M parameters) and fills
+    it: every parameter and buffer equals the model built and initialised first, then loaded."""
+    assert_loads_as_built(random_model_dir if which == "random" else viz_model.api.ASSETS_DIR / "multi30k-en-de")

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+from support.data import assert_loads_as_built  # noqa: E402
 from support.hf import (  # noqa: E402
     WORDS_DE,
     WORDS_EN,
@@ -253,3 +254,9 @@ def test_an_imported_model_in_a_real_browser(marian_folder, hf, tmp_path):
             assert "opus-mt-tiny (en → de)" in picker, picker  # the picker names the language pair
         finally:
             chromium.close()
+
+
+def test_the_imported_model_loads_as_built(imported):
+    """Loading without random init recomputes the fixed buffers
+    (Marian's: sinusoid halves, position offset, output bias, never-emitted pad)."""
+    assert_loads_as_built(imported.directory)

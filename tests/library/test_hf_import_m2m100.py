@@ -16,6 +16,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 import sentencepiece as spm  # noqa: E402
+from support.data import assert_loads_as_built  # noqa: E402
 from support.hf import (  # noqa: E402
     ODD,
     WORDS_DE,
@@ -224,3 +225,9 @@ def test_the_app_translates_into_the_language_picked(m2m_folder, tmp_path, monke
     again.query_params.update({"beam": "1", "sentence": "A man.", "lang": "tlh"})
     ok(again.run())
     assert "`lang=tlh` ignored" in messages(again) and again.session_state["lang"] == ""
+
+
+def test_the_imported_model_loads_as_built(imported):
+    """Loading without random init recomputes the fixed buffers
+    (M2M100's: pre-norm with final norms, position offset 2)."""
+    assert_loads_as_built(imported.directory)

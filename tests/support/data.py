@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from viz_model.batching import pad
+from viz_model.checkpoint import WEIGHTS, load_model_dir, load_weights
 from viz_model.config import ModelConfig, TrainConfig
 from viz_model.model import Transformer
 from viz_model.tokenizer import BOS_ID, EOS_ID
@@ -113,3 +114,19 @@ def write_toml(path: Path, cfg: TrainConfig) -> None:
     lines = [f"{k} = {value(v)}" for k, v in data.items()] + ["", "[model]"]
     lines += [f"{k} = {value(v)}" for k, v in model.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def assert_loads_as_built(directory: Path) -> None:
+    """`load_model_dir` (weights into a model built on the meta device) gives, tensor for tensor, the model built the
+    slow way (random init, then `load_weights`): parameters, saved buffers and the recomputed ones (PE tables,
+    never-emitted ids) alike."""
+    loaded, _, config = load_model_dir(directory)
+    built = Transformer(config)
+    load_weights(built, directory / WEIGHTS)
+    ours = {**dict(loaded.named_parameters()), **dict(loaded.named_buffers())}
+    reference = {**dict(built.named_parameters()), **dict(built.named_buffers())}
+    assert ours.keys() == reference.keys()
+    different = [name for name in ours if not torch.equal(ours[name], reference[name])]
+    assert not different, f"differ from the slowly built model: {different}"
+    assert all(t.device.type == "cpu" and not t.is_meta for t in ours.values())
+    assert loaded.src_embedding.weight is loaded.tgt_embedding.weight or not config.share_embeddings
