@@ -27,7 +27,7 @@ SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln
 ACTIVATIONS = ("relu", "silu", "gelu")
 NORM_KINDS = ("post", "pre")
 IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
-                  "eos_id", "unk_id", "never_emitted", "forced_first_id")
+                  "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit")
 MAX_POSITION_OFFSET = 16
 HOLDOUT_RULE_NAMES = ("source", "connected")  # see viz_model/train/splits.py
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
@@ -113,6 +113,8 @@ class ModelConfig:
     unk_id: int = 1
     never_emitted: tuple[int, ...] = ()  # ids whose logits are -inf: the model never outputs them (Marian: pad)
     forced_first_id: int | None = None  # the first output, forced (M2M100: the target language's code)
+    eos_at_limit: bool = False  # the last output a length limit allows is forced to be eos_id (Hugging Face's
+    # forced_eos_token_id, which every opus-mt config sets), rather than a hypothesis cut off without it
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
@@ -133,6 +135,7 @@ class ModelConfig:
             _check_int("forced_first_id", self.forced_first_id, 0, self.vocab_size - 1)
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_bool("output_bias", self.output_bias)
+        _check_bool("eos_at_limit", self.eos_at_limit)
         for name in ("bos_id", "eos_id", "unk_id"):
             _check_int(name, getattr(self, name), 0, self.vocab_size - 1)
         if isinstance(self.never_emitted, list):  # read from JSON

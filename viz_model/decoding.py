@@ -96,7 +96,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
-    A hypothesis ends at ``</s>`` or at its sentence's length limit. A sentence stops (as OpenNMT does) as soon
+    A hypothesis ends at ``</s>`` or at its sentence's length limit (with ``</s>`` forced there when the config's
+    `eos_at_limit` says so, as Hugging Face's ``forced_eos_token_id`` does). A sentence stops (as OpenNMT does) as soon
     as the best candidate of a step ends in ``</s>``, or earlier when no hypothesis still alive can beat the best
     finished one (`_cannot_improve`, which changes no result); the result is the finished hypothesis with the best
     length-penalised score. Beam 1 is exactly greedy search. (Stopping once `beam` hypotheses have finished, as
@@ -134,6 +135,11 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
         if step == 0 and model.config.forced_first_id is not None:  # M2M100's target language code, as Hugging
             log_probs = forced(log_probs, model.config.forced_first_id)  # Face forces it: the only choice, score 0
+        if model.config.eos_at_limit:  # the last token the limit allows is </s> (Hugging Face's forced_eos_token_id)
+            ending = [b * beam + r for b in range(batch) if step + 1 == max_lens[b] for r in range(beam)]
+            if ending:
+                rows_ending = torch.tensor(ending, device=device)
+                log_probs[rows_ending] = forced(log_probs[rows_ending], eos)
         vocab = log_probs.shape[-1]
         width = min(2 * beam, vocab)
         # the best `width` of each row first (adding the row's score keeps their order), then the best `width` of

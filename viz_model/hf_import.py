@@ -60,6 +60,7 @@ POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positi
              "model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
 FINAL_NORMS = {"model.encoder.layer_norm": "encoder_norm", "model.decoder.layer_norm": "decoder_norm"}
 M2M100_POSITION_OFFSET = 2  # fairseq numbers positions from the pad id (1) + 1
+MARIAN_FORCED_EOS = 0  # transformers' MarianConfig default of forced_eos_token_id (a config without one gets it)
 
 
 class HFImportError(ValueError):
@@ -113,7 +114,28 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     return data
 
 
-def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None) -> ModelConfig:
+def eos_at_limit(folder: Path, hf: dict[str, Any]) -> bool:
+    """Whether Hugging Face's generate forces ``</s>`` as the last token a length limit allows: forced_eos_token_id
+    of generation_config.json, else of config.json, else the architecture's default (Marian's 0, none for M2M100)."""
+    generation, found = folder / "generation_config.json", None
+    if generation.is_file():
+        data = read_json_file(generation, MAX_HF_CONFIG_BYTES, "not a generation config")
+        if isinstance(data, dict) and "forced_eos_token_id" in data:
+            found = (generation, data["forced_eos_token_id"])
+    if found is None and "forced_eos_token_id" in hf:
+        found = (folder / "config.json", hf["forced_eos_token_id"])
+    default = MARIAN_FORCED_EOS if hf["model_type"] == "marian" else None
+    path, value = found or (folder / "config.json", default)
+    if value is None:
+        return False
+    if value in (hf.get("eos_token_id"), [hf.get("eos_token_id")]):
+        return True
+    raise HFImportError(f"{path}: forced_eos_token_id {value!r} is not eos_token_id {hf.get('eos_token_id')!r}; "
+                        "only </s> can be forced at the length limit")
+
+
+def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None,
+                 eos_forced: bool = False) -> ModelConfig:
     """Our `ModelConfig` for a Marian or M2M100 config, refusing what the instrumented model does not implement."""
     def need(key: str) -> Any:
         if key not in hf:
@@ -157,7 +179,8 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: i
             d_ff=hf["encoder_ffn_dim"], dropout=float(hf.get("dropout", 0.1)),
             attention_dropout=float(hf.get("attention_dropout", 0.0)),
             max_positions=need("max_position_embeddings"), positional="sinusoidal", share_embeddings=True,
-            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id, **layout)
+            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id, eos_at_limit=eos_forced,
+            **layout)
     except ConfigError as err:
         raise HFImportError(f"{path}: {err}") from None
 
@@ -255,6 +278,8 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         f"- {cfg.encoder_layers} + {cfg.decoder_layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, "
         f"d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size:,}, {cfg.max_positions} positions.",
         *conversion_lines(cfg),
+        *([f"- The last token a length limit allows is forced to be </s> (id {cfg.eos_id}), as the source's "
+           "forced_eos_token_id makes Hugging Face's generate do."] if cfg.eos_at_limit else []),
         *(["- Weights stored in fp16 (`--dtype fp16`), loaded into fp32: close to the source model's outputs, "
            "not equal to them."] if dtype == "fp16" else []), "",
         "## Checked at import", "",
@@ -262,7 +287,8 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
         "- the tokenizer's vocabulary size equals the embeddings'.",
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
-        "`tests/library/test_hf_import*.py` on small random Marian, M2M100 and NLLB models.", ""])
+        "`tests/library/test_hf_import*.py` on small random Marian, M2M100 and NLLB models (Marian also with two "
+        "published opus-mt tokenizers and configs).", ""])
 
 
 def conversion_lines(cfg: ModelConfig) -> list[str]:
@@ -392,7 +418,7 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     hf = read_hf_config(folder)
     tokenizer = folder_tokenizer(folder, hf, source_lang, target_lang)
     forced = tokenizer.target_code if isinstance(tokenizer, M2M100Tokenizer) else None
-    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced)
+    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced, eos_at_limit(folder, hf))
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
                            f"{cfg.vocab_size:,}: a tokenizer of another model?")

@@ -260,3 +260,28 @@ def test_the_imported_model_loads_as_built(imported):
     """Loading without random init recomputes the fixed buffers
     (Marian's: sinusoid halves, position offset, output bias, never-emitted pad)."""
     assert_loads_as_built(imported.directory)
+
+
+@pytest.mark.parametrize("model_type, generation, config, expected", [
+    ("marian", None, {}, True),  # transformers' MarianConfig default: forced_eos_token_id 0 (= eos)
+    ("m2m_100", None, {}, False),  # M2M100's default: none
+    ("marian", None, {"forced_eos_token_id": None}, False),
+    ("marian", {"forced_eos_token_id": None}, {"forced_eos_token_id": 0}, False),  # generation_config.json first
+    ("m2m_100", {"forced_eos_token_id": [0]}, {}, True),
+    ("marian", {"num_beams": 4}, {"forced_eos_token_id": 0}, True),  # without the key: config.json's
+])
+def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(tmp_path, model_type, generation, config,
+                                                                   expected):
+    from viz_model.hf_import import eos_at_limit
+
+    if generation is not None:
+        (tmp_path / "generation_config.json").write_text(json.dumps(generation))
+    assert eos_at_limit(tmp_path, {"model_type": model_type, "eos_token_id": 0, **config}) is expected
+
+
+def test_forcing_another_token_at_the_limit_is_refused(tmp_path):
+    from viz_model.hf_import import HFImportError, eos_at_limit
+
+    (tmp_path / "generation_config.json").write_text(json.dumps({"forced_eos_token_id": 7}))
+    with pytest.raises(HFImportError, match="generation_config.json: forced_eos_token_id 7 is not eos_token_id 0"):
+        eos_at_limit(tmp_path, {"model_type": "marian", "eos_token_id": 0})
