@@ -114,7 +114,7 @@ class ModelConfig:
     never_emitted: tuple[int, ...] = ()  # ids whose logits are -inf: the model never outputs them (Marian: pad)
     forced_first_id: int | None = None  # the first output, forced (M2M100: the target language's code)
     eos_at_limit: bool = False  # the last output a length limit allows is forced to be eos_id (Hugging Face's
-    # forced_eos_token_id, which every opus-mt config sets), rather than a hypothesis cut off without it
+    # forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",

@@ -60,7 +60,6 @@ POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positi
              "model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
 FINAL_NORMS = {"model.encoder.layer_norm": "encoder_norm", "model.decoder.layer_norm": "decoder_norm"}
 M2M100_POSITION_OFFSET = 2  # fairseq numbers positions from the pad id (1) + 1
-MARIAN_FORCED_EOS = 0  # transformers' MarianConfig default of forced_eos_token_id (a config without one gets it)
 
 
 class HFImportError(ValueError):
@@ -115,22 +114,23 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
 
 
 def eos_at_limit(folder: Path, hf: dict[str, Any]) -> bool:
-    """Whether Hugging Face's generate forces ``</s>`` as the last token a length limit allows: forced_eos_token_id
-    of generation_config.json, else of config.json, else the architecture's default (Marian's 0, none for M2M100)."""
-    generation, found = folder / "generation_config.json", None
-    if generation.is_file():
-        data = read_json_file(generation, MAX_HF_CONFIG_BYTES, "not a generation config")
-        if isinstance(data, dict) and "forced_eos_token_id" in data:
-            found = (generation, data["forced_eos_token_id"])
-    if found is None and "forced_eos_token_id" in hf:
-        found = (folder / "config.json", hf["forced_eos_token_id"])
-    default = MARIAN_FORCED_EOS if hf["model_type"] == "marian" else None
-    path, value = found or (folder / "config.json", default)
+    """Whether Hugging Face's generate forces ``</s>`` as the last token a length limit allows, read as transformers
+    5 reads forced_eos_token_id: from generation_config.json when the folder has one, else from config.json."""
+    if "eos_token_id" not in hf:
+        return False  # model_config names the missing key
+    path = folder / "generation_config.json"
+    if path.is_file():
+        settings = read_json_file(path, MAX_HF_CONFIG_BYTES, "not a generation config")
+        if not isinstance(settings, dict):
+            raise HFImportError(f"{path}: expected a JSON object of generation settings")
+    else:
+        path, settings = folder / "config.json", hf
+    value = settings.get("forced_eos_token_id")
     if value is None:
         return False
-    if value in (hf.get("eos_token_id"), [hf.get("eos_token_id")]):
+    if value in (hf["eos_token_id"], [hf["eos_token_id"]]):
         return True
-    raise HFImportError(f"{path}: forced_eos_token_id {value!r} is not eos_token_id {hf.get('eos_token_id')!r}; "
+    raise HFImportError(f"{path}: forced_eos_token_id {value!r} is not eos_token_id {hf['eos_token_id']!r}; "
                         "only </s> can be forced at the length limit")
 
 

@@ -262,21 +262,28 @@ def test_the_imported_model_loads_as_built(imported):
     assert_loads_as_built(imported.directory)
 
 
-@pytest.mark.parametrize("model_type, generation, config, expected", [
-    ("marian", None, {}, True),  # transformers' MarianConfig default: forced_eos_token_id 0 (= eos)
-    ("m2m_100", None, {}, False),  # M2M100's default: none
-    ("marian", None, {"forced_eos_token_id": None}, False),
-    ("marian", {"forced_eos_token_id": None}, {"forced_eos_token_id": 0}, False),  # generation_config.json first
-    ("m2m_100", {"forced_eos_token_id": [0]}, {}, True),
-    ("marian", {"num_beams": 4}, {"forced_eos_token_id": 0}, True),  # without the key: config.json's
+@pytest.mark.parametrize("generation, config", [
+    (None, {}),  # neither file names it: nothing forced (transformers 5 no longer applies MarianConfig's default)
+    (None, {"forced_eos_token_id": 0}),
+    (None, {"forced_eos_token_id": None}),
+    ({"forced_eos_token_id": 0}, {}),
+    ({"forced_eos_token_id": None}, {"forced_eos_token_id": 0}),  # generation_config.json decides when present
+    ({"num_beams": 4}, {"forced_eos_token_id": 0}),  # ... even without the key
+    ({"forced_eos_token_id": [0]}, {}),
 ])
-def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(tmp_path, model_type, generation, config,
-                                                                   expected):
+def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(marian_folder, tmp_path, generation, config):
     from viz_model.hf_import import eos_at_limit
 
+    folder = tmp_path / "folder"
+    shutil.copytree(marian_folder, folder)
+    hf_config = json.loads((folder / "config.json").read_text())
+    hf_config.pop("forced_eos_token_id", None)
+    (folder / "config.json").write_text(json.dumps(hf_config | config))
+    (folder / "generation_config.json").unlink(missing_ok=True)
     if generation is not None:
-        (tmp_path / "generation_config.json").write_text(json.dumps(generation))
-    assert eos_at_limit(tmp_path, {"model_type": model_type, "eos_token_id": 0, **config}) is expected
+        (folder / "generation_config.json").write_text(json.dumps(generation))
+    theirs = transformers.MarianMTModel.from_pretrained(folder).generation_config.forced_eos_token_id
+    assert eos_at_limit(folder, hf_config | config) is (theirs in (0, [0]))
 
 
 def test_forcing_another_token_at_the_limit_is_refused(tmp_path):
