@@ -115,9 +115,8 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
 
 def eos_at_limit(folder: Path, hf: dict[str, Any]) -> bool:
     """Whether Hugging Face's generate forces ``</s>`` as the last token a length limit allows, read as transformers
-    5 reads forced_eos_token_id: from generation_config.json when the folder has one, else from config.json."""
-    if "eos_token_id" not in hf:
-        return False  # model_config names the missing key
+    5 reads forced_eos_token_id: from generation_config.json when the folder has one, else from config.json (`hf`,
+    whose eos_token_id `model_config` has checked)."""
     path = folder / "generation_config.json"
     if path.is_file():
         settings = read_json_file(path, MAX_HF_CONFIG_BYTES, "not a generation config")
@@ -134,8 +133,7 @@ def eos_at_limit(folder: Path, hf: dict[str, Any]) -> bool:
                         "only </s> can be forced at the length limit")
 
 
-def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None,
-                 eos_forced: bool = False) -> ModelConfig:
+def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` for a Marian or M2M100 config, refusing what the instrumented model does not implement."""
     def need(key: str) -> Any:
         if key not in hf:
@@ -179,8 +177,8 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: i
             d_ff=hf["encoder_ffn_dim"], dropout=float(hf.get("dropout", 0.1)),
             attention_dropout=float(hf.get("attention_dropout", 0.0)),
             max_positions=need("max_position_embeddings"), positional="sinusoidal", share_embeddings=True,
-            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id, eos_at_limit=eos_forced,
-            **layout)
+            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id,
+            eos_at_limit=eos_at_limit(path.parent, hf), **layout)
     except ConfigError as err:
         raise HFImportError(f"{path}: {err}") from None
 
@@ -418,7 +416,7 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     hf = read_hf_config(folder)
     tokenizer = folder_tokenizer(folder, hf, source_lang, target_lang)
     forced = tokenizer.target_code if isinstance(tokenizer, M2M100Tokenizer) else None
-    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced, eos_at_limit(folder, hf))
+    cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
                            f"{cfg.vocab_size:,}: a tokenizer of another model?")
