@@ -46,14 +46,12 @@ def real(request, tmp_path_factory):
     name = request.param
     folder = tmp_path_factory.mktemp("hf") / name
     shutil.copytree(FIXTURES / name, folder)  # the tokenizer files as published
-    config = transformers.MarianConfig.from_pretrained(folder)
-    for key, value in SMALL.items():  # a small network; vocabulary, special ids and activation as published
-        setattr(config, key, value)
-    model = transformers.MarianMTModel(config)
+    # a small network; vocabulary, special ids and activation as published
+    published = json.loads((FIXTURES / name / "config.json").read_text()) | SMALL
+    model = transformers.MarianMTModel(transformers.MarianConfig.from_dict(published))
     randomise(model)
     model.save_pretrained(folder)
     # the published config.json and generation_config.json (or its absence) back, with only the dimensions changed
-    published = json.loads((FIXTURES / name / "config.json").read_text()) | SMALL
     (folder / "config.json").write_text(json.dumps(published))
     (folder / "generation_config.json").unlink()
     if (FIXTURES / name / "generation_config.json").is_file():
