@@ -86,8 +86,9 @@ def compute_head_stats(root: str, name: str, stamp: str, sentences: tuple[str, .
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_ablation(root: str, name: str, stamp: str, search: str, text: str, heads: tuple[Head, ...], beam: int,
-                     alpha: float) -> AblationResult:
-    return ablation.ablate(sessions.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha)
+                     alpha: float, rule: str | None = None) -> AblationResult:
+    return ablation.ablate(sessions.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha,
+                           rule=rule)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -100,7 +101,7 @@ def trace_of_model(session: sessions.Session, name: str, text: str, target: str 
     stamp = sessions.model_stamp(Path(session.root), name)
     sessions.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
     return sessions.compute_trace(session.root, name, stamp, session.search, text, session.beam, session.alpha,
-                                target or None, session.top_k, session.truncate)
+                                target or None, session.top_k, session.truncate, rule=session.rule)
 
 
 # --- what the user types -----------------------------------------------------------------------------------------

@@ -120,18 +120,18 @@ def trace_cache() -> TraceCache:
 
 def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
                   target: str | None, top_k: int, truncate: bool, positions: bool = True,
-                  lang: str = "") -> AttentionTrace:
+                  lang: str = "", rule: str | None = None) -> AttentionTrace:
     """The trace of this request, from the shared `TraceCache` (bounded in entries and bytes)."""
-    key = (root, name, stamp, search, lang, text, beam, alpha, target, top_k, truncate, positions)
+    key = (root, name, stamp, search, lang, rule, text, beam, alpha, target, top_k, truncate, positions)
     return trace_cache().get(key, lambda: searching_model(root, name, stamp, search, lang).trace(
-        text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions))
+        text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions, rule=rule))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
-                      truncate: bool, lang: str = "") -> BeamTree:
+                      truncate: bool, lang: str = "", rule: str | None = None) -> BeamTree:
     return searching_model(root, name, stamp, search, lang).beam_tree(text, beam=beam, alpha=alpha,
-                                                                       truncate=truncate)
+                                                                       truncate=truncate, rule=rule)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -181,15 +181,16 @@ class Session:
     truncate: bool
     search: str = "auto"
     lang: str = ""  # a many-to-many model's target language ("" = the one it was imported with)
+    rule: str | None = None  # "project" or "transformers" (None: the model's own)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.root, self.name, self.stamp, self.search, text, self.beam, self.alpha,
-                             target or None, self.top_k, self.truncate, positions, self.lang)
+                             target or None, self.top_k, self.truncate, positions, self.lang, self.rule)
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
         return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate,
-                                 self.lang)
+                                 self.lang, self.rule)
 
     def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
                     foil: int | None = None) -> Attribution:

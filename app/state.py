@@ -1,12 +1,14 @@
 """Session state and the URL: the keys every page shares, reading the shared link on a session's first run and
 writing it after every run, and widgets bound to state keys.
 
-Session-state keys: ``model``, ``decoding``, ``beam``, ``alpha``, ``top_k``, ``truncate`` (sidebar); ``sentence``,
+Session-state keys: ``model``, ``rule``, ``decoding``, ``beam``, ``alpha``, ``top_k``, ``truncate`` (sidebar);
+``sentence``,
 ``target`` (the submitted text; the form's boxes are ``sentence_input`` / ``target_input``); ``view``, ``kind``,
 ``layer`` (1-based), ``head`` ("1".."H", "mean", "max"), ``level`` (explorer controls). Each value is drawn by a
 widget keyed ``w_<key>`` (see `bound`), so it survives views and pages that do not draw it. The URL (query
-parameters sentence, target, model, view, kind, layer, head, beam, alpha, search) is read on a session's first run
-and rewritten after every run.
+parameters sentence, target, model, view, kind, layer, head, rule, beam, alpha, search) is read on a session's first
+run and rewritten after every run. The beam and alpha defaults are the search rule's (`search_defaults`): a link
+holds them only where they differ.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import urlencode, urlparse
 import streamlit as st
 
 from viz_model.api import MAX_BEAM
+from viz_model.generation import MAX_LENGTH_PENALTY, RULES
 from viz_model.kinds import KIND_LABELS
 from viz_model.plot import attention as figures
 
@@ -29,14 +32,17 @@ LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}
 
 
 DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate": False, "view": "heatmap",
-            "kind": "encoder", "layer": 1, "head": 1, "level": "piece", "search": "auto", "lang": ""}
+            "kind": "encoder", "layer": 1, "head": 1, "level": "piece", "search": "auto", "lang": "", "rule": "auto"}
 
 
-URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "beam", "alpha", "search",
-            "lang")
+URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "rule", "beam", "alpha",
+            "search", "lang")
 
 
-SEARCH_LABELS = {"auto": "Auto (int8 on the CPU)", "int8": "int8", "fp32": "Full precision (fp32)"}
+SEARCH_LABELS = {"auto": "Auto (int8 for this project's models on the CPU, else full precision)", "int8": "int8",
+                 "fp32": "Full precision (fp32)"}
+RULE_LABELS = {"auto": "The model's own", "transformers": "As transformers' generate",
+               "project": "This project's (GNMT penalty, OpenNMT stop)"}
 
 
 # --- state and URL -----------------------------------------------------------------------------------------------
@@ -89,25 +95,52 @@ def init_state(models: list[str]) -> None:
         else:
             bad("head", head, "use a head number from 1, mean or max")
     choose("level", LEVEL_LABELS)
+    choose("rule", RULE_LABELS)
+    linked: dict[str, object] = {}  # beam and alpha from the link, applied over the rule's defaults (`search_defaults`)
     beam = qp.get("beam")
     if beam is not None:
         if 1 <= url_number(beam) <= MAX_BEAM:
-            ss["decoding"] = "greedy" if url_number(beam) == 1 else "beam"
-            ss["beam"] = max(2, url_number(beam))
+            linked["beam"] = url_number(beam)
         else:
             bad("beam", beam, f"use a beam size from 1 to {MAX_BEAM}")
     alpha = qp.get("alpha")
     if alpha is not None:
         try:
             value = float(alpha)
-            if not 0.0 <= value <= 5.0:
+            if not -MAX_LENGTH_PENALTY <= value <= MAX_LENGTH_PENALTY:
                 raise ValueError
-            ss["alpha"] = round(value, 2)
+            linked["alpha"], linked["alpha_text"] = round(value, 2), alpha  # its rule's range: `search_defaults`
         except ValueError:
-            bad("alpha", alpha, "use a length penalty from 0 to 5")
+            bad("alpha", alpha, f"use a length penalty from {-MAX_LENGTH_PENALTY:g} to {MAX_LENGTH_PENALTY:g}")
+    ss["_linked_search"] = linked
     choose("search", SEARCH_LABELS)
     ss["lang"] = qp.get("lang", "")  # a many-to-many model's target language: checked against the model's codes
     ss["_url_problems"] = problems
+
+
+def search_defaults(name: str, rule: str, beam: int, alpha: float) -> None:
+    """Give the sidebar's beam and alpha the defaults of model `name`'s search `rule` (`beam`, `alpha`) when the
+    model or the rule changes (a link's values win on its first run); the link then leaves them out."""
+    ss = st.session_state
+    if ss.get("_search_defaults_for") != (name, rule):
+        linked = ss.pop("_linked_search", {})
+        if "alpha" in linked and rule != "transformers" and linked["alpha"] < 0:  # only transformers' may be < 0
+            shown = linked["alpha_text"][:60].replace("`", "'")
+            ss.setdefault("_url_problems", []).append(
+                f"`alpha={shown}` ignored: use a length penalty from 0 to {MAX_LENGTH_PENALTY:g} (from "
+                f"{-MAX_LENGTH_PENALTY:g} with the rule of transformers)")
+            del linked["alpha"]
+        values = {"beam": beam, "alpha": alpha, **{k: v for k, v in linked.items() if k in ("beam", "alpha")}}
+        ss["decoding"] = "greedy" if values["beam"] == 1 else "beam"
+        ss["beam"], ss["alpha"] = max(2, int(values["beam"])), float(values["alpha"])
+        ss["_search_defaults_for"] = (name, rule)
+    ss["_search_defaults"] = {"beam": beam, "alpha": alpha}
+
+
+def rule_choice(model_rule: str) -> str:
+    """The search rule the sidebar asks for: its radio's value, "auto" being the model's own (`model_rule`)."""
+    chosen = st.session_state.get("rule", "auto")
+    return model_rule if chosen not in RULES else chosen
 
 
 def head_options(heads: int) -> list[int | str]:
@@ -146,10 +179,13 @@ def url_state() -> dict[str, str]:
         params[key] = str(ss.get(key, DEFAULTS[key]))
     if ss.get("level", DEFAULTS["level"]) != DEFAULTS["level"]:
         params["level"] = ss["level"]
-    beam = 1 if ss.get("decoding") == "greedy" else int(ss.get("beam", DEFAULTS["beam"]))
-    if beam != DEFAULTS["beam"]:
+    if ss.get("rule", DEFAULTS["rule"]) != DEFAULTS["rule"]:
+        params["rule"] = ss["rule"]
+    defaults = ss.get("_search_defaults", DEFAULTS)  # the rule's (set by the sidebar)
+    beam = 1 if ss.get("decoding") == "greedy" else int(ss.get("beam", defaults["beam"]))
+    if beam != defaults["beam"]:
         params["beam"] = str(beam)
-    if float(ss.get("alpha", DEFAULTS["alpha"])) != DEFAULTS["alpha"]:
+    if float(ss.get("alpha", defaults["alpha"])) != float(defaults["alpha"]):
         params["alpha"] = f"{float(ss['alpha']):g}"
     if ss.get("search", DEFAULTS["search"]) != DEFAULTS["search"]:
         params["search"] = ss["search"]

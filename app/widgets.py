@@ -11,12 +11,13 @@ import torch
 
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TooLong, TranslationModel
 from viz_model.checkpoint import CheckpointError
+from viz_model.generation import MAX_LENGTH_PENALTY
 from viz_model.languages import name as language_name
 from viz_model.trace import AttentionTrace
 
 from . import export, teaching
 from .sessions import Session, assets_root, load_model, model_languages, model_stamp, searching_model
-from .state import SEARCH_LABELS, bound
+from .state import RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
 from .texts import (
     EXAMPLE_DOMAINS,
     EXAMPLES,
@@ -68,6 +69,9 @@ def sidebar(models: list[str]) -> Session | None:
         lang = target_language(model)
         if lang:
             model = searching_model(str(root), name, stamp, search, lang)
+        rule = rule_choice(model.generation.rule)
+        defaults = model.search_settings(rule)
+        search_defaults(name, rule, defaults.beam, defaults.alpha)
         st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
                    f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
                    f"{model.search_precision} weights, every map and probability in full precision")
@@ -75,22 +79,37 @@ def sidebar(models: list[str]) -> Session | None:
                                     help="Opens the model card in a wide window"):
             show_card(model.name, model.card)
         st.subheader("Decoding")
+        own = RULE_LABELS[model.generation.rule].lower()
+        bound(st.radio, "Search rule", "rule", list(RULE_LABELS),
+              format_func=lambda v: f"The model's own ({own})" if v == "auto" else RULE_LABELS[v],
+              help="As transformers' generate: the model's generation config (beam, length_penalty, "
+                   "early_stopping, max_length, ...) and transformers' beam search, so an imported model shows the "
+                   "translation its own framework gives. This project's: GNMT's length penalty ((5 + |Y|) / 6)^α, "
+                   "OpenNMT's stop, source + 50 tokens. Imported models search as transformers by default.")
         bound(st.radio, "Search", "decoding", ["greedy", "beam"], horizontal=True,
               format_func=lambda v: "Greedy" if v == "greedy" else "Beam search")
         if ss["decoding"] == "beam":
             bound(st.slider, "Beam size", "beam", 2, MAX_BEAM)
-        bound(st.slider, "Length penalty α", "alpha", 0.0, 5.0, step=0.1,
-              help="GNMT length penalty: higher favours longer translations (0 = none)")
+        transformers_rule = rule == "transformers"
+        low = -MAX_LENGTH_PENALTY if transformers_rule else 0.0
+        ss["alpha"] = min(max(float(ss["alpha"]), low), MAX_LENGTH_PENALTY)
+        bound(st.slider, "Length penalty α", "alpha", low, MAX_LENGTH_PENALTY, step=0.1,
+              help="transformers' length_penalty: a finished hypothesis scores log p / |Y|^α (above 0 favours "
+                   "longer translations)" if transformers_rule else
+                   "GNMT length penalty: log p / ((5 + |Y|) / 6)^α; higher favours longer translations (0 = none)")
         bound(st.radio, "Search precision", "search", list(SEARCH_LABELS), format_func=SEARCH_LABELS.get,
               help="Which weights beam search runs on. The maps and probabilities are always recomputed in full "
                    "precision for the chosen output, so with int8 a step may show a top candidate other than the "
-                   "token the search chose (it is flagged).")
+                   "token the search chose (it is flagged). int8 can also change the translation itself.")
+        if transformers_rule and model.search_precision == "int8":
+            st.caption(":orange[int8 weights: the translation can differ from generate's; full precision gives "
+                       "generate's.]")
         bound(st.slider, "Top-k candidates per step", "top_k", 1, min(MAX_TOP_K, 20))
         bound(st.checkbox, "Cut sentences longer than the model's maximum", "truncate",
               help=f"Otherwise a sentence above {cfg.max_positions} tokens is refused with a message.")
     beam = 1 if ss["decoding"] == "greedy" else int(ss["beam"])
     return Session(model, str(root), name, stamp, beam, float(ss["alpha"]), int(ss["top_k"]), bool(ss["truncate"]),
-                   search, lang)
+                   search, lang, None if ss["rule"] == "auto" else rule)
 
 
 def target_language(model: TranslationModel) -> str:
@@ -268,6 +287,8 @@ def translation_panel(trace: AttentionTrace) -> None:
         show_text(label, trace.translation)
         confidence_line(trace)
         decoding = "greedy" if settings["beam"] == 1 else f"beam {settings['beam']}, α {settings['alpha']:g}"
+        rule = settings.get("rule", "project")
+        decoding += {"transformers": " as transformers' generate", "project": " by this project's rules"}.get(rule, "")
         timing = trace.timings.get("total_ms")
         search = settings.get("search", "fp32")
         searched = "forced output" if search == "forced" else f"searched with {search} weights"

@@ -8,16 +8,22 @@ vocabulary 58,101) with a small SentencePiece tokenizer (its vocab.json filled u
 sentence of L pieces (FORCED_TARGET), so that it ends its translations as a trained model does (random weights
 never emit ``</s>`` and run to the length cap), and imported with ``viz-model import``. Then:
 
-* **ours**: ``model.trace(SENTENCE, beam=4)``, exactly what the app runs on Translate: the search (int8 on the CPU
-  by default), then the full trace (every map, masks, PE, top-5 steps); checked to translate into the L pieces;
-* **Hugging Face**: ``generate(num_beams=4, min_new_tokens=L, max_new_tokens=L, output_attentions=True,
-  return_dict_in_generate=True)`` on the same source ids with eager attention (only ``generate`` is timed).
+The folder's generation_config.json is opus-mt-en-de's (num_beams 4, max_length 512, the pad id banned, ``</s>``
+forced at the limit). Then:
+
+* **ours**: ``model.trace(SENTENCE)``, exactly what the app runs on Translate with the model's defaults: the search
+  (an imported model's default: transformers' rule in full precision; ``--rule`` / ``--search`` choose others),
+  then the full trace (every map, masks, PE, top-5 steps); checked to translate into the L pieces;
+* **Hugging Face**: ``generate(min_new_tokens=L, max_new_tokens=L, output_attentions=True,
+  return_dict_in_generate=True)`` with the folder's generation config, on the same source ids with eager attention
+  (only ``generate`` is timed).
 
 Runs alternate between the two; p50 over ``--runs`` (>= 30). Peak RSS: a fresh process loads the imported model
 (the load is timed too: ``viz_model.load``, torch and viz_model already imported) and runs one trace. Targets:
 >= 2x faster than Hugging Face, p50 <= 150 ms, peak RSS <= 1 GB.
 
     python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs (~5 min, 2 of them fitting)
+    python benchmarks/bench_hf.py --rule project --search int8   # the search imported models ran before issue 34
     python benchmarks/bench_hf.py --quick    # smoke test
     python benchmarks/bench_hf.py --quick --save-model ../opus-size/opus-mt-size   # keep the model, e.g.
     python benchmarks/bench_app.py --model-assets ../opus-size --model opus-mt-size  # for the app benchmark
@@ -39,10 +45,10 @@ from pathlib import Path
 
 import torch
 from bench_app import sentences as app_sentences
-from bench_trace import ALPHA, BEAM, FORCED_TARGET, SENTENCE, peak_rss_mb, percentiles, time_interleaved
+from bench_trace import BEAM, FORCED_TARGET, SENTENCE, peak_rss_mb, percentiles, time_interleaved
 
 OPUS_MT_EN_DE = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58_101, "positions": 512}
-RESULTS = Path(__file__).resolve().parent / "results" / "bench_hf.json"  # written by full runs (not --quick)
+RESULTS = Path(__file__).resolve().parent / "results"  # bench_hf[_RULE_SEARCH].json, written by full runs
 TARGET_SPEEDUP, TARGET_P50_MS, TARGET_RSS_MB = 2.0, 150.0, 1024.0
 WORDS = ["a", "man", "woman", "child", "dog", "in", "on", "the", "blue", "red", "shirt", "standing", "ladder",
          "cleaning", "windows", "street", "park", "ein", "mann", "frau", "kind", "hund", "im", "auf", "dem",
@@ -89,6 +95,10 @@ def build_folder(root: Path) -> Path:
     folder = root / "opus-mt-size"
     transformers.MarianMTModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    pad = vocab["<pad>"]  # opus-mt-en-de's generation config
+    (folder / "generation_config.json").write_text(json.dumps({
+        "bad_words_ids": [[pad]], "bos_token_id": 0, "decoder_start_token_id": pad, "eos_token_id": 0,
+        "forced_eos_token_id": 0, "max_length": 512, "num_beams": BEAM, "pad_token_id": pad}))
     return folder
 
 
@@ -113,32 +123,31 @@ def fit(folder: Path, steps: int) -> None:
     model.eval().save_pretrained(folder)
 
 
-def ours_fn(model, timings: list[dict[str, float]] | None = None):
-    """The app's call on Translate: search, then the full trace; each call's split (`trace.timings`) goes to
-    `timings`."""
+def ours_fn(model, timings: list[dict[str, float]] | None = None, rule: str | None = None):
+    """The app's call on Translate with the model's defaults (or `rule`): search, then the full trace; each call's
+    split (`trace.timings`) goes to `timings`."""
     def run() -> None:
-        trace = model.trace(SENTENCE, beam=BEAM, alpha=ALPHA)
+        trace = model.trace(SENTENCE, rule=rule)
         if timings is not None:
             timings.append(trace.timings)
     return run
 
 
-def output_length(model) -> int:
+def output_length(model, rule: str) -> int:
     """Tokens (with </s>) the fitted model translates SENTENCE into; an error if it did not learn FORCED_TARGET."""
-    trace = model.trace(SENTENCE, beam=BEAM, alpha=ALPHA)
+    trace = model.trace(SENTENCE, rule=rule)
     if trace.translation != FORCED_TARGET:
         raise SystemExit(f"the fitted model translates into {trace.translation!r}, not the {FORCED_TARGET!r} it "
                          "was trained on: raise --fit")
     return len(trace.output_ids)
 
 
-def hf_fn(folder: Path, src_ids: list[int], steps: int, pad: int):
-    from transformers import GenerationConfig, MarianMTModel
+def hf_fn(folder: Path, src_ids: list[int], steps: int):
+    from transformers import MarianMTModel
 
     marian = MarianMTModel.from_pretrained(folder, attn_implementation="eager").eval()
-    gen = GenerationConfig(num_beams=BEAM, do_sample=False, min_new_tokens=steps, max_new_tokens=steps,
-                           output_attentions=True, return_dict_in_generate=True, pad_token_id=pad, eos_token_id=0,
-                           decoder_start_token_id=pad, bad_words_ids=[[pad]])
+    gen = marian.generation_config  # the folder's (opus-mt-en-de's), stopped at the fitted output's length
+    gen.update(min_new_tokens=steps, max_new_tokens=steps, output_attentions=True, return_dict_in_generate=True)
     input_ids = torch.tensor([src_ids])
 
     def run() -> None:
@@ -149,13 +158,13 @@ def hf_fn(folder: Path, src_ids: list[int], steps: int, pad: int):
     return run
 
 
-def rss_child(directory: Path) -> None:
+def rss_child(directory: Path, search: str, rule: str | None) -> None:
     import viz_model
 
     started = time.perf_counter()
-    model = viz_model.load(directory, device="cpu")
+    model = viz_model.load(directory, device="cpu", search=search)
     load_s = time.perf_counter() - started
-    ours_fn(model)()
+    ours_fn(model, rule=rule)()
     peak, how = peak_rss_mb()
     print(json.dumps({"peak_rss_mb": round(peak, 1), "source": how, "load_s": round(load_s, 2)}))
 
@@ -165,7 +174,10 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke test: 3 runs, 1 warm-up, no RSS")
-    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto")
+    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
+                   help="the search's precision (auto: an imported model's default, full precision)")
+    p.add_argument("--rule", choices=("transformers", "project"), default=None,
+                   help="the search's rule (default: an imported model's own, transformers')")
     p.add_argument("--save-model", type=Path, help="also copy the imported model directory here (a new path)")
     p.add_argument("--fit", type=int, default=60, metavar="STEPS",
                    help="train the random model for STEPS (>= 1) Adam steps to answer every English sentence with "
@@ -174,7 +186,7 @@ def main() -> int:
     p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_child:
-        rss_child(args.rss_child)
+        rss_child(args.rss_child, args.search, args.rule)
         return 0
     if args.fit < 1:
         p.error("--fit must be at least 1: an untrained model never ends its translations")
@@ -191,20 +203,21 @@ def main() -> int:
         if args.save_model:
             shutil.copytree(directory, args.save_model)
         model = viz_model.load(directory, device="cpu", search=args.search)
-        steps = output_length(model)
+        steps = output_length(model, args.rule)
         splits: list[dict[str, float]] = []
-        fns = {"ours": ours_fn(model, splits),
-               "hf": hf_fn(folder, model.encode(SENTENCE), steps, model.config.pad_id)}
+        fns = {"ours": ours_fn(model, splits, args.rule), "hf": hf_fn(folder, model.encode(SENTENCE), steps)}
         times = time_interleaved(fns, args.runs, args.warmup)
         result = {name: percentiles(ms) for name, ms in times.items()}
         result["speedup_p50"] = round(result["hf"]["p50_ms"] / result["ours"]["p50_ms"], 2)
         timed = splits[-args.runs:]  # where our time goes: the search (with the encoder) vs the trace pass
         result["ours_split_p50"] = {k: round(statistics.median(t[k] for t in timed), 2)
                                     for k in ("decode_ms", "trace_ms")}
-        result.update(steps=steps, search=model.search_precision, threads=torch.get_num_threads(),
+        rule = model.search_settings(args.rule).rule
+        result.update(steps=steps, search=model.search_precision, rule=rule, threads=torch.get_num_threads(),
                       parameters=model.network.num_parameters())
         if not args.quick:
-            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory)],
+            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory), "--search", args.search,
+                                   *(["--rule", args.rule] if args.rule else [])],
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 raise SystemExit(f"peak-RSS subprocess failed:\n{proc.stderr[-3000:]}")
@@ -212,8 +225,11 @@ def main() -> int:
             result["ours_peak_rss_mb"], result["ours_load_s"] = child["peak_rss_mb"], child["load_s"]
     print(json.dumps(result, indent=2))
     if not args.quick:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        default = args.rule is None and args.search == "auto"
+        path = RESULTS / ("bench_hf.json" if default else f"bench_hf_{rule}_{model.search_precision}.json")
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {path}", file=sys.stderr)
     ours, hf = result["ours"]["p50_ms"], result["hf"]["p50_ms"]
     print(f"ours p50 {ours} ms ({'meets' if ours <= TARGET_P50_MS else 'misses'} <= {TARGET_P50_MS:g} ms); "
           f"Hugging Face p50 {hf} ms; speedup {result['speedup_p50']}x "

@@ -23,7 +23,19 @@ from .attention import causal_mask
 from .checkpoint import CheckpointError, load_model_dir, model_file, read_card
 from .config import ModelConfig
 from .coverage import TRAINING_STATS, InputAssessment, StatsError, TrainingStats, assess_input, load_training_stats
-from .decoding import BeamTree, beam_search, beam_search_tree, max_output_lengths
+from .decoding import BeamTree, beam_search, beam_search_tree, output_limits
+from .generation import (
+    MAX_BEAM,
+    MAX_LENGTH_PENALTY,
+    PROJECT_ALPHA,
+    PROJECT_BEAM,
+    RULES,
+    GenerationError,
+    ModelGeneration,
+    Search,
+    export_generation,
+    load_generation,
+)
 from .inference import encode_source, translate_ids
 from .languages import LanguagePair, LanguagesError, read_languages
 from .model import HeadMask, Transformer
@@ -36,7 +48,6 @@ from .training_facts import FactsError, TrainingFacts, load_training_facts
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
 MAX_INPUT_CHARS = 2000
-MAX_BEAM = 16
 MAX_TOP_K = 50
 MAX_BATCH = 10_000
 
@@ -90,12 +101,15 @@ def check_text(text: object, what: str = "text") -> str:
     return text
 
 
-def check_decoding(beam: object, alpha: object, top_k: object = 5) -> tuple[int, float, int]:
+def check_decoding(beam: object, alpha: object, top_k: object = 5, rule: str = "project") -> tuple[int, float, int]:
+    """Checked search settings; `alpha` is GNMT's exponent (0 to 5) by this project's rule, transformers'
+    length_penalty (-5 to 5: negative values favour short outputs) by its rule."""
     if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= MAX_BEAM:
         raise ValueError(f"beam must be an integer from 1 to {MAX_BEAM}, got {beam!r}")
+    low = -MAX_LENGTH_PENALTY if rule == "transformers" else 0.0
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
-            or not 0.0 <= alpha <= 5.0:
-        raise ValueError(f"alpha (length penalty) must be a number from 0 to 5, got {alpha!r}")
+            or not low <= alpha <= MAX_LENGTH_PENALTY:
+        raise ValueError(f"alpha (length penalty) must be a number from {low:g} to 5, got {alpha!r}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     return beam, float(alpha), top_k
@@ -137,10 +151,15 @@ class TranslationModel:
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
                  device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
                  search: str = "auto", languages: LanguagePair | None = None,
-                 training_facts: TrainingFacts | None = None) -> None:
+                 training_facts: TrainingFacts | None = None, generation: ModelGeneration | None = None) -> None:
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
-        # what beam search runs: int8 on the CPU by default (see viz_model.quantize); traces stay full precision
+        # how it searches by default: this project's rule, or (an imported model) transformers' with its settings
+        self.generation = generation or ModelGeneration("project", export_generation(network.config))
+        # what beam search runs: int8 on the CPU by default for this project's models (see viz_model.quantize), full
+        # precision for a model that searches as transformers does (int8 can change its answer); traces are fp32
+        if search == "auto" and self.generation.rule == "transformers":
+            search = "fp32"
         self.search_network = search_network_for(self.network, search)
         self.tokenizer = tokenizer
         self.name = name
@@ -157,7 +176,21 @@ class TranslationModel:
     def with_search(self, search: str) -> TranslationModel:
         """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
         return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
-                                self.training_stats, search, self.languages, self.training_facts)
+                                self.training_stats, search, self.languages, self.training_facts, self.generation)
+
+    def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
+                        ) -> Search:
+        """The settings of one search, checked: `rule` "project" or "transformers" (default: the model's own),
+        `beam` and `alpha` (default: the rule's: beam 4 and alpha 0.6 by this project's rule, the generation
+        config's num_beams and length_penalty by transformers')."""
+        rule = self.generation.rule if rule is None else rule
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        hf = self.generation.transformers if rule == "transformers" else None
+        beam = (hf.num_beams if hf else PROJECT_BEAM) if beam is None else beam
+        alpha = (hf.length_penalty if hf else PROJECT_ALPHA) if alpha is None else alpha
+        beam, alpha, _ = check_decoding(beam, alpha, rule=rule)
+        return Search(beam, alpha, hf)
 
     @property
     def target_languages(self) -> list[str]:
@@ -224,12 +257,13 @@ class TranslationModel:
         """How far `text` is from the training data: unknown characters, rare pieces, unseen length."""
         return assess_input(self.tokenizer, check_text(text), self.training_stats)
 
-    def translate(self, texts: str | list[str], beam: int = 4, alpha: float = 0.6, truncate: bool = False
-                  ) -> str | list[str]:
+    def translate(self, texts: str | list[str], beam: int | None = None, alpha: float | None = None,
+                  truncate: bool = False, rule: str | None = None) -> str | list[str]:
         """Translate one sentence (returns a string) or a list (returns a list): batched by length with a
         full-precision search; with the int8 search one sentence at a time (see `viz_model.quantize.rows_interact`).
+        `rule`, `beam`, `alpha`: see `search_settings` (default: the model's own search).
         """
-        beam, alpha, _ = check_decoding(beam, alpha)
+        search = self.search_settings(rule, beam, alpha)
         single = isinstance(texts, str)
         if not single and not isinstance(texts, (list, tuple)):
             raise ValueError(f"texts must be a string or a list of strings, got {type(texts).__name__}")
@@ -237,21 +271,24 @@ class TranslationModel:
         if len(batch) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
         sources = [self.encode(t, truncate) for t in batch]
-        hyps = translate_ids(self.search_network, sources, beam, alpha, device=self.device)
+        hyps = translate_ids(self.search_network, sources, search.beam, search.alpha, device=self.device,
+                             hf=search.hf)
         out = [self.tokenizer.decode(h.tokens) for h in hyps]
         return out[0] if single else out
 
-    def trace(self, text: str, beam: int = 4, alpha: float = 0.6, target: str | None = None, top_k: int = 5,
-              truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
-              forced_ids: list[int] | None = None) -> AttentionTrace:
+    def trace(self, text: str, beam: int | None = None, alpha: float | None = None, target: str | None = None,
+              top_k: int = 5, truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
+              forced_ids: list[int] | None = None, rule: str | None = None) -> AttentionTrace:
         """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
 
         `forced_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
         decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
         trace) without positional encodings, an experiment on what word order is worth; the trace's
-        ``*_positional`` arrays are then zeros.
+        ``*_positional`` arrays are then zeros. `rule`, `beam`, `alpha`: the search (see `search_settings`);
+        the trace's settings record them.
         """
-        beam, alpha, top_k = check_decoding(beam, alpha, top_k)
+        search = self.search_settings(rule, beam, alpha)
+        beam, alpha, top_k = check_decoding(search.beam, search.alpha, top_k, search.rule)
         check_positions_flag(positions)
         started = time.perf_counter()
         if target is not None and forced_ids is not None:
@@ -268,9 +305,10 @@ class TranslationModel:
                 output_ids = self._checked_output_ids(forced_ids)
                 max_len = self.config.max_positions
             elif target is None:
-                max_len = max_output_lengths(src, self.network)[0]
-                output_ids = beam_search(self.search_network, src, beam, alpha, [max_len], positions=positions,
-                                         encoded=encoded if head_mask is None else None)[0].tokens
+                max_len = output_limits(src, self.network, search.hf)[0]
+                output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
+                                         positions=positions, encoded=encoded if head_mask is None else None,
+                                         hf=search.hf)[0].tokens
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions
@@ -306,7 +344,8 @@ class TranslationModel:
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k,
                           "forced": forced, "max_output_length": max_len,
                           "head_mask": head_mask is not None, "positions": positions,
-                          "search": "forced" if forced else self.search_precision},
+                          "search": "forced" if forced else self.search_precision,
+                          "rule": "forced" if forced else search.rule},
                 config=self.config.to_dict(), model_name=self.name, device=self.device_label,
             )
         finished = time.perf_counter()
@@ -328,16 +367,16 @@ class TranslationModel:
                              f"{self.config.max_positions} (max_positions)")
         return out
 
-    def beam_tree(self, text: str, beam: int = 4, alpha: float = 0.6, truncate: bool = False,
-                  positions: bool = True) -> BeamTree:
+    def beam_tree(self, text: str, beam: int | None = None, alpha: float | None = None, truncate: bool = False,
+                  positions: bool = True, rule: str | None = None) -> BeamTree:
         """The beam search of `text` recorded step by step (see `viz_model.decoding.beam_search_tree`); its
         ``best`` is the hypothesis `translate` / `trace` return with the same settings."""
-        beam, alpha, _ = check_decoding(beam, alpha)
+        search = self.search_settings(rule, beam, alpha)
         check_positions_flag(positions)
         src = torch.tensor([self.encode(text, truncate)], device=self.device)
         with torch.inference_mode():
-            return beam_search_tree(self.search_network, src, beam, alpha, max_output_lengths(src, self.network)[0],
-                                    positions=positions)
+            return beam_search_tree(self.search_network, src, search.beam, search.alpha, positions=positions,
+                                    hf=search.hf)
 
     def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
                ) -> tuple[list[DecodingStep], float]:
@@ -387,7 +426,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
         facts = None
     try:
         languages = read_languages(directory, lambda p: model_file(directory, p.name, 4096).read_text("utf-8"))
-    except LanguagesError as err:
+        generation = load_generation(directory, network.config)
+    except (LanguagesError, GenerationError) as err:
         raise CheckpointError(str(err)) from None
     return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages,
-                            facts)
+                            facts, generation)

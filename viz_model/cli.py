@@ -1,4 +1,4 @@
-"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export, import.
+"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export, import, export-hf.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .checkpoint import CheckpointError
 from .config import ConfigError
+from .generation import RULES
 from .quantize import SEARCH_PRECISIONS
 from .textfiles import DataError
 from .tokenizer import TokenizerError
@@ -26,13 +27,20 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model directory (default: the shipped model in assets/)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--search", default="auto", choices=list(SEARCH_PRECISIONS),
-                   help="beam-search precision: auto = int8 weights on the CPU, fp32 elsewhere (traces are always "
-                        "full precision)")
+                   help="beam-search precision: auto = full precision for a model that searches as transformers "
+                        "does (an imported one) and on a GPU, int8 weights for this project's models on the CPU "
+                        "(traces are always full precision)")
 
 
-def _decode_args(p: argparse.ArgumentParser, beam: int = 4) -> None:
-    p.add_argument("--beam", type=int, default=beam, help=f"beam size, 1 = greedy (default {beam})")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+def _decode_args(p: argparse.ArgumentParser, beam: int | None = None) -> None:
+    default = "the rule's: 4 by this project's rule, the generation config's num_beams by transformers'"
+    p.add_argument("--beam", type=int, default=beam, help=f"beam size, 1 = greedy (default {beam or default})")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="length penalty: GNMT's alpha by this project's rule (default 0.6), transformers' "
+                        "length_penalty by its rule (default: the generation config's)")
+    p.add_argument("--rule", default=None, choices=list(RULES),
+                   help="how to search: " + "; ".join(f"{k} = {v}" for k, v in RULES.items())
+                        + " (default: the model's own: transformers for an imported model)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
                    help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
                         "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
+
+    p = sub.add_parser("export-hf", help="write one of this project's models as a Hugging Face MarianMTModel folder "
+                                         "(transformers' from_pretrained, CTranslate2's converter)")
+    p.add_argument("model_dir", help="the model directory, e.g. assets/mixed-en-de")
+    p.add_argument("--out", required=True, help="the folder to write; must not exist")
     return parser
 
 
@@ -175,7 +188,7 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    print(_load(args).translate(args.text, beam=args.beam, alpha=args.alpha))
+    print(_load(args).translate(args.text, beam=args.beam, alpha=args.alpha, rule=args.rule))
     return 0
 
 
@@ -183,7 +196,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     model = _load(args)
     if args.out != "-" and Path(args.out).suffix not in (".json", ".npz"):
         raise ValueError(f"--out must end in .json or .npz (or be -), got {args.out!r}")
-    trace = model.trace(args.text, beam=args.beam, alpha=args.alpha, target=args.target, top_k=args.top_k)
+    trace = model.trace(args.text, beam=args.beam, alpha=args.alpha, target=args.target, top_k=args.top_k,
+                        rule=args.rule)
     if args.out == "-":
         print(trace.to_json())
     else:
@@ -196,7 +210,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .api import check_decoding, check_text
+    from .api import check_text
     from .scoring import corpus_scores, reference_streams
     from .textfiles import open_references, open_text
 
@@ -204,7 +218,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("give the references either as --ref files or as one --ref-tsv file, not both")
     if not args.ref and not args.ref_tsv:
         raise ValueError("eval needs references: --ref FILE (repeatable) or --ref-tsv FILE")
-    check_decoding(args.beam, args.alpha)  # before the progress bar, so the error stays one line
+    _check_search_args(args)  # before the progress bar, so the error stays one line
     src = open_text(Path(args.src))
     refs: list[list[str]] | list[list[str | None]]
     if args.ref_tsv:  # a variable number of references per sentence, scored as padded reference streams
@@ -225,29 +239,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise ValueError(str(err)) from None
     model = _load(args)
+    search = model.search_settings(args.rule, args.beam, args.alpha)
     from .inference import translate_ids
 
     with tqdm(total=len(src), unit="sent", file=sys.stderr) as bar:
         sources = [model.encode(line, truncate=True) for line in src]
-        hyps = translate_ids(model.search_network, sources, args.beam, args.alpha, device=model.device,
-                             progress=bar.update)
+        hyps = translate_ids(model.search_network, sources, search.beam, search.alpha, device=model.device,
+                             progress=bar.update, hf=search.hf)
     scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
-    print(json.dumps({**scores, "sentences": len(src), "beam": args.beam, "alpha": args.alpha,
-                      "search": model.search_precision, "model": model.name}))
+    print(json.dumps({**scores, "sentences": len(src), "beam": search.beam, "alpha": search.alpha,
+                      "rule": search.rule, "search": model.search_precision, "model": model.name}))
     return 0
+
+
+def _check_search_args(args: argparse.Namespace) -> None:
+    """--beam and --alpha within the bounds of the rule asked for, before a model loads (None: the model's)."""
+    from .api import check_decoding
+    from .generation import PROJECT_ALPHA, PROJECT_BEAM
+
+    beam = PROJECT_BEAM if args.beam is None else args.beam
+    alpha = PROJECT_ALPHA if args.alpha is None else args.alpha
+    check_decoding(beam, alpha, rule=args.rule or "transformers")  # the rule's own bounds are checked on load
 
 
 def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] | None]:
     """The checked --out path and the first --limit lines of --src (and --tgt), before the model is loaded."""
     from .analysis.inputs import check_corpus
     from .analysis.tables import check_table_path
-    from .api import check_decoding
     from .textfiles import open_text
 
     out = check_table_path(args.out)
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    check_decoding(args.beam, args.alpha)
+    _check_search_args(args)
     src = open_text(Path(args.src))
     if not src:
         raise ValueError(f"{args.src} is empty")
@@ -264,7 +288,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
-    analysis = analyze_corpus(model, src, tgt, beam=args.beam, alpha=args.alpha, progress=True)
+    analysis = analyze_corpus(model, src, tgt, beam=args.beam, alpha=args.alpha, progress=True, rule=args.rule)
     write_table(analysis.heads, out)
     summary = analysis.summary()
     summary["example_text"] = [text if len(text) <= 60 else text[:57] + "..." for text in summary["example_text"]]
@@ -280,7 +304,8 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
-    table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha, progress=True)
+    table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha, progress=True,
+                            rule=args.rule)
     write_table(table, out)
     top = table.sort_values("nll_rise", ascending=False, kind="stable").head(5)
     print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
@@ -311,7 +336,8 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     model = _load(args)
     workers = default_workers(model) if args.workers is None else args.workers
     table, aer = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam,
-                                     draws=args.draws, alpha=args.alpha, progress=True, gold=gold, workers=workers)
+                                     draws=args.draws, alpha=args.alpha, progress=True, gold=gold, workers=workers,
+                                     rule=args.rule)
     write_table(table, out)
     if aer is not None and aer_out is not None:
         write_table(aer, aer_out)
@@ -349,10 +375,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from .config import ModelConfig
+    from .generation import load_generation
     from .hf_import import import_model
 
     out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype)
+    notes = load_generation(out, ModelConfig.load(out / "config.json")).transformers.notes
+    if notes:
+        print(f"viz-model: note: generation settings not implemented (used as stated): {'; '.join(notes)}",
+              file=sys.stderr)
     print(f"model written to {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from .hf_export import export_hf
+
+    out = export_hf(args.model_dir, args.out)
+    print(f"Marian folder written to {out}", file=sys.stderr)
     return 0
 
 
@@ -383,4 +423,4 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
             "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
-            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute}
+            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf}

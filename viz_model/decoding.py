@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .generation import HFGeneration
 from .model import EncoderOutput, Transformer
 
 
@@ -62,6 +63,7 @@ class BeamTree:
     best: Hypothesis
     max_len: int = 0
     chosen_path: list[tuple[int, int]] = field(default_factory=list)  # (step, candidate index) of the best's tokens
+    rule: str = "project"  # "project" (score = log p / ((5 + |Y|) / 6)^alpha) or "transformers" (log p / |Y|^alpha)
 
 
 def max_output_lengths(src: Tensor, model: Transformer, extra: int = 50) -> list[int]:
@@ -71,6 +73,14 @@ def max_output_lengths(src: Tensor, model: Transformer, extra: int = 50) -> list
     return [max(1, min(n + extra, cap)) for n in lengths]
 
 
+def output_limits(src: Tensor, model: Transformer, hf: HFGeneration | None = None) -> list[int]:
+    """How many tokens the search of each source may generate: this project's rule `max_output_lengths`; with
+    transformers' rule (`hf`) its max_length, the same for every sentence."""
+    if hf is None:
+        return max_output_lengths(src, model)
+    return [hf.max_new_tokens(model.config)] * src.shape[0]
+
+
 def forced(log_probs: Tensor, token: int) -> Tensor:
     """Log-probabilities that leave `token` the only choice (log-probability 0, every other -inf)."""
     out = torch.full_like(log_probs, float("-inf"))
@@ -78,7 +88,7 @@ def forced(log_probs: Tensor, token: int) -> Tensor:
     return out
 
 
-def _expand(encoded: EncoderOutput, times: int) -> EncoderOutput:
+def expand_encoded(encoded: EncoderOutput, times: int) -> EncoderOutput:
     index = torch.arange(encoded.hidden.shape[0], device=encoded.hidden.device).repeat_interleave(times)
     return EncoderOutput(encoded.hidden.index_select(0, index), encoded.mask.index_select(0, index),
                          has_padding=encoded.has_padding)
@@ -93,8 +103,12 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6,
                 max_lens: list[int] | None = None, positions: bool = True,
-                record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None) -> list[Hypothesis]:
+                record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None,
+                hf: HFGeneration | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
+
+    `hf`: search by transformers' rule with these settings instead (`viz_model.transformers_search`; `alpha` is
+    its length_penalty, its limit its max_length, so `max_lens` must be left out); what follows is this project's.
 
     A hypothesis ends at ``</s>`` or at its sentence's length limit (with ``</s>`` forced there when the config's
     `eos_at_limit` says so, as Hugging Face's ``forced_eos_token_id`` does). A sentence stops (as OpenNMT does) as soon
@@ -109,6 +123,13 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
+    if hf is not None:
+        if max_lens is not None:
+            raise ValueError("transformers' rule takes its length limit from its settings (max_length): leave "
+                             "max_lens out")
+        from .transformers_search import transformers_search
+
+        return transformers_search(model, src, hf, beam, alpha, positions, record, encoded)
     batch, device = src.shape[0], src.device
     if record is not None and batch != 1:
         raise ValueError(f"recording a beam search needs one sentence, got a batch of {batch}")
@@ -121,7 +142,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     elif encoded.hidden.shape[:2] != src.shape:
         raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                          f"{tuple(src.shape)}")
-    encoded = _expand(encoded, beam)
+    encoded = expand_encoded(encoded, beam)
     eos, pad, rows_total = model.config.eos_id, model.config.pad_id, batch * beam
     prefixes: list[list[int]] = [[] for _ in range(rows_total)]  # per row: the ids generated so far (no <s>)
     last = torch.full((rows_total, 1), model.config.bos_id, dtype=torch.long, device=device)  # the decoder's input
@@ -225,21 +246,25 @@ def _record_step(step: int, prefixes: list[list[int]], scores: Tensor, row_score
 
 
 def beam_search_tree(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                     positions: bool = True) -> BeamTree:
+                     positions: bool = True, hf: HFGeneration | None = None) -> BeamTree:
     """Beam search for one source ``(1, src_len)``, recording every step: the hypotheses extended, their best
     continuations with cumulative and length-penalised scores, and which were kept, finished or pruned.
 
     The search is `beam_search` itself (same code path, same result); recording costs a few list copies per step.
+    With transformers' rule (`hf`) each step records the ``2 * beam`` continuations it ranks (greedy: the one it
+    takes).
     """
     if src.dim() != 2 or src.shape[0] != 1:
         raise ValueError(f"beam_search_tree needs one source of shape (1, src_len), got {tuple(src.shape)}")
-    max_lens = [max_len] if max_len is not None else max_output_lengths(src, model)
+    if hf is not None and max_len is not None:
+        raise ValueError("transformers' rule takes its length limit from its settings (max_length)")
+    max_lens = [max_len] if max_len is not None else output_limits(src, model, hf)
     steps: list[BeamStep] = []
-    best = beam_search(model, src, beam, alpha, max_lens, positions=positions, record=steps)[0]
+    best = beam_search(model, src, beam, alpha, None if hf else max_lens, positions=positions, record=steps, hf=hf)[0]
     finished = [Hypothesis(prefix + [c.token], c.log_prob, c.score)
                 for s in steps for c in s.candidates if c.status == "finished"
                 for prefix in [s.alive[c.parent]]]
-    tree = BeamTree(beam, alpha, steps, finished, best, max_lens[0])
+    tree = BeamTree(beam, alpha, steps, finished, best, max_lens[0], rule="project" if hf is None else "transformers")
     # the best hypothesis' path: at step t the candidate extending best.tokens[:t] with best.tokens[t]
     for t, s in enumerate(steps[:len(best.tokens)]):
         for i, c in enumerate(s.candidates):

@@ -14,6 +14,7 @@ place and renamed into it: a failure leaves nothing behind.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -26,6 +27,7 @@ import torch
 
 from .checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
 from .config import ConfigError, ModelConfig
+from .generation import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from .languages import LANGUAGES, LanguagePair, guess_languages
 from .model import Transformer
 from .positional import sinusoidal_table
@@ -113,26 +115,6 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     return data
 
 
-def eos_at_limit(folder: Path, hf: dict[str, Any]) -> bool:
-    """Whether Hugging Face's generate forces ``</s>`` as the last token a length limit allows, read as transformers
-    5 reads forced_eos_token_id: from generation_config.json when the folder has one, else from config.json (`hf`,
-    whose eos_token_id `model_config` has checked)."""
-    path = folder / "generation_config.json"
-    if path.is_file():
-        settings = read_json_file(path, MAX_HF_CONFIG_BYTES, "not a generation config")
-        if not isinstance(settings, dict):
-            raise HFImportError(f"{path}: expected a JSON object of generation settings")
-    else:
-        path, settings = folder / "config.json", hf
-    value = settings.get("forced_eos_token_id")
-    if value is None:
-        return False
-    if value in (hf["eos_token_id"], [hf["eos_token_id"]]):
-        return True
-    raise HFImportError(f"{path}: forced_eos_token_id {value!r} is not eos_token_id {hf['eos_token_id']!r}; "
-                        "only </s> can be forced at the length limit")
-
-
 def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` for a Marian or M2M100 config, refusing what the instrumented model does not implement."""
     def need(key: str) -> Any:
@@ -177,8 +159,7 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: i
             d_ff=hf["encoder_ffn_dim"], dropout=float(hf.get("dropout", 0.1)),
             attention_dropout=float(hf.get("attention_dropout", 0.0)),
             max_positions=need("max_position_embeddings"), positional="sinusoidal", share_embeddings=True,
-            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id,
-            eos_at_limit=eos_at_limit(path.parent, hf), **layout)
+            pad_id=pad, activation=activation, eos_id=need("eos_token_id"), unk_id=unk_id, **layout)
     except ConfigError as err:
         raise HFImportError(f"{path}: {err}") from None
 
@@ -259,7 +240,7 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
 
 
 def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, weights: Path,
-               dtype: str = "fp32") -> str:
+               generation: HFGeneration, dtype: str = "fp32") -> str:
     """What was imported from where, under which licence, and what was checked."""
     licence = "not stated in the folder"
     readme = folder / "README.md"
@@ -280,6 +261,8 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
            "forced_eos_token_id makes Hugging Face's generate do."] if cfg.eos_at_limit else []),
         *(["- Weights stored in fp16 (`--dtype fp16`), loaded into fp32: close to the source model's outputs, "
            "not equal to them."] if dtype == "fp16" else []), "",
+        "## Decoding", "",
+        *generation_lines(generation), "",
         "## Checked at import", "",
         "- every tensor of the checkpoint has exactly one place in the instrumented model, with the shape its "
         "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
@@ -287,6 +270,24 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
         "`tests/library/test_hf_import*.py` on small random Marian, M2M100 and NLLB models (Marian also with two "
         "published opus-mt tokenizers and configs).", ""])
+
+
+def generation_lines(generation: HFGeneration) -> list[str]:
+    """How the imported model searches, for its card."""
+    lines = [
+        f"- Translations are searched as transformers' `generate` searches them, with the settings of the folder's "
+        f"{generation.source}: beam {generation.num_beams}, length_penalty {generation.length_penalty:g}, "
+        f"early_stopping {json.dumps(generation.early_stopping)}, max_length {generation.max_length}"
+        + (f", min_length {generation.min_length}" if generation.min_length else "")
+        + (f", no_repeat_ngram_size {generation.no_repeat_ngram_size}" if generation.no_repeat_ngram_size else "")
+        + (f", bad_words_ids {[list(w) for w in generation.bad_words_ids]}" if generation.bad_words_ids else "")
+        + (", forced_eos_token_id" if generation.forced_eos else "")
+        + (", renormalize_logits" if generation.renormalize_logits else "") + ".",
+        "- The search runs in full precision by default, so the translation is `generate`'s (tested against it on "
+        "trained weights); the int8 search (`search=\"int8\"`) is faster and can change it. The rule can be switched "
+        "to this project's (GNMT length penalty, OpenNMT stop) per call (`rule=\"project\"`) or in the sidebar."]
+    lines += [f"- Not implemented, so `generate` can differ: {note}." for note in generation.notes]
+    return lines
 
 
 def conversion_lines(cfg: ModelConfig) -> list[str]:
@@ -403,6 +404,8 @@ def folder_tokenizer(folder: Path, hf: dict[str, Any], source_lang: str | None,
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
                  target_lang: str | None = None, dtype: str = "fp32") -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
+    The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.generation`):
+    the imported model translates as ``generate`` does.
 
     `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's).
     `dtype` "fp16" stores the weights in half precision (loaded into fp32; no longer exact): for models whose fp32
@@ -417,6 +420,11 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     tokenizer = folder_tokenizer(folder, hf, source_lang, target_lang)
     forced = tokenizer.target_code if isinstance(tokenizer, M2M100Tokenizer) else None
     cfg = model_config(hf, folder / "config.json", tokenizer.unk_id, forced)
+    try:
+        generation = read_hf_generation(folder, hf, cfg)
+    except GenerationError as err:
+        raise HFImportError(str(err)) from None
+    cfg = dataclasses.replace(cfg, eos_at_limit=generation.forced_eos)  # this project's rule forces it likewise
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / 'vocab.json'}: {tokenizer.vocab_size:,} ids, but config.json says vocab_size "
                            f"{cfg.vocab_size:,}: a tokenizer of another model?")
@@ -436,8 +444,9 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     languages = (LanguagePair(tokenizer.source_language, tokenizer.target_language)
                  if isinstance(tokenizer, M2M100Tokenizer) else folder_languages(source, folder))
     try:
-        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights, dtype),
+        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights, generation, dtype),
                        dtype=IMPORT_DTYPES[dtype])
+        (staging / GENERATION).write_text(ModelGeneration("transformers", generation).to_json(), encoding="utf-8")
         if languages is not None:
             (staging / LANGUAGES).write_text(json.dumps({"source": languages.source, "target": languages.target}))
         staging.rename(out)

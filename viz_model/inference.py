@@ -8,6 +8,7 @@ import torch
 
 from .batching import pad
 from .decoding import Hypothesis, beam_search
+from .generation import HFGeneration
 from .model import Transformer
 from .quantize import rows_interact
 from .tokenizer import Tokenizer
@@ -20,10 +21,12 @@ def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
 
 def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,
                   batch_tokens: int = 6000, device: torch.device | None = None,
-                  progress: Callable[[int], None] | None = None) -> list[Hypothesis]:
+                  progress: Callable[[int], None] | None = None, hf: HFGeneration | None = None
+                  ) -> list[Hypothesis]:
     """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved.
 
-    An int8 search network decodes one sentence at a time (see `viz_model.quantize.rows_interact`)."""
+    An int8 search network decodes one sentence at a time (see `viz_model.quantize.rows_interact`). `hf`: search
+    by transformers' rule with these settings (see `viz_model.decoding.beam_search`)."""
     device = device or next(model.parameters()).device
     if rows_interact(model):
         batch_tokens = 0
@@ -35,8 +38,8 @@ def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, a
         while end < len(order) and len(sources[order[end]]) * (end - start + 1) * beam <= batch_tokens:
             end += 1
         chunk = order[start:end]
-        src = pad([sources[i] for i in chunk]).to(device)
-        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha)):
+        src = pad([sources[i] for i in chunk], model.config.pad_id).to(device)
+        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha, hf=hf)):
             results[i] = hyp
         if progress is not None:
             progress(len(chunk))

@@ -414,16 +414,17 @@ class Transformer(nn.Module):
         out.hidden = self.decoder_norm(x) if self.decoder_norm is not None else x
         return out
 
-    def logits(self, hidden: Tensor) -> Tensor:
+    def logits(self, hidden: Tensor, mask_never_emitted: bool = True) -> Tensor:
         """Pre-softmax scores over the vocabulary (tied to the embeddings when shared), plus the output bias of an
-        imported model; the ids it never outputs (config ``never_emitted``) score -inf."""
+        imported model; the ids it never outputs (config ``never_emitted``) score -inf unless `mask_never_emitted`
+        is False (transformers' search bans them after its log-softmax instead, through its bad words)."""
         if self.output_projection is None:
             scores = linear(hidden, self.tgt_embedding.weight)
         else:
             scores = self.output_projection(hidden)
         if self.output_bias is not None:
             scores = scores + self.output_bias
-        if self.never_emitted is not None:
+        if self.never_emitted is not None and mask_never_emitted:
             scores = scores.index_fill(-1, self.never_emitted, float("-inf"))
         return scores
 

@@ -62,7 +62,8 @@ else:
     try:
         with st.spinner(f"Translating without {len(chosen)} heads…"):
             result = analyze.compute_ablation(session.root, session.name, session.stamp, session.search,
-                                              trace.source_text, tuple(chosen), session.beam, session.alpha)
+                                              trace.source_text, tuple(chosen), session.beam, session.alpha,
+                                              session.rule)
     except ValueError as err:
         widgets.input_problem(err, "This ablation cannot be run: ")
         result = None

@@ -6,6 +6,7 @@ import streamlit as st
 from app import sessions, state, texts, widgets
 from viz_model.api import MAX_BEAM
 from viz_model.decoding import BeamTree
+from viz_model.generation import MAX_LENGTH_PENALTY
 from viz_model.plot import teaching as tf
 
 ss = st.session_state
@@ -61,11 +62,19 @@ st.caption("Row t is the query of step t: it may attend to the decoder inputs 0.
 
 # --- beam search -------------------------------------------------------------------------------------------------
 st.subheader("Beam search")
+transformers_rule = session.model.search_settings(session.rule).rule == "transformers"
+if transformers_rule:
+    ranking = ("Finished hypotheses are ranked by log p / |Y|^α (transformers' length_penalty). As transformers' "
+               "generate does, each step ranks the best 2 × beam continuations over all hypotheses, keeps the best "
+               "beam that did not end, and stops when no hypothesis still running can beat the worst of the beam "
+               "best finished ones (early_stopping from the model's generation config).")
+else:
+    ranking = ("Finished hypotheses are ranked by log p divided by the length penalty ((5 + |Y|) / 6)^α. The search "
+               "stops when the best continuation of a step is </s>, or sooner when no live hypothesis can still "
+               "beat the best finished one.")
 st.caption("Beam search keeps the best few partial translations at every step instead of only the best one. Each "
            "node is a continuation it looked at: kept in the beam (blue), finished with </s> (green), or pruned "
-           "(grey); the chosen translation is the red path. Finished hypotheses are ranked by log p divided by the "
-           "length penalty ((5 + |Y|) / 6)^α. The search stops when the best continuation of a step is </s>, or "
-           "sooner when no live hypothesis can still beat the best finished one.")
+           "(grey); the chosen translation is the red path. " + ranking)
 precision = session.model.search_precision
 if precision == "int8":
     st.caption("The search runs with int8 copies of the decoder's weights (sidebar: Search precision): the scores in "
@@ -77,8 +86,10 @@ ss.setdefault("dec_alpha", session.alpha)
 ss.setdefault("dec_per_parent", 0)
 with a:
     state.bound(st.slider, "Beam size", "dec_beam", 1, MAX_BEAM)
+low = -MAX_LENGTH_PENALTY if transformers_rule else 0.0
+ss["dec_alpha"] = min(max(float(ss["dec_alpha"]), low), MAX_LENGTH_PENALTY)
 with b:
-    state.bound(st.slider, "Length penalty α", "dec_alpha", 0.0, 5.0, step=0.1)
+    state.bound(st.slider, "Length penalty α", "dec_alpha", low, MAX_LENGTH_PENALTY, step=0.1)
 with c:
     state.bound(st.slider, "Pruned continuations drawn per hypothesis", "dec_per_parent", 0, 2 * MAX_BEAM,
                  help="0 = as many as the beam size. The search ranks the best 2 × beam of each hypothesis.")

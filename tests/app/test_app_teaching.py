@@ -378,7 +378,7 @@ def test_decoding_steps_follow_the_trace(tiny, model):
 
 def test_beam_tree_and_greedy_vs_beam(tiny, model):
     at = open_page("decoding")
-    tree = chart(at, "Beam search tree: beam 4, α 0.6")
+    tree = chart(at, "Beam search tree (this project's rule): beam 4, α 0.6")
     chosen = next(t for t in tree["data"] if t.get("name") == "chosen translation")
     expected = model.beam_tree(SENTENCE, beam=4, alpha=0.6)
     assert len(arr(chosen["x"])) == len(expected.best.tokens)
@@ -394,7 +394,7 @@ def test_beam_tree_and_greedy_vs_beam(tiny, model):
     at.slider(key="w_dec_alpha").set_value(1.0).run()
     at.slider(key="w_dec_per_parent").set_value(6).run()
     ok(at)
-    chart(at, "Beam search tree: beam 2, α 1,")
+    chart(at, "Beam search tree (this project's rule): beam 2, α 1,")
     assert texts.md_escape(model.translate(SENTENCE, beam=2, alpha=1.0)) in "\n".join(m.value for m in at.markdown)
 
 

@@ -322,7 +322,7 @@ def test_beam_tree_figure():
     assert by_name["kept in the beam"]["text"] == ["b"]
     assert "&lt;img" in by_name["chosen translation"]["text"][0]
     assert "<img" not in json.dumps(fig)
-    assert "score = log p / lp = -0.650" in by_name["chosen translation"]["hovertext"][1]
+    assert "score = log p / ((5 + |Y|) / 6)^α = -0.650" in by_name["chosen translation"]["hovertext"][1]
     chosen_edges = [t for t in fig["data"] if t["mode"] == "lines" and t["line"]["width"] == 3]
     assert len(chosen_edges) == 1
     assert by_name["pruned"]["text"] == ["d"]  # per hypothesis the best `beam` (2) continuations: c is 3rd

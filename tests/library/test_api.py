@@ -106,8 +106,9 @@ def test_trace_positions_embeddings_and_steps(trace, tiny_model):
     assert trace.log_probability == pytest.approx(total, abs=1e-4)
     assert trace.settings == {"beam": 4, "alpha": 0.6, "top_k": 5, "forced": False,
                               "max_output_length": s + 50 if s + 50 < cfg.max_positions else cfg.max_positions - 1,
-                              "head_mask": False, "positions": True, "search": "int8"}
-    assert tiny_model.trace("A dog runs.", target="Ein Hund läuft.").settings["search"] == "forced"
+                              "head_mask": False, "positions": True, "search": "int8", "rule": "project"}
+    forced = tiny_model.trace("A dog runs.", target="Ein Hund läuft.").settings
+    assert forced["search"] == forced["rule"] == "forced"
     assert set(trace.timings) >= {"decode_ms", "trace_ms", "total_ms"}
     assert trace.device == "CPU" and trace.model_name == tiny_model.name
 

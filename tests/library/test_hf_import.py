@@ -272,7 +272,8 @@ def test_the_imported_model_loads_as_built(imported):
     ({"forced_eos_token_id": [0]}, {}),
 ])
 def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(marian_folder, tmp_path, generation, config):
-    from viz_model.hf_import import eos_at_limit
+    from viz_model.generation import read_hf_generation
+    from viz_model.hf_import import model_config
 
     folder = tmp_path / "folder"
     shutil.copytree(marian_folder, folder)
@@ -283,12 +284,16 @@ def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(marian_folder,
     if generation is not None:
         (folder / "generation_config.json").write_text(json.dumps(generation))
     theirs = transformers.MarianMTModel.from_pretrained(folder).generation_config.forced_eos_token_id
-    assert eos_at_limit(folder, hf_config | config) is (theirs in (0, [0]))
+    cfg = model_config(hf_config | config, folder / "config.json", unk_id=1)
+    assert read_hf_generation(folder, hf_config | config, cfg).forced_eos is (theirs in (0, [0]))
 
 
-def test_forcing_another_token_at_the_limit_is_refused(tmp_path):
-    from viz_model.hf_import import HFImportError, eos_at_limit
+def test_forcing_another_token_at_the_limit_is_refused(marian_folder, tmp_path):
+    from viz_model.generation import GenerationError, read_hf_generation
+    from viz_model.hf_import import model_config
 
+    hf_config = json.loads((marian_folder / "config.json").read_text())
     (tmp_path / "generation_config.json").write_text(json.dumps({"forced_eos_token_id": 7}))
-    with pytest.raises(HFImportError, match="generation_config.json: forced_eos_token_id 7 is not eos_token_id 0"):
-        eos_at_limit(tmp_path, {"model_type": "marian", "eos_token_id": 0})
+    cfg = model_config(hf_config, marian_folder / "config.json", unk_id=1)
+    with pytest.raises(GenerationError, match="generation_config.json: forced_eos_token_id 7 is not eos_token_id 0"):
+        read_hf_generation(tmp_path, hf_config, cfg)

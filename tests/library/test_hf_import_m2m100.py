@@ -15,7 +15,6 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-import sentencepiece as spm  # noqa: E402
 from support.data import assert_loads_as_built  # noqa: E402
 from support.hf import (  # noqa: E402
     ODD,
@@ -23,11 +22,10 @@ from support.hf import (  # noqa: E402
     WORDS_EN,
     assert_same_forced_outputs,
     assert_same_ids,
+    build_m2m100_folder,
     failed_import,
     import_folder,
-    save_folder,
     sentences,
-    train_spm,
 )
 
 import viz_model  # noqa: E402
@@ -35,30 +33,11 @@ from viz_model.cli import main  # noqa: E402
 from viz_model.pretrained_tokenizers import M2M100_LANGUAGE_CODES, M2M100Tokenizer  # noqa: E402
 
 LANGUAGES = M2M100_LANGUAGE_CODES["m2m100"]
-MADE_UP_WORDS = 8  # ids M2M100 reserves after its language codes
 
 
 @pytest.fixture(scope="module")
 def m2m_folder(tmp_path_factory):
-    """A random M2M100 model of tiny size with fairseq's id layout (<s> <pad> </s> <unk>, pieces, language
-    codes, made-up words), saved as Hugging Face saves one."""
-    root = tmp_path_factory.mktemp("hf")
-    train_spm(sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1), root / "spm", unk_id=3, bos_id=0,
-              eos_id=2, pad_id=1)
-    sp = spm.SentencePieceProcessor(model_file=str(root / "spm.model"))
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-    for i in range(sp.get_piece_size()):
-        vocab.setdefault(sp.id_to_piece(i), len(vocab))
-    (root / "vocab.json").write_text(json.dumps(vocab))
-    tokenizer = transformers.M2M100Tokenizer(vocab_file=str(root / "vocab.json"), spm_file=str(root / "spm.model"),
-                                             src_lang="en", tgt_lang="de")
-    config = transformers.M2M100Config(
-        vocab_size=len(vocab) + len(LANGUAGES) + MADE_UP_WORDS, d_model=32, encoder_layers=2, decoder_layers=3,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=96, activation_function="relu", dropout=0.0, encoder_layerdrop=0.0,
-        decoder_layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    model = transformers.M2M100ForConditionalGeneration(config)
-    return save_folder(model, tokenizer, root / "m2m100-tiny", "mit")
+    return build_m2m100_folder(tmp_path_factory.mktemp("hf"))
 
 
 @pytest.fixture(scope="module")

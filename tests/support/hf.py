@@ -155,3 +155,59 @@ def build_marian_folder(root):
         model.final_logits_bias.normal_(0, 1.0)
     model.save_pretrained(folder)  # with the larger output bias too
     return folder
+
+
+def build_m2m100_folder(root, positions: int = 96):
+    """A random M2M100 model of tiny size with fairseq's id layout (<s> <pad> </s> <unk>, pieces, language
+    codes, made-up words) and `positions` positions, saved as Hugging Face saves one; returns its folder."""
+    import json
+
+    import sentencepiece as spm
+    import transformers
+
+    from viz_model.pretrained_tokenizers import M2M100_LANGUAGE_CODES
+
+    made_up_words = 8  # ids M2M100 reserves after its language codes
+    train_spm(sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1), root / "spm", unk_id=3, bos_id=0,
+              eos_id=2, pad_id=1)
+    sp = spm.SentencePieceProcessor(model_file=str(root / "spm.model"))
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = transformers.M2M100Tokenizer(vocab_file=str(root / "vocab.json"), spm_file=str(root / "spm.model"),
+                                             src_lang="en", tgt_lang="de")
+    config = transformers.M2M100Config(
+        vocab_size=len(vocab) + len(M2M100_LANGUAGE_CODES["m2m100"]) + made_up_words, d_model=32, encoder_layers=2,
+        decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=positions, activation_function="relu", dropout=0.0,
+        encoder_layerdrop=0.0, decoder_layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2)
+    model = transformers.M2M100ForConditionalGeneration(config)
+    return save_folder(model, tokenizer, root / "m2m100-tiny", "mit")
+
+
+def word_for_word(text: str) -> str:
+    """The German of a `sentences(WORDS_EN, ...)` sentence, word for word: what a tiny model can learn fast."""
+    table = dict(zip(WORDS_EN, WORDS_DE + ["das"]))
+    words = [table.get(w, w) for w in text[:-1].lower().split()]
+    return " ".join(words).capitalize() + text[-1]
+
+
+def fit(model, tokenizer, steps: int, seed: int = 0, lr: float = 3e-3) -> None:
+    """Train a Hugging Face translation model in place for `steps` Adam steps on word-for-word translations of
+    random sentences, so that it ends its outputs (random weights never emit </s>)."""
+    import torch
+
+    torch.manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for step in range(steps):
+        texts = sentences(WORDS_EN, 16, 1000 * seed + step)
+        batch = tokenizer(texts, text_target=[word_for_word(t) for t in texts], return_tensors="pt", padding=True)
+        batch["labels"][batch["labels"] == tokenizer.pad_token_id] = -100
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()

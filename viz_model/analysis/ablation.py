@@ -17,9 +17,9 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import TranslationModel, check_decoding
+from ..api import TranslationModel
 from ..config import ModelConfig
-from ..decoding import beam_search, max_output_lengths
+from ..decoding import beam_search, output_limits
 from ..inference import translate_ids
 from ..kinds import ATTENTION_KINDS
 from ..model import DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
@@ -94,8 +94,8 @@ class HeadMaskedNetwork:
                positions: bool = True) -> DecoderOutput:
         return self.network.decode(tgt, encoded, need_weights, cache, offset, tgt_mask, self.head_mask, positions)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.network.logits(hidden)
+    def logits(self, hidden: torch.Tensor, mask_never_emitted: bool = True) -> torch.Tensor:
+        return self.network.logits(hidden, mask_never_emitted)
 
     @property
     def shared_activation_scale(self) -> bool:
@@ -145,22 +145,24 @@ class AblationResult:
         return self.log_prob_ablated - self.log_prob_intact
 
 
-def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int = 4, alpha: float = 0.6
-           ) -> AblationResult:
-    """Translate `text` with and without `heads` (same search) and score the original output under both models."""
+def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int | None = None,
+           alpha: float | None = None, rule: str | None = None) -> AblationResult:
+    """Translate `text` with and without `heads` (same search: `rule`, `beam`, `alpha`, see
+    `TranslationModel.search_settings`) and score the original output under both models."""
     chosen = check_heads(model.config, heads)
     if not chosen:
         raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
-    beam, alpha, _ = check_decoding(beam, alpha)
+    search = model.search_settings(rule, beam, alpha)
     mask = head_mask_for(model.config, chosen, model.device)
-    intact = model.trace(text, beam=beam, alpha=alpha)
+    intact = model.trace(text, beam=search.beam, alpha=search.alpha, rule=search.rule)
     if not intact.translation.strip():
         raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
-    ablated = model.trace(text, beam=beam, alpha=alpha, forced_ids=intact.output_ids, head_mask=mask)
+    ablated = model.trace(text, forced_ids=intact.output_ids, head_mask=mask)
     src = torch.tensor([intact.source_ids], device=model.device)
     masked = HeadMaskedNetwork(model.search_network, mask)  # the search `trace` ran, with the heads off
     with torch.inference_mode():
-        output = beam_search(masked, src, beam, alpha, max_output_lengths(src, model.network))[0].tokens
+        limits = None if search.hf else output_limits(src, model.network)
+        output = beam_search(masked, src, search.beam, search.alpha, limits, hf=search.hf)[0].tokens
     pair = ([intact.source_ids], [intact.output_ids])
     tokens = model.tokenizer.pieces(output)
     return AblationResult(
@@ -169,16 +171,18 @@ def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int 
 
 
 def head_importance(model: TranslationModel, sources: Sequence[str], references: Sequence[str],
-                    limit: int | None = None, *, bleu: bool = False, beam: int = 1, alpha: float = 0.6,
-                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> pd.DataFrame:
+                    limit: int | None = None, *, bleu: bool = False, beam: int = 1, alpha: float | None = None,
+                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
+                    ) -> pd.DataFrame:
     """Per head (kind, layer, head): the teacher-forced per-token NLL of `references` with that head alone off.
 
     Columns: nll (ablated), nll_intact, nll_rise (= nll - nll_intact, nats per token); with `bleu` also the corpus
-    BLEU of decoding (`beam`, 1 = greedy) with the head off, bleu_intact and bleu_drop (slow: one search per head).
+    BLEU of decoding (`beam`, 1 = greedy; `rule`, `alpha`: see `TranslationModel.search_settings`) with the head
+    off, bleu_intact and bleu_drop (slow: one search per head).
     """
     if references is None:
         raise ValueError("head_importance needs the reference translations of the sources")
-    beam, alpha, _ = check_decoding(beam, alpha)
+    search_settings = model.search_settings(rule, beam, alpha)
     texts, checked = check_corpus(sources, references, limit)
     refs = list(checked or [])
     src, out = source_ids(model, texts), reference_ids(model, refs)
@@ -189,7 +193,8 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
         return float(-sequence_log_probs(network, src, out, mask, batch_tokens).sum() / tokens)
 
     def bleu_of(net: Transformer | HeadMaskedNetwork) -> float:  # the view decodes like the network it wraps
-        hyps = translate_ids(net, src, beam, alpha, device=model.device)
+        hyps = translate_ids(net, src, search_settings.beam, search_settings.alpha, device=model.device,
+                             hf=search_settings.hf)
         return corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)["bleu"]
 
     search = model.search_network  # decode as `translate` and `viz-model eval` do; the NLLs are full precision

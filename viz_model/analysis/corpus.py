@@ -17,7 +17,8 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import TranslationModel, check_decoding
+from ..api import TranslationModel
+from ..generation import Search
 from ..inference import translate_ids
 from ..tokenizer import word_ids
 from .forced import DEFAULT_BATCH_TOKENS, decoder_input, forced_batches
@@ -49,13 +50,14 @@ class SentenceAttention:
         return word_ids(self.target_tokens)
 
 
-def output_ids_for(model: TranslationModel, sources: list[list[int]], references: Sequence[str] | None, beam: int,
-                   alpha: float, progress: bool = False) -> list[list[int]]:
+def output_ids_for(model: TranslationModel, sources: list[list[int]], references: Sequence[str] | None,
+                   search: Search, progress: bool = False) -> list[list[int]]:
     """The outputs to force: the reference ids, or the model's own translations (batched search)."""
     if references is not None:
         return reference_ids(model, references)
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress, file=sys.stderr) as bar:
-        hyps = translate_ids(model.search_network, sources, beam, alpha, device=model.device, progress=bar.update)
+        hyps = translate_ids(model.search_network, sources, search.beam, search.alpha, device=model.device,
+                             progress=bar.update, hf=search.hf)
     return [h.tokens for h in hyps]
 
 
@@ -99,21 +101,24 @@ class PreparedCorpus:
 
 
 def prepare_corpus(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
-                   beam: int = 1, alpha: float = 0.6, limit: int | None = None, progress: bool = False
-                   ) -> PreparedCorpus:
+                   beam: int = 1, alpha: float | None = None, limit: int | None = None, progress: bool = False,
+                   rule: str | None = None) -> PreparedCorpus:
     """Check the first `limit` sentences (a bad one raises `ValueError` naming it) before any work, tokenize them
-    (sources longer than max_positions are truncated, as `viz-model eval` does) and translate or force them."""
-    beam, alpha, _ = check_decoding(beam, alpha)
+    (sources longer than max_positions are truncated, as `viz-model eval` does) and translate or force them (the
+    search: `rule`, `beam`, `alpha`, see `TranslationModel.search_settings`)."""
+    search = model.search_settings(rule, beam, alpha)
     texts, refs = check_corpus(sources, references, limit)
     src = source_ids(model, texts)
-    return PreparedCorpus(texts, refs, src, output_ids_for(model, src, refs, beam, alpha, progress))
+    return PreparedCorpus(texts, refs, src, output_ids_for(model, src, refs, search, progress))
 
 
 def iter_attentions(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
-                    beam: int = 1, alpha: float = 0.6, limit: int | None = None,
-                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
+                    beam: int = 1, alpha: float | None = None, limit: int | None = None,
+                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
+                    ) -> Iterator[SentenceAttention]:
     """Translate `sources` (or force `references`) and yield each sentence's maps, in batch order (see ``index``)."""
-    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress)
+    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
+                              rule=rule)
     yield from forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
 
 
@@ -133,10 +138,12 @@ class CorpusAnalysis:
 
 
 def analyze_corpus(model: TranslationModel, sources: Sequence[str], references: Sequence[str] | None = None, *,
-                   beam: int = 1, alpha: float = 0.6, limit: int | None = None,
-                   batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> CorpusAnalysis:
+                   beam: int = 1, alpha: float | None = None, limit: int | None = None,
+                   batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
+                   ) -> CorpusAnalysis:
     """Statistics of every head over the first `limit` `sources` (translated, or teacher-forced on `references`)."""
-    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress)
+    prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
+                              rule=rule)
     records = forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
     per_sentence = sentence_statistics(records).sort_values("sentence", kind="stable", ignore_index=True)
     heads = head_roles(corpus_statistics(per_sentence), per_sentence)

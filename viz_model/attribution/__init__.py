@@ -228,9 +228,10 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
 
 
 def attribute(model: Any, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
-              steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int = 4, alpha: float = 0.6
-              ) -> Attribution:
-    """Attributions of a `viz_model.TranslationModel`'s translation of `text` (or of the forced `target`).
+              steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int | None = None,
+              alpha: float | None = None, rule: str | None = None) -> Attribution:
+    """Attributions of a `viz_model.TranslationModel`'s translation of `text` (searched by `rule` with `beam` and
+    `alpha`, the model's own search by default; or of the forced `target`).
 
     Input errors are those of `TranslationModel.trace` (empty, too long, ...). `foil`: one piece of the target
     vocabulary; the scores then explain ``log p(y_i) - log p(foil)`` (contrastive)."""
@@ -243,7 +244,7 @@ def attribute(model: Any, text: str, target: str | None = None, methods: Sequenc
             raise ValueError(f"the contrast word must be one piece of the vocabulary; {foil!r} is "
                              f"{len(pieces)} pieces ({' '.join(model.tokenizer.pieces(pieces)) or 'none'})")
         foil_id = pieces[0]
-    trace = model.trace(text, beam=beam, alpha=alpha, target=target, top_k=1)
+    trace = model.trace(text, beam=beam, alpha=alpha, target=target, top_k=1, rule=rule)
     result = attribute_ids(model.network, trace.source_ids, trace.output_ids, methods, steps, foil_id,
                            model.tokenizer.pieces)
     result.model_name = model.name

@@ -81,12 +81,13 @@ def default_workers(model: Any) -> int:
 
 def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[str] | None = None,
                         methods: Sequence[str] = CORPUS_DEFAULT_METHODS, ks: Sequence[int] = DEFAULT_KS,
-                        steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4, alpha: float = 0.6,
-                        progress: bool = False, gold: Sequence[Alignment] | None = None, workers: int = 1
-                        ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+                        steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4,
+                        alpha: float | None = None, progress: bool = False, gold: Sequence[Alignment] | None = None,
+                        workers: int = 1, rule: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
     its translation by the full-precision network of `model` (a `TranslationModel`; the network every attribution
-    and deletion reads, decoding in batches), or on `targets` when given (a reference per line).
+    and deletion reads, decoding in batches, searching by `rule` with `beam` and `alpha`: see
+    `TranslationModel.search_settings`), or on `targets` when given (a reference per line).
 
     `workers` > 1 attributes the sentences in that many processes (each loads the model from its directory, with
     one thread; see `default_workers`); the rows are the same, in the same order.
@@ -102,6 +103,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                          f"got {len(gold)} alignments for {len(sources)} sentences"
                          + ("" if targets is not None else " and no targets"))
     check_draws(draws)
+    search = model.search_settings(rule, beam, alpha)
     if not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
     if workers > 1 and getattr(model, "directory", None) is None:
@@ -115,7 +117,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                 initargs=(str(model.directory), max(1, torch.get_num_threads() // workers))))
             pool.submit(int)  # start them now (an executor starts its processes with the first task)
         if targets is None:
-            outputs = [h.tokens for h in translate_ids(model.network, source_ids, beam, alpha, device=model.device)]
+            outputs = [h.tokens for h in translate_ids(model.network, source_ids, search.beam, search.alpha,
+                                                       device=model.device, hf=search.hf)]
         else:
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)

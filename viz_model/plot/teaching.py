@@ -324,6 +324,7 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
     length-penalised score.
     """
     per_parent = per_parent or tree.beam
+    penalty = "|Y|^α" if tree.rule == "transformers" else "((5 + |Y|) / 6)^α"
     chosen = set(tree.chosen_path)
     alive_y: dict[int, float] = {0: 0.0}  # row of the step being drawn -> y of its node
     hidden = 0  # pruned continuations left out to keep a step's column within MAX_TREE_NODES
@@ -358,7 +359,7 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
             prefix = "".join(piece(t) for t in s.alive[c.parent][-4:])
             nodes.append({"x": s.step, "y": y, "status": status, "text": escape(piece(c.token)),
                           "hover": f"<b>{escape(piece(c.token))}</b> (step {s.step + 1}, {c.status})<br>after …"
-                                   f"{escape(prefix)}<br>log p = {c.log_prob:.3f}<br>score = log p / lp = "
+                                   f"{escape(prefix)}<br>log p = {c.log_prob:.3f}<br>score = log p / {penalty} = "
                                    f"{c.score:.3f}"})
         alive_y = next_y
     fig = go.Figure()
@@ -386,7 +387,8 @@ def beam_tree_figure(tree: BeamTree, piece: Callable[[int], str], per_parent: in
                         line=dict(width=0))))
     widest = max((sum(1 for n in nodes if n["x"] == s.step) for s in tree.steps), default=1)
     fig.update_layout(
-        title=dict(text=f"Beam search tree: beam {tree.beam}, α {tree.alpha:g}, {len(tree.steps)} steps, "
+        title=dict(text=f"Beam search tree ({'as transformers' if tree.rule == 'transformers' else 'this project'}'s "
+                        f"rule): beam {tree.beam}, α {tree.alpha:g}, {len(tree.steps)} steps, "
                         f"{len(tree.finished)} finished hypotheses"
                         + (f" ({hidden} least likely pruned continuations not drawn)" if hidden else "")),
         height=max(360, 120 + 26 * widest), margin=dict(l=10, r=10, t=60, b=10), hovermode="closest",
