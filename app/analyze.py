@@ -98,9 +98,10 @@ def compute_flow(maps: list[np.ndarray], residual: float) -> np.ndarray:
 
 def trace_of_model(session: sessions.Session, name: str, text: str, target: str | None) -> AttentionTrace:
     """`text` traced by the model `name` of the same assets folder, with this session's decoding settings."""
-    stamp = sessions.model_stamp(Path(session.root), name)
-    sessions.load_model(session.root, name, stamp)  # a directory that cannot load raises here, with its message
-    return sessions.compute_trace(session.root, name, stamp, session.search, text, session.beam, session.alpha,
+    root = sessions.root_of(name)
+    stamp = sessions.model_stamp(root, name)
+    sessions.load_model(str(root), name, stamp)  # a directory that cannot load raises here, with its message
+    return sessions.compute_trace(str(root), name, stamp, session.search, text, session.beam, session.alpha,
                                 target or None, session.top_k, session.truncate, rule=session.rule)
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import viz_model
-from viz_model.api import ASSETS_DIR, TranslationModel
+from viz_model.api import TranslationModel, asset_roots, model_root
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS
@@ -34,12 +34,19 @@ TRACE_CACHE_BYTES = 400 * 2**20  # what the traces of every session may hold tog
 
 
 # --- models and traces -------------------------------------------------------------------------------------------
-def assets_root() -> Path:
-    return Path(os.environ.get("VIZ_MODEL_ASSETS") or ASSETS_DIR)
+def roots_label() -> str:
+    """The folders models are found in, for messages."""
+    return os.pathsep.join(str(root) for root in asset_roots())
 
 
 def model_names() -> list[str]:
-    return viz_model.available_models(assets_root())
+    """Every model directory of every folder of `asset_roots` (VIZ_MODEL_ASSETS), the default model first."""
+    return viz_model.available_models()
+
+
+def root_of(name: str) -> Path:
+    """The folder model `name` is found in (the first folder when no folder has it: loading then says so)."""
+    return model_root(name) or asset_roots()[0]
 
 
 STAMPED_FILES = (WEIGHTS, CONFIG, TOKENIZER, TRAINING_STATS)

@@ -16,7 +16,7 @@ from viz_model.languages import name as language_name
 from viz_model.trace import AttentionTrace
 
 from . import export, teaching
-from .sessions import Session, assets_root, load_model, model_languages, model_stamp, searching_model
+from .sessions import Session, load_model, model_languages, model_stamp, root_of, roots_label, searching_model
 from .state import RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
 from .texts import (
     EXAMPLE_DOMAINS,
@@ -46,11 +46,11 @@ def show_text(label: str, text: str) -> None:
 def sidebar(models: list[str]) -> Session | None:
     """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
     ss = st.session_state
-    root = assets_root()
     with st.sidebar:
-        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {root}",
-              format_func=lambda name: f"{name} ({model_languages(str(root), name)})")
+        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {roots_label()}",
+              format_func=lambda name: f"{name} ({model_languages(str(root_of(name)), name)})")
         name = ss["model"]
+        root = root_of(name)
         stamp = model_stamp(root, name)
         try:
             model = load_model(str(root), name, stamp)

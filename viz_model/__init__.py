@@ -1,10 +1,12 @@
 """viz_model: an instrumented "Attention Is All You Need" translator that records everything it computes.
 
     import viz_model
-    model = viz_model.load()                     # the shipped default in assets/
+    model = viz_model.load()                     # the shipped default model
     trace = model.trace("Two dogs are playing in the snow.", beam=4)
     trace.encoder_attentions[0]                  # numpy (heads, src_len, src_len)
 """
+
+__version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads it)
 
 from .api import DEFAULT_MODEL, TranslationModel, available_models, load
 from .checkpoint import CheckpointError
@@ -16,4 +18,3 @@ from .trace import AttentionTrace, DecodingStep, TraceError
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
            "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",
            "TranslationModel", "available_models", "load"]
-__version__ = "0.1.0"

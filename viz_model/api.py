@@ -45,7 +45,9 @@ from .tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 from .training_facts import FactsError, TrainingFacts, load_training_facts
 
-ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+PACKAGED_ASSETS = Path(__file__).resolve().parent / "_assets"  # an installed wheel's copy of the default model
+# the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
+ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
 MAX_INPUT_CHARS = 2000
 MAX_TOP_K = 50
@@ -72,14 +74,27 @@ def device_label(device: torch.device) -> str:
     return "CPU"
 
 
+def asset_roots() -> list[Path]:
+    """The folders whose model directories the app and `load()` find: those ``VIZ_MODEL_ASSETS`` lists (several
+    separated by ``os.pathsep``; the first holding a name wins), else the shipped models' folder."""
+    value = os.environ.get("VIZ_MODEL_ASSETS")
+    return [Path(part) for part in value.split(os.pathsep) if part] if value else [ASSETS_DIR]
+
+
 def available_models(assets: str | Path | None = None) -> list[str]:
-    """Names of the model directories (holding a config.json) in `assets`, default model first."""
-    root = Path(assets) if assets else Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR))
-    if not root.is_dir():
-        return []
-    names = sorted(p.name for p in root.iterdir()
-                   if p.is_dir() and not p.is_symlink() and (p / "config.json").is_file())
+    """Names of the model directories (holding a config.json) in `assets` (default: every folder of
+    `asset_roots`, a name once), default model first."""
+    names: list[str] = []
+    for root in [Path(assets)] if assets else asset_roots():
+        if root.is_dir():
+            names += sorted(p.name for p in root.iterdir() if p.name not in names and p.is_dir()
+                            and not p.is_symlink() and (p / "config.json").is_file())
     return sorted(names, key=lambda n: n != DEFAULT_MODEL)
+
+
+def model_root(name: str) -> Path | None:
+    """The folder of `asset_roots` whose model directory `name` is found first, or None."""
+    return next((root for root in asset_roots() if name in available_models(root)), None)
 
 
 def check_text(text: object, what: str = "text") -> str:
@@ -403,10 +418,11 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
     `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.quantize`), ``int8`` or
     ``fp32``. Traces are always computed in full precision."""
     if path is None:
-        path = Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / DEFAULT_MODEL
-        if not path.is_dir():
-            raise CheckpointError(f"no default model at {path}: train one with `viz-model train` "
-                                  "(see README) or pass a model directory")
+        root = model_root(DEFAULT_MODEL)
+        if root is None:
+            raise CheckpointError(f"no default model ({DEFAULT_MODEL}) in {os.pathsep.join(map(str, asset_roots()))}: "
+                                  "train one with `viz-model train` (see the docs) or pass a model directory")
+        path = root / DEFAULT_MODEL
     directory = Path(path)
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)

@@ -272,12 +272,10 @@ def load_tokenizer(directory: Path) -> tuple[Tokenizer | PretrainedTokenizer, di
         raise CheckpointError(str(err)) from None
 
 
-def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | PretrainedTokenizer, ModelConfig]:
-    """Load and validate a model directory; every problem is a `CheckpointError` naming the file.
-
-    The config is checked against the weights' header (and the size limit) before the model is allocated, and
-    the recorded digests against the tokenizer and the config, so a damaged or mixed directory fails early.
-    """
+def check_model_dir(directory: str | Path) -> tuple[ModelConfig, Tokenizer | PretrainedTokenizer]:
+    """Everything about a model directory that can be checked without reading its weights: the config against the
+    weights' header (and the size limit), the tokenizer, the recorded digests; every problem is a
+    `CheckpointError` naming the file, so a damaged or mixed directory fails before any allocation."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: model directory not found")
@@ -306,7 +304,14 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | Pret
     if recorded is not None and recorded != tokenizer_digest({n: p.read_bytes() for n, p in tokenizer_files.items()}):
         raise CheckpointError(f"{tokenizer_path}: not the tokenizer {WEIGHTS} was saved with (SHA-256 differs): "
                               "a tokenizer from another model, or a damaged file?")
+    return config, tokenizer
+
+
+def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | PretrainedTokenizer, ModelConfig]:
+    """Load and validate a model directory (`check_model_dir`, then the weights); every problem is a
+    `CheckpointError` naming the file."""
+    config, tokenizer = check_model_dir(directory)
     model = Transformer.for_loading(config)
-    load_weights(model, weights)
+    load_weights(model, Path(directory) / WEIGHTS)
     model.eval()
     return model, tokenizer, config

@@ -1,4 +1,5 @@
-"""The ``viz-model`` command: translate, trace, eval, analyze, importance, info, train, export, import, export-hf.
+"""The ``viz-model`` command: app, translate, trace, eval, analyze, importance, info, train, export, import,
+export-hf.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -10,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import __version__
 from .checkpoint import CheckpointError
 from .config import ConfigError
 from .generation import RULES
@@ -45,7 +47,15 @@ def _decode_args(p: argparse.ArgumentParser, beam: int | None = None) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="viz-model", description="An instrumented Transformer translator.")
+    parser.add_argument("--version", action="version", version=f"viz-model {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("app", help="start the explorer in the browser (Streamlit), with the shipped model")
+    p.add_argument("--port", type=int, default=8501, help="the port to serve on (default 8501)")
+    p.add_argument("--address", default="", help="the address to serve on (default: every address)")
+    p.add_argument("--models", action="append", default=[], metavar="DIR",
+                   help="a folder of model directories to offer too (repeatable; imported models, your own)")
+    p.add_argument("--headless", action="store_true", help="do not open a browser window")
 
     p = sub.add_parser("translate", help="print the translation of TEXT")
     p.add_argument("text")
@@ -185,6 +195,12 @@ def _load(args: argparse.Namespace):
     from .api import load
 
     return load(args.model, device=args.device, search=args.search)
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from .launch import run_app
+
+    return run_app(args.port, args.models, args.address, args.headless)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -421,6 +437,6 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
+COMMANDS = {"app": cmd_app, "translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
             "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
             "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf}

@@ -13,11 +13,10 @@ import json
 import math
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-
-import tomllib
 
 T = TypeVar("T")
 

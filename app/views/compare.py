@@ -81,7 +81,7 @@ st.subheader("Two models, one sentence")
 others = [m for m in sessions.model_names() if m != session.name]
 if not others:
     st.info(f"Only one model is available ({session.name}): put a second model directory into "
-            f"{sessions.assets_root()} to compare two models on the same sentence.")
+            f"{sessions.roots_label()} to compare two models on the same sentence.")
     st.stop()
 state.clamp_choice("cmp_model", others, others[0], "Model")
 state.bound(st.selectbox, "Second model", "cmp_model", others)

@@ -170,7 +170,9 @@ with beyond:
                "vectors have no rows at all past max_positions.")
 
     st.subheader("Learned vs sinusoidal")
-    kinds = teaching.positional_kinds(sessions.assets_root(), sessions.model_names())
+    kinds = {}
+    for model_name in sessions.model_names():
+        kinds |= teaching.positional_kinds(sessions.root_of(model_name), [model_name])
     learned = sorted(name for name, kind in kinds.items() if kind == "learned")
     if not learned:
         st.info("No learned-position model is shipped yet, so there is nothing to compare with (training one takes "
@@ -185,7 +187,7 @@ with beyond:
             ss["pe_learned"] = learned[0]
         state.bound(st.selectbox, "Learned-position model", "pe_learned", learned)
         name = ss["pe_learned"]
-        root = sessions.assets_root()
+        root = sessions.root_of(name)
         try:
             other = sessions.load_model(str(root), name, sessions.model_stamp(root, name))
         except (OSError, ValueError, RuntimeError) as err:

@@ -29,6 +29,7 @@ def train(at, **settings):
     return ok(at.run(timeout=240))
 
 
+@pytest.mark.slow
 def test_a_short_training_draws_curves_snapshots_and_both_runs(tiny):
     at = train(page(tiny), watch_task="reverse")
     runs = at.session_state["watch_runs"]
@@ -54,6 +55,7 @@ def test_a_short_training_draws_curves_snapshots_and_both_runs(tiny):
     assert len(animation["frames"]) == len(runs["with sinusoidal PE"].snapshots)
 
 
+@pytest.mark.slow
 def test_own_sequence_and_its_errors(tiny):
     at = train(page(tiny), watch_compare=False)
     own = at.text_input(key="watch_own")
@@ -66,6 +68,7 @@ def test_own_sequence_and_its_errors(tiny):
     assert "symbols; the model was trained on 4 to 8" in messages(at)
 
 
+@pytest.mark.slow
 def test_the_npz_export_holds_every_snapshot(tiny):
     at = train(page(tiny), watch_compare=False)
     result = at.session_state["watch_runs"]["with sinusoidal PE"]
@@ -80,6 +83,7 @@ def test_the_npz_export_holds_every_snapshot(tiny):
     assert any("NPZ" in label for label in labels) and any("animation (HTML)" in label for label in labels)
 
 
+@pytest.mark.slow
 def test_a_stopped_run_keeps_what_it_learned(tiny):
     at = train(page(tiny), watch_compare=False)
     at.session_state["watch_running"] = True  # as a Stop click leaves it: the run was cut short

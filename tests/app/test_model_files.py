@@ -51,3 +51,25 @@ def test_a_second_models_config_linking_out_is_skipped(tiny, tmp_path):
     (tmp_path / "linked" / "config.json").symlink_to(tiny / TINY_MODEL / "config.json")
     kinds = teaching.positional_kinds(tmp_path, [TINY_MODEL, "linked"])
     assert kinds == {TINY_MODEL: "sinusoidal"}
+
+
+def test_models_from_several_folders_are_offered_and_served(tiny, tmp_path, monkeypatch):
+    """VIZ_MODEL_ASSETS with two folders (what `viz-model app --models DIR` passes): the picker offers the models of
+    both, the first folder wins a name both have, and a model of the second folder translates and draws."""
+    import os
+
+    import viz_model
+
+    second = tmp_path / "mine"
+    shutil.copytree(tiny / TINY_MODEL, second / "my-model")
+    shutil.copytree(tiny / TINY_MODEL, second / TINY_MODEL)  # the same name as the first folder's
+    (second / TINY_MODEL / "MODEL_CARD.md").write_text("# the second folder's copy\n")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", os.pathsep.join([str(tiny), str(second)]))
+    assert viz_model.available_models() == [TINY_MODEL, "my-model"]  # folder by folder
+    assert viz_model.api.model_root(TINY_MODEL) == tiny and viz_model.api.model_root("my-model") == second
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"beam": "1", "sentence": "Two dogs play.", "model": "my-model"})
+    at.run()
+    assert not at.exception and at.selectbox(key="w_model").value == "my-model"
+    assert sorted(at.selectbox(key="w_model").options) == sorted(f"{n} (en → de)" for n in (TINY_MODEL, "my-model"))
+    assert at.get("plotly_chart")

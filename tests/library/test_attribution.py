@@ -330,6 +330,7 @@ def test_the_shipped_model_explains_its_translation():
 
 
 # --- viz-model attribute ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_writes_faithfulness_per_sentence_method_and_k(capsys, model_dir, tiny_model, tmp_path):
     from support.cli import run
 
@@ -356,6 +357,7 @@ def test_cli_writes_faithfulness_per_sentence_method_and_k(capsys, model_dir, ti
     assert forced.groupby("sentence")["outputs"].first().tolist() == words
 
 
+@pytest.mark.slow
 def test_corpus_rows_are_the_same_with_worker_processes(model_dir):
     from viz_model.attribution.corpus import corpus_faithfulness
 
@@ -417,6 +419,7 @@ def test_aer_of_every_method_and_layer(tiny_model):
         attribution_aer([result], [Alignment(), Alignment()])
 
 
+@pytest.mark.slow
 def test_cli_aer_with_gold_alignments(capsys, model_dir, tmp_path):
     from support.cli import assert_user_error, run
 

@@ -146,6 +146,7 @@ def test_existing_output_is_refused(marian_folder, tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_imported_model_opens_on_every_page(marian_folder, tmp_path, monkeypatch):
     from support.app import check_every_page_opens
 

@@ -131,6 +131,7 @@ def test_missing_sentencepiece_model_is_named(m2m_folder, tmp_path, capsys):
     assert "sentencepiece.bpe.model" in err
 
 
+@pytest.mark.slow
 def test_an_imported_m2m100_model_opens_on_every_page(m2m_folder, tmp_path, monkeypatch):
     from support.app import check_every_page_opens
 

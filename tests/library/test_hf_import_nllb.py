@@ -166,6 +166,7 @@ def test_weights_above_the_file_limit_name_the_fp16_option(nllb_folder, tmp_path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_imported_nllb_model_opens_on_every_page(nllb_folder, tmp_path, monkeypatch):
     from support.app import check_every_page_opens
 

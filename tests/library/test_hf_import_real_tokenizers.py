@@ -91,6 +91,7 @@ def test_logits_and_every_attention_map_equal_hugging_face(real):
         assert torch.isinf(ours.logits[..., cfg.pad_id]).all()
 
 
+@pytest.mark.slow
 def test_greedy_output_and_axes_equal_generate(real):
     _, model, hf_tok, imported = real
     for text in sentences(WORDS_EN, 4, 13):

@@ -29,6 +29,7 @@ def cross_argmax_share(result) -> float:
     return float(np.mean(cross.argmax(axis=-1) == np.array(expected)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["copy", "reverse"])
 def test_copy_and_reverse_are_learned_and_attention_points_at_the_source(runs, task):
     result = runs[task, "sinusoidal"]
@@ -110,5 +111,7 @@ def test_two_trainings_at_once_each_get_what_they_would_alone():
         thread.join()
     for a, b in zip(alone, together):
         assert a.history == b.history and a.probe == b.probe
-        np.testing.assert_array_equal(a.snapshots[-1].cross[0], b.snapshots[-1].cross[0])
+        # equal but for the last bits: two trainings at once share PyTorch's intra-op threads, which can change the
+        # order of float sums (seen on a loaded 2-core machine); shared state would change far more than that
+        np.testing.assert_allclose(a.snapshots[-1].cross[0], b.snapshots[-1].cross[0], rtol=0, atol=1e-6)
     assert together[0].model is not together[1].model

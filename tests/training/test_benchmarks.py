@@ -26,6 +26,7 @@ def run_benchmark(script: str, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("baseline_bf16", [False, True])
 def test_bench_train_reports_both_systems_and_their_ratio(tmp_path, data_dir, baseline_bf16):
     """With a config of bf16 = false, ours runs fp32; --baseline-bf16 still gives the baseline bf16 autocast where
