@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import math
 import os
+import threading
 import time
 import unicodedata
 import warnings
@@ -40,7 +41,8 @@ from .inference import encode_source, translate_ids
 from .languages import LanguagePair, LanguagesError, read_languages
 from .model import HeadMask, Transformer
 from .pretrained_tokenizers import M2M100Tokenizer
-from .quantize import search_network_for
+from .quantize import int8_search_network, search_network_for
+from .scorers import draft_pays
 from .tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 from .training_facts import FactsError, TrainingFacts, load_training_facts
@@ -176,6 +178,7 @@ class TranslationModel:
         if search == "auto" and self.generation.rule == "transformers":
             search = "fp32"
         self.search_network = search_network_for(self.network, search)
+        self._draft = _DraftHolder()  # the int8 draft of full-precision searches, built on first use
         self.tokenizer = tokenizer
         self.name = name
         self.directory = directory
@@ -190,8 +193,21 @@ class TranslationModel:
 
     def with_search(self, search: str) -> TranslationModel:
         """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
-        return TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
+        view = TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
                                 self.training_stats, search, self.languages, self.training_facts, self.generation)
+        view._draft = self._draft  # one int8 draft per network, shared by every view
+        return view
+
+    def draft_network(self) -> Transformer | None:
+        """The int8 copy that drafts a full-precision search of one sentence (`viz_model.scorers.verified_search`:
+        the same decisions, a fraction of the passes over the weights), built on first use; None where it would
+        not pay (a decoder whose weights a CPU cache holds: `draft_pays`), where the search is int8 itself, on a
+        GPU, for weights other than float32 and without int8 kernels."""
+        first = next(self.network.parameters())
+        if self.search_network is not self.network or first.device.type != "cpu" or first.dtype != torch.float32 \
+                or not draft_pays(self.config):
+            return None
+        return self._draft.get(self.network)
 
     def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
                         ) -> Search:
@@ -287,7 +303,7 @@ class TranslationModel:
             raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
         sources = [self.encode(t, truncate) for t in batch]
         hyps = translate_ids(self.search_network, sources, search.beam, search.alpha, device=self.device,
-                             hf=search.hf)
+                             hf=search.hf, draft=self.draft_network())
         out = [self.tokenizer.decode(h.tokens) for h in hyps]
         return out[0] if single else out
 
@@ -323,7 +339,7 @@ class TranslationModel:
                 max_len = output_limits(src, self.network, search.hf)[0]
                 output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
                                          positions=positions, encoded=encoded if head_mask is None else None,
-                                         hf=search.hf)[0].tokens
+                                         hf=search.hf, draft=self.draft_network())[0].tokens
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions
@@ -391,7 +407,7 @@ class TranslationModel:
         src = torch.tensor([self.encode(text, truncate)], device=self.device)
         with torch.inference_mode():
             return beam_search_tree(self.search_network, src, search.beam, search.alpha, positions=positions,
-                                    hf=search.hf)
+                                    hf=search.hf, draft=self.draft_network())
 
     def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
                ) -> tuple[list[DecodingStep], float]:
@@ -405,6 +421,21 @@ class TranslationModel:
                 token=self.tokenizer.piece(out), probability=float(chosen[t].exp()), top_ids=ids,
                 top_tokens=self.tokenizer.pieces(ids), top_probabilities=top.values[t].exp().tolist()))
         return steps, float(chosen.sum())
+
+
+class _DraftHolder:
+    """One network's int8 draft, built once on first use (thread-safe: one model serves many sessions)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._built = False
+        self._draft: Transformer | None = None
+
+    def get(self, network: Transformer) -> Transformer | None:
+        with self._lock:
+            if not self._built:
+                self._draft, self._built = int8_search_network(network), True
+        return self._draft
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from .generation import HFGeneration
 from .model import EncoderOutput, Transformer
+from .scorers import StepScorer, TableScorer, verified_search
 
 
 @dataclass
@@ -88,12 +89,6 @@ def forced(log_probs: Tensor, token: int) -> Tensor:
     return out
 
 
-def expand_encoded(encoded: EncoderOutput, times: int) -> EncoderOutput:
-    index = torch.arange(encoded.hidden.shape[0], device=encoded.hidden.device).repeat_interleave(times)
-    return EncoderOutput(encoded.hidden.index_select(0, index), encoded.mask.index_select(0, index),
-                         has_padding=encoded.has_padding)
-
-
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = None) -> list[Hypothesis]:
     """Pick the most probable token at each step, for a batch of sources ``(batch, src_len)``."""
@@ -104,36 +99,26 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = 
 def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6,
                 max_lens: list[int] | None = None, positions: bool = True,
                 record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None,
-                hf: HFGeneration | None = None) -> list[Hypothesis]:
+                hf: HFGeneration | None = None, draft: Transformer | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
     `hf`: search by transformers' rule with these settings instead (`viz_model.transformers_search`; `alpha` is
-    its length_penalty, its limit its max_length, so `max_lens` must be left out); what follows is this project's.
-
-    A hypothesis ends at ``</s>`` or at its sentence's length limit (with ``</s>`` forced there when the config's
-    `eos_at_limit` says so, as Hugging Face's ``forced_eos_token_id`` does). A sentence stops (as OpenNMT does) as soon
-    as the best candidate of a step ends in ``</s>``, or earlier when no hypothesis still alive can beat the best
-    finished one (`_cannot_improve`, which changes no result); the result is the finished hypothesis with the best
-    length-penalised score. Beam 1 is exactly greedy search. (Stopping once `beam` hypotheses have finished, as
-    Hugging Face's ``early_stopping=True`` does, cuts off the longer ones: it cost the shipped model 0.7 BLEU on
-    Multi30K val, with translations 6% shorter than the references.)
+    its length_penalty, its limit its max_length, so `max_lens` must be left out); `_project_search` says this
+    project's rule. `draft`: an int8 copy of `model` that searches a single sentence first, so that `model` decodes
+    the draft's prefixes in one pass and decides on those numbers (`viz_model.scorers.verified_search`: the same
+    decisions as `model` searching alone, far fewer passes over its weights).
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
     a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with
     ``need_weights=True`` (what the search itself runs: the fused kernel's rounding differs slightly).
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
-    if hf is not None:
-        if max_lens is not None:
-            raise ValueError("transformers' rule takes its length limit from its settings (max_length): leave "
-                             "max_lens out")
-        from .transformers_search import transformers_search
-
-        return transformers_search(model, src, hf, beam, alpha, positions, record, encoded)
-    batch, device = src.shape[0], src.device
+    batch = src.shape[0]
     if record is not None and batch != 1:
         raise ValueError(f"recording a beam search needs one sentence, got a batch of {batch}")
-    max_lens = max_lens or max_output_lengths(src, model)
+    if hf is not None and max_lens is not None:
+        raise ValueError("transformers' rule takes its length limit from its settings (max_length): leave max_lens out")
+    max_lens = max_lens or output_limits(src, model, hf)
     if len(max_lens) != batch:
         raise ValueError(f"max_lens has {len(max_lens)} entries for a batch of {batch}")
     if encoded is None:  # the instrumented attention path, as in a trace's encoder pass: a trace hands its encoding
@@ -142,21 +127,46 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     elif encoded.hidden.shape[:2] != src.shape:
         raise ValueError(f"encoded is of a source of shape {tuple(encoded.hidden.shape[:2])}, src is "
                          f"{tuple(src.shape)}")
-    encoded = expand_encoded(encoded, beam)
-    eos, pad, rows_total = model.config.eos_id, model.config.pad_id, batch * beam
+
+    def run(scorer: StepScorer | TableScorer, final: bool = True) -> list[Hypothesis]:
+        steps = record if final else None
+        if hf is not None:
+            from .transformers_search import transformers_search
+
+            return transformers_search(model, scorer, batch, hf, beam, alpha, steps)
+        return _project_search(model, scorer, batch, beam, alpha, max_lens, steps)
+
+    if draft is not None and batch == 1:
+        return verified_search(run, model, draft, encoded, beam, positions)[0]
+    return run(StepScorer(model, encoded.repeated(beam), positions))
+
+
+def _project_search(model: Transformer, scorer: StepScorer | TableScorer, batch: int, beam: int, alpha: float,
+                    max_lens: list[int], record: list[BeamStep] | None) -> list[Hypothesis]:
+    """This project's rule. A hypothesis ends at ``</s>`` or at its sentence's length limit (with ``</s>`` forced
+    there when the config's `eos_at_limit` says so, as Hugging Face's ``forced_eos_token_id`` does). A sentence stops
+    (as OpenNMT does) as soon as the best candidate of a step ends in ``</s>``, or earlier when no hypothesis still
+    alive can beat the best finished one (`_cannot_improve`, which changes no result); the result is the finished
+    hypothesis with the best length-penalised score. Beam 1 is exactly greedy search. (Stopping once `beam`
+    hypotheses have finished, as Hugging Face's ``early_stopping=True`` does, cuts off the longer ones: it cost the
+    shipped model 0.7 BLEU on Multi30K val, with translations 6% shorter than the references.)"""
+    cfg = model.config
+    device = next(model.parameters()).device
+    eos, pad, rows_total = cfg.eos_id, cfg.pad_id, batch * beam
+    never = torch.tensor(cfg.never_emitted, dtype=torch.long, device=device) if cfg.never_emitted else None
     prefixes: list[list[int]] = [[] for _ in range(rows_total)]  # per row: the ids generated so far (no <s>)
-    last = torch.full((rows_total, 1), model.config.bos_id, dtype=torch.long, device=device)  # the decoder's input
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     done = [False] * batch
-    cache = None
     for step in range(max(max_lens)):
-        out = model.decode(last, encoded, cache=cache, offset=step, positions=positions)
-        log_probs = torch.log_softmax(model.logits(out.hidden[:, -1]).float(), dim=-1)
-        if step == 0 and model.config.forced_first_id is not None:  # M2M100's target language code, as Hugging
-            log_probs = forced(log_probs, model.config.forced_first_id)  # Face forces it: the only choice, score 0
-        if model.config.eos_at_limit:  # the last token the limit allows is </s> (Hugging Face's forced_eos_token_id)
+        logits = scorer.scores((scores.view(-1) > float("-inf")).tolist())
+        if never is not None:  # the ids the model never outputs (a Marian model's pad)
+            logits = logits.index_fill(-1, never, float("-inf"))
+        log_probs = torch.log_softmax(logits, dim=-1)
+        if step == 0 and cfg.forced_first_id is not None:  # M2M100's target language code, as Hugging
+            log_probs = forced(log_probs, cfg.forced_first_id)  # Face forces it: the only choice, score 0
+        if cfg.eos_at_limit:  # the last token the limit allows is </s> (Hugging Face's forced_eos_token_id)
             ending = [b * beam + r for b in range(batch) if step + 1 == max_lens[b] for r in range(beam)]
             if ending:
                 rows_ending = torch.tensor(ending, device=device)
@@ -205,9 +215,7 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         if all(done):
             break
         prefixes = [prefixes[r] + [t] for r, t in zip(rows, next_tokens)]
-        flat_rows = torch.tensor(rows, device=device)
-        last = torch.tensor(next_tokens, device=device).view(-1, 1)
-        cache = [layer.reorder(flat_rows, same_source=True) for layer in out.cache]
+        scorer.advance(rows, next_tokens)
         scores = torch.tensor(next_scores, device=device).view(batch, beam)
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
 
@@ -246,7 +254,8 @@ def _record_step(step: int, prefixes: list[list[int]], scores: Tensor, row_score
 
 
 def beam_search_tree(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                     positions: bool = True, hf: HFGeneration | None = None) -> BeamTree:
+                     positions: bool = True, hf: HFGeneration | None = None, draft: Transformer | None = None
+                     ) -> BeamTree:
     """Beam search for one source ``(1, src_len)``, recording every step: the hypotheses extended, their best
     continuations with cumulative and length-penalised scores, and which were kept, finished or pruned.
 
@@ -260,7 +269,8 @@ def beam_search_tree(model: Transformer, src: Tensor, beam: int = 4, alpha: floa
         raise ValueError("transformers' rule takes its length limit from its settings (max_length)")
     max_lens = [max_len] if max_len is not None else output_limits(src, model, hf)
     steps: list[BeamStep] = []
-    best = beam_search(model, src, beam, alpha, None if hf else max_lens, positions=positions, record=steps, hf=hf)[0]
+    best = beam_search(model, src, beam, alpha, None if hf else max_lens, positions=positions, record=steps, hf=hf,
+                       draft=draft)[0]
     finished = [Hypothesis(prefix + [c.token], c.log_prob, c.score)
                 for s in steps for c in s.candidates if c.status == "finished"
                 for prefix in [s.alive[c.parent]]]

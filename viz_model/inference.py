@@ -21,12 +21,13 @@ def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
 
 def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,
                   batch_tokens: int = 6000, device: torch.device | None = None,
-                  progress: Callable[[int], None] | None = None, hf: HFGeneration | None = None
-                  ) -> list[Hypothesis]:
+                  progress: Callable[[int], None] | None = None, hf: HFGeneration | None = None,
+                  draft: Transformer | None = None) -> list[Hypothesis]:
     """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved.
 
     An int8 search network decodes one sentence at a time (see `viz_model.quantize.rows_interact`). `hf`: search
-    by transformers' rule with these settings (see `viz_model.decoding.beam_search`)."""
+    by transformers' rule with these settings; `draft`: an int8 draft for a batch of one sentence (see
+    `viz_model.decoding.beam_search`)."""
     device = device or next(model.parameters()).device
     if rows_interact(model):
         batch_tokens = 0
@@ -39,7 +40,7 @@ def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, a
             end += 1
         chunk = order[start:end]
         src = pad([sources[i] for i in chunk], model.config.pad_id).to(device)
-        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha, hf=hf)):
+        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha, hf=hf, draft=draft)):
             results[i] = hyp
         if progress is not None:
             progress(len(chunk))

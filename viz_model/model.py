@@ -185,6 +185,12 @@ class EncoderOutput:
         """The mask cross-attention applies (None when nothing is padding, which lets the fused kernel run bare)."""
         return self.mask if self.has_padding else None
 
+    def repeated(self, times: int) -> EncoderOutput:
+        """Each source row `times` times over (one per beam), without its records."""
+        index = torch.arange(self.hidden.shape[0], device=self.hidden.device).repeat_interleave(times)
+        return EncoderOutput(self.hidden.index_select(0, index), self.mask.index_select(0, index),
+                             has_padding=self.has_padding)
+
 
 @dataclass
 class DecoderOutput:
@@ -388,11 +394,13 @@ class Transformer(nn.Module):
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
                head_mask: HeadMask | None = None, positions: bool = True,
-               token_embeddings: Tensor | None = None) -> DecoderOutput:
+               token_embeddings: Tensor | None = None, position_ids: Tensor | None = None) -> DecoderOutput:
         """Run the decoder over ``tgt`` ``(batch, tgt_len)`` (positions ``offset..``) attending to `encoded`.
 
         Pass the `cache` returned by the previous call to decode one step at a time (O(length) per step).
-        ``positions=False`` leaves the positional encodings out.
+        ``positions=False`` leaves the positional encodings out. `position_ids` ``(batch, tgt_len)`` gives each
+        token its own position (a tree of prefixes decoded at once: each node at its depth, `tgt_mask` letting it
+        see its ancestors only).
         """
         self._check_ids(tgt, "tgt")
         if tgt.shape[0] != encoded.hidden.shape[0]:
@@ -400,7 +408,7 @@ class Transformer(nn.Module):
         # one new query per step sees every cached key: the causal mask is all True then, so it is left out
         causal = None if cache is not None and tgt.shape[1] == 1 else causal_mask(tgt.shape[1], tgt.device, offset)
         self_mask = combine_masks(causal, tgt_mask)
-        x = self.embed(tgt, "target", offset, positions, token_embeddings)
+        x = self.embed(tgt, "target", offset, positions, token_embeddings, position_ids)
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .decoding import BeamCandidate, BeamStep, Hypothesis, expand_encoded
+from .decoding import BeamCandidate, BeamStep, Hypothesis
 from .generation import HFGeneration
-from .model import EncoderOutput, Transformer
+from .model import Transformer
+from .scorers import StepScorer, TableScorer
 
 NEG = -1.0e9  # transformers' "very large negative value" (not -inf: it keeps arithmetic on masked beams finite)
 
@@ -82,48 +83,32 @@ def _repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int],
 
 
 @torch.inference_mode()
-def transformers_search(model: Transformer, src: Tensor, hf: HFGeneration, beam: int, alpha: float,
-                        positions: bool = True, record: list[BeamStep] | None = None,
-                        encoded: EncoderOutput | None = None) -> list[Hypothesis]:
-    """The best hypothesis of each source of ``(batch, src_len)`` as transformers' ``generate`` finds it: greedy
-    search for one beam, its beam search otherwise, with `hf`'s settings and `alpha` as its length_penalty.
-
-    `record` (one sentence) gets a `BeamStep` per step; `encoded`: `src` already encoded with
-    ``need_weights=True``, as `viz_model.decoding.beam_search` takes it."""
-    if encoded is None:
-        encoded = model.encode(src, need_weights=True, positions=positions)
+def transformers_search(model: Transformer, scorer: StepScorer | TableScorer, batch: int, hf: HFGeneration,
+                        beam: int, alpha: float, record: list[BeamStep] | None = None) -> list[Hypothesis]:
+    """The best hypothesis of each of `batch` sources as transformers' ``generate`` finds it: greedy search for
+    one beam, its beam search otherwise, with `hf`'s settings and `alpha` as its length_penalty; the logits come
+    from `scorer` (`batch * beam` rows, see `viz_model.scorers`). `record` (one sentence) gets a `BeamStep` per
+    step. Called by `viz_model.decoding.beam_search`."""
     max_new = hf.max_new_tokens(model.config)
-    processors = Processors(hf, model, max_new, src.device)
-    if record is not None and src.shape[0] != 1:
-        raise ValueError(f"recording a beam search needs one sentence, got a batch of {src.shape[0]}")
+    processors = Processors(hf, model, max_new, next(model.parameters()).device)
     if beam == 1:
-        return _greedy(model, src.shape[0], encoded, processors, max_new, alpha, positions, record)
-    return _beam(model, src.shape[0], encoded, processors, max_new, beam, alpha, hf.early_stopping, positions,
-                 record)
+        return _greedy(model, scorer, batch, processors, max_new, alpha, record)
+    return _beam(model, scorer, batch, processors, max_new, beam, alpha, hf.early_stopping, record)
 
 
-def _next_scores(model: Transformer, last: Tensor, encoded: EncoderOutput, cache: list | None, step: int,
-                 positions: bool) -> tuple[Tensor, list]:
-    """The logits of the next token of each row (float32, no id masked: transformers bans ids through its
-    processors) and the decoder's cache."""
-    out = model.decode(last, encoded, cache=cache, offset=step, positions=positions)
-    return model.logits(out.hidden[:, -1], mask_never_emitted=False).float(), out.cache
-
-
-def _greedy(model: Transformer, batch: int, encoded: EncoderOutput, processors: Processors, max_new: int,
-            alpha: float, positions: bool, record: list[BeamStep] | None) -> list[Hypothesis]:
+def _greedy(model: Transformer, scorer: StepScorer | TableScorer, batch: int, processors: Processors, max_new: int,
+            alpha: float, record: list[BeamStep] | None) -> list[Hypothesis]:
     """transformers' greedy search: the arg-max of the processed logits until ``</s>`` or the limit."""
     cfg = model.config
     sequences = [[cfg.bos_id] for _ in range(batch)]
     log_probs = [0.0] * batch
     done = [False] * batch
-    last = torch.full((batch, 1), cfg.bos_id, dtype=torch.long, device=encoded.hidden.device)
-    cache = None
     for step in range(max_new):
-        logits, cache = _next_scores(model, last, encoded, cache, step, positions)
+        logits = scorer.scores([not d for d in done])
         chosen = processors(logits, sequences, step + 1).argmax(dim=-1)
         chosen_log_probs = processors(logits.log_softmax(dim=-1), sequences, step + 1).gather(1, chosen[:, None])
-        for b, (token, lp) in enumerate(zip(chosen.tolist(), chosen_log_probs[:, 0].tolist())):
+        tokens = chosen.tolist()
+        for b, (token, lp) in enumerate(zip(tokens, chosen_log_probs[:, 0].tolist())):
             if done[b]:
                 continue
             before = log_probs[b]
@@ -137,16 +122,15 @@ def _greedy(model: Transformer, batch: int, encoded: EncoderOutput, processors: 
                 record.append(BeamStep(step, [sequences[b][1:-1]], [before], [candidate], stopped=ended))
         if all(done):
             break
-        last = chosen[:, None]
+        scorer.advance(list(range(batch)), tokens)
     return [Hypothesis(s[1:], lp, lp / (len(s) - 1) ** alpha) for s, lp in zip(sequences, log_probs)]
 
 
-def _beam(model: Transformer, batch: int, encoded: EncoderOutput, processors: Processors, max_new: int, beam: int,
-          alpha: float, early_stopping: bool | str, positions: bool, record: list[BeamStep] | None
-          ) -> list[Hypothesis]:
+def _beam(model: Transformer, scorer: StepScorer | TableScorer, batch: int, processors: Processors, max_new: int,
+          beam: int, alpha: float, early_stopping: bool | str, record: list[BeamStep] | None) -> list[Hypothesis]:
     """transformers' beam search (``_beam_search``), a batch of sentences at once."""
     cfg = model.config
-    device = encoded.hidden.device
+    device = next(model.parameters()).device
     max_length = max_new + 1
     keep = 2 * beam  # transformers: max(2, 1 + number of eos ids) * num_beams
     top_beams = torch.arange(keep, device=device) < beam
@@ -158,12 +142,9 @@ def _beam(model: Transformer, batch: int, encoded: EncoderOutput, processors: Pr
     running: list[list[int]] = [[] for _ in range(batch * beam)]  # generated ids of each row (no start token)
     placeholder = Hypothesis([cfg.eos_id], float("-inf"), NEG)  # a slot no finished hypothesis has filled
     finished: list[list[Hypothesis]] = [[placeholder] * beam for _ in range(batch)]
-    encoded = expand_encoded(encoded, beam)
-    last = torch.full((batch * beam, 1), cfg.bos_id, dtype=torch.long, device=device)
-    cache = None
     cur_len = 1
     while True:
-        logits, cache = _next_scores(model, last, encoded, cache, cur_len - 1, positions)
+        logits = scorer.scores((running_scores.view(-1) > NEG / 2).tolist())
         vocab = logits.shape[-1]
         log_probs = processors(logits.log_softmax(dim=-1), [[cfg.bos_id, *r] for r in running], cur_len)
         log_probs = (log_probs.view(batch, beam, vocab) + running_scores[:, :, None]).reshape(batch, -1)
@@ -215,8 +196,7 @@ def _beam(model: Transformer, batch: int, encoded: EncoderOutput, processors: Pr
                 record[-1].stopped = True
             break
         rows = (next_parents + torch.arange(batch, device=device)[:, None] * beam).view(-1)
-        cache = [layer.reorder(rows, same_source=True) for layer in cache]
-        last = next_tokens.reshape(-1, 1)
+        scorer.advance(rows.tolist(), next_tokens.view(-1).tolist())
     return [hyps[0] for hyps in finished]
 
 

@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""The exact path at opus-mt size, side by side with CTranslate2 and Hugging Face in one run (issue 36).
+
+The model: bench_hf's random opus-mt-en-de-size Marian (d 512, 6+6 layers, vocabulary 58,101, 74M parameters),
+fitted for ``--fit`` steps so that it ends its translations (one 22-token German sentence for any input), with
+opus-mt-en-de's generation config; imported with ``viz-model import``, and converted by CTranslate2's own converter
+(float32 and int8). Every system translates the same ``--sentences`` English sentences (bench_app's generator, 15
+words each) with beam 4 and 2 threads, CTranslate2 held to the same number of tokens:
+
+* ours, what the app runs on Translate (``model.trace``: the search, then the full trace of every map and step):
+  transformers' rule in full precision (an imported model's default: an int8 draft verified in one pass over its
+  tree of prefixes, `viz_model.scorers`), the same search step by step (the draft switched off), this project's rule
+  in full precision, and transformers' rule with int8 weights (inexact);
+* CTranslate2 ``translate_batch`` float32 and int8 (the translation only: it records no per-head maps);
+* Hugging Face ``generate`` with ``output_attentions=True``.
+
+Then the shipped model (``mixed-en-de``, trained) written as a Marian folder (``viz-model export-hf``): our trace
+against ``generate`` on the same trained weights.
+
+Each system lives in a process of its own (two OpenMP runtimes in one process slow each other down: after a
+CTranslate2 call our trace took 1.6x as long in the same process); the runs alternate between the processes, round by
+round, and each round translates every sentence once. Reported: per-sentence p50 over all rounds, and ratios of
+p50s. Writes ``benchmarks/results/bench_peers.json``.
+
+    python benchmarks/bench_peers.py            # ~8 min (2 of them fitting); needs ctranslate2 and transformers
+    python benchmarks/bench_peers.py --quick    # a smoke run (no results file)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_app import sentences as app_sentences
+from bench_hf import build_folder, fit
+from bench_trace import percentiles
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results" / "bench_peers.json"
+BEAM = 4
+OURS = {"ours_transformers_fp32": ("auto", "transformers", True),
+        "ours_transformers_fp32_stepwise": ("auto", "transformers", False),
+        "ours_project_fp32": ("fp32", "project", True),
+        "ours_transformers_int8": ("int8", "transformers", True)}
+
+
+def make_system(name: str, root: Path, texts: list[str], steps: int):
+    """The callable that translates `texts` once with system `name` (built inside the worker's own process)."""
+    import torch
+
+    torch.set_num_threads(2)
+    if name in OURS or name == "shipped_ours_trace":
+        import viz_model
+
+        if name == "shipped_ours_trace":
+            model, rule, draft = viz_model.load(device="cpu"), None, True
+        else:
+            search, rule, draft = OURS[name]
+            model = viz_model.load(root / "imported", device="cpu", search=search)
+        if not draft:
+            model.draft_network = lambda: None  # the same search with its draft switched off: step by step
+        return lambda: [model.trace(text, rule=rule) for text in texts]
+    import transformers
+
+    folder = root / ("shipped-marian" if name.startswith("shipped") else "opus-mt-size")
+    tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
+    if name.startswith("ctranslate2"):
+        import ctranslate2
+
+        translator = ctranslate2.Translator(str(root / name), device="cpu", inter_threads=1, intra_threads=2)
+        tokens = [tokenizer.convert_ids_to_tokens(tokenizer(text).input_ids) for text in texts]
+        return lambda: [translator.translate_batch([t], beam_size=BEAM, min_decoding_length=steps,
+                                                   max_decoding_length=steps) for t in tokens]
+    marian = transformers.MarianMTModel.from_pretrained(folder, attn_implementation="eager").eval()
+    settings = {"output_attentions": True, "return_dict_in_generate": True}
+    if not name.startswith("shipped"):
+        settings |= {"min_new_tokens": steps, "max_new_tokens": steps}
+    ids = [tokenizer(text, return_tensors="pt").input_ids for text in texts]
+
+    def generate() -> None:
+        with torch.inference_mode():
+            for input_ids in ids:
+                marian.generate(input_ids=input_ids, **settings)
+    return generate
+
+
+def worker(connection, name: str, root: str, texts: list[str], steps: int) -> None:
+    """Build system `name`, then time one call per request until told to stop."""
+    run = make_system(name, Path(root), texts, steps)
+    run()  # warm
+    connection.send("ready")
+    while connection.recv() == "run":
+        started = time.perf_counter()
+        run()
+        connection.send((time.perf_counter() - started) * 1000 / len(texts))
+
+
+def prepare(root: Path, fit_steps: int, count: int) -> tuple[list[str], dict]:
+    """The fitted folder, its import, its CTranslate2 conversions and the shipped model's export; the sentences."""
+    import ctranslate2
+
+    import viz_model
+    from viz_model.hf_import import import_model
+
+    folder = build_folder(root)
+    fit(folder, fit_steps)
+    import_model(str(folder), root / "imported")
+    for quantization in ("float32", "int8"):
+        ctranslate2.converters.TransformersConverter(str(folder)).convert(str(root / f"ctranslate2_{quantization}"),
+                                                                          quantization=quantization)
+    subprocess.run([sys.executable, "-m", "viz_model", "export-hf", str(viz_model.api.ASSETS_DIR /
+                    viz_model.DEFAULT_MODEL), "--out", str(root / "shipped-marian")], check=True, capture_output=True)
+    texts = app_sentences(count, 7)
+    model = viz_model.load(root / "imported", device="cpu")
+    stepwise = viz_model.load(root / "imported", device="cpu")
+    stepwise.draft_network = lambda: None
+    outputs = [model.trace(t).output_ids for t in texts]
+    facts = {"sentences": len(texts), "parameters": model.network.num_parameters(),
+             "steps": sorted({len(o) for o in outputs}),
+             "verified_equals_stepwise": outputs == [stepwise.trace(t).output_ids for t in texts]}
+    return texts, facts
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("--rounds", type=int, default=8, help="rounds of every system over every sentence (default 8)")
+    p.add_argument("--sentences", type=int, default=10, help="sentences per round (default 10)")
+    p.add_argument("--fit", type=int, default=60, help="Adam steps that teach the random model to end (default 60)")
+    p.add_argument("--quick", action="store_true", help="2 rounds of 3 sentences, no results file")
+    args = p.parse_args()
+    if args.quick:
+        args.rounds, args.sentences = 2, 3
+    names = [*OURS, "ctranslate2_float32", "ctranslate2_int8", "hf_generate_attentions", "shipped_ours_trace",
+             "shipped_hf_generate_attentions"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        texts, facts = prepare(root, args.fit, args.sentences)
+        context = multiprocessing.get_context("spawn")
+        workers = {}
+        for name in names:  # one at a time: building a system alone, not beside the others' start-up
+            here, there = context.Pipe()
+            process = context.Process(target=worker, args=(there, name, str(root), texts, facts["steps"][-1]))
+            process.start()
+            assert here.recv() == "ready"
+            workers[name] = (here, process)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for round_ in range(args.rounds):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                workers[name][0].send("run")
+                times[name].append(workers[name][0].recv())
+        for connection, process in workers.values():
+            connection.send("stop")
+            process.join()
+    result = {name: percentiles(ms) for name, ms in times.items()}
+    p50 = {name: statistics.median(ms) for name, ms in times.items()}
+    ratios = {f"ctranslate2_float32_vs_{name}": round(p50["ctranslate2_float32"] / p50[name], 2) for name in OURS}
+    ratios["hf_vs_ours_transformers_fp32"] = round(p50["hf_generate_attentions"] / p50["ours_transformers_fp32"], 2)
+    ratios["stepwise_vs_verified"] = round(p50["ours_transformers_fp32_stepwise"] / p50["ours_transformers_fp32"], 2)
+    ratios["shipped_hf_vs_ours"] = round(p50["shipped_hf_generate_attentions"] / p50["shipped_ours_trace"], 2)
+    result |= {"ratios": ratios, **facts, "beam": BEAM, "threads": 2, "rounds": args.rounds,
+               "unit": "ms per sentence"}
+    print(json.dumps(result, indent=2))
+    if not args.quick:
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {RESULTS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

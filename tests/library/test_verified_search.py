@@ -1,0 +1,120 @@
+"""A full-precision search drafted by the int8 copy and verified in one pass over the draft's tree of prefixes
+(`viz_model.scorers.verified_search`, issue 36) decides exactly as the full-precision search step by step."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+import viz_model
+from viz_model import scorers
+from viz_model.config import ModelConfig
+from viz_model.decoding import beam_search, beam_search_tree
+from viz_model.quantize import int8_search_network
+from viz_model.scorers import PrefixTree, StepScorer, draft_pays, verified_search
+
+SHIPPED = viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL
+MULTI30K_VAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k" / "val.en.gz"
+FALLBACK = ["Two dogs are playing in the snow.", "A man in a red jacket reads a newspaper on a bench.",
+            "The children laugh while their father cooks dinner.", "Where is the station?",
+            "Three people walk along a beach at sunset, carrying surfboards and a large cooler."]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return viz_model.load(SHIPPED, device="cpu", search="fp32")
+
+
+@pytest.fixture(scope="module")
+def draft(shipped):
+    return int8_search_network(shipped.network)
+
+
+def sentences(count: int) -> list[str]:
+    if not MULTI30K_VAL.is_file():
+        return FALLBACK
+    with gzip.open(MULTI30K_VAL, "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f][:count]
+
+
+@pytest.mark.parametrize("rule", ["project", "transformers"])
+def test_verified_decisions_equal_the_step_by_step_search(shipped, draft, rule, monkeypatch):
+    search = shipped.search_settings(rule)
+    rounds = []
+    original = scorers.verified_search
+    monkeypatch.setattr(viz_model.decoding, "verified_search",
+                        lambda *a, **k: rounds.append((result := original(*a, **k))[1]) or result)
+    texts = sentences(40)
+    with torch.inference_mode():
+        for text in texts:
+            src = torch.tensor([shipped.encode(text)])
+            plain = beam_search(shipped.network, src, search.beam, search.alpha, hf=search.hf)[0]
+            verified = beam_search(shipped.network, src, search.beam, search.alpha, hf=search.hf, draft=draft)[0]
+            assert verified.tokens == plain.tokens, text
+            assert verified.score == pytest.approx(plain.score, abs=1e-4)
+    assert len(rounds) == len(texts) and max(rounds) > 1  # the rounds after a miss ran, too
+
+
+def test_the_tree_pass_gives_the_step_by_step_logits(shipped):
+    text = "A man in a red jacket reads a newspaper on a bench."
+    with torch.inference_mode():
+        src = torch.tensor([shipped.encode(text)])
+        encoded = shipped.network.encode(src, need_weights=True)
+        output = beam_search(shipped.network, src, 4, 0.6, encoded=encoded)[0].tokens
+        prefixes = {tuple(output[:k]) for k in range(len(output))} | {(5, 6, 7), (5, 9)}
+        whole = PrefixTree(shipped.network, encoded)
+        whole.extend(prefixes)
+        grown = PrefixTree(shipped.network, encoded)
+        grown.extend({(5, 9)})
+        grown.extend(prefixes)  # the second pass reads the first one's keys and values from the cache
+        for prefix in prefixes:
+            step = StepScorer.from_prefixes(shipped.network, encoded, [prefix]).scores()[0]
+            torch.testing.assert_close(whole.logits[whole.index[prefix]], step, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(grown.logits[grown.index[prefix]], step, atol=1e-4, rtol=1e-4)
+
+
+def test_after_its_last_round_it_searches_step_by_step(shipped, draft):
+    text = "Three people walk along a beach at sunset, carrying surfboards and a large cooler."
+    with torch.inference_mode():
+        src = torch.tensor([shipped.encode(text)])
+        encoded = shipped.network.encode(src, need_weights=True)
+        plain = beam_search(shipped.network, src, 4, 0.6, encoded=encoded)[0]
+
+        def run(scorer, final=True):
+            return viz_model.decoding._project_search(shipped.network, scorer, 1, 4, 0.6, [len(src[0]) + 50], None)
+
+        result, rounds = verified_search(run, shipped.network, draft, encoded, 4, rounds=0)
+    assert rounds == 1 and result[0].tokens == plain.tokens
+
+
+def test_a_recorded_tree_is_the_step_by_step_searchs(shipped, draft):
+    text = "The children laugh while their father cooks dinner."
+    with torch.inference_mode():
+        src = torch.tensor([shipped.encode(text)])
+        for hf in (None, shipped.generation.transformers):
+            plain = beam_search_tree(shipped.network, src, 4, 1.0, hf=hf)
+            verified = beam_search_tree(shipped.network, src, 4, 1.0, hf=hf, draft=draft)
+            assert verified.best.tokens == plain.best.tokens and len(verified.steps) == len(plain.steps)
+            for a, b in zip(plain.steps, verified.steps):
+                assert a.alive == b.alive
+                assert [(c.parent, c.token, c.status) for c in a.candidates] == \
+                       [(c.parent, c.token, c.status) for c in b.candidates]
+
+
+def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_holds(shipped, monkeypatch):
+    opus = ModelConfig(vocab_size=58_101, encoder_layers=6, decoder_layers=6, d_model=512, heads=8, d_ff=2048)
+    assert draft_pays(opus) and not draft_pays(shipped.config)
+    assert shipped.draft_network() is None
+    monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
+    used = []
+    original = scorers.verified_search
+    monkeypatch.setattr(viz_model.decoding, "verified_search", lambda *a, **k: used.append(1) or original(*a, **k))
+    model = viz_model.load(SHIPPED, device="cpu", search="fp32")
+    assert model.draft_network() is not None and model.with_search("fp32").draft_network() is model.draft_network()
+    assert model.with_search("int8").draft_network() is None  # an int8 search needs no draft
+    trace = model.trace(FALLBACK[1])
+    assert used and trace.translation == shipped.trace(FALLBACK[1]).translation
+    assert model.translate(FALLBACK[:3]) == shipped.translate(FALLBACK[:3])  # a batch searches step by step
