@@ -14,11 +14,14 @@ holds them only where they differ.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode, urlparse
 
 import streamlit as st
 
-from viz_model.api import MAX_BEAM
+from viz_model.api import MAX_BEAM, MAX_TOP_K
 from viz_model.generation import MAX_LENGTH_PENALTY, RULES
 from viz_model.kinds import KIND_LABELS
 from viz_model.plot import attention as figures
@@ -36,9 +39,10 @@ DEFAULTS = {"decoding": "beam", "beam": 4, "alpha": 0.6, "top_k": 5, "truncate":
 
 
 URL_KEYS = ("sentence", "target", "model", "view", "kind", "layer", "head", "level", "rule", "beam", "alpha",
-            "search", "lang")
+            "search", "lang", "top_k")
 
 
+MAX_TOP_K_SHOWN = min(MAX_TOP_K, 20)  # the sidebar's top-k slider
 SEARCH_LABELS = {"auto": "Auto (int8 for this project's models on the CPU, else full precision)", "int8": "int8",
                  "fp32": "Full precision (fp32)"}
 RULE_LABELS = {"auto": "The model's own", "transformers": "As transformers' generate",
@@ -114,6 +118,12 @@ def init_state(models: list[str]) -> None:
             bad("alpha", alpha, f"use a length penalty from {-MAX_LENGTH_PENALTY:g} to {MAX_LENGTH_PENALTY:g}")
     ss["_linked_search"] = linked
     choose("search", SEARCH_LABELS)
+    top_k = qp.get("top_k")
+    if top_k is not None:
+        if 1 <= url_number(top_k) <= MAX_TOP_K_SHOWN:
+            ss["top_k"] = url_number(top_k)
+        else:
+            bad("top_k", top_k, f"use a number of candidates from 1 to {MAX_TOP_K_SHOWN}")
     ss["lang"] = qp.get("lang", "")  # a many-to-many model's target language: checked against the model's codes
     ss["_url_problems"] = problems
 
@@ -189,16 +199,98 @@ def url_state() -> dict[str, str]:
         params["alpha"] = f"{float(ss['alpha']):g}"
     if ss.get("search", DEFAULTS["search"]) != DEFAULTS["search"]:
         params["search"] = ss["search"]
+    if int(ss.get("top_k", DEFAULTS["top_k"])) != DEFAULTS["top_k"]:
+        params["top_k"] = str(ss["top_k"])
     if ss.get("lang"):
         params["lang"] = ss["lang"]
     return params
 
 
 def sync_url() -> None:
-    params = url_state()
-    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    params = url_state() | page_params()
+    current = {k: st.query_params.get(k) for k in st.query_params}
     if current != params:
         st.query_params.from_dict(params)
+
+
+# --- a page's own settings in the link ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Linked:
+    """One setting of a page in the shared link: its URL name, how a URL value becomes the state's value (a
+    `ValueError` saying what is allowed when it cannot), and back."""
+
+    name: str
+    parse: Callable[[str], Any]
+    format: Callable[[Any], str] = str
+
+
+def page_link(settings: dict[str, Linked]) -> None:
+    """Put this page's settings (state key -> `Linked`) into the link: on the page's first run in a session, a value
+    the link holds goes into session state (before the page draws its widgets; a bad one is reported); every run
+    then writes them into the link (`sync_url`), so that a link restores everything the page shows."""
+    ss = st.session_state
+    read = ss.setdefault("_page_links_read", set())
+    problems = []
+    for key, linked in settings.items():
+        if key in read:
+            continue
+        read.add(key)
+        raw = st.query_params.get(linked.name)
+        if raw is None:
+            continue
+        try:
+            ss[key] = linked.parse(raw)
+        except ValueError as err:
+            problems.append(f"`{linked.name}={raw[:60].replace('`', chr(39))}` ignored: {err}")
+    if problems:
+        st.warning("Some link parameters could not be used:\n\n" + "\n".join(f"- {p}" for p in problems))
+    ss["_page_link_settings"] = settings
+    sync_url()  # now too: a page that stops early (st.stop) never reaches the frame's sync at the end of the run
+
+def page_params() -> dict[str, str]:
+    """The link parameters of the page drawn in this run (`page_link`); none when it registered none."""
+    ss = st.session_state
+    settings: dict[str, Linked] = ss.get("_page_link_settings") or {}
+    return {linked.name: linked.format(ss[key]) for key, linked in settings.items() if key in ss}
+
+
+def forget_page_link() -> None:
+    """At the start of a run: the page about to be drawn registers its own settings (the last page's drop out)."""
+    st.session_state["_page_link_settings"] = {}
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """A `Linked.parse` for a whole number from `low` to `high`."""
+    def parse(raw: str) -> int:
+        value = url_number(raw)
+        if not low <= value <= high:
+            raise ValueError(f"use a whole number from {low} to {high}")
+        return value
+    return parse
+
+
+def one_of(options) -> Callable[[str], Any]:
+    """A `Linked.parse` for one of `options` (matched by their text)."""
+    by_text = {str(option): option for option in options}
+
+    def parse(raw: str) -> Any:
+        if raw not in by_text:
+            raise ValueError(f"use one of {', '.join(by_text)}")
+        return by_text[raw]
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """A `Linked.parse` for a finite number from `low` to `high`."""
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:  # NaN fails too
+            raise ValueError(f"use a number from {low:g} to {high:g}")
+        return value
+    return parse
 
 
 def show_url_problems() -> None:

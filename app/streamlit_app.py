@@ -54,6 +54,7 @@ else:
     state.init_state(models)
     page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
     session = widgets.sidebar(models)
+    state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
         with sessions.serving(session):  # the page gets this run's session from require_session
             page.run()

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, TooLong, TranslationModel
+from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TooLong, TranslationModel
 from viz_model.checkpoint import CheckpointError
 from viz_model.generation import MAX_LENGTH_PENALTY
 from viz_model.languages import name as language_name
@@ -17,7 +17,7 @@ from viz_model.trace import AttentionTrace
 
 from . import export, teaching
 from .sessions import Session, load_model, model_languages, model_stamp, root_of, roots_label, searching_model
-from .state import RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
+from .state import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
 from .texts import (
     EXAMPLE_DOMAINS,
     EXAMPLES,
@@ -104,7 +104,7 @@ def sidebar(models: list[str]) -> Session | None:
         if transformers_rule and model.search_precision == "int8":
             st.caption(":orange[int8 weights: the translation can differ from generate's; full precision gives "
                        "generate's.]")
-        bound(st.slider, "Top-k candidates per step", "top_k", 1, min(MAX_TOP_K, 20))
+        bound(st.slider, "Top-k candidates per step", "top_k", 1, MAX_TOP_K_SHOWN)
         bound(st.checkbox, "Cut sentences longer than the model's maximum", "truncate",
               help=f"Otherwise a sentence above {cfg.max_positions} tokens is refused with a message.")
     beam = 1 if ss["decoding"] == "greedy" else int(ss["beam"])

@@ -15,11 +15,17 @@ words each) with beam 4 and 2 threads, CTranslate2 held to the same number of to
 * Hugging Face ``generate`` with ``output_attentions=True``.
 
 Then the shipped model (``mixed-en-de``, trained) written as a Marian folder (``viz-model export-hf``): our trace
-against ``generate`` on the same trained weights.
+against ``generate`` on the same trained weights. And gradient attributions of every output token of the first
+sentence's translation (teacher-forced on it): saliency, input x gradient and integrated gradients (32 steps), ours
+(`viz_model.attribution.attribute_ids`) against inseq's on the same Marian weights. (Stock inseq 0.7.1 on
+transformers 5 passes Marian's decoder pre-scaled embeddings, which Marian's decoder scales again: its attributions
+are of a slightly different network. The work is the same.)
 
 Each system lives in a process of its own (two OpenMP runtimes in one process slow each other down: after a
 CTranslate2 call our trace took 1.6x as long in the same process); the runs alternate between the processes, round by
-round, and each round translates every sentence once. Reported: per-sentence p50 over all rounds, and ratios of
+round, and each round translates every sentence once. Each process also reports the time its system took to load
+(imports aside) and its peak resident memory after loading and translating the sentences once (VmHWM, torch and the
+other imports included). Reported: per-sentence p50 over all rounds, and ratios of
 p50s. Writes ``benchmarks/results/bench_peers.json``.
 
     python benchmarks/bench_peers.py            # ~8 min (2 of them fitting); needs ctranslate2 and transformers
@@ -40,11 +46,12 @@ from pathlib import Path
 
 from bench_app import sentences as app_sentences
 from bench_hf import build_folder, fit
-from bench_trace import percentiles
+from bench_trace import peak_rss_mb, percentiles
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "bench_peers.json"
 BEAM = 4
+ATTRIBUTIONS = {"saliency": {}, "input_x_gradient": {}, "integrated_gradients": {"n_steps": 32}}
 OURS = {"ours_transformers_fp32": ("auto", "transformers", True),
         "ours_transformers_fp32_stepwise": ("auto", "transformers", False),
         "ours_project_fp32": ("fp32", "project", True),
@@ -56,6 +63,8 @@ def make_system(name: str, root: Path, texts: list[str], steps: int):
     import torch
 
     torch.set_num_threads(2)
+    if name.startswith(("ours_attribute_", "inseq_")):
+        return attribution_system(name, root, texts)
     if name in OURS or name == "shipped_ours_trace":
         import viz_model
 
@@ -91,15 +100,46 @@ def make_system(name: str, root: Path, texts: list[str], steps: int):
     return generate
 
 
+def attribution_system(name: str, root: Path, texts: list[str]):
+    """Every output token of each text's translation (teacher-forced on it) explained by one gradient method, by
+    this project (`viz_model.attribution.attribute_ids`, its output as the trace found it) or by inseq (its
+    ``attribute`` with that translation as ``generated_texts``)."""
+    method = name.removeprefix("ours_attribute_").removeprefix("inseq_")
+    if name.startswith("ours"):
+        import viz_model
+        from viz_model.attribution import attribute_ids
+
+        model = viz_model.load(root / "imported", device="cpu")
+        traces = [model.trace(text) for text in texts]
+        return lambda: [attribute_ids(model.network, t.source_ids, t.output_ids, (method,), 32) for t in traces]
+    import inseq
+    import transformers
+
+    import viz_model
+
+    translations = [viz_model.load(root / "imported", device="cpu").translate(text) for text in texts]
+    folder = root / "opus-mt-size"
+    marian = transformers.MarianMTModel.from_pretrained(folder).eval()
+    explainer = inseq.load_model(marian, method, tokenizer=transformers.MarianTokenizer.from_pretrained(folder))
+    return lambda: [explainer.attribute(text, generated_texts=out, show_progress=False, **ATTRIBUTIONS[method])
+                    for text, out in zip(texts, translations)]
+
+
 def worker(connection, name: str, root: str, texts: list[str], steps: int) -> None:
-    """Build system `name`, then time one call per request until told to stop."""
+    """Build system `name` (load time), translate once (then the peak memory of the process), then time one call per
+    request until told to stop."""
+    started = time.perf_counter()
     run = make_system(name, Path(root), texts, steps)
-    run()  # warm
-    connection.send("ready")
-    while connection.recv() == "run":
-        started = time.perf_counter()
-        run()
-        connection.send((time.perf_counter() - started) * 1000 / len(texts))
+    load_s = time.perf_counter() - started
+    run()
+    connection.send({"load_s": round(load_s, 2), "peak_rss_mb": round(peak_rss_mb()[0], 1)})
+    try:
+        while connection.recv() == "run":
+            started = time.perf_counter()
+            run()
+            connection.send((time.perf_counter() - started) * 1000 / len(texts))
+    except EOFError:  # the benchmark stopped (another worker failed)
+        return
 
 
 def prepare(root: Path, fit_steps: int, count: int) -> tuple[list[str], dict]:
@@ -138,17 +178,23 @@ def main() -> int:
     if args.quick:
         args.rounds, args.sentences = 2, 3
     names = [*OURS, "ctranslate2_float32", "ctranslate2_int8", "hf_generate_attentions", "shipped_ours_trace",
-             "shipped_hf_generate_attentions"]
+             "shipped_hf_generate_attentions", *(f"{who}_{method}" for method in ATTRIBUTIONS
+                                                  for who in ("ours_attribute", "inseq"))]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         texts, facts = prepare(root, args.fit, args.sentences)
         context = multiprocessing.get_context("spawn")
-        workers = {}
+        workers, started = {}, {}
         for name in names:  # one at a time: building a system alone, not beside the others' start-up
             here, there = context.Pipe()
-            process = context.Process(target=worker, args=(there, name, str(root), texts, facts["steps"][-1]))
+            sentences = texts[:1] if name.startswith(("ours_attribute", "inseq")) else texts  # attributions: one
+            process = context.Process(target=worker, args=(there, name, str(root), sentences, facts["steps"][-1]))
             process.start()
-            assert here.recv() == "ready"
+            there.close()  # the worker's end: a worker that dies makes recv() fail instead of waiting forever
+            try:
+                started[name] = here.recv()
+            except EOFError:
+                raise SystemExit(f"the {name} worker failed (its traceback is above)") from None
             workers[name] = (here, process)
         times: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(args.rounds):
@@ -158,12 +204,14 @@ def main() -> int:
         for connection, process in workers.values():
             connection.send("stop")
             process.join()
-    result = {name: percentiles(ms) for name, ms in times.items()}
+    result = {name: percentiles(ms) | started[name] for name, ms in times.items()}
     p50 = {name: statistics.median(ms) for name, ms in times.items()}
     ratios = {f"ctranslate2_float32_vs_{name}": round(p50["ctranslate2_float32"] / p50[name], 2) for name in OURS}
     ratios["hf_vs_ours_transformers_fp32"] = round(p50["hf_generate_attentions"] / p50["ours_transformers_fp32"], 2)
     ratios["stepwise_vs_verified"] = round(p50["ours_transformers_fp32_stepwise"] / p50["ours_transformers_fp32"], 2)
     ratios["shipped_hf_vs_ours"] = round(p50["shipped_hf_generate_attentions"] / p50["shipped_ours_trace"], 2)
+    for method in ATTRIBUTIONS:
+        ratios[f"inseq_vs_ours_{method}"] = round(p50[f"inseq_{method}"] / p50[f"ours_attribute_{method}"], 2)
     result |= {"ratios": ratios, **facts, "beam": BEAM, "threads": 2, "rounds": args.rounds,
                "unit": "ms per sentence"}
     print(json.dumps(result, indent=2))

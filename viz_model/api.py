@@ -224,6 +224,12 @@ class TranslationModel:
         return Search(beam, alpha, hf)
 
     @property
+    def imported(self) -> bool:
+        """Whether the model came from another framework (`viz-model import`): its tokenizer is a Hugging Face
+        one, its training is documented by its source (its card names it), not by this project."""
+        return not isinstance(self.tokenizer, Tokenizer)
+
+    @property
     def target_languages(self) -> list[str]:
         """The language codes this model can translate into on request (an M2M100 model's), else []."""
         return list(self.tokenizer.codes) if isinstance(self.tokenizer, M2M100Tokenizer) else []

@@ -122,6 +122,9 @@ class InputAssessment:
         return bool(self.warnings)
 
 
+UNKNOWN_SHOWN = 10  # unknown characters a warning lists by name; the rest it counts
+
+
 def unknown_characters(tokenizer: Tokenizer, text: str) -> list[str]:
     """The characters of `text` that only encode to ``<unk>`` (in order of first appearance)."""
     seen = dict.fromkeys(c for c in text if not c.isspace())
@@ -134,7 +137,9 @@ def assess_input(tokenizer: Tokenizer, text: str, stats: TrainingStats | None) -
     result = InputAssessment(tokens=len(ids) + 1)
     if tokenizer.unk_id in ids:
         result.unknown = unknown_characters(tokenizer, text)
-        shown = " ".join(result.unknown[:10]) or "?"
+        shown = " ".join(result.unknown[:UNKNOWN_SHOWN]) or "?"
+        more = len(result.unknown) - UNKNOWN_SHOWN
+        shown += f" and {more} more" if more > 0 else ""
         result.warnings.append(f"{len(result.unknown) or 'Some'} character(s) the model has never seen ({shown}): "
                                "they reach it as <unk> (unknown) and cannot be translated.")
     if stats is None:

@@ -445,6 +445,18 @@ class Transformer(nn.Module):
         `encoded`: this `src` already encoded with the same settings (`encode` with `need_weights` etc.), to save
         running the encoder twice. `source_embeddings` / `target_embeddings`: in place of the ids' scaled token
         embeddings (see `embed`)."""
+        encoded, decoded, tgt_pad = self.teacher_forced(src, tgt, need_weights, head_mask, positions, encoded,
+                                                        source_embeddings, target_embeddings)
+        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.records, decoded.self_records,
+                             decoded.cross_records, encoded.mask,
+                             combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))
+
+    def teacher_forced(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
+                       head_mask: HeadMask | None = None, positions: bool = True,
+                       encoded: EncoderOutput | None = None, source_embeddings: Tensor | None = None,
+                       target_embeddings: Tensor | None = None) -> tuple[EncoderOutput, DecoderOutput, Tensor]:
+        """`forward` up to the decoder's output states (before the logits): the encoder's and the decoder's
+        outputs and the target padding mask (gradient attributions start from the states)."""
         if encoded is None:
             encoded = self.encode(src, need_weights, head_mask, positions, source_embeddings)
         elif encoded.hidden.shape[:2] != src.shape:
@@ -455,9 +467,7 @@ class Transformer(nn.Module):
             tgt_pad[..., 0] = True
         decoded = self.decode(tgt, encoded, need_weights, tgt_mask=tgt_pad, head_mask=head_mask, positions=positions,
                               token_embeddings=target_embeddings)
-        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.records, decoded.self_records,
-                             decoded.cross_records, encoded.mask,
-                             combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))
+        return encoded, decoded, tgt_pad
 
     def num_parameters(self) -> int:
         """Distinct trainable parameters (tied matrices counted once)."""

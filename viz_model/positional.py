@@ -56,6 +56,21 @@ def wave(dim: int, d_model: int, layout: str = "interleaved") -> str:
     return "sin" if dim % 2 == 0 else "cos"
 
 
+def dimension_axis(layout: str = "interleaved") -> str:
+    """The title of a PE table's dimension axis: where the sines and the cosines are in that layout."""
+    return "dimension (first half sin, second half cos)" if layout == "halves" else "dimension (even = sin, odd = cos)"
+
+
+def pair_dimensions(pair: int, d_model: int, layout: str = "interleaved") -> tuple[int, int]:
+    """The (sin, cos) dimensions of frequency `pair` in that layout: (2i, 2i + 1), or (i, d_model/2 + i) in halves."""
+    return (pair, d_model // 2 + pair) if layout == "halves" else (2 * pair, 2 * pair + 1)
+
+
+def wavelength_formula(frequencies: str = "paper") -> str:
+    """The wavelength of pair i, as a formula: the paper's or fairseq's frequencies."""
+    return "2π · 10000^(i / (d_model/2 − 1))" if frequencies == "fairseq" else "2π · 10000^(2i / d_model)"
+
+
 def wavelengths(d_model: int, base: float = 10000.0, frequencies: str = "paper") -> Tensor:
     """Wavelength of each sin/cos pair: ``2*pi * base^(2i/d_model)``, i = 0 .. d_model/2 - 1 (or fairseq's)."""
     return 2 * math.pi / inverse_frequencies(d_model, base, frequencies)

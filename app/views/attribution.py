@@ -97,6 +97,11 @@ with st.expander("Contrastive: why this word and not another?"):
             st.error(texts.md_escape(f"“{foil_text}” is {len(pieces)} pieces "
                                       f"({' '.join(session.model.tokenizer.pieces(pieces))}); name a single piece, "
                                       "such as one of the alternatives in the steps table."))
+        elif pieces[0] == result.output_ids[output]:
+            st.warning(texts.md_escape(f"“{foil_text}” is the output token itself "
+                                       f"({result.output_tokens[output]}): log p(y) − log p(y) is 0 for every input "
+                                       "token. Name another piece, such as one of the alternatives in the steps "
+                                       "table."))
         else:
             contrast_methods = tuple(m for m in ("saliency", "input_x_gradient", "integrated_gradients")
                                      if m in chosen) or ("input_x_gradient",)

@@ -18,6 +18,13 @@ st.caption("The decoder writes the translation one token at a time: at step t it
 trace = widgets.trace_or_stop(session)
 widgets.translation_panel(trace)
 
+state.page_link({"dec_step": state.Linked("step", state.whole_number(1, 100_000)),
+                 "dec_layer": state.Linked("cross_layer", state.whole_number(1, 1_000)),
+                 "dec_beam": state.Linked("tree_beam", state.whole_number(1, MAX_BEAM)),
+                 "dec_alpha": state.Linked("tree_alpha", state.number(-MAX_LENGTH_PENALTY, MAX_LENGTH_PENALTY),
+                                           lambda v: f"{float(v):g}"),
+                 "dec_per_parent": state.Linked("tree_pruned", state.whole_number(0, 2 * MAX_BEAM))})
+
 # --- step slider -------------------------------------------------------------------------------------------------
 steps = len(trace.steps)
 ss.setdefault("dec_step", 1)

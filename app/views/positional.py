@@ -52,7 +52,7 @@ with theory:
     length = int(ss["pe_length"])
     table = own_table(length, d_model)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
-    fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks)
+    fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
     widgets.chart(fig, "pe-matrix", key="pe_matrix_chart")
     widgets.exports(fig, "pe-matrix", "pe_matrix")
     st.caption("Low dimensions oscillate fast (short wavelengths), high dimensions barely move: each position gets a "
@@ -75,7 +75,8 @@ with theory:
         st.info("Pick at least one dimension.")
 
     wl = teaching.pair_wavelengths(d_model, config.sinusoid_frequencies)
-    fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions})
+    fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
+                               config.sinusoid_frequencies)
     widgets.chart(fig, "wavelengths", key="wl_chart")
     widgets.exports(fig, "wavelengths", "wl")
     fairseq = config.sinusoid_frequencies == "fairseq"
@@ -221,7 +222,7 @@ with sentence_tab:
         pe = trace.source_positional if side == "source" else trace.target_positional
         embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
         fig = figures.positional_heatmap(pe, tokens, f"Positional encodings of the {len(tokens)} {side} positions "
-                                         f"(d_model = {pe.shape[1]})")
+                                         f"(d_model = {pe.shape[1]})", layout)
         widgets.chart(fig, f"{side}-positional-encodings", key="pe_chart")
         widgets.exports(fig, f"{side}-positional-encodings", "pe")
         options = list(range(len(tokens)))

@@ -25,8 +25,13 @@ except teaching.InputError as err:  # a log that fails the model-file checks: sa
 st.title("The training recipe")
 if log_problem:
     st.warning(f"The training log is not read: {log_problem}")
-st.caption("How the model on this page was trained, next to the paper's recipe: Adam (β₁ 0.9, β₂ 0.98, ε 1e-9) with "
-           "a warm-up schedule, dropout 0.1 and label smoothing 0.1.")
+if model.imported:
+    st.info(f"{model.name} was not trained by this project: it was imported from another framework, and its "
+            "training is documented where it came from (its model card, at the bottom of this page, names the "
+            "source). The figures below teach the paper's recipe, with the settings you choose.")
+else:
+    st.caption("How the model on this page was trained, next to the paper's recipe: Adam (β₁ 0.9, β₂ 0.98, ε 1e-9) "
+               "with a warm-up schedule, dropout 0.1 and label smoothing 0.1.")
 
 # --- learning rate -----------------------------------------------------------------------------------------------
 st.subheader("Learning-rate schedule")
@@ -140,7 +145,9 @@ else:
 
 # --- training curves and the card --------------------------------------------------------------------------------
 st.subheader("How this model trained")
-if events:
+if model.imported and not events:
+    st.info("Its source documents how it trained: see the model card below.")
+elif events:
     fig = tf.training_curves_figure(events)
     widgets.chart(fig, "training-curves", key="tr_curves_chart")
     widgets.exports(fig, "training-curves", "tr_curves")

@@ -7,7 +7,7 @@ import io
 import numpy as np
 import streamlit as st
 
-from app import export, sessions, widgets
+from app import export, sessions, state, widgets
 from viz_model.plot import watch as wf
 from viz_model.watch import (
     LIMITS,
@@ -32,21 +32,51 @@ st.caption("Every other page shows a finished model. Here a tiny Transformer lea
            "watch: its maps start uniform and sharpen into the pattern the task needs (a diagonal for copy, an "
            "anti-diagonal for reverse). Train it with and without positional encoding to see what positions buy.")
 
+STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
+FORM_DEFAULTS = {"watch_task": "copy", "watch_lengths": (4, 8), "watch_shift": 1, "watch_layers": 1, "watch_heads": 2,
+                 "watch_d_model": 32, "watch_pe": "sinusoidal", "watch_compare": True, "watch_steps": 800,
+                 "watch_seconds": 30, "watch_seed": 0}
+for key, value in FORM_DEFAULTS.items():
+    ss.setdefault(key, value)
+
+
+def lengths_from(raw: str) -> tuple[int, int]:
+    low, high = LIMITS["length"]
+    parts = raw.split("-")
+    values = [state.url_number(part) for part in parts]
+    if len(values) != 2 or not low <= values[0] <= values[1] <= high:
+        raise ValueError(f"use two lengths from {low} to {high}, the shorter first, as in 4-8")
+    return values[0], values[1]
+
+
+state.page_link({
+    "watch_task": state.Linked("task", state.one_of(TASKS)),
+    "watch_lengths": state.Linked("lengths", lengths_from, lambda v: f"{v[0]}-{v[1]}"),
+    "watch_shift": state.Linked("k", state.whole_number(1, LIMITS["length"][1] - 1)),
+    "watch_layers": state.Linked("layers", state.one_of(LAYER_CHOICES)),
+    "watch_heads": state.Linked("heads", state.one_of(HEAD_CHOICES)),
+    "watch_d_model": state.Linked("d_model", state.one_of(WIDTH_CHOICES)),
+    "watch_pe": state.Linked("pe", state.one_of(POSITIONAL)),
+    "watch_compare": state.Linked("compare", state.one_of([True, False]), lambda v: str(bool(v))),
+    "watch_steps": state.Linked("steps", state.one_of(STEP_CHOICES)),
+    "watch_seconds": state.Linked("seconds", state.whole_number(5, 60)),
+    "watch_seed": state.Linked("seed", state.whole_number(0, 1_000_000))})
+
 with st.form("watch_form"):
     left, middle, right = st.columns(3)
     task = left.selectbox("Task", TASKS, format_func=TASK_LABELS.get, key="watch_task",
                           help="Sequences of random letters; the output is this function of the input.")
-    lengths = left.slider("Sequence lengths", *LIMITS["length"], (4, 8), key="watch_lengths")
-    shift = left.number_input("k (shift task)", 1, LIMITS["length"][1] - 1, 1, key="watch_shift")
-    layers = middle.select_slider("Layers", [1, 2], 1, key="watch_layers")
-    heads = middle.select_slider("Heads", [1, 2, 4], 2, key="watch_heads")
-    d_model = middle.select_slider("d_model", [16, 32, 64], 32, key="watch_d_model")
+    lengths = left.slider("Sequence lengths", *LIMITS["length"], key="watch_lengths")
+    shift = left.number_input("k (shift task)", 1, LIMITS["length"][1] - 1, key="watch_shift")
+    layers = middle.select_slider("Layers", LAYER_CHOICES, key="watch_layers")
+    heads = middle.select_slider("Heads", HEAD_CHOICES, key="watch_heads")
+    d_model = middle.select_slider("d_model", WIDTH_CHOICES, key="watch_d_model")
     positional = right.selectbox("Positional encoding", POSITIONAL, format_func=PE_LABELS.get, key="watch_pe")
-    compare = right.checkbox("Also train it without positional encoding (side by side)", True, key="watch_compare")
-    steps = middle.select_slider("Training steps", [200, 400, 800, 1600, 3200], 800, key="watch_steps",
+    compare = right.checkbox("Also train it without positional encoding (side by side)", key="watch_compare")
+    steps = middle.select_slider("Training steps", STEP_CHOICES, key="watch_steps",
                                  help="The learning rate decays to zero over these steps.")
-    seconds = right.slider("Time budget (seconds, for all runs together)", 5, 60, 30, key="watch_seconds")
-    seed = right.number_input("Seed", 0, 1_000_000, 0, key="watch_seed", help="The same seed gives the same run.")
+    seconds = right.slider("Time budget (seconds, for all runs together)", 5, 60, key="watch_seconds")
+    seed = right.number_input("Seed", 0, 1_000_000, key="watch_seed", help="The same seed gives the same run.")
     submitted = st.form_submit_button("Train", icon=":material/play_arrow:", type="primary")
 
 

@@ -285,3 +285,41 @@ def test_compare_with_a_broken_second_model(own):
     at = page("compare")
     at.selectbox(key="w_cmp_model").set_value("zz-broken").run()
     assert "Model zz-broken cannot be used" in text_of(ok(at)) and "model.safetensors" in text_of(at)
+
+
+# --- every kind of input in the boxes these pages add (issue 38: tried as the sentence box was) -----------------------
+ODD_INPUTS = {"empty": "", "long": "word " * 600, "emoji": "Two dogs 🐶🐕 play in the ❄ snow.",
+              "markup": INJECTION, "chinese": "两只狗在雪地里玩。"}
+
+
+@pytest.mark.parametrize("name", ODD_INPUTS)
+def test_the_second_sentence_of_compare_takes_any_input(tiny, name):
+    at = page("compare")
+    value = ODD_INPUTS[name]
+    at.text_input(key="w_cmp_other").input(value).run()
+    ok(at)
+    shown = text_of(at)
+    if name == "empty":
+        assert "The second sentence cannot be used: the second sentence is empty" in shown
+    elif name == "long":
+        assert "The second sentence cannot be used: the second sentence has 3000 characters; the limit is" in shown
+    else:  # translated and drawn, its text shown as text (never markup)
+        assert "The second sentence cannot be used" not in shown
+        assert titles(at)[1] == "Encoder self-attention: layer 1, mean over heads"
+        assert "<script>" not in "".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("name", ["long", "emoji", "markup", "chinese"])
+def test_the_gold_alignment_box_takes_any_input(tiny, name):
+    at = page("alignment")
+    at.text_input(key="w_al_gold").input(ODD_INPUTS[name]).run()
+    ok(at)
+    shown = text_of(at)
+    assert "The gold alignment cannot be used" in shown, shown
+    assert not any(t.startswith("Alignment error rate") for t in titles(at))
+
+
+def test_an_empty_gold_alignment_box_means_no_gold(tiny):
+    at = page("alignment")
+    at.text_input(key="w_al_gold").input("   ").run()
+    assert "The gold alignment cannot be used" not in text_of(ok(at))

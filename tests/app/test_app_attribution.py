@@ -72,6 +72,17 @@ def test_contrastive_and_bad_foils(page, app_model):
         assert any("log p(" in c.value for c in page.caption)
 
 
+def test_a_foil_that_is_the_output_token_itself_is_named(page, app_model):
+    trace = app_model.trace(SENTENCE, beam=1)
+    output = next(i for i, t in enumerate(trace.output_tokens)
+                  if len(app_model.tokenizer.encode_target(t.replace("▁", " ").strip())) == 1)
+    page.selectbox(key="w_at_output").set_value(output).run()
+    why = len([c for c in charts(ok(page)) if c["layout"]["title"]["text"].startswith("Why “")])
+    page.text_input(key="w_at_foil").input(trace.output_tokens[output].replace("▁", " ").strip()).run()
+    assert "is the output token itself" in messages(ok(page))
+    assert len([c for c in charts(page) if c["layout"]["title"]["text"].startswith("Why “")]) == why  # no contrast
+
+
 def test_faithfulness_check_and_no_method(page):
     next(b for b in page.button if b.label == "Check by deleting tokens").click().run()
     ok(page)

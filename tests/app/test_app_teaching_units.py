@@ -17,6 +17,7 @@ import viz_model  # noqa: E402
 from app import teaching  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
+from viz_model.plot import attention as attention_figures  # noqa: E402
 from viz_model.plot import teaching as tf  # noqa: E402
 from viz_model.recipe import cooldown_factor, learning_rate  # noqa: E402
 from viz_model.shapes import architecture  # noqa: E402
@@ -349,6 +350,30 @@ def test_decoding_figures():
     assert fig["layout"]["yaxis"]["ticktext"] == [f"head {h}" for h in range(1, 5)]
     z = arr(spec(tf.causal_growth_figure(list("abcd"), 1))["data"][0]["z"])
     assert np.isnan(z[2:]).all() and z[1, 1] == 2.0 and z[0, 1] == 0.0 and z[0, 0] == 1.0
+
+
+@pytest.mark.parametrize("layout, frequencies, axis, pair_3, formula", [
+    ("interleaved", "paper", "even = sin, odd = cos", [6, 7], "10000^(2i / d_model)"),
+    ("halves", "paper", "first half sin, second half cos", [3, 11], "10000^(2i / d_model)"),
+    ("halves", "fairseq", "first half sin, second half cos", [3, 11], "10000^(i / (d_model/2 − 1))"),
+])
+def test_positional_figures_label_the_models_own_layout(layout, frequencies, axis, pair_3, formula):
+    """Every axis, hover and title of the PE figures follows the model's layout and frequencies (issue 38: a Marian
+    model's heatmap drew halves under an 'even = sin, odd = cos' axis)."""
+    table = teaching.pe_table(20, 16, layout=layout, frequencies=frequencies)
+    matrix = spec(tf.pe_matrix_figure(table, "PE", layout=layout))
+    assert axis in matrix["layout"]["xaxis"]["title"]["text"]
+    kinds = matrix["data"][0]["customdata"][0]
+    halves = layout == "halves"
+    assert (kinds[3], kinds[8], kinds[11]) == (("sin", "cos", "cos") if halves else ("cos", "sin", "cos"))
+    heat = spec(attention_figures.positional_heatmap(table, [f"t{i}" for i in range(20)], layout=layout))
+    assert axis in heat["layout"]["xaxis"]["title"]["text"]
+    assert f"dimension 8 ({'cos' if halves else 'sin'})" in heat["data"][0]["customdata"][0][8]
+    waves = spec(tf.wavelength_figure(teaching.pair_wavelengths(16, frequencies), layout=layout,
+                                      frequencies=frequencies))
+    assert waves["data"][0]["customdata"][3] == pair_3 and formula in waves["layout"]["title"]["text"]
+    assert [t["name"] for t in waves["data"][1:]] == ["2π (the shortest)", "10000·2π (the longest)"]  # a legend
+    assert all(t.get("showlegend", True) for t in waves["data"])
 
 
 def test_positional_figures():

@@ -1,5 +1,6 @@
-"""Every page in headless Chromium with a sentence of its own: no exception box, no "something went wrong", and no
-figure whose tick labels fall outside the figure (clipped). Screenshots of every page land in test-artifacts/."""
+"""Every page in headless Chromium with a sentence of its own: no exception box, no "something went wrong", no
+figure whose tick labels fall outside the figure (clipped) and none whose legend covers its data. Screenshots of every
+page land in test-artifacts/."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ SENTENCE = "My grandmother bakes bread every Sunday morning."
 PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "attribution", "head-roles",
          "ablation", "alignment", "compare"]
 
-# Per figure: its size, and every tick label whose box leaves the figure's own SVG.
+# Per figure: its size, every tick label whose box leaves the figure's own SVG, and whether its legend box lies over
+# a plot area (where it would hide bars, cells or lines).
 CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, index) => {
   const svg = plot.querySelector('svg.main-svg');
   if (!svg) return {index, title: '', width: 0, clipped: []};
@@ -31,7 +33,13 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, 
     return e.textContent.trim() && b.width > 0 && (b.left < frame.left - 1 || b.right > frame.right + 1
       || b.top < frame.top - 1 || b.bottom > frame.bottom + 1);
   }).map((e) => e.textContent);
-  return {index, title, width: frame.width, clipped};
+  const legend = plot.querySelector('g.legend')?.getBoundingClientRect();
+  const covers = legend && legend.width > 0 ? [...plot.querySelectorAll('.nsewdrag')].some((area) => {
+    const a = area.getBoundingClientRect();
+    return legend.left < a.right - 1 && legend.right > a.left + 1 && legend.top < a.bottom - 1
+      && legend.bottom > a.top + 1;
+  }) : false;
+  return {index, title, width: frame.width, clipped, covers};
 })"""
 
 
@@ -65,6 +73,8 @@ def walk_every_page(server: str, page, sentence: str, shots: str) -> None:
         assert figures, f"{name}: no figure drawn"
         clipped = [f for f in figures if f["clipped"]]
         assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
+        covered = [f["title"] for f in figures if f["covers"]]
+        assert not covered, f"{name}: a legend over the data of {covered}"
         narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
         assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"
 

@@ -408,3 +408,24 @@ def test_loading_fills_a_model_built_without_random_weights(which, random_model_
     """`load_model_dir` builds the model on the meta device (no random init: ~1 s for 74M parameters) and fills
     it: every parameter and buffer equals the model built and initialised first, then loaded."""
     assert_loads_as_built(random_model_dir if which == "random" else viz_model.api.ASSETS_DIR / "multi30k-en-de")
+
+
+@pytest.mark.parametrize("where", [0, 9, 10, 19, 24])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_bad_value_is_found_in_any_block_of_the_read(tiny_model, tmp_path, monkeypatch, where, bad):
+    """Loading checks the weights a block at a time (READ_BLOCK bytes): a bad value at a block's edge or in the
+    last, short block of a tensor is found, and the model keeps its weights."""
+    import viz_model.checkpoint as checkpoint
+
+    network = tiny_model.network
+    name = "encoder_layers.0.ffn.w_1.bias"
+    tensors = checkpoint.state_dict_for_saving(network)
+    tensors[name] = tensors[name].clone()
+    tensors[name][where] = bad
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path))
+    monkeypatch.setattr(checkpoint, "READ_BLOCK", 10 * 4)  # blocks of 10 float32 values
+    before = {k: v.clone() for k, v in network.state_dict().items()}
+    with pytest.raises(CheckpointError, match=f"{name} contains NaN or infinite values"):
+        checkpoint.load_weights(network, path)
+    assert all(torch.equal(before[k], v) for k, v in network.state_dict().items())

@@ -88,6 +88,20 @@ def test_unknown_characters_and_length_are_flagged(tokenizer):
     assert without_stats.unknown == ["☃"] and len(without_stats.warnings) == 1 and without_stats.rare == []
 
 
+def test_a_warning_counts_every_unknown_character_it_does_not_list(tokenizer):
+    """A Chinese sentence has more unknown characters than a warning lists by name: the rest are counted, so the
+    number and the list agree (issue 38: "11 character(s)" listed 10)."""
+    text = "我的祖母每个星期天早上烤面包。"
+    result = assess_input(tokenizer, text, None)
+    assert len(result.unknown) == len(set(text)) > 10
+    warning = result.warnings[0]
+    start = warning.index("never seen (") + len("never seen (")
+    listed = warning[start:warning.index("):", start)]
+    assert warning.startswith(f"{len(result.unknown)} character(s)")
+    assert listed.split(" and ")[0].split() == result.unknown[:10]
+    assert listed.endswith(f"and {len(result.unknown) - 10} more")
+
+
 def test_word_confidences_take_the_least_likely_piece():
     pieces = ["▁Zwei", "▁Hund", "e", "▁spielen", ".", "</s>"]
     words = word_confidences(pieces, [0.9, 0.8, 0.3, 0.7, 0.95, 0.99])

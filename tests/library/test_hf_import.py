@@ -298,3 +298,21 @@ def test_forcing_another_token_at_the_limit_is_refused(marian_folder, tmp_path):
     cfg = model_config(hf_config, marian_folder / "config.json", unk_id=1)
     with pytest.raises(GenerationError, match="generation_config.json: forced_eos_token_id 7 is not eos_token_id 0"):
         read_hf_generation(tmp_path, hf_config, cfg)
+
+
+def test_the_training_page_says_where_an_imported_models_training_is_documented(marian_folder, tmp_path,
+                                                                                 monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from support.app import APP
+
+    assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
+    assert viz_model.load(tmp_path / "opus-mt-tiny", device="cpu").imported
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
+    at.run()
+    at.switch_page("views/training.py").run()
+    assert not at.exception
+    shown = " ".join(m.value for m in [*at.info, *at.caption, *at.markdown])
+    assert "was not trained by this project" in shown and "How the model on this page was trained" not in shown
+    assert not viz_model.load(viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL).imported

@@ -16,7 +16,7 @@ from viz_model import quantize
 from viz_model.analysis.ablation import HeadMaskedNetwork, head_mask_for
 from viz_model.api import TranslationModel
 from viz_model.decoding import beam_search
-from viz_model.quantize import Int8Linear, Int8SelfAttention, int8_search_network, search_network_for
+from viz_model.quantize import Int8Linear, Int8RowBlocks, Int8SelfAttention, int8_search_network, search_network_for
 
 
 def test_int8_linear_matches_the_float_layer_within_quantisation_error():
@@ -54,7 +54,8 @@ def test_search_network_shares_everything_but_the_decoder_linears(random_net):
         assert copy.self_residual.norm.weight is original.self_residual.norm.weight
     # the original is left exactly as it was: still tied, still float
     assert random_net.output_projection is None
-    assert isinstance(clone.output_projection, Int8Linear)
+    assert isinstance(clone.output_projection, Int8RowBlocks)
+    assert all(isinstance(block, Int8Linear) for block in clone.output_projection.blocks)
     assert all(p.dtype == torch.float32 for p in random_net.parameters())
 
 
@@ -148,7 +149,7 @@ def test_every_search_of_a_sentence_agrees(tiny_model, corpus):
 
 def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
     model = TranslationModel(random_net, tokenizer, device="cpu")
-    assert isinstance(model.search_network.output_projection, Int8Linear)
+    assert isinstance(model.search_network.output_projection, Int8RowBlocks)
 
 
 def test_cli_search_flag(model_dir, capsys):
@@ -180,3 +181,12 @@ def test_loading_and_tracing_import_no_symbolic_machinery(model_dir):
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_row_blocks_compute_what_one_int8_matrix_computes(random_net):
+    """The vocabulary projection built as blocks of rows (less memory while building) gives the same numbers as one
+    int8 matrix: one scale per row, the input quantized alike in every block."""
+    weight = torch.randn(1000, 32)
+    x = torch.randn(4, 32)
+    with torch.inference_mode():
+        torch.testing.assert_close(Int8RowBlocks(weight, rows=300)(x), Int8Linear(weight, None)(x), rtol=0, atol=0)

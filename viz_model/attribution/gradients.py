@@ -63,14 +63,40 @@ def output_scores(network: Transformer, src: Tensor, tgt: Tensor, output_ids: Te
     return scores
 
 
-def _per_output_gradients(scores: Tensor, inputs: tuple[Tensor, Tensor], weights: Tensor | None = None
-                          ) -> list[tuple[Tensor, Tensor]]:
-    """For each output i, the gradient of ``sum_b weights_b * scores[b, i]`` with respect to both embeddings."""
-    grads = []
-    for i in range(scores.shape[1]):
-        column = scores[:, i] if weights is None else scores[:, i] * weights
-        grads.append(torch.autograd.grad(column.sum(), inputs, retain_graph=i + 1 < scores.shape[1]))
-    return grads
+def state_gradients(network: Transformer, states: Tensor, output_ids: Tensor, foil: int | None = None,
+                    weights: Tensor | None = None) -> Tensor:
+    """``(batch, outputs, d_model)``: the gradient of output i's score with respect to the decoder's output state at
+    position i, from the output layer's formula instead of a backward pass through it: with ``p = softmax(logits)``
+    and the output matrix W, ``d log p(y) / d h = W[y] - p W`` (contrastive: ``W[y] - W[foil]``); the output bias
+    and the never-emitted ids (probability 0) drop out. Scaled by `weights` ``(batch,)`` (quadrature)."""
+    matrix = network.tgt_embedding.weight if network.output_projection is None else network.output_projection.weight
+    with torch.no_grad():
+        matrix = matrix.to(torch.promote_types(matrix.dtype, torch.float32))
+        chosen = matrix[output_ids][None]  # (1, outputs, d_model)
+        if foil is not None:
+            grads = (chosen - matrix[foil]).expand(states.shape[0], -1, -1)
+        else:  # one batch row at a time: the probabilities of a whole IG batch would be outputs x vocab x 32 floats
+            grads = torch.stack([chosen[0] - torch.softmax(network.logits(row).to(matrix.dtype), dim=-1) @ matrix
+                                 for row in states])
+        return grads if weights is None else grads * weights[:, None, None]
+
+
+def _per_output_gradients(states: Tensor, grads: Tensor, inputs: tuple[Tensor, Tensor]) -> list[tuple[Tensor, Tensor]]:
+    """For each output i, the gradient of its score (summed over the batch) with respect to both embeddings: the
+    backward pass from the decoder's states, with `grads` ``(batch, outputs, d_model)`` entering at position i.
+    One sentence (batch 1): every output's backward at once (vmap over the outputs)."""
+    count = grads.shape[1]
+    if states.shape[0] == 1:
+        entering = torch.zeros(count, *states.shape, dtype=states.dtype, device=states.device)
+        entering[torch.arange(count), :, torch.arange(count)] = grads.transpose(0, 1).to(states.dtype)
+        source, target = torch.autograd.grad(states, inputs, grad_outputs=entering, is_grads_batched=True)
+        return list(zip(source, target))
+    result = []
+    for i in range(count):
+        entering = torch.zeros_like(states)
+        entering[:, i] = grads[:, i]
+        result.append(torch.autograd.grad(states, inputs, grad_outputs=entering, retain_graph=i + 1 < count))
+    return result
 
 
 def gauss_legendre(steps: int) -> tuple[Tensor, Tensor]:
@@ -102,8 +128,9 @@ def gradient_attributions(network: Transformer, source_ids: list[int], output_id
         e_tgt = network.token_embeddings(tgt, "target").detach()
         if {"saliency", "input_x_gradient"} & set(methods):
             inputs = (e_src.clone().requires_grad_(), e_tgt.clone().requires_grad_())
-            values = output_scores(network, src, tgt, outputs, *inputs, foil)
-            grads = _per_output_gradients(values, inputs)
+            states = network.teacher_forced(src, tgt, source_embeddings=inputs[0], target_embeddings=inputs[1])[1]
+            grads = _per_output_gradients(states.hidden, state_gradients(network, states.hidden, outputs[0], foil),
+                                          inputs)
             if "saliency" in methods:
                 scores["saliency"] = np.stack([_joined(g_s.norm(dim=-1), g_t.norm(dim=-1)) for g_s, g_t in grads])
             if "input_x_gradient" in methods:
@@ -112,8 +139,10 @@ def gradient_attributions(network: Transformer, source_ids: list[int], output_id
         if "integrated_gradients" in methods:
             nodes, weights = (t.to(device, e_src.dtype) for t in gauss_legendre(steps))
             inputs = ((nodes[:, None, None] * e_src).requires_grad_(), (nodes[:, None, None] * e_tgt).requires_grad_())
-            values = output_scores(network, src, tgt, outputs, *inputs, foil)
-            grads = _per_output_gradients(values, inputs, weights)
+            states = network.teacher_forced(src.expand(steps, -1), tgt.expand(steps, -1),
+                                            source_embeddings=inputs[0], target_embeddings=inputs[1])[1].hidden
+            grads = _per_output_gradients(states, state_gradients(network, states, outputs[0], foil, weights),
+                                          inputs)
             # the gradient of sum_k w_k f(a_k e) with respect to a_k e is w_k grad f(a_k e): summed over k, the
             # quadrature of the path integral of the gradient
             ig = np.stack([_joined((e_src * g_s.sum(0, keepdim=True)).sum(-1),

@@ -39,7 +39,8 @@ def heatmap(trace: AttentionTrace, kind: str, layer: int, head: Head = "mean", l
 def positional_encodings(trace: AttentionTrace) -> go.Figure:
     """The positional encodings the model added to the trace's source tokens, one row per token."""
     return positional_heatmap(trace.source_positional, trace.source_tokens,
-                              "Positional encodings of the source tokens")
+                              "Positional encodings of the source tokens",
+                              layout=trace.config.get("sinusoid_layout", "interleaved"))
 
 
 def sinusoids(trace: AttentionTrace, dims: tuple[int, ...] = (0, 1, 4, 5)) -> go.Figure:

@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 from ..attribution import Attribution
 from ..introspect import LayerScores
 from ..kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
-from ..positional import wave
+from ..positional import dimension_axis, wave
 from ..trace import AttentionTrace
 
 KINDS = ATTENTION_KINDS
@@ -538,18 +538,21 @@ def score_steps_figure(scores: LayerScores, row: int, head: int, query_labels: S
 
 
 # --- positional encodings ----------------------------------------------------------------------------------------
-def positional_heatmap(pe: np.ndarray, tokens: Sequence[str], title: str = "Positional encodings") -> go.Figure:
-    """The ``(positions, d_model)`` PE matrix for the sentence, one row per token position."""
+def positional_heatmap(pe: np.ndarray, tokens: Sequence[str], title: str = "Positional encodings",
+                       layout: str = "interleaved") -> go.Figure:
+    """The ``(positions, d_model)`` PE matrix for the sentence, one row per token position; axis and hover name
+    sin and cos as the model's `layout` places them."""
     n, d = pe.shape
     custom = np.empty((n, d), dtype=object)
+    kinds = [wave(dim, d, layout) for dim in range(d)]
     for i, t in enumerate(tokens):
-        custom[i, :] = f"{i}: {escape(t)}"
+        custom[i, :] = [f"{i}: {escape(t)}<br>dimension {dim} ({kinds[dim]})" for dim in range(d)]
     fig = go.Figure(go.Heatmap(
         z=pe, x=list(range(d)), y=list(range(n)), customdata=custom, colorscale="RdBu_r", zmid=0.0,
         colorbar=dict(title=dict(text="value")),
-        hovertemplate="position %{customdata}<br>dimension %{x}<br>PE %{z:.6f}<extra></extra>"))
+        hovertemplate="position %{customdata}<br>PE %{z:.6f}<extra></extra>"))
     fig.update_layout(title=dict(text=escape(title)), height=max(320, 150 + _row_px(n) * n),
-                      xaxis=dict(title=dict(text="dimension (even = sin, odd = cos)"), showgrid=False),
+                      xaxis=dict(title=dict(text=dimension_axis(layout)), showgrid=False),
                       yaxis=_token_axis(tokens, "position: token", reverse=True),
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..decoding import BeamTree
-from ..positional import ShiftCheck, wave
+from ..positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
 from ..shapes import Stage
 from .attention import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 
@@ -39,14 +39,17 @@ def _marks(fig: go.Figure, marks: dict[str, float] | None, axis: str = "x") -> N
 
 
 # --- positional encoding lab -------------------------------------------------------------------------------------
-def pe_matrix_figure(table: np.ndarray, title: str, marks: dict[str, float] | None = None) -> go.Figure:
-    """The PE matrix: positions (rows, from 0) × dimensions (columns)."""
+def pe_matrix_figure(table: np.ndarray, title: str, marks: dict[str, float] | None = None,
+                     layout: str = "interleaved") -> go.Figure:
+    """The PE matrix: positions (rows, from 0) × dimensions (columns), labelled for the model's `layout`."""
     n, d = table.shape
+    kinds = np.array([[wave(dim, d, layout) for dim in range(d)]] * n)
     fig = go.Figure(go.Heatmap(z=table, x=list(range(d)), y=list(range(n)), colorscale="RdBu_r", zmid=0.0,
-                               colorbar=dict(title=dict(text="PE")),
-                               hovertemplate="position %{y}<br>dimension %{x}<br>PE %{z:.6f}<extra></extra>"))
+                               customdata=kinds, colorbar=dict(title=dict(text="PE")),
+                               hovertemplate="position %{y}<br>dimension %{x} (%{customdata})<br>PE %{z:.6f}"
+                                             "<extra></extra>"))
     fig.update_layout(title=dict(text=escape(title)), height=460, margin=MARGIN,
-                      xaxis=dict(title=dict(text="dimension (even = sin, odd = cos)"), showgrid=False),
+                      xaxis=dict(title=dict(text=dimension_axis(layout)), showgrid=False),
                       yaxis=dict(title=dict(text="position p"), autorange="reversed", showgrid=False))
     _marks(fig, marks, axis="y")
     return fig
@@ -71,20 +74,29 @@ def dimension_curves_figure(table: np.ndarray, dims: Sequence[int], marks: dict[
     return fig
 
 
-def wavelength_figure(wavelengths: np.ndarray, marks: dict[str, float] | None = None) -> go.Figure:
-    """Wavelength of each sin/cos pair i on a log axis: the geometric progression 2π … 10000·2π."""
+def wavelength_figure(wavelengths: np.ndarray, marks: dict[str, float] | None = None, layout: str = "interleaved",
+                      frequencies: str = "paper") -> go.Figure:
+    """Wavelength of each sin/cos pair i on a log axis (the geometric progression 2π … 10000·2π), its dimensions as
+    the model's `layout` places them; the bounds and marks are named in the legend."""
     pairs = np.arange(len(wavelengths))
-    fig = go.Figure(go.Scatter(x=pairs, y=wavelengths, mode="lines+markers", name="wavelength",
+    d_model = 2 * len(wavelengths)
+    dims = [pair_dimensions(i, d_model, layout) for i in pairs]
+    fig = go.Figure(go.Scatter(x=pairs, y=wavelengths, mode="lines+markers", name="wavelength of pair i",
                                marker=dict(size=5, color="#636efa"),
-                               hovertemplate="pair i = %{x} (dims %{customdata})<br>wavelength %{y:.4g} "
-                                             "positions<extra></extra>",
-                               customdata=[f"{2 * i}, {2 * i + 1}" for i in pairs]))
-    for value, label in ((2 * np.pi, "2π"), (10000 * 2 * np.pi, "10000·2π")):
-        fig.add_hline(y=value, line=dict(color="#999", dash="dot"), annotation_text=label,
-                      annotation_position="bottom right")
+                               hovertemplate="pair i = %{x} (sin in dim %{customdata[0]}, cos in dim "
+                                             "%{customdata[1]})<br>wavelength %{y:.4g} positions<extra></extra>",
+                               customdata=dims))
+    for value, label, dash in ((2 * np.pi, "2π (the shortest)", "dot"), (10000 * 2 * np.pi, "10000·2π (the longest)",
+                                                                         "dash")):
+        fig.add_trace(go.Scatter(x=[pairs[0], pairs[-1]], y=[value, value], mode="lines", name=label,
+                                 line=dict(color="#999", dash=dash), hoverinfo="skip"))
     _marks(fig, marks, axis="y")
-    fig.update_layout(title=dict(text="Wavelength of each sin/cos pair (log scale): 2π · 10000^(2i/d_model)"),
-                      height=380, margin=MARGIN, xaxis=dict(title=dict(text="pair i (dimensions 2i, 2i+1)")),
+    title = f"Wavelength of each sin/cos pair (log scale): {wavelength_formula(frequencies)}"
+    fig.update_layout(title=dict(text=title),
+                      height=380, margin=MARGIN, legend=dict(orientation="h", yanchor="top", y=-0.2),
+                      xaxis=dict(title=dict(text="pair i: " + ("dimensions i (sin) and d_model/2 + i (cos)"
+                                                               if layout == "halves" else "dimensions 2i (sin) and "
+                                                               "2i + 1 (cos)"))),
                       yaxis=dict(title=dict(text="wavelength (positions)"), type="log",
                                  range=[np.log10(2 * np.pi) - 0.3, np.log10(10000 * 2 * np.pi) + 0.3]))
     return fig
