@@ -37,6 +37,9 @@ PREDICTED_ROWS = "queries (rows): the output token each row predicted"
 WEIGHT_SCALE = "Blues"
 HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 Head = int | str
+# a horizontal legend above the plot area, right-aligned under the title: it never covers bars, cells or lines
+# (a figure using it leaves ~100 px of top margin for the title and the legend)
+LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0)
 
 
 # --- labels ------------------------------------------------------------------------------------------------------

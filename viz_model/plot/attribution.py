@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..attribution import Attribution
 from ..attribution.faithfulness import RANDOM
-from .attention import HEAD_COLORS, _token_axis, escape
+from .attention import HEAD_COLORS, LEGEND_ABOVE, _token_axis, escape
 
 METHOD_LABELS = {"attention_mean": "attention (mean of layers)", "rollout": "attention rollout",
                  "value_weighted": "value-weighted attention", "alti": "ALTI+", "saliency": "saliency (‖gradient‖)",
@@ -40,7 +40,7 @@ def share_figure(result: Attribution) -> go.Figure:
                       yaxis=dict(title=dict(text="share"), range=[0, 1], tickformat=".0%"),
                       xaxis=dict(title=dict(text="output token"), automargin=True, tickangle=-45 if len(labels) > 12
                                  else 0),
-                      legend=dict(orientation="h", y=1.08), height=380, margin=MARGIN)
+                      legend=LEGEND_ABOVE, height=400, margin=dict(MARGIN, t=100))
     return fig
 
 
@@ -93,7 +93,7 @@ def methods_figure(result: Attribution, output: int, methods: Sequence[str]) -> 
     fig.update_layout(barmode="group", title=dict(text=title),
                       yaxis=dict(title=dict(text="score / largest |score|")),
                       xaxis=dict(title=dict(text="source token"), automargin=True),
-                      legend=dict(orientation="h", y=-0.25), height=440, margin=MARGIN)
+                      legend=LEGEND_ABOVE, height=460, margin=dict(MARGIN, t=100))
     return fig
 
 
