@@ -47,10 +47,11 @@ def sidebar(models: list[str]) -> Session | None:
     """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
     ss = st.session_state
     with st.sidebar:
-        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {roots_label()}",
-              format_func=lambda name: f"{name} ({model_languages(str(root_of(name)), name)})")
+        bound(st.selectbox, "Model", "model", models, help=f"Every model directory found in {roots_label()}")
         name = ss["model"]
         root = root_of(name)
+        # the full name and the language pair below the picker: a long name is cut inside the box
+        st.caption(f"{md_escape(name)} · {model_languages(str(root), name)}")
         stamp = model_stamp(root, name)
         try:
             model = load_model(str(root), name, stamp)

@@ -76,19 +76,15 @@ row, head = int(ss["m_row"]), int(ss["m_head"]) - 1
 
 st.subheader("The masks")
 side = "target (decoder inputs)" if kind == "decoder" else "source"
-left, right = st.columns(2)
-with left:
-    fig = figures.padding_mask_figure(key_tokens, scores.padding_mask,
-                                      f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
-    widgets.chart(fig, "padding-mask", key="pad_chart")
-    widgets.exports(fig, "padding-mask", "pad")
-with right:
-    longest = max(traces, key=lambda t: len(t.target_ids)).target_tokens
-    causal = causal_mask(len(longest))[0, 0].numpy()
-    fig = figures.mask_matrix_figure(causal, longest, longest,
-                                     "Causal mask of the decoder (position t sees keys 0..t)")
-    widgets.chart(fig, "causal-mask", key="causal_chart")
-    widgets.exports(fig, "causal-mask", "causal")
+fig = figures.padding_mask_figure(key_tokens, scores.padding_mask,
+                                  f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
+widgets.chart(fig, "padding-mask", key="pad_chart")
+widgets.exports(fig, "padding-mask", "pad")
+longest = max(traces, key=lambda t: len(t.target_ids)).target_tokens
+causal = causal_mask(len(longest))[0, 0].numpy()
+fig = figures.mask_matrix_figure(causal, longest, longest, "Causal mask of the decoder (position t sees keys 0..t)")
+widgets.chart(fig, "causal-mask", key="causal_chart")
+widgets.exports(fig, "causal-mask", "causal")
 
 fig = figures.mask_matrix_figure(scores.mask[row], query_tokens[row], key_tokens[row],
                                  f"The mask this layer applies to sentence #{row + 1} "

@@ -130,7 +130,8 @@ if submitted:
 
 runs = ss.get("watch_runs") or {}
 if not runs:
-    st.info("Pick a task and press Train (about half a minute on a laptop CPU).")
+    st.info(f"Pick a task and press Train: training stops after the time budget ({ss['watch_seconds']} s, or "
+            "sooner when the steps are done), and drawing the maps takes a few seconds more.")
     st.stop()
 
 first = next(iter(runs.values()))

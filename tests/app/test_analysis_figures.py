@@ -81,15 +81,22 @@ def test_head_grid_centres_a_diverging_scale_and_refuses_unknown_kinds():
         af.head_grid({"attention": np.zeros((1, 1))}, "t", "v")
 
 
-def test_role_grid_labels_every_head_with_its_role_as_text(model, heads_table):
+def test_role_grid_numbers_every_head_and_names_the_role_in_the_legend_and_hover(model, heads_table):
+    """Cells hold a role number that fits them (a name was cut: "diagona", issue 38); the colour bar and the hover
+    name the role."""
     counts, heads = layer_counts(model.config), model.config.heads
     table = heads_table.copy()
     table.loc[0, "role"] = INJECTION
     fig = af.role_grid(table, counts, heads, "roles")
     data = spec(fig)
+    roles = list(dict.fromkeys(table["role"]))
     texts = [t for m in data["data"] if m["type"] == "heatmap" for row in m["text"] for t in row]
-    assert len(texts) == len(table) and figures.escape(INJECTION) in texts
-    assert figures.escape(INJECTION) in data["layout"]["coloraxis"]["colorbar"]["ticktext"]
+    assert len(texts) == len(table) and all(1 <= len(t) <= 2 for t in texts)
+    assert sorted(set(texts), key=int) == [str(i + 1) for i in range(len(roles))]
+    ticks = data["layout"]["coloraxis"]["colorbar"]["ticktext"]
+    assert ticks[roles.index(INJECTION)] == f"{roles.index(INJECTION) + 1} {figures.escape(INJECTION)}"
+    hovers = [h for m in data["data"] if m["type"] == "scatter" for h in m.get("hovertext") or []]
+    assert any(f"role {roles.index(INJECTION) + 1}: {figures.escape(INJECTION)}" in h for h in hovers)
     assert no_markup(fig)
 
 

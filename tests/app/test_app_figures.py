@@ -252,7 +252,21 @@ def test_mask_figures(trace):
     fig = figures.mask_matrix_figure(mask, list("abcd"), list("abcd"), "causal")
     assert spec(fig)["data"][0]["text"][0] == ["", "−∞", "−∞", "−∞"]
     pad = figures.padding_mask_figure([["a", "b"], ["c", "<pad>"]], np.array([[1, 1], [1, 0]], dtype=bool), "pad")
-    assert spec(pad)["data"][0]["text"][1][1] == "&lt;pad&gt;"
+    assert spec(pad)["data"][0]["customdata"][1][1] == "&lt;pad&gt;"
+    assert [a["text"] for a in spec(pad)["layout"]["annotations"]] == ["a", "b", "c", "&lt;pad&gt;"]
+
+
+def test_padding_mask_labels_are_upright_and_short():
+    """Tokens in the padding mask are rotated and cut so that neighbouring cells never run together (issue 38)."""
+    tokens = [["▁Two", "▁young", "▁extraordinarily", "</s>"], ["▁Dogs", "</s>", "<pad>", "<pad>"]]
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=bool)
+    notes = spec(figures.padding_mask_figure(tokens, mask, "pad"))["layout"]["annotations"]
+    assert {a["textangle"] for a in notes} == {-90}
+    assert max(len(a["text"]) for a in notes if "&" not in a["text"]) <= figures.PAD_LABEL_CHARS
+    assert "▁extraord…" in [a["text"] for a in notes]
+    wide = [["x"] * (figures.PAD_LABEL_MAX_POSITIONS + 1)]
+    assert not spec(figures.padding_mask_figure(wide, np.ones((1, len(wide[0])), bool), "pad"))["layout"].get(
+        "annotations")
 
 
 # --- positional encodings ----------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import io
 
 import numpy as np
 import pytest
-from support.app import arr, charts, messages, ok, start
+from streamlit.testing.v1 import AppTest
+from support.app import APP, arr, charts, messages, ok, start
 
 from app import sessions
 
@@ -27,6 +28,15 @@ def train(at, **settings):
         widget.set_value(value)
     next(b for b in at.button if b.label == "Train").click()
     return ok(at.run(timeout=240))
+
+
+def test_the_invitation_states_the_time_budget_set(tiny):
+    """Before training, the page says how long it takes from the budget set, not a fixed "half a minute"."""
+    assert "time budget (30 s" in messages(page(tiny))
+    at = AppTest.from_file(str(APP), default_timeout=180)  # a link straight onto the page
+    at.query_params.update({"beam": "1", "sentence": "A man runs.", "seconds": "12"})
+    at.switch_page("views/watch.py")
+    assert "time budget (12 s" in messages(ok(at.run()))
 
 
 @pytest.mark.slow

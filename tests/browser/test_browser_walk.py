@@ -21,8 +21,9 @@ SENTENCE = "My grandmother bakes bread every Sunday morning."
 PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "attribution", "head-roles",
          "ablation", "alignment", "compare"]
 
-# Per figure: its size, every tick label whose box leaves the figure's own SVG, and whether its legend box lies over
-# a plot area (where it would hide bars, cells or lines).
+# Per figure: its size, every tick label whose box leaves the figure's own SVG, whether its legend box lies over
+# a plot area (where it would hide bars, cells or lines), and the texts written in its cells or as annotations whose
+# boxes overlap (words that run together).
 CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, index) => {
   const svg = plot.querySelector('svg.main-svg');
   if (!svg) return {index, title: '', width: 0, clipped: []};
@@ -39,7 +40,15 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, 
     return legend.left < a.right - 1 && legend.right > a.left + 1 && legend.top < a.bottom - 1
       && legend.bottom > a.top + 1;
   }) : false;
-  return {index, title, width: frame.width, clipped, covers};
+  const boxes = [...plot.querySelectorAll('.heatmaplayer text, .annotation-text')]
+    .filter((e) => e.textContent.trim()).map((e) => [e.textContent, e.getBoundingClientRect()])
+    .filter(([, b]) => b.width > 0);
+  const overlapping = [];
+  boxes.forEach(([text, b], i) => boxes.slice(i + 1).forEach(([other, c]) => {
+    if (b.left < c.right - 1 && b.right > c.left + 1 && b.top < c.bottom - 1 && b.bottom > c.top + 1)
+      overlapping.push(`${text} / ${other}`);
+  }));
+  return {index, title, width: frame.width, clipped, covers, overlapping: overlapping.slice(0, 5)};
 })"""
 
 
@@ -75,6 +84,8 @@ def walk_every_page(server: str, page, sentence: str, shots: str) -> None:
         assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
         covered = [f["title"] for f in figures if f["covers"]]
         assert not covered, f"{name}: a legend over the data of {covered}"
+        overlapping = {f["title"]: f["overlapping"] for f in figures if f.get("overlapping")}
+        assert not overlapping, f"{name}: texts that run together: {overlapping}"
         narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
         assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"
 
@@ -82,6 +93,9 @@ def walk_every_page(server: str, page, sentence: str, shots: str) -> None:
 @pytest.mark.slow
 def test_every_page_with_a_sentence_of_its_own(server, page):
     walk_every_page(server, page, SENTENCE, "walk")
+
+
+LONG_NAME = "opus-mt-tiny-imported-marian-en-de"  # longer than the sidebar's picker shows
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +108,7 @@ def imported_server(tmp_path_factory):
 
     assets = tmp_path_factory.mktemp("imported-assets")
     assert main(["import", str(build_marian_folder(tmp_path_factory.mktemp("hf"))), "--out",
-                 str(assets / "opus-mt-tiny")]) == 0
+                 str(assets / LONG_NAME)]) == 0
     with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
 
@@ -103,6 +117,8 @@ def imported_server(tmp_path_factory):
 def test_every_page_with_an_imported_marian_model(imported_server, page):
     """Issue 21: an imported Hugging Face model works on every page in a real browser, not only in AppTest."""
     walk_every_page(imported_server, page, "A man reads a book in the park.", "walk-imported")
+    sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+    assert f"{LONG_NAME} · en → de" in sidebar, sidebar  # the whole name and the language pair under the picker
 
 
 @pytest.mark.slow

@@ -61,9 +61,11 @@ def _cell_text(kind: str, layer: int, head: int, value: float, value_name: str, 
 
 def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, colorscale: str | list = "Viridis",
               selected: Collection[Head] = (), labels: Mapping[str, np.ndarray] | None = None,
-              zmid: float | None = None, colorbar: dict | None = None, showscale: bool = True) -> go.Figure:
+              zmid: float | None = None, colorbar: dict | None = None, showscale: bool = True,
+              hover_labels: Mapping[str, np.ndarray] | None = None) -> go.Figure:
     """One layer x head heatmap per kind (``values[kind]`` of shape ``(layers, heads)``, NaN = blank), side by side
-    on one colour scale; `selected` heads are ringed, `labels` (same shapes, text) go into the cells and hovers."""
+    on one colour scale; `selected` heads are ringed, `labels` (same shapes, text) go into the cells and, unless
+    `hover_labels` are given, the hovers."""
     kinds = _ordered(values)
     fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=[escape(KIND_TITLES[k]) for k in kinds],
                         horizontal_spacing=0.06)
@@ -74,8 +76,10 @@ def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, col
         span = max(abs(low - zmid), abs(high - zmid), 1e-9)
         low, high = zmid - span, zmid + span
     for column, kind in enumerate(kinds, start=1):
+        hovers = hover_labels if hover_labels is not None else labels
         _add_grid(fig, kind, np.asarray(values[kind], dtype=np.float64), column, value_name,
-                  None if labels is None else labels.get(kind), selected)
+                  None if labels is None else labels.get(kind), selected,
+                  None if hovers is None else hovers.get(kind))
     layers = max(np.shape(values[k])[0] for k in kinds)
     fig.update_layout(
         title=dict(text=escape(title)), height=150 + 46 * max(layers, 2), margin=MARGIN, hovermode="closest",
@@ -86,7 +90,7 @@ def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, col
 
 
 def _add_grid(fig: go.Figure, kind: str, z: np.ndarray, column: int, value_name: str, labels: np.ndarray | None,
-              selected: Collection[Head]) -> None:
+              selected: Collection[Head], hovers: np.ndarray | None) -> None:
     layers, heads = z.shape
     text = None if labels is None else [[escape(t) for t in row] for row in labels]
     fig.add_trace(go.Heatmap(z=z, x=list(range(1, heads + 1)), y=list(range(1, layers + 1)), coloraxis="coloraxis",
@@ -94,7 +98,7 @@ def _add_grid(fig: go.Figure, kind: str, z: np.ndarray, column: int, value_name:
                              textfont=dict(size=9), hoverinfo="skip", xgap=2, ygap=2, name=kind), row=1, col=column)
     cells = [(layer, head) for layer in range(layers) for head in range(heads)]
     hover = [_cell_text(kind, layer, head, z[layer, head], value_name,
-                        None if labels is None else str(labels[layer][head])) for layer, head in cells]
+                        None if hovers is None else str(hovers[layer][head])) for layer, head in cells]
     fig.add_trace(go.Scatter(x=[h + 1 for _, h in cells], y=[layer + 1 for layer, _ in cells], mode="markers",
                              customdata=[[kind, layer, head] for layer, head in cells], hovertext=hover,
                              hovertemplate="%{hovertext}<extra></extra>", name=f"{kind} heads",
@@ -113,12 +117,16 @@ def _add_grid(fig: go.Figure, kind: str, z: np.ndarray, column: int, value_name:
 
 
 def role_grid(table: pd.DataFrame, layers: Mapping[str, int], heads: int, title: str) -> go.Figure:
-    """Each head's role (the ``role`` column of `head_roles`) as a coloured, labelled cell, one grid per kind."""
+    """Each head's role (the ``role`` column of `head_roles`) as a coloured cell holding the role's number (names
+    do not fit a cell): the colour bar reads "1 diagonal", ..., the hover names the role."""
     roles = list(dict.fromkeys(table["role"]))
     codes = table.assign(code=[roles.index(r) for r in table["role"]])
     values = table_grid(codes, "code", layers, heads)
-    lookup = np.array([*roles, ""], dtype=object)
-    labels = {kind: lookup[np.where(np.isnan(v), len(roles), v).astype(int)] for kind, v in values.items()}
+
+    def lookup(names: list[str]) -> dict[str, np.ndarray]:
+        array = np.array([*names, ""], dtype=object)
+        return {kind: array[np.where(np.isnan(v), len(roles), v).astype(int)] for kind, v in values.items()}
+
     count = max(len(roles), 1)
     scale = []
     for i in range(count):
@@ -126,8 +134,9 @@ def role_grid(table: pd.DataFrame, layers: Mapping[str, int], heads: int, title:
         scale += [[i / count, color], [(i + 1) / count, color]]
     colorbar = dict(title=dict(text="role"), tickmode="array", tickvals=[(i + 0.5) * (count - 1) / count
                                                                           for i in range(count)],
-                    ticktext=[escape(r) for r in roles])
-    fig = head_grid(values, title, "role", scale, labels=labels, colorbar=colorbar)
+                    ticktext=[f"{i + 1} {escape(r)}" for i, r in enumerate(roles)])
+    fig = head_grid(values, title, "role", scale, labels=lookup([str(i + 1) for i in range(len(roles))]),
+                    colorbar=colorbar, hover_labels=lookup([f"role {i + 1}: {r}" for i, r in enumerate(roles)]))
     fig.update_layout(coloraxis=dict(cmin=0, cmax=max(count - 1, 1e-9)))
     return fig
 

@@ -462,22 +462,37 @@ def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: H
 
 
 # --- masks -------------------------------------------------------------------------------------------------------
+PAD_LABEL_CHARS = 10  # a token written in a padding-mask cell is cut to this many characters (hover: in full)
+PAD_LABEL_MAX_POSITIONS = 48  # wider batches show their tokens on hover only
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
 def padding_mask_figure(tokens: Sequence[Sequence[str]], mask: np.ndarray, title: str) -> go.Figure:
-    """The ``(batch, length)`` padding mask: 1 = real token (may be attended), 0 = ``<pad>`` (never attended)."""
+    """The ``(batch, length)`` padding mask: 1 = real token (may be attended), 0 = ``<pad>`` (never attended).
+    Each cell's token is written upright (rotated, cut to a few characters) so neighbours never run together."""
     mask = np.asarray(mask, dtype=bool)
-    z = mask.astype(np.float32)
+    rows, length = mask.shape
     text = [[escape(t) for t in row] for row in tokens]
     fig = go.Figure(go.Heatmap(
-        z=z, text=text, texttemplate="%{text}", textfont=dict(size=11), colorscale=[[0, "#d9d9d9"], [1, "#9ecae1"]],
-        zmin=0, zmax=1,
+        z=mask.astype(np.float32), customdata=text, colorscale=[[0, "#d9d9d9"], [1, "#9ecae1"]], zmin=0, zmax=1,
         showscale=False, xgap=2, ygap=2,
-        hovertemplate="sentence %{y}, position %{x}<br>token %{text}<br>mask %{z} (1 = may attend)<extra></extra>"))
+        hovertemplate="sentence %{y}, position %{x}<br>token %{customdata}<br>mask %{z} (1 = may attend)"
+                      "<extra></extra>"))
+    if length <= PAD_LABEL_MAX_POSITIONS:
+        fig.update_layout(annotations=[
+            dict(x=x, y=y, text=escape(_cut(str(token), PAD_LABEL_CHARS)), textangle=-90, showarrow=False,
+                 font=dict(size=11))
+            for y, row in enumerate(tokens) for x, token in enumerate(row)])
     fig.update_layout(
-        title=dict(text=escape(title)), height=140 + 50 * mask.shape[0], margin=dict(l=10, r=10, t=60, b=10),
-        xaxis=dict(title=dict(text="key position"), tickmode="array", tickvals=list(range(mask.shape[1])),
-                   showgrid=False),
-        yaxis=dict(title=dict(text="sentence in the batch"), tickmode="array", tickvals=list(range(mask.shape[0])),
-                   ticktext=[f"#{i + 1}" for i in range(mask.shape[0])], autorange="reversed", showgrid=False),
+        title=dict(text=escape(title)), height=160 + 100 * rows, margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=dict(title=dict(text="key position"), tickmode="linear", tick0=0, dtick=1 if length <= 30 else 5,
+                   showgrid=False, zeroline=False),
+        yaxis=dict(title=dict(text="sentence in the batch"), tickmode="array", tickvals=list(range(rows)),
+                   ticktext=[f"#{i + 1}" for i in range(rows)], autorange="reversed", showgrid=False,
+                   zeroline=False),
         plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
