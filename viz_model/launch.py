@@ -74,7 +74,9 @@ def check_port(port: int, address: str) -> None:
 
 
 def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False) -> int:
-    """Start the explorer and wait for it (Ctrl-C stops it); its exit status."""
+    """Start the explorer (Ctrl-C stops it). On POSIX this process becomes the Streamlit server (exec), so a signal
+    to it (a supervisor's, a deployment's) reaches the server itself; elsewhere it waits for it and returns its
+    exit status."""
     folders = model_folders(models or [])
     check_port(port, address)
     script = app_script()
@@ -83,5 +85,8 @@ def run_app(port: int = 8501, models: list[str] | None = None, address: str = ""
                *STREAMLIT_SETTINGS, *(["--server.address", address] if address else []),
                *(["--server.headless", "true"] if headless else [])]
     print(f"viz-model: the explorer on http://{address or 'localhost'}:{port} (models from "
-          f"{os.pathsep.join(map(str, folders))}); Ctrl-C stops it", file=sys.stderr)
+          f"{os.pathsep.join(map(str, folders))}); Ctrl-C stops it", file=sys.stderr, flush=True)
+    if os.name == "posix":
+        sys.stdout.flush()
+        os.execve(sys.executable, command, env)
     return subprocess.call(command, env=env)
