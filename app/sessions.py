@@ -19,7 +19,7 @@ import viz_model
 from viz_model.api import TranslationModel, asset_roots, model_root
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
-from viz_model.attribution.gradients import DEFAULT_STEPS
+from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.coverage import TRAINING_STATS
 from viz_model.decoding import BeamTree
@@ -148,28 +148,24 @@ def compute_layer_scores(root: str, name: str, stamp: str, sources: tuple[tuple[
     return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
 
 
-ATTRIBUTION_MAX_STEPS = 128  # integrated-gradient steps one request may ask for (the library allows 256)
-
-
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_attribution(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
-                        methods: tuple[str, ...], steps: int, foil: int | None) -> Attribution:
+                        methods: tuple[str, ...], steps: int, foil: int | None,
+                        tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
     model = load_model(root, name, stamp)
-    if not 1 <= steps <= ATTRIBUTION_MAX_STEPS:
-        raise ValueError(f"integrated-gradient steps must be from 1 to {ATTRIBUTION_MAX_STEPS} here, got {steps}")
     result = attribute_ids(model.network, list(source_ids), list(output_ids), methods, steps, foil,
-                           model.tokenizer.pieces)
+                           model.tokenizer.pieces, tolerance)
     result.model_name = name
     return result
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_deletions(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
-                      methods: tuple[str, ...], ranked: tuple[str, ...], ks: tuple[int, ...], steps: int
-                      ) -> pd.DataFrame:
+                      methods: tuple[str, ...], ranked: tuple[str, ...], ks: tuple[int, ...], steps: int,
+                      tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """The deletion scores of the `ranked` source rankings (from an attribution of `methods`)."""
     model = load_model(root, name, stamp)
-    result = compute_attribution(root, name, stamp, source_ids, output_ids, methods, steps, None)
+    result = compute_attribution(root, name, stamp, source_ids, output_ids, methods, steps, None, tolerance)
     return deletion_scores(model.network, list(source_ids), list(output_ids),
                            {m: result.source_scores(m) for m in ranked}, ks)
 
@@ -200,15 +196,16 @@ class Session:
                                  self.lang, self.rule)
 
     def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
-                    foil: int | None = None) -> Attribution:
+                    foil: int | None = None, tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
         """Attributions of the trace's translation (teacher-forced on its output), cached."""
         return compute_attribution(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
-                                   methods, steps, foil)
+                                   methods, steps, foil, tolerance)
 
     def deletions(self, trace: AttentionTrace, methods: tuple[str, ...], ranked: tuple[str, ...],
-                  ks: tuple[int, ...], steps: int = DEFAULT_STEPS) -> pd.DataFrame:
+                  ks: tuple[int, ...], steps: int = DEFAULT_STEPS, tolerance: float = DEFAULT_TOLERANCE
+                  ) -> pd.DataFrame:
         return compute_deletions(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
-                                 methods, ranked, ks, steps)
+                                 methods, ranked, ks, steps, tolerance)
 
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
         return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),

@@ -27,7 +27,10 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--model", default=None, help="model directory (default: the shipped default model)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a quick look)")
-    parser.add_argument("--steps", type=int, default=32, help="integrated-gradient steps")
+    parser.add_argument("--steps", type=int, default=32, help="integrated-gradient points (default 32)")
+    parser.add_argument("--tolerance", type=float, default=0.0,
+                        help="integrated gradients: 0 (default, as the results file was made): --steps fixed "
+                             "Gauss-Legendre points; above 0: adaptive, at most --steps points")
     args = parser.parse_args()
 
     import viz_model
@@ -39,8 +42,8 @@ def main() -> None:
     sources = open_text(find_split(Path(args.data_dir) / "multi30k", "val", "en"))[:args.limit]
     started = time.perf_counter()
     workers = default_workers(model)
-    rows, _ = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True,
-                                  workers=workers)
+    rows = corpus_faithfulness(model, sources, methods=METHODS, steps=args.steps, beam=1, progress=True,
+                               workers=workers, tolerance=args.tolerance).faithfulness
     seconds = time.perf_counter() - started
     out_dir = REPO / ".data" / "attribution"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -50,7 +53,8 @@ def main() -> None:
     result = {
         "model": model.name, "data": "multi30k val (English sources), greedy translations by the full-precision "
                                      "network, teacher-forced", "workers": workers,
-        "sentences": len(sources), "ks": [1, 2, 3], "random_draws": 8, "ig_steps": args.steps,
+        "sentences": len(sources), "ks": [1, 2, 3], "random_draws": 8,
+        "ig_steps": args.steps, "ig_tolerance": args.tolerance,
         "command": "python benchmarks/attribution_faithfulness.py" + (f" --limit {args.limit}" if args.limit else ""),
         "seconds": round(seconds, 1), "load_average": load_average(),
         "table": [{k: (None if v != v else round(v, 4)) if isinstance(v, float) else v for k, v in row.items()}

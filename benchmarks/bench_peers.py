@@ -16,8 +16,8 @@ words each) with beam 4 and 2 threads, CTranslate2 held to the same number of to
 
 Then the shipped model (``mixed-en-de``, trained) written as a Marian folder (``viz-model export-hf``): our trace
 against ``generate`` on the same trained weights. And gradient attributions of every output token of the first
-sentence's translation (teacher-forced on it): saliency, input x gradient and integrated gradients (32 steps), ours
-(`viz_model.attribution.attribute_ids`) against inseq's on the same Marian weights. (Stock inseq 0.7.1 on
+sentence's translation (teacher-forced on it): saliency, input x gradient and integrated gradients (32 fixed
+points), ours (`viz_model.attribution.attribute_ids`) against inseq's on the same Marian weights. (Stock inseq 0.7.1 on
 transformers 5 passes Marian's decoder pre-scaled embeddings, which Marian's decoder scales again: its attributions
 are of a slightly different network. The work is the same.)
 
@@ -111,7 +111,9 @@ def attribution_system(name: str, root: Path, texts: list[str]):
 
         model = viz_model.load(root / "imported", device="cpu")
         traces = [model.trace(text) for text in texts]
-        return lambda: [attribute_ids(model.network, t.source_ids, t.output_ids, (method,), 32) for t in traces]
+        # 32 fixed Gauss-Legendre points, as inseq's (Captum's) integrated gradients use by default
+        return lambda: [attribute_ids(model.network, t.source_ids, t.output_ids, (method,), 32, tolerance=0)
+                        for t in traces]
     import inseq
     import transformers
 

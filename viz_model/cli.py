@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, shard
+from .attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from .checkpoint import CheckpointError
 from .config import ConfigError
 from .generation import RULES
@@ -21,6 +22,7 @@ from .tokenizer import TokenizerError
 from .trace import TraceError
 from .training_facts import TRAINING_FACTS
 
+CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among processes under torchrun
 USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError,
                IsADirectoryError, NotADirectoryError, PermissionError)
 
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tgt", default=None, help="reference translations to force instead of translating (plain or .gz)")
     p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per head")
+    _batch_tokens_arg(p)
     _model_args(p)
     _decode_args(p, beam=1)
 
@@ -97,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per head")
     p.add_argument("--bleu", action="store_true", help="also decode with each head off and report the BLEU drop "
                                                        "(slow: one search of the corpus per head)")
+    _batch_tokens_arg(p)
     _model_args(p)
     _decode_args(p, beam=1)
 
@@ -110,7 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="attention (the layer mean and each layer), rollout, value_weighted, alti, saliency, "
                         "input_x_gradient, integrated_gradients (default: value_weighted alti)")
     p.add_argument("--k", nargs="+", type=int, default=[1, 2, 3], help="how many source tokens to remove (1 2 3)")
-    p.add_argument("--steps", type=int, default=32, help="integrated-gradient steps (default 32)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help=f"integrated gradients: the most points on the path (default {DEFAULT_STEPS})")
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                   help="integrated gradients: add points until every output token's completeness gap is within "
+                        f"this share of its score change (default {DEFAULT_TOLERANCE}); 0: exactly --steps points")
+    p.add_argument("--gaps-out", default=None, metavar="FILE",
+                   help="with integrated_gradients: FILE.csv or FILE.parquet, every output token's completeness gap")
     p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per sentence, method and k")
     p.add_argument("--gold", default=None, metavar="FILE",
@@ -179,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
+        ranks = shard.join() if args.command in CORPUS_COMMANDS and shard.launched() else None
+        with shard.sharing(ranks):
+            return COMMANDS[args.command](args)
     except USER_ERRORS as err:
         print(f"viz-model: error: {err}", file=sys.stderr)
         return 2
@@ -189,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `viz-model trace ... --out - | head`
         sys.stderr.close()
         return 0
+
+
+def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
+    from .analysis.forced import DEFAULT_BATCH_TOKENS
+
+    p.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
+                   help=f"padded tokens per teacher-forced batch (default {DEFAULT_BATCH_TOKENS}; fewer: less memory; "
+                        "under torchrun the batches are what the processes share)")
 
 
 def _load(args: argparse.Namespace):
@@ -258,10 +279,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     search = model.search_settings(args.rule, args.beam, args.alpha)
     from .inference import translate_ids
 
-    with tqdm(total=len(src), unit="sent", file=sys.stderr) as bar:
+    with tqdm(total=len(src), unit="sent", file=sys.stderr, disable=not shard.writes()) as bar:
         sources = [model.encode(line, truncate=True) for line in src]
         hyps = translate_ids(model.search_network, sources, search.beam, search.alpha, device=model.device,
                              progress=bar.update, hf=search.hf)
+    if not shard.writes():  # under torchrun rank 0 reports
+        return 0
     scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
     print(json.dumps({**scores, "sentences": len(src), "beam": search.beam, "alpha": search.alpha,
                       "rule": search.rule, "search": model.search_precision, "model": model.name}))
@@ -287,6 +310,8 @@ def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] |
     out = check_table_path(args.out)
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    if getattr(args, "batch_tokens", 1) < 1:
+        raise ValueError(f"--batch-tokens must be at least 1, got {args.batch_tokens}")
     _check_search_args(args)
     src = open_text(Path(args.src))
     if not src:
@@ -304,7 +329,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
-    analysis = analyze_corpus(model, src, tgt, beam=args.beam, alpha=args.alpha, progress=True, rule=args.rule)
+    analysis = analyze_corpus(model, src, tgt, beam=args.beam, alpha=args.alpha, progress=shard.writes(),
+                              rule=args.rule, batch_tokens=args.batch_tokens)
+    if not shard.writes():  # under torchrun rank 0 writes
+        return 0
     write_table(analysis.heads, out)
     summary = analysis.summary()
     summary["example_text"] = [text if len(text) <= 60 else text[:57] + "..." for text in summary["example_text"]]
@@ -320,8 +348,10 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
-    table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha, progress=True,
-                            rule=args.rule)
+    table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha,
+                            progress=shard.writes(), rule=args.rule, batch_tokens=args.batch_tokens)
+    if not shard.writes():  # under torchrun rank 0 writes
+        return 0
     write_table(table, out)
     top = table.sort_values("nll_rise", ascending=False, kind="stable").head(5)
     print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
@@ -334,11 +364,21 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from .analysis.alignment import read_pharaoh
     from .analysis.tables import check_table_path, write_table
     from .attribution import check_methods
-    from .attribution.corpus import check_draws, corpus_faithfulness, default_workers, faithfulness_table
-    from .attribution.gradients import check_steps
+    from .attribution.corpus import (
+        check_draws,
+        completeness_summary,
+        corpus_faithfulness,
+        default_workers,
+        faithfulness_table,
+    )
+    from .attribution.gradients import check_steps, check_tolerance
 
     check_methods(args.methods)
-    check_steps(args.steps)
+    check_tolerance(args.tolerance, check_steps(args.steps))
+    if args.gaps_out is not None and "integrated_gradients" not in args.methods:
+        raise ValueError("--gaps-out writes integrated gradients' completeness gaps: add integrated_gradients to "
+                         "--methods")
+    gaps_out = check_table_path(args.gaps_out) if args.gaps_out else None
     if any(k < 1 for k in args.k):
         raise ValueError(f"--k values must be at least 1, got {args.k}")
     check_draws(args.draws, "--draws")  # before the model loads
@@ -350,11 +390,18 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     out, src, tgt = _corpus_args(args)
     gold = read_pharaoh(Path(args.gold))[:len(src)] if args.gold else None
     model = _load(args)
-    workers = default_workers(model) if args.workers is None else args.workers
-    table, aer = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam,
-                                     draws=args.draws, alpha=args.alpha, progress=True, gold=gold, workers=workers,
-                                     rule=args.rule)
+    # under torchrun the processes are the launch's (one sentence share each), not a pool's
+    workers = (1 if shard.active() else default_workers(model)) if args.workers is None else args.workers
+    table, aer, gaps = corpus_faithfulness(model, src, tgt, args.methods, args.k, args.steps, beam=args.beam,
+                                           draws=args.draws, alpha=args.alpha, progress=shard.writes(), gold=gold,
+                                           workers=workers, rule=args.rule, tolerance=args.tolerance)
+    if not shard.writes():  # under torchrun rank 0 writes
+        return 0
     write_table(table, out)
+    if gaps is not None:
+        print(completeness_summary(gaps, args.tolerance), file=sys.stderr)
+        if gaps_out is not None:
+            write_table(gaps, gaps_out)
     if aer is not None and aer_out is not None:
         write_table(aer, aer_out)
         print(aer.head(10).to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import shard
 from .batching import pad
 from .decoding import Hypothesis, beam_search
 from .generation import HFGeneration
@@ -32,19 +33,23 @@ def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, a
     if rows_interact(model):
         batch_tokens = 0
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    results: list[Hypothesis | None] = [None] * len(sources)
-    start = 0
+    chunks, start = [], 0
     while start < len(order):
         end = start + 1
         while end < len(order) and len(sources[order[end]]) * (end - start + 1) * beam <= batch_tokens:
             end += 1
-        chunk = order[start:end]
+        chunks.append(order[start:end])
+        start = end
+    done = {}  # under torchrun each process searches its share of the batches (viz_model.shard)
+    for number, chunk in shard.share(chunks):
         src = pad([sources[i] for i in chunk], model.config.pad_id).to(device)
-        for i, hyp in zip(chunk, beam_search(model, src, beam=beam, alpha=alpha, hf=hf, draft=draft)):
-            results[i] = hyp
+        done[number] = beam_search(model, src, beam=beam, alpha=alpha, hf=hf, draft=draft)
         if progress is not None:
             progress(len(chunk))
-        start = end
+    results: list[Hypothesis | None] = [None] * len(sources)
+    for chunk, hyps in zip(chunks, shard.gather(done, len(chunks))):
+        for i, hyp in zip(chunk, hyps):
+            results[i] = hyp
     return results  # type: ignore[return-value]
 
 

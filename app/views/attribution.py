@@ -1,14 +1,13 @@
 """Attribution: beyond raw attention. What each source token and each target-prefix token contributed to every
 output token, by several methods side by side, and a deletion check of which explanation is faithful."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import sessions, state, texts, widgets
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
-from viz_model.attribution.gradients import DEFAULT_STEPS
+from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, MAX_STEPS
 from viz_model.plot import attribution as pa
 
 CHOICES = {"attention": "Attention weights (cross, heads and layers averaged)",
@@ -18,7 +17,9 @@ CHOICES = {"attention": "Attention weights (cross, heads and layers averaged)",
            "saliency": "Saliency (gradient norm)",
            "input_x_gradient": "Input × gradient",
            "integrated_gradients": "Integrated gradients (slower)"}
-GAP_WARNING = 0.01  # integrated gradients: a completeness gap above 1% of the score change is flagged
+TOLERANCES = {0.005: "adaptive, until every gap ≤ 0.5%", 0.01: "adaptive, until every gap ≤ 1%",
+              0.02: "adaptive, until every gap ≤ 2%", 0.05: "adaptive, until every gap ≤ 5%",
+              0.0: "fixed: exactly that many points (Gauss-Legendre)"}
 
 ss = st.session_state
 session = sessions.require_session()
@@ -36,18 +37,29 @@ chosen = [m for m in METHODS if m in ss["at_methods"]]
 if not chosen:
     st.info("Pick at least one method.")
     st.stop()
-steps = DEFAULT_STEPS
+steps, tolerance = DEFAULT_STEPS, DEFAULT_TOLERANCE
 if "integrated_gradients" in chosen:
     ss.setdefault("at_steps", DEFAULT_STEPS)
-    state.bound(st.slider, "Integrated-gradient steps", "at_steps", 4, sessions.ATTRIBUTION_MAX_STEPS, step=4,
-                 help="Points on the path from all-zero token embeddings to the real ones (Gauss-Legendre). More "
-                      "steps: a smaller completeness gap, proportionally slower.")
-    steps = int(ss["at_steps"])
+    ss.setdefault("at_tolerance", DEFAULT_TOLERANCE)
+    if ss["at_tolerance"] not in TOLERANCES:
+        ss["at_tolerance"] = DEFAULT_TOLERANCE
+    left, right = st.columns(2)
+    with left:
+        state.bound(st.selectbox, "Integrated gradients", "at_tolerance", list(TOLERANCES),
+                     format_func=TOLERANCES.get,
+                     help="Adaptive: points are added where the path integral is least accurate until every output "
+                          "token's completeness gap is within the target, or the points run out.")
+    with right:
+        state.bound(st.slider, "Most points on the path" if ss["at_tolerance"] else "Points on the path", "at_steps",
+                     16, MAX_STEPS, step=16,
+                     help="Points on the path from all-zero token embeddings to the real ones: each is a forward and "
+                          "a backward pass, so time grows with them.")
+    steps, tolerance = int(ss["at_steps"]), float(ss["at_tolerance"])
 computed = tuple(m for m in METHODS if m in {*chosen, "attention", "alti"})  # the share chart needs ALTI+
 ranked = tuple("attention_mean" if m == "attention" else m for m in chosen)
 try:
     with st.spinner("Computing the attributions…"):
-        result = session.attribution(trace, computed, steps)
+        result = session.attribution(trace, computed, steps, tolerance=tolerance)
 except ValueError as err:
     widgets.input_problem(err, "The attributions cannot be computed: ")
     st.stop()
@@ -77,14 +89,12 @@ st.caption("Each method's scores over the source tokens for this output token, s
 widgets.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
     {pa.method_label(m): result.source_scores(m)[output] for m in ranked},
     index=[f"{j}:{t}" for j, t in enumerate(result.source_tokens)]))
-if result.completeness_gap is not None:
-    gap = result.completeness_gap / np.maximum(np.abs(result.score_change), 1e-9)
+if result.relative_gap is not None:
+    gap = result.relative_gap
     st.metric("Integrated gradients: completeness gap for this token", f"{gap[output]:.1%}",
               help="|sum of the attributions − (score(input) − score(baseline))|, relative to the score change.")
-    if gap.max() > GAP_WARNING:
-        st.warning(f"The completeness gap reaches {gap.max():.1%} (token {int(gap.argmax())}): the path integral is "
-                   "not yet converged at this number of steps (ReLU layers make the gradient jump along the path). "
-                   "Raise the steps for exact integrated gradients.")
+    note, met = result.completeness_note()
+    (st.caption if met else st.warning)(note)
 
 with st.expander("Contrastive: why this word and not another?"):
     ss.setdefault("at_foil", "")
@@ -106,7 +116,7 @@ with st.expander("Contrastive: why this word and not another?"):
             contrast_methods = tuple(m for m in ("saliency", "input_x_gradient", "integrated_gradients")
                                      if m in chosen) or ("input_x_gradient",)
             with st.spinner("Computing the contrastive attributions…"):
-                contrast = session.attribution(trace, contrast_methods, steps, pieces[0])
+                contrast = session.attribution(trace, contrast_methods, steps, pieces[0], tolerance)
             fig = pa.methods_figure(contrast, output, contrast_methods)
             widgets.chart(fig, "contrastive", key="at_contrast_chart")
             st.caption(f"Scores of log p({result.output_tokens[output]}) − log p({contrast.foil}) at output {output}: "
@@ -131,7 +141,7 @@ if st.button("Check by deleting tokens", icon=":material/science:", key="at_chec
     ss["at_checked"] = (tuple(trace.source_ids), tuple(trace.output_ids))
 if ss.get("at_checked") == (tuple(trace.source_ids), tuple(trace.output_ids)):
     with st.spinner("Deleting tokens…"):
-        deletions = session.deletions(trace, computed, ranked, DEFAULT_KS, steps)
+        deletions = session.deletions(trace, computed, ranked, DEFAULT_KS, steps, tolerance)
     fig = pa.deletion_figure(deletions)
     widgets.chart(fig, "faithfulness", key="at_deletion_chart")
     table = summarise(deletions)

@@ -53,13 +53,29 @@ def test_the_output_token_and_the_matrix_method_follow_the_pickers(page, app_mod
     assert chart(ok(page), "saliency (‖gradient‖): every output token")
 
 
-def test_integrated_gradients_show_their_completeness_gap(page):
+def shown(at) -> str:
+    """Every message and caption of the page."""
+    return messages(at) + "\n" + "\n".join(str(c.value) for c in at.caption)
+
+
+def test_integrated_gradients_show_their_completeness_gap(page, app_model):
     page.multiselect(key="w_at_methods").set_value(["integrated_gradients"]).run()
     ok(page)
     gap = next(m for m in page.metric if m.label.startswith("Integrated gradients: completeness gap"))
     assert gap.value.endswith("%")
-    page.slider(key="w_at_steps").set_value(64).run()
-    assert not ok(page).exception
+    expected = attribute(app_model, SENTENCE, beam=1, methods=["integrated_gradients"])
+    note = expected.completeness_note()[0]
+    assert note.startswith(f"Integrated gradients used {expected.steps} points") and note in shown(page)
+    # fewer points: the page shows what the library says of them (advice only where a setting can help: see
+    # test_the_completeness_note_advises_only_what_a_setting_can_do)
+    page.slider(key="w_at_steps").set_value(16).run()
+    low = attribute(app_model, SENTENCE, beam=1, methods=["integrated_gradients"], steps=16)
+    assert low.completeness_note()[0] in shown(ok(page))
+    # fixed points: the slider's label says so
+    page.selectbox(key="w_at_tolerance").set_value(0.0).run()
+    assert "Points on the path" in [s.label for s in ok(page).slider]
+    fixed = attribute(app_model, SENTENCE, beam=1, methods=["integrated_gradients"], steps=16, tolerance=0)
+    assert fixed.completeness_note()[0] in shown(page)
 
 
 def test_contrastive_and_bad_foils(page, app_model):

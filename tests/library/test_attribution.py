@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,14 @@ import viz_model
 from viz_model.attribution import METHODS, Attribution, AttributionError, attribute, attribute_ids
 from viz_model.attribution.contributions import alti_block, alti_plus, encoder_rollout, value_weighted
 from viz_model.attribution.faithfulness import RANDOM, deletion_scores, summarise
-from viz_model.attribution.gradients import DEFAULT_STEPS, gradient_attributions, output_scores
+from viz_model.attribution.gradients import (
+    DEFAULT_STEPS,
+    DEFAULT_TOLERANCE,
+    MAX_STEPS,
+    completeness_note,
+    gradient_attributions,
+    output_scores,
+)
 from viz_model.config import ModelConfig
 from viz_model.model import Transformer
 from viz_model.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -160,23 +168,77 @@ def test_saliency_and_input_x_gradient_equal_finite_differences(double_net):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_integrated_gradients_are_complete_at_the_default_steps(tiny_config, seed):
-    """On a smooth network (GELU) the quadrature is exact to 1% at the default steps."""
+def test_fixed_integrated_gradients_are_complete_on_a_smooth_network(tiny_config, seed):
+    """On a smooth network (GELU) 32-point Gauss-Legendre is exact to 1%; tolerance 0 uses exactly the steps."""
     torch.manual_seed(seed)
     net = Transformer(ModelConfig(**{**tiny_config.to_dict(), "activation": "gelu", "dropout": 0.0})).eval()
-    result = gradient_attributions(net, SOURCE, OUTPUT, ("integrated_gradients",))
-    assert result.steps == DEFAULT_STEPS
+    result = gradient_attributions(net, SOURCE, OUTPUT, ("integrated_gradients",), 32, tolerance=0)
+    assert result.steps == 32 and result.tolerance == 0
     assert np.all(np.abs(result.score_change) > 0.01)  # a real change to explain
     assert result.relative_gap.max() < 0.01, result.relative_gap
     np.testing.assert_allclose(result.scores["integrated_gradients"].sum(axis=1), result.score_change, rtol=0.01)
 
 
-def test_integrated_gradients_of_a_relu_network_converge_with_more_steps(trained_net):
-    """ReLU makes the gradient jump along the path: the gap shrinks with the steps (and is reported), slowly."""
-    gaps = [gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), steps).completeness_gap
-            for steps in (4, 64, 256)]
-    assert gaps[0].mean() > gaps[1].mean() > gaps[2].mean()
-    assert gaps[2].mean() < 0.01
+def test_fixed_integrated_gradients_of_a_relu_network_converge_slowly(trained_net):
+    """ReLU makes the gradient jump along the path: with fixed points the gap shrinks with them, slowly."""
+    gaps = [gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), steps,
+                                  tolerance=0).relative_gap for steps in (4, 64, 256)]
+    assert gaps[0].max() > gaps[1].max() > gaps[2].max()
+    assert gaps[1].max() > DEFAULT_TOLERANCE  # why the default is adaptive
+
+
+def test_adaptive_integrated_gradients_meet_the_tolerance_with_fewer_points(trained_net):
+    """The default adds points where the path integral is worst until every gap is within 1%: fewer points than
+    the cap, and a smaller gap than fixed Gauss-Legendre with as many points."""
+    result = gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",))
+    assert result.tolerance == DEFAULT_TOLERANCE
+    assert result.relative_gap.max() <= DEFAULT_TOLERANCE, result.relative_gap
+    assert 17 <= result.steps < DEFAULT_STEPS
+    fixed = gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), result.steps, tolerance=0)
+    assert fixed.relative_gap.max() > result.relative_gap.max()
+    # the same integral: close to a much finer adaptive one, token by token
+    fine = gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), tolerance=0.0005)
+    ig, reference = result.scores["integrated_gradients"], fine.scores["integrated_gradients"]
+    assert np.abs(ig - reference).max() < 0.05 * np.abs(reference).max()
+    # the score change is the network's own: the scores at the real and at the all-zero embeddings
+    e_src = trained_net.token_embeddings(torch.tensor([SOURCE]), "source").detach()
+    e_tgt = trained_net.token_embeddings(torch.tensor([[BOS_ID, *OUTPUT[:-1]]]), "target").detach()
+    change = scores_at(trained_net, e_src, e_tgt) - scores_at(trained_net, 0 * e_src, 0 * e_tgt)
+    np.testing.assert_allclose(result.score_change, change.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_adaptive_integrated_gradients_stop_at_the_cap_and_say_so(trained_net):
+    result = gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), 20)
+    assert result.steps == 20 and result.relative_gap.max() > DEFAULT_TOLERANCE
+    note, met = completeness_note(result.steps, result.tolerance, result.relative_gap)
+    assert not met and "all 20 points allowed" in note and f"up to {MAX_STEPS}" in note
+
+
+@pytest.mark.parametrize("points, tolerance, gaps, met, said, unsaid", [
+    (97, 0.01, [0.002, 0.009], True, "until every gap was within 1.0%", "Allow"),
+    (MAX_STEPS, 0.01, [0.002, 0.03], False, "the most there are", "Allow more"),
+    (64, 0.01, [0.002, 0.03], False, "Allow more points (up to 256)", "the most there are"),
+    (32, 0.0, [0.5, 0.03], False, "The adaptive rule", "Allow more"),
+    (32, 0.0, [0.001, 0.003], True, "(fixed)", "adaptive rule"),
+])
+def test_the_completeness_note_advises_only_what_a_setting_can_do(points, tolerance, gaps, met, said, unsaid):
+    note, ok = completeness_note(points, tolerance, np.array(gaps))
+    assert ok == met and said in note and unsaid not in note
+    assert f"output token {int(np.argmax(gaps))}" in note
+
+
+@pytest.mark.parametrize("steps, tolerance, match", [
+    (32, -0.1, "from 0 .fixed steps. to 0.5"), (32, 0.6, "from 0"), (32, "1%", "from 0"), (32, True, "from 0"),
+    (32, float("nan"), "from 0"), (1, 0.01, "at least 2 steps"),
+])
+def test_bad_tolerances_are_named(trained_net, steps, tolerance, match):
+    with pytest.raises(ValueError, match=match):
+        gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), steps, tolerance=tolerance)
+
+
+def test_one_fixed_point_is_allowed(trained_net):
+    result = gradient_attributions(trained_net, SOURCE, OUTPUT, ("integrated_gradients",), 1, tolerance=0)
+    assert result.steps == 1 and np.isfinite(result.scores["integrated_gradients"]).all()
 
 
 def test_contrastive_scores_explain_the_difference(double_net):
@@ -283,6 +345,14 @@ def test_attribution_round_trips_through_a_file(tiny_model, tmp_path):
         for a, b in zip(maps, again.alti_layers[kind]):
             np.testing.assert_array_equal(a, b)
     assert again.to_npz() == result.to_npz()
+    assert (again.steps, again.tolerance) == (4, DEFAULT_TOLERANCE)
+    # a file written before adaptive integrated gradients: fixed Gauss-Legendre, tolerance 0
+    with np.load(tmp_path / "a.npz") as data:
+        arrays = {name: data[name] for name in data.files}
+    header = json.loads(str(arrays.pop("header")))
+    del header["tolerance"]
+    np.savez(tmp_path / "old.npz", header=np.array(json.dumps(header)), **arrays)
+    assert Attribution.load(tmp_path / "old.npz").tolerance == 0.0
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(AttributionError, match="bad.npz: not an attribution file"):
         Attribution.load(tmp_path / "bad.npz")
@@ -357,15 +427,36 @@ def test_cli_writes_faithfulness_per_sentence_method_and_k(capsys, model_dir, ti
     assert forced.groupby("sentence")["outputs"].first().tolist() == words
 
 
+def test_cli_reports_integrated_gradients_completeness_per_token(capsys, model_dir, tiny_model, tmp_path):
+    from support.cli import run
+
+    src = tmp_path / "src.en"
+    src.write_text("A man is running.\nTwo dogs are playing in the snow.\n")
+    gaps = tmp_path / "gaps.csv"
+    code, _, stderr = run(capsys, "attribute", "--model", model_dir, "--src", src, "--out", tmp_path / "f.csv",
+                          "--methods", "integrated_gradients", "--k", "1", "--draws", "1", "--steps", "24",
+                          "--gaps-out", gaps, "--beam", "1")
+    assert code == 0, stderr
+    table = pd.read_csv(gaps)
+    expected = [attribute(tiny_model, text, beam=1, methods=["integrated_gradients"], steps=24)
+                for text in src.read_text().splitlines()]
+    assert table.groupby("sentence")["output"].count().tolist() == [len(e.output_ids) for e in expected]
+    np.testing.assert_allclose(table["relative_gap"], np.concatenate([e.relative_gap for e in expected]),
+                               rtol=1e-4, atol=1e-6)
+    assert table["points"].max() <= 24
+    assert "integrated gradients:" in stderr and "output tokens have a completeness gap within 1.0%" in stderr
+
+
 @pytest.mark.slow
 def test_corpus_rows_are_the_same_with_worker_processes(model_dir):
     from viz_model.attribution.corpus import corpus_faithfulness
 
     model = viz_model.load(model_dir, device="cpu")
     sources = ["A man is running.", "Two dogs are playing in the snow.", "A woman sits.", "The dog runs."]
-    alone, _ = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1)
-    pooled, _ = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1, workers=2)
-    pd.testing.assert_frame_equal(alone, pooled, atol=1e-5, rtol=1e-5)  # one thread each: rounding may differ
+    alone = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1)
+    pooled = corpus_faithfulness(model, sources, methods=["value_weighted", "alti"], beam=1, workers=2)
+    # one thread each: rounding may differ
+    pd.testing.assert_frame_equal(alone.faithfulness, pooled.faithfulness, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="workers must be from 1 to 16"):
         corpus_faithfulness(model, sources, workers=0)
     bare = viz_model.TranslationModel(model.network, model.tokenizer)
@@ -378,6 +469,10 @@ def test_corpus_rows_are_the_same_with_worker_processes(model_dir):
     (["--k", "0"], "--k values must be at least 1"),
     (["--draws", "0"], "--draws must be from 1 to 64"),
     (["--steps", "0"], "from 1 to 256"),
+    (["--tolerance", "2"], "tolerance must be a number from 0"),
+    (["--steps", "1", "--methods", "integrated_gradients"], "at least 2 steps"),
+    (["--gaps-out", "g.csv"], "add integrated_gradients to --methods"),
+    (["--gaps-out", "g.txt", "--methods", "integrated_gradients"], ".csv"),
     (["--limit", "0"], "--limit must be at least 1"),
 ])
 def test_cli_errors_are_named(capsys, model_dir, tmp_path, extra, fragment):

@@ -8,6 +8,7 @@ sentence (nothing is kept), `analyze_corpus` turns them into the per-head statis
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from .. import shard
 from ..api import TranslationModel
 from ..generation import Search
 from ..inference import translate_ids
@@ -72,11 +74,13 @@ def _numpy(maps: list[torch.Tensor]) -> list[np.ndarray]:
 @torch.inference_mode()
 def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs: list[list[int]],
                       batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
-    """Every map of each (source ids, output ids) pair, batched by length; yields in batch order (see ``index``)."""
+    """Every map of each (source ids, output ids) pair, batched by length; yields in batch order (see ``index``).
+    Under torchrun (`viz_model.shard`) only this process's share of the batches."""
     pieces = model.tokenizer.pieces
     with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
         cfg = model.config
-        for batch in forced_batches(sources, outputs, batch_tokens, model.device, cfg.bos_id, cfg.pad_id):
+        for batch in forced_batches(sources, outputs, batch_tokens, model.device, cfg.bos_id, cfg.pad_id,
+                                    shared=True):
             out = model.network(batch.src, batch.tgt_in, need_weights=True)
             encoder, decoder, cross = (_numpy(out.encoder_attentions), _numpy(out.decoder_attentions),
                                        _numpy(out.cross_attentions))
@@ -145,7 +149,10 @@ def analyze_corpus(model: TranslationModel, sources: Sequence[str], references: 
     prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
                               rule=rule)
     records = forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
-    per_sentence = sentence_statistics(records).sort_values("sentence", kind="stable", ignore_index=True)
+    first = next(records, None)  # under torchrun a process can have no batch of its own
+    parts = shard.gather_list([] if first is None else [sentence_statistics(itertools.chain([first], records))])
+    per_sentence = pd.concat(parts, ignore_index=True)  # every process's rows
+    per_sentence = per_sentence.sort_values("sentence", kind="stable", ignore_index=True)
     heads = head_roles(corpus_statistics(per_sentence), per_sentence)
     refs = prepared.references
     outputs = refs if refs is not None else [model.tokenizer.decode(o) for o in prepared.outputs]

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import shard
 from ..batching import pad
 from ..model import HeadMask, Transformer
 
@@ -54,14 +55,17 @@ class ForcedBatch:
 
 
 def forced_batches(sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], batch_tokens: int,
-                   device: torch.device | str = "cpu", bos_id: int = 2, pad_id: int = 0) -> Iterator[ForcedBatch]:
-    """Length-grouped teacher-forcing batches of (source ids, output ids) pairs, shortest first."""
+                   device: torch.device | str = "cpu", bos_id: int = 2, pad_id: int = 0, shared: bool = False
+                   ) -> Iterator[ForcedBatch]:
+    """Length-grouped teacher-forcing batches of (source ids, output ids) pairs, shortest first; `shared`: only
+    this process's share of them under torchrun (`viz_model.shard`)."""
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources but {len(outputs)} outputs")
     if any(not s for s in sources) or any(not o for o in outputs):
         raise ValueError("every source and every output needs at least one token")
     lengths = [max(len(s), len(o)) for s, o in zip(sources, outputs)]
-    for chunk in length_batches(lengths, batch_tokens):
+    batches = length_batches(lengths, batch_tokens)
+    for _, chunk in shard.share(batches) if shared else enumerate(batches):
         yield ForcedBatch(chunk, pad([list(sources[i]) for i in chunk], pad_id).to(device),
                           pad([decoder_input(outputs[i], bos_id) for i in chunk], pad_id).to(device),
                           pad([list(outputs[i]) for i in chunk], pad_id).to(device))
@@ -78,8 +82,12 @@ def sequence_log_probs(network: Transformer, sources: Sequence[Sequence[int]], o
     result = np.zeros(len(sources), dtype=np.float64)
     pad_id = network.config.pad_id
     cfg = network.config
-    for batch in forced_batches(sources, outputs, batch_tokens, network_device(network), cfg.bos_id, cfg.pad_id):
+    done = []  # under torchrun each process scores its share of the batches (viz_model.shard)
+    for batch in forced_batches(sources, outputs, batch_tokens, network_device(network), cfg.bos_id, cfg.pad_id,
+                                shared=True):
         logits = network(batch.src, batch.tgt_in, head_mask=head_mask).logits.float()
         nll = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=pad_id, reduction="none")
-        result[batch.indices] = -nll.sum(dim=1).double().cpu().numpy()
+        done.append((batch.indices, -nll.sum(dim=1).double().cpu().numpy()))
+    for indices, values in shard.gather_list(done):
+        result[indices] = values
     return result

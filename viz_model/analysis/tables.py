@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -27,10 +28,16 @@ def check_table_path(path: str | Path) -> Path:
 
 
 def write_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write `table` without its index to a .csv or .parquet file."""
+    """Write `table` without its index to a .csv or .parquet file, whole or not at all: it is written next to
+    `path` and renamed over it once complete (an interrupted run leaves no partial table)."""
     path = check_table_path(path)
-    if path.suffix == ".csv":
-        table.to_csv(path, index=False)
-    else:
-        table.to_parquet(path, index=False)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        if path.suffix == ".csv":
+            table.to_csv(partial, index=False)
+        else:
+            table.to_parquet(partial, index=False)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path

@@ -35,7 +35,16 @@ from ..analysis.rollout import attention_rollout
 from ..kinds import ATTENTION_KINDS
 from ..model import Transformer
 from .contributions import alti_blocks, alti_plus, rollout, value_weighted
-from .gradients import DEFAULT_STEPS, GRADIENT_METHODS, GradientResult, check_steps, gradient_attributions
+from .gradients import (
+    DEFAULT_STEPS,
+    DEFAULT_TOLERANCE,
+    GRADIENT_METHODS,
+    GradientResult,
+    check_steps,
+    check_tolerance,
+    completeness_note,
+    gradient_attributions,
+)
 
 CONTRIBUTION_METHODS = ("value_weighted", "alti")
 METHODS = ("attention", "rollout", *CONTRIBUTION_METHODS, *GRADIENT_METHODS)
@@ -65,9 +74,10 @@ class Attribution:
     # ALTI of each sub-layer alone, kind -> per layer (q, k); cross-attention has one more column, the residual
     alti_layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
     gradients: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (outputs, src_len + outputs)
-    steps: int = DEFAULT_STEPS
+    steps: int = 0  # the points of the path integrated gradients used (0: not computed)
     completeness_gap: np.ndarray | None = None  # integrated gradients, per output
     score_change: np.ndarray | None = None
+    tolerance: float = 0.0  # the relative gap adaptive integrated gradients aimed for (0: fixed Gauss-Legendre)
     foil: str | None = None  # contrastive: the piece the scores explain "and not"
     model_name: str = ""
     version: int = FORMAT_VERSION
@@ -113,6 +123,17 @@ class Attribution:
             return self.gradients[method][:, src:]
         raise ValueError(f"{method!r} scores no prefix tokens; alti and the gradient methods do")
 
+    @property
+    def relative_gap(self) -> np.ndarray | None:
+        """Integrated gradients' completeness gap per output, relative to its score change (0.01 = 1%)."""
+        return GradientResult({}, self.steps, self.completeness_gap, self.score_change).relative_gap
+
+    def completeness_note(self) -> tuple[str, bool]:
+        """Integrated gradients' points and largest gap in words, and whether every gap met the target."""
+        if self.relative_gap is None:
+            raise ValueError("this attribution was computed without integrated gradients")
+        return completeness_note(self.steps, self.tolerance, self.relative_gap)
+
     def source_share(self) -> np.ndarray:
         """ALTI+: per output token the share of its prediction that comes from the source (the rest: the prefix)."""
         if self.alti is None:
@@ -144,8 +165,8 @@ class Attribution:
                   "layers": len(self.attentions), "encoder_layers": len(self.encoder_attentions),
                   "value_weighted": {k: len(v) for k, v in self.value_weighted.items()},
                   "alti_layers": {k: len(v) for k, v in self.alti_layers.items()},
-                  "gradients": list(self.gradients), "steps": self.steps, "foil": self.foil,
-                  "model_name": self.model_name}
+                  "gradients": list(self.gradients), "steps": self.steps, "tolerance": self.tolerance,
+                  "foil": self.foil, "model_name": self.model_name}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, header=np.array(json.dumps(header)), **arrays)
         return buffer.getvalue()
@@ -171,7 +192,7 @@ class Attribution:
                 alti_layers={k: [arrays[f"alti_{k}_{i}"] for i in range(n)] for k, n in header["alti_layers"].items()},
                 gradients={m: arrays[f"gradient_{m}"] for m in header["gradients"]}, steps=header["steps"],
                 completeness_gap=arrays.get("completeness_gap"), score_change=arrays.get("score_change"),
-                foil=header["foil"], model_name=header["model_name"])
+                tolerance=float(header.get("tolerance", 0.0)), foil=header["foil"], model_name=header["model_name"])
         except AttributionError:
             raise
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
@@ -189,11 +210,13 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
 
 def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[int],
                   methods: Sequence[str] = DEFAULT_METHODS, steps: int = DEFAULT_STEPS, foil: int | None = None,
-                  pieces: Any = None) -> Attribution:
+                  pieces: Any = None, tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
     """Every chosen method for `output_ids` (ending in ``</s>``) teacher-forced on `source_ids` (ending in
-    ``</s>``); `pieces` (id -> text, e.g. a tokenizer's ``pieces``) names the tokens."""
+    ``</s>``); `pieces` (id -> text, e.g. a tokenizer's ``pieces``) names the tokens. Integrated gradients: at most
+    `steps` points, until every gap is within `tolerance` (see `gradients.gradient_attributions`)."""
     methods = check_methods(methods)
     steps = check_steps(steps)
+    tolerance = check_tolerance(tolerance, steps)
     if network.training:
         raise ValueError("attribute with the network in eval mode (dropout would make every method random)")
     device = next(network.parameters()).device
@@ -214,29 +237,33 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
             encoder_alti = _np(rollout(blocks["encoder"])[0])
             alti_layers = {kind: [_np(block[0]) for block in layers] for kind, layers in blocks.items()}
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
-    grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil)
-             if gradient_methods else GradientResult({}, steps, None, None))
+    grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil, tolerance)
+             if gradient_methods else GradientResult({}, 0, None, None))
     name = pieces or (lambda ids: [str(i) for i in ids])
     return Attribution(
         source_tokens=list(name(source_ids)), prefix_tokens=list(name(prefix)), output_tokens=list(name(output_ids)),
         source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_np(chosen),
         attentions=[_np(a[0]) for a in out.cross_attentions],
         encoder_attentions=[_np(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
-        encoder_alti=encoder_alti, alti_layers=alti_layers, gradients=grads.scores, steps=steps,
-        completeness_gap=grads.completeness_gap,
-        score_change=grads.score_change, foil=None if foil is None else (name([foil])[0]))
+        encoder_alti=encoder_alti, alti_layers=alti_layers, gradients=grads.scores, steps=grads.steps,
+        completeness_gap=grads.completeness_gap, score_change=grads.score_change, tolerance=grads.tolerance,
+        foil=None if foil is None else (name([foil])[0]))
 
 
 def attribute(model: Any, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
               steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int | None = None,
-              alpha: float | None = None, rule: str | None = None) -> Attribution:
+              alpha: float | None = None, rule: str | None = None, tolerance: float = DEFAULT_TOLERANCE
+              ) -> Attribution:
     """Attributions of a `viz_model.TranslationModel`'s translation of `text` (searched by `rule` with `beam` and
-    `alpha`, the model's own search by default; or of the forced `target`).
+    `alpha`, the model's own search by default; or of the forced `target`). Integrated gradients use at most
+    `steps` points, adaptively until every output's completeness gap is within `tolerance` of its score change (the
+    points used: ``result.steps``; the gaps: ``result.relative_gap``); ``tolerance=0``: `steps` fixed points.
 
     Input errors are those of `TranslationModel.trace` (empty, too long, ...). `foil`: one piece of the target
     vocabulary; the scores then explain ``log p(y_i) - log p(foil)`` (contrastive)."""
     methods = check_methods(methods)
     steps = check_steps(steps)
+    tolerance = check_tolerance(tolerance, steps)
     foil_id = None
     if foil is not None:
         pieces = model.tokenizer.encode_target(str(foil).strip()) if str(foil).strip() else []
@@ -246,7 +273,7 @@ def attribute(model: Any, text: str, target: str | None = None, methods: Sequenc
         foil_id = pieces[0]
     trace = model.trace(text, beam=beam, alpha=alpha, target=target, top_k=1, rule=rule)
     result = attribute_ids(model.network, trace.source_ids, trace.output_ids, methods, steps, foil_id,
-                           model.tokenizer.pieces)
+                           model.tokenizer.pieces, tolerance)
     result.model_name = model.name
     return result
 

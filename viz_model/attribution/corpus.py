@@ -8,22 +8,42 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
+from .. import shard
 from ..analysis.alignment import Alignment
 from ..inference import translate_ids
 from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
 from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
+from .gradients import DEFAULT_TOLERANCE, check_steps, check_tolerance
 
 CORPUS_DEFAULT_METHODS = ("value_weighted", "alti")
 MAX_WORKERS = 16
 MAX_DRAWS = 64  # random baseline sets per sentence and k
 COLUMNS = ["sentence", "method", "k", "comprehensiveness", "sufficiency", "outputs"]
+COMPLETENESS_COLUMNS = ["sentence", "output", "token", "points", "score_change", "gap", "relative_gap"]
+
+
+class CorpusAttribution(NamedTuple):
+    """What `corpus_faithfulness` returns."""
+
+    faithfulness: pd.DataFrame  # one row per sentence, ranking method and k
+    aer: pd.DataFrame | None  # with gold alignments: the AER of every method and layer
+    completeness: pd.DataFrame | None  # with integrated gradients: one row per sentence and output token
+
+
+def completeness_rows(number: int, result: Attribution) -> list[dict]:
+    """Integrated gradients' completeness of sentence `number`, one row per output token."""
+    relative, gap, change = result.relative_gap, result.completeness_gap, result.score_change
+    if relative is None or gap is None or change is None:
+        return []
+    return [{"sentence": number, "output": i, "token": token, "points": result.steps, "score_change": float(change[i]),
+             "gap": float(gap[i]), "relative_gap": float(relative[i])} for i, token in enumerate(result.output_tokens)]
 
 
 def ranking_methods(methods: Sequence[str], layers: int) -> list[str]:
@@ -38,9 +58,10 @@ def ranking_methods(methods: Sequence[str], layers: int) -> list[str]:
 
 
 def _sentence(network: Any, pieces: Any, src: list[int], out: list[int], methods: Sequence[str],
-              names: Sequence[str], ks: Sequence[int], steps: int, draws: int) -> tuple[list[dict], Attribution]:
+              names: Sequence[str], ks: Sequence[int], steps: int, draws: int, tolerance: float
+              ) -> tuple[list[dict], Attribution]:
     """One sentence's rows (method, k, mean comprehensiveness and sufficiency over its outputs) and attribution."""
-    result = attribute_ids(network, src, out, methods, steps, pieces=pieces)
+    result = attribute_ids(network, src, out, methods, steps, pieces=pieces, tolerance=tolerance)
     deletions = deletion_scores(network, src, out, {m: result.source_scores(m) for m in names}, ks, draws)
     means = deletions.groupby(["method", "k"], sort=False)[["comprehensiveness", "sufficiency"]].mean()
     return [{"method": method, "k": k, "comprehensiveness": row.comprehensiveness, "sufficiency": row.sufficiency,
@@ -83,7 +104,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                         methods: Sequence[str] = CORPUS_DEFAULT_METHODS, ks: Sequence[int] = DEFAULT_KS,
                         steps: int = DEFAULT_STEPS, draws: int = RANDOM_DRAWS, beam: int = 4,
                         alpha: float | None = None, progress: bool = False, gold: Sequence[Alignment] | None = None,
-                        workers: int = 1, rule: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+                        workers: int = 1, rule: str | None = None, tolerance: float = DEFAULT_TOLERANCE
+                        ) -> CorpusAttribution:
     """One row per sentence (1-based), ranking method (plus ``random``) and k; each sentence is teacher-forced on
     its translation by the full-precision network of `model` (a `TranslationModel`; the network every attribution
     and deletion reads, decoding in batches, searching by `rule` with `beam` and `alpha`: see
@@ -91,9 +113,11 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
 
     `workers` > 1 attributes the sentences in that many processes (each loads the model from its directory, with
     one thread; see `default_workers`); the rows are the same, in the same order.
-    Returns ``(faithfulness, aer)``: with `gold` alignments (of `targets`, which they need) `aer` is the AER of
-    every method and layer (`alignment.AerCounter`), else None."""
+    Returns ``(faithfulness, aer, completeness)``: with `gold` alignments (of `targets`, which they need) `aer` is
+    the AER of every method and layer (`alignment.AerCounter`), else None; with integrated gradients (at most
+    `steps` points until every gap is within `tolerance`) `completeness` has every output token's gap, else None."""
     methods = check_methods(methods)
+    tolerance = check_tolerance(tolerance, check_steps(steps))
     if targets is not None and len(targets) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(targets)} target sentences")
     if not sources:
@@ -109,7 +133,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
     if workers > 1 and getattr(model, "directory", None) is None:
         raise ValueError("several workers load the model from its directory; this model has none")
     source_ids = [model.encode(text) for text in sources]
-    rows, aer = [], AerCounter()
+    rows, gaps, aer = [], [], AerCounter()
     with contextlib.ExitStack() as stack:
         if workers > 1:  # started first: the workers load the model while this process translates
             pool = stack.enter_context(ProcessPoolExecutor(
@@ -122,18 +146,35 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         else:
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)
-        jobs = [(src, out, methods, names, ks, steps, draws) for src, out in zip(source_ids, outputs)]
+        jobs = [(src, out, methods, names, ks, steps, draws, tolerance) for src, out in zip(source_ids, outputs)]
+        mine = shard.share(jobs)  # under torchrun this process's share of the sentences (viz_model.shard)
         if workers > 1:
-            done = pool.map(_work, jobs, chunksize=4)
+            done = pool.map(_work, [job for _, job in mine], chunksize=4)
         else:
-            done = (_sentence(model.network, model.tokenizer.pieces, *job) for job in jobs)
-        for number, (sentence_rows, result) in enumerate(tqdm(done, total=len(jobs), desc="attributing",
-                                                               unit="sentence", disable=not progress), 1):
+            done = (_sentence(model.network, model.tokenizer.pieces, *job) for _, job in mine)
+        results = dict(zip((i for i, _ in mine), tqdm(done, total=len(mine), desc="attributing", unit="sentence",
+                                                      disable=not progress)))
+        for number, (sentence_rows, result) in enumerate(shard.gather(results, len(jobs)), 1):
             rows += [{"sentence": number, **row} for row in sentence_rows]
+            gaps += completeness_rows(number, result)
             if gold is not None:
                 aer.add(result, gold[number - 1])
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    return table, None if gold is None else aer.table()
+    completeness = pd.DataFrame(gaps, columns=COMPLETENESS_COLUMNS) if "integrated_gradients" in methods else None
+    return CorpusAttribution(pd.DataFrame(rows, columns=COLUMNS), None if gold is None else aer.table(), completeness)
+
+
+def completeness_summary(completeness: pd.DataFrame, tolerance: float) -> str:
+    """One line on integrated gradients' completeness over a corpus: points used, gaps within the target, largest."""
+    if completeness.empty:
+        return "integrated gradients: no output tokens"
+    per_sentence = completeness.groupby("sentence")["points"].first()
+    worst = completeness.loc[completeness["relative_gap"].idxmax()]
+    target = tolerance or DEFAULT_TOLERANCE
+    within = int((completeness["relative_gap"] <= target).sum())
+    return (f"integrated gradients: {int(per_sentence.median())} points per sentence (median, most "
+            f"{int(per_sentence.max())}); {within} of {len(completeness)} output tokens have a completeness gap "
+            f"within {target:.1%}; the largest is {worst['relative_gap']:.2%} (sentence {int(worst['sentence'])}, "
+            f"output {int(worst['output'])})")
 
 
 def faithfulness_table(per_sentence: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,124 @@
+"""Issue 37: the corpus commands under torchrun (`viz_model.shard`): two (or more) local processes on gloo write the
+same file, byte for byte, as one process; more ranks than sentences still work; a failed rank fails the run with its
+error and leaves no output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from support.cli import run
+from support.data import make_pairs, write_lines
+
+from viz_model import shard
+
+REPO = Path(__file__).resolve().parents[2]
+PAIRS = make_pairs(11, seed=37) + [("A dog.", "Ein Hund."), ("Hello", "Hallo")]  # short ones: padding in batches
+FAIL_ON_RANK_1 = r'''
+import os, runpy, sys
+import viz_model.analysis.head_stats as head_stats
+original = head_stats.map_statistics
+
+def failing(*args, **kwargs):
+    if os.environ["RANK"] == "1":
+        raise RuntimeError("a statistic failed on rank 1")
+    return original(*args, **kwargs)
+
+head_stats.map_statistics = failing
+sys.argv = ["viz_model", *sys.argv[1:]]
+runpy.run_module("viz_model", run_name="__main__")
+'''
+
+
+@pytest.fixture
+def one_thread():
+    """The single-process run on one thread, as each torchrun process runs (OMP_NUM_THREADS=1): a product split
+    over another number of threads can round differently in the last bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("shard")
+    return (write_lines(directory / "src.en", [en for en, _ in PAIRS]),
+            write_lines(directory / "ref.de", [de for _, de in PAIRS]))
+
+
+def torchrun(ranks: int, *args, script: Path | None = None) -> subprocess.CompletedProcess:
+    """`viz-model ARGS` (or `script ARGS`) under ``torchrun --standalone --nproc_per_node RANKS``."""
+    target = [str(script)] if script else ["-m", "viz_model"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                           str(ranks), *target, *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_without_a_launch_every_item_is_this_processs():
+    assert shard.active() is None and shard.writes()
+    assert shard.share("abc") == [(0, "a"), (1, "b"), (2, "c")]
+    assert shard.gather({1: "b", 0: "a"}, 2) == ["a", "b"]
+    with pytest.raises(RuntimeError, match="1 of 2 items are missing"):
+        shard.gather({0: "a"}, 2)
+    with shard.sharing(shard.Ranks(1, 3)):  # what rank 1 of 3 takes
+        assert shard.share(list(range(8))) == [(1, 1), (4, 4), (7, 7)] and not shard.writes()
+    assert shard.active() is None
+
+
+COMMANDS = {
+    # small batches: several for the processes to share
+    "analyze": lambda src, ref: ["analyze", "--src", src, "--beam", "2", "--batch-tokens", "60"],
+    "analyze-forced": lambda src, ref: ["analyze", "--src", src, "--tgt", ref, "--batch-tokens", "60"],
+    "importance": lambda src, ref: ["importance", "--src", src, "--tgt", ref, "--bleu", "--batch-tokens", "60"],
+    "attribute": lambda src, ref: ["attribute", "--src", src, "--methods", "value_weighted", "alti",
+                                   "saliency", "--draws", "2", "--workers", "1"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_two_processes_write_the_same_table_as_one(capsys, tmp_path, model_dir, corpus_files, command, one_thread):
+    args = [*COMMANDS[command](*corpus_files), "--model", model_dir, "--device", "cpu"]
+    code, _, stderr = run(capsys, *args, "--out", tmp_path / "one.csv")
+    assert code == 0, stderr
+    result = torchrun(2, *args, "--out", tmp_path / "two.csv")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "two.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert result.stderr.count(f"wrote {tmp_path / 'two.csv'}") == 1  # rank 0 writes and reports, once
+
+
+@pytest.mark.slow
+def test_eval_under_torchrun_scores_as_one_process_even_with_more_ranks_than_sentences(capsys, tmp_path, model_dir,
+                                                                                     corpus_files, one_thread):
+    src, ref = corpus_files
+    args = ["eval", "--src", src, "--ref", ref, "--model", model_dir, "--device", "cpu", "--search", "fp32",
+            "--beam", "2"]  # full precision: sentences searched in padded batches
+    code, single, stderr = run(capsys, *args)
+    assert code == 0, stderr
+    result = torchrun(2, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == single  # one line, from rank 0
+    few = write_lines(tmp_path / "two.en", [en for en, _ in PAIRS[:2]])
+    few_ref = write_lines(tmp_path / "two.de", [de for _, de in PAIRS[:2]])
+    code, single, _ = run(capsys, "eval", "--src", few, "--ref", few_ref, "--model", model_dir, "--device", "cpu")
+    result = torchrun(3, "eval", "--src", few, "--ref", few_ref, "--model", model_dir, "--device", "cpu")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == single
+
+
+@pytest.mark.slow
+def test_a_failed_rank_fails_the_run_with_its_error_and_leaves_no_output(tmp_path, model_dir, corpus_files):
+    script = tmp_path / "fail_on_rank_1.py"
+    script.write_text(FAIL_ON_RANK_1)
+    out = tmp_path / "heads.csv"
+    result = torchrun(2, "analyze", "--src", corpus_files[0], "--model", model_dir, "--device", "cpu", "--out", out,
+                      "--batch-tokens", "60", script=script)
+    assert result.returncode != 0
+    assert "a statistic failed on rank 1" in result.stderr
+    assert not out.exists() and not list(tmp_path.glob(".heads.csv*"))

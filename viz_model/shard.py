@@ -1,0 +1,102 @@
+"""Corpus work shared by the processes of a ``torchrun`` launch: each rank computes its share, every rank gets all.
+
+The unit of work is what a single process computes in one go: a batch formed exactly as one process forms it
+(same sentences, same padding), or one sentence where work is per sentence. So every number is computed on the same
+shapes as in a single-process run, and the merged results, put back in input order, are the same. The
+processes talk through ``torch.distributed`` (gloo) only to gather results; rank 0 writes the output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch.distributed as dist
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the launch: `rank` of `world` processes."""
+
+    rank: int
+    world: int
+
+    @property
+    def writes(self) -> bool:
+        return self.rank == 0
+
+
+_ACTIVE: ContextVar[Ranks | None] = ContextVar("viz_model_ranks", default=None)
+
+
+def active() -> Ranks | None:
+    """The ranks work is shared among now (None: this process does all of it)."""
+    return _ACTIVE.get()
+
+
+def writes() -> bool:
+    """Whether this process writes outputs and prints results (rank 0, or a process alone)."""
+    ranks = active()
+    return ranks is None or ranks.writes
+
+
+def launched() -> bool:
+    """Started by torchrun (or another launcher that sets ``WORLD_SIZE``) with more than one process."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def join() -> Ranks:
+    """Join the launch's process group (gloo: results are Python objects on the CPU)."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size())
+
+
+@contextlib.contextmanager
+def sharing(ranks: Ranks | None) -> Iterator[None]:
+    """Inside this block the corpus functions share their work among `ranks` (None: no sharing)."""
+    token = _ACTIVE.set(ranks)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def share(items: Sequence[T]) -> list[tuple[int, T]]:
+    """The ``(index, item)`` pairs of `items` this process works on: every `world`-th from its rank, or all."""
+    ranks = active()
+    if ranks is None:
+        return list(enumerate(items))
+    return [(i, items[i]) for i in range(ranks.rank, len(items), ranks.world)]
+
+
+def gather(results: dict[int, Any], count: int) -> list[Any]:
+    """The results of all `count` items in order, from this process's `results` (index -> result) and, when
+    shared, every other rank's (all ranks get them all)."""
+    ranks = active()
+    merged = dict(results)
+    if ranks is not None:
+        parts: list[dict[int, Any] | None] = [None] * ranks.world
+        dist.all_gather_object(parts, results)
+        for part in parts:
+            merged.update(part or {})
+    missing = [i for i in range(count) if i not in merged]
+    if missing:
+        raise RuntimeError(f"the results of {len(missing)} of {count} items are missing (first: {missing[0]})")
+    return [merged[i] for i in range(count)]
+
+
+def gather_list(part: list[T]) -> list[T]:
+    """Every rank's `part`, concatenated in rank order (just `part` when not shared)."""
+    ranks = active()
+    if ranks is None:
+        return part
+    parts: list[list[T] | None] = [None] * ranks.world
+    dist.all_gather_object(parts, part)
+    return [item for piece in parts for item in (piece or [])]
