@@ -192,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
         ranks = shard.join() if args.command in CORPUS_COMMANDS and shard.launched() else None
         with shard.sharing(ranks):
-            return COMMANDS[args.command](args)
+            code = COMMANDS[args.command](args)
+        if ranks is not None:  # every rank done: leave together (a failed rank exits at once, torchrun ends the rest)
+            shard.leave()
+        return code
     except USER_ERRORS as err:
         print(f"viz-model: error: {err}", file=sys.stderr)
         return 2

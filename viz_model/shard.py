@@ -58,6 +58,14 @@ def join() -> Ranks:
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
+def leave() -> None:
+    """Leave the process group once every rank is done (a process that exits while gloo's threads still run can be
+    aborted by the C++ runtime: "terminate called without an active exception")."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 @contextlib.contextmanager
 def sharing(ranks: Ranks | None) -> Iterator[None]:
     """Inside this block the corpus functions share their work among `ranks` (None: no sharing)."""

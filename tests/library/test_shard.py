@@ -113,6 +113,17 @@ def test_eval_under_torchrun_scores_as_one_process_even_with_more_ranks_than_sen
 
 
 @pytest.mark.slow
+def test_more_ranks_than_sentences_still_write_the_right_table(capsys, tmp_path, model_dir, one_thread):
+    few = write_lines(tmp_path / "two.en", [en for en, _ in PAIRS[:2]])
+    args = ["analyze", "--src", few, "--model", model_dir, "--device", "cpu", "--batch-tokens", "20"]
+    code, _, stderr = run(capsys, *args, "--out", tmp_path / "one.csv")
+    assert code == 0, stderr
+    result = torchrun(3, *args, "--out", tmp_path / "three.csv")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "three.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+
+
+@pytest.mark.slow
 def test_a_failed_rank_fails_the_run_with_its_error_and_leaves_no_output(tmp_path, model_dir, corpus_files):
     script = tmp_path / "fail_on_rank_1.py"
     script.write_text(FAIL_ON_RANK_1)
