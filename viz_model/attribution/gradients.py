@@ -102,12 +102,12 @@ def output_scores(network: Transformer, src: Tensor, tgt: Tensor, output_ids: Te
     """``(batch, outputs)``: each output token's log-probability (minus the foil's) given these embeddings."""
     out = network(src.expand(source_embeddings.shape[0], -1), tgt.expand(target_embeddings.shape[0], -1),
                   source_embeddings=source_embeddings, target_embeddings=target_embeddings)
-    return _scores(out.logits, output_ids, foil)
+    return _scores(torch.log_softmax(out.logits.to(torch.promote_types(out.logits.dtype, torch.float32)), dim=-1),
+                   output_ids, foil)
 
 
-def _scores(logits: Tensor, output_ids: Tensor, foil: int | None) -> Tensor:
-    """``(batch, outputs)`` scores from the logits ``(batch, outputs, vocab)``."""
-    log_probs = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+def _scores(log_probs: Tensor, output_ids: Tensor, foil: int | None) -> Tensor:
+    """``(batch, outputs)`` scores from the log-probabilities ``(batch, outputs, vocab)``."""
     index = output_ids.expand(log_probs.shape[0], -1)[..., None]
     scores = log_probs.gather(-1, index)[..., 0]
     if foil is not None:
@@ -115,20 +115,31 @@ def _scores(logits: Tensor, output_ids: Tensor, foil: int | None) -> Tensor:
     return scores
 
 
-def state_gradients(network: Transformer, states: Tensor, output_ids: Tensor, foil: int | None = None) -> Tensor:
+def state_gradients(network: Transformer, states: Tensor, output_ids: Tensor, foil: int | None = None,
+                    with_scores: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """``(batch, outputs, d_model)``: the gradient of output i's score with respect to the decoder's output state at
     position i, from the output layer's formula instead of a backward pass through it: with ``p = softmax(logits)``
     and the output matrix W, ``d log p(y) / d h = W[y] - p W`` (contrastive: ``W[y] - W[foil]``); the output bias
-    and the never-emitted ids (probability 0) drop out."""
+    and the never-emitted ids (probability 0) drop out. `with_scores`: also the scores ``(batch, outputs)``, from
+    the same logits (one vocabulary projection per point)."""
     matrix = network.tgt_embedding.weight if network.output_projection is None else network.output_projection.weight
     with torch.no_grad():
         matrix = matrix.to(torch.promote_types(matrix.dtype, torch.float32))
         chosen = matrix[output_ids][None]  # (1, outputs, d_model)
-        if foil is not None:
-            return (chosen - matrix[foil]).expand(states.shape[0], -1, -1)
-        # one batch row at a time: the probabilities of a whole batch would be outputs x vocab x points floats
-        return torch.stack([chosen[0] - torch.softmax(network.logits(row).to(matrix.dtype), dim=-1) @ matrix
-                            for row in states])
+        contrastive = (chosen - matrix[foil]).expand(states.shape[0], -1, -1) if foil is not None else None
+        if not with_scores:
+            if contrastive is not None:
+                return contrastive
+            # one batch row at a time: the probabilities of a whole batch would be outputs x vocab x points floats
+            return torch.stack([chosen[0] - torch.softmax(network.logits(row).to(matrix.dtype), dim=-1) @ matrix
+                                for row in states])
+        grads, scores = [], []
+        for row in states:
+            log_probs = torch.log_softmax(network.logits(row).to(matrix.dtype), dim=-1)
+            scores.append(_scores(log_probs[None], output_ids, foil)[0])
+            if contrastive is None:
+                grads.append(chosen[0] - log_probs.exp() @ matrix)
+        return (contrastive if contrastive is not None else torch.stack(grads)), torch.stack(scores)
 
 
 def _per_output_gradients(states: Tensor, grads: Tensor, inputs: tuple[Tensor, Tensor]) -> list[tuple[Tensor, Tensor]]:
@@ -178,10 +189,8 @@ class _Path:
         inputs = ((scale * self.e_src).requires_grad_(), (scale * self.e_tgt).requires_grad_())
         states = self.network.teacher_forced(self.src.expand(len(alphas), -1), self.tgt.expand(len(alphas), -1),
                                              source_embeddings=inputs[0], target_embeddings=inputs[1])[1].hidden
-        with torch.no_grad():
-            scores = _scores(self.network.logits(states), self.outputs, self.foil)
-        grads = _per_output_gradients(states, state_gradients(self.network, states, self.outputs[0], self.foil),
-                                      inputs)
+        entering, scores = state_gradients(self.network, states, self.outputs[0], self.foil, with_scores=True)
+        grads = _per_output_gradients(states, entering, inputs)
         products = torch.stack([torch.cat([(self.e_src * g_s).sum(-1), (self.e_tgt * g_t).sum(-1)], dim=-1)
                                 for g_s, g_t in grads], dim=1)
         return scores.detach().double().cpu().numpy(), products.detach().double().cpu().numpy()
