@@ -84,6 +84,15 @@ def init_state(models: list[str]) -> None:
             else:
                 bad(name, value, why or f"use one of {', '.join(options)}")
 
+    def ranged(name: str, high: int, why: str) -> int | None:  # a whole number from 1 to `high`, else named as bad
+        value = qp.get(name)
+        if value is None:
+            return None
+        if 1 <= url_number(value) <= high:
+            return url_number(value)
+        bad(name, value, why)
+        return None
+
     choose("view", VIEWS)
     choose("kind", KIND_LABELS, "use encoder, decoder or cross")
     layer = qp.get("layer")
@@ -101,12 +110,9 @@ def init_state(models: list[str]) -> None:
     choose("level", LEVEL_LABELS)
     choose("rule", RULE_LABELS)
     linked: dict[str, object] = {}  # beam and alpha from the link, applied over the rule's defaults (`search_defaults`)
-    beam = qp.get("beam")
+    beam = ranged("beam", MAX_BEAM, f"use a beam size from 1 to {MAX_BEAM}")
     if beam is not None:
-        if 1 <= url_number(beam) <= MAX_BEAM:
-            linked["beam"] = url_number(beam)
-        else:
-            bad("beam", beam, f"use a beam size from 1 to {MAX_BEAM}")
+        linked["beam"] = beam
     alpha = qp.get("alpha")
     if alpha is not None:
         try:
@@ -118,12 +124,9 @@ def init_state(models: list[str]) -> None:
             bad("alpha", alpha, f"use a length penalty from {-MAX_LENGTH_PENALTY:g} to {MAX_LENGTH_PENALTY:g}")
     ss["_linked_search"] = linked
     choose("search", SEARCH_LABELS)
-    top_k = qp.get("top_k")
+    top_k = ranged("top_k", MAX_TOP_K_SHOWN, f"use a number of candidates from 1 to {MAX_TOP_K_SHOWN}")
     if top_k is not None:
-        if 1 <= url_number(top_k) <= MAX_TOP_K_SHOWN:
-            ss["top_k"] = url_number(top_k)
-        else:
-            bad("top_k", top_k, f"use a number of candidates from 1 to {MAX_TOP_K_SHOWN}")
+        ss["top_k"] = top_k
     ss["lang"] = qp.get("lang", "")  # a many-to-many model's target language: checked against the model's codes
     ss["_url_problems"] = problems
 

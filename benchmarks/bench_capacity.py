@@ -35,13 +35,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from bench_app import _health, _stat_fields, _status_kb, free_port  # noqa: E402
 from bench_app import sentences as make_sentences  # noqa: E402
 
 TARGET_P50_S = 1.0
@@ -80,9 +80,8 @@ async def visit(url: str, sentence: str, reruns: int = 0, model: str | None = No
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` and its children so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of process `pid` and its waited-for children so far (Linux /proc)."""
+    return sum(int(v) for v in (_stat_fields(pid) or [0] * 15)[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 # --- the measurements ----------------------------------------------------------------------------------------------
@@ -150,23 +149,12 @@ def capacity(url: str, sentences: list[str], model: str | None, duration: float,
 # --- servers -------------------------------------------------------------------------------------------------------
 def wait_up(url: str, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+    while not _health(url):
         if process.poll() is not None:
             raise SystemExit(f"the server exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
 
 
 def start_one(assets: list[Path], workdir: Path) -> tuple[str, list[int], subprocess.Popen]:
@@ -199,10 +187,7 @@ def start_replicas(assets: list[Path], workdir: Path, count: int) -> tuple[str, 
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round((_status_kb(pid, "VmRSS") or 0) / 1024, 1)
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
-        ranks = shard.join() if args.command in CORPUS_COMMANDS and shard.launched() else None
+        ranks = shard.join() if args.command in CORPUS_COMMANDS else None
         with shard.sharing(ranks):
             code = COMMANDS[args.command](args)
         if ranks is not None:  # every rank done: leave together (a failed rank exits at once, torchrun ends the rest)

@@ -20,22 +20,37 @@ import torch.distributed as dist
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Ranks:
-    """This process's place in the launch: `rank` of `world` processes."""
+@dataclass
+class Distributed:
+    """This process's place in a launch (the trainer's DDP and the corpus commands): `rank` of `world`."""
 
-    rank: int
-    world: int
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
 
     @property
-    def writes(self) -> bool:
+    def main(self) -> bool:
         return self.rank == 0
 
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
 
-_ACTIVE: ContextVar[Ranks | None] = ContextVar("viz_model_ranks", default=None)
+
+def setup_distributed(device_kind: str) -> Distributed:
+    """Join the process group when started by torchrun (RANK/WORLD_SIZE set), else a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Distributed()
+    backend = "nccl" if device_kind == "cuda" else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend)
+    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+_ACTIVE: ContextVar[Distributed | None] = ContextVar("viz_model_ranks", default=None)
 
 
-def active() -> Ranks | None:
+def active() -> Distributed | None:
     """The ranks work is shared among now (None: this process does all of it)."""
     return _ACTIVE.get()
 
@@ -43,19 +58,14 @@ def active() -> Ranks | None:
 def writes() -> bool:
     """Whether this process writes outputs and prints results (rank 0, or a process alone)."""
     ranks = active()
-    return ranks is None or ranks.writes
+    return ranks is None or ranks.main
 
 
-def launched() -> bool:
-    """Started by torchrun (or another launcher that sets ``WORLD_SIZE``) with more than one process."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def join() -> Ranks:
-    """Join the launch's process group (gloo: results are Python objects on the CPU)."""
-    if not dist.is_initialized():
-        dist.init_process_group("gloo")
-    return Ranks(dist.get_rank(), dist.get_world_size())
+def join() -> Distributed | None:
+    """This process's place in a torchrun launch of several processes (joining its process group, gloo: results
+    are Python objects on the CPU), or None when it runs alone."""
+    ranks = setup_distributed("cpu")
+    return ranks if ranks.world > 1 else None
 
 
 def leave() -> None:
@@ -67,7 +77,7 @@ def leave() -> None:
 
 
 @contextlib.contextmanager
-def sharing(ranks: Ranks | None) -> Iterator[None]:
+def sharing(ranks: Distributed | None) -> Iterator[None]:
     """Inside this block the corpus functions share their work among `ranks` (None: no sharing)."""
     token = _ACTIVE.set(ranks)
     try:
@@ -84,22 +94,6 @@ def share(items: Sequence[T]) -> list[tuple[int, T]]:
     return [(i, items[i]) for i in range(ranks.rank, len(items), ranks.world)]
 
 
-def gather(results: dict[int, Any], count: int) -> list[Any]:
-    """The results of all `count` items in order, from this process's `results` (index -> result) and, when
-    shared, every other rank's (all ranks get them all)."""
-    ranks = active()
-    merged = dict(results)
-    if ranks is not None:
-        parts: list[dict[int, Any] | None] = [None] * ranks.world
-        dist.all_gather_object(parts, results)
-        for part in parts:
-            merged.update(part or {})
-    missing = [i for i in range(count) if i not in merged]
-    if missing:
-        raise RuntimeError(f"the results of {len(missing)} of {count} items are missing (first: {missing[0]})")
-    return [merged[i] for i in range(count)]
-
-
 def gather_list(part: list[T]) -> list[T]:
     """Every rank's `part`, concatenated in rank order (just `part` when not shared)."""
     ranks = active()
@@ -108,3 +102,13 @@ def gather_list(part: list[T]) -> list[T]:
     parts: list[list[T] | None] = [None] * ranks.world
     dist.all_gather_object(parts, part)
     return [item for piece in parts for item in (piece or [])]
+
+
+def gather(results: dict[int, Any], count: int) -> list[Any]:
+    """The results of all `count` items in order, from this process's `results` (index -> result) and, when
+    shared, every other rank's (all ranks get them all)."""
+    merged = dict(gather_list(list(results.items())))
+    missing = [i for i in range(count) if i not in merged]
+    if missing:
+        raise RuntimeError(f"the results of {len(missing)} of {count} items are missing (first: {missing[0]})")
+    return [merged[i] for i in range(count)]

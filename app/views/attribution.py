@@ -40,9 +40,7 @@ if not chosen:
 steps, tolerance = DEFAULT_STEPS, DEFAULT_TOLERANCE
 if "integrated_gradients" in chosen:
     ss.setdefault("at_steps", DEFAULT_STEPS)
-    ss.setdefault("at_tolerance", DEFAULT_TOLERANCE)
-    if ss["at_tolerance"] not in TOLERANCES:
-        ss["at_tolerance"] = DEFAULT_TOLERANCE
+    state.clamp_choice("at_tolerance", list(TOLERANCES), DEFAULT_TOLERANCE, "Integrated gradients")
     left, right = st.columns(2)
     with left:
         state.bound(st.selectbox, "Integrated gradients", "at_tolerance", list(TOLERANCES),

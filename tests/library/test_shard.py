@@ -66,7 +66,7 @@ def test_without_a_launch_every_item_is_this_processs():
     assert shard.gather({1: "b", 0: "a"}, 2) == ["a", "b"]
     with pytest.raises(RuntimeError, match="1 of 2 items are missing"):
         shard.gather({0: "a"}, 2)
-    with shard.sharing(shard.Ranks(1, 3)):  # what rank 1 of 3 takes
+    with shard.sharing(shard.Distributed(1, 3)):  # what rank 1 of 3 takes
         assert shard.share(list(range(8))) == [(1, 1), (4, 4), (7, 7)] and not shard.writes()
     assert shard.active() is None
 

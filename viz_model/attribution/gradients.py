@@ -127,19 +127,18 @@ def state_gradients(network: Transformer, states: Tensor, output_ids: Tensor, fo
         matrix = matrix.to(torch.promote_types(matrix.dtype, torch.float32))
         chosen = matrix[output_ids][None]  # (1, outputs, d_model)
         contrastive = (chosen - matrix[foil]).expand(states.shape[0], -1, -1) if foil is not None else None
-        if not with_scores:
-            if contrastive is not None:
-                return contrastive
-            # one batch row at a time: the probabilities of a whole batch would be outputs x vocab x points floats
-            return torch.stack([chosen[0] - torch.softmax(network.logits(row).to(matrix.dtype), dim=-1) @ matrix
-                                for row in states])
+        if contrastive is not None and not with_scores:
+            return contrastive
+        # one batch row at a time: the probabilities of a whole batch would be outputs x vocab x points floats
         grads, scores = [], []
         for row in states:
-            log_probs = torch.log_softmax(network.logits(row).to(matrix.dtype), dim=-1)
-            scores.append(_scores(log_probs[None], output_ids, foil)[0])
+            logits = network.logits(row).to(matrix.dtype)
             if contrastive is None:
-                grads.append(chosen[0] - log_probs.exp() @ matrix)
-        return (contrastive if contrastive is not None else torch.stack(grads)), torch.stack(scores)
+                grads.append(chosen[0] - torch.softmax(logits, dim=-1) @ matrix)
+            if with_scores:
+                scores.append(_scores(torch.log_softmax(logits, dim=-1)[None], output_ids, foil)[0])
+        found = contrastive if contrastive is not None else torch.stack(grads)
+        return (found, torch.stack(scores)) if with_scores else found
 
 
 def _per_output_gradients(states: Tensor, grads: Tensor, inputs: tuple[Tensor, Tensor]) -> list[tuple[Tensor, Tensor]]:

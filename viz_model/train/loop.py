@@ -37,6 +37,7 @@ from ..checkpoint import atomic_write_bytes, save_weights
 from ..config import ConfigError, TrainConfig
 from ..model import Transformer
 from ..recipe import cooldown_factor, label_smoothed_loss, learning_rate
+from ..shard import Distributed, setup_distributed
 from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
 from .checkpoints import (
     CONFIG_FILE,
@@ -53,7 +54,7 @@ from .data import Batch, EncodedPairs, EvalSet, collate, concat_pairs, encode_pa
 from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
 from .resume import load_init, prepare_run, resumed_batch_index, resumed_bf16, run_lock
-from .runtime import Distributed, autocast_for, bf16_autocast_used, pick_device, setup_distributed
+from .runtime import autocast_for, bf16_autocast_used, pick_device
 
 
 class LabelSmoothedLoss(nn.Module):

@@ -1,15 +1,12 @@
-"""Where and how a run executes: one process or DDP under torchrun, the device, and the precision (bf16 autocast
-where the hardware multiplies bf16 natively)."""
+"""Where and how a run executes: the device and the precision (bf16 autocast where the hardware multiplies bf16
+natively); one process or DDP under torchrun: `viz_model.shard.setup_distributed`."""
 
 from __future__ import annotations
 
-import os
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from ..config import ConfigError, TrainConfig
 
@@ -35,32 +32,6 @@ def bf16_autocast_used(device: torch.device, cfg: TrainConfig) -> bool:
 def autocast_for(device: torch.device, bf16: bool) -> Any:
     """bf16 autocast on `device` when `bf16` (weights, optimizer and the loss's log-softmax stay fp32), else none."""
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-
-def setup_distributed(device_kind: str) -> Distributed:
-    """Join the process group when started by torchrun (RANK/WORLD_SIZE set), else a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return Distributed()
-    backend = "nccl" if device_kind == "cuda" else "gloo"
-    if not dist.is_initialized():
-        dist.init_process_group(backend)
-    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def pick_device(name: str, local_rank: int = 0) -> torch.device:
