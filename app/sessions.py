@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import viz_model
-from viz_model.api import TranslationModel, asset_roots, model_root
+from viz_model.api import TranslationModel, asset_roots, device_from_env, model_root
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
@@ -70,7 +70,7 @@ def load_model(root: str, name: str, stamp: str) -> TranslationModel:
     del stamp  # part of the cache key only
     if name not in viz_model.available_models(root):  # only ever a real directory directly under the assets root
         raise CheckpointError(f"no model directory named {name!r} in {root}")
-    return viz_model.load(Path(root) / name, device="auto")
+    return viz_model.load(Path(root) / name, device=device_from_env())
 
 
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)

@@ -6,6 +6,7 @@ runs on a laptop CPU in well under a few minutes. Models are tiny (d_model 32, 2
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,20 @@ from viz_model.train.loop import train
 
 # The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.
 torch.set_num_threads(1)
+# The explorer loads its models on the device VIZ_MODEL_DEVICE names (default: the GPU where there is one). The app
+# tests compare what it shows with numbers computed here on the CPU, so the app runs on the CPU in this process;
+# tests/library/test_gpu.py starts it on the GPU in a process of its own.
+os.environ["VIZ_MODEL_DEVICE"] = "cpu"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `gpu` skip where torch sees no CUDA device."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -69,6 +69,18 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return torch.device(device)
 
 
+DEVICE_ENV = "VIZ_MODEL_DEVICE"  # the explorer's device: auto (the default), cpu, cuda or cuda:N
+
+
+def device_from_env() -> str:
+    """The device the explorer loads models on: ``VIZ_MODEL_DEVICE`` (``viz-model app --device`` sets it), checked;
+    ``auto`` when unset."""
+    value = os.environ.get(DEVICE_ENV, "").strip() or "auto"
+    if value not in ("auto", "cpu", "cuda") and not (value.startswith("cuda:") and value[5:].isdigit()):
+        raise ValueError(f"{DEVICE_ENV} must be auto, cpu, cuda or cuda:N; got {value!r}")
+    return value
+
+
 def device_label(device: torch.device) -> str:
     """'CPU' or the GPU's name."""
     if device.type == "cuda":

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", action="append", default=[], metavar="DIR",
                    help="a folder of model directories to offer too (repeatable; imported models, your own)")
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"],
+                   help="where models run: auto (the GPU when torch sees one; the default), cpu or cuda")
 
     p = sub.add_parser("translate", help="print the translation of TEXT")
     p.add_argument("text")
@@ -224,7 +226,7 @@ def _load(args: argparse.Namespace):
 def cmd_app(args: argparse.Namespace) -> int:
     from .launch import run_app
 
-    return run_app(args.port, args.models, args.address, args.headless)
+    return run_app(args.port, args.models, args.address, args.headless, args.device)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

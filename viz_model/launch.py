@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .api import ASSETS_DIR, available_models
+from .api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
 from .checkpoint import CheckpointError, check_model_dir
 
 PACKAGED_APP = Path(__file__).resolve().parent / "_app" / "app" / "streamlit_app.py"
@@ -73,19 +73,32 @@ def check_port(port: int, address: str) -> None:
                               "another with --port") from None
 
 
-def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False) -> int:
+def check_device(device: str | None) -> str:
+    """The device the explorer's models run on: `device` (``--device``), else ``VIZ_MODEL_DEVICE``, else auto;
+    cuda only where torch sees a GPU."""
+    if device is not None:
+        os.environ[DEVICE_ENV] = device
+    try:
+        return str(resolve_device(device_from_env()))
+    except ValueError as err:
+        raise LaunchError(f"{err}{' (--device)' if device is not None else ''}") from None
+
+
+def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False,
+            device: str | None = None) -> int:
     """Start the explorer (Ctrl-C stops it). On POSIX this process becomes the Streamlit server (exec), so a signal
     to it (a supervisor's, a deployment's) reaches the server itself; elsewhere it waits for it and returns its
     exit status."""
     folders = model_folders(models or [])
     check_port(port, address)
+    where = check_device(device)
     script = app_script()
     env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders)}
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
                *STREAMLIT_SETTINGS, *(["--server.address", address] if address else []),
                *(["--server.headless", "true"] if headless else [])]
     print(f"viz-model: the explorer on http://{address or 'localhost'}:{port} (models from "
-          f"{os.pathsep.join(map(str, folders))}); Ctrl-C stops it", file=sys.stderr, flush=True)
+          f"{os.pathsep.join(map(str, folders))}, on {where}); Ctrl-C stops it", file=sys.stderr, flush=True)
     if os.name == "posix":
         sys.stdout.flush()
         os.execve(sys.executable, command, env)

@@ -193,8 +193,9 @@ def test_exports_are_offered(tiny):
     labels = [b.proto.label for b in at.get("download_button")]
     for label in ("Trace as JSON", "Trace as NPZ (NumPy)", "Interactive HTML", "This map as CSV"):
         assert label in labels
-    if not export.images_available()[0]:
-        assert "Chromium" in "\n".join(c.value for c in at.caption)
+    available, why = export.images_available()
+    if not available:  # the reason this machine cannot render images is said where the buttons would be
+        assert why in "\n".join(c.value for c in at.caption)
         return
     next(b for b in at.button if b.label == "Render PNG and SVG").click().run()
     labels = [b.proto.label for b in ok(at).get("download_button")]

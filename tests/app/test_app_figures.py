@@ -317,6 +317,7 @@ def test_png_and_svg_export(trace):
 
 
 def test_image_export_explains_a_missing_browser(monkeypatch, trace):
+    pytest.importorskip("kaleido")  # a dependency; without it the reason given is the missing package
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chrome")
     ok, why = export.images_available()
     assert not ok and "Chromium" in why

@@ -435,7 +435,7 @@ def test_cli_reports_integrated_gradients_completeness_per_token(capsys, model_d
     gaps = tmp_path / "gaps.csv"
     code, _, stderr = run(capsys, "attribute", "--model", model_dir, "--src", src, "--out", tmp_path / "f.csv",
                           "--methods", "integrated_gradients", "--k", "1", "--draws", "1", "--steps", "24",
-                          "--gaps-out", gaps, "--beam", "1")
+                          "--gaps-out", gaps, "--beam", "1", "--device", "cpu")  # on tiny_model's device
     assert code == 0, stderr
     table = pd.read_csv(gaps)
     expected = [attribute(tiny_model, text, beam=1, methods=["integrated_gradients"], steps=24)
