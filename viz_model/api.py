@@ -51,6 +51,7 @@ PACKAGED_ASSETS = Path(__file__).resolve().parent / "_assets"  # an installed wh
 # the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
 ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
+"""The model `load()` opens without a path: the shipped captions + everyday sentences English-German model."""
 MAX_INPUT_CHARS = 2000
 MAX_TOP_K = 50
 MAX_BATCH = 10_000
@@ -175,7 +176,20 @@ def _with_config(network: Transformer, config: ModelConfig) -> Transformer:
 
 
 class TranslationModel:
-    """A loaded model directory: the network, its tokenizer, config and card, on one device."""
+    """A loaded model directory: the network, its tokenizer, config and card, on one device.
+
+    :ivar network: the full-precision `Transformer`, in eval mode
+    :ivar search_network: what beam search runs: the int8 copy (see `search_precision`) or `network` itself
+    :ivar tokenizer: the model's tokenizer (SentencePiece, or a Hugging Face model's)
+    :ivar name: the model directory's name
+    :ivar directory: the model directory, None for a model built in memory
+    :ivar device: the torch device it runs on
+    :ivar card: the model card (the directory's ``MODEL_CARD.md``), Markdown; "" when there is none
+    :ivar generation: the model's default search rule and its transformers settings
+    :ivar languages: the source and target language
+    :ivar training_stats: piece counts and lengths of the training data (input checks), None when not known
+    :ivar training_facts: how it was trained (``training_facts.json``), None when not known
+    """
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
                  device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
@@ -201,6 +215,7 @@ class TranslationModel:
 
     @property
     def config(self) -> ModelConfig:
+        """The network's `ModelConfig`."""
         return self.network.config
 
     def with_search(self, search: str) -> TranslationModel:
@@ -269,6 +284,7 @@ class TranslationModel:
 
     @property
     def device_label(self) -> str:
+        """'CPU' or ``GPU: <its name>``."""
         return device_label(self.device)
 
     @property

@@ -10,7 +10,7 @@ positions get a score of -inf before the softmax, so their weight is exactly 0.
   `AttentionRecord` of that computation (scores before and after masking, weights, values);
 - fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights.
 Asking the fast path for weights raises; it never returns a silent ``None``. On the CPU, bf16/fp16 tensors
-(training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is several times slower
+(training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is slower
 there in the backward pass than two bf16 matmuls and a softmax (`benchmarks/bench_train.py`).
 """
 
@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from .linear import Linear
 
 IMPLEMENTATIONS = ("auto", "math", "sdpa")
+"""The paths `attention` can take: "math" (explicit, with weights), "sdpa" (fused, no weights) or "auto"."""
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -93,15 +94,23 @@ def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
 class AttentionRecord:
     """What one attention call computed, per head; score tensors are ``(batch, heads, query_len, key_len)``.
 
-    Returned by a call (never stored on a module); the model's layers hand them out as ordinary return values."""
+    Returned by a call (never stored on a module); the model's layers hand them out as ordinary return values.
 
-    weights: Tensor  # softmax of the masked scores (before attention dropout)
-    scores: Tensor  # Q K^T / sqrt(d_k) (or unscaled Q K^T when scale=False), before masking
-    masked_scores: Tensor  # the scores the softmax saw: masked keys at -inf
-    values: Tensor  # (batch, heads, key_len, d_head) the value vectors the weights mix
-    mask: Tensor | None  # the mask applied (True = may attend), broadcastable to the scores; None = all visible
-    # set by the model's layer: the residual stream entering the sub-layer and leaving it (after Add & Norm),
-    # (batch, query_len, d_model) each; what token-to-token contribution methods (ALTI) decompose
+    :ivar weights: softmax of the masked scores (before attention dropout)
+    :ivar scores: ``Q K^T / sqrt(d_k)`` (or unscaled ``Q K^T`` when ``scale=False``), before masking
+    :ivar masked_scores: the scores the softmax saw: masked keys at -inf
+    :ivar values: ``(batch, heads, key_len, d_head)`` the value vectors the weights mix
+    :ivar mask: the mask applied (True = may attend), broadcastable to the scores; None = all visible
+    :ivar residual: set by the model's layer: ``(batch, query_len, d_model)`` the residual stream entering the
+        sub-layer (what token-to-token contribution methods such as ALTI decompose)
+    :ivar output: set by the model's layer: the residual stream leaving the sub-layer (after Add & Norm)
+    """
+
+    weights: Tensor
+    scores: Tensor
+    masked_scores: Tensor
+    values: Tensor
+    mask: Tensor | None
     residual: Tensor | None = None
     output: Tensor | None = None
 
@@ -150,7 +159,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
 
 @dataclass
 class KVCache:
-    """Projected keys and values of one attention layer, ``(batch, heads, len, d_head)``, for decoding."""
+    """Projected keys and values of one attention layer, ``(batch, heads, len, d_head)``, for decoding.
+
+    :ivar key: the keys
+    :ivar value: the values
+    """
 
     key: Tensor
     value: Tensor
@@ -164,6 +177,12 @@ class MultiHeadAttention(nn.Module):
     """``MultiHead(Q, K, V) = Concat(head_1..head_h) W_O`` with ``head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i)``.
 
     Stateless: weights and caches are returned, never stored on the module.
+
+    :ivar w_q: the query projection (every head's ``W_Q^i`` side by side)
+    :ivar w_k: the key projection
+    :ivar w_v: the value projection
+    :ivar w_o: the output projection ``W_O``
+    :ivar dropout: the attention dropout's probability, while training
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:

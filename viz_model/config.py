@@ -86,7 +86,37 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "config") -> T:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The encoder-decoder Transformer. Defaults are the paper's base model (Vaswani et al., 2017)."""
+    """The encoder-decoder Transformer. Defaults are the paper's base model (Vaswani et al., 2017).
+
+    The options from `sinusoid_layout` on are what imported pretrained models need; each default is this project's
+    own choice, and `to_dict` leaves them out where they keep it.
+
+    :ivar vocab_size: pieces in the vocabulary, shared by source and target
+    :ivar encoder_layers: N of the encoder stack
+    :ivar decoder_layers: N of the decoder stack
+    :ivar d_model: the width of every token's vector
+    :ivar heads: h, the attention heads of every layer
+    :ivar d_ff: the inner width of the feed-forward network
+    :ivar dropout: on embeddings and every sub-layer's output, while training
+    :ivar attention_dropout: on the attention weights, while training
+    :ivar max_positions: the longest source or target, in pieces
+    :ivar positional: "sinusoidal" (the paper) or "learned"
+    :ivar norm: "post" (``LayerNorm(x + Sublayer(x))``, the paper) or "pre"
+    :ivar share_embeddings: one matrix for source and target embeddings and the pre-softmax projection
+    :ivar pad_id: the padding piece's id
+    :ivar sinusoid_layout: "interleaved" (sin and cos in alternate dimensions, the paper) or "halves" (Marian)
+    :ivar sinusoid_frequencies: "paper" (``10000^(-2i/d_model)``) or "fairseq" (M2M100)
+    :ivar position_offset: position p reads row p + offset of the sinusoid table (M2M100: 2, after its pad id)
+    :ivar activation: of the feed-forward network: "relu", "silu" or "gelu"
+    :ivar output_bias: a bias on the output logits (Marian's final_logits_bias)
+    :ivar bos_id: the decoder's first input (Marian starts from its pad id)
+    :ivar eos_id: the end-of-sentence id
+    :ivar unk_id: the unknown piece's id
+    :ivar never_emitted: ids whose logits are -inf: the model never outputs them (Marian: pad)
+    :ivar forced_first_id: the first output, forced (M2M100: the target language's code); None: not forced
+    :ivar eos_at_limit: the last output a length limit allows is forced to be `eos_id` (Hugging Face's
+        forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
+    """
 
     vocab_size: int = 37_000
     encoder_layers: int = 6
@@ -101,19 +131,17 @@ class ModelConfig:
     norm: str = "post"
     share_embeddings: bool = True
     pad_id: int = 0
-    # --- what imported pretrained models need; each default is this project's own choice -----------------------
     sinusoid_layout: str = "interleaved"
     sinusoid_frequencies: str = "paper"
-    position_offset: int = 0  # position p reads row p + offset of the sinusoid table (M2M100: 2, after its pad id)
-    activation: str = "relu"  # of the feed-forward network
-    output_bias: bool = False  # a bias on the output logits (Marian's final_logits_bias)
-    bos_id: int = 2  # the decoder's first input (Marian starts from its pad id)
+    position_offset: int = 0
+    activation: str = "relu"
+    output_bias: bool = False
+    bos_id: int = 2
     eos_id: int = 3
     unk_id: int = 1
-    never_emitted: tuple[int, ...] = ()  # ids whose logits are -inf: the model never outputs them (Marian: pad)
-    forced_first_id: int | None = None  # the first output, forced (M2M100: the target language's code)
-    eos_at_limit: bool = False  # the last output a length limit allows is forced to be eos_id (Hugging Face's
-    # forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
+    never_emitted: tuple[int, ...] = ()
+    forced_first_id: int | None = None
+    eos_at_limit: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
@@ -170,13 +198,16 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> ModelConfig:
+        """The config of `data`; an unknown key or a bad value raises `ConfigError` naming it (and `source`)."""
         return from_dict(cls, data, source)
 
     def save(self, path: str | Path) -> None:
+        """Write `to_dict` as JSON (a model directory's ``config.json``)."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
+        """Read a ``config.json``; a missing, oversized or invalid file raises `ConfigError` naming it."""
         path = Path(path)
         try:
             size = path.stat().st_size

@@ -103,10 +103,11 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
     `hf`: search by transformers' rule with these settings instead (`viz_model.transformers_search`; `alpha` is
-    its length_penalty, its limit its max_length, so `max_lens` must be left out); `_project_search` says this
-    project's rule. `draft`: an int8 copy of `model` that searches a single sentence first, so that `model` decodes
-    the draft's prefixes in one pass and decides on those numbers (`viz_model.scorers.verified_search`: the same
-    decisions as `model` searching alone, far fewer passes over its weights).
+    its length_penalty, its limit its max_length, so `max_lens` must be left out); without it, this project's rule
+    (GNMT's length penalty, OpenNMT's stop, see `viz_model.generation`). `draft`: an int8 copy of `model` that
+    searches a single sentence first, so that `model` decodes the draft's prefixes in one pass and decides on those
+    numbers (`viz_model.scorers.verified_search`: the same decisions as `model` searching alone, far fewer passes
+    over its weights).
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
     a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with
     ``need_weights=True`` (what the search itself runs: the fused kernel's rounding differs slightly).

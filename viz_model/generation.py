@@ -65,6 +65,20 @@ class HFGeneration:
     `min_length` likewise (``</s>`` is banned while the sequence, start token included, is shorter). `forced_eos`:
     the last token `max_length` allows is ``</s>`` (``forced_eos_token_id``). `notes`: settings the folder has that
     this project does not implement, each with what is used instead.
+
+    :ivar num_beams: the beam width (1: greedy)
+    :ivar length_penalty: the exponent of the length in the beam's score (negative values favour short outputs)
+    :ivar early_stopping: True, False or "never", as transformers reads it
+    :ivar max_length: the longest output, the decoder's start token counted
+    :ivar min_length: the shortest output, the start token counted
+    :ivar no_repeat_ngram_size: no n-gram of this size occurs twice (0: off)
+    :ivar bad_words_ids: id sequences the search never completes
+    :ivar suppress_tokens: ids never output
+    :ivar forced_bos_token_id: the first output, forced; None: not forced
+    :ivar forced_eos: the last token `max_length` allows is ``</s>``
+    :ivar renormalize_logits: log-softmax again after the bans
+    :ivar source: where the settings were read (a folder's file or ``viz-model export-hf``)
+    :ivar notes: settings not implemented, each with what is used instead
     """
 
     num_beams: int = 1
@@ -123,6 +137,7 @@ class HFGeneration:
         return min(self.max_length - 1, config.max_positions)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values (lists for tuples)."""
         data = dataclasses.asdict(self)
         data["bad_words_ids"] = [list(seq) for seq in self.bad_words_ids]
         for name in ("suppress_tokens", "notes"):
@@ -141,7 +156,11 @@ def _int(name: str, value: object, low: int) -> None:
 
 @dataclass(frozen=True)
 class ModelGeneration:
-    """A model's default rule and its transformers settings (``generation.json``)."""
+    """A model's default rule and its transformers settings (``generation.json``).
+
+    :ivar rule: "project" or "transformers": how the model searches unless told otherwise
+    :ivar transformers: the settings transformers' rule uses
+    """
 
     rule: str = "project"
     transformers: HFGeneration = HFGeneration()
@@ -151,10 +170,12 @@ class ModelGeneration:
             raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
 
     def to_json(self) -> str:
+        """The ``generation.json`` text."""
         return json.dumps({"rule": self.rule, "transformers": self.transformers.to_dict()}, indent=2) + "\n"
 
     @classmethod
     def from_dict(cls, data: object, source: str) -> ModelGeneration:
+        """The settings of a ``generation.json``'s data; anything else raises `GenerationError` naming `source`."""
         if not isinstance(data, dict) or set(data) != {"rule", "transformers"} or \
                 not isinstance(data["transformers"], dict):
             raise GenerationError(f"{source}: expected {{\"rule\": ..., \"transformers\": {{...}}}}")
@@ -194,7 +215,12 @@ def load_generation(directory: Path, config: ModelConfig) -> ModelGeneration:
 @dataclass(frozen=True)
 class Search:
     """One search's settings: the beam, the length penalty's exponent (GNMT's alpha, or transformers'
-    ``length_penalty``) and, for transformers' rule, its other settings (`hf`; None: this project's rule)."""
+    ``length_penalty``) and, for transformers' rule, its other settings (`hf`; None: this project's rule).
+
+    :ivar beam: the beam width (1: greedy)
+    :ivar alpha: the length penalty's exponent
+    :ivar hf: transformers' settings, None for this project's rule
+    """
 
     beam: int = PROJECT_BEAM
     alpha: float = PROJECT_ALPHA
@@ -202,6 +228,7 @@ class Search:
 
     @property
     def rule(self) -> str:
+        """"project" or "transformers"."""
         return "project" if self.hf is None else "transformers"
 
 

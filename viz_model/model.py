@@ -27,13 +27,19 @@ from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 
 @dataclass
 class HeadMask:
-    """Per-kind ``(layers, heads)`` multipliers on each head's output; 0 switches a head off (ablation)."""
+    """Per-kind ``(layers, heads)`` multipliers on each head's output; 0 switches a head off (ablation).
+
+    :ivar encoder: ``(encoder_layers, heads)`` for encoder self-attention; None: every head as it is
+    :ivar decoder: ``(decoder_layers, heads)`` for decoder self-attention
+    :ivar cross: ``(decoder_layers, heads)`` for encoder-decoder attention
+    """
 
     encoder: Tensor | None = None
     decoder: Tensor | None = None
     cross: Tensor | None = None
 
     def layer(self, kind: str, index: int) -> Tensor | None:
+        """The ``(heads,)`` multipliers of one kind's layer, or None."""
         mask = getattr(self, kind)
         return None if mask is None else mask[index]
 
@@ -170,10 +176,18 @@ def _weights(records: list[AttentionRecord]) -> list[Tensor]:
 
 @dataclass
 class EncoderOutput:
-    hidden: Tensor  # (batch, src_len, d_model)
-    mask: Tensor  # (batch, 1, 1, src_len) source padding mask, True = real token
-    records: list[AttentionRecord] = field(default_factory=list)  # per layer, with need_weights
-    has_padding: bool = True  # False when every key is a real token: attention then needs no mask
+    """What `Transformer.encode` returns.
+
+    :ivar hidden: ``(batch, src_len, d_model)`` the encoder's output (the memory cross-attention reads)
+    :ivar mask: ``(batch, 1, 1, src_len)`` the source padding mask, True = real token
+    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``)
+    :ivar has_padding: False when every key is a real token: attention then needs no mask
+    """
+
+    hidden: Tensor
+    mask: Tensor
+    records: list[AttentionRecord] = field(default_factory=list)
+    has_padding: bool = True
 
     @property
     def attentions(self) -> list[Tensor]:
@@ -194,8 +208,16 @@ class EncoderOutput:
 
 @dataclass
 class DecoderOutput:
-    hidden: Tensor  # (batch, tgt_len, d_model)
-    self_records: list[AttentionRecord] = field(default_factory=list)  # per layer, with need_weights
+    """What `Transformer.decode` returns.
+
+    :ivar hidden: ``(batch, tgt_len, d_model)`` the decoder's output, before the logits
+    :ivar self_records: per layer, the masked self-attention's `AttentionRecord` (with ``need_weights``)
+    :ivar cross_records: per layer, the cross-attention's `AttentionRecord`
+    :ivar cache: per layer, the keys and values incremental decoding reuses
+    """
+
+    hidden: Tensor
+    self_records: list[AttentionRecord] = field(default_factory=list)
     cross_records: list[AttentionRecord] = field(default_factory=list)
     cache: list[LayerCache] = field(default_factory=list)
 
@@ -212,9 +234,17 @@ class DecoderOutput:
 
 @dataclass
 class Seq2SeqOutput:
-    """Everything one teacher-forced pass computed (Hugging Face naming); records with need_weights."""
+    """Everything one teacher-forced pass computed (Hugging Face naming); records with need_weights.
 
-    logits: Tensor  # (batch, tgt_len, vocab)
+    :ivar logits: ``(batch, tgt_len, vocab)`` pre-softmax scores of each next token
+    :ivar encoder_records: per layer, the encoder self-attention's `AttentionRecord`
+    :ivar decoder_records: per layer, the masked decoder self-attention's
+    :ivar cross_records: per layer, the encoder-decoder attention's
+    :ivar source_mask: ``(batch, 1, 1, src_len)`` True = real source token
+    :ivar target_mask: the decoder's self-attention mask (causal and padding), True = may attend
+    """
+
+    logits: Tensor
     encoder_records: list[AttentionRecord]
     decoder_records: list[AttentionRecord]
     cross_records: list[AttentionRecord]
@@ -223,14 +253,17 @@ class Seq2SeqOutput:
 
     @property
     def encoder_attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, src_len, src_len)``."""
         return _weights(self.encoder_records)
 
     @property
     def decoder_attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, tgt_len, tgt_len)``."""
         return _weights(self.decoder_records)
 
     @property
     def cross_attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, tgt_len, src_len)``."""
         return _weights(self.cross_records)
 
     def records(self, kind: str) -> list[AttentionRecord]:
@@ -240,7 +273,17 @@ class Seq2SeqOutput:
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer with a shared source/target vocabulary."""
+    """Encoder-decoder Transformer with a shared source/target vocabulary.
+
+    :ivar config: its `ModelConfig`
+    :ivar src_embedding: the source embedding (the target's and the output projection's too when shared)
+    :ivar tgt_embedding: the target embedding
+    :ivar output_projection: the pre-softmax projection when not tied to the embeddings, else None
+    :ivar encoder_layers: the encoder's layers (self-attention, feed-forward)
+    :ivar decoder_layers: the decoder's layers (masked self-attention, cross-attention, feed-forward)
+    :ivar encoder_norm: the final LayerNorm of a pre-norm encoder, else None
+    :ivar decoder_norm: the final LayerNorm of a pre-norm decoder, else None
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -274,7 +317,7 @@ class Transformer(nn.Module):
     def for_loading(cls, cfg: ModelConfig) -> Transformer:
         """The model with uninitialised weights (built on the meta device, then given CPU storage) and its fixed
         buffers computed (the sinusoid table, the never-emitted ids): what a weights file fills, without first
-        drawing random weights that the load overwrites (~1 s for a 74M-parameter model)."""
+        drawing random weights that the load overwrites."""
         with torch.device("meta"):
             model = cls(cfg)
         storage: dict[int, Tensor] = {}  # by the meta tensor's id: a tied matrix gets one storage

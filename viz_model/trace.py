@@ -34,7 +34,18 @@ class TraceError(ValueError):
 
 @dataclass
 class DecodingStep:
-    """Step t: the decoder read ``input_token`` and chose ``token`` among the top-k candidates."""
+    """Step t: the decoder read ``input_token`` and chose ``token`` among the top-k candidates.
+
+    :ivar position: t, counted from 0
+    :ivar input_id: the id the decoder read at this step (``<s>`` first)
+    :ivar input_token: its piece
+    :ivar token_id: the id output at this step
+    :ivar token: its piece
+    :ivar probability: the output token's probability under the full-precision network
+    :ivar top_ids: the ids of the k most probable next tokens, most probable first
+    :ivar top_tokens: their pieces
+    :ivar top_probabilities: their probabilities
+    """
 
     position: int
     input_id: int
@@ -49,6 +60,40 @@ class DecodingStep:
 
 @dataclass(repr=False)
 class AttentionTrace:
+    """Everything one translation computed: tokens, every head's attention map, masks, encodings and steps.
+
+    :ivar source_text: the sentence as given
+    :ivar translation: the output, decoded to text
+    :ivar source_ids: the source piece ids, ending in ``</s>``
+    :ivar source_tokens: the source pieces (``▁`` starts a word): the keys and queries of encoder maps
+    :ivar source_words: per source token, the index of the word it belongs to
+    :ivar target_ids: the decoder's input ids, ``<s> y1 .. y_{n-1}``
+    :ivar target_tokens: the decoder's input pieces: the queries of decoder and cross maps
+    :ivar target_words: per target token, the index of its word
+    :ivar output_ids: the output ids ``y1 .. y_n``, ending in ``</s>``: row t of a decoder or cross map is the query
+        that predicted ``output_ids[t]``
+    :ivar output_tokens: the output pieces
+    :ivar encoder_attentions: per layer, ``(heads, src_len, src_len)`` encoder self-attention weights
+    :ivar decoder_attentions: per layer, ``(heads, tgt_len, tgt_len)`` masked decoder self-attention weights
+    :ivar cross_attentions: per layer, ``(heads, tgt_len, src_len)`` encoder-decoder attention weights
+    :ivar encoder_mask: ``(src_len, src_len)`` bool, True = may attend
+    :ivar decoder_mask: ``(tgt_len, tgt_len)`` bool, the causal mask
+    :ivar cross_mask: ``(tgt_len, src_len)`` bool
+    :ivar source_positional: ``(src_len, d_model)`` positional encodings added to the source embeddings
+    :ivar target_positional: ``(tgt_len, d_model)`` positional encodings of the decoder's inputs
+    :ivar source_embeddings: ``(src_len, d_model)`` token embeddings times sqrt(d_model), before the encodings
+    :ivar target_embeddings: ``(tgt_len, d_model)`` the same for the decoder's inputs
+    :ivar steps: one `DecodingStep` per output token, with its top-k candidates
+    :ivar log_probability: the output's log-probability, summed over its tokens
+    :ivar settings: how it was searched: beam, alpha, top_k, forced, max_output_length, search (int8, fp32 or
+        forced), rule, head_mask, positions
+    :ivar config: the model's `ModelConfig` as a dict
+    :ivar model_name: the model directory's name
+    :ivar device: where it ran: "CPU" or the GPU's name
+    :ivar timings: milliseconds of the search (``decode_ms``), the trace (``trace_ms``) and both (``total_ms``)
+    :ivar version: the file format's version
+    """
+
     source_text: str
     translation: str
     source_ids: list[int]
@@ -59,33 +104,35 @@ class AttentionTrace:
     target_words: list[int]
     output_ids: list[int]
     output_tokens: list[str]
-    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len)
-    decoder_attentions: list[np.ndarray]  # per layer (heads, tgt_len, tgt_len)
-    cross_attentions: list[np.ndarray]  # per layer (heads, tgt_len, src_len)
-    encoder_mask: np.ndarray  # (src_len, src_len) bool, True = may attend
-    decoder_mask: np.ndarray  # (tgt_len, tgt_len) causal
-    cross_mask: np.ndarray  # (tgt_len, src_len)
-    source_positional: np.ndarray  # (src_len, d_model) PE added to the source embeddings
-    target_positional: np.ndarray  # (tgt_len, d_model)
-    source_embeddings: np.ndarray  # (src_len, d_model) token embeddings * sqrt(d_model), before PE
-    target_embeddings: np.ndarray  # (tgt_len, d_model)
+    encoder_attentions: list[np.ndarray]
+    decoder_attentions: list[np.ndarray]
+    cross_attentions: list[np.ndarray]
+    encoder_mask: np.ndarray
+    decoder_mask: np.ndarray
+    cross_mask: np.ndarray
+    source_positional: np.ndarray
+    target_positional: np.ndarray
+    source_embeddings: np.ndarray
+    target_embeddings: np.ndarray
     steps: list[DecodingStep]
-    log_probability: float  # sum over output tokens
-    settings: dict[str, Any]  # beam, alpha, top_k, forced, max_output_length, search (int8 / fp32 / forced)
-    config: dict[str, Any]  # the model's ModelConfig
+    log_probability: float
+    settings: dict[str, Any]
+    config: dict[str, Any]
     model_name: str = ""
     device: str = "cpu"
-    timings: dict[str, float] = field(default_factory=dict)  # milliseconds
+    timings: dict[str, float] = field(default_factory=dict)
     version: int = FORMAT_VERSION
 
     # --- convenience -----------------------------------------------------------------------------
     @property
     def num_layers(self) -> dict[str, int]:
+        """Layers per kind: ``{"encoder": ..., "decoder": ..., "cross": ...}``."""
         return {"encoder": len(self.encoder_attentions), "decoder": len(self.decoder_attentions),
                 "cross": len(self.cross_attentions)}
 
     @property
     def num_heads(self) -> int:
+        """Heads per layer (0 for a trace without maps)."""
         return int(self.encoder_attentions[0].shape[0]) if self.encoder_attentions else 0
 
     def attentions(self, kind: str) -> list[np.ndarray]:
@@ -163,6 +210,7 @@ class AttentionTrace:
         return f"the search chose {chosen}, where this pass ranks {top} first (rounding in the search's cache)"
 
     def mask(self, kind: str) -> np.ndarray:
+        """The mask of one kind's maps, True = may attend."""
         return {"encoder": self.encoder_mask, "decoder": self.decoder_mask, "cross": self.cross_mask}[kind]
 
     def validate(self) -> None:
@@ -200,10 +248,12 @@ class AttentionTrace:
         return data
 
     def to_json(self) -> str:
+        """`to_dict` as a JSON string."""
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttentionTrace:
+        """The trace `to_dict` wrote, validated; anything else raises `TraceError`."""
         try:
             if not isinstance(data, dict):
                 raise TraceError(f"not a valid trace: expected a JSON object, got {type(data).__name__}")
@@ -226,12 +276,14 @@ class AttentionTrace:
 
     @classmethod
     def from_json(cls, text: str) -> AttentionTrace:
+        """The trace `to_json` wrote, validated; anything else raises `TraceError`."""
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as err:
             raise TraceError(f"not valid JSON: {err}") from None
 
     def to_npz_bytes(self) -> bytes:
+        """The trace as a compressed ``.npz`` (arrays as they are, the rest as a JSON header)."""
         arrays: dict[str, np.ndarray] = {"header": np.frombuffer(json.dumps(self._header()).encode(), np.uint8)}
         for name in ARRAY_LIST_FIELDS:
             for i, a in enumerate(getattr(self, name)):
@@ -244,6 +296,7 @@ class AttentionTrace:
 
     @classmethod
     def from_npz_bytes(cls, data: bytes) -> AttentionTrace:
+        """The trace `to_npz_bytes` wrote, validated; anything else raises `TraceError`."""
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 values = json.loads(npz["header"].tobytes().decode())
@@ -276,6 +329,7 @@ class AttentionTrace:
 
     @classmethod
     def load(cls, path: str | Path) -> AttentionTrace:
+        """Read a ``.json`` or ``.npz`` trace that `save` wrote; a missing or malformed file raises `TraceError`."""
         path = Path(path)
         if not path.is_file():
             raise TraceError(f"{path}: trace file not found")

@@ -28,6 +28,7 @@ from .model import Transformer
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 TASKS = ("copy", "reverse", "sort", "shift", "every_other")
+"""The synthetic tasks a `WatchConfig` can name."""
 POSITIONAL = ("sinusoidal", "learned", "none")
 FIRST_SYMBOL = EOS_ID + 1
 WARMUP_STEPS = 30
@@ -42,10 +43,27 @@ class WatchError(ValueError):
 
 @dataclass(frozen=True)
 class WatchConfig:
-    """One synthetic training run (defaults: copy, 1 layer of 2 heads, d_model 32, within 30 s on a laptop CPU)."""
+    """One synthetic training run (defaults: copy, 1 layer of 2 heads, d_model 32, a budget of 30 s).
+
+    :ivar task: one of `TASKS`: copy, reverse, sort, shift or every_other
+    :ivar shift: the rotation of the shift task
+    :ivar symbols: how many distinct symbols the sequences draw from
+    :ivar min_length: the shortest input sequence
+    :ivar max_length: the longest input sequence (the probe has this length)
+    :ivar layers: encoder and decoder layers
+    :ivar heads: attention heads per layer
+    :ivar d_model: the model's width
+    :ivar positional: "sinusoidal", "learned" or "none" (the model runs without positional encodings)
+    :ivar steps: training steps (with the learning rate's decay, copy and reverse reach full held-out accuracy)
+    :ivar batch: sequences per training step
+    :ivar learning_rate: Adam's peak learning rate
+    :ivar seconds: the wall-clock budget: training stops at `steps` or `seconds`, whichever comes first
+    :ivar snapshot_every: steps between two snapshots of the probe's maps
+    :ivar seed: seeds the initial weights, the batches, the probe and the held-out sequences
+    """
 
     task: str = "copy"
-    shift: int = 1  # the rotation of the shift task
+    shift: int = 1
     symbols: int = 10
     min_length: int = 4
     max_length: int = 8
@@ -53,10 +71,10 @@ class WatchConfig:
     heads: int = 2
     d_model: int = 32
     positional: str = "sinusoidal"
-    steps: int = 800  # with the decay, copy and reverse reach 100% held-out accuracy (about 13 s on a laptop CPU)
+    steps: int = 800
     batch: int = 64
     learning_rate: float = 3e-3
-    seconds: float = 30.0  # the wall-clock budget: training stops at steps or seconds, whichever comes first
+    seconds: float = 30.0
     snapshot_every: int = 50
     seed: int = 0
 
@@ -89,6 +107,7 @@ class WatchConfig:
 
     @property
     def uses_positions(self) -> bool:
+        """False when `positional` is "none"."""
         return self.positional != "none"
 
 
@@ -146,27 +165,46 @@ def batch_tensors(cfg: WatchConfig, inputs: list[list[int]]) -> tuple[torch.Tens
 
 @dataclass
 class Snapshot:
-    """The probe's attention maps at one step: per layer ``(heads, query, key)`` for each kind."""
+    """The probe's attention maps at one step: per layer ``(heads, query, key)`` for each kind.
+
+    :ivar step: the training step
+    :ivar encoder: per layer, the encoder self-attention maps
+    :ivar decoder: per layer, the decoder self-attention maps
+    :ivar cross: per layer, the cross-attention maps
+    :ivar output: the model's greedy output for the probe (symbol ids, without ``</s>``)
+    """
 
     step: int
     encoder: list[np.ndarray]
     decoder: list[np.ndarray]
     cross: list[np.ndarray]
-    output: list[int]  # the model's greedy output for the probe (symbol ids, without </s>)
+    output: list[int]
 
 
 @dataclass
 class WatchResult:
+    """What `train_watch` kept: the curves, the snapshots and the trained model.
+
+    :ivar config: the run's settings
+    :ivar probe: the fixed input sequence whose maps the snapshots hold (symbol ids)
+    :ivar history: per recorded step: step, loss, token_accuracy and sequence_accuracy (held out)
+    :ivar snapshots: the probe's maps, every ``snapshot_every`` steps and at the last
+    :ivar model: the trained model
+    :ivar stopped: why training ended: "steps", "seconds" or "stopped"
+    :ivar seconds: how long it trained
+    """
+
     config: WatchConfig
     probe: list[int]
-    history: list[dict[str, float]] = field(default_factory=list)  # step, loss, token and sequence accuracy
+    history: list[dict[str, float]] = field(default_factory=list)
     snapshots: list[Snapshot] = field(default_factory=list)
     model: Transformer | None = None
-    stopped: str = ""  # why training ended: "steps", "seconds" or "stopped"
+    stopped: str = ""
     seconds: float = 0.0
 
     @property
     def final_accuracy(self) -> float:
+        """The held-out sequence accuracy at the last recorded step."""
         return self.history[-1]["sequence_accuracy"] if self.history else 0.0
 
     def to_npz(self) -> dict[str, np.ndarray]:

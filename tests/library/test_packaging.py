@@ -20,8 +20,9 @@ import viz_model
 from viz_model.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "LICENSE", "README.md", "app", "assets", "benchmarks", "configs",
-                 "deploy", "docs", "examples", "mkdocs.yml", "pyproject.toml", "tests", "viz_model"}
+PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "CHANGELOG.md", "CITATION.cff", "LICENSE", "README.md", "app",
+                 "assets", "benchmarks", "configs", "deploy", "docs", "examples", "mkdocs.yml", "pyproject.toml",
+                 "tests", "viz_model"}
 DEFAULT_MODEL_FILES = {"config.json", "model.safetensors", "tokenizer.model", "MODEL_CARD.md", "training_stats.json",
                        "training_facts.json"}
 

@@ -73,7 +73,11 @@ def head_mask_for(config: ModelConfig, heads: Iterable[Head], device: torch.devi
 
 
 class HeadMaskedNetwork:
-    """The network as `decoding.beam_search` reads it, with `head_mask` given to every encode and decode call."""
+    """The network as `decoding.beam_search` reads it, with `head_mask` given to every encode and decode call.
+
+    :ivar network: the wrapped network
+    :ivar head_mask: the multipliers every call gets
+    """
 
     def __init__(self, network: Transformer, head_mask: HeadMask) -> None:
         self.network = network
@@ -81,20 +85,25 @@ class HeadMaskedNetwork:
 
     @property
     def config(self) -> ModelConfig:
+        """The wrapped network's config."""
         return self.network.config
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The wrapped network's parameters."""
         return self.network.parameters()
 
     def encode(self, src: torch.Tensor, need_weights: bool = False, positions: bool = True) -> EncoderOutput:
+        """`Transformer.encode` with the head mask."""
         return self.network.encode(src, need_weights, self.head_mask, positions)
 
     def decode(self, tgt: torch.Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: torch.Tensor | None = None,
                positions: bool = True) -> DecoderOutput:
+        """`Transformer.decode` with the head mask."""
         return self.network.decode(tgt, encoded, need_weights, cache, offset, tgt_mask, self.head_mask, positions)
 
     def logits(self, hidden: torch.Tensor, mask_never_emitted: bool = True) -> torch.Tensor:
+        """`Transformer.logits` (heads play no part there)."""
         return self.network.logits(hidden, mask_never_emitted)
 
     @property
@@ -120,23 +129,35 @@ def token_diff(intact: Sequence[str], ablated: Sequence[str]) -> list[TokenEdit]
 
 @dataclass
 class AblationResult:
-    """One sentence with and without `heads`; log-probabilities are of the intact model's output ids."""
+    """One sentence with and without `heads`; log-probabilities are of the intact model's output ids.
+
+    :ivar heads: the heads switched off, ``(kind, layer, head)`` counted from 0
+    :ivar intact: the intact model's translation, steps and maps
+    :ivar ablated: the ablated model teacher-forced on the intact translation (same axes, its maps)
+    :ivar ablated_translation: what the ablated model translates to (same search settings)
+    :ivar ablated_tokens: its output pieces, ending in ``</s>``
+    :ivar diff: the edits from the intact output pieces to the ablated ones
+    :ivar log_prob_intact: log P(intact output) under the intact model
+    :ivar log_prob_ablated: log P(intact output) under the ablated model (teacher-forced)
+    """
 
     heads: list[Head]
-    intact: AttentionTrace  # the intact model's translation, steps and maps
-    ablated: AttentionTrace  # the ablated model teacher-forced on the intact translation (same axes, its maps)
-    ablated_translation: str  # what the ablated model translates to (same search settings)
-    ablated_tokens: list[str]  # its output pieces, ending in </s>
-    diff: list[TokenEdit]  # intact output pieces -> ablated output pieces
-    log_prob_intact: float  # log P(intact output) under the intact model
-    log_prob_ablated: float  # log P(intact output) under the ablated model (teacher-forced)
+    intact: AttentionTrace
+    ablated: AttentionTrace
+    ablated_translation: str
+    ablated_tokens: list[str]
+    diff: list[TokenEdit]
+    log_prob_intact: float
+    log_prob_ablated: float
 
     @property
     def translation(self) -> str:
+        """The intact model's translation."""
         return self.intact.translation
 
     @property
     def changed(self) -> bool:
+        """Whether switching the heads off changed the translation."""
         return self.ablated_translation != self.intact.translation
 
     @property

@@ -57,7 +57,11 @@ class WordAttention:
 
 @dataclass(frozen=True)
 class Alignment:
-    """A gold alignment: sure links and possible links (possible always includes sure)."""
+    """A gold alignment: sure links and possible links (possible always includes sure).
+
+    :ivar sure: ``(source word, target word)`` links, 0-based
+    :ivar possible: the links that may be there, the sure ones included
+    """
 
     sure: frozenset[Link] = frozenset()
     possible: frozenset[Link] = field(default=frozenset())

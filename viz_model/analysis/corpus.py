@@ -30,25 +30,39 @@ from .inputs import check_corpus, reference_ids, source_ids
 
 @dataclass
 class SentenceAttention:
-    """One sentence's teacher-forced maps and tokens; fields are named as in `AttentionTrace` (same axes)."""
+    """One sentence's teacher-forced maps and tokens; fields are named as in `AttentionTrace` (same axes).
 
-    index: int  # position in the input list
+    :ivar index: its position in the input list
+    :ivar source_ids: the source piece ids, ending in ``</s>``
+    :ivar source_tokens: the source pieces
+    :ivar target_ids: the decoder's inputs ``<s> y1 .. y_{n-1}``
+    :ivar target_tokens: their pieces
+    :ivar output_ids: ``y1 .. y_n``, ending in ``</s>``
+    :ivar output_tokens: their pieces
+    :ivar encoder_attentions: per layer ``(heads, src_len, src_len)``
+    :ivar decoder_attentions: per layer ``(heads, tgt_len, tgt_len)``
+    :ivar cross_attentions: per layer ``(heads, tgt_len, src_len)``
+    """
+
+    index: int
     source_ids: list[int]
     source_tokens: list[str]
-    target_ids: list[int]  # decoder inputs <s> y1 .. y_{n-1}
+    target_ids: list[int]
     target_tokens: list[str]
-    output_ids: list[int]  # y1 .. y_n (ending in </s>)
+    output_ids: list[int]
     output_tokens: list[str]
-    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len)
-    decoder_attentions: list[np.ndarray]  # per layer (heads, tgt_len, tgt_len)
-    cross_attentions: list[np.ndarray]  # per layer (heads, tgt_len, src_len)
+    encoder_attentions: list[np.ndarray]
+    decoder_attentions: list[np.ndarray]
+    cross_attentions: list[np.ndarray]
 
     @property
     def source_words(self) -> list[int]:
+        """Per source token, the index of its word."""
         return word_ids(self.source_tokens)
 
     @property
     def target_words(self) -> list[int]:
+        """Per target token, the index of its word."""
         return word_ids(self.target_tokens)
 
 
@@ -128,13 +142,21 @@ def iter_attentions(model: TranslationModel, sources: Sequence[str], references:
 
 @dataclass
 class CorpusAnalysis:
-    """Per-head attention statistics of a corpus with the role of each head (see `head_stats`)."""
+    """Per-head attention statistics of a corpus with the role of each head (see `head_stats`).
+
+    :ivar sources: the source sentences
+    :ivar outputs: the translations, or the references when forced
+    :ivar forced: True when `outputs` are the given references
+    :ivar per_sentence: one row per sentence and head: sentence, kind, layer, head, statistics
+    :ivar heads: one row per head: kind, layer, head, sentences, statistics, role, role_score, example_sentence,
+        example_value
+    """
 
     sources: list[str]
-    outputs: list[str]  # the translations, or the references when forced
-    forced: bool  # True when `outputs` are the given references
-    per_sentence: pd.DataFrame  # sentence, kind, layer, head, statistics
-    heads: pd.DataFrame  # kind, layer, head, sentences, statistics, role, role_score, example_sentence/value
+    outputs: list[str]
+    forced: bool
+    per_sentence: pd.DataFrame
+    heads: pd.DataFrame
 
     def summary(self, top: int = 3) -> pd.DataFrame:
         """The roles table: per role its head count, best heads and an example sentence (see `role_summary`)."""

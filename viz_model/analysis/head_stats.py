@@ -52,7 +52,12 @@ class AttentionRecord(Protocol):
 
 @dataclass(frozen=True)
 class RoleRule:
-    """A head takes `role` when its corpus mean of `statistic` is at least `threshold`."""
+    """A head takes `role` when its corpus mean of `statistic` is at least `threshold`.
+
+    :ivar role: the role's name
+    :ivar statistic: one of `STATISTICS`
+    :ivar threshold: the corpus mean a head needs
+    """
 
     role: str
     statistic: str

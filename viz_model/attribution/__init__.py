@@ -48,7 +48,9 @@ from .gradients import (
 
 CONTRIBUTION_METHODS = ("value_weighted", "alti")
 METHODS = ("attention", "rollout", *CONTRIBUTION_METHODS, *GRADIENT_METHODS)
+"""What `attribute` can compute (its `methods`)."""
 DEFAULT_METHODS = ("attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient")
+"""What `attribute` computes unless told: every method but integrated gradients."""
 FORMAT_VERSION = 1
 
 
@@ -58,27 +60,49 @@ class AttributionError(ValueError):
 
 @dataclass
 class Attribution:
-    """Every method's scores for one translation (teacher-forced on its output); arrays are float64."""
+    """Every method's scores for one translation (teacher-forced on its output); arrays are float64.
+
+    :ivar source_tokens: the source pieces, ``</s>`` last
+    :ivar prefix_tokens: the decoder's inputs ``<s> y_1 .. y_{n-1}``
+    :ivar output_tokens: ``y_1 .. y_n``, ``</s>`` last
+    :ivar source_ids: the source piece ids
+    :ivar output_ids: the output piece ids
+    :ivar log_probs: ``(outputs,)`` log p(y_i | source, y_<i)
+    :ivar attentions: cross-attention per layer, ``(heads, outputs, src_len)``
+    :ivar encoder_attentions: encoder self-attention per layer, ``(heads, src_len, src_len)``, for the rollout
+    :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention
+    :ivar alti: ALTI+ ``(outputs, src_len + outputs)``: source columns, then prefix columns; None: not computed
+    :ivar encoder_alti: ``(src_len, src_len)`` the ALTI rollout of the encoder
+    :ivar alti_layers: ALTI of each sub-layer alone, kind -> per layer ``(queries, keys)``; cross-attention's
+        have one more column, the residual
+    :ivar gradients: method -> ``(outputs, src_len + outputs)`` gradient scores
+    :ivar steps: the points of the path integrated gradients used (0: not computed)
+    :ivar completeness_gap: integrated gradients, per output: ``|sum of the scores - score_change|``
+    :ivar score_change: integrated gradients, per output: ``score(input) - score(baseline)``
+    :ivar tolerance: the relative gap adaptive integrated gradients aimed for (0: fixed Gauss-Legendre points)
+    :ivar foil: contrastive: the piece the scores explain "and not"; None: not contrastive
+    :ivar model_name: the model directory's name
+    :ivar version: the file format's version
+    """
 
     source_tokens: list[str]
-    prefix_tokens: list[str]  # decoder inputs: <s> y_1 .. y_{n-1}
-    output_tokens: list[str]  # y_1 .. y_n (</s> last)
+    prefix_tokens: list[str]
+    output_tokens: list[str]
     source_ids: list[int]
     output_ids: list[int]
-    log_probs: np.ndarray  # (outputs,) log p(y_i | source, y_<i)
-    attentions: list[np.ndarray]  # cross-attention per layer (heads, outputs, src_len)
-    encoder_attentions: list[np.ndarray]  # per layer (heads, src_len, src_len), for the rollout
-    value_weighted: dict[str, list[np.ndarray]] = field(default_factory=dict)  # kind -> per layer (heads, q, k)
-    alti: np.ndarray | None = None  # (outputs, src_len + outputs): source columns, then prefix columns
-    encoder_alti: np.ndarray | None = None  # (src_len, src_len) ALTI rollout of the encoder
-    # ALTI of each sub-layer alone, kind -> per layer (q, k); cross-attention has one more column, the residual
+    log_probs: np.ndarray
+    attentions: list[np.ndarray]
+    encoder_attentions: list[np.ndarray]
+    value_weighted: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    alti: np.ndarray | None = None
+    encoder_alti: np.ndarray | None = None
     alti_layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    gradients: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (outputs, src_len + outputs)
-    steps: int = 0  # the points of the path integrated gradients used (0: not computed)
-    completeness_gap: np.ndarray | None = None  # integrated gradients, per output
+    gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    steps: int = 0
+    completeness_gap: np.ndarray | None = None
     score_change: np.ndarray | None = None
-    tolerance: float = 0.0  # the relative gap adaptive integrated gradients aimed for (0: fixed Gauss-Legendre)
-    foil: str | None = None  # contrastive: the piece the scores explain "and not"
+    tolerance: float = 0.0
+    foil: str | None = None
     model_name: str = ""
     version: int = FORMAT_VERSION
 
@@ -173,6 +197,7 @@ class Attribution:
 
     @classmethod
     def load(cls, path: str | Path) -> Attribution:
+        """Read an ``.npz`` that `save` wrote; anything else raises `AttributionError` naming the file."""
         path = Path(path)
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -200,6 +225,7 @@ class Attribution:
 
 
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
+    """`methods` without repeats; an empty list or an unknown name raises `ValueError`."""
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty list of {', '.join(METHODS)}")
     unknown = [m for m in methods if m not in METHODS]
