@@ -3,10 +3,12 @@
 ``python docs/screenshots.py`` starts ``streamlit run app`` with the shipped models on a free port, opens every link
 of docs/gallery.md in headless Chromium (/usr/bin/chromium, as the browser tests do) and saves each page's picture
 where the gallery shows it; the first link also gives docs/screenshot.png. Takes a few minutes.
+``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file).
 """
 
 from __future__ import annotations
 
+import io
 import sys
 import tempfile
 import time
@@ -68,16 +70,13 @@ def picture(page) -> bytes:
 
 def save(png: bytes, path: Path) -> None:
     """A screenshot scaled to `WIDTH`: WebP for the gallery, a 256-colour PNG for the README."""
-    with tempfile.TemporaryFile() as raw:
-        raw.write(png)
-        raw.seek(0)
-        image = Image.open(raw).convert("RGB")
-        image = image.resize((WIDTH, round(image.height * WIDTH / image.width)), Image.LANCZOS)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".webp":
-            image.save(path, "WEBP", quality=72, method=6)
-        else:
-            image.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    image = image.resize((WIDTH, round(image.height * WIDTH / image.width)), Image.LANCZOS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".webp":
+        image.save(path, "WEBP", quality=72, method=6)
+    else:
+        image.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
     print(f"{path.relative_to(DOCS.parent)}: {path.stat().st_size / 1024:.0f} KiB")
 
 
