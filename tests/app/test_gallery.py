@@ -1,0 +1,60 @@
+"""docs/gallery.md shows every page of the explorer once, and each picture's link opens its page: the app reads
+every query parameter of the link without a complaint (the app's own link parsing, in AppTest: no browser)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support.app import APP, ok
+from support.gallery import ROOT, app_pages, entries
+
+from app import state
+
+LINK_PROBLEM = "Some link parameters could not be used"
+
+
+def test_the_gallery_shows_every_page_once_under_its_title():
+    pages = {page.url_path: page for page in app_pages()}
+    shown = [entry.url_path for entry in entries()]
+    assert sorted(shown) == sorted(pages), "one gallery section per page of app/streamlit_app.py"
+    for entry in entries():
+        assert entry.title == pages[entry.url_path].title
+        assert entry.image.is_file() and entry.image.parent.name == "gallery", entry.image
+        assert entry.image.stat().st_size < 160_000, f"{entry.image.name}: compress it (docs/screenshots.py)"
+
+
+def test_every_link_names_only_parameters_the_app_reads():
+    """The frame's parameters (`state.URL_KEYS`) and the page's own (its ``state.Linked("name", ...)`` settings)."""
+    own = {page.url_path: set(re.findall(r"state\.Linked\(\"(\w+)\"", (ROOT / "app" / page.file).read_text()))
+           for page in app_pages()}
+    assert {"step", "tree_beam"} <= own["decoding"] and "task" in own["watch"]  # the pattern finds them
+    for entry in entries():
+        unknown = set(entry.params) - set(state.URL_KEYS) - own[entry.url_path]
+        assert not unknown, f"{entry.title}: {unknown}"
+
+
+def test_the_docs_navigation_and_the_readme_screenshot():
+    assert "gallery.md" in (ROOT / "mkdocs.yml").read_text()
+    assert "docs/screenshot.png" in (ROOT / "README.md").read_text()
+    assert (ROOT / "docs" / "screenshot.png").stat().st_size < 200_000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", entries(), ids=lambda e: e.url_path or "explore")
+def test_each_link_opens_its_page_and_every_parameter_is_taken(entry, monkeypatch):
+    monkeypatch.delenv("VIZ_MODEL_ASSETS", raising=False)  # the gallery shows the shipped models
+    page = next(p for p in app_pages() if p.url_path == entry.url_path)
+    at = AppTest.from_file(str(APP), default_timeout=300)
+    at.query_params.update(entry.params)
+    if page.url_path:
+        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
+            at.run()
+        at.switch_page(page.file)
+    ok(at.run())
+    assert [t.value for t in at.title][:1] == [page.title]
+    assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
+    for name, value in entry.params.items():  # the app writes back what it took
+        assert at.query_params[name] == value, (name, at.query_params[name], value)
