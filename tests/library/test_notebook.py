@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import html
 
-import nbformat
 import numpy as np
 import pytest
-from support.app import arr
-from support.notebooks import EXAMPLES, PLOTLY, differences, execute, notebooks
 
-import viz_model
+nbformat = pytest.importorskip("nbformat", reason="reading notebooks needs nbformat (the notebook extra)")
+from support.app import arr  # noqa: E402
+from support.notebooks import EXAMPLES, PLOTLY, differences, execute, notebooks  # noqa: E402
+
+import viz_model  # noqa: E402
 
 EXPECTED = {"quickstart.ipynb", "imported_marian.ipynb", "attributions.ipynb", "compare_models.ipynb"}
 _executed: dict[str, nbformat.NotebookNode] = {}
@@ -19,6 +20,7 @@ _executed: dict[str, nbformat.NotebookNode] = {}
 
 def executed_cells(name: str) -> list:
     """The code cells of examples/`name`, executed now (once per test session)."""
+    pytest.importorskip("nbclient", reason="executing a notebook needs nbclient (the test extra)")
     if name not in _executed:
         _executed[name] = execute(EXAMPLES / name)
     return [cell for cell in _executed[name].cells if cell.cell_type == "code"]

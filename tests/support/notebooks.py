@@ -11,7 +11,6 @@ import math
 import sys
 from pathlib import Path
 
-import nbclient
 import nbformat
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,7 +24,10 @@ def notebooks() -> list[Path]:
 
 def execute(path: Path) -> nbformat.NotebookNode:
     """`path` executed top to bottom in a fresh python3 kernel, run from its folder (no timing metadata)."""
+    import nbclient  # the test extra's; imported here so that reading notebooks needs nbformat alone
+
     notebook = nbformat.read(path, as_version=4)
+
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     return notebook
