@@ -73,3 +73,15 @@ def test_pages_speak_of_the_project_not_of_how_it_was_made(page):
     hits = [f"{page.name}:{n}: {line.strip()[:120]}" for n, line in enumerate(page.read_text().splitlines(), 1)
             if HISTORY.search(line)]
     assert not hits, "\n".join(hits)
+
+
+def test_the_machine_record_names_cpu_cores_isa_and_date():
+    import bench_common
+
+    record = bench_common.machine()
+    assert {"cpu", "cores", "isa", "date", "torch", "python", "load_average"} <= set(record)
+    assert record["cores"] >= 1 and re.fullmatch(r"\d{4}-\d\d-\d\d", record["date"])
+    assert bench_common.describe_machine({"cpu": "AMD EPYC", "cores": 2, "isa": ["AVX2", "AVX-512", "AVX512-BF16"],
+                                          "date": "2026-11-26"}) == "2-core AMD EPYC (AVX-512, AVX512-BF16), 2026-11-26"
+    assert bench_common.describe_machine({"cpu": "X", "cores": 4, "isa": ["AVX2"], "date": "2026-01-02"}) == \
+        "4-core X (AVX2), 2026-01-02"
