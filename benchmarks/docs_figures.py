@@ -136,10 +136,16 @@ def check_machines(text: str, page: str) -> list[Problem]:
 def fix(text: str) -> str:
     """`text` with every marked figure and machine rewritten from its results file."""
     def figure(match: re.Match) -> str:
-        return expected(match.group(2)) + match.group(0)[len(match.group(1)):]
+        try:
+            return expected(match.group(2)) + match.group(0)[len(match.group(1)):]
+        except (OSError, KeyError, ValueError, IndexError):
+            return match.group(0)  # left for the check to report
 
     def machine(match: re.Match) -> str:
-        return f"<!-- machine {match.group(1)} -->{machine_text(match.group(1))}<!-- /machine -->"
+        try:
+            return f"<!-- machine {match.group(1)} -->{machine_text(match.group(1))}<!-- /machine -->"
+        except (OSError, ValueError):
+            return match.group(0)
 
     return MACHINE.sub(machine, MARKER.sub(figure, text))
 
