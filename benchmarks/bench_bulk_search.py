@@ -43,7 +43,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
-    monitor, load_before = CpuMonitor(), load_average()
+    monitor, load_before = CpuMonitor(children=True), load_average()
     seconds: dict[str, list[float]] = {"fp32": [], "int8": []}
     scores: dict[str, dict] = {}
     for _ in range(args.rounds):

@@ -62,18 +62,21 @@ def load_average() -> float | None:
 class CpuMonitor:
     """CPU used by *other* processes while we measure (system-wide busy time from /proc/stat minus our own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, children: bool = False) -> None:
+        self.children = children  # count finished child processes (a script's own subprocesses) as our own
         self.start = self._sample()
 
-    @staticmethod
-    def _sample() -> tuple[float, float, float] | None:
+    def _sample(self) -> tuple[float, float, float] | None:
         try:
             fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
         except (OSError, ValueError, IndexError):
             return None
         busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system [idle iowait] irq softirq steal
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime, time.perf_counter()
+        used = [resource.getrusage(resource.RUSAGE_SELF)]
+        if self.children:
+            used.append(resource.getrusage(resource.RUSAGE_CHILDREN))
+        own = sum(u.ru_utime + u.ru_stime for u in used)
+        return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
 
     def other_cores(self) -> float | None:
         """Average number of cores kept busy by other processes since construction."""
