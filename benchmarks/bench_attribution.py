@@ -59,7 +59,7 @@ def main() -> None:
     model = viz_model.load(args.model, device="cpu")
     trace = model.trace(SENTENCE, beam=1)
     src, out = trace.source_ids, trace.output_ids
-    monitor = CpuMonitor()
+    monitor = CpuMonitor(children=True)  # the corpus part runs worker processes
     attribute_ids(model.network, src, out, ["value_weighted", "alti"])  # warm-up
     vw_alti = timed(lambda: attribute_ids(model.network, src, out, ["value_weighted", "alti"]), 7)
     gradient_attributions(model.network, src, out, ("integrated_gradients",), 4, tolerance=0)  # warm-up
