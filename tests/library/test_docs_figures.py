@@ -85,3 +85,13 @@ def test_the_machine_record_names_cpu_cores_isa_and_date():
                                           "date": "2026-11-26"}) == "2-core AMD EPYC (AVX-512, AVX512-BF16), 2026-11-26"
     assert bench_common.describe_machine({"cpu": "X", "cores": 4, "isa": ["AVX2"], "date": "2026-01-02"}) == \
         "4-core X (AVX2), 2026-01-02"
+
+
+def test_without_git_dates_an_old_file_is_checked_by_what_it_recorded(tmp_path, monkeypatch):
+    (tmp_path / "old.json").write_text(json.dumps({"machine": "x86_64, 2 CPUs"}))
+    monkeypatch.setattr(docs_figures, "RESULTS", tmp_path)
+    monkeypatch.setattr(docs_figures, "REPO", tmp_path)  # not a git repository: no commit date
+    ok = "<!-- machine old.json -->x86_64, 2 CPUs, file of 2026-11-25<!-- /machine -->"
+    assert docs_figures.check_markers(ok, "page.md") == []
+    [problem] = docs_figures.check_markers(ok.replace("x86_64", "AVX2 VM"), "page.md")
+    assert "x86_64, 2 CPUs" in str(problem)
