@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_common import REPO, load_average
+from bench_common import REPO, load_average, write_results
 
 METHODS = ["attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient", "integrated_gradients"]
 
@@ -62,7 +62,7 @@ def main() -> None:
     }
     if args.limit is None:
         path = REPO / "benchmarks" / "results" / "attribution_faithfulness.json"
-        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_results(path, result)
         print(f"wrote {path}", file=sys.stderr)
     else:
         print(json.dumps(result, indent=2))

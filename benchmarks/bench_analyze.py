@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, CpuMonitor, emit, load_average
+from bench_common import REPO, CpuMonitor, describe_machine, emit, load_average, machine
 
 TARGET_S = 120.0
 QUICK_SENTENCES = 100
@@ -75,7 +75,7 @@ def status(ok: bool) -> str:
 def table(r: dict[str, Any]) -> str:
     cfg = r["config"]
     lines = [f"bench_analyze: analyze_corpus over {r['sentences']} sentences of {r['source']}, beam {r['beam']}, "
-             f"CPU, {r['threads']} torch threads (torch {r['torch']}, {r['machine']})",
+             f"CPU, {r['threads']} torch threads (torch {r['torch']}, {describe_machine(r['machine'])})",
              f"model: {r['model']}: d_model {cfg['d_model']}, {cfg['encoder_layers']}+{cfg['decoder_layers']} layers, "
              f"{cfg['heads']} heads, vocab {cfg['vocab_size']}",
              f"other processes kept {r['other_cores']} of {os.cpu_count()} CPUs busy meanwhile "
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_analyze", "model": str(model.directory), "config": model.config.to_dict(),
         "source": str(path), "file_sentences": len(sources), "sentences": count, "beam": args.beam,
         "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "quick": args.quick,
+        "machine": machine(), "quick": args.quick,
         "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "sentences_per_s": round(count / wall, 2),
         "heads": len(analysis.heads), "roles": analysis.heads["role"].value_counts().to_dict(),
         "other_cores": other, "busy": other is not None and other > 0.2, "load_before": load_before,

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
-from bench_common import emit, load_average
+from bench_common import describe_machine, emit, load_average, machine
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -648,7 +648,7 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
 
 def table(r: dict[str, Any]) -> str:
     lines = [f"bench_app: Streamlit attention explorer in headless Chromium {r.get('chromium', '?')} "
-             f"(streamlit {r.get('streamlit', '?')}, Python {r['python']}, {r['machine']})",
+             f"(streamlit {r.get('streamlit', '?')}, Python {r['python']}, {describe_machine(r['machine'])})",
              f"model: {r['model'] or 'the app default'} from {r['assets']}; decoding: "
              f"{r.get('decoding') or ('beam ' + str(r['beam']) if r['beam'] else 'the app default')}; view: head "
              "heatmap, encoder self-attention, layer 1, head 1",
@@ -741,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_app", "quick": args.quick, "runs": args.runs, "warmup": args.warmup,
         "loads": args.loads, "sessions": SESSIONS, "seed": args.seed, "model": args.model, "beam": args.beam,
         "example": sentences(1, args.seed)[0], "streamlit": streamlit.__version__,
-        "python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "python": platform.python_version(), "machine": machine(),
         "load_before": load_average(),
     }
     with contextlib.ExitStack() as stack:

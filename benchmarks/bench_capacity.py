@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_app import _health, _stat_fields, _status_kb, free_port  # noqa: E402
 from bench_app import sentences as make_sentences  # noqa: E402
+from bench_common import write_results  # noqa: E402
 
 TARGET_P50_S = 1.0
 
@@ -253,7 +254,7 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     if not args.quick:
         name = "bench_capacity" + (f"_{args.model}" if args.model else "") + ".json"
-        (REPO / "benchmarks" / "results" / name).write_text(json.dumps(result, indent=2) + "\n")
+        write_results(REPO / "benchmarks" / "results" / name, result)
     return 0
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
+import platform
 import resource
 import sys
 import time
@@ -13,6 +15,41 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "heads": 8,
                   "d_ff": 1024}
+
+
+ISA_FLAGS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX512-VNNI"), ("avx512_bf16", "AVX512-BF16"),
+             ("amx_bf16", "AMX-BF16"))
+
+
+def machine() -> dict:
+    """What a result was measured on: CPU model, cores, vector ISA, UTC date, torch and Python versions, load."""
+    name, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        name = platform.processor() or "unknown"
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    return {"cpu": name, "cores": os.cpu_count(), "isa": [label for flag, label in ISA_FLAGS if flag in flags],
+            "date": datetime.datetime.now(datetime.UTC).date().isoformat(), "torch": torch_version,
+            "python": platform.python_version(), "load_average": load_average()}
+
+
+def describe_machine(record: dict | str) -> str:
+    """A `machine` record in words: "2-core AMD EPYC (AVX-512, AVX512-BF16), 2026-11-26"."""
+    if isinstance(record, str):  # results written before the record existed
+        return record
+    isa = [x for x in record.get("isa", []) if x not in ("AVX2", "AVX512-VNNI")] or record.get("isa", [])
+    return (f"{record['cores']}-core {record['cpu']}" + (f" ({', '.join(isa)})" if isa else "")
+            + f", {record['date']}")
 
 
 def load_average() -> float | None:
@@ -25,18 +62,21 @@ def load_average() -> float | None:
 class CpuMonitor:
     """CPU used by *other* processes while we measure (system-wide busy time from /proc/stat minus our own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, children: bool = False) -> None:
+        self.children = children  # count finished child processes (a script's own subprocesses) as our own
         self.start = self._sample()
 
-    @staticmethod
-    def _sample() -> tuple[float, float, float] | None:
+    def _sample(self) -> tuple[float, float, float] | None:
         try:
             fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
         except (OSError, ValueError, IndexError):
             return None
         busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system [idle iowait] irq softirq steal
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        return busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime, time.perf_counter()
+        used = [resource.getrusage(resource.RUSAGE_SELF)]
+        if self.children:
+            used.append(resource.getrusage(resource.RUSAGE_CHILDREN))
+        own = sum(u.ru_utime + u.ru_stime for u in used)
+        return busy / os.sysconf("SC_CLK_TCK"), own, time.perf_counter()
 
     def other_cores(self) -> float | None:
         """Average number of cores kept busy by other processes since construction."""
@@ -66,12 +106,20 @@ def cached_tokenizer(data_dir: Path, vocab_size: int = 8000, hint: str = "Pass -
 
 
 def emit(text: str, result: dict, as_json: bool) -> None:
-    """Print the table, or with `as_json` the JSON result on stdout and the table on stderr."""
+    """Print the table, or with `as_json` the JSON result (with the `machine` record) on stdout, the table on stderr."""
+    result.setdefault("machine", machine())
     if as_json:
         print(text, file=sys.stderr)
         print(json.dumps(result, indent=2))
     else:
         print(text)
+
+
+def write_results(path: Path, result: dict) -> None:
+    """Write `result` as a results file, with the `machine` record (see `machine`) unless it already has one."""
+    result.setdefault("machine", machine())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
 def report_results(model_dir: Path, found: dict, write: bool = True) -> None:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import torch
 from bench_app import sentences as app_sentences
+from bench_common import write_results
 from bench_trace import BEAM, FORCED_TARGET, SENTENCE, peak_rss_mb, percentiles, time_interleaved
 
 OPUS_MT_EN_DE = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58_101, "positions": 512}
@@ -227,8 +228,7 @@ def main() -> int:
     if not args.quick:
         default = args.rule is None and args.search == "auto"
         path = RESULTS / ("bench_hf.json" if default else f"bench_hf_{rule}_{model.search_precision}.json")
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(path, result)
         print(f"wrote {path}", file=sys.stderr)
     ours, hf = result["ours"]["p50_ms"], result["hf"]["p50_ms"]
     print(f"ours p50 {ours} ms ({'meets' if ours <= TARGET_P50_MS else 'misses'} <= {TARGET_P50_MS:g} ms); "

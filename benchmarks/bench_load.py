@@ -61,7 +61,7 @@ from bench_app import (
     streamlit_server,
     tree_memory,
 )
-from bench_common import emit, load_average
+from bench_common import describe_machine, emit, load_average, machine
 
 MAX_SESSIONS, MAX_ROUNDS = 64, 20
 STEP_TIMEOUT_S = 180.0  # one translation while every other session translates too, on a busy machine
@@ -290,7 +290,8 @@ def summarise(result: dict[str, Any]) -> None:
 def table(r: dict[str, Any]) -> str:
     t, first, mem = r.get("translate"), r.get("first_page"), r.get("memory", {})
     lines = [f"bench_load: {r['sessions']} browser sessions x {r['rounds_asked']} rounds against one streamlit "
-             f"server (headless Chromium {r.get('chromium', '?')}, Python {r['python']}, {r['machine']})",
+             f"server (headless Chromium {r.get('chromium', '?')}, Python {r['python']}, "
+             f"{describe_machine(r['machine'])})",
              f"model {r['model']}, beam {r['beam']}, alpha {r['alpha']:g}; a new sentence for every request, e.g. "
              f"{r['example']!r}",
              f"other processes kept {r.get('other_cpus', '?')} of {os.cpu_count()} CPUs busy (load average "
@@ -336,8 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     pool = sentences(args.sessions * (1 + args.rounds), args.seed)
     result: dict[str, Any] = {"benchmark": "bench_load", "sessions": args.sessions, "rounds_asked": args.rounds,
                               "beam": args.beam, "alpha": args.alpha, "seed": args.seed, "example": pool[0],
-                              "python": platform.python_version(), "machine": f"{platform.machine()}, "
-                              f"{os.cpu_count()} CPUs", "load_before": load_average(), "incomplete": []}
+                              "python": platform.python_version(), "machine": machine(), "load_before": load_average(),
+                              "incomplete": []}
     with contextlib.ExitStack() as stack:
         log_path = args.server_log or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_load-"))
                                            ) / "streamlit.log"

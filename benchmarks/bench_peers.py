@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from bench_app import sentences as app_sentences
+from bench_common import write_results
 from bench_hf import build_folder, fit
 from bench_trace import peak_rss_mb, percentiles
 
@@ -218,7 +219,7 @@ def main() -> int:
                "unit": "ms per sentence"}
     print(json.dumps(result, indent=2))
     if not args.quick:
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(RESULTS, result)
         print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
 

@@ -12,7 +12,6 @@ search. Prints the p50s and their ratio; writes ``benchmarks/results/bench_searc
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_app import sentences  # noqa: E402
+from bench_common import write_results  # noqa: E402
 
 
 def main() -> int:
@@ -51,7 +51,7 @@ def main() -> int:
                           "ratio": round(statistics.median(in_trace) / statistics.median(translate), 3)}
         print(f"{search}: translate p50 {result[search]['translate_p50_ms']} ms, the search in trace "
               f"{result[search]['search_in_trace_p50_ms']} ms ({result[search]['ratio']}x)", file=sys.stderr)
-    (REPO / "benchmarks" / "results" / "bench_search_in_trace.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(REPO / "benchmarks" / "results" / "bench_search_in_trace.json", result)
     return 0
 
 

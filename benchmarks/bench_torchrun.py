@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import write_results
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "bench_torchrun.json"
@@ -85,7 +87,7 @@ def main() -> int:
               "cores": os.cpu_count()}
     print(json.dumps(result, indent=2))
     if not args.quick:
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(OUT, result)
     return 0 if all(r["identical"] for r in rows.values()) else 1
 
 

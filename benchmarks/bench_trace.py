@@ -51,7 +51,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, emit, load_average
+from bench_common import (
+    REFERENCE_DIMS,
+    REPO,
+    CpuMonitor,
+    cached_tokenizer,
+    describe_machine,
+    emit,
+    load_average,
+    machine,
+)
 
 SENTENCE = "A man in a blue shirt is standing on a ladder and cleaning the windows."  # 15 words
 FORCED_TARGET = "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt die großen Fenster."
@@ -307,7 +316,7 @@ def status(ok: bool | None) -> str:
 def table(r: dict[str, Any]) -> str:
     cfg, lines = r["config"], []
     lines.append(f"bench_trace: translate + full trace, beam {BEAM}, CPU, {r['threads']} torch threads "
-                 f"(torch {r['torch']}, transformers {r.get('transformers', '-')}, {r['machine']})")
+                 f"(torch {r['torch']}, transformers {r.get('transformers', '-')}, {describe_machine(r['machine'])})")
     lines.append(f"model: {r['model']} [{r['mode']}]: d_model {cfg['d_model']}, {cfg['encoder_layers']}+"
                  f"{cfg['decoder_layers']} layers, {cfg['heads']} heads, d_ff {cfg['d_ff']}, "
                  f"vocab {cfg['vocab_size']}, "
@@ -392,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "output_tokens": out_len, "decoder_steps": steps, "marian_new_tokens": marian_len,
         "translation": translation, "beam": BEAM, "alpha": ALPHA,
         "runs": args.runs, "warmup": args.warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "python": platform.python_version(), "machine": machine(),
         "quick": args.quick, "marian_len_rule": args.marian_len,
         "search": "int8" if model.search_network is not model.network else "fp32", "search_arg": args.search,
     }

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, emit
+from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, describe_machine, emit, machine
 from torch import nn
 
 from viz_model.config import ModelConfig, TrainConfig
@@ -245,7 +245,8 @@ def run_interleaved(steps: dict[str, Callable[[Batch, int], Any]], batches: list
 def table(r: dict[str, Any]) -> str:
     cfg = r["config"]
     lines = [f"bench_train: training tokens/s (non-padding target tokens, full step incl. backward + Adam), "
-             f"{r['device']} ({r['device_name']}), {r['threads']} torch threads (torch {r['torch']}, {r['machine']})",
+             f"{r['device']} ({r['device_name']}), {r['threads']} torch threads (torch {r['torch']}, "
+             f"{describe_machine(r['machine'])})",
              f"model: d_model {cfg['d_model']}, {cfg['encoder_layers']}+{cfg['decoder_layers']} layers, "
              f"{cfg['heads']} heads, d_ff {cfg['d_ff']}, vocab {cfg['vocab_size']}, dropout {cfg['dropout']}; "
              f"ours {r['params_ours'] / 1e6:.2f}M parameters, baseline {r['params_baseline'] / 1e6:.2f}M",
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench_train", "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "config": model_cfg.to_dict(), "data": data_desc,
+        "machine": machine(), "config": model_cfg.to_dict(), "data": data_desc,
         "steps": args.steps, "warmup": args.warmup, "batch_tokens": args.batch_tokens, "seed": args.seed,
         "timed_target_tokens": target_tokens, "padding_share": round(1 - target_tokens / positions, 4),
         "precision_ours": "bf16 autocast" if bf16_ours else "fp32",

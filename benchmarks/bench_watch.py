@@ -15,7 +15,7 @@ import dataclasses
 import json
 import sys
 
-from bench_common import REPO, CpuMonitor, load_average
+from bench_common import REPO, CpuMonitor, load_average, write_results
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
               + (f"{run['step_to_99']} steps, {run['seconds_to_99']} s" if run["step_to_99"] is not None
                  else f"never (final accuracy {run['final_sequence_accuracy']:.1%})"), file=sys.stderr)
     path = REPO / "benchmarks" / "results" / "bench_watch.json"
-    path.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
+    write_results(path, found)
     print(json.dumps(found, indent=2))
 
 

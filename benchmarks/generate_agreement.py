@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import write_results
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "generate_agreement.json"
@@ -84,7 +86,7 @@ def main() -> int:
               "transformers": transformers.__version__, "torch": torch.__version__}
     print(json.dumps(result, indent=2))
     if args.limit is None:
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(OUT, result)
         print(f"wrote {OUT}", file=sys.stderr)
     return 0
 

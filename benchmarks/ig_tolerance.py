@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import write_results
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "ig_tolerance.json"
@@ -76,7 +78,7 @@ def main() -> int:
               "torch": torch.__version__, "threads": 2, "sentences": rows}
     print(json.dumps(summary, indent=2))
     if args.count >= 100:
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(OUT, result)
         print(f"wrote {OUT}", file=sys.stderr)
     return 0
 

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import write_results
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "int8_agreement.json"
@@ -89,7 +91,7 @@ def main() -> int:
               "cpu_avx512_vnni": "avx512_vnni" in flags, "torch": torch.__version__}
     print(json.dumps(result, indent=2))
     if args.limit is None:
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(OUT, result)
         print(f"wrote {OUT}", file=sys.stderr)
     return 0
 

@@ -11,7 +11,7 @@ count and the whole set's score recomputed in the same run, into the model's ``r
 (``tatoeba:test-unseen/beam4`` and ``tatoeba:test-unseen/count``).
 
     python benchmarks/tatoeba_unseen.py                      # assets/mixed-en-de, ../shared/data/tatoeba
-    python benchmarks/tatoeba_unseen.py --model DIR --data-dir DIR --no-write
+    python benchmarks/tatoeba_unseen.py --model DIR --data-dir DIR --no-write [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench_common import report_results
+from bench_common import report_results, write_results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,6 +35,8 @@ def main() -> int:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="fp32")
     p.add_argument("--no-write", action="store_true", help="print only; leave results.json as it is")
+    p.add_argument("--out", type=Path, help="also write the scores as a results file (e.g. for a model whose "
+                   "results.json should stay as exported)")
     args = p.parse_args()
 
     import viz_model
@@ -54,6 +56,8 @@ def main() -> int:
               "tatoeba:test-unseen/count": {"sentences": len(keep), "of": len(split.test_src),
                                             "search": model.search_precision, f"whole_test_{key}": whole}}
     report_results(args.model, result, write=not args.no_write)
+    if args.out:
+        write_results(args.out, {"model": args.model.name, "beam": args.beam, **result})
     return 0
 
 

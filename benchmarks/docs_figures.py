@@ -1,0 +1,229 @@
+#!/usr/bin/env python
+"""Check every figure README.md and docs/ quote against the results file it names.
+
+A measured figure carries a marker right after its number, invisible on GitHub and in the site:
+``189<!-- fig bench_peers.json ours_transformers_fp32.p50_ms .0f --> ms``. The marker names a results file
+(a bare name is in ``benchmarks/results/``, else a path from the repository root), a key path in it (keys joined by
+``.``; quote a path with spaces) and a format spec (Python's, plus ``x100`` or ``/1000`` to scale first). A figure
+without a unit-like word after it needs no marker; one that looks measured (``12 s``, ``3.1x``, ``41.8 BLEU``)
+needs a marker or an entry in ``NOT_MEASURED`` (limits, settings, targets).
+
+A machine is named between two markers: ``<!-- machine FILE -->2-core AMD EPYC (AVX-512), 2026-11-26<!-- /machine -->``.
+
+    python benchmarks/docs_figures.py          # list every mismatch and unmarked figure; exit status 1 if any
+    python benchmarks/docs_figures.py --fix    # first rewrite every marked figure and machine from its file
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+MARKER = re.compile(r"(\d[\d,]*(?:\.\d+)?%?)<!-- fig (.+?) -->")
+SHALLOW = "a shallow clone"
+MACHINE = re.compile(r"<!-- machine (\S+) -->(.*?)<!-- /machine -->")
+UNITS = r"(?:\s?(?:ms|s|seconds|min|minutes|h|MB|GB|tok/s|tokens/s|steps/s|visits/s|BLEU|nats)|x|%)"
+TARGET = r"(?<!<= )(?<!>= )(?<![^-]> )(?<!< )"  # "<= 60 ms" is a target, "15.4 -> 10.7 s" a measurement
+MEASURED = re.compile(rf"{TARGET}(?<![\w.<>=-])(\d[\d,]*(?:\.\d+)?)(?:-\d[\d,]*(?:\.\d+)?)?{UNITS}(?![\w/])")
+# Figures that look measured but are settings, limits, targets or facts of the code, by page.
+NOT_MEASURED: dict[str, tuple[str, ...]] = {
+    "README.md": ("one Translate every 30 s", "p50 under 1 s"),
+    "docs/attributions.md": ("within 1%", "(default 1%)", "under 1% (worst"),
+    "docs/benchmarks.md": ("within 1%", "p50 < 1 s", "per 30 s", "misses 150 ms", "Under 150 ms", "misses 3 s",
+                           "Below 3 s", "99% held-out accuracy", "99% after", "30 s for both runs"),
+    "docs/deploy.md": ("10 s (", "raised 1.4x", "under 1 s", "within 1.4x", "every 30 s", "x 30 s", "400 MB per",
+                       "about 1 GB", "2 GB at"),
+    "docs/explorer.md": ("a 5-60 s budget",),
+    "docs/models.md": ("beam 4 BLEU", "under 50% (20%)"),
+    "docs/pretrained.md": ("weights (2.46 GB)",),  # the published checkpoint's size
+    # sizes computed from the arrays' shapes, and the fuzzer's settings
+    "docs/reliability.md": ("(400 MB", "~0.17 MB", "~25 MB", "~150 MB", "5 s deadline"),
+}
+
+
+@dataclass
+class Problem:
+    page: str
+    line: int
+    text: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}: {self.text!r}: {self.why}"
+
+
+def pages() -> list[Path]:
+    """README.md and every docs page but the generated API reference."""
+    return [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "reference.md")]
+
+
+def lookup(data: object, path: str) -> object:
+    """`data` at a dotted key path; a key that itself holds dots is matched whole (longest first)."""
+    parts = path.split(".")
+    while parts:
+        for n in range(len(parts), 0, -1):
+            key = ".".join(parts[:n])
+            if isinstance(data, dict) and key in data:
+                data, parts = data[key], parts[n:]
+                break
+            if isinstance(data, list) and n == 1 and key.lstrip("-").isdigit():
+                data, parts = data[int(key)], parts[1:]
+                break
+        else:
+            raise KeyError(f"no {'.'.join(parts)!r} in the file (at {path!r})")
+    return data
+
+
+def load(name: str) -> object:
+    path = RESULTS / name if "/" not in name else REPO / name
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def render(value: float, spec: str) -> str:
+    """`value` formatted by `spec`: a format spec, optionally first scaled (``x100 .1f``, ``/1000 .2f``)."""
+    for part in spec.split()[:-1]:
+        value = value * float(part[1:]) if part.startswith("x") else value / float(part[1:])
+    return format(value, spec.split()[-1])
+
+
+def expected(marker: str) -> str:
+    """What a marker's figure must read: FILE PATH [SCALE] SPEC."""
+    file, path, *spec = shlex.split(marker)
+    value = lookup(load(file), path)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{file} {path} is {value!r}, not a number")
+    return render(value, " ".join(spec) or "g")
+
+
+def machine_text(name: str) -> str:
+    """The machine a results file was measured on, in words; for files older than the record, what they recorded
+    and the date the file was committed."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_common import describe_machine
+
+    record = load(name).get("machine")
+    if isinstance(record, dict):
+        return describe_machine(record)
+    path = RESULTS / name if "/" not in name else REPO / name
+    try:
+        git = ["git", "-C", str(REPO)]
+        shallow = subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True,
+                                 check=True).stdout.strip() == "true"
+        date = SHALLOW if shallow else subprocess.run([*git, "log", "-1", "--format=%cs", "--", str(path)],
+                                                      capture_output=True, text=True, check=True).stdout.strip()
+        date = date or "not committed"
+    except (OSError, subprocess.CalledProcessError):
+        date = "unknown"
+    return f"{record or 'machine not recorded'}, file of {date}"
+
+
+def undated(text: str) -> str:
+    """A machine text whose commit date git could not give (no git, a shallow clone): its date is not checked."""
+    return text.endswith((", file of unknown", ", file of not committed")) or text.endswith(SHALLOW)
+
+
+def check_machines(text: str, page: str) -> list[Problem]:
+    problems = []
+    for match in MACHINE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        try:
+            want = machine_text(match.group(1))
+        except (OSError, ValueError) as err:
+            problems.append(Problem(page, line, match.group(0), f"cannot read the file: {err}"))
+            continue
+        recorded = want.rsplit(", file of ", 1)[0]
+        if match.group(2) != want and not (undated(want) and match.group(2).startswith(recorded + ", file of ")):
+            problems.append(Problem(page, line, match.group(2), f"the results file gives {want!r}"))
+    return problems
+
+
+def fix(text: str) -> str:
+    """`text` with every marked figure and machine rewritten from its results file."""
+    def figure(match: re.Match) -> str:
+        try:
+            return expected(match.group(2)) + match.group(0)[len(match.group(1)):]
+        except (OSError, KeyError, ValueError, IndexError):
+            return match.group(0)  # left for the check to report
+
+    def machine(match: re.Match) -> str:
+        try:
+            return f"<!-- machine {match.group(1)} -->{machine_text(match.group(1))}<!-- /machine -->"
+        except (OSError, ValueError):
+            return match.group(0)
+
+    return MACHINE.sub(machine, MARKER.sub(figure, text))
+
+
+def check_markers(text: str, page: str) -> list[Problem]:
+    text = without_code(text)
+    problems = check_machines(text, page)
+    for match in MARKER.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        try:
+            want = expected(match.group(2))
+        except (OSError, KeyError, ValueError, IndexError) as err:
+            problems.append(Problem(page, line, match.group(0), f"cannot read the figure: {err}"))
+            continue
+        if match.group(1) != want:
+            problems.append(Problem(page, line, match.group(0),
+                                    f"the page says {match.group(1)}, the results file gives {want}"))
+    return problems
+
+
+def unmarked(text: str, page: str) -> list[Problem]:
+    """Measurement-like figures with no marker, outside code and NOT_MEASURED."""
+    allowed = NOT_MEASURED.get(page, ())
+    problems = []
+    for n, line in enumerate(blank_ignored(text).splitlines(), 1):
+        for match in MEASURED.finditer(line):
+            if not any(phrase in line and match.group(0) in phrase for phrase in allowed):
+                problems.append(Problem(page, n, match.group(0), "looks measured but has no <!-- fig ... --> "
+                                        "marker (or add it to NOT_MEASURED if it is a setting or a limit)"))
+    return problems
+
+
+def blank(match: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def without_code(text: str) -> str:
+    """`text` with fenced and inline code blanked (offsets and line count kept): examples there are not figures."""
+    return re.sub(r"`[^`\n]*`", blank, re.sub(r"```.*?```", blank, text, flags=re.S))
+
+
+def blank_ignored(text: str) -> str:
+    """`text` without code, links' targets and marked figures (line count kept)."""
+    text = MACHINE.sub(blank, MARKER.sub(blank, without_code(text)))
+    return re.sub(r"\]\([^)\n]*\)", blank, text)
+
+
+def problems() -> list[Problem]:
+    found = []
+    for path in pages():
+        text, page = path.read_text(encoding="utf-8"), str(path.relative_to(REPO))
+        found += check_markers(text, page) + unmarked(text, page)
+    return found
+
+
+def main() -> int:
+    if "--fix" in sys.argv:
+        for path in pages():
+            text = path.read_text(encoding="utf-8")
+            if fix(text) != text:
+                path.write_text(fix(text), encoding="utf-8")
+                print(f"rewrote the figures of {path.relative_to(REPO)}")
+    found = problems()
+    for problem in found:
+        print(problem)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
