@@ -53,5 +53,5 @@ def test_the_library_imports_nothing_from_the_app():
 def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     """The checks above would pass vacuously if the walker missed imports: it resolves these."""
     found = dict(imported_modules(REPO / "viz_model" / "cli.py"))
-    assert found.get("viz_model.train.loop") == "cmd_train" and "viz_model.textfiles" in found
+    assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.textfiles" in found
     assert ("viz_model.batching", "") in imported_modules(REPO / "viz_model" / "analysis" / "forced.py")
