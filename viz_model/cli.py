@@ -13,18 +13,12 @@ from pathlib import Path
 
 from . import __version__, shard
 from .attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
-from .checkpoint import CheckpointError
-from .config import ConfigError
+from .command_line import TRAIN_HELP, add_train_arguments, report_errors
 from .generation import RULES
 from .quantize import SEARCH_PRECISIONS
-from .textfiles import DataError
-from .tokenizer import TokenizerError
-from .trace import TraceError
 from .training_facts import TRAINING_FACTS
 
 CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among processes under torchrun
-USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError,
-               IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -139,14 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="print the config, parameter count and model card")
     _model_args(p)
 
-    p = sub.add_parser("train", help="train a model (or continue one with --resume)")
-    p.add_argument("--config", default=None, help="TOML training config, e.g. configs/multi30k-en-de.toml")
-    p.add_argument("--run-dir", default=None, help="where checkpoints, logs and the final model go")
-    p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value, e.g. epochs=5 model.d_model=128 "
-                                                "corpora.tatoeba.weight=0.5; with --resume alone, changes of how "
-                                                "long, how the run goes on and how it ends (epochs, cooldown_epochs, "
-                                                "max_steps, threads, device, bf16, compile, eval_*)")
+    add_train_arguments(sub.add_parser("train", help=TRAIN_HELP))
 
     p = sub.add_parser("export", help="average a run's last epoch checkpoints into a model directory")
     p.add_argument("run_dir")
@@ -190,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
+
+    def run() -> int:
         # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
         ranks = shard.join() if args.command in CORPUS_COMMANDS else None
         with shard.sharing(ranks):
@@ -198,15 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         if ranks is not None:  # every rank done: leave together (a failed rank exits at once, torchrun ends the rest)
             shard.leave()
         return code
-    except USER_ERRORS as err:
-        print(f"viz-model: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("viz-model: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. `viz-model trace ... --out - | head`
-        sys.stderr.close()
-        return 0
+
+    return report_errors(run)
 
 
 def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
@@ -428,18 +409,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .config import TrainConfig
-    from .train.loop import train
+    from .train.command import train_command
 
-    if args.resume:  # key=value alone: changes to the saved config (more epochs, ...); with --config: a check
-        given = TrainConfig.from_toml(args.config, args.overrides) if args.config else None
-        out = train(given, args.resume, resume=True, changes=None if args.config else args.overrides)
-    else:
-        if not args.config or not args.run_dir:
-            raise ConfigError("train needs --config FILE and --run-dir DIR (or --resume RUN_DIR)")
-        out = train(TrainConfig.from_toml(args.config, args.overrides), args.run_dir)
-    print(f"model written to {out}", file=sys.stderr)
-    return 0
+    return train_command(args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .decoding import BeamCandidate, BeamStep, Hypothesis
 from .generation import HFGeneration
+from .hypotheses import BeamCandidate, BeamStep, Hypothesis
 from .model import Transformer
 from .scorers import StepScorer, TableScorer
 

@@ -1,4 +1,5 @@
-"""The library's layers: nothing below the trainer imports it, and the app imports nothing from it."""
+"""The library's layers: an ordered list, no import up or round, nothing below the trainer imports it, and the app
+imports nothing from it."""
 
 from __future__ import annotations
 
@@ -53,5 +54,131 @@ def test_the_library_imports_nothing_from_the_app():
 def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     """The checks above would pass vacuously if the walker missed imports: it resolves these."""
     found = dict(imported_modules(REPO / "viz_model" / "cli.py"))
-    assert found.get("viz_model.train.loop") == "cmd_train" and "viz_model.textfiles" in found
+    assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.textfiles" in found
     assert ("viz_model.batching", "") in imported_modules(REPO / "viz_model" / "analysis" / "forced.py")
+
+
+# The library's layers, lowest first: a module imports modules of its own layer or of layers below, never above.
+# "pkg.*" is a folder: the package and every module in it.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundations", ["viz_model.config", "viz_model.languages", "viz_model.scoring", "viz_model.shard",
+                     "viz_model.textfiles"]),
+    ("network", ["viz_model.kinds", "viz_model.linear", "viz_model.positional", "viz_model.attention",
+                 "viz_model.model", "viz_model.quantize", "viz_model.shapes", "viz_model.recipe"]),
+    ("tokenizers", ["viz_model.tokenizer", "viz_model.pretrained_tokenizers", "viz_model.batching"]),
+    ("model directories", ["viz_model.checkpoint", "viz_model.generation", "viz_model.coverage",
+                           "viz_model.training_facts", "viz_model.hf_import", "viz_model.hf_export"]),
+    ("search", ["viz_model.hypotheses", "viz_model.scorers", "viz_model.project_search",
+                "viz_model.transformers_search", "viz_model.decoding", "viz_model.inference"]),
+    ("face", ["viz_model.trace", "viz_model.api", "viz_model", "viz_model.command_line"]),
+    ("analysis", ["viz_model.introspect", "viz_model.watch", "viz_model.analysis.*", "viz_model.attribution.*"]),
+    ("figures", ["viz_model.plot.*"]),
+    ("training", ["viz_model.train.*"]),
+    ("commands", ["viz_model.launch", "viz_model.cli", "viz_model.__main__"]),
+]
+
+
+def library_modules() -> dict[str, Path]:
+    """Every module of viz_model/ by its dotted name (a package by its own name)."""
+    modules = {}
+    for path in sorted((REPO / "viz_model").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Per module, the library modules it names in an import (module level or lazy) and where ("" or a function).
+
+    ``from .a import name`` counts as an import of ``a`` (or of ``a.name`` where that is a module); the parent
+    packages that Python runs on the way are not counted.
+    """
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in modules.items():
+        graph[name] = {}
+        for imported, function in imported_modules(path):
+            target = owner(imported)
+            if target is not None and target != name:
+                graph[name].setdefault(target, function)
+    return graph
+
+
+def find_circle(graph: dict[str, dict[str, str]]) -> list[str]:
+    """One circle of imports as [a, b, ..., a], or [] when the graph has none."""
+    state: dict[str, str] = {}  # "open" while on the current path, "done" once every path from it is walked
+    path: list[str] = []
+
+    def walk(node: str) -> list[str]:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, {})):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (circle := walk(nxt)):
+                return circle
+        state[node] = "done"
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (circle := walk(start)):
+            return circle
+    return []
+
+
+def covers(entry: str, module: str) -> bool:
+    """Whether an entry of LAYERS names `module`: itself, or a folder ("pkg.*") that holds it."""
+    return module == entry or (entry.endswith(".*") and (module == entry[:-2] or module.startswith(entry[:-1])))
+
+
+def layer_of(module: str) -> list[int]:
+    """The indices of the layers that place `module` (exactly one where the list is right)."""
+    return [i for i, (_, entries) in enumerate(LAYERS) for entry in entries if covers(entry, module)]
+
+
+def upward_imports(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Each import of a module of a higher layer, as "A (layer x) imports B (layer y)"."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        for imported, function in sorted(imports.items()):
+            (low,), (high,) = layer_of(module), layer_of(imported)
+            if high > low:
+                where = f" in {function}" if function else ""
+                found.append(f"{module} (layer {LAYERS[low][0]}) imports {imported} (layer {LAYERS[high][0]}){where}")
+    return found
+
+
+def test_every_module_of_the_library_is_in_exactly_one_layer():
+    modules = library_modules()
+    misplaced = {m: [LAYERS[i][0] for i in layer_of(m)] for m in modules if len(layer_of(m)) != 1}
+    assert not misplaced, f"place each module in exactly one layer of LAYERS (in none: []): {misplaced}"
+    stale = [entry for _, entries in LAYERS for entry in entries if not any(covers(entry, m) for m in modules)]
+    assert not stale, f"LAYERS names modules that do not exist: {stale}"
+
+
+def test_the_library_imports_no_module_of_a_higher_layer():
+    offenders = upward_imports(import_graph(library_modules()))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_library_has_no_import_circle():
+    circle = find_circle(import_graph(library_modules()))
+    assert not circle, "import circle: " + " -> ".join(circle)
+
+
+def test_the_checks_find_a_circle_and_an_upward_import():
+    """The two checks above on graphs that break them: the circle and the upward import this project once had."""
+    circle = {"viz_model.decoding": {"viz_model.transformers_search": "run"},
+              "viz_model.transformers_search": {"viz_model.decoding": ""}, "viz_model.config": {}}
+    assert find_circle(circle) == ["viz_model.decoding", "viz_model.transformers_search", "viz_model.decoding"]
+    assert find_circle({"viz_model.decoding": {"viz_model.hypotheses": ""}, "viz_model.hypotheses": {}}) == []
+    assert upward_imports({"viz_model.train.__main__": {"viz_model.cli": ""}, "viz_model.cli": {}}) == [
+        "viz_model.train.__main__ (layer training) imports viz_model.cli (layer commands)"]
+    graph = import_graph(library_modules())
+    assert graph["viz_model.decoding"]["viz_model.transformers_search"] == ""  # the walker reads this library
+    assert graph["viz_model.cli"]["viz_model.train.command"] == "cmd_train"

@@ -13,6 +13,7 @@ import viz_model
 from viz_model import scorers
 from viz_model.config import ModelConfig
 from viz_model.decoding import beam_search, beam_search_tree
+from viz_model.project_search import project_search
 from viz_model.quantize import int8_search_network
 from viz_model.scorers import PrefixTree, StepScorer, draft_pays, verified_search
 
@@ -84,7 +85,7 @@ def test_after_its_last_round_it_searches_step_by_step(shipped, draft):
         plain = beam_search(shipped.network, src, 4, 0.6, encoded=encoded)[0]
 
         def run(scorer, final=True):
-            return viz_model.decoding._project_search(shipped.network, scorer, 1, 4, 0.6, [len(src[0]) + 50], None)
+            return project_search(shipped.network, scorer, 1, 4, 0.6, [len(src[0]) + 50], None)
 
         result, rounds = verified_search(run, shipped.network, draft, encoded, 4, rounds=0)
     assert rounds == 1 and result[0].tokens == plain.tokens

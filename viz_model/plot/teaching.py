@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..decoding import BeamTree
+from ..hypotheses import BeamTree
 from ..positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
 from ..shapes import Stage
 from .attention import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape

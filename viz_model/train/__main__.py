@@ -2,6 +2,8 @@
 
 import sys
 
-from ..cli import main
+from ..command_line import report_errors, train_parser
+from .command import train_command
 
-raise SystemExit(main(["train", *sys.argv[1:]]))
+args = train_parser().parse_args(sys.argv[1:])
+raise SystemExit(report_errors(lambda: train_command(args)))

@@ -1,0 +1,56 @@
+"""What a search finds and records: hypotheses, the candidates and steps of a beam search, a recorded tree.
+
+The leaf that both rules (`viz_model.project_search`, `viz_model.transformers_search`) and their dispatcher
+(`viz_model.decoding`) share; it imports no search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Hypothesis:
+    """One finished output: generated ids (ending in ``</s>`` unless cut at the length limit)."""
+
+    tokens: list[int]
+    log_prob: float  # sum of log-probabilities of `tokens`
+    score: float  # log_prob / length penalty: what beam search ranks by
+
+
+@dataclass
+class BeamCandidate:
+    """One continuation looked at in a step of beam search: hypothesis `parent` of the step + `token`."""
+
+    parent: int  # index into the step's `alive` list
+    token: int
+    log_prob: float  # cumulative log-probability of the prefix + token
+    score: float  # log_prob / length_penalty(step + 1, alpha): what the search ranks finished hypotheses by
+    status: str  # "kept" (goes on as a row of the next step), "finished" (ended: </s> or length limit), "pruned"
+    row: int | None = None  # its row in the next step's `alive` list when kept
+
+
+@dataclass
+class BeamStep:
+    """What one step of beam search for one sentence saw: the hypotheses it extended and their best continuations."""
+
+    step: int
+    alive: list[list[int]]  # the prefixes (generated ids, without <s>) extended at this step, by row
+    alive_log_probs: list[float]
+    candidates: list[BeamCandidate]  # per alive row its best 2*beam continuations (the ones the search ranks)
+    stopped: bool = False  # the search ended after this step (best candidate ended, or enough finished)
+
+
+@dataclass
+class BeamTree:
+    """A recorded beam search for one sentence; `best` is exactly what `beam_search` returns for it."""
+
+    beam: int
+    alpha: float
+    steps: list[BeamStep]
+    finished: list[Hypothesis]
+    best: Hypothesis
+    max_len: int = 0
+    chosen_path: list[tuple[int, int]] = field(default_factory=list)  # (step, candidate index) of the best's tokens
+    rule: str = "project"  # "project" (score = log p / ((5 + |Y|) / 6)^alpha) or "transformers" (log p / |Y|^alpha)
+
