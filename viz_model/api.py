@@ -63,10 +63,12 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         return device
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ValueError(f"device must be auto, cpu or cuda; got {device!r}")
+    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N; got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' asked for, but torch sees no CUDA GPU")
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
     return torch.device(device)
 
 
@@ -74,11 +76,13 @@ DEVICE_ENV = "VIZ_MODEL_DEVICE"  # the explorer's device: auto (the default), cp
 
 
 def device_from_env() -> str:
-    """The device the explorer loads models on: ``VIZ_MODEL_DEVICE`` (``viz-model app --device`` sets it), checked;
-    ``auto`` when unset."""
+    """The device the explorer loads models on: ``VIZ_MODEL_DEVICE`` (``viz-model app --device`` sets it), checked
+    with `resolve_device`; ``auto`` when unset."""
     value = os.environ.get(DEVICE_ENV, "").strip() or "auto"
-    if value not in ("auto", "cpu", "cuda") and not (value.startswith("cuda:") and value[5:].isdigit()):
-        raise ValueError(f"{DEVICE_ENV} must be auto, cpu, cuda or cuda:N; got {value!r}")
+    try:
+        resolve_device(value)
+    except ValueError as err:
+        raise ValueError(f"{DEVICE_ENV}={value}: {err}") from None
     return value
 
 

@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", action="append", default=[], metavar="DIR",
                    help="a folder of model directories to offer too (repeatable; imported models, your own)")
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
-    p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda"],
-                   help="where models run: auto (the GPU when torch sees one; the default), cpu or cuda")
+    p.add_argument("--device", default=None, metavar="{auto,cpu,cuda,cuda:N}",
+                   help="where models run: auto (the GPU when torch sees one; the default, or VIZ_MODEL_DEVICE), cpu, "
+                        "cuda or cuda:N")
 
     p = sub.add_parser("translate", help="print the translation of TEXT")
     p.add_argument("text")

@@ -74,14 +74,15 @@ def check_port(port: int, address: str) -> None:
 
 
 def check_device(device: str | None) -> str:
-    """The device the explorer's models run on: `device` (``--device``), else ``VIZ_MODEL_DEVICE``, else auto;
-    cuda only where torch sees a GPU."""
-    if device is not None:
-        os.environ[DEVICE_ENV] = device
+    """The device the explorer's models run on: `device` (``--device``), else ``VIZ_MODEL_DEVICE``, else auto,
+    checked (cuda only where torch sees that GPU)."""
     try:
-        return str(resolve_device(device_from_env()))
+        if device is None:
+            return device_from_env()
+        resolve_device(device)
     except ValueError as err:
-        raise LaunchError(f"{err}{' (--device)' if device is not None else ''}") from None
+        raise LaunchError(f"--device {device}: {err}" if device is not None else str(err)) from None
+    return device
 
 
 def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False,
@@ -89,16 +90,16 @@ def run_app(port: int = 8501, models: list[str] | None = None, address: str = ""
     """Start the explorer (Ctrl-C stops it). On POSIX this process becomes the Streamlit server (exec), so a signal
     to it (a supervisor's, a deployment's) reaches the server itself; elsewhere it waits for it and returns its
     exit status."""
+    device = check_device(device)
     folders = model_folders(models or [])
     check_port(port, address)
-    where = check_device(device)
     script = app_script()
-    env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders)}
+    env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders), DEVICE_ENV: device}
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
                *STREAMLIT_SETTINGS, *(["--server.address", address] if address else []),
                *(["--server.headless", "true"] if headless else [])]
     print(f"viz-model: the explorer on http://{address or 'localhost'}:{port} (models from "
-          f"{os.pathsep.join(map(str, folders))}, on {where}); Ctrl-C stops it", file=sys.stderr, flush=True)
+          f"{os.pathsep.join(map(str, folders))}, device {device}); Ctrl-C stops it", file=sys.stderr, flush=True)
     if os.name == "posix":
         sys.stdout.flush()
         os.execve(sys.executable, command, env)

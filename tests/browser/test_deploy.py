@@ -173,7 +173,8 @@ def test_the_start_script_refuses_in_one_line(tmp_path):
                  (["--port", str(busy), "--check"], f"--port: port {busy} on 127.0.0.1 is taken"),
                  (["--port", str(free_port()), "--first-port", str(busy), "--check"],
                   f"replica 1: port {busy} on 127.0.0.1 is taken"),
-                 (["--models", str(tmp_path / "none"), "--check"], "no such folder"),
+                 (["--models", str(tmp_path / "none"), "--port", str(free_port()), "--first-port", str(free_port()),
+                  "--check"], "no such folder"),
                  (["--port", "8500", "--first-port", "8500", "--check"], "also a replica's port")]
         for args, words in cases:
             result = replicas(*args)

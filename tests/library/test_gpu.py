@@ -64,21 +64,39 @@ def test_attributions_on_the_gpu_equal_the_cpus(on_both):
         a = attribute(cpu, text, methods=methods, beam=1, steps=32, tolerance=0.0)
         b = attribute(gpu, text, methods=methods, beam=1, steps=32, tolerance=0.0)
         assert b.output_ids == a.output_ids
-        assert a.alti is not None and b.alti is not None
-        pairs = [("alti", a.alti, b.alti), *((f"gradients.{m}", a.gradients[m], b.gradients[m]) for m in a.gradients)]
-        pairs += [(f"value_weighted.{k}[{i}]", x, y) for k in a.value_weighted
-                  for i, (x, y) in enumerate(zip(a.value_weighted[k], b.value_weighted[k], strict=True))]
-        assert {"saliency", "input_x_gradient", "integrated_gradients"} <= set(a.gradients)
+        assert a.alti is not None and b.alti is not None and a.encoder_alti is not None
+        pairs = [("log_probs", a.log_probs, b.log_probs), ("alti", a.alti, b.alti),
+                 ("encoder_alti", a.encoder_alti, b.encoder_alti),
+                 *((f"gradients.{m}", a.gradients[m], b.gradients[m]) for m in a.gradients)]
+        layered = {"attentions": (a.attentions, b.attentions),
+                   "encoder_attentions": (a.encoder_attentions, b.encoder_attentions),
+                   **{f"value_weighted.{k}": (a.value_weighted[k], b.value_weighted[k]) for k in a.value_weighted},
+                   **{f"alti_layers.{k}": (a.alti_layers[k], b.alti_layers[k]) for k in a.alti_layers}}
+        pairs += [(f"{name}[{i}]", x, y) for name, (xs, ys) in layered.items()
+                  for i, (x, y) in enumerate(zip(xs, ys, strict=True))]
+        assert {"saliency", "input_x_gradient", "integrated_gradients"} <= set(a.gradients) and a.value_weighted
         for name, x, y in pairs:
             scale = float(np.abs(x).max()) or 1.0
             gap = float(np.abs(x - y).max()) / scale
             assert gap <= ATTRIBUTION_RTOL, f"{text!r}: {name} differs by {gap:.2e} of its largest value"
 
 
-def test_a_training_run_on_the_gpu_under_bf16_autocast_trains_and_resumes(tmp_path, data_dir):
+def test_a_training_run_on_the_gpu_under_bf16_autocast_trains_and_resumes(tmp_path, data_dir, monkeypatch):
+    from viz_model.model import Transformer
+
+    seen, encode = set(), Transformer.encode
+
+    def watched(self, *args, **kwargs):  # how each training step's forward pass runs
+        if self.training:
+            seen.add((next(self.parameters()).device.type, torch.is_autocast_enabled("cuda"),
+                      torch.get_autocast_dtype("cuda")))
+        return encode(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transformer, "encode", watched)
     cfg = tiny_train_config(data_dir, device="cuda", bf16=True, epochs=3, max_steps=0)
     run = tmp_path / "run"
     exported = train(cfg, run)
+    assert seen == {("cuda", True, torch.bfloat16)}, seen
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     start = next(e for e in log if e["event"] == "start")
     assert start["device"].startswith("cuda") and start["precision"] == "bf16 autocast", start
@@ -107,7 +125,8 @@ def test_running_out_of_gpu_memory_raises_and_the_next_request_runs(on_both):
         torch.cuda.empty_cache()
     again = gpu.trace(SENTENCES[1], beam=4)
     assert again.output_ids == expected.output_ids
-    assert all(np.array_equal(x, y) for x, y in zip(again.cross_attentions, expected.cross_attentions, strict=True))
+    for x, y in zip(again.cross_attentions, expected.cross_attentions, strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-6)
 
 
 APP_ON_THE_GPU = textwrap.dedent("""
@@ -120,6 +139,7 @@ APP_ON_THE_GPU = textwrap.dedent("""
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     first = json.loads(at.get("plotly_chart")[0].proto.spec)
+    shown = " ".join(m.value for m in at.markdown)
     badge = "\\n".join(m.value for m in at.sidebar.markdown)
     # another session asks for a new sentence while the GPU has (almost) no memory left, then once more
     at = AppTest.from_file(app, default_timeout=300)
@@ -131,7 +151,7 @@ APP_ON_THE_GPU = textwrap.dedent("""
     torch.cuda.set_per_process_memory_fraction(1.0)
     torch.cuda.empty_cache()
     at.run()
-    print(json.dumps({"first": first, "badge": badge, "oom": oom, "charts": len(at.get("plotly_chart")),
+    print(json.dumps({"first": first, "badge": badge, "shown": shown, "oom": oom, "charts": len(at.get("plotly_chart")),
                       "errors": [e.value for e in at.error]}))
 """)
 
@@ -156,8 +176,11 @@ def test_the_explorer_serves_from_the_gpu(tmp_path, on_both):
     assert "GPU" in result["badge"], result["badge"]
     assert result["first"]["layout"]["title"]["text"] == "Encoder self-attention: layer 1, head 1"
     shown = arr(result["first"]["data"][0]["z"])
-    expected = cpu.trace(sentence, beam=1).encoder_attentions[0][0]
+    on_cpu = cpu.trace(sentence, beam=1)
+    expected = on_cpu.encoder_attentions[0][0]
     assert shown.size == expected.size
     assert float(np.abs(shown.reshape(expected.shape) - expected).max()) <= MAP_TOLERANCE
+    # decoded on the GPU as on the CPU (greedy, full precision on both; the page escapes Markdown)
+    assert on_cpu.translation in result["shown"].replace("\\", "")
     assert "The GPU ran out of memory" in result["oom"]
     assert result["charts"] >= 1 and not result["errors"], result["errors"]

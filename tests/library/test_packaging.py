@@ -60,6 +60,8 @@ def build_requirements_installed() -> bool:
 
     for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]:
         requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue  # not needed on this platform
         try:
             if importlib.metadata.version(requirement.name) not in requirement.specifier:
                 return False
@@ -139,14 +141,17 @@ def test_app_names_an_empty_folder_a_broken_model_and_a_busy_port(tmp_path, caps
 
 
 def test_app_names_a_device_it_cannot_use(capsys, monkeypatch):
+    """Checked first, before the models and the port; each refusal is one line naming the setting."""
     import torch
 
     monkeypatch.setenv("VIZ_MODEL_DEVICE", "tpu")
     assert main(["app"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "VIZ_MODEL_DEVICE must be auto, cpu, cuda or cuda:N; got 'tpu'" in err, err
+    assert err.count("\n") == 0 and "VIZ_MODEL_DEVICE=tpu: device must be auto, cpu, cuda or cuda:N; got 'tpu'" in err
     monkeypatch.setenv("VIZ_MODEL_DEVICE", "cpu")
-    if not torch.cuda.is_available():  # (with a GPU, this would start the explorer)
-        assert main(["app", "--device", "cuda"]) == 2
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU torch sees (cuda:0 on a machine with none)
+    for device, words in (("tpu", "--device tpu: device must be auto, cpu, cuda or cuda:N"),
+                          (absent, f"--device {absent}: device '{absent}' asked for, but torch sees")):
+        assert main(["app", "--device", device, "--models", "/no/such/folder", "--port", "0"]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and "torch sees no CUDA GPU (--device)" in err, err
+        assert err.count("\n") == 0 and words in err, err
