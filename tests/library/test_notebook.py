@@ -10,7 +10,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="reading notebooks needs nbformat (the notebook extra)")
 from support.app import arr  # noqa: E402
-from support.notebooks import EXAMPLES, PLOTLY, differences, execute, notebooks  # noqa: E402
+from support.notebooks import EXAMPLES, PLOTLY, cell_outputs, differences, execute, notebooks  # noqa: E402
 
 import viz_model  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_executing_a_notebook_gives_its_committed_outputs(name):
     committed, executed = committed_cells(name), executed_cells(name)
     assert len(committed) == len(executed)
     for number, (mine, fresh) in enumerate(zip(committed, executed), 1):
-        found = differences([dict(o) for o in mine.outputs], [dict(o) for o in fresh.outputs], f"cell {number}")
+        found = differences(cell_outputs(mine), cell_outputs(fresh), f"cell {number}")
         assert not found, "\n".join(found[:10]) + "\nrefresh with: python tests/support/notebooks.py " + name
 
 
@@ -68,6 +68,12 @@ def test_the_comparison_sees_a_changed_number_or_text():
     assert differences({"text": "Zwei Hunde"}, {"text": "Zwei Katzen"})
     assert differences([1, 2], [1, 2, 3])
     assert differences([float("nan")], [float("nan")]) == [] and differences([float("nan")], [0.0])
+    split = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text=t)
+                                               for t in ("a\n", "b\n", "c\n")])
+    whole = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text="a\nb\n"),
+                                               nbformat.v4.new_output("stream", name="stdout", text="c\n")])
+    assert differences(cell_outputs(split), cell_outputs(whole)) == []  # split into messages otherwise: same text
+    assert differences(cell_outputs(split), cell_outputs(nbformat.v4.new_code_cell(outputs=whole.outputs[:1])))
 
 
 # --- quickstart: the figures are the shipped model's own maps -------------------------------------------------------

@@ -51,6 +51,20 @@ def differences(committed, executed, where: str = "") -> list[str]:
     return [] if committed == executed else [f"{where}: {str(committed)[:200]!r} != {str(executed)[:200]!r}"]
 
 
+def cell_outputs(cell) -> list[dict]:
+    """A code cell's outputs, consecutive stream outputs of one stream joined: how a kernel splits printed text into
+    messages depends on timing, what was printed does not."""
+    joined: list[dict] = []
+    for output in (dict(o) for o in cell.outputs):
+        previous = joined[-1] if joined else None
+        if output.get("output_type") == "stream" and previous and previous.get("output_type") == "stream" \
+                and previous.get("name") == output.get("name"):
+            previous["text"] = "".join([previous["text"], output["text"]])
+        else:
+            joined.append(output)
+    return joined
+
+
 def _decoded(value):
     """Plotly's base64 typed array as a list of numbers; anything else as it is."""
     import numpy as np
