@@ -76,12 +76,15 @@ def check_port(port: int, address: str) -> None:
 def check_device(device: str | None) -> str:
     """The device the explorer's models run on: `device` (``--device``), else ``VIZ_MODEL_DEVICE``, else auto,
     checked (cuda only where torch sees that GPU)."""
-    try:
-        if device is None:
+    if device is None:
+        try:
             return device_from_env()
+        except ValueError as err:
+            raise LaunchError(str(err)) from None
+    try:
         resolve_device(device)
     except ValueError as err:
-        raise LaunchError(f"--device {device}: {err}" if device is not None else str(err)) from None
+        raise LaunchError(f"--device {device}: {err}") from None
     return device
 
 
