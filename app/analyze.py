@@ -13,14 +13,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from viz_model import kinds
+from app import sessions, texts
 from viz_model.analysis import ablation, alignment, rollout, store
 from viz_model.analysis.ablation import AblationResult, Head, TokenEdit
 from viz_model.analysis.corpus import CorpusAnalysis, analyze_corpus
-from viz_model.checkpoint import CheckpointError
+from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.nn import kinds
 from viz_model.trace import AttentionTrace
-
-from . import sessions, texts
 
 MAX_LIVE_SENTENCES = 200
 MAX_LIVE_CHARS = 40_000  # what the head-roles box accepts at once (200 sentences of 200 characters), checked here

@@ -16,15 +16,15 @@ import pandas as pd
 import streamlit as st
 
 import viz_model
+from viz_model.analysis.layer_scores import LayerScores, layer_scores
 from viz_model.api import TranslationModel, asset_roots, device_from_env, model_root
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
-from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
-from viz_model.coverage import TRAINING_STATS
-from viz_model.decoding import BeamTree
-from viz_model.introspect import LayerScores, layer_scores
-from viz_model.languages import read_languages
+from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
+from viz_model.modeldir.coverage import TRAINING_STATS
+from viz_model.modeldir.languages import read_languages
+from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
 
 TRACE_CACHE_ENTRIES = 12
@@ -191,7 +191,7 @@ class Session:
                              target or None, self.top_k, self.truncate, positions, self.lang, self.rule)
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
-        """The recorded beam search of `text` (see `viz_model.decoding.beam_search_tree`), cached."""
+        """The recorded beam search of `text` (see `viz_model.search.decoding.beam_search_tree`), cached."""
         return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate,
                                  self.lang, self.rule)
 

@@ -21,12 +21,11 @@ from urllib.parse import urlencode, urlparse
 
 import streamlit as st
 
+from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM, MAX_TOP_K
-from viz_model.generation import MAX_LENGTH_PENALTY, RULES
-from viz_model.kinds import KIND_LABELS
+from viz_model.nn.kinds import KIND_LABELS
 from viz_model.plot import attention as figures
-
-from .texts import EXAMPLES
+from viz_model.search.settings import MAX_LENGTH_PENALTY, RULES
 
 VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
 

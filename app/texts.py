@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from viz_model.coverage import WordConfidence, word_confidences
+from viz_model.modeldir.coverage import WordConfidence, word_confidences
 from viz_model.trace import AttentionTrace
 
-EXAMPLE_DOMAINS = {  # keys are `viz_model.coverage.DOMAINS` values: matched against what a model was trained on
+# keys are `viz_model.modeldir.coverage.DOMAINS` values: matched against what a model was trained on
+EXAMPLE_DOMAINS = {
     "image captions": (
         "Two young dogs are playing in the snow.",
         "A man in a blue shirt is riding a bike down the street.",

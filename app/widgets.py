@@ -9,16 +9,10 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TooLong, TranslationModel
-from viz_model.checkpoint import CheckpointError
-from viz_model.generation import MAX_LENGTH_PENALTY
-from viz_model.languages import name as language_name
-from viz_model.trace import AttentionTrace
-
-from . import export, teaching
-from .sessions import Session, load_model, model_languages, model_stamp, root_of, roots_label, searching_model
-from .state import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
-from .texts import (
+from app import export
+from app.sessions import Session, load_model, model_languages, model_stamp, root_of, roots_label, searching_model
+from app.state import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, bound, rule_choice, search_defaults
+from app.texts import (
     EXAMPLE_DOMAINS,
     EXAMPLES,
     LOW_CONFIDENCE,
@@ -29,6 +23,12 @@ from .texts import (
     md_escape,
     output_words,
 )
+from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TooLong, TranslationModel
+from viz_model.lessons import teaching
+from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.modeldir.languages import name as language_name
+from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.trace import AttentionTrace
 
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": False}
 

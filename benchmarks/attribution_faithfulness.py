@@ -36,7 +36,7 @@ def main() -> None:
     import viz_model
     from viz_model.analysis.tables import write_table
     from viz_model.attribution.corpus import corpus_faithfulness, default_workers, faithfulness_table
-    from viz_model.textfiles import find_split, open_text
+    from viz_model.data.textfiles import find_split, open_text
 
     model = viz_model.load(args.model, device="cpu")
     sources = open_text(find_split(Path(args.data_dir) / "multi30k", "val", "en"))[:args.limit]

@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def read_sources(args: argparse.Namespace) -> tuple[Path, list[str]]:
-    from viz_model.textfiles import find_split, open_text
+    from viz_model.data.textfiles import find_split, open_text
 
     try:
         path = find_split(args.data_dir / "multi30k", args.split, "en")

@@ -53,7 +53,7 @@ def main() -> None:
     from viz_model.attribution import attribute_ids
     from viz_model.attribution.corpus import corpus_faithfulness, default_workers
     from viz_model.attribution.gradients import gradient_attributions
-    from viz_model.textfiles import find_split, open_text
+    from viz_model.data.textfiles import find_split, open_text
 
     assert len(SENTENCE.split()) == 15
     model = viz_model.load(args.model, device="cpu")

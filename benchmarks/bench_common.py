@@ -89,8 +89,8 @@ class CpuMonitor:
 
 def cached_tokenizer(data_dir: Path, vocab_size: int = 8000, hint: str = "Pass --data-dir DIR") -> Path:
     """An 8k joint BPE trained on the training split of `data_dir` (once; cached in .data/bench/)."""
-    from viz_model.textfiles import find_split, read_parallel
-    from viz_model.tokenizer import train_tokenizer
+    from viz_model.data.textfiles import find_split, read_parallel
+    from viz_model.tokenization.tokenizer import train_tokenizer
 
     try:
         files = [find_split(data_dir, "train", lang) for lang in ("en", "de")]
@@ -124,7 +124,7 @@ def write_results(path: Path, result: dict) -> None:
 
 def report_results(model_dir: Path, found: dict, write: bool = True) -> None:
     """Print `found` as JSON and merge it into the model's results.json (other keys kept, written atomically)."""
-    from viz_model.checkpoint import atomic_write_bytes
+    from viz_model.modeldir.checkpoint import atomic_write_bytes
 
     print(json.dumps(found, indent=2))
     if write:

@@ -194,7 +194,7 @@ def main() -> int:
     if args.quick:
         args.runs, args.warmup = 3, 1
     import viz_model
-    from viz_model.hf_import import import_model
+    from viz_model.hf.importer import import_model
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -9,7 +9,8 @@ words each) with beam 4 and 2 threads, CTranslate2 held to the same number of to
 
 * ours, what the app runs on Translate (``model.trace``: the search, then the full trace of every map and step):
   transformers' rule in full precision (an imported model's default: an int8 draft verified in one pass over its
-  tree of prefixes, `viz_model.scorers`), the same search step by step (the draft switched off), this project's rule
+  tree of prefixes, `viz_model.search.next_token`), the same search step by step (the draft switched off), this
+  project's rule
   in full precision, and transformers' rule with int8 weights (inexact);
 * CTranslate2 ``translate_batch`` float32 and int8 (the translation only: it records no per-head maps);
 * Hugging Face ``generate`` with ``output_attentions=True``.
@@ -150,7 +151,7 @@ def prepare(root: Path, fit_steps: int, count: int) -> tuple[list[str], dict]:
     import ctranslate2
 
     import viz_model
-    from viz_model.hf_import import import_model
+    from viz_model.hf.importer import import_model
 
     folder = build_folder(root)
     fit(folder, fit_steps)

@@ -154,8 +154,8 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
     import viz_model
     from viz_model.api import TranslationModel
     from viz_model.config import ModelConfig
-    from viz_model.model import Transformer
-    from viz_model.tokenizer import Tokenizer
+    from viz_model.nn.model import Transformer
+    from viz_model.tokenization.tokenizer import Tokenizer
 
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
@@ -182,7 +182,7 @@ def ours_fn(model: Any, mode: str, sentence: str, out_len: int) -> Callable[[], 
             return trace.translation, len(trace.output_ids)
         return run
 
-    from viz_model.decoding import beam_search
+    from viz_model.search.decoding import beam_search
 
     def run_random() -> tuple[str, int]:
         src = torch.tensor([model.encode(sentence)])

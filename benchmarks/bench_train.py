@@ -46,10 +46,10 @@ from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, des
 from torch import nn
 
 from viz_model.config import ModelConfig, TrainConfig
-from viz_model.model import Transformer
-from viz_model.positional import sinusoidal_table
-from viz_model.textfiles import read_parallel
-from viz_model.tokenizer import EOS_ID, Tokenizer
+from viz_model.data.textfiles import read_parallel
+from viz_model.nn.model import Transformer
+from viz_model.nn.positional import sinusoidal_table
+from viz_model.tokenization.tokenizer import EOS_ID, Tokenizer
 from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches
 from viz_model.train.loop import LabelSmoothedLoss, learning_rate, make_optimizer, train_step
 from viz_model.train.runtime import autocast_for, bf16_autocast_used, native_bf16

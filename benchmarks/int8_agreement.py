@@ -39,7 +39,7 @@ OUT = REPO / "benchmarks" / "results" / "int8_agreement.json"
 
 def variants(model) -> list[tuple[str, object, bool]]:
     """(name, search network, 7-bit activations) of each variant."""
-    from viz_model.quantize import Int8Linear, int8_search_network
+    from viz_model.nn.quantize import Int8Linear, int8_search_network
 
     full_int8 = int8_search_network(model.network)
     fp32_projection = copy.copy(full_int8)
@@ -61,7 +61,7 @@ def main() -> int:
     import torch
 
     import viz_model
-    from viz_model.quantize import Int8Linear
+    from viz_model.nn.quantize import Int8Linear
 
     torch.set_num_threads(2)
     with gzip.open(DATA / "val.en.gz", "rt", encoding="utf-8") as f:

@@ -40,8 +40,8 @@ def main() -> int:
     args = p.parse_args()
 
     import viz_model
-    from viz_model.scoring import corpus_scores, reference_streams
-    from viz_model.textfiles import read_parallel
+    from viz_model.data.bleu import corpus_scores, reference_streams
+    from viz_model.data.textfiles import read_parallel
     from viz_model.train.splits import holdout_split, unseen_test_sentences
 
     src, tgt = read_parallel(str(args.data_dir), args.prefix, "en", "de")

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if args.port in ports:
         raise DeployError(f"--port {args.port} is also a replica's port: choose --first-port elsewhere")
     check_ports(args.listen, args.port, ports)
-    from viz_model.launch import LaunchError, model_folders
+    from viz_model.cli.launch import LaunchError, model_folders
 
     try:
         folders = model_folders(args.models)

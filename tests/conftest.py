@@ -14,10 +14,10 @@ import torch
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
 
 import viz_model
-from viz_model.checkpoint import save_model_dir
 from viz_model.config import ModelConfig
-from viz_model.model import Transformer
-from viz_model.tokenizer import train_tokenizer
+from viz_model.modeldir.checkpoint import save_model_dir
+from viz_model.nn.model import Transformer
+from viz_model.tokenization.tokenizer import train_tokenizer
 from viz_model.train.loop import train
 
 # The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.

@@ -9,10 +9,10 @@
 __version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads it)
 
 from .api import DEFAULT_MODEL, TranslationModel, available_models, load
-from .checkpoint import CheckpointError
 from .config import ConfigError, ModelConfig, TrainConfig
-from .model import HeadMask, Transformer
-from .tokenizer import Tokenizer, TokenizerError
+from .modeldir.checkpoint import CheckpointError
+from .nn.model import HeadMask, Transformer
+from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError
 
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",

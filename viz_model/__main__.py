@@ -1,5 +1,5 @@
 """``python -m viz_model`` = the ``viz-model`` command."""
 
-from .cli import main
+from .cli.main import main
 
 raise SystemExit(main())

@@ -20,12 +20,25 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .attention import causal_mask
-from .checkpoint import CheckpointError, load_model_dir, model_file, read_card
 from .config import ModelConfig
-from .coverage import TRAINING_STATS, InputAssessment, StatsError, TrainingStats, assess_input, load_training_stats
-from .decoding import BeamTree, beam_search, beam_search_tree, output_limits
-from .generation import (
+from .modeldir.checkpoint import CheckpointError, load_model_dir, model_file, read_card
+from .modeldir.coverage import (
+    TRAINING_STATS,
+    InputAssessment,
+    StatsError,
+    TrainingStats,
+    assess_input,
+    load_training_stats,
+)
+from .modeldir.languages import LanguagePair, LanguagesError, read_languages
+from .modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
+from .nn.attention import causal_mask
+from .nn.model import HeadMask, Transformer
+from .nn.quantize import int8_search_network, search_network_for
+from .search.batched import encode_source, translate_ids
+from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
+from .search.next_token import draft_pays
+from .search.settings import (
     MAX_BEAM,
     MAX_LENGTH_PENALTY,
     PROJECT_ALPHA,
@@ -37,15 +50,9 @@ from .generation import (
     export_generation,
     load_generation,
 )
-from .inference import encode_source, translate_ids
-from .languages import LanguagePair, LanguagesError, read_languages
-from .model import HeadMask, Transformer
-from .pretrained_tokenizers import M2M100Tokenizer
-from .quantize import int8_search_network, search_network_for
-from .scorers import draft_pays
-from .tokenizer import Tokenizer, word_ids
+from .tokenization.pretrained import M2M100Tokenizer
+from .tokenization.tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
-from .training_facts import FactsError, TrainingFacts, load_training_facts
 
 PACKAGED_ASSETS = Path(__file__).resolve().parent / "_assets"  # an installed wheel's copy of the default model
 # the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
@@ -203,7 +210,7 @@ class TranslationModel:
         self.network = network.to(self.device).eval()
         # how it searches by default: this project's rule, or (an imported model) transformers' with its settings
         self.generation = generation or ModelGeneration("project", export_generation(network.config))
-        # what beam search runs: int8 on the CPU by default for this project's models (see viz_model.quantize), full
+        # what beam search runs: int8 on the CPU by default for this project's models (see viz_model.nn.quantize), full
         # precision for a model that searches as transformers does (int8 can change its answer); traces are fp32
         if search == "auto" and self.generation.rule == "transformers":
             search = "fp32"
@@ -230,7 +237,8 @@ class TranslationModel:
         return view
 
     def draft_network(self) -> Transformer | None:
-        """The int8 copy that drafts a full-precision search of one sentence (`viz_model.scorers.verified_search`:
+        """The int8 copy that drafts a full-precision search of one sentence
+        (`viz_model.search.next_token.verified_search`:
         the same decisions, a fraction of the passes over the weights), built on first use; None where it would
         not pay (a decoder whose weights a CPU cache holds: `draft_pays`), where the search is int8 itself, on a
         GPU, for weights other than float32 and without int8 kernels."""
@@ -293,7 +301,7 @@ class TranslationModel:
 
     @property
     def search_precision(self) -> str:
-        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.quantize`), else 'fp32'."""
+        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.nn.quantize`), else 'fp32'."""
         return "fp32" if self.search_network is self.network else "int8"
 
     def encode(self, text: str, truncate: bool = False, what: str = "text") -> list[int]:
@@ -329,7 +337,7 @@ class TranslationModel:
     def translate(self, texts: str | list[str], beam: int | None = None, alpha: float | None = None,
                   truncate: bool = False, rule: str | None = None) -> str | list[str]:
         """Translate one sentence (returns a string) or a list (returns a list): batched by length with a
-        full-precision search; with the int8 search one sentence at a time (see `viz_model.quantize.rows_interact`).
+        full-precision search; with the int8 search one sentence at a time (see `viz_model.nn.quantize.rows_interact`).
         `rule`, `beam`, `alpha`: see `search_settings` (default: the model's own search).
         """
         search = self.search_settings(rule, beam, alpha)
@@ -438,7 +446,7 @@ class TranslationModel:
 
     def beam_tree(self, text: str, beam: int | None = None, alpha: float | None = None, truncate: bool = False,
                   positions: bool = True, rule: str | None = None) -> BeamTree:
-        """The beam search of `text` recorded step by step (see `viz_model.decoding.beam_search_tree`); its
+        """The beam search of `text` recorded step by step (see `viz_model.search.decoding.beam_search_tree`); its
         ``best`` is the hypothesis `translate` / `trace` return with the same settings."""
         search = self.search_settings(rule, beam, alpha)
         check_positions_flag(positions)
@@ -484,7 +492,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
          ) -> TranslationModel:
     """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
 
-    `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.quantize`), ``int8`` or
+    `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32``. Traces are always computed in full precision."""
     if path is None:
         root = model_root(DEFAULT_MODEL)

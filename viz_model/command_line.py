@@ -7,10 +7,10 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from .checkpoint import CheckpointError
 from .config import ConfigError
-from .textfiles import DataError
-from .tokenizer import TokenizerError
+from .data.textfiles import DataError
+from .modeldir.checkpoint import CheckpointError
+from .tokenization.tokenizer import TokenizerError
 from .trace import TraceError
 
 USER_ERRORS = (ValueError, CheckpointError, ConfigError, TokenizerError, TraceError, DataError, FileNotFoundError,

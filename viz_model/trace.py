@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .kinds import check_kind
+from .nn.kinds import check_kind
 
 FORMAT_VERSION = 1
 ARRAY_LIST_FIELDS = ("encoder_attentions", "decoder_attentions", "cross_attentions")

@@ -5,8 +5,8 @@ import numpy as np
 import streamlit as st
 
 from app import analyze, sessions, state, texts, widgets
-from viz_model import kinds
 from viz_model.analysis import alignment, rollout
+from viz_model.nn import kinds
 from viz_model.plot import analysis as af
 
 ROWS = {"output": "the query that predicted it", "input": "the query that read it (shifted)"}

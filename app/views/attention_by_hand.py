@@ -1,10 +1,11 @@
 """Attention by hand: the notes' worked example step by step (editable), the 1/sqrt(d_k) scaling and why, the causal
-mask on it, and multi-head attention opened up. Every number comes from `viz_model.attention`."""
+mask on it, and multi-head attention opened up. Every number comes from `viz_model.nn.attention`."""
 
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, teaching, widgets
+from app import sessions, state, widgets
+from viz_model.lessons import teaching
 from viz_model.plot import teaching as tf
 
 ss = st.session_state
@@ -17,7 +18,7 @@ EXAMPLE = {"X": teaching.EXAMPLE_X, "W_q": teaching.EXAMPLE_WQ, "W_k": teaching.
 
 st.title("Attention by hand")
 st.caption("Three inputs, three weight matrices, and the formula of the paper, one step at a time. The numbers are "
-           "computed by the same attention function the translation model runs (viz_model.attention).")
+           "computed by the same attention function the translation model runs (viz_model.nn.attention).")
 st.latex(r"\mathrm{Attention}(Q,K,V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,"
          r"\qquad Q = XW_q,\; K = XW_k,\; V = XW_v")
 st.caption(f"In the loaded model: d_model = {config.d_model}, {config.heads} heads of d_k = {config.d_head}. Here: "

@@ -4,9 +4,9 @@ and for two models on the same sentence."""
 import streamlit as st
 
 from app import analyze, sessions, state, texts, widgets
-from viz_model import kinds
 from viz_model.api import MAX_INPUT_CHARS, check_text
-from viz_model.checkpoint import CheckpointError
+from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.nn import kinds
 from viz_model.plot import analysis as af
 from viz_model.plot import attention as figures
 from viz_model.trace import AttentionTrace

@@ -5,9 +5,9 @@ import streamlit as st
 
 from app import sessions, state, texts, widgets
 from viz_model.api import MAX_BEAM
-from viz_model.decoding import BeamTree
-from viz_model.generation import MAX_LENGTH_PENALTY
 from viz_model.plot import teaching as tf
+from viz_model.search.decoding import BeamTree
+from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 ss = st.session_state
 session = sessions.require_session()

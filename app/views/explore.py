@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app import sessions, state, widgets
-from viz_model import kinds
+from viz_model.nn import kinds
 from viz_model.plot import attention as figures
 
 ss = st.session_state

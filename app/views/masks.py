@@ -4,9 +4,9 @@ import numpy as np
 import streamlit as st
 
 from app import sessions, state, texts, widgets
-from viz_model import kinds
 from viz_model.api import check_text
-from viz_model.attention import causal_mask
+from viz_model.nn import kinds
+from viz_model.nn.attention import causal_mask
 from viz_model.plot import attention as figures
 
 ss = st.session_state

@@ -6,10 +6,11 @@ import functools
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, teaching, texts, widgets
+from app import sessions, state, texts, widgets
+from viz_model.lessons import teaching
+from viz_model.nn.positional import wave
 from viz_model.plot import attention as figures
 from viz_model.plot import teaching as tf
-from viz_model.positional import wave
 
 ss = st.session_state
 session = sessions.require_session()

@@ -5,11 +5,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import sessions, state, teaching, widgets
-from viz_model.checkpoint import TRAINING_LOG
+from app import sessions, state, widgets
+from viz_model.lessons import teaching
+from viz_model.modeldir.checkpoint import TRAINING_LOG
+from viz_model.modeldir.training_facts import TRAINING_FACTS
+from viz_model.nn.shapes import architecture
 from viz_model.plot import teaching as tf
-from viz_model.shapes import architecture
-from viz_model.training_facts import TRAINING_FACTS
 
 ss = st.session_state
 session = sessions.require_session()
@@ -36,7 +37,8 @@ else:
 # --- learning rate -----------------------------------------------------------------------------------------------
 st.subheader("Learning-rate schedule")
 st.latex(r"lrate = d_{model}^{-0.5}\cdot\min\left(step^{-0.5},\; step\cdot warmup^{-1.5}\right)")
-st.caption("The curve is `viz_model.recipe.learning_rate`, the function the trainer calls every step. With a peak "
+st.caption("The curve is `viz_model.config.recipe.learning_rate`, the function the trainer calls every step. "
+           "With a peak "
            "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak. With "
            "cooldown epochs set, the trainer multiplies it by `cooldown_factor`: a linear decay to zero over the "
            "run's last epochs, where the inverse-square-root tail alone would still be far from zero.")

@@ -1,5 +1,6 @@
 """Learn: watch attention form while a tiny Transformer trains on a synthetic task, with and without positional
-encoding side by side (`viz_model.watch`). Training runs on the server, bounded in time and size, one per session."""
+encoding side by side (`viz_model.lessons.watch`). Training runs on the server, bounded in time and size, one per
+session."""
 
 import dataclasses
 import io
@@ -8,8 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app import export, sessions, state, widgets
-from viz_model.plot import watch as wf
-from viz_model.watch import (
+from viz_model.lessons.watch import (
     LIMITS,
     POSITIONAL,
     TASKS,
@@ -20,6 +20,7 @@ from viz_model.watch import (
     probe_maps,
     train_watch,
 )
+from viz_model.plot import watch as wf
 
 ss = st.session_state
 TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "shift": "shift (rotate left by k)",

@@ -21,7 +21,7 @@ from support.app import (  # noqa: E402
 )
 
 from app import export, texts, widgets  # noqa: E402
-from viz_model.coverage import TRAINING_STATS  # noqa: E402
+from viz_model.modeldir.coverage import TRAINING_STATS  # noqa: E402
 
 
 # --- no model ----------------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from app import analyze, sessions, texts  # noqa: E402
 from viz_model.analysis import rollout, store  # noqa: E402
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts  # noqa: E402
 from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
-from viz_model.checkpoint import save_model_dir  # noqa: E402
 from viz_model.config import ModelConfig  # noqa: E402
-from viz_model.model import Transformer  # noqa: E402
+from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
+from viz_model.nn.model import Transformer  # noqa: E402
 
 SENTENCE = "Two dogs play in the snow."
 ABLATED = texts.EXAMPLES[0]

@@ -12,7 +12,7 @@ from support.app import INJECTION, TINY_CONFIG, arr  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import export, state, texts  # noqa: E402
-from viz_model.introspect import layer_scores  # noqa: E402
+from viz_model.analysis.layer_scores import layer_scores  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
 
 
@@ -273,7 +273,7 @@ def test_padding_mask_labels_are_upright_and_short():
 def test_positional_figures(trace):
     pe = trace.source_positional
     assert arr(spec(figures.positional_heatmap(pe, trace.source_tokens))["data"][0]["z"])[0, 1] == pytest.approx(1.0)
-    from viz_model.positional import sinusoidal_table
+    from viz_model.nn.positional import sinusoidal_table
 
     table = sinusoidal_table(40, pe.shape[1]).numpy()
     fig = figures.sinusoid_figure(table, [0, 1, 5], marked=len(trace.source_tokens))

@@ -21,17 +21,18 @@ from support.app import (  # noqa: E402
 )
 
 import viz_model  # noqa: E402
-from app import teaching, texts, widgets  # noqa: E402
-from viz_model.checkpoint import save_model_dir  # noqa: E402
+from app import texts, widgets  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
-from viz_model.coverage import TRAINING_STATS  # noqa: E402
-from viz_model.model import Transformer  # noqa: E402
+from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.lessons import teaching
+from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
+from viz_model.modeldir.coverage import TRAINING_STATS  # noqa: E402
+from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
+from viz_model.nn.model import Transformer  # noqa: E402
+from viz_model.nn.positional import shift_matrix  # noqa: E402
+from viz_model.nn.shapes import architecture  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
-from viz_model.positional import shift_matrix  # noqa: E402
-from viz_model.recipe import cooldown_factor, learning_rate  # noqa: E402
-from viz_model.shapes import architecture  # noqa: E402
-from viz_model.tokenizer import Tokenizer  # noqa: E402
-from viz_model.training_facts import facts_from_run  # noqa: E402
+from viz_model.tokenization.tokenizer import Tokenizer  # noqa: E402
 
 SENTENCE = "Two dogs play in the snow."
 

@@ -1,4 +1,5 @@
-"""Unit tests of the teaching pages' computations (app/teaching.py) and figure builders (app/teaching_figures.py):
+"""Unit tests of the teaching pages' computations (viz_model/lessons/teaching.py) and figure builders
+(app/teaching_figures.py):
 no Streamlit, no browser."""
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import torch
 from support.app import INJECTION, TINY_MODEL, arr, build_tiny_assets  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import teaching  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
-from viz_model.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
+from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
+from viz_model.lessons import teaching  # noqa: E402
+from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
+from viz_model.nn.shapes import architecture  # noqa: E402
 from viz_model.plot import attention as attention_figures  # noqa: E402
 from viz_model.plot import teaching as tf  # noqa: E402
-from viz_model.recipe import cooldown_factor, learning_rate  # noqa: E402
-from viz_model.shapes import architecture  # noqa: E402
-from viz_model.training_facts import facts_from_run  # noqa: E402
+from viz_model.search.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
 
 EX = (teaching.EXAMPLE_X, teaching.EXAMPLE_WQ, teaching.EXAMPLE_WK, teaching.EXAMPLE_WV)
 

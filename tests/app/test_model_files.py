@@ -9,7 +9,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 from support.app import APP, TINY_MODEL  # noqa: E402
 
-from app import teaching  # noqa: E402
+from viz_model.lessons import teaching  # noqa: E402
 
 
 def open_training_page(assets: Path) -> AppTest:

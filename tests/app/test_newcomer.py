@@ -12,8 +12,9 @@ from streamlit.testing.v1 import AppTest
 from support.app import APP, TINY_MODEL, arr  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import teaching, texts, widgets  # noqa: E402
+from app import texts, widgets  # noqa: E402
 from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
+from viz_model.lessons import teaching
 from viz_model.plot import analysis as analysis_figures  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
 

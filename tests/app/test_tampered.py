@@ -18,7 +18,7 @@ from support.app import (  # noqa: E402
 )
 
 from app import sessions  # noqa: E402
-from viz_model.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError  # noqa: E402
+from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError  # noqa: E402
 
 Damage = Callable[[Path], None]
 

@@ -104,7 +104,7 @@ def imported_server(tmp_path_factory):
     pytest.importorskip("transformers")
     from support.hf import build_marian_folder
 
-    from viz_model.cli import main
+    from viz_model.cli.main import main
 
     assets = tmp_path_factory.mktemp("imported-assets")
     assert main(["import", str(build_marian_folder(tmp_path_factory.mktemp("hf"))), "--out",

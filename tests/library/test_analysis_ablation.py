@@ -18,11 +18,11 @@ from viz_model.analysis.ablation import (
     head_mask_for,
     token_diff,
 )
-from viz_model.attention import causal_mask, combine_masks, padding_mask
-from viz_model.batching import pad
-from viz_model.decoding import beam_search
-from viz_model.scoring import corpus_scores
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.data.batching import pad
+from viz_model.data.bleu import corpus_scores
+from viz_model.nn.attention import causal_mask, combine_masks, padding_mask
+from viz_model.search.decoding import beam_search
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 
 TEXT = "Two dogs are playing in the snow."
 

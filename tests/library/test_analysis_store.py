@@ -15,7 +15,7 @@ from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts
 from viz_model.analysis.corpus import analyze_corpus
 from viz_model.analysis.head_stats import STATISTICS
-from viz_model.checkpoint import CheckpointError
+from viz_model.modeldir.checkpoint import CheckpointError
 
 PAIRS = make_pairs(5, seed=31)
 TEXTS, REFS = [en for en, _ in PAIRS], [de for _, de in PAIRS]

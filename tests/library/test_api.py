@@ -11,9 +11,9 @@ import torch
 
 import viz_model
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, available_models, resolve_device
-from viz_model.model import HeadMask
-from viz_model.positional import sinusoidal_table
-from viz_model.tokenizer import BOS_ID, EOS_ID, UNK_ID, word_ids
+from viz_model.nn.model import HeadMask
+from viz_model.nn.positional import sinusoidal_table
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID, UNK_ID, word_ids
 
 TEXT = "Two dogs are playing in the snow."
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from viz_model.attention import (
+from viz_model.nn.attention import (
     KVCache,
     MultiHeadAttention,
     attention,

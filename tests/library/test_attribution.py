@@ -23,8 +23,8 @@ from viz_model.attribution.gradients import (
     output_scores,
 )
 from viz_model.config import ModelConfig
-from viz_model.model import Transformer
-from viz_model.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from viz_model.nn.model import Transformer
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 SOURCE = [5, 9, 14, 22, 31, EOS_ID]
 OUTPUT = [40, 41, 47, 52, EOS_ID]

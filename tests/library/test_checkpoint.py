@@ -18,8 +18,9 @@ from safetensors.torch import load_file, save_file
 from support.data import assert_loads_as_built, random_model
 
 import viz_model
-from viz_model import checkpoint
-from viz_model.checkpoint import (
+from viz_model.config import ModelConfig
+from viz_model.modeldir import checkpoint
+from viz_model.modeldir.checkpoint import (
     CARD,
     CONFIG,
     TOKENIZER,
@@ -31,9 +32,8 @@ from viz_model.checkpoint import (
     save_model_dir,
     state_dict_for_saving,
 )
-from viz_model.config import ModelConfig
-from viz_model.model import Transformer
-from viz_model.tokenizer import Tokenizer, TokenizerError, train_tokenizer
+from viz_model.nn.model import Transformer
+from viz_model.tokenization.tokenizer import Tokenizer, TokenizerError, train_tokenizer
 
 
 @pytest.fixture
@@ -398,7 +398,7 @@ def test_loading_never_unpickles(model_dir, monkeypatch):
         monkeypatch.setattr(module, name, refuse)
     model = viz_model.load(model_dir, device="cpu")
     assert isinstance(model.translate("A man is running.", beam=2), str)
-    for module in (checkpoint, viz_model.api, viz_model.config, viz_model.tokenizer):
+    for module in (checkpoint, viz_model.api, viz_model.config, viz_model.tokenization.tokenizer):
         source = inspect.getsource(module)
         assert "torch.load(" not in source and "pickle" not in source.replace("no pickle", ""), module.__name__
 
@@ -415,7 +415,7 @@ def test_loading_fills_a_model_built_without_random_weights(which, random_model_
 def test_a_bad_value_is_found_in_any_block_of_the_read(tiny_model, tmp_path, monkeypatch, where, bad):
     """Loading checks the weights a block at a time (READ_BLOCK bytes): a bad value at a block's edge or in the
     last, short block of a tensor is found, and the model keeps its weights."""
-    import viz_model.checkpoint as checkpoint
+    import viz_model.modeldir.checkpoint as checkpoint
 
     network = tiny_model.network
     name = "encoder_layers.0.ffn.w_1.bias"

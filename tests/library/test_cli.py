@@ -16,8 +16,8 @@ from support.cli import assert_user_error, run
 from support.data import make_pairs, tiny_train_config, write_lines
 
 import viz_model
-from viz_model.cli import main
-from viz_model.scoring import corpus_scores
+from viz_model.cli.main import main
+from viz_model.data.bleu import corpus_scores
 from viz_model.trace import AttentionTrace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -256,7 +256,7 @@ def test_train_and_export(capsys, tmp_path, data_dir, finished_run):
     assert code == 0, err
     model = viz_model.load(out, device="cpu")
     exported = dict(model.network.state_dict())
-    viz_model.checkpoint.load_weights(model.network, finished_run / "epochs" / "epoch_002.safetensors")
+    viz_model.modeldir.checkpoint.load_weights(model.network, finished_run / "epochs" / "epoch_002.safetensors")
     for name, tensor in model.network.state_dict().items():
         assert torch.equal(tensor, exported[name]), name  # --last 1 = the last epoch's weights
     assert "final weights = the last epoch checkpoint (epoch_002.safetensors), not averaged" in (

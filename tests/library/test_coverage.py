@@ -1,4 +1,4 @@
-"""What a model was trained on and whether an input is within its reach (viz_model.coverage)."""
+"""What a model was trained on and whether an input is within its reach (viz_model.modeldir.coverage)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import viz_model
-from viz_model.coverage import (
+from viz_model.modeldir.coverage import (
     RARE_COUNT,
     TRAINING_STATS,
     CorpusStats,
@@ -19,7 +19,7 @@ from viz_model.coverage import (
     training_stats,
     word_confidences,
 )
-from viz_model.tokenizer import EOS_ID, UNK_ID
+from viz_model.tokenization.tokenizer import EOS_ID, UNK_ID
 
 
 def test_training_stats_count_every_source_piece(tokenizer):

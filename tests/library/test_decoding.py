@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-from viz_model.batching import pad
-from viz_model.decoding import beam_search, beam_search_tree, greedy_search, length_penalty, max_output_lengths
-from viz_model.inference import encode_source, translate_ids, translate_texts
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.data.batching import pad
+from viz_model.search.batched import encode_source, translate_ids, translate_texts
+from viz_model.search.decoding import beam_search, beam_search_tree, greedy_search, length_penalty, max_output_lengths
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 
 SENTENCES = ["A man is running in the park.", "Two dogs are playing in the snow.",
              "The cat is sitting on the beach near the water.", "Hello", "An old man is waiting with a ball.",

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import viz_model
 from viz_model.api import MAX_INPUT_CHARS, TranslationModel
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 from viz_model.trace import AttentionTrace
 
 CLEAR = re.compile(r"is empty|the limit is \d+|control characters \(U\+|surrogate code points \(U\+|"

@@ -82,7 +82,7 @@ def test_attributions_on_the_gpu_equal_the_cpus(on_both):
 
 
 def test_a_training_run_on_the_gpu_under_bf16_autocast_trains_and_resumes(tmp_path, data_dir, monkeypatch):
-    from viz_model.model import Transformer
+    from viz_model.nn.model import Transformer
 
     seen, encode = set(), Transformer.encode
 

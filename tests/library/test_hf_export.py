@@ -15,10 +15,10 @@ from support.data import tiny_model_config  # noqa: E402
 from support.hf import import_folder  # noqa: E402
 
 import viz_model  # noqa: E402
-from viz_model.checkpoint import save_model_dir  # noqa: E402
-from viz_model.cli import main  # noqa: E402
-from viz_model.hf_export import to_ctranslate2  # noqa: E402
-from viz_model.model import Transformer  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.hf.exporter import to_ctranslate2  # noqa: E402
+from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
+from viz_model.nn.model import Transformer  # noqa: E402
 
 SHIPPED = viz_model.api.ASSETS_DIR / viz_model.api.DEFAULT_MODEL
 TEXTS = ["Two dogs are playing in the snow.", "A man in a red jacket reads a newspaper on a bench.",

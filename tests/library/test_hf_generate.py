@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 from support.hf import WORDS_EN, build_m2m100_folder, fit, import_folder, sentences  # noqa: E402
 
 import viz_model  # noqa: E402
-from viz_model.cli import main  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
 
 MULTI30K_VAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k" / "val.en.gz"
 SHIPPED = viz_model.api.ASSETS_DIR / viz_model.api.DEFAULT_MODEL

@@ -27,8 +27,8 @@ from support.hf import (  # noqa: E402
 )
 
 import viz_model  # noqa: E402
-from viz_model.cli import main  # noqa: E402
-from viz_model.pretrained_tokenizers import MarianTokenizer  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.tokenization.pretrained import MarianTokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def test_the_language_pair_comes_from_the_model(marian_folder, tmp_path, monkeyp
     from streamlit.testing.v1 import AppTest
     from support.app import APP
 
-    from viz_model.languages import guess_languages
+    from viz_model.modeldir.languages import guess_languages
 
     folder = tmp_path / "opus-mt-fr-en"
     shutil.copytree(marian_folder, folder)
@@ -274,8 +274,8 @@ def test_the_imported_model_loads_as_built(imported):
     ({"forced_eos_token_id": [0]}, {}),
 ])
 def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(marian_folder, tmp_path, generation, config):
-    from viz_model.generation import read_hf_generation
-    from viz_model.hf_import import model_config
+    from viz_model.hf.importer import model_config
+    from viz_model.search.settings import read_hf_generation
 
     folder = tmp_path / "folder"
     shutil.copytree(marian_folder, folder)
@@ -291,8 +291,8 @@ def test_forced_eos_at_the_limit_is_read_as_transformers_reads_it(marian_folder,
 
 
 def test_forcing_another_token_at_the_limit_is_refused(marian_folder, tmp_path):
-    from viz_model.generation import GenerationError, read_hf_generation
-    from viz_model.hf_import import model_config
+    from viz_model.hf.importer import model_config
+    from viz_model.search.settings import GenerationError, read_hf_generation
 
     hf_config = json.loads((marian_folder / "config.json").read_text())
     (tmp_path / "generation_config.json").write_text(json.dumps({"forced_eos_token_id": 7}))

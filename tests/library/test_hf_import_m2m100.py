@@ -29,8 +29,8 @@ from support.hf import (  # noqa: E402
 )
 
 import viz_model  # noqa: E402
-from viz_model.cli import main  # noqa: E402
-from viz_model.pretrained_tokenizers import M2M100_LANGUAGE_CODES, M2M100Tokenizer  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.tokenization.pretrained import M2M100_LANGUAGE_CODES, M2M100Tokenizer  # noqa: E402
 
 LANGUAGES = M2M100_LANGUAGE_CODES["m2m100"]
 
@@ -144,7 +144,7 @@ def test_the_pe_lab_draws_fairseqs_sinusoids_from_row_two(m2m_folder, imported, 
     from streamlit.testing.v1 import AppTest
     from support.app import APP, arr
 
-    from viz_model.positional import sinusoidal_table
+    from viz_model.nn.positional import sinusoidal_table
 
     assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))

@@ -30,8 +30,8 @@ from support.hf import (  # noqa: E402
 from transformers.convert_slow_tokenizer import NllbConverter, SentencePieceExtractor  # noqa: E402
 
 import viz_model  # noqa: E402
-from viz_model.cli import main  # noqa: E402
-from viz_model.pretrained_tokenizers import M2M100Tokenizer  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.tokenization.pretrained import M2M100Tokenizer  # noqa: E402
 
 
 def nllb_tokenizer(root):
@@ -157,7 +157,7 @@ def test_fp16_storage_halves_the_weights_and_stays_close(nllb_folder, hf, import
 
 
 def test_weights_above_the_file_limit_name_the_fp16_option(nllb_folder, tmp_path, capsys, monkeypatch):
-    from viz_model import hf_import
+    from viz_model.hf import importer as hf_import
 
     monkeypatch.setattr(hf_import, "MAX_WEIGHTS_BYTES", 1000)
     assert main(["import", str(nllb_folder), "--out", str(tmp_path / "out")]) == 2

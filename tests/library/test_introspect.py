@@ -1,4 +1,5 @@
-"""`viz_model.introspect.layer_scores` (added for the Masks page): every step reproduces the model's own weights."""
+"""`viz_model.analysis.layer_scores.layer_scores` (added for the Masks page): every step reproduces the model's own
+weights."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from viz_model.batching import pad
+from viz_model.analysis.layer_scores import layer_scores
 from viz_model.config import ModelConfig
-from viz_model.introspect import layer_scores
-from viz_model.model import Transformer
+from viz_model.data.batching import pad
+from viz_model.nn.model import Transformer
 
 BOS, EOS = 2, 3
 

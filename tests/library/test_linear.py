@@ -1,4 +1,4 @@
-"""`viz_model.linear`: the oneDNN kernel at inference, ``F.linear`` wherever a gradient is needed, same values."""
+"""`viz_model.nn.linear`: the oneDNN kernel at inference, ``F.linear`` wherever a gradient is needed, same values."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from viz_model import linear as linear_module
-from viz_model.linear import Linear, linear, uses_onednn
+from viz_model.nn import linear as linear_module
+from viz_model.nn.linear import Linear, linear, uses_onednn
 
 needs_onednn = pytest.mark.skipif(not linear_module.onednn_available(),
                                   reason="this PyTorch build has no oneDNN linear kernel")

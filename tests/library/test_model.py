@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from viz_model.batching import pad
 from viz_model.config import ModelConfig
-from viz_model.model import HeadMask, Transformer
-from viz_model.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from viz_model.data.batching import pad
+from viz_model.nn.model import HeadMask, Transformer
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def two_sentence_batch(tokenizer):

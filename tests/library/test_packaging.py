@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import viz_model
-from viz_model.cli import main
+from viz_model.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "CHANGELOG.md", "CITATION.cff", "LICENSE", "README.md", "app",
@@ -94,7 +94,7 @@ def test_the_wheel_holds_the_library_the_explorer_and_the_default_model_and_noth
     assert tops == {"viz_model", f"viz_model-{viz_model.__version__}.dist-info"}  # no top-level app package
     assert {f"viz_model/_assets/{viz_model.DEFAULT_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
     assert {"viz_model/_app/app/streamlit_app.py", "viz_model/_app/app/icon.png",
-            "viz_model/_app/app/views/explore.py", "viz_model/cli.py"} <= set(names)
+            "viz_model/_app/app/views/explore.py", "viz_model/cli/main.py"} <= set(names)
     assert f"viz_model-{viz_model.__version__}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if any(part in n for part in ("tests/", "fixtures", "benchmarks", "__pycache__",
                                                                ".whl", "multi30k-en-de"))]

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from viz_model.config import ModelConfig
-from viz_model.model import Transformer
-from viz_model.positional import (
+from viz_model.nn.model import Transformer
+from viz_model.nn.positional import (
     LearnedPositions,
     SinusoidalPositions,
     check_positions,

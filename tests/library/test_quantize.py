@@ -12,11 +12,11 @@ import torch
 from torch import nn
 
 import viz_model
-from viz_model import quantize
 from viz_model.analysis.ablation import HeadMaskedNetwork, head_mask_for
 from viz_model.api import TranslationModel
-from viz_model.decoding import beam_search
-from viz_model.quantize import Int8Linear, Int8RowBlocks, Int8SelfAttention, int8_search_network, search_network_for
+from viz_model.nn import quantize
+from viz_model.nn.quantize import Int8Linear, Int8RowBlocks, Int8SelfAttention, int8_search_network, search_network_for
+from viz_model.search.decoding import beam_search
 
 
 def test_int8_linear_matches_the_float_layer_within_quantisation_error():
@@ -153,7 +153,7 @@ def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
 
 
 def test_cli_search_flag(model_dir, capsys):
-    from viz_model.cli import main
+    from viz_model.cli.main import main
 
     for precision in ("fp32", "int8"):
         # on the CPU: the int8 search exists there only

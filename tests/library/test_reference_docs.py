@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from viz_model.analysis import AblationResult, Alignment, CorpusAnalysis, RoleRule, SentenceAttention
-from viz_model.attention import AttentionRecord
 from viz_model.attribution import Attribution
 from viz_model.config import ModelConfig
-from viz_model.generation import HFGeneration, ModelGeneration, Search
-from viz_model.model import DecoderOutput, EncoderOutput, HeadMask, Seq2SeqOutput
+from viz_model.lessons.watch import Snapshot, WatchConfig, WatchResult
+from viz_model.nn.attention import AttentionRecord
+from viz_model.nn.model import DecoderOutput, EncoderOutput, HeadMask, Seq2SeqOutput
+from viz_model.search.settings import HFGeneration, ModelGeneration, Search
 from viz_model.trace import AttentionTrace, DecodingStep
-from viz_model.watch import Snapshot, WatchConfig, WatchResult
 
 pytestmark = pytest.mark.slow
 
@@ -29,24 +29,25 @@ PUBLIC = (
     "viz_model.api.load", "viz_model.api.available_models", "viz_model.api.TranslationModel",
     "viz_model.api.TranslationModel.trace", "viz_model.api.TranslationModel.translate",
     "viz_model.trace.AttentionTrace", "viz_model.trace.AttentionTrace.save", "viz_model.trace.AttentionTrace.load",
-    "viz_model.trace.DecodingStep", "viz_model.model.Transformer", "viz_model.model.Transformer.forward",
-    "viz_model.config.ModelConfig", "viz_model.model.HeadMask", "viz_model.attention",
-    "viz_model.attention.attention", "viz_model.attention.AttentionRecord", "viz_model.watch",
-    "viz_model.watch.train_watch", "viz_model.analysis", "viz_model.analysis.analyze_corpus",
+    "viz_model.trace.DecodingStep", "viz_model.nn.model.Transformer", "viz_model.nn.model.Transformer.forward",
+    "viz_model.config.ModelConfig", "viz_model.nn.model.HeadMask", "viz_model.nn.attention",
+    "viz_model.nn.attention.attention", "viz_model.nn.attention.AttentionRecord", "viz_model.lessons.watch",
+    "viz_model.lessons.watch.train_watch", "viz_model.analysis", "viz_model.analysis.analyze_corpus",
     "viz_model.analysis.ablate", "viz_model.attribution", "viz_model.attribution.attribute",
     "viz_model.attribution.Attribution", "viz_model.plot", "viz_model.plot.heatmap", "viz_model.plot.model_view",
 )
 DATACLASSES = {  # the anchor each is rendered under
     "viz_model.trace.AttentionTrace": AttentionTrace, "viz_model.trace.DecodingStep": DecodingStep,
-    "viz_model.config.ModelConfig": ModelConfig, "viz_model.model.HeadMask": HeadMask,
-    "viz_model.model.Seq2SeqOutput": Seq2SeqOutput, "viz_model.model.EncoderOutput": EncoderOutput,
-    "viz_model.model.DecoderOutput": DecoderOutput, "viz_model.attention.AttentionRecord": AttentionRecord,
-    "viz_model.generation.HFGeneration": HFGeneration, "viz_model.generation.ModelGeneration": ModelGeneration,
-    "viz_model.generation.Search": Search, "viz_model.attribution.Attribution": Attribution,
+    "viz_model.config.ModelConfig": ModelConfig, "viz_model.nn.model.HeadMask": HeadMask,
+    "viz_model.nn.model.Seq2SeqOutput": Seq2SeqOutput, "viz_model.nn.model.EncoderOutput": EncoderOutput,
+    "viz_model.nn.model.DecoderOutput": DecoderOutput, "viz_model.nn.attention.AttentionRecord": AttentionRecord,
+    "viz_model.search.settings.HFGeneration": HFGeneration, "viz_model.search.settings.ModelGeneration":
+        ModelGeneration,
+    "viz_model.search.settings.Search": Search, "viz_model.attribution.Attribution": Attribution,
     "viz_model.analysis.AblationResult": AblationResult, "viz_model.analysis.Alignment": Alignment,
     "viz_model.analysis.CorpusAnalysis": CorpusAnalysis, "viz_model.analysis.SentenceAttention": SentenceAttention,
-    "viz_model.analysis.RoleRule": RoleRule, "viz_model.watch.WatchConfig": WatchConfig,
-    "viz_model.watch.Snapshot": Snapshot, "viz_model.watch.WatchResult": WatchResult,
+    "viz_model.analysis.RoleRule": RoleRule, "viz_model.lessons.watch.WatchConfig": WatchConfig,
+    "viz_model.lessons.watch.Snapshot": Snapshot, "viz_model.lessons.watch.WatchResult": WatchResult,
 }
 # a name with a leading underscore, not inside a word or a dotted name's middle (d_model, *_positional are fine)
 PRIVATE = re.compile(r"(?<![\w*])_{1,2}[A-Za-z]\w*")

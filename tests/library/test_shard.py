@@ -1,4 +1,5 @@
-"""Issue 37: the corpus commands under torchrun (`viz_model.shard`): two (or more) local processes on gloo write the
+"""Issue 37: the corpus commands under torchrun (`viz_model.data.shard`): two (or more) local processes on gloo write
+the
 same file, byte for byte, as one process; more ranks than sentences still work; a failed rank fails the run with its
 error and leaves no output."""
 
@@ -14,7 +15,7 @@ import torch
 from support.cli import run
 from support.data import make_pairs, write_lines
 
-from viz_model import shard
+from viz_model.data import shard
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = make_pairs(11, seed=37) + [("A dog.", "Ein Hund."), ("Hello", "Hallo")]  # short ones: padding in batches

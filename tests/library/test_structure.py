@@ -32,7 +32,7 @@ def imported_modules(path: Path) -> list[tuple[str, str]]:
 
 
 def test_nothing_outside_the_trainer_imports_it_except_to_train():
-    allowed = {("viz_model/cli.py", "cmd_train"), ("viz_model/cli.py", "cmd_export")}
+    allowed = {("viz_model/cli/main.py", "cmd_train"), ("viz_model/cli/main.py", "cmd_export")}
     offenders = []
     for path in sorted((REPO / "viz_model").rglob("*.py")) + sorted((REPO / "app").rglob("*.py")):
         relative = path.relative_to(REPO).as_posix()
@@ -53,28 +53,28 @@ def test_the_library_imports_nothing_from_the_app():
 
 def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     """The checks above would pass vacuously if the walker missed imports: it resolves these."""
-    found = dict(imported_modules(REPO / "viz_model" / "cli.py"))
-    assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.textfiles" in found
-    assert ("viz_model.batching", "") in imported_modules(REPO / "viz_model" / "analysis" / "forced.py")
+    found = dict(imported_modules(REPO / "viz_model" / "cli" / "main.py"))
+    assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.data.textfiles" in found
+    assert ("viz_model.data.batching", "") in imported_modules(REPO / "viz_model" / "analysis" / "forced.py")
 
 
 # The library's layers, lowest first: a module imports modules of its own layer or of layers below, never above.
 # "pkg.*" is a folder: the package and every module in it.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["viz_model.config", "viz_model.languages", "viz_model.scoring", "viz_model.shard",
-                     "viz_model.textfiles"]),
-    ("network", ["viz_model.kinds", "viz_model.linear", "viz_model.positional", "viz_model.attention",
-                 "viz_model.model", "viz_model.quantize", "viz_model.shapes", "viz_model.recipe"]),
-    ("tokenizers", ["viz_model.tokenizer", "viz_model.pretrained_tokenizers", "viz_model.batching"]),
-    ("model directories", ["viz_model.checkpoint", "viz_model.generation", "viz_model.coverage",
-                           "viz_model.training_facts", "viz_model.hf_import", "viz_model.hf_export"]),
-    ("search", ["viz_model.hypotheses", "viz_model.scorers", "viz_model.project_search",
-                "viz_model.transformers_search", "viz_model.decoding", "viz_model.inference"]),
+    ("configuration", ["viz_model.config.*"]),
+    ("network", ["viz_model.nn.*"]),
+    ("tokenizers", ["viz_model.tokenization.*"]),
+    ("data", ["viz_model.data.*"]),
+    ("model directories", ["viz_model.modeldir.*"]),
+    ("search", ["viz_model.search.*"]),
+    ("Hugging Face folders", ["viz_model.hf.*"]),
     ("face", ["viz_model.trace", "viz_model.api", "viz_model", "viz_model.command_line"]),
-    ("analysis", ["viz_model.introspect", "viz_model.watch", "viz_model.analysis.*", "viz_model.attribution.*"]),
+    ("analysis", ["viz_model.analysis.*"]),
+    ("attribution", ["viz_model.attribution.*"]),
+    ("lessons", ["viz_model.lessons.*"]),
     ("figures", ["viz_model.plot.*"]),
     ("training", ["viz_model.train.*"]),
-    ("commands", ["viz_model.launch", "viz_model.cli", "viz_model.__main__"]),
+    ("commands", ["viz_model.cli.*", "viz_model.__main__"]),
 ]
 
 
@@ -173,12 +173,23 @@ def test_the_library_has_no_import_circle():
 
 def test_the_checks_find_a_circle_and_an_upward_import():
     """The two checks above on graphs that break them: the circle and the upward import this project once had."""
-    circle = {"viz_model.decoding": {"viz_model.transformers_search": "run"},
-              "viz_model.transformers_search": {"viz_model.decoding": ""}, "viz_model.config": {}}
-    assert find_circle(circle) == ["viz_model.decoding", "viz_model.transformers_search", "viz_model.decoding"]
-    assert find_circle({"viz_model.decoding": {"viz_model.hypotheses": ""}, "viz_model.hypotheses": {}}) == []
-    assert upward_imports({"viz_model.train.__main__": {"viz_model.cli": ""}, "viz_model.cli": {}}) == [
-        "viz_model.train.__main__ (layer training) imports viz_model.cli (layer commands)"]
+    circle = {"viz_model.search.decoding": {"viz_model.search.transformers_rule": "run"},
+              "viz_model.search.transformers_rule": {"viz_model.search.decoding": ""}, "viz_model.config": {}}
+    assert find_circle(circle) == ["viz_model.search.decoding", "viz_model.search.transformers_rule",
+                                   "viz_model.search.decoding"]
+    assert find_circle({"viz_model.search.decoding": {"viz_model.search.hypotheses": ""},
+                        "viz_model.search.hypotheses": {}}) == []
+    assert upward_imports({"viz_model.train.__main__": {"viz_model.cli.main": ""}, "viz_model.cli.main": {}}) == [
+        "viz_model.train.__main__ (layer training) imports viz_model.cli.main (layer commands)"]
     graph = import_graph(library_modules())
-    assert graph["viz_model.decoding"]["viz_model.transformers_search"] == ""  # the walker reads this library
-    assert graph["viz_model.cli"]["viz_model.train.command"] == "cmd_train"
+    assert graph["viz_model.search.decoding"]["viz_model.search.transformers_rule"] == ""  # it reads this library
+    assert graph["viz_model.cli.main"]["viz_model.train.command"] == "cmd_train"
+
+
+def test_the_top_of_the_library_holds_at_most_ten_modules_and_a_folder_per_layer():
+    """The folders show the layers: each layer but the face is one or more folders, and few modules sit on top."""
+    top = sorted(p.name for p in (REPO / "viz_model").glob("*.py"))
+    assert len(top) <= 10, f"{len(top)} modules directly in viz_model/: {top}"
+    loose = [entry for name, entries in LAYERS if name != "face" for entry in entries
+             if not entry.endswith(".*") and entry != "viz_model.__main__"]
+    assert not loose, f"a layer other than the face names single modules: {loose}"

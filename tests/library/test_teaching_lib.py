@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from viz_model.batching import pad
-from viz_model.decoding import beam_search, beam_search_tree, length_penalty, max_output_lengths
-from viz_model.positional import shift_matrix, sinusoidal_table
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.data.batching import pad
+from viz_model.nn.positional import shift_matrix, sinusoidal_table
+from viz_model.search.decoding import beam_search, beam_search_tree, length_penalty, max_output_lengths
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 
 SENTENCES = ["A man is running.", "Two dogs are playing in the snow near the water.", "The cat is waiting.",
              "An old man is sitting in a red car.", "three people"]

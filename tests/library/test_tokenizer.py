@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sentencepiece as spm
 
-from viz_model.tokenizer import (
+from viz_model.tokenization.tokenizer import (
     BOS_ID,
     EOS_ID,
     PAD_ID,

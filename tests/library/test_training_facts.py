@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import viz_model
-from viz_model.cli import main
+from viz_model.cli.main import main
 from viz_model.config import ModelConfig, TrainConfig
-from viz_model.training_facts import (
+from viz_model.modeldir.training_facts import (
     TRAINING_FACTS,
     FactsError,
     TrainingFacts,

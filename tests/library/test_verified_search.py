@@ -1,5 +1,5 @@
 """A full-precision search drafted by the int8 copy and verified in one pass over the draft's tree of prefixes
-(`viz_model.scorers.verified_search`, issue 36) decides exactly as the full-precision search step by step."""
+(`viz_model.search.next_token.verified_search`, issue 36) decides exactly as the full-precision search step by step."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import viz_model
-from viz_model import scorers
 from viz_model.config import ModelConfig
-from viz_model.decoding import beam_search, beam_search_tree
-from viz_model.project_search import project_search
-from viz_model.quantize import int8_search_network
-from viz_model.scorers import PrefixTree, StepScorer, draft_pays, verified_search
+from viz_model.nn.quantize import int8_search_network
+from viz_model.search import next_token as scorers
+from viz_model.search.decoding import beam_search, beam_search_tree
+from viz_model.search.next_token import PrefixTree, StepScorer, draft_pays, verified_search
+from viz_model.search.project_rule import project_search
 
 SHIPPED = viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL
 MULTI30K_VAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k" / "val.en.gz"
@@ -46,7 +46,7 @@ def test_verified_decisions_equal_the_step_by_step_search(shipped, draft, rule, 
     search = shipped.search_settings(rule)
     rounds = []
     original = scorers.verified_search
-    monkeypatch.setattr(viz_model.decoding, "verified_search",
+    monkeypatch.setattr(viz_model.search.decoding, "verified_search",
                         lambda *a, **k: rounds.append((result := original(*a, **k))[1]) or result)
     texts = sentences(40)
     with torch.inference_mode():
@@ -112,7 +112,8 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
     used = []
     original = scorers.verified_search
-    monkeypatch.setattr(viz_model.decoding, "verified_search", lambda *a, **k: used.append(1) or original(*a, **k))
+    monkeypatch.setattr(viz_model.search.decoding, "verified_search",
+                        lambda *a, **k: used.append(1) or original(*a, **k))
     model = viz_model.load(SHIPPED, device="cpu", search="fp32")
     assert model.draft_network() is not None and model.with_search("fp32").draft_network() is model.draft_network()
     assert model.with_search("int8").draft_network() is None  # an int8 search needs no draft

@@ -19,10 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from app import widgets
 from support.data import TINY_ARCHITECTURE, tiny_model_config
-from viz_model.checkpoint import save_model_dir
-from viz_model.coverage import TRAINING_STATS, training_stats
-from viz_model.model import Transformer
-from viz_model.tokenizer import train_tokenizer
+from viz_model.modeldir.checkpoint import save_model_dir
+from viz_model.modeldir.coverage import TRAINING_STATS, training_stats
+from viz_model.nn.model import Transformer
+from viz_model.tokenization.tokenizer import train_tokenizer
 
 TINY_MODEL = "tiny-en-de"
 TINY_CONFIG = {**TINY_ARCHITECTURE, "decoder_layers": 3, "max_positions": 48}  # 2 + 3: layer counts differ

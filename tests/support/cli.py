@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from viz_model.cli import main
+from viz_model.cli.main import main
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -10,11 +10,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from viz_model.batching import pad
-from viz_model.checkpoint import WEIGHTS, load_model_dir, load_weights
 from viz_model.config import ModelConfig, TrainConfig
-from viz_model.model import Transformer
-from viz_model.tokenizer import BOS_ID, EOS_ID
+from viz_model.data.batching import pad
+from viz_model.modeldir.checkpoint import WEIGHTS, load_model_dir, load_weights
+from viz_model.nn.model import Transformer
+from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 
 SUBJECTS = [("a man", "ein Mann"), ("a woman", "eine Frau"), ("two dogs", "zwei Hunde"), ("the child", "das Kind"),
             ("a girl", "ein Mädchen"), ("three people", "drei Leute"), ("an old man", "ein alter Mann"),

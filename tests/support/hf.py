@@ -102,7 +102,7 @@ def failed_import(folder, tmp_path, capsys, change) -> str:
     output directory; returns the line."""
     import shutil
 
-    from viz_model.cli import main
+    from viz_model.cli.main import main
 
     copy = tmp_path / "broken"
     shutil.copytree(folder, copy)
@@ -116,7 +116,7 @@ def failed_import(folder, tmp_path, capsys, change) -> str:
 def import_folder(folder, tmp_path_factory, name: str):
     """`viz-model import` of `folder` into a fresh assets directory, loaded with the full-precision search."""
     import viz_model
-    from viz_model.cli import main
+    from viz_model.cli.main import main
 
     out = tmp_path_factory.mktemp("assets") / name
     assert main(["import", str(folder), "--out", str(out)]) == 0
@@ -165,7 +165,7 @@ def build_m2m100_folder(root, positions: int = 96):
     import sentencepiece as spm
     import transformers
 
-    from viz_model.pretrained_tokenizers import M2M100_LANGUAGE_CODES
+    from viz_model.tokenization.pretrained import M2M100_LANGUAGE_CODES
 
     made_up_words = 8  # ids M2M100 reserves after its language codes
     train_spm(sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1), root / "spm", unk_id=3, bos_id=0,

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from viz_model import checkpoint
+from viz_model.modeldir import checkpoint
 from viz_model.train import loop
 
 

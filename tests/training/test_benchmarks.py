@@ -67,5 +67,5 @@ def test_every_name_a_benchmark_imports_from_the_library_exists(script):
 
 def test_library_imports_finds_imports_inside_functions(tmp_path):
     script = tmp_path / "s.py"
-    script.write_text("import os\ndef main():\n    from viz_model.hf_import import import_marian\n")
-    assert _library_imports(script) == [("viz_model.hf_import", "import_marian")]
+    script.write_text("import os\ndef main():\n    from viz_model.hf.importer import import_marian\n")
+    assert _library_imports(script) == [("viz_model.hf.importer", "import_marian")]

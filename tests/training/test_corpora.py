@@ -17,12 +17,12 @@ import torch
 from support.data import make_pairs, tiny_train_config, write_lines, write_split
 from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log
 
-from viz_model.cli import main
+from viz_model.cli.main import main
 from viz_model.config import HOLDOUT_SEED, ConfigError, CorpusConfig, TrainConfig, apply_override
-from viz_model.coverage import load_training_stats
-from viz_model.inference import translate_texts
-from viz_model.scoring import corpus_scores, reference_streams
-from viz_model.textfiles import DataError
+from viz_model.data.bleu import corpus_scores, reference_streams
+from viz_model.data.textfiles import DataError
+from viz_model.modeldir.coverage import load_training_stats
+from viz_model.search.batched import translate_texts
 from viz_model.train.corpora import load_corpora, select_eval_sets
 from viz_model.train.data import EncodedPairs, EvalSet, make_batches, sample_epoch
 from viz_model.train.evaluate import evaluate_bleu

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from viz_model.config import ConfigError, CorpusConfig
-from viz_model.textfiles import DataError
+from viz_model.data.textfiles import DataError
 from viz_model.train.splits import (
     HOLDOUT_RULES,
     connected_holdout_split,

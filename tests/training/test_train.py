@@ -28,10 +28,10 @@ from support.training import (
 )
 
 import viz_model
-from viz_model import checkpoint
 from viz_model.config import ConfigError, TrainConfig
-from viz_model.recipe import learning_rate
-from viz_model.textfiles import DataError, open_text, read_parallel
+from viz_model.config.recipe import learning_rate
+from viz_model.data.textfiles import DataError, open_text, read_parallel
+from viz_model.modeldir import checkpoint
 from viz_model.train import loop, runtime
 from viz_model.train import resume as resume_policy
 from viz_model.train.data import EncodedPairs, collate, encode_pairs, make_batches
@@ -394,7 +394,7 @@ def test_one_trainer_per_run_directory(tmp_path, finished_run):
 
 
 def test_the_card_names_each_precision_of_a_run():
-    from viz_model.training_facts import facts_from_run
+    from viz_model.modeldir.training_facts import facts_from_run
 
     def precision_note(events: list[dict], bf16: bool) -> str:
         cfg = TrainConfig(model=viz_model.ModelConfig(vocab_size=64), bf16=bf16)

@@ -1,7 +1,7 @@
 """Switch attention heads off and measure what changes: for one sentence (`ablate`) or over a corpus, one head at a
 time (`head_importance`).
 
-Ablation never touches the model: a `HeadMask` (0 = head off, see `viz_model.model.HeadMask`) goes with each call,
+Ablation never touches the model: a `HeadMask` (0 = head off, see `viz_model.nn.model.HeadMask`) goes with each call,
 and searches run on a `HeadMaskedNetwork`, a thin per-call view that hands the mask to every encode / decode of the
 shared network. A head is named ``(kind, layer, head)``: kind "encoder", "decoder" or "cross", 0-based indices.
 """
@@ -19,12 +19,12 @@ from tqdm import tqdm
 
 from ..api import TranslationModel
 from ..config import ModelConfig
-from ..decoding import beam_search, output_limits
-from ..inference import translate_ids
-from ..kinds import ATTENTION_KINDS
-from ..model import DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
-from ..quantize import rows_interact
-from ..scoring import corpus_scores
+from ..data.bleu import corpus_scores
+from ..nn.kinds import ATTENTION_KINDS
+from ..nn.model import DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
+from ..nn.quantize import rows_interact
+from ..search.batched import translate_ids
+from ..search.decoding import beam_search, output_limits
 from ..trace import AttentionTrace
 from .forced import DEFAULT_BATCH_TOKENS, sequence_log_probs
 from .inputs import check_corpus, reference_ids, source_ids
@@ -108,7 +108,7 @@ class HeadMaskedNetwork:
 
     @property
     def shared_activation_scale(self) -> bool:
-        """Whether the wrapped network is an int8 search network (see `viz_model.quantize.rows_interact`)."""
+        """Whether the wrapped network is an int8 search network (see `viz_model.nn.quantize.rows_interact`)."""
         return rows_interact(self.network)
 
 

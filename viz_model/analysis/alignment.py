@@ -1,6 +1,7 @@
 """Cross-attention as word alignment: pieces merged into words, links per head and per layer, Pharaoh files, AER.
 
-Words are the ``▁``-delimited groups of `viz_model.tokenizer.word_ids` (the whitespace-separated tokens of the
+Words are the ``▁``-delimited groups of `viz_model.tokenization.tokenizer.word_ids` (the whitespace-separated tokens of
+the
 text; give pre-tokenized text such as ``snow .`` when the gold alignments split punctuation off). The special
 tokens ``<s>`` / ``</s>`` belong to no word. A word-level map sums the weight over a source word's pieces (the mass
 the query puts on that word) and averages the rows of a target word's pieces (each row is one distribution, so the
@@ -27,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..api import TranslationModel
-from ..textfiles import open_text
-from ..tokenizer import WORD_START, word_ids
+from ..data.textfiles import open_text
+from ..tokenization.tokenizer import WORD_START, word_ids
 from .corpus import iter_attentions
 from .head_stats import SPECIAL_TOKENS
 

@@ -1,6 +1,6 @@
 """Run a model over many sentences and collect every attention map, batched, for corpus-level statistics.
 
-The sources are translated (batched search, `viz_model.inference.translate_ids`, greedy by default) or, given
+The sources are translated (batched search, `viz_model.search.batched.translate_ids`, greedy by default) or, given
 references, the references are forced; then one instrumented teacher-forced pass per length-grouped batch records
 each layer's per-head maps, and the padding is stripped per sentence. `iter_attentions` yields the maps sentence by
 sentence (nothing is kept), `analyze_corpus` turns them into the per-head statistics and roles of `head_stats`.
@@ -18,11 +18,11 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .. import shard
 from ..api import TranslationModel
-from ..generation import Search
-from ..inference import translate_ids
-from ..tokenizer import word_ids
+from ..data import shard
+from ..search.batched import translate_ids
+from ..search.settings import Search
+from ..tokenization.tokenizer import word_ids
 from .forced import DEFAULT_BATCH_TOKENS, decoder_input, forced_batches
 from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics
 from .inputs import check_corpus, reference_ids, source_ids
@@ -89,7 +89,7 @@ def _numpy(maps: list[torch.Tensor]) -> list[np.ndarray]:
 def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs: list[list[int]],
                       batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
     """Every map of each (source ids, output ids) pair, batched by length; yields in batch order (see ``index``).
-    Under torchrun (`viz_model.shard`) only this process's share of the batches."""
+    Under torchrun (`viz_model.data.shard`) only this process's share of the batches."""
     pieces = model.tokenizer.pieces
     with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
         cfg = model.config

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import shard
-from ..batching import pad
-from ..model import HeadMask, Transformer
+from ..data import shard
+from ..data.batching import pad
+from ..nn.model import HeadMask, Transformer
 
 DEFAULT_BATCH_TOKENS = 3000
 
@@ -58,7 +58,7 @@ def forced_batches(sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[
                    device: torch.device | str = "cpu", bos_id: int = 2, pad_id: int = 0, shared: bool = False
                    ) -> Iterator[ForcedBatch]:
     """Length-grouped teacher-forcing batches of (source ids, output ids) pairs, shortest first; `shared`: only
-    this process's share of them under torchrun (`viz_model.shard`)."""
+    this process's share of them under torchrun (`viz_model.data.shard`)."""
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources but {len(outputs)} outputs")
     if any(not s for s in sources) or any(not o for o in outputs):
@@ -82,7 +82,7 @@ def sequence_log_probs(network: Transformer, sources: Sequence[Sequence[int]], o
     result = np.zeros(len(sources), dtype=np.float64)
     pad_id = network.config.pad_id
     cfg = network.config
-    done = []  # under torchrun each process scores its share of the batches (viz_model.shard)
+    done = []  # under torchrun each process scores its share of the batches (viz_model.data.shard)
     for batch in forced_batches(sources, outputs, batch_tokens, network_device(network), cfg.bos_id, cfg.pad_id,
                                 shared=True):
         logits = network(batch.src, batch.tgt_in, head_mask=head_mask).logits.float()

@@ -31,8 +31,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..kinds import ATTENTION_KINDS
-from ..tokenizer import WORD_START
+from ..nn.kinds import ATTENTION_KINDS
+from ..tokenization.tokenizer import WORD_START
 
 STATISTICS = ("entropy", "entropy_ratio", "same", "previous", "next", "diagonal", "distance", "delimiter",
               "punctuation")

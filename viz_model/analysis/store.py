@@ -6,7 +6,8 @@
 - ``analysis/head_importance.csv``: the loss rise when each head alone is switched off
   (`viz-model importance --out DIR/analysis/head_importance.csv`).
 
-Files are read only through `viz_model.checkpoint.model_file` (a regular file inside the directory, no link out of
+Files are read only through `viz_model.modeldir.checkpoint.model_file` (a regular file inside the directory, no link
+out of
 it) and at most `MAX_TABLE_BYTES`; every problem is a `CheckpointError` naming the file.
 """
 
@@ -17,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..checkpoint import CheckpointError, model_file
 from ..config import ModelConfig
-from ..kinds import ATTENTION_KINDS
+from ..modeldir.checkpoint import CheckpointError, model_file
+from ..nn.kinds import ATTENTION_KINDS
 from .ablation import layer_counts
 from .corpus import CorpusAnalysis
 from .head_stats import HEAD_COLUMNS, STATISTICS, head_roles

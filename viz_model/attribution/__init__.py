@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from ..analysis.rollout import attention_rollout
-from ..kinds import ATTENTION_KINDS
-from ..model import Transformer
+from ..nn.kinds import ATTENTION_KINDS
+from ..nn.model import Transformer
 from .contributions import alti_blocks, alti_plus, rollout, value_weighted
 from .gradients import (
     DEFAULT_STEPS,

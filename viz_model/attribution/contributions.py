@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..attention import AttentionRecord
-from ..kinds import ATTENTION_KINDS
-from ..model import Seq2SeqOutput, Transformer
+from ..nn.attention import AttentionRecord
+from ..nn.kinds import ATTENTION_KINDS
+from ..nn.model import Seq2SeqOutput, Transformer
 
 TINY = 1e-12
 

@@ -14,9 +14,9 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .. import shard
 from ..analysis.alignment import Alignment
-from ..inference import translate_ids
+from ..data import shard
+from ..search.batched import translate_ids
 from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
 from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
@@ -147,7 +147,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)
         jobs = [(src, out, methods, names, ks, steps, draws, tolerance) for src, out in zip(source_ids, outputs)]
-        mine = shard.share(jobs)  # under torchrun this process's share of the sentences (viz_model.shard)
+        mine = shard.share(jobs)  # under torchrun this process's share of the sentences (viz_model.data.shard)
         if workers > 1:
             done = pool.map(_work, [job for _, job in mine], chunksize=4)
         else:

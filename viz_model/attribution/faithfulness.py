@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..batching import pad
-from ..model import EncoderOutput, Transformer
+from ..data.batching import pad
+from ..nn.model import EncoderOutput, Transformer
 
 DEFAULT_KS = (1, 2, 3)
 RANDOM = "random"

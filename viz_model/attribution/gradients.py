@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..model import Transformer
+from ..nn.model import Transformer
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
 DEFAULT_STEPS = 256  # the most points integrated gradients may use (adaptive), or the points (tolerance 0)

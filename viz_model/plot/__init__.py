@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from ..analysis.ablation import layer_counts
 from ..api import TranslationModel
-from ..hypotheses import BeamTree
+from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
 from .analysis import role_grid
 from .attention import Head, head_heatmap, head_view, model_view, positional_heatmap, sinusoid_figure, token_focus

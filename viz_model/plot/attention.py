@@ -20,10 +20,10 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..analysis.layer_scores import LayerScores
 from ..attribution import Attribution
-from ..introspect import LayerScores
-from ..kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
-from ..positional import dimension_axis, wave
+from ..nn.kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
+from ..nn.positional import dimension_axis, wave
 from ..trace import AttentionTrace
 
 KINDS = ATTENTION_KINDS

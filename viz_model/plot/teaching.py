@@ -15,9 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..hypotheses import BeamTree
-from ..positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
-from ..shapes import Stage
+from ..nn.positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
+from ..nn.shapes import Stage
+from ..search.hypotheses import BeamTree
 from .attention import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 
 MARGIN = dict(l=10, r=10, t=60, b=10)

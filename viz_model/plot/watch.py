@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..watch import FIRST_SYMBOL, WatchResult, target_of
+from ..lessons.watch import FIRST_SYMBOL, WatchResult, target_of
 from .attention import WEIGHT_SCALE, escape
 from .teaching import attention_pair_figure
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TrainConfig
-from ..training_facts import TrainingFacts
+from ..modeldir.training_facts import TrainingFacts
 
 # Published scores to print beside ours: test split -> (BLEU, what it was measured on)
 PAPER_BLEU = {"newstest2014": (27.3, "the paper's base Transformer (Vaswani et al., 2017), beam 4, after training on "

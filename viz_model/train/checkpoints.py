@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..checkpoint import atomic_write_bytes, load_weights
 from ..config import ConfigError
-from ..model import Transformer
+from ..modeldir.checkpoint import atomic_write_bytes, load_weights
+from ..nn.model import Transformer
 
 CONFIG_FILE, LATEST, TOKENIZER_FILE, LOG_FILE = "config.json", "latest.pt", "tokenizer.model", "log.jsonl"
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from ..config import ConfigError, CorpusConfig, TrainConfig
-from ..textfiles import DataError, read_parallel
+from ..data.textfiles import DataError, read_parallel
 from .data import EvalSet
 from .splits import HOLDOUT_RULES
 

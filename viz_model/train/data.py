@@ -1,6 +1,6 @@
 """Evaluation sets, tokenization, weighted epochs of several corpora and length-grouped batches.
 
-Reading the text files: `viz_model.textfiles`."""
+Reading the text files: `viz_model.data.textfiles`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..batching import pad
-from ..tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from ..data.batching import pad
+from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 @dataclass

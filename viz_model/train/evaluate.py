@@ -1,13 +1,13 @@
-"""Score a model on an evaluation set: translate it, then corpus BLEU and chrF (`viz_model.scoring`)."""
+"""Score a model on an evaluation set: translate it, then corpus BLEU and chrF (`viz_model.data.bleu`)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..inference import encode_source, translate_ids
-from ..model import Transformer
-from ..scoring import corpus_scores, reference_streams
-from ..tokenizer import EOS_ID, Tokenizer
+from ..data.bleu import corpus_scores, reference_streams
+from ..nn.model import Transformer
+from ..search.batched import encode_source, translate_ids
+from ..tokenization.tokenizer import EOS_ID, Tokenizer
 from .data import EvalSet
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import TRAINING_LOG, atomic_write_bytes, save_model_dir
 from ..config import ConfigError, TrainConfig
-from ..coverage import TRAINING_STATS, TrainingStats, training_stats
-from ..model import Transformer
-from ..textfiles import DataError
-from ..tokenizer import Tokenizer
-from ..training_facts import TRAINING_FACTS, facts_from_run, read_log
+from ..data.textfiles import DataError
+from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, save_model_dir
+from ..modeldir.coverage import TRAINING_STATS, TrainingStats, training_stats
+from ..modeldir.training_facts import TRAINING_FACTS, facts_from_run, read_log
+from ..nn.model import Transformer
+from ..tokenization.tokenizer import Tokenizer
 from .card import model_card
 from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
 from .corpora import load_corpora, select_eval_sets

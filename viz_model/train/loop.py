@@ -33,12 +33,12 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes, save_weights
 from ..config import ConfigError, TrainConfig
-from ..model import Transformer
-from ..recipe import cooldown_factor, label_smoothed_loss, learning_rate
-from ..shard import Distributed, setup_distributed
-from ..tokenizer import PAD_ID, Tokenizer, train_tokenizer
+from ..config.recipe import cooldown_factor, label_smoothed_loss, learning_rate
+from ..data.shard import Distributed, setup_distributed
+from ..modeldir.checkpoint import atomic_write_bytes, save_weights
+from ..nn.model import Transformer
+from ..tokenization.tokenizer import PAD_ID, Tokenizer, train_tokenizer
 from .checkpoints import (
     CONFIG_FILE,
     LATEST,

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, load_model_dir
 from ..config import ConfigError, TrainConfig, apply_override
-from ..model import Transformer
-from ..recipe import cooldown_window
-from ..tokenizer import Tokenizer
+from ..config.recipe import cooldown_window
+from ..modeldir.checkpoint import CheckpointError, load_model_dir
+from ..nn.model import Transformer
+from ..tokenization.tokenizer import Tokenizer
 from .checkpoints import CONFIG_FILE, LATEST, load_state
 from .runtime import bf16_autocast_used
 

@@ -1,5 +1,5 @@
 """Where and how a run executes: the device and the precision (bf16 autocast where the hardware multiplies bf16
-natively); one process or DDP under torchrun: `viz_model.shard.setup_distributed`."""
+natively); one process or DDP under torchrun: `viz_model.data.shard.setup_distributed`."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass
 
-from ..textfiles import DataError
+from ..data.textfiles import DataError
 
 
 @dataclass

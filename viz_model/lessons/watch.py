@@ -21,11 +21,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .batching import pad
-from .config import ModelConfig
-from .decoding import beam_search
-from .model import Transformer
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID
+from ..config import ModelConfig
+from ..data.batching import pad
+from ..nn.model import Transformer
+from ..search.decoding import beam_search
+from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 TASKS = ("copy", "reverse", "sort", "shift", "every_other")
 """The synthetic tasks a `WatchConfig` can name."""

@@ -23,13 +23,13 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import CheckpointError, load_model_dir, read_card
-from .config import ModelConfig
-from .generation import HFGeneration, export_generation
-from .hf_import import DECODER_NAMES, ENCODER_NAMES
-from .languages import read_languages
-from .model import Transformer
-from .tokenizer import Tokenizer
+from ..config import ModelConfig
+from ..modeldir.checkpoint import CheckpointError, load_model_dir, read_card
+from ..modeldir.languages import read_languages
+from ..nn.model import Transformer
+from ..search.settings import HFGeneration, export_generation
+from ..tokenization.tokenizer import Tokenizer
+from .importer import DECODER_NAMES, ENCODER_NAMES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
 
@@ -195,7 +195,7 @@ def export_card(model_dir: Path, config: ModelConfig, source: str, target: str) 
         "back, this folder searches as `generate` does.",
         "- CTranslate2's Marian converter (`ct2-transformers-converter`) accepts the folder, but the model it writes "
         "starts the decoder from a zero vector where this model was trained (and transformers runs it) from the "
-        "`<s>` embedding, so those translations are wrong. Convert with `viz_model.hf_export.to_ctranslate2(FOLDER, "
+        "`<s>` embedding, so those translations are wrong. Convert with `viz_model.hf.exporter.to_ctranslate2(FOLDER, "
         "OUT)` instead: the same converter, starting from `<s>` (tested: greedy outputs equal transformers').",
         "", "## The original model card", "", original or "(none)", ""])
 

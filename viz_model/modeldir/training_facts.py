@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError, TrainConfig
+from ..config.recipe import schedule_config
 from .checkpoint import optional_json
-from .config import ConfigError, TrainConfig
-from .recipe import schedule_config
 
 TRAINING_FACTS = "training_facts.json"
 FACTS_VERSION = 1

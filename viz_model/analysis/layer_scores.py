@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .attention import AttentionRecord, causal_mask
-from .batching import pad
-from .kinds import check_kind
-from .model import Transformer
+from ..data.batching import pad
+from ..nn.attention import AttentionRecord, causal_mask
+from ..nn.kinds import check_kind
+from ..nn.model import Transformer
 
 
 @dataclass

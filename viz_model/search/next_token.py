@@ -1,6 +1,7 @@
 """Where a search gets the next-token logits of its rows: the decoder step by step, or a verified draft.
 
-Both searches (`viz_model.decoding`, `viz_model.transformers_search`) ask a scorer for the logits of their current
+Both searches (`viz_model.search.decoding`, `viz_model.search.transformers_rule`) ask a scorer for the logits of their
+current
 rows (`scores`), then tell it how the next step's rows continue them (`advance`: row i of the next step is row
 ``parents[i]`` of this one plus ``tokens[i]``). Which network computes the numbers is the scorer's business:
 
@@ -24,8 +25,8 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from .config import ModelConfig
-from .model import EncoderOutput, LayerCache, Transformer
+from ..config import ModelConfig
+from ..nn.model import EncoderOutput, LayerCache, Transformer
 
 MAX_ROUNDS = 6  # draft-and-verify rounds before a search falls back to the full-precision decoder step by step
 DRAFT_MIN_PARAMETERS = 16_000_000  # a decoding step's weights (decoder + output projection) worth drafting: 64 MB

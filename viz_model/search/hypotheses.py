@@ -1,7 +1,7 @@
 """What a search finds and records: hypotheses, the candidates and steps of a beam search, a recorded tree.
 
-The leaf that both rules (`viz_model.project_search`, `viz_model.transformers_search`) and their dispatcher
-(`viz_model.decoding`) share; it imports no search.
+The leaf that both rules (`viz_model.search.project_rule`, `viz_model.search.transformers_rule`) and their dispatcher
+(`viz_model.search.decoding`) share; it imports no search.
 """
 
 from __future__ import annotations

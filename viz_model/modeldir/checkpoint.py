@@ -21,10 +21,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
-from .config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
-from .model import Transformer
-from .pretrained_tokenizers import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
-from .tokenizer import Tokenizer, TokenizerError
+from ..config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
+from ..nn.model import Transformer
+from ..tokenization.pretrained import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
+from ..tokenization.tokenizer import Tokenizer, TokenizerError
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")

@@ -1,10 +1,10 @@
 """How a model searches for its translations: this project's rules or transformers' `generate`, and their settings.
 
-Two rules (see docs and `viz_model.decoding`):
+Two rules (see docs and `viz_model.search.decoding`):
 
 - ``"project"``: GNMT's length penalty ``((5 + |Y|) / 6) ** alpha``, OpenNMT's stop, a limit of source + 50 tokens
   (this project's own models; beam 4, alpha 0.6 by default);
-- ``"transformers"``: Hugging Face transformers 5's beam search (``viz_model.transformers_search``) with the
+- ``"transformers"``: Hugging Face transformers 5's beam search (``viz_model.search.transformers_rule``) with the
   settings of the model's generation config (`HFGeneration`): what ``model.generate()`` gives. Imported models
   search by this rule by default.
 
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, ModelConfig
+from ..config import ConfigError, ModelConfig
+from ..modeldir.checkpoint import optional_json
 
 GENERATION = "generation.json"
 MAX_GENERATION_BYTES = 1024**2
@@ -199,8 +200,6 @@ def export_generation(config: ModelConfig) -> HFGeneration:
 def load_generation(directory: Path, config: ModelConfig) -> ModelGeneration:
     """The directory's ``generation.json`` (read under the checks every model file gets), else this project's
     rule with the settings ``export-hf`` would write."""
-    from .checkpoint import optional_json
-
     data = optional_json(directory, GENERATION, MAX_GENERATION_BYTES, GenerationError)
     if data is None:
         return ModelGeneration("project", export_generation(config))

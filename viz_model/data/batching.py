@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .tokenizer import PAD_ID
+from ..tokenization.tokenizer import PAD_ID
 
 
 def pad(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:

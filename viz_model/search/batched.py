@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 import torch
 
-from . import shard
-from .batching import pad
+from ..data import shard
+from ..data.batching import pad
+from ..nn.model import Transformer
+from ..nn.quantize import rows_interact
+from ..tokenization.tokenizer import Tokenizer
 from .decoding import Hypothesis, beam_search
-from .generation import HFGeneration
-from .model import Transformer
-from .quantize import rows_interact
-from .tokenizer import Tokenizer
+from .settings import HFGeneration
 
 
 def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
@@ -26,9 +26,9 @@ def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, a
                   draft: Transformer | None = None) -> list[Hypothesis]:
     """Decode every source (ids ending in ``</s>``); batches group similar lengths; order is preserved.
 
-    An int8 search network decodes one sentence at a time (see `viz_model.quantize.rows_interact`). `hf`: search
+    An int8 search network decodes one sentence at a time (see `viz_model.nn.quantize.rows_interact`). `hf`: search
     by transformers' rule with these settings; `draft`: an int8 draft for a batch of one sentence (see
-    `viz_model.decoding.beam_search`)."""
+    `viz_model.search.decoding.beam_search`)."""
     device = device or next(model.parameters()).device
     if rows_interact(model):
         batch_tokens = 0
@@ -40,7 +40,7 @@ def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, a
             end += 1
         chunks.append(order[start:end])
         start = end
-    done = {}  # under torchrun each process searches its share of the batches (viz_model.shard)
+    done = {}  # under torchrun each process searches its share of the batches (viz_model.data.shard)
     for number, chunk in shard.share(chunks):
         src = pad([sources[i] for i in chunk], model.config.pad_id).to(device)
         done[number] = beam_search(model, src, beam=beam, alpha=alpha, hf=hf, draft=draft)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..nn.model import Transformer
 from .hypotheses import BeamCandidate, BeamStep, Hypothesis
-from .model import Transformer
-from .scorers import StepScorer, TableScorer
+from .next_token import StepScorer, TableScorer
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -37,7 +37,7 @@ def forced(log_probs: Tensor, token: int) -> Tensor:
 def project_search(model: Transformer, scorer: StepScorer | TableScorer, batch: int, beam: int, alpha: float,
                    max_lens: list[int], record: list[BeamStep] | None) -> list[Hypothesis]:
     """This project's rule, for `batch` sources whose logits come from `scorer` (`batch * beam` rows, see
-    `viz_model.scorers`); called by `viz_model.decoding.beam_search`.
+    `viz_model.search.next_token`); called by `viz_model.search.decoding.beam_search`.
 
     A hypothesis ends at ``</s>`` or at its sentence's length limit (with ``</s>`` forced there when the config's
     `eos_at_limit` says so, as Hugging Face's ``forced_eos_token_id`` does). A sentence stops (as OpenNMT does) as

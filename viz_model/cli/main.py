@@ -11,12 +11,13 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__, shard
-from .attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
-from .command_line import TRAIN_HELP, add_train_arguments, report_errors
-from .generation import RULES
-from .quantize import SEARCH_PRECISIONS
-from .training_facts import TRAINING_FACTS
+from .. import __version__
+from ..attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
+from ..command_line import TRAIN_HELP, add_train_arguments, report_errors
+from ..data import shard
+from ..modeldir.training_facts import TRAINING_FACTS
+from ..nn.quantize import SEARCH_PRECISIONS
+from ..search.settings import RULES
 
 CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among processes under torchrun
 
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
-    from .analysis.forced import DEFAULT_BATCH_TOKENS
+    from ..analysis.forced import DEFAULT_BATCH_TOKENS
 
     p.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                    help=f"padded tokens per teacher-forced batch (default {DEFAULT_BATCH_TOKENS}; fewer: less memory; "
@@ -200,7 +201,7 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from .api import load
+    from ..api import load
 
     return load(args.model, device=args.device, search=args.search)
 
@@ -234,9 +235,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .api import check_text
-    from .scoring import corpus_scores, reference_streams
-    from .textfiles import open_references, open_text
+    from ..api import check_text
+    from ..data.bleu import corpus_scores, reference_streams
+    from ..data.textfiles import open_references, open_text
 
     if args.ref and args.ref_tsv:
         raise ValueError("give the references either as --ref files or as one --ref-tsv file, not both")
@@ -264,7 +265,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(str(err)) from None
     model = _load(args)
     search = model.search_settings(args.rule, args.beam, args.alpha)
-    from .inference import translate_ids
+    from ..search.batched import translate_ids
 
     with tqdm(total=len(src), unit="sent", file=sys.stderr, disable=not shard.writes()) as bar:
         sources = [model.encode(line, truncate=True) for line in src]
@@ -280,8 +281,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _check_search_args(args: argparse.Namespace) -> None:
     """--beam and --alpha within the bounds of the rule asked for, before a model loads (None: the model's)."""
-    from .api import check_decoding
-    from .generation import PROJECT_ALPHA, PROJECT_BEAM
+    from ..api import check_decoding
+    from ..search.settings import PROJECT_ALPHA, PROJECT_BEAM
 
     beam = PROJECT_BEAM if args.beam is None else args.beam
     alpha = PROJECT_ALPHA if args.alpha is None else args.alpha
@@ -290,9 +291,9 @@ def _check_search_args(args: argparse.Namespace) -> None:
 
 def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] | None]:
     """The checked --out path and the first --limit lines of --src (and --tgt), before the model is loaded."""
-    from .analysis.inputs import check_corpus
-    from .analysis.tables import check_table_path
-    from .textfiles import open_text
+    from ..analysis.inputs import check_corpus
+    from ..analysis.tables import check_table_path
+    from ..data.textfiles import open_text
 
     out = check_table_path(args.out)
     if args.limit is not None and args.limit < 1:
@@ -311,8 +312,8 @@ def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] |
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .analysis.corpus import analyze_corpus
-    from .analysis.tables import write_table
+    from ..analysis.corpus import analyze_corpus
+    from ..analysis.tables import write_table
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
@@ -330,8 +331,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_importance(args: argparse.Namespace) -> int:
-    from .analysis.ablation import head_importance
-    from .analysis.tables import write_table
+    from ..analysis.ablation import head_importance
+    from ..analysis.tables import write_table
 
     out, src, tgt = _corpus_args(args)
     model = _load(args)
@@ -348,17 +349,17 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from .analysis.alignment import read_pharaoh
-    from .analysis.tables import check_table_path, write_table
-    from .attribution import check_methods
-    from .attribution.corpus import (
+    from ..analysis.alignment import read_pharaoh
+    from ..analysis.tables import check_table_path, write_table
+    from ..attribution import check_methods
+    from ..attribution.corpus import (
         check_draws,
         completeness_summary,
         corpus_faithfulness,
         default_workers,
         faithfulness_table,
     )
-    from .attribution.gradients import check_steps, check_tolerance
+    from ..attribution.gradients import check_steps, check_tolerance
 
     check_methods(args.methods)
     check_tolerance(args.tolerance, check_steps(args.steps))
@@ -410,15 +411,15 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train.command import train_command
+    from ..train.command import train_command
 
     return train_command(args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .config import ModelConfig
-    from .generation import load_generation
-    from .hf_import import import_model
+    from ..config import ModelConfig
+    from ..hf.importer import import_model
+    from ..search.settings import load_generation
 
     out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype)
     notes = load_generation(out, ModelConfig.load(out / "config.json")).transformers.notes
@@ -430,7 +431,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
-    from .hf_export import export_hf
+    from ..hf.exporter import export_hf
 
     out = export_hf(args.model_dir, args.out)
     print(f"Marian folder written to {out}", file=sys.stderr)
@@ -438,7 +439,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .train.export import export_run
+    from ..train.export import export_run
 
     notes = Path(args.notes[1:]).read_text(encoding="utf-8") if args.notes.startswith("@") else args.notes
     out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype)
@@ -447,9 +448,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    from .checkpoint import TRAINING_LOG, atomic_write_bytes, model_file
-    from .config import TrainConfig
-    from .training_facts import facts_from_run, read_log
+    from ..config import TrainConfig
+    from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, model_file
+    from ..modeldir.training_facts import facts_from_run, read_log
 
     directory = Path(args.model_dir)
     cfg = TrainConfig.from_toml(args.config, args.overrides)

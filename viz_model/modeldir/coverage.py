@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..tokenization.tokenizer import EOS_ID, WORD_START, Tokenizer, word_ids
 from .checkpoint import optional_json
-from .tokenizer import EOS_ID, WORD_START, Tokenizer, word_ids
 
 TRAINING_STATS = "training_stats.json"
 MAX_STATS_BYTES = 64 * 2**20

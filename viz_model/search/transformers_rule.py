@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .generation import HFGeneration
+from ..nn.model import Transformer
 from .hypotheses import BeamCandidate, BeamStep, Hypothesis
-from .model import Transformer
-from .scorers import StepScorer, TableScorer
+from .next_token import StepScorer, TableScorer
+from .settings import HFGeneration
 
 NEG = -1.0e9  # transformers' "very large negative value" (not -inf: it keeps arithmetic on masked beams finite)
 
@@ -87,8 +87,9 @@ def transformers_search(model: Transformer, scorer: StepScorer | TableScorer, ba
                         beam: int, alpha: float, record: list[BeamStep] | None = None) -> list[Hypothesis]:
     """The best hypothesis of each of `batch` sources as transformers' ``generate`` finds it: greedy search for
     one beam, its beam search otherwise, with `hf`'s settings and `alpha` as its length_penalty; the logits come
-    from `scorer` (`batch * beam` rows, see `viz_model.scorers`). `record` (one sentence) gets a `BeamStep` per
-    step. Called by `viz_model.decoding.beam_search`."""
+    from `scorer` (`batch * beam` rows, see `viz_model.search.next_token`). `record` (one sentence) gets a `BeamStep`
+    per
+    step. Called by `viz_model.search.decoding.beam_search`."""
     max_new = hf.max_new_tokens(model.config)
     processors = Processors(hf, model, max_new, next(model.parameters()).device)
     if beam == 1:

@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
-from .checkpoint import CheckpointError, check_model_dir
+from ..api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
+from ..modeldir.checkpoint import CheckpointError, check_model_dir
 
 PACKAGED_APP = Path(__file__).resolve().parent / "_app" / "app" / "streamlit_app.py"
 CHECKOUT_APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"

@@ -25,20 +25,20 @@ from typing import Any
 
 import torch
 
-from .checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
-from .config import ConfigError, ModelConfig
-from .generation import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
-from .languages import LANGUAGES, LanguagePair, guess_languages
-from .model import Transformer
-from .positional import sinusoidal_table
-from .pretrained_tokenizers import (
+from ..config import ConfigError, ModelConfig
+from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
+from ..modeldir.languages import LANGUAGES, LanguagePair, guess_languages
+from ..nn.model import Transformer
+from ..nn.positional import sinusoidal_table
+from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
+from ..tokenization.pretrained import (
     M2M100_LANGUAGE_CODES,
     M2M100Tokenizer,
     MarianTokenizer,
     PretrainedTokenizer,
     id_table,
 )
-from .tokenizer import TokenizerError
+from ..tokenization.tokenizer import TokenizerError
 
 SUPPORTED = {"marian": "Marian / opus-mt", "m2m_100": "M2M100 / NLLB"}
 ACTIVATIONS = {"relu": "relu", "silu": "silu", "swish": "silu", "gelu": "gelu"}
@@ -404,7 +404,7 @@ def folder_tokenizer(folder: Path, hf: dict[str, Any], source_lang: str | None,
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
                  target_lang: str | None = None, dtype: str = "fp32") -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
-    The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.generation`):
+    The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.search.settings`):
     the imported model translates as ``generate`` does.
 
     `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's).

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..config import ModelConfig
 from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
-from .config import ModelConfig
 from .kinds import check_kind
 from .linear import Linear, linear
 from .positional import LearnedPositions, SinusoidalPositions, normal_embedding

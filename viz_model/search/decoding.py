@@ -2,8 +2,9 @@
 
 Each step feeds only the newest token; the decoder's past keys/values and the projected encoder memory
 come from the cache, so a step costs O(length), not a recomputation of the whole prefix.
-The dispatcher: `beam_search` runs this project's rule (`viz_model.project_search`) or transformers'
-(`viz_model.transformers_search`), each over the types of `viz_model.hypotheses`, which it hands on from here.
+The dispatcher: `beam_search` runs this project's rule (`viz_model.search.project_rule`) or transformers'
+(`viz_model.search.transformers_rule`), each over the types of `viz_model.search.hypotheses`, which it hands on from
+here.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .generation import HFGeneration
+from ..nn.model import EncoderOutput, Transformer
 from .hypotheses import BeamCandidate, BeamStep, BeamTree, Hypothesis
-from .model import EncoderOutput, Transformer
-from .project_search import forced, length_penalty, max_output_lengths, project_search
-from .scorers import StepScorer, TableScorer, verified_search
-from .transformers_search import transformers_search
+from .next_token import StepScorer, TableScorer, verified_search
+from .project_rule import forced, length_penalty, max_output_lengths, project_search
+from .settings import HFGeneration
+from .transformers_rule import transformers_search
 
 __all__ = ["BeamCandidate", "BeamStep", "BeamTree", "Hypothesis", "beam_search", "beam_search_tree", "forced",
            "greedy_search", "length_penalty", "max_output_lengths", "output_limits"]
@@ -43,11 +44,12 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
                 hf: HFGeneration | None = None, draft: Transformer | None = None) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
-    `hf`: search by transformers' rule with these settings instead (`viz_model.transformers_search`; `alpha` is
+    `hf`: search by transformers' rule with these settings instead (`viz_model.search.transformers_rule`; `alpha` is
     its length_penalty, its limit its max_length, so `max_lens` must be left out); without it, this project's rule
-    (GNMT's length penalty, OpenNMT's stop, see `viz_model.generation`). `draft`: an int8 copy of `model` that
+    (GNMT's length penalty, OpenNMT's stop, see `viz_model.search.settings`). `draft`: an int8 copy of `model` that
     searches a single sentence first, so that `model` decodes the draft's prefixes in one pass and decides on those
-    numbers (`viz_model.scorers.verified_search`: the same decisions as `model` searching alone, far fewer passes
+    numbers (`viz_model.search.next_token.verified_search`: the same decisions as `model` searching alone, far fewer
+    passes
     over its weights).
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
     a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with

@@ -33,7 +33,7 @@ class Tokenizer:
         for name, (got, want) in specials.items():
             if got != want:
                 raise TokenizerError(f"{path or 'tokenizer'}: {name} id is {got}, expected {want}; "
-                                     "train it with viz_model.tokenizer.train_tokenizer")
+                                     "train it with viz_model.tokenization.tokenizer.train_tokenizer")
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:

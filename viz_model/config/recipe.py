@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .config import ModelConfig, TrainConfig
+from . import ModelConfig, TrainConfig
 
 
 def schedule_config(d_model: int, warmup_steps: int, lr_scale: float = 1.0, lr_peak: float = 0.0, epochs: int = 1,

@@ -1,8 +1,10 @@
 """The computations behind the teaching pages (Learn): plain functions, no Streamlit, unit-tested.
 
-Every number a lesson shows comes from the code the model runs: attention from `viz_model.attention`, the
-sinusoids and the shift matrices from `viz_model.positional`, the schedule from `viz_model.recipe.learning_rate`,
-the label-smoothed target from the training loss itself, beam search from `viz_model.decoding`. What the user types
+Every number a lesson shows comes from the code the model runs: attention from `viz_model.nn.attention`, the
+sinusoids and the shift matrices from `viz_model.nn.positional`, the schedule from
+`viz_model.config.recipe.learning_rate`,
+the label-smoothed target from the training loss itself, beam search from `viz_model.search.decoding`. What the user
+types
 (matrices, sizes, seeds) is checked here, and a bad value raises `InputError` with a message that says what to fix.
 """
 
@@ -23,15 +25,14 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from viz_model import recipe
-from viz_model.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
-from viz_model.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
-from viz_model.config import ConfigError, ModelConfig, TrainConfig
-from viz_model.coverage import TRAINING_STATS, TrainingStats
-from viz_model.positional import ShiftCheck, shift_matrix, sinusoidal_table, wavelengths
-from viz_model.recipe import cooldown_factor, label_smoothed_loss, learning_rate
-from viz_model.tokenizer import PAD_ID
-from viz_model.training_facts import TRAINING_FACTS, TrainingFacts, read_log
+from ..config import ConfigError, ModelConfig, TrainConfig, recipe
+from ..config.recipe import cooldown_factor, label_smoothed_loss, learning_rate
+from ..modeldir.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
+from ..modeldir.coverage import TRAINING_STATS, TrainingStats
+from ..modeldir.training_facts import TRAINING_FACTS, TrainingFacts, read_log
+from ..nn.attention import MultiHeadAttention, attention, attention_scores, causal_mask, masked_softmax
+from ..nn.positional import ShiftCheck, shift_matrix, sinusoidal_table, wavelengths
+from ..tokenization.tokenizer import PAD_ID
 
 MAX_CELL = 10_000.0  # the largest magnitude a typed matrix cell may have
 MAX_ROWS = 8  # inputs of the hand example

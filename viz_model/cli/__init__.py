@@ -1,0 +1,1 @@
+"""The ``viz-model`` command: its subcommands (`main`) and starting the explorer (`launch`)."""

@@ -1,0 +1,1 @@
+"""The computations the teaching pages show (plain functions, no Streamlit) and the live Watch trainer."""

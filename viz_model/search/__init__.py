@@ -1,0 +1,2 @@
+"""Search: its settings, the hypothesis types, next-token scores, one module per decoding rule (this project's and
+transformers'), the dispatcher above them, and batched translation of many sentences."""
