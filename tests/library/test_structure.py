@@ -81,6 +81,7 @@ def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     found = dict(imported_modules(REPO / "viz_model" / "cli" / "main.py"))
     assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.data.textfiles" in found
     assert ("viz_model.data.batching", "") in imported_modules(REPO / "viz_model" / "search" / "forced.py")
+    assert "viz_model.plot.attention._links" in private_names(REPO / "viz_model" / "plot" / "analysis.py")
 
 
 # The library's layers, lowest first: a module imports modules of its own layer or of layers below, never above.
