@@ -1,5 +1,8 @@
 """The one entry point for the app, the CLI and tests: `load()` a model directory, then `translate` / `trace`.
 
+`TranslationModel` is also the one door of the layers above (analysis, attribution) to the search and the network:
+many sentences as ids (`translate_ids`, `forced_passes`, `sequence_log_probs`) and worker processes (`worker_pool`).
+
 A loaded `TranslationModel` is read-only at inference (weights come back from calls, nothing is stored on
 modules), so one instance can serve many threads or browser sessions at once.
 """
@@ -9,11 +12,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import multiprocessing
 import os
 import threading
 import time
 import unicodedata
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +27,7 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
+from .data.batching import DEFAULT_BATCH_TOKENS, ForcedBatch
 from .modeldir.checkpoint import CheckpointError, load_model_dir, model_file, read_card
 from .modeldir.coverage import (
     TRAINING_STATS,
@@ -33,8 +40,10 @@ from .modeldir.coverage import (
 from .modeldir.languages import LanguagePair, LanguagesError, read_languages
 from .modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
 from .nn.attention import causal_mask
-from .nn.model import HeadMask, Transformer
+from .nn.head_masked import HeadMaskedNetwork
+from .nn.model import HeadMask, Seq2SeqOutput, Transformer
 from .nn.quantize import int8_search_network, search_network_for
+from .search import forced as forcing
 from .search.batched import encode_source, translate_ids
 from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
 from .search.next_token import draft_pays
@@ -455,6 +464,42 @@ class TranslationModel:
             return beam_search_tree(self.search_network, src, search.beam, search.alpha, positions=positions,
                                     hf=search.hf, draft=self.draft_network())
 
+    # --- the door of the layers above (analysis, attribution): many sentences as ids --------------------------------
+    def translate_ids(self, sources: Sequence[Sequence[int]], search: Search | None = None, *,
+                      head_mask: HeadMask | None = None, progress: Callable[[int], object] | None = None
+                      ) -> list[list[int]]:
+        """Each source's output ids, searched by `search` (default the model's own: `search_settings`) in batches of
+        like length, without `translate`'s int8 draft; `head_mask` switches heads off, `progress` gets batch sizes."""
+        search = self.search_settings() if search is None else search
+        network = self.search_network if head_mask is None else HeadMaskedNetwork(self.search_network, head_mask)
+        hyps = translate_ids(network, [list(s) for s in sources], search.beam, search.alpha, device=self.device,
+                             progress=progress, hf=search.hf)
+        return [h.tokens for h in hyps]
+
+    def forced_passes(self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+                      batch_tokens: int = DEFAULT_BATCH_TOKENS, *, head_mask: HeadMask | None = None,
+                      need_weights: bool = False) -> Iterator[tuple[ForcedBatch, Seq2SeqOutput]]:
+        """Each length-grouped batch of (source ids, output ids) pairs with the full-precision network's teacher-forced
+        output (`need_weights`: with every attention record); under torchrun this process's share of the batches."""
+        yield from forcing.forced_passes(self.network, sources, outputs, batch_tokens, head_mask, need_weights)
+
+    def sequence_log_probs(self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
+                           head_mask: HeadMask | None = None, batch_tokens: int = DEFAULT_BATCH_TOKENS
+                           ) -> np.ndarray:
+        """``log P(output | source)`` of each (source ids, output ids) pair under the full-precision network,
+        teacher-forced in length-grouped batches, in input order."""
+        return forcing.sequence_log_probs(self.network, sources, outputs, head_mask, batch_tokens)
+
+    def worker_pool(self, workers: int) -> ProcessPoolExecutor:
+        """`workers` processes, started now, each loading this model from its `directory` on the CPU with its share
+        of this process's threads; a task gets its process's model from `worker_model`."""
+        if self.directory is None:
+            raise ValueError(f"{self.name or 'this model'} has no directory for worker processes to load it from")
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,
+                                   initargs=(str(self.directory), max(1, torch.get_num_threads() // workers)))
+        pool.submit(int)  # start them now (an executor starts its processes with the first task)
+        return pool
+
     def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
                ) -> tuple[list[DecodingStep], float]:
         top = log_probs.topk(min(top_k, log_probs.shape[-1]), dim=-1)
@@ -486,6 +531,21 @@ class _DraftHolder:
 
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+
+
+_WORKER: dict[str, TranslationModel] = {}  # in a process of `TranslationModel.worker_pool`: the model it loaded
+
+
+def start_worker(directory: str, threads: int) -> None:
+    """What a process of `TranslationModel.worker_pool` runs first: load the model in `directory` on the CPU, with
+    `threads` intra-op threads."""
+    torch.set_num_threads(threads)
+    _WORKER["model"] = load(directory, device="cpu")
+
+
+def worker_model() -> TranslationModel:
+    """In a process of `TranslationModel.worker_pool`, the model it loaded."""
+    return _WORKER["model"]
 
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", search: str = "auto"

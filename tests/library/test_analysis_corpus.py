@@ -1,4 +1,4 @@
-"""Corpus-level attention analysis (viz_model.analysis.corpus, forced, tables) and the `viz-model analyze` command."""
+"""Corpus-level attention analysis (viz_model.analysis.corpus, teacher-forced batches, tables), `viz-model analyze`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from support.cli import assert_user_error, run
 from support.data import make_pairs, write_lines
 
 from viz_model.analysis.corpus import analyze_corpus, iter_attentions
-from viz_model.analysis.forced import length_batches, sequence_log_probs
 from viz_model.analysis.head_stats import STATISTICS, corpus_statistics, head_roles, sentence_statistics
 from viz_model.analysis.tables import write_table
+from viz_model.data.batching import length_batches
+from viz_model.search.forced import sequence_log_probs
 
 PAIRS = make_pairs(7, seed=21) + [("A dog.", "Ein Hund."), ("Hello", "Hallo")]  # short ones: padding in batches
 TEXTS, REFS = [en for en, _ in PAIRS], [de for _, de in PAIRS]

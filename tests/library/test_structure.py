@@ -1,18 +1,44 @@
-"""The library's layers: an ordered list, no import up or round, nothing below the trainer imports it, and the app
-imports nothing from it."""
+"""The library's layers: an ordered list, no import up or round, nothing below the trainer imports it, the app
+imports nothing from it, and analysis and attribution reach the search and the network through the one door,
+`TranslationModel`: what the app's analyses run goes down the layers and never climbs back up."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+
+import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def package_of(path: Path) -> str:
+    """The dotted package a file of the repository is in (what its relative imports start from)."""
+    return ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+
+
+def from_module(package: str, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` in `package` names (the package itself for ``from . import x``)."""
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.level and node.module else (node.module or base)
+
+
+def imported_names(path: Path) -> list[tuple[str, str]]:
+    """(absolute module, name) of every ``from module import name`` in a file of the repository."""
+    return [(from_module(package_of(path), node), alias.name)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ImportFrom)
+            for alias in node.names]
 
 
 def imported_modules(path: Path) -> list[tuple[str, str]]:
     """(absolute module, enclosing function or "") of every import in a file of the repository."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    package = package_of(path)
     found: list[tuple[str, str]] = []
 
     def visit(node: ast.AST, function: str) -> None:
@@ -21,8 +47,7 @@ def imported_modules(path: Path) -> list[tuple[str, str]]:
             if isinstance(child, ast.Import):
                 found.extend((alias.name, function) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
-                base = package.rsplit(".", child.level - 1)[0] if child.level > 1 else package
-                module = f"{base}.{child.module}" if child.level and child.module else (child.module or base)
+                module = from_module(package, child)
                 found.extend((f"{module}.{alias.name}" if not child.module else module, function)
                              for alias in child.names)
             visit(child, name)
@@ -55,7 +80,8 @@ def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     """The checks above would pass vacuously if the walker missed imports: it resolves these."""
     found = dict(imported_modules(REPO / "viz_model" / "cli" / "main.py"))
     assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.data.textfiles" in found
-    assert ("viz_model.data.batching", "") in imported_modules(REPO / "viz_model" / "analysis" / "forced.py")
+    assert ("viz_model.data.batching", "") in imported_modules(REPO / "viz_model" / "search" / "forced.py")
+    assert "viz_model.plot.attention._links" in private_names(REPO / "viz_model" / "plot" / "analysis.py")
 
 
 # The library's layers, lowest first: a module imports modules of its own layer or of layers below, never above.
@@ -193,3 +219,144 @@ def test_the_top_of_the_library_holds_at_most_ten_modules_and_a_folder_per_layer
     loose = [entry for name, entries in LAYERS if name != "face" for entry in entries
              if not entry.endswith(".*") and entry != "viz_model.__main__"]
     assert not loose, f"a layer other than the face names single modules: {loose}"
+
+
+# --- the one door: analysis/ and attribution/ reach the search and the network through `TranslationModel` ---------
+ABOVE_THE_DOOR = ("viz_model.analysis", "viz_model.attribution")
+BEHIND_THE_DOOR = ("viz_model.search", "viz_model.nn.quantize")  # the search and its int8 copy of the network
+LAYER_INDEX = {name: i for i, (name, _) in enumerate(LAYERS)}
+FACE = LAYER_INDEX["face"]
+
+
+def within(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether `module` is one of `packages` or inside one of them."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def private_names(path: Path) -> list[str]:
+    """The private names (``_x``) a file imports from another module of the library, as "module._x"."""
+    own = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return [f"{module}.{name}" for module, name in imported_names(path)
+            if name.startswith("_") and not name.startswith("__") and module.startswith("viz_model")
+            and module != own]
+
+
+def test_analysis_and_attribution_reach_the_search_only_through_the_door():
+    offenders = []
+    for module, path in library_modules().items():
+        if within(module, ABOVE_THE_DOOR):
+            offenders += [f"{module} imports {imported}" + (f" in {function}" if function else "")
+                          for imported, function in imported_modules(path) if within(imported, BEHIND_THE_DOOR)]
+            offenders += [f"{module} imports the private {name}" for name in private_names(path)]
+    assert not offenders, "go through viz_model.api.TranslationModel instead:\n" + "\n".join(offenders)
+
+
+Frame = tuple[str, str]  # (module, function's qualified name)
+
+
+def call_chains(run: Callable[[], object]) -> set[tuple[Frame, ...]]:
+    """Every distinct chain of library calls while `run` runs: at each call into viz_model, the library's frames on
+    the stack, outermost first, each module where the chain enters it (a module calling itself is one step)."""
+    chains: set[tuple[Frame, ...]] = set()
+
+    def profile(frame: FrameType, event: str, _: object) -> None:
+        if event != "call" or not within(frame.f_globals.get("__name__", ""), ("viz_model",)):
+            return
+        chain: list[Frame] = []
+        at: FrameType | None = frame
+        while at is not None:
+            module = at.f_globals.get("__name__", "")
+            if within(module, ("viz_model",)):
+                if chain and chain[-1][0] == module:
+                    chain.pop()  # walking outwards: keep the outermost frame of a module, where the chain entered it
+                chain.append((module, at.f_code.co_qualname))
+            at = at.f_back
+        chains.add(tuple(reversed(chain)))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(previous)
+    return chains
+
+
+def behind_the_door(frame: Frame) -> bool:
+    """Whether a frame is the search's or the network's own work: a module of BEHIND_THE_DOOR, or a method of a
+    torch module (running the network); records, masks and other values of the lower layers are not."""
+    module, qualname = frame
+    owner = getattr(sys.modules.get(module), qualname.partition(".")[0], None)
+    return within(module, BEHIND_THE_DOOR) or (isinstance(owner, type) and issubclass(owner, torch.nn.Module))
+
+
+def walk_faults(chain: tuple[Frame, ...]) -> list[str]:
+    """Where a chain of calls climbs back up to a higher layer, or steps from above the face straight to the work
+    behind it."""
+    def named(frame: Frame) -> str:
+        return f"{frame[0].removeprefix('viz_model.')}:{frame[1]} ({LAYERS[layer_of(frame[0])[0]][0]})"
+
+    faults = []
+    for caller, callee in zip(chain, chain[1:]):
+        (up,), (down,) = layer_of(caller[0]), layer_of(callee[0])
+        if down > up:
+            faults.append(f"climbs back up: {named(caller)} -> {named(callee)}")
+        elif up > FACE > down and behind_the_door(callee):
+            faults.append(f"goes around the face: {named(caller)} -> {named(callee)}")
+    return faults
+
+
+def app_library_calls(function: str) -> list[str]:
+    """The library functions `app/analyze.py`'s `function` calls, dotted: "viz_model.analysis.corpus.analyze_corpus"."""
+    tree = ast.parse((REPO / "app" / "analyze.py").read_text(encoding="utf-8"))
+    names = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in tree.body
+             if isinstance(node, ast.ImportFrom) and within(node.module or "", ("viz_model",)) for alias in node.names}
+    body = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
+    calls = []
+    for node in ast.walk(body):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            calls.append(names[node.func.id])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id in names:
+            calls.append(f"{names[node.func.value.id]}.{node.func.attr}")
+    return calls
+
+
+def library_function(dotted: str) -> Callable[..., object]:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_the_walk_check_finds_a_climb_and_a_way_around_the_face():
+    """The check of the walk below, on chains the library once had: the corpus statistics searching and running the
+    network themselves, and the search calling back up into the ablation's view of the network."""
+    around = (("viz_model.analysis.corpus", "output_ids_for"), ("viz_model.search.batched", "translate_ids"))
+    assert walk_faults(around) == ["goes around the face: analysis.corpus:output_ids_for (analysis) -> "
+                                   "search.batched:translate_ids (search)"]
+    forward = (("viz_model.analysis.corpus", "forced_attentions"), ("viz_model.nn.model", "Transformer.forward"))
+    assert walk_faults(forward)[0].startswith("goes around the face")
+    climb = (("viz_model.analysis.ablation", "ablate"), ("viz_model.search.decoding", "beam_search"),
+             ("viz_model.analysis.ablation", "HeadMaskedNetwork.encode"))
+    assert walk_faults(climb)[1] == ("climbs back up: search.decoding:beam_search (search) -> "
+                                     "analysis.ablation:HeadMaskedNetwork.encode (analysis)")
+    record = (("viz_model.analysis.corpus", "forced_attentions"), ("viz_model.nn.model", "Seq2SeqOutput.records"))
+    door = (("viz_model.analysis.corpus", "f"), ("viz_model.api", "TranslationModel.translate"),
+            ("viz_model.search.batched", "translate_ids"), ("viz_model.nn.model", "Transformer.forward"))
+    assert walk_faults(record) == walk_faults(door) == []
+    assert app_library_calls("compute_head_stats") == ["viz_model.analysis.corpus.analyze_corpus"]
+
+
+@pytest.mark.parametrize("function", ["compute_head_stats", "compute_ablation"])
+def test_the_apps_analyses_go_down_the_layers_through_the_door(tiny_model, function):
+    """What the app's head statistics and ablation run, followed call by call on the tiny model: every chain of
+    calls goes down the layers (app -> analysis -> face -> search -> network) and never climbs back up."""
+    (dotted,) = app_library_calls(function)
+    run = library_function(dotted)
+    if function == "compute_head_stats":
+        chains = call_chains(lambda: run(tiny_model, ["Two dogs play in the snow.", "A man runs."]))
+    else:
+        chains = call_chains(lambda: run(tiny_model, "Two dogs play in the snow.", [("cross", 1, 0)], beam=2,
+                                         alpha=0.6))
+    assert any(layer_of(chain[-1][0]) == [LAYER_INDEX["network"]] for chain in chains)  # it saw the network run
+    faults = sorted({fault for chain in chains for fault in walk_faults(chain)})
+    assert not faults, f"{dotted}:\n" + "\n".join(faults)

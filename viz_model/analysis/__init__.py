@@ -11,10 +11,12 @@
     read_head_stats(model.directory, model.config)       # the model directory's analysis/head_stats.csv, or None
 
 Modules: `head_stats` (per-head statistics of maps, roles), `corpus` (batched maps of many sentences), `alignment`
-(word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `forced` (teacher-forced
-batches), `inputs` (checks of sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model
-directory, ``analysis/*.csv``). Heads are ``(kind, layer, head)`` with kind "encoder", "decoder" or "cross" and
-0-based indices; nothing here changes the model.
+(word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `inputs` (checks of
+sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model directory, ``analysis/*.csv``),
+`layer_scores` (one layer's attention step by step). Heads are ``(kind, layer, head)`` with kind "encoder", "decoder"
+or "cross" and 0-based indices; nothing here changes the model. What runs the model goes through its door,
+`viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`), never around it to the
+search.
 """
 
 from .ablation import AblationResult, HeadMaskedNetwork, ablate, all_heads, head_importance, head_mask_for

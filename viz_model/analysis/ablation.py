@@ -1,16 +1,17 @@
 """Switch attention heads off and measure what changes: for one sentence (`ablate`) or over a corpus, one head at a
 time (`head_importance`).
 
-Ablation never touches the model: a `HeadMask` (0 = head off, see `viz_model.nn.model.HeadMask`) goes with each call,
-and searches run on a `HeadMaskedNetwork`, a thin per-call view that hands the mask to every encode / decode of the
-shared network. A head is named ``(kind, layer, head)``: kind "encoder", "decoder" or "cross", 0-based indices.
+Ablation never touches the model: a `HeadMask` (0 = head off, see `viz_model.nn.model.HeadMask`) goes with each call
+to the model's door (`TranslationModel.trace`, `translate_ids`, `sequence_log_probs`), whose searches run on a
+`HeadMaskedNetwork`, a thin per-call view that hands the mask to every encode / decode of the shared network. A head
+is named ``(kind, layer, head)``: kind "encoder", "decoder" or "cross", 0-based indices.
 """
 
 from __future__ import annotations
 
 import difflib
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -19,14 +20,12 @@ from tqdm import tqdm
 
 from ..api import TranslationModel
 from ..config import ModelConfig
+from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
+from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
 from ..nn.kinds import ATTENTION_KINDS
-from ..nn.model import DecoderOutput, EncoderOutput, HeadMask, LayerCache, Transformer
-from ..nn.quantize import rows_interact
-from ..search.batched import translate_ids
-from ..search.decoding import beam_search, output_limits
+from ..nn.model import HeadMask
 from ..trace import AttentionTrace
-from .forced import DEFAULT_BATCH_TOKENS, sequence_log_probs
 from .inputs import check_corpus, reference_ids, source_ids
 
 Head = tuple[str, int, int]  # (kind, layer, head), 0-based
@@ -70,46 +69,6 @@ def head_mask_for(config: ModelConfig, heads: Iterable[Head], device: torch.devi
     for kind, layer, head in check_heads(config, heads):
         masks[kind][layer, head] = 0.0
     return HeadMask(**masks)
-
-
-class HeadMaskedNetwork:
-    """The network as `decoding.beam_search` reads it, with `head_mask` given to every encode and decode call.
-
-    :ivar network: the wrapped network
-    :ivar head_mask: the multipliers every call gets
-    """
-
-    def __init__(self, network: Transformer, head_mask: HeadMask) -> None:
-        self.network = network
-        self.head_mask = head_mask
-
-    @property
-    def config(self) -> ModelConfig:
-        """The wrapped network's config."""
-        return self.network.config
-
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        """The wrapped network's parameters."""
-        return self.network.parameters()
-
-    def encode(self, src: torch.Tensor, need_weights: bool = False, positions: bool = True) -> EncoderOutput:
-        """`Transformer.encode` with the head mask."""
-        return self.network.encode(src, need_weights, self.head_mask, positions)
-
-    def decode(self, tgt: torch.Tensor, encoded: EncoderOutput, need_weights: bool = False,
-               cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: torch.Tensor | None = None,
-               positions: bool = True) -> DecoderOutput:
-        """`Transformer.decode` with the head mask."""
-        return self.network.decode(tgt, encoded, need_weights, cache, offset, tgt_mask, self.head_mask, positions)
-
-    def logits(self, hidden: torch.Tensor, mask_never_emitted: bool = True) -> torch.Tensor:
-        """`Transformer.logits` (heads play no part there)."""
-        return self.network.logits(hidden, mask_never_emitted)
-
-    @property
-    def shared_activation_scale(self) -> bool:
-        """Whether the wrapped network is an int8 search network (see `viz_model.nn.quantize.rows_interact`)."""
-        return rows_interact(self.network)
 
 
 @dataclass
@@ -175,20 +134,16 @@ def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int 
         raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
     search = model.search_settings(rule, beam, alpha)
     mask = head_mask_for(model.config, chosen, model.device)
-    intact = model.trace(text, beam=search.beam, alpha=search.alpha, rule=search.rule)
+    intact = model.trace(text, beam=beam, alpha=alpha, rule=rule)
     if not intact.translation.strip():
         raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
     ablated = model.trace(text, forced_ids=intact.output_ids, head_mask=mask)
-    src = torch.tensor([intact.source_ids], device=model.device)
-    masked = HeadMaskedNetwork(model.search_network, mask)  # the search `trace` ran, with the heads off
-    with torch.inference_mode():
-        limits = None if search.hf else output_limits(src, model.network)
-        output = beam_search(masked, src, search.beam, search.alpha, limits, hf=search.hf)[0].tokens
+    (output,) = model.translate_ids([intact.source_ids], search, head_mask=mask)  # the search `trace` ran, heads off
     pair = ([intact.source_ids], [intact.output_ids])
     tokens = model.tokenizer.pieces(output)
     return AblationResult(
         chosen, intact, ablated, model.tokenizer.decode(output), tokens, token_diff(intact.output_tokens, tokens),
-        float(sequence_log_probs(model.network, *pair)[0]), float(sequence_log_probs(model.network, *pair, mask)[0]))
+        float(model.sequence_log_probs(*pair)[0]), float(model.sequence_log_probs(*pair, mask)[0]))
 
 
 def head_importance(model: TranslationModel, sources: Sequence[str], references: Sequence[str],
@@ -208,18 +163,17 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
     refs = list(checked or [])
     src, out = source_ids(model, texts), reference_ids(model, refs)
     tokens = sum(len(o) for o in out)
-    network, config = model.network, model.config
+    config = model.config
 
     def nll(mask: HeadMask | None) -> float:
-        return float(-sequence_log_probs(network, src, out, mask, batch_tokens).sum() / tokens)
+        return float(-model.sequence_log_probs(src, out, mask, batch_tokens).sum() / tokens)
 
-    def bleu_of(net: Transformer | HeadMaskedNetwork) -> float:  # the view decodes like the network it wraps
-        hyps = translate_ids(net, src, search_settings.beam, search_settings.alpha, device=model.device,
-                             hf=search_settings.hf)
-        return corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)["bleu"]
+    def bleu_of(mask: HeadMask | None) -> float:  # decode as `translate` and `viz-model eval` do (the search
+        # network); the NLLs are full precision
+        outputs = model.translate_ids(src, search_settings, head_mask=mask)
+        return corpus_scores([model.tokenizer.decode(o) for o in outputs], refs)["bleu"]
 
-    search = model.search_network  # decode as `translate` and `viz-model eval` do; the NLLs are full precision
-    base_nll, base_bleu = nll(None), bleu_of(search) if bleu else None
+    base_nll, base_bleu = nll(None), bleu_of(None) if bleu else None
     rows = []
     for kind, layer, head in tqdm(all_heads(config), desc="heads", unit="head", disable=not progress,
                                   file=sys.stderr):
@@ -227,7 +181,7 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
         row = {"kind": kind, "layer": layer, "head": head, "nll": nll(mask), "nll_intact": base_nll}
         row["nll_rise"] = row["nll"] - base_nll
         if bleu:
-            row["bleu"] = bleu_of(HeadMaskedNetwork(search, mask))
+            row["bleu"] = bleu_of(mask)
             row["bleu_intact"] = base_bleu
             row["bleu_drop"] = base_bleu - row["bleu"]
         rows.append(row)

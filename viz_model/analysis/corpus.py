@@ -1,9 +1,10 @@
 """Run a model over many sentences and collect every attention map, batched, for corpus-level statistics.
 
-The sources are translated (batched search, `viz_model.search.batched.translate_ids`, greedy by default) or, given
-references, the references are forced; then one instrumented teacher-forced pass per length-grouped batch records
-each layer's per-head maps, and the padding is stripped per sentence. `iter_attentions` yields the maps sentence by
-sentence (nothing is kept), `analyze_corpus` turns them into the per-head statistics and roles of `head_stats`.
+The sources are translated (batched search, `TranslationModel.translate_ids`, greedy by default) or, given
+references, the references are forced; then one instrumented teacher-forced pass per length-grouped batch
+(`TranslationModel.forced_passes`) records each layer's per-head maps, and the padding is stripped per sentence.
+`iter_attentions` yields the maps sentence by sentence (nothing is kept), `analyze_corpus` turns them into the
+per-head statistics and roles of `head_stats`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import TranslationModel
+from ..api import Search, TranslationModel
 from ..data import shard
-from ..search.batched import translate_ids
-from ..search.settings import Search
+from ..data.batching import DEFAULT_BATCH_TOKENS, decoder_input
 from ..tokenization.tokenizer import word_ids
-from .forced import DEFAULT_BATCH_TOKENS, decoder_input, forced_batches
 from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics
 from .inputs import check_corpus, reference_ids, source_ids
 
@@ -72,9 +71,7 @@ def output_ids_for(model: TranslationModel, sources: list[list[int]], references
     if references is not None:
         return reference_ids(model, references)
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress, file=sys.stderr) as bar:
-        hyps = translate_ids(model.search_network, sources, search.beam, search.alpha, device=model.device,
-                             progress=bar.update, hf=search.hf)
-    return [h.tokens for h in hyps]
+        return model.translate_ids(sources, search, progress=bar.update)
 
 
 def _strip(maps: list[np.ndarray], row: int, q_len: int, k_len: int) -> list[np.ndarray]:
@@ -92,15 +89,13 @@ def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs
     Under torchrun (`viz_model.data.shard`) only this process's share of the batches."""
     pieces = model.tokenizer.pieces
     with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
-        cfg = model.config
-        for batch in forced_batches(sources, outputs, batch_tokens, model.device, cfg.bos_id, cfg.pad_id,
-                                    shared=True):
-            out = model.network(batch.src, batch.tgt_in, need_weights=True)
+        bos = model.config.bos_id
+        for batch, out in model.forced_passes(sources, outputs, batch_tokens, need_weights=True):
             encoder, decoder, cross = (_numpy(out.encoder_attentions), _numpy(out.decoder_attentions),
                                        _numpy(out.cross_attentions))
             for row, i in enumerate(batch.indices):
                 s, t = len(sources[i]), len(outputs[i])
-                target = decoder_input(outputs[i], cfg.bos_id)
+                target = decoder_input(outputs[i], bos)
                 yield SentenceAttention(
                     i, list(sources[i]), pieces(sources[i]), target, pieces(target), list(outputs[i]),
                     pieces(outputs[i]), _strip(encoder, row, s, s), _strip(decoder, row, t, t),

@@ -4,19 +4,16 @@ the sentence's output tokens) at each k, and a random baseline (what `viz-model 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, NamedTuple
 
 import pandas as pd
-import torch
 from tqdm import tqdm
 
 from ..analysis.alignment import Alignment
+from ..api import worker_model
 from ..data import shard
-from ..search.batched import translate_ids
 from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
 from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
@@ -68,20 +65,8 @@ def _sentence(network: Any, pieces: Any, src: list[int], out: list[int], methods
              "outputs": len(out)} for (method, k), row in means.iterrows()], result
 
 
-_WORKER: dict[str, Any] = {}  # in a worker process: the model it loaded
-
-
-def _start_worker(directory: str, threads: int) -> None:
-    import torch
-
-    from ..api import load
-
-    torch.set_num_threads(threads)
-    _WORKER["model"] = load(directory, device="cpu")
-
-
 def _work(job: tuple) -> tuple[list[dict], Attribution]:
-    model = _WORKER["model"]
+    model = worker_model()  # in a process of `TranslationModel.worker_pool`
     return _sentence(model.network, model.tokenizer.pieces, *job)
 
 
@@ -136,13 +121,9 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
     rows, gaps, aer = [], [], AerCounter()
     with contextlib.ExitStack() as stack:
         if workers > 1:  # started first: the workers load the model while this process translates
-            pool = stack.enter_context(ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
-                initargs=(str(model.directory), max(1, torch.get_num_threads() // workers))))
-            pool.submit(int)  # start them now (an executor starts its processes with the first task)
-        if targets is None:
-            outputs = [h.tokens for h in translate_ids(model.network, source_ids, search.beam, search.alpha,
-                                                       device=model.device, hf=search.hf)]
+            pool = stack.enter_context(model.worker_pool(workers))
+        if targets is None:  # searched by the full-precision network, which every attribution reads
+            outputs = model.with_search("fp32").translate_ids(source_ids, search)
         else:
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
-    from ..analysis.forced import DEFAULT_BATCH_TOKENS
+    from ..data.batching import DEFAULT_BATCH_TOKENS
 
     p.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                    help=f"padded tokens per teacher-forced batch (default {DEFAULT_BATCH_TOKENS}; fewer: less memory; "
