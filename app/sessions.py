@@ -1,5 +1,6 @@
-"""The model and its results shared by every page: cached loading (one model per directory version per
-process), cached traces, beam trees, layer scores and attributions, and the `Session` of one browser tab."""
+"""The model and its results shared by every page: the `ModelRef` the caches key on, cached loading (one model per
+directory version per process), cached traces, beam trees, layer scores and attributions, and the `Session` of one
+browser tab."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ from viz_model.api import TranslationModel, asset_roots, device_from_env, model_
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
+from viz_model.lessons import teaching
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import read_languages
@@ -64,22 +66,55 @@ def model_stamp(root: Path, name: str) -> str:
     return "/".join(parts)
 
 
+@dataclass(frozen=True)
+class ModelRef:
+    """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
+    runs in and the target language of a many-to-many model ("" = its own)."""
+
+    root: str
+    name: str
+    stamp: str
+    search: str = "auto"
+    lang: str = ""
+
+    @classmethod
+    def of(cls, name: str) -> ModelRef:
+        """Model `name` as its folder holds it now."""
+        root = root_of(name)
+        return cls(str(root), name, model_stamp(root, name))
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.root) / self.name
+
+    @property
+    def stored(self) -> ModelRef:
+        """The directory version alone (what loading depends on): auto search, the model's own language."""
+        return replace(self, search="auto", lang="")
+
+    def searching(self, search: str, lang: str = "") -> ModelRef:
+        return replace(self, search=search, lang=lang)
+
+
+def load_model(ref: ModelRef) -> TranslationModel:
+    """The model of `ref`'s directory version, loaded once per process and shared by every session."""
+    return _load_model(ref.stored)
+
+
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def load_model(root: str, name: str, stamp: str) -> TranslationModel:
-    """One model per (directory, version) per process, shared by every session (read-only at inference)."""
-    del stamp  # part of the cache key only
-    if name not in viz_model.available_models(root):  # only ever a real directory directly under the assets root
-        raise CheckpointError(f"no model directory named {name!r} in {root}")
-    return viz_model.load(Path(root) / name, device=device_from_env())
+def _load_model(ref: ModelRef) -> TranslationModel:
+    if ref.name not in viz_model.available_models(ref.root):  # only ever a real directory directly under the root
+        raise CheckpointError(f"no model directory named {ref.name!r} in {ref.root}")
+    return viz_model.load(ref.directory, device=device_from_env())
 
 
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
-def searching_model(root: str, name: str, stamp: str, search: str, lang: str = "") -> TranslationModel:
-    """The cached model searching in precision `search`, into target language `lang` for a many-to-many model
-    ("" = its own; the network is shared with `load_model`'s, not copied)."""
-    model = load_model(root, name, stamp)
-    model = model if search == "auto" else model.with_search(search)
-    return model.with_target_language(lang) if lang else model
+def searching_model(ref: ModelRef) -> TranslationModel:
+    """The cached model searching in precision `ref.search`, into target language `ref.lang` for a many-to-many
+    model (the network is shared with `load_model`'s, not copied)."""
+    model = load_model(ref)
+    model = model if ref.search == "auto" else model.with_search(ref.search)
+    return model.with_target_language(ref.lang) if ref.lang else model
 
 
 class TraceCache:
@@ -125,49 +160,53 @@ def trace_cache() -> TraceCache:
     return TraceCache(TRACE_CACHE_ENTRIES, TRACE_CACHE_BYTES)
 
 
-def compute_trace(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
-                  target: str | None, top_k: int, truncate: bool, positions: bool = True,
-                  lang: str = "", rule: str | None = None) -> AttentionTrace:
+def compute_trace(ref: ModelRef, text: str, beam: int, alpha: float, target: str | None, top_k: int, truncate: bool,
+                  positions: bool = True, rule: str | None = None) -> AttentionTrace:
     """The trace of this request, from the shared `TraceCache` (bounded in entries and bytes)."""
-    key = (root, name, stamp, search, lang, rule, text, beam, alpha, target, top_k, truncate, positions)
-    return trace_cache().get(key, lambda: searching_model(root, name, stamp, search, lang).trace(
+    key = (ref, rule, text, beam, alpha, target, top_k, truncate, positions)
+    return trace_cache().get(key, lambda: searching_model(ref).trace(
         text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions, rule=rule))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_beam_tree(root: str, name: str, stamp: str, search: str, text: str, beam: int, alpha: float,
-                      truncate: bool, lang: str = "", rule: str | None = None) -> BeamTree:
-    return searching_model(root, name, stamp, search, lang).beam_tree(text, beam=beam, alpha=alpha,
-                                                                       truncate=truncate, rule=rule)
+def compute_beam_tree(ref: ModelRef, text: str, beam: int, alpha: float, truncate: bool,
+                      rule: str | None = None) -> BeamTree:
+    return searching_model(ref).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate, rule=rule)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_layer_scores(root: str, name: str, stamp: str, sources: tuple[tuple[int, ...], ...],
-                         targets: tuple[tuple[int, ...], ...], kind: str, layer: int) -> LayerScores:
-    model = load_model(root, name, stamp)
+def compute_layer_scores(ref: ModelRef, sources: tuple[tuple[int, ...], ...], targets: tuple[tuple[int, ...], ...],
+                         kind: str, layer: int) -> LayerScores:
+    model = load_model(ref)
     return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_attribution(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+def compute_attribution(ref: ModelRef, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
                         methods: tuple[str, ...], steps: int, foil: int | None,
                         tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
-    model = load_model(root, name, stamp)
+    model = load_model(ref)
     result = attribute_ids(model.network, list(source_ids), list(output_ids), methods, steps, foil,
                            model.tokenizer.pieces, tolerance)
-    result.model_name = name
+    result.model_name = ref.name
     return result
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_deletions(root: str, name: str, stamp: str, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
+def compute_deletions(ref: ModelRef, source_ids: tuple[int, ...], output_ids: tuple[int, ...],
                       methods: tuple[str, ...], ranked: tuple[str, ...], ks: tuple[int, ...], steps: int,
                       tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
     """The deletion scores of the `ranked` source rankings (from an attribution of `methods`)."""
-    model = load_model(root, name, stamp)
-    result = compute_attribution(root, name, stamp, source_ids, output_ids, methods, steps, None, tolerance)
+    model = load_model(ref)
+    result = compute_attribution(ref, source_ids, output_ids, methods, steps, None, tolerance)
     return deletion_scores(model.network, list(source_ids), list(output_ids),
                            {m: result.source_scores(m) for m in ranked}, ks)
+
+
+@st.cache_data(show_spinner="Sampling random queries and keys…", max_entries=8)
+def compute_saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int) -> pd.DataFrame:
+    """How the softmax of random scores saturates with d_k (the Attention by hand page)."""
+    return teaching.saturation(dims, keys, samples, seed)
 
 
 @dataclass
@@ -175,41 +214,48 @@ class Session:
     """The loaded model and the decoding settings chosen in the sidebar."""
 
     model: TranslationModel
-    root: str
-    name: str
-    stamp: str
+    ref: ModelRef  # the model as the caches key it, searching as the sidebar says
     beam: int
     alpha: float
     top_k: int
     truncate: bool
-    search: str = "auto"
-    lang: str = ""  # a many-to-many model's target language ("" = the one it was imported with)
     rule: str | None = None  # "project" or "transformers" (None: the model's own)
 
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
-        return compute_trace(self.root, self.name, self.stamp, self.search, text, self.beam, self.alpha,
-                             target or None, self.top_k, self.truncate, positions, self.lang, self.rule)
+        return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
+                             positions, self.rule)
+
+    def trace_of_model(self, name: str, text: str, target: str | None) -> AttentionTrace:
+        """`text` traced by the model `name` of the same assets folders, with this session's decoding settings and
+        search precision, into its own language (a model that cannot load raises here, with its message)."""
+        ref = ModelRef.of(name).searching(self.ref.search)
+        load_model(ref)
+        return compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
+                             rule=self.rule)
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.search.decoding.beam_search_tree`), cached."""
-        return compute_beam_tree(self.root, self.name, self.stamp, self.search, text, beam, alpha, self.truncate,
-                                 self.lang, self.rule)
+        return compute_beam_tree(self.ref, text, beam, alpha, self.truncate, self.rule)
 
     def attribution(self, trace: AttentionTrace, methods: tuple[str, ...], steps: int = DEFAULT_STEPS,
                     foil: int | None = None, tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
         """Attributions of the trace's translation (teacher-forced on its output), cached."""
-        return compute_attribution(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
-                                   methods, steps, foil, tolerance)
+        return compute_attribution(self.ref.stored, tuple(trace.source_ids), tuple(trace.output_ids), methods, steps,
+                                   foil, tolerance)
 
     def deletions(self, trace: AttentionTrace, methods: tuple[str, ...], ranked: tuple[str, ...],
                   ks: tuple[int, ...], steps: int = DEFAULT_STEPS, tolerance: float = DEFAULT_TOLERANCE
                   ) -> pd.DataFrame:
-        return compute_deletions(self.root, self.name, self.stamp, tuple(trace.source_ids), tuple(trace.output_ids),
-                                 methods, ranked, ks, steps, tolerance)
+        return compute_deletions(self.ref.stored, tuple(trace.source_ids), tuple(trace.output_ids), methods, ranked,
+                                 ks, steps, tolerance)
 
     def layer_scores(self, sources: list[list[int]], targets: list[list[int]], kind: str, layer: int) -> LayerScores:
-        return compute_layer_scores(self.root, self.name, self.stamp, tuple(map(tuple, sources)),
-                                    tuple(map(tuple, targets)), kind, layer)
+        return compute_layer_scores(self.ref.stored, tuple(map(tuple, sources)), tuple(map(tuple, targets)), kind,
+                                    layer)
 
 
 @contextmanager
@@ -224,10 +270,10 @@ def training_slot() -> Iterator[bool]:
             _TRAINING.release()
 
 
-def model_languages(root: str, name: str) -> str:
+def model_languages(directory: Path) -> str:
     """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable)."""
     try:
-        return read_languages(Path(root) / name).label
+        return read_languages(directory).label
     except (OSError, ValueError):
         return "?"
 

@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` puts app/ on the path, not 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import sessions, state, widgets  # noqa: E402
+from app import sessions, sidebar, state, tracing, widgets  # noqa: E402
 
 LOG = logging.getLogger("viz_model.app")
 
@@ -53,13 +53,13 @@ if not models:
 else:
     state.init_state(models)
     page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
-    session = widgets.sidebar(models)
+    session = sidebar.sidebar(models)
     state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
         with sessions.serving(session):  # the page gets this run's session from require_session
             page.run()
     except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
-        widgets.out_of_memory()
+        tracing.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers
         LOG.exception("page %s failed", page.title)
         st.error(f"{widgets.UNEXPECTED} ({type(err).__name__}: {err}). Try another setting; if it persists, "

@@ -6,14 +6,14 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from app import analyze, sessions, state, texts, widgets
+from app import analyze_pages, sessions, state, texts, tracing, widgets
+from app.page_settings import ABLATION as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, layer_counts
 from viz_model.plot import analysis as af
 
 IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLEU drop"}
 
-ss = st.session_state
 session = sessions.require_session()
 config = session.model.config
 layers, head_count = layer_counts(config), config.heads
@@ -22,17 +22,17 @@ everything = all_heads(config)
 
 def toggle_head(chart_key: str) -> None:
     """A click on a head grid switches that head on or off; the grid is then redrawn without a selection."""
-    point = state.selected_point(ss.get(chart_key))
+    point = state.selected_point(st.session_state.get(chart_key))
     if point is None or len(point) != 3:
         return
     head = (str(point[0]), int(point[1]), int(point[2]))
-    chosen = list(ss.get("abl_heads", []))
-    ss["abl_heads"] = [h for h in chosen if h != head] if head in chosen else [*chosen, head]
-    ss["abl_grid_n"] = ss.get("abl_grid_n", 0) + 1
+    chosen = list(own.heads.get())
+    own.heads.set([h for h in chosen if h != head] if head in chosen else [*chosen, head])
+    own.redraws.set(own.redraws.get() + 1)
 
 
 def clickable_grid(fig, name: str, key: str) -> None:
-    chart_key = f"{key}_{ss.get('abl_grid_n', 0)}"
+    chart_key = f"{key}_{own.redraws.get()}"  # a new key after every click: the grid is drawn without a selection
     widgets.chart(fig, name, key=chart_key, on_select=partial(toggle_head, chart_key))
 
 
@@ -40,16 +40,16 @@ st.title("Ablation")
 st.caption("Switch heads off (their output multiplied by 0, for this request only: the model every visitor shares "
            "is not changed) and translate the sentence again: does the translation change, and how much less likely "
            "does the original translation become?")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 if trace.settings.get("forced"):
     st.info("The forced target is not used here: the ablation compares the model's own translations.")
 
 # --- which heads -------------------------------------------------------------------------------------------------
-ss.setdefault("abl_heads", [("cross", layers["cross"] - 1, 0)])
-ss["abl_heads"] = [tuple(h) for h in ss["abl_heads"] if tuple(h) in everything]  # another model may be smaller
-state.bound(st.multiselect, "Heads to switch off", "abl_heads", everything, format_func=analyze.head_label,
-             placeholder="Pick heads, or click them in the grid below")
-chosen = sorted(ss["abl_heads"], key=everything.index)
+own.heads.init([("cross", layers["cross"] - 1, 0)])
+own.heads.set([tuple(h) for h in own.heads.get() if tuple(h) in everything])  # another model may be smaller
+state.bound(st.multiselect, "Heads to switch off", own.heads, everything, format_func=analyze_pages.head_label,
+            placeholder="Pick heads, or click them in the grid below")
+chosen = sorted(own.heads.get(), key=everything.index)
 grid = {kind: np.zeros((count, head_count)) for kind, count in layers.items()}
 fig = af.head_grid(grid, f"Heads switched off: {len(chosen)} of {len(everything)} (click a head to add or remove it)",
                    "switched off", [[0, "#f0f2f6"], [1, "#f0f2f6"]], selected=chosen, showscale=False)
@@ -61,9 +61,7 @@ if not chosen:
 else:
     try:
         with st.spinner(f"Translating without {len(chosen)} heads…"):
-            result = analyze.compute_ablation(session.root, session.name, session.stamp, session.search,
-                                              trace.source_text, tuple(chosen), session.beam, session.alpha,
-                                              session.rule)
+            result = analyze_pages.ablate(session, trace.source_text, tuple(chosen))
     except ValueError as err:
         widgets.input_problem(err, "This ablation cannot be run: ")
         result = None
@@ -76,9 +74,9 @@ else:
             widgets.show_text(f"Translation, {off} off", result.ablated_translation)
         st.caption("Token diff (intact → heads off): :red-background[~~deleted~~] pieces are only in the intact "
                    "translation, :green-background[inserted] ones only in the ablated one.")
-        st.markdown(analyze.diff_markdown(result.diff))
+        st.markdown(analyze_pages.diff_markdown(result.diff))
         if result.changed:
-            st.dataframe(analyze.diff_table(result.diff), hide_index=True, width="stretch")
+            st.dataframe(analyze_pages.diff_table(result.diff), hide_index=True, width="stretch")
         else:
             st.success("The translation did not change: these heads are not needed for this sentence's output.")
         a, b = st.columns(2)
@@ -90,7 +88,7 @@ else:
 
 # --- over a corpus -----------------------------------------------------------------------------------------------
 st.subheader("Head importance over a corpus")
-importance, problem = analyze.stored_table(session, "importance")
+importance, problem = analyze_pages.stored_table(session, "importance")
 if problem is not None:
     st.error(texts.md_escape(f"The importance table cannot be used: {problem}"))
 elif importance is None:
@@ -99,9 +97,9 @@ elif importance is None:
             f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head).")
 else:
     columns = [c for c in IMPORTANCE_COLUMNS if c in importance.columns]
-    state.clamp_choice("abl_metric", columns, columns[0], "Measure")
-    state.bound(st.radio, "Measure", "abl_metric", columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
-    metric = ss["abl_metric"]
+    state.clamp_choice(own.metric, columns, columns[0], "Measure")
+    state.bound(st.radio, "Measure", own.metric, columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
+    metric = own.metric.get()
     fig = af.head_grid(af.table_grid(importance, metric, layers, head_count),
                        f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off", IMPORTANCE_COLUMNS[metric],
                        "RdBu_r", selected=chosen, zmid=0.0)
@@ -109,4 +107,4 @@ else:
     st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
                "become less likely; blue ones even help when removed. Click a head to switch it off above.")
     widgets.exports(fig, f"head-importance-{metric}", "abl_importance_export",
-                   csv=lambda: analyze.display_heads(importance))
+                   csv=lambda: analyze_pages.display_heads(importance))

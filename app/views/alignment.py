@@ -4,7 +4,8 @@ attention rollout / flow through the self-attention layers next to the raw atten
 import numpy as np
 import streamlit as st
 
-from app import analyze, sessions, state, texts, widgets
+from app import analyze_pages, sessions, state, texts, tracing, widgets
+from app.page_settings import ALIGNMENT as own
 from viz_model.analysis import alignment, rollout
 from viz_model.nn import kinds
 from viz_model.plot import analysis as af
@@ -12,13 +13,12 @@ from viz_model.plot import analysis as af
 ROWS = {"output": "the query that predicted it", "input": "the query that read it (shifted)"}
 SELF_KINDS = ("encoder", "decoder")
 
-ss = st.session_state
 session = sessions.require_session()
 
 st.title("Alignment & rollout")
 st.caption("Cross-attention shows which source words the decoder looked at while writing each target word: read as "
            "links, it is a word alignment. Rollout and flow follow attention through every layer at once.")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 
 # --- word alignment ----------------------------------------------------------------------------------------------
 st.subheader("Cross-attention as word alignment")
@@ -27,22 +27,21 @@ layer_options = list(range(1, cross_layers + 1))
 head_options = ["mean", *range(1, head_count + 1)]
 columns = st.columns(4)
 with columns[0]:
-    state.clamp_choice("al_layer", layer_options, cross_layers, "Layer")
-    state.bound(st.selectbox, "Cross-attention layer", "al_layer", layer_options,
-                 format_func=lambda v: f"Layer {v} of {cross_layers}")
+    state.clamp_choice(own.layer, layer_options, cross_layers, "Layer")
+    state.bound(st.selectbox, "Cross-attention layer", own.layer, layer_options,
+                format_func=lambda v: f"Layer {v} of {cross_layers}")
 with columns[1]:
-    state.clamp_choice("al_head", head_options, "mean", "Head")
-    state.bound(st.selectbox, "Head", "al_head", head_options,
-                 format_func=lambda v: state.head_label(v, head_count))
+    state.clamp_choice(own.head, head_options, "mean", "Head")
+    state.bound(st.selectbox, "Head", own.head, head_options, format_func=lambda v: state.head_label(v, head_count))
 with columns[2]:
-    ss.setdefault("al_rows", "output")
-    state.bound(st.radio, "A target word is", "al_rows", list(ROWS), format_func=ROWS.get)
+    own.rows.init()
+    state.bound(st.radio, "A target word is", own.rows, list(ROWS), format_func=ROWS.get)
 with columns[3]:
-    ss.setdefault("al_threshold", 0.0)
-    state.bound(st.slider, "Link only above weight", "al_threshold", 0.0, 1.0, step=0.05,
-                 help="Each target word is linked to its most attended source word when that weight reaches this.")
-layer, rows, threshold = int(ss["al_layer"]) - 1, ss["al_rows"], float(ss["al_threshold"])
-head = state.head_index(ss["al_head"])
+    own.threshold.init()
+    state.bound(st.slider, "Link only above weight", own.threshold, 0.0, 1.0, step=0.05,
+                help="Each target word is linked to its most attended source word when that weight reaches this.")
+layer, rows, threshold = int(own.layer.get()) - 1, own.rows.get(), float(own.threshold.get())
+head = state.head_index(own.head.get())
 words = alignment.layer_word_attention(trace, layer, rows)
 source_words, target_words = words.source_words, words.target_words
 if not source_words or not target_words:
@@ -53,18 +52,19 @@ else:
     st.caption("Words, numbered from 0 as in the gold alignment below.")
     for side, side_words in (("Source", source_words), ("Target", target_words)):
         st.caption(f"{side}: " + texts.md_escape(" · ".join(f"{i} {w}" for i, w in enumerate(side_words))))
-    ss.setdefault("al_gold", "")
-    state.bound(st.text_input, "Gold alignment for this sentence (optional, Pharaoh format)", "al_gold",
-                 max_chars=analyze.MAX_GOLD_CHARS, placeholder="0-0 1-1 2-3 (source word - target word; i?j possible)",
-                 help="Pairs i-j: source word i is aligned to target word j, both from 0. i?j or i-j-P marks a "
-                      "possible link. The target side is the translation shown (or the forced target).")
+    own.gold.init()
+    state.bound(st.text_input, "Gold alignment for this sentence (optional, Pharaoh format)", own.gold,
+                max_chars=analyze_pages.MAX_GOLD_CHARS,
+                placeholder="0-0 1-1 2-3 (source word - target word; i?j possible)",
+                help="Pairs i-j: source word i is aligned to target word j, both from 0. i?j or i-j-P marks a "
+                     "possible link. The target side is the translation shown (or the forced target).")
     gold = None
-    if ss["al_gold"].strip():
+    if own.gold.get().strip():
         try:
-            gold = analyze.parse_gold(ss["al_gold"], len(source_words), len(target_words))
+            gold = analyze_pages.parse_gold(own.gold.get(), len(source_words), len(target_words))
         except ValueError as err:
             widgets.input_problem(err, "The gold alignment cannot be used: ")
-    name = f"alignment-layer{layer + 1}-{ss['al_head']}"
+    name = f"alignment-layer{layer + 1}-{own.head.get()}"
     title = f"Cross-attention links, layer {layer + 1}, {'mean over heads' if head == 'mean' else f'head {head + 1}'}"
     gold_links = gold.possible if gold is not None else ()
     fig = af.alignment_figure(weights, source_words, target_words, links, title, gold_links)
@@ -81,7 +81,7 @@ else:
                                                            "(lower is better)")
         widgets.chart(fig, "aer", key="al_aer_chart")
         widgets.exports(fig, "aer", "al_aer")
-        st.dataframe(analyze.display_aer(table), hide_index=True, width="stretch")
+        st.dataframe(analyze_pages.display_aer(table), hide_index=True, width="stretch")
         st.caption("AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney, 2003): A are the links above, S the sure and "
                    "P the possible gold links. “mean” rows use the layer's mean over heads.")
 
@@ -92,28 +92,28 @@ st.caption("A layer's attention mixes tokens that earlier layers already mixed. 
            "pipes and asks how much can flow from each input token to each position (Abnar & Zuidema, 2020).")
 columns = st.columns(3)
 with columns[0]:
-    state.clamp_choice("ro_kind", list(SELF_KINDS), "encoder", "Attention kind")
-    state.bound(st.radio, "Self-attention", "ro_kind", list(SELF_KINDS), horizontal=True,
-                 format_func=kinds.KIND_LABELS.get)
-kind = ss["ro_kind"]
+    state.clamp_choice(own.rollout_kind, list(SELF_KINDS), "encoder", "Attention kind")
+    state.bound(st.radio, "Self-attention", own.rollout_kind, list(SELF_KINDS), horizontal=True,
+                format_func=kinds.KIND_LABELS.get)
+kind = own.rollout_kind.get()
 kind_layers = trace.num_layers[kind]
 with columns[1]:
     options = list(range(1, kind_layers + 1))
-    state.clamp_choice("ro_layer", options, kind_layers, "Layer")
-    state.bound(st.selectbox, "Through layer", "ro_layer", options,
-                 format_func=lambda v: f"Layer {v} of {kind_layers}")
+    state.clamp_choice(own.rollout_layer, options, kind_layers, "Layer")
+    state.bound(st.selectbox, "Through layer", own.rollout_layer, options,
+                format_func=lambda v: f"Layer {v} of {kind_layers}")
 with columns[2]:
-    ss.setdefault("ro_residual", 0.5)
-    state.bound(st.slider, "Residual share (identity)", "ro_residual", 0.0, 1.0, step=0.05,
-                 help="How much of each position passes a layer unchanged through the residual connection.")
-layer, residual = int(ss["ro_layer"]) - 1, float(ss["ro_residual"])
+    own.residual.init()
+    state.bound(st.slider, "Residual share (identity)", own.residual, 0.0, 1.0, step=0.05,
+                help="How much of each position passes a layer unchanged through the residual connection.")
+layer, residual = int(own.rollout_layer.get()) - 1, float(own.residual.get())
 maps = trace.attentions(kind)
 queries, keys = trace.axes(kind)
 panels = [("raw", maps[layer].mean(axis=0), f"Raw attention, layer {layer + 1} (mean over heads)"),
           ("rollout", rollout.attention_rollout(maps, residual)[layer], f"Rollout through layers 1–{layer + 1}")]
-if len(keys) <= analyze.FLOW_MAX_TOKENS:
+if len(keys) <= analyze_pages.FLOW_MAX_TOKENS:
     with st.spinner("Computing attention flow…"):
-        flow = analyze.compute_flow([np.asarray(m) for m in maps[:layer + 1]], residual)
+        flow = analyze_pages.compute_flow([np.asarray(m) for m in maps[:layer + 1]], residual)
     panels.append(("flow", flow, f"Flow through layers 1–{layer + 1}"))
 # side by side only two fit: three columns squeezed each map to ~80 px, so one row of two and one below
 for index, (what, weights, title) in enumerate(panels):
@@ -123,6 +123,6 @@ for index, (what, weights, title) in enumerate(panels):
         fig = af.token_map_figure(weights, queries, keys, kind, layer, title)
         widgets.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
         widgets.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")
-if len(keys) > analyze.FLOW_MAX_TOKENS:
-    st.info(f"Attention flow is shown for up to {analyze.FLOW_MAX_TOKENS} tokens: it solves one maximum-flow problem "
-            f"per pair of tokens ({len(keys)}² here). Shorten the sentence to see it.")
+if len(keys) > analyze_pages.FLOW_MAX_TOKENS:
+    st.info(f"Attention flow is shown for up to {analyze_pages.FLOW_MAX_TOKENS} tokens: it solves one maximum-flow "
+            f"problem per pair of tokens ({len(keys)}² here). Shorten the sentence to see it.")

@@ -5,10 +5,10 @@ import numpy as np
 import streamlit as st
 
 from app import sessions, state, widgets
+from app.page_settings import BY_HAND as own
 from viz_model.lessons import teaching
 from viz_model.plot import teaching as tf
 
-ss = st.session_state
 session = sessions.require_session()
 config = session.model.config
 MATRICES = {"X": ("X: one row per input x1, x2, …", "d"), "W_q": ("W_q: one row per column of X", "q"),
@@ -26,39 +26,36 @@ st.caption(f"In the loaded model: d_model = {config.d_model}, {config.heads} hea
 
 
 # --- the editable example ----------------------------------------------------------------------------------------
-def _editor_key(name: str) -> str:
-    return f"abh_edit_{name}"
-
-
 def _set_bases(values: dict[str, np.ndarray]) -> None:
-    ss["abh_base"] = {k: np.array(v, dtype=np.float64) for k, v in values.items()}
+    own.base.set({k: np.array(v, dtype=np.float64) for k, v in values.items()})
     for name in MATRICES:
-        ss.pop(_editor_key(name), None)  # the editors start again from the new tables
+        own.editor(name).pop()  # the editors start again from the new tables
 
 
 def _reset() -> None:
     _set_bases(EXAMPLE)
-    ss["abh_d_in"], ss["abh_d_k"], ss["abh_d_v"] = 4, 3, 3
+    for width in (own.d_in, own.d_k, own.d_v):
+        width.set(width.default)  # the worked example's
 
 
 def _resize() -> None:
     """New widths: keep what fits of the current matrices, zero-fill the rest."""
-    current = ss.get("abh_current") or ss["abh_base"]
-    d_in, d_k, d_v = int(ss["abh_d_in"]), int(ss["abh_d_k"]), int(ss["abh_d_v"])
+    current = own.current.get() or own.base.get()
+    d_in, d_k, d_v = int(own.d_in.get()), int(own.d_k.get()), int(own.d_v.get())
     x = current["X"]
     _set_bases({"X": teaching.resized(x, x.shape[0], d_in), "W_q": teaching.resized(current["W_q"], d_in, d_k),
                 "W_k": teaching.resized(current["W_k"], d_in, d_k), "W_v": teaching.resized(current["W_v"], d_in, d_v)})
 
 
-if "abh_base" not in ss:
+if own.base.get() is None:
     _reset()
 
 st.subheader("1. The inputs and the weights")
 st.caption("Edit any cell; add or delete rows with the table's controls. Widths change with the numbers below.")
 with st.container(horizontal=True, vertical_alignment="bottom"):
-    st.number_input("Width of X (d_model)", 1, teaching.MAX_COLS, key="abh_d_in", on_change=_resize)
-    st.number_input("d_k (columns of W_q, W_k)", 1, teaching.MAX_COLS, key="abh_d_k", on_change=_resize)
-    st.number_input("d_v (columns of W_v)", 1, teaching.MAX_COLS, key="abh_d_v", on_change=_resize)
+    st.number_input("Width of X (d_model)", 1, teaching.MAX_COLS, key=own.d_in.key, on_change=_resize)
+    st.number_input("d_k (columns of W_q, W_k)", 1, teaching.MAX_COLS, key=own.d_k.key, on_change=_resize)
+    st.number_input("d_v (columns of W_v)", 1, teaching.MAX_COLS, key=own.d_v.key, on_change=_resize)
     st.button("Reset to the worked example", on_click=_reset, icon=":material/restart_alt:")
 
 parsed: dict[str, np.ndarray] = {}
@@ -66,8 +63,8 @@ problems: list[str] = []
 columns = st.columns([4, 3, 3, 3])
 for column, (name, (label, col_prefix)) in zip(columns, MATRICES.items()):
     with column:
-        base = teaching.matrix_frame(ss["abh_base"][name], col_prefix)
-        edited = st.data_editor(base, key=_editor_key(name), num_rows="dynamic", width="stretch", hide_index=True)
+        base = teaching.matrix_frame(own.base.get()[name], col_prefix)
+        edited = st.data_editor(base, key=own.editor(name).key, num_rows="dynamic", width="stretch", hide_index=True)
         st.caption(label)
         try:
             parsed[name] = teaching.parse_matrix(edited, name)
@@ -82,7 +79,7 @@ for problem in problems:
     widgets.input_problem(teaching.InputError(problem))
 valid = not problems
 if valid:
-    ss["abh_current"] = parsed
+    own.current.set(parsed)
     x, wq, wk, wv = parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"]
     example = teaching.is_example(x, wq, wk, wv)
     n = x.shape[0]
@@ -102,10 +99,10 @@ if valid:
             st.markdown(f"**{label}**")
             widgets.matrix_table(teaching.labelled(values, inputs, f"{prefix}·"), digits=2)
     options = list(range(n))
-    state.clamp_choice("abh_query", options, 0, "Query")
-    state.bound(st.selectbox, "Follow the query of input", "abh_query", options,
+    state.clamp_choice(own.query, options, 0, "Query")
+    state.bound(st.selectbox, "Follow the query of input", own.query, options,
                  format_func=lambda i: f"x{i + 1} (query q{i + 1})")
-    i = int(ss["abh_query"])
+    i = int(own.query.get())
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Scores Q Kᵀ** (row {i + 1}: q{i + 1} · k_j)")
@@ -175,23 +172,23 @@ if valid:
 st.subheader("4. Why scale: softmax saturation against d_k")
 st.caption("Dot products of random vectors with unit-variance entries have variance d_k: they grow with the width, "
            "and the softmax of large scores is nearly one-hot (tiny gradients). Divided by √d_k they keep variance 1.")
-ss.setdefault("abh_keys", 10)
-ss.setdefault("abh_samples", 1000)
-ss.setdefault("abh_seed", 0)
+own.keys.init()
+own.samples.init()
+own.seed.init()
 a, b, c = st.columns(3)
 with a:
-    state.bound(st.slider, "Keys per query", "abh_keys", 2, 64)
+    state.bound(st.slider, "Keys per query", own.keys, 2, 64)
 with b:
-    state.bound(st.select_slider, "Random queries per d_k", "abh_samples", [200, 500, 1000, 2000])
+    state.bound(st.select_slider, "Random queries per d_k", own.samples, [200, 500, 1000, 2000])
 with c:
-    state.bound(st.number_input, "Seed", "abh_seed", min_value=0, max_value=2**31 - 1, step=1)
+    state.bound(st.number_input, "Seed", own.seed, min_value=0, max_value=2**31 - 1, step=1)
 try:
-    curve = widgets.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(ss["abh_keys"]),
-                              int(ss["abh_samples"]), int(ss["abh_seed"]))
+    curve = sessions.compute_saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(own.keys.get()),
+                                        int(own.samples.get()), int(own.seed.get()))
 except teaching.InputError as err:
     widgets.input_problem(err)
 else:
-    fig = tf.saturation_figure(curve, int(ss["abh_keys"]))
+    fig = tf.saturation_figure(curve, int(own.keys.get()))
     widgets.chart(fig, "softmax-saturation", key="abh_sat_chart")
     widgets.exports(fig, "softmax-saturation", "abh_sat", csv=lambda: curve)
 
@@ -200,9 +197,9 @@ if valid:
     st.subheader("5. Masking: the decoder's causal mask on the example")
     st.caption("In the decoder, input i may only look at inputs 1..i: the scores above the diagonal become −∞ before "
                "the softmax, so their weights are exactly 0 and output 1 is v1 itself.")
-    ss.setdefault("abh_mask_scaled", True)
-    state.bound(st.toggle, "With the ÷ √d_k scaling", "abh_mask_scaled")
-    masked = teaching.attention_by_hand(x, wq, wk, wv, scale=bool(ss["abh_mask_scaled"]), causal=True)
+    own.mask_scaled.init()
+    state.bound(st.toggle, "With the ÷ √d_k scaling", own.mask_scaled)
+    masked = teaching.attention_by_hand(x, wq, wk, wv, scale=bool(own.mask_scaled.get()), causal=True)
     left, right = st.columns(2)
     with left:
         fig = tf.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
@@ -222,21 +219,21 @@ if valid:
                "and zero biases: project X to Q, K, V of width d_model, split each into h heads of d_model/h "
                "columns, attend in every head at once, concatenate the heads, multiply by W_O. "
                f"The loaded model does this with {config.heads} heads of {config.d_head}.")
-    ss.setdefault("abh_heads", divisors[min(1, len(divisors) - 1)])
-    ss.setdefault("abh_mh_seed", 0)
+    own.heads.init(divisors[min(1, len(divisors) - 1)])
+    own.head_seed.init()
     a, b, c = st.columns(3)
     with a:
-        state.clamp_choice("abh_heads", divisors, divisors[min(1, len(divisors) - 1)], "Heads")
-        state.bound(st.selectbox, "Heads h", "abh_heads", divisors,
+        state.clamp_choice(own.heads, divisors, divisors[min(1, len(divisors) - 1)], "Heads")
+        state.bound(st.selectbox, "Heads h", own.heads, divisors,
                      help="d_model must be divisible by h: the choices are the divisors of the width of X.")
     with b:
-        state.bound(st.number_input, "Weight seed", "abh_mh_seed", min_value=0, max_value=2**31 - 1, step=1)
+        state.bound(st.number_input, "Weight seed", own.head_seed, min_value=0, max_value=2**31 - 1, step=1)
     with c:
-        ss.setdefault("abh_mh_causal", False)
-        state.bound(st.toggle, "Causal mask", "abh_mh_causal")
+        own.head_causal.init()
+        state.bound(st.toggle, "Causal mask", own.head_causal)
     try:
-        steps = teaching.multi_head_by_hand(x, int(ss["abh_heads"]), int(ss["abh_mh_seed"]),
-                                            bool(ss["abh_mh_causal"]))
+        steps = teaching.multi_head_by_hand(x, int(own.heads.get()), int(own.head_seed.get()),
+                                            bool(own.head_causal.get()))
     except teaching.InputError as err:
         widgets.input_problem(err)
     else:

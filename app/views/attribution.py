@@ -4,7 +4,8 @@ output token, by several methods side by side, and a deletion check of which exp
 import pandas as pd
 import streamlit as st
 
-from app import sessions, state, texts, widgets
+from app import sessions, state, texts, tracing, widgets
+from app.page_settings import ATTRIBUTION as own
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, MAX_STEPS
@@ -21,38 +22,37 @@ TOLERANCES = {0.005: "adaptive, until every gap ≤ 0.5%", 0.01: "adaptive, unti
               0.02: "adaptive, until every gap ≤ 2%", 0.05: "adaptive, until every gap ≤ 5%",
               0.0: "fixed: exactly that many points (Gauss-Legendre)"}
 
-ss = st.session_state
 session = sessions.require_session()
 
 st.title("Attribution")
 st.caption("Attention weights alone can mislead: a head may attend strongly to a token whose value vector is nearly "
            "zero, and the residual stream carries much of the signal past every head. These methods measure what "
            "each input token contributed to each output token of the translation (teacher-forced on it).")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 
-ss.setdefault("at_methods", ["attention", "value_weighted", "alti", "saliency"])
-ss["at_methods"] = [m for m in ss["at_methods"] if m in CHOICES]
-state.bound(st.multiselect, "Methods", "at_methods", list(CHOICES), format_func=CHOICES.get)
-chosen = [m for m in METHODS if m in ss["at_methods"]]
+own.methods.init()
+own.methods.set([m for m in own.methods.get() if m in CHOICES])
+state.bound(st.multiselect, "Methods", own.methods, list(CHOICES), format_func=CHOICES.get)
+chosen = [m for m in METHODS if m in own.methods.get()]
 if not chosen:
     st.info("Pick at least one method.")
     st.stop()
 steps, tolerance = DEFAULT_STEPS, DEFAULT_TOLERANCE
 if "integrated_gradients" in chosen:
-    ss.setdefault("at_steps", DEFAULT_STEPS)
-    state.clamp_choice("at_tolerance", list(TOLERANCES), DEFAULT_TOLERANCE, "Integrated gradients")
+    own.steps.init()
+    state.clamp_choice(own.tolerance, list(TOLERANCES), DEFAULT_TOLERANCE, "Integrated gradients")
     left, right = st.columns(2)
     with left:
-        state.bound(st.selectbox, "Integrated gradients", "at_tolerance", list(TOLERANCES),
-                     format_func=TOLERANCES.get,
-                     help="Adaptive: points are added where the path integral is least accurate until every output "
-                          "token's completeness gap is within the target, or the points run out.")
+        state.bound(st.selectbox, "Integrated gradients", own.tolerance, list(TOLERANCES),
+                    format_func=TOLERANCES.get,
+                    help="Adaptive: points are added where the path integral is least accurate until every output "
+                         "token's completeness gap is within the target, or the points run out.")
     with right:
-        state.bound(st.slider, "Most points on the path" if ss["at_tolerance"] else "Points on the path", "at_steps",
-                     16, MAX_STEPS, step=16,
-                     help="Points on the path from all-zero token embeddings to the real ones: each is a forward and "
-                          "a backward pass, so time grows with them.")
-    steps, tolerance = int(ss["at_steps"]), float(ss["at_tolerance"])
+        state.bound(st.slider, "Most points on the path" if own.tolerance.get() else "Points on the path", own.steps,
+                    16, MAX_STEPS, step=16,
+                    help="Points on the path from all-zero token embeddings to the real ones: each is a forward and "
+                         "a backward pass, so time grows with them.")
+    steps, tolerance = int(own.steps.get()), float(own.tolerance.get())
 computed = tuple(m for m in METHODS if m in {*chosen, "attention", "alti"})  # the share chart needs ALTI+
 ranked = tuple("attention_mean" if m == "attention" else m for m in chosen)
 try:
@@ -76,10 +76,9 @@ widgets.exports(fig, "source-share", "at_share", csv=lambda: pd.DataFrame(
 # --- one output token, every method -----------------------------------------------------------------------------
 st.subheader("Why this word? Every method side by side")
 outputs = list(range(len(result.output_tokens)))
-state.clamp_choice("at_output", outputs, 0, "Output token")
-state.bound(st.selectbox, "Output token", "at_output", outputs,
-             format_func=lambda i: f"{i}: {result.output_tokens[i]}")
-output = int(ss["at_output"])
+state.clamp_choice(own.output, outputs, 0, "Output token")
+state.bound(st.selectbox, "Output token", own.output, outputs, format_func=lambda i: f"{i}: {result.output_tokens[i]}")
+output = int(own.output.get())
 fig = pa.methods_figure(result, output, ranked)
 widgets.chart(fig, "methods", key="at_methods_chart")
 st.caption("Each method's scores over the source tokens for this output token, scaled so that its largest magnitude "
@@ -95,10 +94,10 @@ if result.relative_gap is not None:
     (st.caption if met else st.warning)(note)
 
 with st.expander("Contrastive: why this word and not another?"):
-    ss.setdefault("at_foil", "")
-    state.bound(st.text_input, "…and not (one piece of the target vocabulary)", "at_foil", max_chars=40,
-                 placeholder="e.g. Katze")
-    foil_text = ss["at_foil"].strip()
+    own.foil.init()
+    state.bound(st.text_input, "…and not (one piece of the target vocabulary)", own.foil, max_chars=40,
+                placeholder="e.g. Katze")
+    foil_text = own.foil.get().strip()
     if foil_text:
         pieces = session.model.tokenizer.encode_target(foil_text)
         if len(pieces) != 1:
@@ -122,13 +121,13 @@ with st.expander("Contrastive: why this word and not another?"):
 
 # --- the full matrix ------------------------------------------------------------------------------------------------
 st.subheader("Every output token from every input token")
-state.clamp_choice("at_matrix", list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
-state.bound(st.selectbox, "Method", "at_matrix", list(ranked), format_func=pa.method_label)
-fig = pa.contribution_figure(result, ss["at_matrix"])
-widgets.chart(fig, f"matrix-{ss['at_matrix']}", key="at_matrix_chart")
+state.clamp_choice(own.matrix, list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
+state.bound(st.selectbox, "Method", own.matrix, list(ranked), format_func=pa.method_label)
+fig = pa.contribution_figure(result, own.matrix.get())
+widgets.chart(fig, f"matrix-{own.matrix.get()}", key="at_matrix_chart")
 st.caption("ALTI+ and the gradient methods also score the target prefix (right of the line); attention-based "
            "methods score the source only.")
-widgets.exports(fig, f"matrix-{ss['at_matrix']}", "at_matrix_fig")
+widgets.exports(fig, f"matrix-{own.matrix.get()}", "at_matrix_fig")
 
 # --- faithfulness ------------------------------------------------------------------------------------------------
 st.subheader("Which explanation is faithful?")
@@ -136,8 +135,8 @@ st.caption("No gold data needed: remove the k source tokens a method ranks highe
            "padding) and measure how much that token's log-probability drops (higher = the method found what the "
            "prediction needs); keep only those k (lower = they suffice). Random tokens are the baseline.")
 if st.button("Check by deleting tokens", icon=":material/science:", key="at_check"):
-    ss["at_checked"] = (tuple(trace.source_ids), tuple(trace.output_ids))
-if ss.get("at_checked") == (tuple(trace.source_ids), tuple(trace.output_ids)):
+    own.checked.set((tuple(trace.source_ids), tuple(trace.output_ids)))
+if own.checked.get() == (tuple(trace.source_ids), tuple(trace.output_ids)):
     with st.spinner("Deleting tokens…"):
         deletions = session.deletions(trace, computed, ranked, DEFAULT_KS, steps, tolerance)
     fig = pa.deletion_figure(deletions)

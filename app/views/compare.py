@@ -3,7 +3,9 @@ and for two models on the same sentence."""
 
 import streamlit as st
 
-from app import analyze, sessions, state, texts, widgets
+from app import analyze_pages, sessions, state, texts, tracing, widgets
+from app.page_settings import COMPARE as own
+from app.shared_settings import SHARED
 from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.nn import kinds
@@ -13,7 +15,6 @@ from viz_model.trace import AttentionTrace
 
 View = tuple[str, int, figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
 
-ss = st.session_state
 session = sessions.require_session()
 
 
@@ -41,36 +42,37 @@ def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: 
 
 st.title("Compare")
 st.caption("The same head on two sentences, or on two models: what moves when one word changes?")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 
 columns = st.columns(3)
 with columns[0]:
-    state.clamp_choice("cmp_kind", list(kinds.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
-    state.bound(st.selectbox, "Attention", "cmp_kind", list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
-kind = ss["cmp_kind"]
+    state.clamp_choice(own.kind, list(kinds.KIND_LABELS), SHARED.kind.get(), "Attention kind")
+    state.bound(st.selectbox, "Attention", own.kind, list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
+kind = own.kind.get()
 layer_count, head_count = trace.num_layers[kind], trace.num_heads
 layer_options = list(range(1, layer_count + 1))
 head_options = state.head_options(head_count)
 with columns[1]:
-    state.clamp_choice("cmp_layer", layer_options, 1, "Layer")
-    state.bound(st.selectbox, "Layer", "cmp_layer", layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
+    state.clamp_choice(own.layer, layer_options, 1, "Layer")
+    state.bound(st.selectbox, "Layer", own.layer, layer_options, format_func=lambda v: f"Layer {v} of {layer_count}")
 with columns[2]:
-    state.clamp_choice("cmp_head", head_options, "mean", "Head")
-    state.bound(st.selectbox, "Head", "cmp_head", head_options,
+    state.clamp_choice(own.head, head_options, "mean", "Head")
+    state.bound(st.selectbox, "Head", own.head, head_options,
                  format_func=lambda v: state.head_label(v, head_count))
-layer = int(ss["cmp_layer"]) - 1
-head = state.head_index(ss["cmp_head"])
+layer = int(own.layer.get()) - 1
+head = state.head_index(own.head.get())
 
 # --- two sentences -----------------------------------------------------------------------------------------------
 st.subheader("Two sentences, one model")
-if ss.get("cmp_other_for") != trace.source_text:  # a new first sentence: a new default second one
-    ss["cmp_other"], ss["cmp_other_for"] = analyze.one_word_changed(trace.source_text), trace.source_text
-state.bound(st.text_input, "Second sentence (by default the current one with a word changed)", "cmp_other",
+if own.other_for.get() != trace.source_text:  # a new first sentence: a new default second one
+    own.other.set(analyze_pages.one_word_changed(trace.source_text))
+    own.other_for.set(trace.source_text)
+state.bound(st.text_input, "Second sentence (by default the current one with a word changed)", own.other,
              help=f"Up to {MAX_INPUT_CHARS:,} characters.")
 try:
-    check_text(ss["cmp_other"], "the second sentence")
+    check_text(own.other.get(), "the second sentence")
     with st.spinner("Translating the second sentence…"):
-        other = session.trace(ss["cmp_other"])
+        other = session.trace(own.other.get())
 except ValueError as err:
     widgets.input_problem(err, "The second sentence cannot be used: ")
 else:
@@ -83,12 +85,12 @@ if not others:
     st.info(f"Only one model is available ({session.name}): put a second model directory into "
             f"{sessions.roots_label()} to compare two models on the same sentence.")
     st.stop()
-state.clamp_choice("cmp_model", others, others[0], "Model")
-state.bound(st.selectbox, "Second model", "cmp_model", others)
-second = ss["cmp_model"]
+state.clamp_choice(own.model, others, others[0], "Model")
+state.bound(st.selectbox, "Second model", own.model, others)
+second = own.model.get()
 try:
     with st.spinner(f"Translating with {second}…"):
-        other = analyze.trace_of_model(session, second, trace.source_text, ss.get("target"))
+        other = session.trace_of_model(second, trace.source_text, SHARED.target.get())
 except (CheckpointError, OSError, ValueError, RuntimeError) as err:
     st.error(texts.md_escape(f"Model {second} cannot be used: {err}"))
     st.stop()

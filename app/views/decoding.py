@@ -3,36 +3,32 @@ every head, the growing causal mask), then the beam search tree and greedy vs be
 
 import streamlit as st
 
-from app import sessions, state, texts, widgets
+from app import sessions, state, texts, tracing, widgets
+from app.page_settings import DECODING as own
+from app.shared_settings import SHARED
 from viz_model.api import MAX_BEAM
 from viz_model.plot import teaching as tf
 from viz_model.search.decoding import BeamTree
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
-ss = st.session_state
 session = sessions.require_session()
 
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
            "the source, and scores every token of the vocabulary for the next position.")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 widgets.translation_panel(trace)
 
-state.page_link({"dec_step": state.Linked("step", state.whole_number(1, 100_000)),
-                 "dec_layer": state.Linked("cross_layer", state.whole_number(1, 1_000)),
-                 "dec_beam": state.Linked("tree_beam", state.whole_number(1, MAX_BEAM)),
-                 "dec_alpha": state.Linked("tree_alpha", state.number(-MAX_LENGTH_PENALTY, MAX_LENGTH_PENALTY),
-                                           lambda v: f"{float(v):g}"),
-                 "dec_per_parent": state.Linked("tree_pruned", state.whole_number(0, 2 * MAX_BEAM))})
+state.page_link(own)
 
 # --- step slider -------------------------------------------------------------------------------------------------
 steps = len(trace.steps)
-ss.setdefault("dec_step", 1)
-if not 1 <= int(ss["dec_step"]) <= steps:
-    ss["dec_step"] = 1
+own.step.init()
+if not 1 <= int(own.step.get()) <= steps:
+    own.step.set(1)
 if steps > 1:
-    state.bound(st.slider, "Step", "dec_step", 1, steps, help="Drag to move through the output, one token per step.")
-t = int(ss["dec_step"]) - 1
+    state.bound(st.slider, "Step", own.step, 1, steps, help="Drag to move through the output, one token per step.")
+t = int(own.step.get()) - 1
 step = trace.steps[t]
 so_far = [texts.md_escape(tok) for tok in trace.target_tokens[:t + 1]]
 st.markdown(f"**Step {t + 1} of {steps}.** The decoder has read: " + " · ".join(so_far)
@@ -51,10 +47,10 @@ with left:
 with right:
     layer_count = trace.num_layers["cross"]
     layers = list(range(1, layer_count + 1))
-    state.clamp_choice("dec_layer", layers, layer_count, "Layer")
-    state.bound(st.selectbox, "Cross-attention layer", "dec_layer", layers,
+    state.clamp_choice(own.layer, layers, layer_count, "Layer")
+    state.bound(st.selectbox, "Cross-attention layer", own.layer, layers,
                  format_func=lambda v: f"Layer {v} of {layer_count}")
-    layer = int(ss["dec_layer"]) - 1
+    layer = int(own.layer.get()) - 1
     rows = trace.cross_attentions[layer][:, t, :]
     fig = tf.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
     widgets.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
@@ -88,20 +84,20 @@ if precision == "int8":
                "this section are that search's. The steps above, and every map and probability on the other pages, "
                "are recomputed in full precision for the translation it chose, so they can differ slightly.")
 a, b, c = st.columns(3)
-ss.setdefault("dec_beam", max(2, session.beam) if session.beam > 1 else 4)
-ss.setdefault("dec_alpha", session.alpha)
-ss.setdefault("dec_per_parent", 0)
+own.beam.init(max(2, session.beam) if session.beam > 1 else 4)
+own.alpha.init(session.alpha)
+own.pruned.init()
 with a:
-    state.bound(st.slider, "Beam size", "dec_beam", 1, MAX_BEAM)
+    state.bound(st.slider, "Beam size", own.beam, 1, MAX_BEAM)
 low = -MAX_LENGTH_PENALTY if transformers_rule else 0.0
-ss["dec_alpha"] = min(max(float(ss["dec_alpha"]), low), MAX_LENGTH_PENALTY)
+own.alpha.set(min(max(float(own.alpha.get()), low), MAX_LENGTH_PENALTY))
 with b:
-    state.bound(st.slider, "Length penalty α", "dec_alpha", low, MAX_LENGTH_PENALTY, step=0.1)
+    state.bound(st.slider, "Length penalty α", own.alpha, low, MAX_LENGTH_PENALTY, step=0.1)
 with c:
-    state.bound(st.slider, "Pruned continuations drawn per hypothesis", "dec_per_parent", 0, 2 * MAX_BEAM,
+    state.bound(st.slider, "Pruned continuations drawn per hypothesis", own.pruned, 0, 2 * MAX_BEAM,
                  help="0 = as many as the beam size. The search ranks the best 2 × beam of each hypothesis.")
-beam, alpha = int(ss["dec_beam"]), float(ss["dec_alpha"])
-text = ss.get("sentence", "")
+beam, alpha = int(own.beam.get()), float(own.alpha.get())
+text = SHARED.sentence.get("")
 try:
     with st.spinner("Searching…"):
         tree: BeamTree = session.beam_tree(text, beam, alpha)
@@ -110,7 +106,7 @@ except ValueError as err:
     st.error(f"The search cannot run on this sentence: {err}")
     st.stop()
 pieces = session.model.tokenizer.piece
-fig = tf.beam_tree_figure(tree, pieces, int(ss["dec_per_parent"]) or None)
+fig = tf.beam_tree_figure(tree, pieces, int(own.pruned.get()) or None)
 widgets.chart(fig, "beam-tree", key="dec_tree_chart")
 widgets.exports(fig, "beam-tree", "dec_tree")
 
@@ -126,5 +122,5 @@ st.dataframe([{"rank": r + 1, "translation": decode(h.tokens), "tokens": len(h.t
                "log p": round(h.log_prob, 4), "length penalty": round(h.log_prob / h.score, 4) if h.score else None,
                "score": round(h.score, 4), "chosen": h.tokens == tree.best.tokens}
               for r, h in enumerate(finished)], hide_index=True, width="stretch")
-if ss.get("target"):
+if SHARED.target.get():
     st.caption("The steps above follow the forced target; the search below translates the sentence freely.")

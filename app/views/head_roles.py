@@ -4,7 +4,8 @@ each head with example sentences (the model directory's precomputed table, or co
 import pandas as pd
 import streamlit as st
 
-from app import analyze, sessions, state, texts, widgets
+from app import analyze_pages, sessions, state, texts, widgets
+from app.page_settings import HEAD_ROLES as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
 from viz_model.analysis.head_stats import ROLE_RULES, STATISTICS, role_summary
@@ -23,21 +24,20 @@ STAT_HELP = {
 }
 SOURCES = {"stored": "Precomputed table of this model", "live": "Computed over my sentences"}
 
-ss = st.session_state
 session = sessions.require_session()
 config = session.model.config
 layers, heads = layer_counts(config), config.heads
 
 
 def submit_sentences() -> None:
-    ss["hr_text"] = ss.get("hr_text_input", "")
+    own.text.set(own.text_box.get(""))
 
 
 st.title("Head roles")
 st.caption("What does each head do? Statistics of every head's attention, averaged over many sentences, and a role "
            "named by transparent rules (a head that puts most of its weight on the previous token is "
            "“positional: previous”).")
-stored, problem = analyze.stored_table(session, "stats")
+stored, problem = analyze_pages.stored_table(session, "stats")
 if problem is not None:
     st.error(texts.md_escape(f"The precomputed table cannot be used: {problem}"))
 elif stored is None:
@@ -45,21 +45,21 @@ elif stored is None:
             "your own sentences, or over a whole corpus with `viz-model analyze --src FILE --out "
             f"MODEL_DIR/{store.HEAD_STATS_FILE}`.")
 sources = ["stored", "live"] if stored is not None else ["live"]
-state.clamp_choice("hr_source", sources, sources[0], "Data source")
-state.bound(st.radio, "Statistics from", "hr_source", sources, horizontal=True, format_func=SOURCES.get)
+state.clamp_choice(own.source, sources, sources[0], "Data source")
+state.bound(st.radio, "Statistics from", own.source, sources, horizontal=True, format_func=SOURCES.get)
 
-if ss["hr_source"] == "live":
-    ss.setdefault("hr_text", "\n".join(texts.EXAMPLES))
-    ss.setdefault("hr_text_input", ss["hr_text"])
+if own.source.get() == "live":
+    own.text.init()
+    own.text_box.init(own.text.get())
     with st.form("hr_form", border=False):
         st.text_area(f"Sentences ({session.model.languages.source_name}, one per line, at most "
-                     f"{analyze.MAX_LIVE_SENTENCES})", key="hr_text_input",
+                     f"{analyze_pages.MAX_LIVE_SENTENCES})", key=own.text_box.key,
                      height=160)
         st.form_submit_button("Analyze these sentences", on_click=submit_sentences, icon=":material/analytics:")
     try:
-        sentences = analyze.parse_sentences(ss["hr_text"])
+        sentences = analyze_pages.parse_sentences(own.text.get())
         with st.spinner(f"Translating and analysing {len(sentences)} sentences…"):
-            analysis = analyze.compute_head_stats(session.root, session.name, session.stamp, tuple(sentences))
+            analysis = analyze_pages.compute_head_stats(session.ref.stored, tuple(sentences))
     except ValueError as err:
         widgets.input_problem(err, "These sentences cannot be analysed: ")
         st.stop()
@@ -67,22 +67,22 @@ if ss["hr_source"] == "live":
     st.caption(f"{len(sentences)} sentences, translated greedily; blank lines are skipped (sentence numbers count "
                "the others).")
 else:
-    table, examples = stored, analyze.stored_sentences(session)
+    table, examples = stored, analyze_pages.stored_sentences(session)
     count = table["sentences"].max() if "sentences" in table.columns else None
     st.caption(f"From {store.HEAD_STATS_FILE}" + (f" ({int(count):,} sentences)." if pd.notna(count) else "."))
 
 # --- one statistic as layer x head maps --------------------------------------------------------------------------
-state.clamp_choice("hr_stat", list(STATISTICS), "entropy", "Statistic")
-state.bound(st.selectbox, "Statistic", "hr_stat", list(STATISTICS), format_func=lambda s: s.replace("_", " "))
-stat = ss["hr_stat"]
+state.clamp_choice(own.statistic, list(STATISTICS), "entropy", "Statistic")
+state.bound(st.selectbox, "Statistic", own.statistic, list(STATISTICS), format_func=lambda s: s.replace("_", " "))
+stat = own.statistic.get()
 fig = af.head_grid(af.table_grid(table, stat, layers, heads), f"{stat.replace('_', ' ')} of every head", stat)
 widgets.chart(fig, f"head-{stat}", key="hr_stat_chart")
 st.caption(STAT_HELP[stat] + " Blank cells: the statistic is not defined for that kind of attention.")
-widgets.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze.display_heads(table))
+widgets.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze_pages.display_heads(table))
 
 st.subheader("Every head")
 st.caption("Layers and heads count from 1. Click a column header to sort.")
-st.dataframe(analyze.display_heads(table), hide_index=True, width="stretch")
+st.dataframe(analyze_pages.display_heads(table), hide_index=True, width="stretch")
 
 # --- roles -------------------------------------------------------------------------------------------------------
 st.subheader("Roles")
@@ -99,7 +99,7 @@ if usable is None:
 for row in role_summary(table, usable).itertuples():
     group = table[table["role"] == row.role].sort_values("role_score", ascending=False, kind="stable")
     with st.expander(texts.md_escape(f"{row.role}: {row.heads} heads")):
-        st.markdown(texts.md_escape(", ".join(analyze.head_label((r.kind, r.layer, r.head))
+        st.markdown(texts.md_escape(", ".join(analyze_pages.head_label((r.kind, r.layer, r.head))
                                                for r in group.itertuples())))
         for index in list(dict.fromkeys(i for i in group["example_sentence"] if i >= 0))[:3]:
             text = usable[index] if usable is not None else ""

@@ -3,20 +3,21 @@
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, texts, widgets
+from app import sessions, state, texts, tracing, widgets
+from app.page_settings import MASKS as own
+from app.shared_settings import SHARED
 from viz_model.api import check_text
 from viz_model.nn import kinds
 from viz_model.nn.attention import causal_mask
 from viz_model.plot import attention as figures
 
-ss = st.session_state
 session = sessions.require_session()
 
 st.title("Masks")
 st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "
            "`<pad>` keys, and the decoder's causal mask keeps position t away from the future. Masked scores become "
            "−∞ before the softmax, so their weights are exactly 0.")
-trace = widgets.trace_or_stop(session)
+trace = tracing.trace_or_stop(session)
 
 def token_count(text: str) -> int:
     """Source tokens of `text` (pieces + </s>), or -1 when it cannot be encoded."""
@@ -29,12 +30,13 @@ def token_count(text: str) -> int:
 length = len(trace.source_ids)
 # an example companion (not one the user typed) is re-picked whenever it has as many tokens as the sentence:
 # the padding mask then always shows padding
-if ss.get("m_other") is None or (ss["m_other"] in texts.EXAMPLES and token_count(ss["m_other"]) == length):
-    ss["m_other"] = next((e for e in texts.EXAMPLES if token_count(e) != length), texts.EXAMPLES[0])
-state.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", "m_other")
+companion = own.other.get()
+if companion is None or (companion in texts.EXAMPLES and token_count(companion) == length):
+    own.other.set(next((e for e in texts.EXAMPLES if token_count(e) != length), texts.EXAMPLES[0]))
+state.bound(st.text_input, "Second sentence of the batch (a different length makes the padding visible)", own.other)
 try:
-    check_text(ss["m_other"], "the second sentence")
-    other = session.trace(ss["m_other"])
+    check_text(own.other.get(), "the second sentence")
+    other = session.trace(own.other.get())
 except ValueError as err:
     st.error(f"The second sentence cannot be used: {err}")
     st.stop()
@@ -44,27 +46,28 @@ if len(other.source_ids) == length:
 
 columns = st.columns(4)
 with columns[0]:
-    state.clamp_choice("m_kind", list(kinds.KIND_LABELS), ss.get("kind", "encoder"), "Attention kind")
-    state.bound(st.selectbox, "Attention", "m_kind", list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
-kind = ss["m_kind"]
+    state.clamp_choice(own.kind, list(kinds.KIND_LABELS), SHARED.kind.get(), "Attention kind")
+    state.bound(st.selectbox, "Attention", own.kind, list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
+kind = own.kind.get()
 layer_count, head_count = trace.num_layers[kind], trace.num_heads
 with columns[1]:
-    state.clamp_choice("m_layer", list(range(1, layer_count + 1)), 1, "Layer")
-    state.bound(st.selectbox, "Layer", "m_layer", list(range(1, layer_count + 1)),
-                 format_func=lambda v: f"Layer {v} of {layer_count}")
+    state.clamp_choice(own.layer, list(range(1, layer_count + 1)), 1, "Layer")
+    state.bound(st.selectbox, "Layer", own.layer, list(range(1, layer_count + 1)),
+                format_func=lambda v: f"Layer {v} of {layer_count}")
 with columns[2]:
-    state.clamp_choice("m_head", list(range(1, head_count + 1)), 1, "Head")
-    state.bound(st.selectbox, "Head", "m_head", list(range(1, head_count + 1)),
-                 format_func=lambda v: f"Head {v} of {head_count}")
+    state.clamp_choice(own.head, list(range(1, head_count + 1)), 1, "Head")
+    state.bound(st.selectbox, "Head", own.head, list(range(1, head_count + 1)),
+                format_func=lambda v: f"Head {v} of {head_count}")
 with columns[3]:
     shorter = 0 if len(trace.source_ids) <= len(other.source_ids) else 1  # the one with padding
-    state.clamp_choice("m_row", [0, 1], shorter, "Sentence")
-    state.bound(st.radio, "Sentence", "m_row", [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
+    state.clamp_choice(own.row, [0, 1], shorter, "Sentence")
+    state.bound(st.radio, "Sentence", own.row, [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
 
 traces = [trace, other]
+layer = int(own.layer.get())
 try:
     scores = session.layer_scores([list(t.source_ids) for t in traces], [list(t.target_ids) for t in traces],
-                                  kind, int(ss["m_layer"]) - 1)
+                                  kind, layer - 1)
 except ValueError as err:
     st.error(f"The scores cannot be computed: {err}")
     st.stop()
@@ -72,7 +75,7 @@ except ValueError as err:
 pieces = session.model.tokenizer.pieces
 key_tokens = [pieces(int(i) for i in row) for row in scores.key_ids]
 query_tokens = [pieces(int(i) for i in row) for row in scores.query_ids]
-row, head = int(ss["m_row"]), int(ss["m_head"]) - 1
+row, head = int(own.row.get()), int(own.head.get()) - 1
 
 st.subheader("The masks")
 side = "target (decoder inputs)" if kind == "decoder" else "source"
@@ -95,11 +98,11 @@ widgets.exports(fig, "combined-mask", "combined")
 st.subheader(f"Head {head + 1}: from scores to weights")
 fig = figures.score_steps_figure(scores, row, head, query_tokens[row], key_tokens[row])
 widgets.chart(fig, "score-steps", key="steps_chart")
-widgets.exports(fig, f"{kind}-layer{ss['m_layer']}-head{head + 1}-score-steps", "steps")
+widgets.exports(fig, f"{kind}-layer{layer}-head{head + 1}-score-steps", "steps")
 
 # --- checks: the four steps reproduce the model's own weights ----------------------------------------------------
 weights = scores.weights[row, head]
-recorded = traces[row].attentions(kind)[int(ss["m_layer"]) - 1][head]
+recorded = traces[row].attentions(kind)[layer - 1][head]
 q, k = recorded.shape
 difference = float(np.abs(weights[:q, :k] - recorded).max())
 masked_total = float(np.abs(weights[~scores.mask[row]]).sum()) if (~scores.mask[row]).any() else 0.0

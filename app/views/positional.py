@@ -6,13 +6,14 @@ import functools
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, texts, widgets
+from app import sessions, state, texts, tracing, widgets
+from app.page_settings import POSITIONAL_ENCODING as own
+from app.shared_settings import SHARED
 from viz_model.lessons import teaching
 from viz_model.nn.positional import wave
 from viz_model.plot import attention as figures
 from viz_model.plot import teaching as tf
 
-ss = st.session_state
 session = sessions.require_session()
 config = session.model.config
 d_model, max_positions = config.d_model, config.max_positions
@@ -38,7 +39,7 @@ st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model
               if config.sinusoid_frequencies == "fairseq" else ""))
 own_table = functools.partial(teaching.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
                               first=config.position_offset)
-trace = widgets.sentence_and_trace(session)
+trace = tracing.sentence_and_trace(session)
 
 theory, shift, beyond, sentence_tab, experiment = st.tabs(
     ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment"])
@@ -47,10 +48,10 @@ theory, shift, beyond, sentence_tab, experiment = st.tabs(
 with theory:
     # the sentence's own positions by default (rounded up to the slider's step): 512 curves are a wall of lines
     sentence_length = len(trace.source_tokens) if trace is not None else 32
-    ss.setdefault("pe_length", min(512, max(16, -(-sentence_length // 8) * 8)))
-    state.bound(st.slider, "Positions to draw", "pe_length", 8, 512, step=8,
+    own.length.init(min(512, max(16, -(-sentence_length // 8) * 8)))
+    state.bound(st.slider, "Positions to draw", own.length, 8, 512, step=8,
                  help="Sinusoids exist for every position; the model's own table stops at max_positions.")
-    length = int(ss["pe_length"])
+    length = int(own.length.get())
     table = own_table(length, d_model)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
     fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
@@ -63,12 +64,12 @@ with theory:
     half = d_model // 2
     default_dims = (sorted({0, 1, min(6, d_model - 2), min(7, d_model - 1), half, half + 1}) if layout != "halves"
                     else sorted({0, half, min(3, half - 1), half + min(3, half - 1), half - 1, d_model - 1}))
-    ss.setdefault("pe_dims", default_dims)
-    ss["pe_dims"] = [d for d in ss["pe_dims"] if d in dims]
-    state.bound(st.multiselect, "Dimensions", "pe_dims", dims, max_selections=12,
+    own.dims.init(default_dims)
+    own.dims.set([d for d in own.dims.get() if d in dims])
+    state.bound(st.multiselect, "Dimensions", own.dims, dims, max_selections=12,
                  format_func=lambda d: f"{d} ({wave(d, d_model, layout)})")
-    if ss["pe_dims"]:
-        fig = figures.sinusoid_figure(table, ss["pe_dims"], marked=len(trace.source_tokens) if trace else 0,
+    if own.dims.get():
+        fig = figures.sinusoid_figure(table, own.dims.get(), marked=len(trace.source_tokens) if trace else 0,
                                       layout=layout)
         widgets.chart(fig, "sinusoids", key="sin_chart")
         widgets.exports(fig, "sinusoids", "sin")
@@ -89,7 +90,7 @@ with theory:
 
 # --- similarity and shift-linearity ------------------------------------------------------------------------------
 with shift:
-    length = int(ss["pe_length"])
+    length = int(own.length.get())
     table = teaching.pe_table(length, d_model)
     similarity = teaching.dot_similarity(table)
     left, right = st.columns(2)
@@ -111,22 +112,22 @@ with shift:
     st.caption("For a fixed offset k, one matrix M_k moves every position k steps: a 2×2 rotation by k·ωᵢ for each "
                "sin/cos pair (sin(a+b) = sin a cos b + cos a sin b). Relative positions are a linear function of "
                "the encodings, which attention can learn.")
-    ss.setdefault("pe_k", 3)
-    ss.setdefault("pe_zoom", min(16, d_model))
+    own.offset.init()
+    own.zoom.init(min(16, d_model))
     c1, c2 = st.columns(2)
     with c1:
-        state.bound(st.number_input, "Offset k", "pe_k", min_value=-1000, max_value=1000, step=1,
+        state.bound(st.number_input, "Offset k", own.offset, min_value=-1000, max_value=1000, step=1,
                      help="Any whole number; negative k moves positions back.")
     with c2:
-        state.bound(st.slider, "Dimensions of M_k to draw", "pe_zoom", 2, d_model, step=2)
+        state.bound(st.slider, "Dimensions of M_k to draw", own.zoom, 2, d_model, step=2)
     try:
-        check = teaching.shift_check(ss["pe_k"], length, d_model)
+        check = teaching.shift_check(own.offset.get(), length, d_model)
     except teaching.InputError as err:
         widgets.input_problem(err, "the shift cannot be checked: ")
     else:
         left, right = st.columns(2)
         with left:
-            fig = tf.shift_matrix_figure(check.matrix, check.k, int(ss["pe_zoom"]))
+            fig = tf.shift_matrix_figure(check.matrix, check.k, int(own.zoom.get()))
             widgets.chart(fig, "shift-matrix", key="shift_matrix_chart")
             widgets.exports(fig, "shift-matrix", "shift_matrix")
         with right:
@@ -154,7 +155,7 @@ with beyond:
     marks = {f"max_positions = {max_positions}": max_positions}
     if longest is not None:
         marks = {f"longest training sentence = {longest}": longest, **marks}
-    chosen = ss["pe_dims"] or [0, 1]
+    chosen = own.dims.get() or [0, 1]
     fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}",
                                      layout=layout)
     widgets.chart(fig, "pe-extrapolation", key="pe_far_chart")
@@ -184,18 +185,17 @@ with beyond:
                 " && viz-model export ../runs/learned --out assets/mixed-en-de-learned", language="bash")
         st.caption("The paper found learned position embeddings nearly identical in BLEU (Table 3, row E).")
     else:
-        ss.setdefault("pe_learned", learned[0])
-        if ss["pe_learned"] not in learned:
-            ss["pe_learned"] = learned[0]
-        state.bound(st.selectbox, "Learned-position model", "pe_learned", learned)
-        name = ss["pe_learned"]
-        root = sessions.root_of(name)
+        own.learned.init(learned[0])
+        if own.learned.get() not in learned:
+            own.learned.set(learned[0])
+        state.bound(st.selectbox, "Learned-position model", own.learned, learned)
+        name = own.learned.get()
         try:
-            other = sessions.load_model(str(root), name, sessions.model_stamp(root, name))
+            other = sessions.load_model(sessions.ModelRef.of(name))
         except (OSError, ValueError, RuntimeError) as err:
             st.error(f"The model {name} cannot be loaded: {err}")
         else:
-            rows = min(other.config.max_positions, int(ss["pe_length"]))
+            rows = min(other.config.max_positions, int(own.length.get()))
             learned_table = other.network.positional_encodings(rows, "source").detach().float().cpu().numpy()
             reference = teaching.pe_table(rows, other.config.d_model)
             fig = tf.side_by_side_figure([(f"learned ({name})", learned_table),
@@ -215,10 +215,10 @@ with sentence_tab:
     if trace is None:
         st.info("Translate a sentence (above) to see its encodings.")
     else:
-        state.clamp_choice("pe_side", ["source", "target"], "source", "Side")
-        state.bound(st.radio, "Side", "pe_side", ["source", "target"], horizontal=True,
+        state.clamp_choice(own.side, ["source", "target"], "source", "Side")
+        state.bound(st.radio, "Side", own.side, ["source", "target"], horizontal=True,
                      format_func={"source": "Source (encoder input)", "target": "Target (decoder input)"}.get)
-        side = ss["pe_side"]
+        side = own.side.get()
         tokens = trace.source_tokens if side == "source" else trace.target_tokens
         pe = trace.source_positional if side == "source" else trace.target_positional
         embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
@@ -227,9 +227,9 @@ with sentence_tab:
         widgets.chart(fig, f"{side}-positional-encodings", key="pe_chart")
         widgets.exports(fig, f"{side}-positional-encodings", "pe")
         options = list(range(len(tokens)))
-        state.clamp_choice("pe_token", options, min(1, len(tokens) - 1), "Token")
-        state.bound(st.selectbox, "Token", "pe_token", options, format_func=lambda i: f"{i}: {tokens[i]}")
-        index = int(ss["pe_token"])
+        state.clamp_choice(own.token, options, min(1, len(tokens) - 1), "Token")
+        state.bound(st.selectbox, "Token", own.token, options, format_func=lambda i: f"{i}: {tokens[i]}")
+        index = int(own.token.get())
         fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index)
         widgets.chart(fig, "embedding-vs-pe", key="emb_chart")
         widgets.exports(fig, "embedding-vs-pe", "emb")
@@ -249,19 +249,19 @@ with experiment:
         st.caption("The same model translates the sentence again, changed one way; compare the translations and the "
                    "attention maps. Without encodings the encoder cannot tell word order apart: shuffling the words "
                    "then only reorders its maps.")
-        state.clamp_choice("pe_exp", list(EXPERIMENTS), "no_pe", "Experiment")
-        state.bound(st.radio, "Experiment", "pe_exp", list(EXPERIMENTS), format_func=EXPERIMENTS.get,
+        state.clamp_choice(own.experiment, list(EXPERIMENTS), "no_pe", "Experiment")
+        state.bound(st.radio, "Experiment", own.experiment, list(EXPERIMENTS), format_func=EXPERIMENTS.get,
                      horizontal=True)
-        mode = ss["pe_exp"]
-        text = ss.get("sentence", "")
-        target = ss.get("target", "") or None
+        mode = own.experiment.get()
+        text = SHARED.sentence.get("")
+        target = SHARED.target.get() or None
         changed_text = text
         problem = None
         if mode != "no_pe":
-            ss.setdefault("pe_seed", 1)
-            state.bound(st.number_input, "Shuffle seed", "pe_seed", min_value=0, max_value=2**31 - 1, step=1)
+            own.shuffle_seed.init()
+            state.bound(st.number_input, "Shuffle seed", own.shuffle_seed, min_value=0, max_value=2**31 - 1, step=1)
             try:
-                changed_text = teaching.shuffle_words(text, ss["pe_seed"])
+                changed_text = teaching.shuffle_words(text, own.shuffle_seed.get())
             except teaching.InputError as err:
                 problem = f"The words cannot be shuffled: {err}."
         if problem:
@@ -284,16 +284,16 @@ with experiment:
                 kinds_shown = {"encoder": "Encoder self-attention", "cross": "Cross-attention"}
                 c1, c2 = st.columns(2)
                 with c1:
-                    state.clamp_choice("pe_exp_kind", list(kinds_shown), "encoder", "Attention kind")
-                    state.bound(st.selectbox, "Attention", "pe_exp_kind", list(kinds_shown),
+                    state.clamp_choice(own.experiment_kind, list(kinds_shown), "encoder", "Attention kind")
+                    state.bound(st.selectbox, "Attention", own.experiment_kind, list(kinds_shown),
                                  format_func=kinds_shown.get)
-                kind = ss["pe_exp_kind"]
+                kind = own.experiment_kind.get()
                 layer_count = trace.num_layers[kind]
                 with c2:
-                    state.clamp_choice("pe_exp_layer", list(range(1, layer_count + 1)), layer_count, "Layer")
-                    state.bound(st.selectbox, "Layer", "pe_exp_layer", list(range(1, layer_count + 1)),
+                    state.clamp_choice(own.experiment_layer, list(range(1, layer_count + 1)), layer_count, "Layer")
+                    state.bound(st.selectbox, "Layer", own.experiment_layer, list(range(1, layer_count + 1)),
                                  format_func=lambda v: f"Layer {v} of {layer_count}")
-                layer = int(ss["pe_exp_layer"]) - 1
+                layer = int(own.experiment_layer.get()) - 1
                 panels = []
                 for label, t in (("original", trace), (EXPERIMENTS[mode].lower(), changed)):
                     queries, keys = t.axes(kind)

@@ -5,14 +5,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import sessions, state, widgets
+from app import sessions, state, tracing, widgets
+from app.page_settings import TRAINING as own
 from viz_model.lessons import teaching
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TRAINING_FACTS
 from viz_model.nn.shapes import architecture
 from viz_model.plot import teaching as tf
 
-ss = st.session_state
 session = sessions.require_session()
 model = session.model
 config = model.config
@@ -42,55 +42,47 @@ st.caption("The curve is `viz_model.config.recipe.learning_rate`, the function t
            "learning rate set, the same shape is rescaled so that its top (at step = warm-up) is that peak. With "
            "cooldown epochs set, the trainer multiplies it by `cooldown_factor`: a linear decay to zero over the "
            "run's last epochs, where the inverse-square-root tail alone would still be far from zero.")
-ss.setdefault("tr_d_model", config.d_model)
-ss.setdefault("tr_warmup", facts.warmup_steps if facts else 4000)
-ss.setdefault("tr_mode", "peak" if facts is not None and facts.lr_peak else "scale")
-ss.setdefault("tr_peak", facts.lr_peak if facts and facts.lr_peak else 7e-4)
-ss.setdefault("tr_scale", facts.lr_scale if facts else 1.0)
-ss.setdefault("tr_steps", 20_000)
-ss.setdefault("tr_epochs", facts.epochs if facts else 20)
-ss.setdefault("tr_epoch_steps", facts.steps_per_epoch if facts else 1000)
-ss.setdefault("tr_cooldown", facts.cooldown_epochs if facts else 0)
+own.init_from(config, facts)
 a, b, c, d = st.columns(4)
 with a:
-    state.bound(st.number_input, "d_model", "tr_d_model", min_value=1, max_value=16_384, step=64,
+    state.bound(st.number_input, "d_model", own.d_model, min_value=1, max_value=16_384, step=64,
                  help="Only the paper formula (no peak set) depends on it.")
 with b:
-    state.bound(st.number_input, "Warm-up steps", "tr_warmup", min_value=1, max_value=1_000_000, step=100)
+    state.bound(st.number_input, "Warm-up steps", own.warmup, min_value=1, max_value=1_000_000, step=100)
 with c:
-    state.bound(st.radio, "Scale", "tr_mode", ["scale", "peak"], horizontal=True,
+    state.bound(st.radio, "Scale", own.mode, ["scale", "peak"], horizontal=True,
                  format_func={"scale": "paper formula", "peak": "peak lr"}.get)
-    if ss["tr_mode"] == "peak":
-        state.bound(st.number_input, "Peak learning rate", "tr_peak", min_value=1e-6, max_value=1.0, step=1e-4,
+    if own.mode.get() == "peak":
+        state.bound(st.number_input, "Peak learning rate", own.peak, min_value=1e-6, max_value=1.0, step=1e-4,
                      format="%.6f")
     else:
-        state.bound(st.number_input, "lr scale (× the formula)", "tr_scale", min_value=0.0, max_value=1000.0, step=0.1)
+        state.bound(st.number_input, "lr scale (× the formula)", own.scale, min_value=0.0, max_value=1000.0, step=0.1)
 with d:
-    state.bound(st.number_input, "Steps to draw", "tr_steps", min_value=10, max_value=10_000_000, step=1000,
-                 disabled=ss["tr_cooldown"] > 0, help="With a cooldown the curve ends with the run: epochs × steps.")
+    state.bound(st.number_input, "Steps to draw", own.steps, min_value=10, max_value=10_000_000, step=1000,
+                 disabled=own.cooldown.get() > 0, help="With a cooldown the curve ends with the run: epochs × steps.")
 a, b, c, _ = st.columns(4)
 with a:
-    state.bound(st.number_input, "Cooldown epochs", "tr_cooldown", min_value=0, max_value=100_000, step=1,
+    state.bound(st.number_input, "Cooldown epochs", own.cooldown, min_value=0, max_value=100_000, step=1,
                  help="`cooldown_epochs`: the learning rate decays linearly to zero over the run's last epochs "
                       "(0: none, the paper's schedule).")
 with b:
-    state.bound(st.number_input, "Epochs", "tr_epochs", min_value=1, max_value=100_000, step=1,
-                 disabled=ss["tr_cooldown"] == 0, help="The run's length; only a cooldown depends on it.")
+    state.bound(st.number_input, "Epochs", own.epochs, min_value=1, max_value=100_000, step=1,
+                 disabled=own.cooldown.get() == 0, help="The run's length; only a cooldown depends on it.")
 with c:
-    state.bound(st.number_input, "Steps per epoch", "tr_epoch_steps", min_value=1, max_value=10_000_000, step=100,
-                 disabled=ss["tr_cooldown"] == 0, help="Optimizer steps in one epoch; only a cooldown depends on it.")
+    state.bound(st.number_input, "Steps per epoch", own.epoch_steps, min_value=1, max_value=10_000_000, step=100,
+                 disabled=own.cooldown.get() == 0, help="Optimizer steps in one epoch; only a cooldown depends on it.")
 logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
                        if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
 try:
-    cooldown = int(ss["tr_cooldown"])
-    cfg = teaching.schedule_config(ss["tr_d_model"], ss["tr_warmup"],
-                                   lr_scale=ss["tr_scale"] if ss["tr_mode"] == "scale" else 1.0,
-                                   lr_peak=ss["tr_peak"] if ss["tr_mode"] == "peak" else 0.0,
-                                   epochs=ss["tr_epochs"] if cooldown else 1, cooldown_epochs=cooldown)
-    epoch_steps = int(ss["tr_epoch_steps"])
+    cooldown = int(own.cooldown.get())
+    cfg = teaching.schedule_config(own.d_model.get(), own.warmup.get(),
+                                   lr_scale=own.scale.get() if own.mode.get() == "scale" else 1.0,
+                                   lr_peak=own.peak.get() if own.mode.get() == "peak" else 0.0,
+                                   epochs=own.epochs.get() if cooldown else 1, cooldown_epochs=cooldown)
+    epoch_steps = int(own.epoch_steps.get())
     cooldown_start = (cfg.epochs - cooldown) * epoch_steps if cooldown else None
     last = int(logged["step"].max()) if len(logged) else 0
-    total = cfg.epochs * epoch_steps if cooldown else max(int(ss["tr_steps"]), last)
+    total = cfg.epochs * epoch_steps if cooldown else max(int(own.steps.get()), last)
     steps = teaching.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
     lr = teaching.schedule(cfg, steps, epoch_steps)
 except teaching.InputError as err:
@@ -122,28 +114,25 @@ st.subheader("Label smoothing")
 st.caption("Instead of all probability on the correct token, the training target keeps 1 − ε on it and spreads ε "
            "over the whole vocabulary. The model becomes less sure (perplexity gets worse) but BLEU improves. The "
            "distribution below is read off the trainer's own loss (its gradient at uniform logits).")
-ss.setdefault("tr_eps", facts.label_smoothing if facts else 0.1)
-ss.setdefault("tr_vocab", 10)
-ss.setdefault("tr_target", 3)
 a, b, c = st.columns(3)
 with a:
-    state.bound(st.slider, "ε", "tr_eps", 0.0, 0.99, step=0.01)
+    state.bound(st.slider, "ε", own.epsilon, 0.0, 0.99, step=0.01)
 with b:
-    state.bound(st.number_input, "Vocabulary size V", "tr_vocab", min_value=2, max_value=1_000_000, step=1,
+    state.bound(st.number_input, "Vocabulary size V", own.vocab, min_value=2, max_value=1_000_000, step=1,
                  help=f"The loaded model's vocabulary has {config.vocab_size:,} pieces.")
 with c:
-    state.bound(st.number_input, "Correct token id", "tr_target", min_value=1, max_value=999_999, step=1,
+    state.bound(st.number_input, "Correct token id", own.target, min_value=1, max_value=999_999, step=1,
                  help="Token 0 is <pad>, which the loss skips.")
 try:
-    target = teaching.smoothed_target(ss["tr_eps"], ss["tr_vocab"], ss["tr_target"])
+    target = teaching.smoothed_target(own.epsilon.get(), own.vocab.get(), own.target.get())
 except teaching.InputError as err:
     widgets.input_problem(err)
 else:
-    fig = tf.smoothing_figure(target, int(ss["tr_target"]))
+    fig = tf.smoothing_figure(target, int(own.target.get()))
     widgets.chart(fig, "label-smoothing", key="tr_ls_chart")
     widgets.exports(fig, "label-smoothing", "tr_ls")
-    st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(ss['tr_target'])]:.6f}; every other token ε/V = "
-               f"{float(ss['tr_eps']) / int(ss['tr_vocab']):.3e}; the sum is {target.sum():.6f}.")
+    st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(own.target.get())]:.6f}; every other token ε/V = "
+               f"{float(own.epsilon.get()) / int(own.vocab.get()):.3e}; the sum is {target.sum():.6f}.")
 
 # --- training curves and the card --------------------------------------------------------------------------------
 st.subheader("How this model trained")
@@ -169,7 +158,7 @@ with st.expander("Model card", expanded=False):
 
 # --- architecture ------------------------------------------------------------------------------------------------
 st.subheader("The architecture, with the shapes for your sentence")
-trace = widgets.sentence_and_trace(session)
+trace = tracing.sentence_and_trace(session)
 if trace is not None:
     stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
     fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
@@ -187,29 +176,25 @@ st.subheader("Why self-attention")
 st.caption("Per layer, for n positions of width d (paper Table 1): self-attention connects every pair of positions "
            "in one step, at a cost quadratic in n; a recurrent layer needs n sequential steps.")
 st.dataframe(teaching.COMPLEXITY, hide_index=True, width="stretch")
-ss.setdefault("tr_lengths", [16, 64, 256, 1024])
-ss.setdefault("tr_d", config.d_model)
-ss.setdefault("tr_heads", config.heads)
-ss.setdefault("tr_kernel", 3)
 a, b, c, d = st.columns(4)
 with a:
-    state.bound(st.multiselect, "Sequence lengths n", "tr_lengths", [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
+    state.bound(st.multiselect, "Sequence lengths n", own.lengths, [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
 with b:
-    state.bound(st.number_input, "Width d", "tr_d", min_value=2, max_value=2048, step=32)
+    state.bound(st.number_input, "Width d", own.width, min_value=2, max_value=2048, step=32)
 with c:
-    state.bound(st.number_input, "Heads", "tr_heads", min_value=1, max_value=256, step=1)
+    state.bound(st.number_input, "Heads", own.heads, min_value=1, max_value=256, step=1)
 with d:
-    state.bound(st.number_input, "Kernel width k", "tr_kernel", min_value=1, max_value=31, step=2)
+    state.bound(st.number_input, "Kernel width k", own.kernel, min_value=1, max_value=31, step=2)
 if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure"):
     bar = st.progress(0.0, text="Measuring…")
     try:
-        ss["tr_measured"] = teaching.measure_layers(ss["tr_lengths"], ss["tr_d"], ss["tr_heads"], ss["tr_kernel"],
-                                                    progress=lambda f: bar.progress(f, text="Measuring…"))
+        own.measured.set(teaching.measure_layers(own.lengths.get(), own.width.get(), own.heads.get(), own.kernel.get(),
+                                                 progress=lambda f: bar.progress(f, text="Measuring…")))
     except teaching.InputError as err:
         widgets.input_problem(err)
     finally:
         bar.empty()
-measured = ss.get("tr_measured")
+measured = own.measured.get()
 if measured is not None:
     fig = tf.complexity_figure(measured)
     widgets.chart(fig, "why-self-attention", key="tr_complexity_chart")

@@ -8,7 +8,9 @@ import io
 import numpy as np
 import streamlit as st
 
-from app import export, sessions, state, widgets
+from app import figure_files, sessions, state, widgets
+from app.page_settings import HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
+from app.page_settings import WATCH as own
 from viz_model.lessons.watch import (
     LIMITS,
     POSITIONAL,
@@ -22,7 +24,6 @@ from viz_model.lessons.watch import (
 )
 from viz_model.plot import watch as wf
 
-ss = st.session_state
 TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "shift": "shift (rotate left by k)",
                "every_other": "every other symbol"}
 PE_LABELS = {"sinusoidal": "sinusoidal (the paper's)", "learned": "learned", "none": "none"}
@@ -33,51 +34,25 @@ st.caption("Every other page shows a finished model. Here a tiny Transformer lea
            "watch: its maps start uniform and sharpen into the pattern the task needs (a diagonal for copy, an "
            "anti-diagonal for reverse). Train it with and without positional encoding to see what positions buy.")
 
-STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
-FORM_DEFAULTS = {"watch_task": "copy", "watch_lengths": (4, 8), "watch_shift": 1, "watch_layers": 1, "watch_heads": 2,
-                 "watch_d_model": 32, "watch_pe": "sinusoidal", "watch_compare": True, "watch_steps": 800,
-                 "watch_seconds": 30, "watch_seed": 0}
-for key, value in FORM_DEFAULTS.items():
-    ss.setdefault(key, value)
-
-
-def lengths_from(raw: str) -> tuple[int, int]:
-    low, high = LIMITS["length"]
-    parts = raw.split("-")
-    values = [state.url_number(part) for part in parts]
-    if len(values) != 2 or not low <= values[0] <= values[1] <= high:
-        raise ValueError(f"use two lengths from {low} to {high}, the shorter first, as in 4-8")
-    return values[0], values[1]
-
-
-state.page_link({
-    "watch_task": state.Linked("task", state.one_of(TASKS)),
-    "watch_lengths": state.Linked("lengths", lengths_from, lambda v: f"{v[0]}-{v[1]}"),
-    "watch_shift": state.Linked("k", state.whole_number(1, LIMITS["length"][1] - 1)),
-    "watch_layers": state.Linked("layers", state.one_of(LAYER_CHOICES)),
-    "watch_heads": state.Linked("heads", state.one_of(HEAD_CHOICES)),
-    "watch_d_model": state.Linked("d_model", state.one_of(WIDTH_CHOICES)),
-    "watch_pe": state.Linked("pe", state.one_of(POSITIONAL)),
-    "watch_compare": state.Linked("compare", state.one_of([True, False]), lambda v: str(bool(v))),
-    "watch_steps": state.Linked("steps", state.one_of(STEP_CHOICES)),
-    "watch_seconds": state.Linked("seconds", state.whole_number(5, 60)),
-    "watch_seed": state.Linked("seed", state.whole_number(0, 1_000_000))})
+for setting in own.linked():  # the training form
+    setting.init()
+state.page_link(own)
 
 with st.form("watch_form"):
     left, middle, right = st.columns(3)
-    task = left.selectbox("Task", TASKS, format_func=TASK_LABELS.get, key="watch_task",
+    task = left.selectbox("Task", TASKS, format_func=TASK_LABELS.get, key=own.task.key,
                           help="Sequences of random letters; the output is this function of the input.")
-    lengths = left.slider("Sequence lengths", *LIMITS["length"], key="watch_lengths")
-    shift = left.number_input("k (shift task)", 1, LIMITS["length"][1] - 1, key="watch_shift")
-    layers = middle.select_slider("Layers", LAYER_CHOICES, key="watch_layers")
-    heads = middle.select_slider("Heads", HEAD_CHOICES, key="watch_heads")
-    d_model = middle.select_slider("d_model", WIDTH_CHOICES, key="watch_d_model")
-    positional = right.selectbox("Positional encoding", POSITIONAL, format_func=PE_LABELS.get, key="watch_pe")
-    compare = right.checkbox("Also train it without positional encoding (side by side)", key="watch_compare")
-    steps = middle.select_slider("Training steps", STEP_CHOICES, key="watch_steps",
+    lengths = left.slider("Sequence lengths", *LIMITS["length"], key=own.lengths.key)
+    shift = left.number_input("k (shift task)", 1, LIMITS["length"][1] - 1, key=own.shift.key)
+    layers = middle.select_slider("Layers", LAYER_CHOICES, key=own.layers.key)
+    heads = middle.select_slider("Heads", HEAD_CHOICES, key=own.heads.key)
+    d_model = middle.select_slider("d_model", WIDTH_CHOICES, key=own.d_model.key)
+    positional = right.selectbox("Positional encoding", POSITIONAL, format_func=PE_LABELS.get, key=own.positional.key)
+    compare = right.checkbox("Also train it without positional encoding (side by side)", key=own.compare.key)
+    steps = middle.select_slider("Training steps", STEP_CHOICES, key=own.steps.key,
                                  help="The learning rate decays to zero over these steps.")
-    seconds = right.slider("Time budget (seconds, for all runs together)", 5, 60, key="watch_seconds")
-    seed = right.number_input("Seed", 0, 1_000_000, key="watch_seed", help="The same seed gives the same run.")
+    seconds = right.slider("Time budget (seconds, for all runs together)", 5, 60, key=own.seconds.key)
+    seed = right.number_input("Seed", 0, 1_000_000, key=own.seed.key, help="The same seed gives the same run.")
     submitted = st.form_submit_button("Train", icon=":material/play_arrow:", type="primary")
 
 
@@ -92,27 +67,27 @@ def configs() -> dict[str, WatchConfig]:
 
 def train(plans: dict[str, WatchConfig]) -> None:
     """Run each plan in turn, drawing progress and curves after every snapshot; the results stay in the session."""
-    ss["watch_runs"] = {}
-    ss["watch_running"] = True
+    own.runs.set({})
+    own.running.set(True)
     stop = st.empty()
     stop.button("Stop", icon=":material/stop:", key="watch_stop", help="Stops training; what was learned so far stays.")
     bar, curves = st.progress(0.0, text="Training…"), st.empty()
     for number, (name, cfg) in enumerate(plans.items()):
         def progress(result, name=name, number=number, cfg=cfg) -> None:
-            ss["watch_runs"][name] = result
+            own.runs.get()[name] = result
             done = max(result.snapshots[-1].step / cfg.steps, result.seconds / cfg.seconds)
             bar.progress(min(1.0, (number + min(done, 1.0)) / len(plans)),
                          text=f"{name}: step {result.snapshots[-1].step}, held-out accuracy "
                               f"{100 * result.history[-1]['sequence_accuracy']:.0f}%")
-            curves.plotly_chart(wf.curves_figure(ss["watch_runs"]), width="stretch")
+            curves.plotly_chart(wf.curves_figure(own.runs.get()), width="stretch")
         train_watch(cfg, on_progress=progress)
     for live in (stop, bar, curves):  # the finished run is drawn below, with the scrubber
         live.empty()
-    ss["watch_running"] = False
+    own.running.set(False)
 
 
-if ss.get("watch_running"):  # the last run was cut short (Stop, or the page was left): keep what it learned
-    ss["watch_running"] = False
+if own.running.get():  # the last run was cut short (Stop, or the page was left): keep what it learned
+    own.running.set(False)
     st.info("Training was stopped; the maps below are from the last snapshot before it stopped.")
 
 if submitted:
@@ -129,9 +104,9 @@ if submitted:
                 st.warning(f"The server is already training {sessions.TRAINING_SLOTS} models for other visitors; "
                            "try again in a moment.")
 
-runs = ss.get("watch_runs") or {}
+runs = own.runs.get() or {}
 if not runs:
-    st.info(f"Pick a task and press Train: training stops after the time budget ({ss['watch_seconds']} s, or "
+    st.info(f"Pick a task and press Train: training stops after the time budget ({own.seconds.get()} s, or "
             "sooner when the steps are done), and drawing the maps takes a few seconds more.")
     st.stop()
 
@@ -144,14 +119,14 @@ st.caption(" · ".join(f"{name}: {100 * r.final_accuracy:.0f}% of held-out seque
 count = max(len(r.snapshots) for r in runs.values())
 snapshot_steps = [s.step for s in max(runs.values(), key=lambda r: len(r.snapshots)).snapshots]
 left, middle, right = st.columns(3)
-index = left.select_slider("Snapshot (training step)", list(range(count)), count - 1, key="watch_snapshot",
+index = left.select_slider("Snapshot (training step)", list(range(count)), count - 1, key=own.snapshot.key,
                            format_func=lambda i: str(snapshot_steps[i]))
-kind = middle.selectbox("Attention", ["cross", "decoder", "encoder"], key="watch_kind",
+kind = middle.selectbox("Attention", ["cross", "decoder", "encoder"], key=own.kind.key,
                         format_func={"cross": "encoder-decoder (cross)", "decoder": "decoder self (masked)",
                                      "encoder": "encoder self"}.get)
-layer = right.selectbox("Layer", list(range(cfg.layers)), cfg.layers - 1, key="watch_layer",
+layer = right.selectbox("Layer", list(range(cfg.layers)), cfg.layers - 1, key=own.layer.key,
                         format_func=lambda i: str(i + 1))
-head_choice = right.selectbox("Head", ["mean", *range(cfg.heads)], key="watch_head",
+head_choice = right.selectbox("Head", ["mean", *range(cfg.heads)], key=own.head.key,
                               format_func=lambda h: "mean of heads" if h == "mean" else f"head {h + 1}")
 head = None if head_choice == "mean" else int(head_choice)
 fig = wf.snapshot_figure(runs, index, kind, layer, head)
@@ -160,7 +135,7 @@ outputs = " · ".join(f"{name}: {''.join(wf.symbol(t) for t in r.snapshots[min(i
                      for name, r in runs.items())
 st.caption(f"Probe {''.join(wf.symbol(t) for t in first.probe)} → {outputs}")
 with st.expander("Play the snapshots as an animation", icon=":material/animation:"):
-    shown = st.selectbox("Run", list(runs), key="watch_animated")
+    shown = st.selectbox("Run", list(runs), key=own.animated.key)
     widgets.chart(wf.animation_figure(runs[shown], kind, layer, head), "watch-animation", key="watch_animation")
 if WITHOUT in runs and len(runs) > 1:
     expected = expected_source(cfg.task, len(first.probe), cfg.shift)
@@ -174,16 +149,17 @@ if WITHOUT in runs and len(runs) > 1:
 
 st.subheader("Try your own sequence")
 text = st.text_input(f"Letters A–{chr(ord('A') + cfg.symbols - 1)}, {cfg.min_length} to {cfg.max_length} of them",
-                     "".join(wf.symbol(t) for t in first.probe), max_chars=4 * LIMITS["length"][1], key="watch_own")
+                     "".join(wf.symbol(t) for t in first.probe), max_chars=4 * LIMITS["length"][1],
+                     key=own.own_sequence.key)
 try:
-    own = parse_sequence(text, cfg)
+    sequence = parse_sequence(text, cfg)
 except WatchError as err:
     st.error(str(err))
 else:
     mine = {}
     for name, result in runs.items():
-        shot = probe_maps(result.model, result.config, own, result.snapshots[-1].step)
-        mine[name] = dataclasses.replace(result, probe=own, snapshots=[shot])
+        shot = probe_maps(result.model, result.config, sequence, result.snapshots[-1].step)
+        mine[name] = dataclasses.replace(result, probe=sequence, snapshots=[shot])
         st.write(f"{name}: **{''.join(wf.symbol(t) for t in shot.output)}**")
     widgets.chart(wf.snapshot_figure(mine, 0, kind, layer, head), "watch-own", key="watch_own_maps")
 
@@ -195,6 +171,6 @@ for name, result in runs.items():
     cols[0].download_button(f"{name}: maps of every snapshot (NPZ)", buffer.getvalue(),
                             file_name=f"watch-{cfg.task}-{name.replace(' ', '-')}.npz", key=f"watch_npz_{name}",
                             on_click="ignore", icon=":material/download:")
-    cols[1].download_button(f"{name}: animation (HTML)", lambda r=result: export.figure_html(
+    cols[1].download_button(f"{name}: animation (HTML)", lambda r=result: figure_files.figure_html(
         wf.animation_figure(r, kind, layer, head)), file_name=f"watch-{cfg.task}-{name.replace(' ', '-')}.html",
         mime="text/html", key=f"watch_html_{name}", on_click="ignore", icon=":material/animation:")

@@ -1,4 +1,5 @@
-"""Unit tests of the Analyze pages' figure builders (app/analysis_figures.py) and pure helpers (app/analyze.py)."""
+"""Unit tests of the Analyze pages' figure builders (app/analysis_figures.py) and pure helpers
+(app/analyze_pages.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 from support.app import INJECTION, arr  # noqa: E402
 
-from app import analyze  # noqa: E402
+from app import analyze_pages  # noqa: E402
 from viz_model.analysis import alignment, rollout  # noqa: E402
 from viz_model.analysis.ablation import TokenEdit, all_heads, layer_counts  # noqa: E402
 from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
@@ -166,20 +167,21 @@ def test_aer_grid_shows_every_cross_head(trace):
     expected = table[table["head"].notna()].sort_values(["layer", "head"])["aer"].to_numpy()
     np.testing.assert_allclose(arr(heat["z"]).ravel(), expected)
     assert heat["name"] == "cross"
-    shown = analyze.display_aer(table)
+    shown = analyze_pages.display_aer(table)
     assert shown["layer"].min() == 1 and "mean" in set(shown["head"])
     assert set(shown["head"]) - {"mean"} == {str(h) for h in range(1, trace.num_heads + 1)}
 
 
 # --- pure helpers of the pages -----------------------------------------------------------------------------------
 def test_parse_sentences():
-    assert analyze.parse_sentences(" a \n\n b\n") == ["a", "b"]
+    assert analyze_pages.parse_sentences(" a \n\n b\n") == ["a", "b"]
     with pytest.raises(ValueError, match="40,001 characters: at most 40,000"):
-        analyze.parse_sentences("a" * (analyze.MAX_LIVE_CHARS + 1))  # one line, but too much text for the server
+        # one line, but too much text for the server
+        analyze_pages.parse_sentences("a" * (analyze_pages.MAX_LIVE_CHARS + 1))
     with pytest.raises(ValueError, match="at least one sentence"):
-        analyze.parse_sentences("\n  \n")
+        analyze_pages.parse_sentences("\n  \n")
     with pytest.raises(ValueError, match="3 sentences: at most 2 .* remove 1 lines"):
-        analyze.parse_sentences("a\nb\nc", limit=2)
+        analyze_pages.parse_sentences("a\nb\nc", limit=2)
 
 
 @pytest.mark.parametrize("text, match", [
@@ -191,11 +193,11 @@ def test_parse_sentences():
 ])
 def test_parse_gold_errors(text, match):
     with pytest.raises(ValueError, match=match):
-        analyze.parse_gold(text, 3, 2)
+        analyze_pages.parse_gold(text, 3, 2)
 
 
 def test_parse_gold_sure_and_possible():
-    gold = analyze.parse_gold("0-0 1?1 2-1-P", 3, 2)
+    gold = analyze_pages.parse_gold("0-0 1?1 2-1-P", 3, 2)
     assert gold.sure == {(0, 0)} and gold.possible == {(0, 0), (1, 1), (2, 1)}
 
 
@@ -207,19 +209,19 @@ def test_parse_gold_sure_and_possible():
     ("...", "... cat"),
 ])
 def test_one_word_changed(text, expected):
-    assert analyze.one_word_changed(text) == expected
+    assert analyze_pages.one_word_changed(text) == expected
 
 
 def test_diff_markdown_marks_edits_as_escaped_text():
     diff = [TokenEdit("equal", ["▁Zwei"], ["▁Zwei"]), TokenEdit("replace", ["▁Hunde"], ["<b>"]),
             TokenEdit("delete", ["*"], []), TokenEdit("insert", [], ["▁]x"])]
-    text = analyze.diff_markdown(diff)
+    text = analyze_pages.diff_markdown(diff)
     assert text == ("▁Zwei :red-background[~~▁Hunde~~] :green-background[\\<b\\>] :red-background[~~\\*~~] "
                     ":green-background[▁\\]x]")
-    table = analyze.diff_table(diff)
+    table = analyze_pages.diff_table(diff)
     assert list(table["change"]) == ["replace", "delete", "insert"] and table.iloc[0]["heads switched off"] == "<b>"
-    assert analyze.diff_markdown([]) == "*(no tokens)*"
+    assert analyze_pages.diff_markdown([]) == "*(no tokens)*"
 
 
 def test_head_label_counts_from_one():
-    assert analyze.head_label(("cross", 0, 3)) == "Cross-attention · layer 1 · head 4"
+    assert analyze_pages.head_label(("cross", 0, 3)) == "Cross-attention · layer 1 · head 4"

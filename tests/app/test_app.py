@@ -20,7 +20,7 @@ from support.app import (  # noqa: E402
     titles,
 )
 
-from app import export, texts, widgets  # noqa: E402
+from app import figure_files, texts, widgets  # noqa: E402
 from viz_model.modeldir.coverage import TRAINING_STATS  # noqa: E402
 
 
@@ -193,7 +193,7 @@ def test_exports_are_offered(tiny):
     labels = [b.proto.label for b in at.get("download_button")]
     for label in ("Trace as JSON", "Trace as NPZ (NumPy)", "Interactive HTML", "This map as CSV"):
         assert label in labels
-    available, why = export.images_available()
+    available, why = figure_files.images_available()
     if not available:  # the reason this machine cannot render images is said where the buttons would be
         assert why in "\n".join(c.value for c in at.caption)
         return

@@ -11,7 +11,7 @@ import torch
 from support.app import INJECTION, TINY_CONFIG, TINY_MODEL, arr, charts, messages, ok, start, titles  # noqa: E402  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import analyze, sessions, texts  # noqa: E402
+from app import analyze_pages, sessions, texts  # noqa: E402
 from viz_model.analysis import rollout, store  # noqa: E402
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts  # noqa: E402
 from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
@@ -79,8 +79,8 @@ def test_head_roles_live_over_the_examples(tiny, model):
 
 
 @pytest.mark.parametrize("value, expected", [
-    ("\n".join(["A dog."] * (analyze.MAX_LIVE_SENTENCES + 1)),
-     f"{analyze.MAX_LIVE_SENTENCES + 1} sentences: at most {analyze.MAX_LIVE_SENTENCES}"),
+    ("\n".join(["A dog."] * (analyze_pages.MAX_LIVE_SENTENCES + 1)),
+     f"{analyze_pages.MAX_LIVE_SENTENCES + 1} sentences: at most {analyze_pages.MAX_LIVE_SENTENCES}"),
     ("  \n\n", "type at least one sentence"),
     ("A dog.\nA \x07 cat.", "source sentence 2 contains control characters"),
 ])
@@ -151,7 +151,7 @@ def test_ablation_never_changes_the_shared_model(tiny, model):
     ok(at)
     assert titles(at)[0].startswith(f"Heads switched off: {len(cross)} of")
     assert f"Translation, {len(cross)} heads off" in [c.value for c in at.caption]
-    shared = sessions.load_model(str(tiny), TINY_MODEL, sessions.model_stamp(tiny, TINY_MODEL))
+    shared = sessions.load_model(sessions.ModelRef(str(tiny), TINY_MODEL, sessions.model_stamp(tiny, TINY_MODEL)))
     fresh = viz_model.load(tiny / TINY_MODEL, device="cpu")
     for (name, a), (_, b) in zip(shared.network.state_dict().items(), fresh.network.state_dict().items()):
         assert torch.equal(a.cpu(), b), name
@@ -235,7 +235,7 @@ def test_bad_gold_alignments_get_a_message(tiny, gold, expected):
 
 
 def test_flow_is_skipped_for_long_sentences(tiny, monkeypatch):
-    monkeypatch.setattr(analyze, "FLOW_MAX_TOKENS", 3)
+    monkeypatch.setattr(analyze_pages, "FLOW_MAX_TOKENS", 3)
     at = page("alignment")
     assert "Attention flow is shown for up to 3 tokens" in text_of(at)
     assert not any(t.startswith("Flow through") for t in titles(at))
@@ -244,7 +244,7 @@ def test_flow_is_skipped_for_long_sentences(tiny, monkeypatch):
 # --- compare -----------------------------------------------------------------------------------------------------
 def test_compare_two_sentences(tiny):
     at = page("compare")
-    assert at.text_input(key="w_cmp_other").value == analyze.one_word_changed(SENTENCE)
+    assert at.text_input(key="w_cmp_other").value == analyze_pages.one_word_changed(SENTENCE)
     at.text_input(key="w_cmp_other").input(SENTENCE).run()
     ok(at)
     names = titles(at)
@@ -258,7 +258,7 @@ def test_compare_two_sentences(tiny):
     assert "The second sentence cannot be used" in text_of(ok(at))
     at.text_area(key="sentence_input").input("A man runs.")
     next(b for b in at.button if b.label == "Translate").click().run()
-    assert ok(at).text_input(key="w_cmp_other").value == analyze.one_word_changed("A man runs.")
+    assert ok(at).text_input(key="w_cmp_other").value == analyze_pages.one_word_changed("A man runs.")
 
 
 def test_compare_two_models(own, model):

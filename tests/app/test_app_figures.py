@@ -11,7 +11,7 @@ import pytest
 from support.app import INJECTION, TINY_CONFIG, arr  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import export, state, texts  # noqa: E402
+from app import figure_files, state, texts  # noqa: E402
 from viz_model.analysis.layer_scores import layer_scores  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
 
@@ -303,15 +303,16 @@ def test_selected_point_reads_plotly_selections():
 
 
 def test_figure_html_is_self_contained(trace):
-    page = export.figure_html(figures.head_heatmap(trace, "encoder", 0, 0))
+    page = figure_files.figure_html(figures.head_heatmap(trace, "encoder", 0, 0))
     assert "<html>" in page[:100] and "Plotly.newPlot" in page
     assert '<script src="http' not in page and len(page) > 1_000_000  # plotly.js is inlined: works offline
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(export.find_browser() is None, reason="no Chrome/Chromium for kaleido (apt-get install chromium)")
+@pytest.mark.skipif(figure_files.find_browser() is None,
+                    reason="no Chrome/Chromium for kaleido (apt-get install chromium)")
 def test_png_and_svg_export(trace):
-    images = export.figure_images(figures.head_heatmap(trace, "encoder", 0, 0), width=500)
+    images = figure_files.figure_images(figures.head_heatmap(trace, "encoder", 0, 0), width=500)
     assert images["png"].startswith(b"\x89PNG")
     assert b"<svg" in images["svg"][:500]
 
@@ -319,12 +320,12 @@ def test_png_and_svg_export(trace):
 def test_image_export_explains_a_missing_browser(monkeypatch, trace):
     pytest.importorskip("kaleido")  # a dependency; without it the reason given is the missing package
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chrome")
-    ok, why = export.images_available()
+    ok, why = figure_files.images_available()
     assert not ok and "Chromium" in why
-    with pytest.raises(export.ExportError, match="Chromium"):
-        export.figure_images(figures.head_heatmap(trace, "encoder", 0, 0))
-    with pytest.raises(export.ExportError, match="format"):
-        export.figure_images(figures.head_heatmap(trace, "encoder", 0, 0), formats=("gif",))
+    with pytest.raises(figure_files.ExportError, match="Chromium"):
+        figure_files.figure_images(figures.head_heatmap(trace, "encoder", 0, 0))
+    with pytest.raises(figure_files.ExportError, match="format"):
+        figure_files.figure_images(figures.head_heatmap(trace, "encoder", 0, 0), formats=("gif",))
 
 
 def test_trace_exports_round_trip(trace):

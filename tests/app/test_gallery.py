@@ -3,7 +3,6 @@ every query parameter of the link without a complaint (the app's own link parsin
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from support.app import APP, ok
 from support.gallery import ROOT, app_pages, entries
 
-from app import state
+from app import page_settings, state
 
 LINK_PROBLEM = "Some link parameters could not be used"
 
@@ -27,10 +26,9 @@ def test_the_gallery_shows_every_page_once_under_its_title():
 
 
 def test_every_link_names_only_parameters_the_app_reads():
-    """The frame's parameters (`state.URL_KEYS`) and the page's own (its ``state.Linked("name", ...)`` settings)."""
-    own = {page.url_path: set(re.findall(r"state\.Linked\(\"(\w+)\"", (ROOT / "app" / page.file).read_text()))
-           for page in app_pages()}
-    assert {"step", "tree_beam"} <= own["decoding"] and "task" in own["watch"]  # the pattern finds them
+    """The frame's parameters (`state.URL_KEYS`) and the page's own (its `page_settings` declarations)."""
+    own = {page.url_path: set(page_settings.BY_PAGE[page.file].link_names()) for page in app_pages()}
+    assert {"step", "tree_beam"} <= own["decoding"] and "task" in own["watch"]  # the declarations name them
     for entry in entries():
         unknown = set(entry.params) - set(state.URL_KEYS) - own[entry.url_path]
         assert not unknown, f"{entry.title}: {unknown}"

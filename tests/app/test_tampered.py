@@ -120,4 +120,4 @@ def test_a_model_path_in_the_url_only_ever_names_a_directory_of_the_assets_root(
                                   TINY_MODEL + "/"])
 def test_loading_refuses_any_name_that_is_not_a_listed_directory(mixed, name):
     with pytest.raises(CheckpointError, match="no model directory named"):
-        sessions.load_model(str(mixed), name, 0.0)
+        sessions.load_model(sessions.ModelRef(str(mixed), name, "0.0"))

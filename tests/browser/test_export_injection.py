@@ -1,6 +1,6 @@
-"""Exported HTML (app/export.py) opened in headless Chromium: markup in token labels and translations stays text.
+"""Exported HTML (app/figure_files.py) opened in headless Chromium: markup in token labels and translations stays text.
 
-Every figure the app draws from a trace is exported with `export.figure_html`, written to a file and opened in
+Every figure the app draws from a trace is exported with `figure_files.figure_html`, written to a file and opened in
 Debian's Chromium (file:// only, nothing leaves the machine); hovering the plot renders its hover labels too. No
 script from the input may run (window.__pwned stays undefined, no dialog opens), no element may carry an event
 handler or a javascript: link made from it, and the labels must show the markup literally, as characters.
@@ -16,7 +16,7 @@ from support.app import INJECTION, TINY_MODEL  # noqa: E402
 from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import export  # noqa: E402
+from app import figure_files  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
 from viz_model.plot import teaching as teaching_figures  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
@@ -82,7 +82,7 @@ def test_exported_html_never_runs_markup_from_the_input(traces, page, tmp_path, 
     for name in names:
         fig = built[name]
         path = tmp_path / f"{which}-{name}.html"
-        path.write_text(export.figure_html(fig), encoding="utf-8")
+        path.write_text(figure_files.figure_html(fig), encoding="utf-8")
         page.goto(path.as_uri())
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()

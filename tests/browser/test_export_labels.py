@@ -14,7 +14,7 @@ from support.app import TINY_MODEL  # noqa: E402
 from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
-from app import export  # noqa: E402
+from app import figure_files  # noqa: E402
 from viz_model.plot import analysis as analysis_figures  # noqa: E402
 from viz_model.plot import attention as figures  # noqa: E402
 from viz_model.plot import teaching as teaching_figures  # noqa: E402
@@ -55,7 +55,7 @@ def model(assets):
 
 
 def rendered_ticks(page, fig, tmp_path, name: str) -> dict:
-    svg = export.figure_images(fig, formats=("svg",))["svg"]
+    svg = figure_files.figure_images(fig, formats=("svg",))["svg"]
     path = tmp_path / f"{name}.svg"
     path.write_bytes(svg)
     page.goto(path.as_uri())

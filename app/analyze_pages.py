@@ -1,5 +1,5 @@
-"""What the Analyze pages share: the model directory's precomputed tables, cached analyses (keyed by the model
-stamp like `sessions.compute_trace`), the parsing of what the user types, and text renderings.
+"""What the Analyze pages share: the model directory's precomputed tables, cached analyses (keyed by the
+`sessions.ModelRef` like `sessions.compute_trace`), the parsing of what the user types, and text renderings.
 
 Nothing here changes the shared model: ablation goes through a head mask per call (`viz_model.analysis.ablation`).
 """
@@ -19,7 +19,6 @@ from viz_model.analysis.ablation import AblationResult, Head, TokenEdit
 from viz_model.analysis.corpus import CorpusAnalysis, analyze_corpus
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.nn import kinds
-from viz_model.trace import AttentionTrace
 
 MAX_LIVE_SENTENCES = 200
 MAX_LIVE_CHARS = 40_000  # what the head-roles box accepts at once (200 sentences of 200 characters), checked here
@@ -33,10 +32,6 @@ SWAPS = {"dog": "cat", "dogs": "cats", "cat": "dog", "cats": "dogs", "man": "wom
 
 
 # --- the model directory's tables --------------------------------------------------------------------------------
-def model_dir(session: sessions.Session) -> Path:
-    return Path(session.root) / session.name
-
-
 def file_stamp(path: Path) -> str:
     """Size and modification time of a file ("-" when absent): a changed table gets a fresh cache entry."""
     try:
@@ -47,61 +42,56 @@ def file_stamp(path: Path) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _stored_table(root: str, name: str, stamp: str, which: str, table_stamp: str) -> pd.DataFrame | None:
+def _stored_table(ref: sessions.ModelRef, which: str, table_stamp: str) -> pd.DataFrame | None:
     del table_stamp  # part of the cache key only
-    config = sessions.load_model(root, name, stamp).config
-    return TABLE_READERS[which](Path(root) / name, config)
+    return TABLE_READERS[which](ref.directory, sessions.load_model(ref).config)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _stored_sentences(root: str, name: str, table_stamp: str) -> list[str] | None:
+def _stored_sentences(ref: sessions.ModelRef, table_stamp: str) -> list[str] | None:
     del table_stamp
-    return store.read_head_stats_sentences(Path(root) / name)
+    return store.read_head_stats_sentences(ref.directory)
 
 
 def stored_table(session: sessions.Session, which: str) -> tuple[pd.DataFrame | None, str | None]:
     """("stats" or "importance") the model directory's table and None, or None and why it cannot be used."""
-    path = model_dir(session) / TABLE_FILES[which]
+    ref = session.ref.stored
     try:
-        return _stored_table(session.root, session.name, session.stamp, which, file_stamp(path)), None
+        return _stored_table(ref, which, file_stamp(ref.directory / TABLE_FILES[which])), None
     except (CheckpointError, OSError) as err:
         return None, str(err)
 
 
 def stored_sentences(session: sessions.Session) -> list[str] | None:
     """The sentences of the stored head statistics (for the role examples), None when absent or unreadable."""
-    path = model_dir(session) / store.HEAD_STATS_SENTENCES_FILE
+    ref = session.ref.stored
     try:
-        return _stored_sentences(session.root, session.name, file_stamp(path))
+        return _stored_sentences(ref, file_stamp(ref.directory / store.HEAD_STATS_SENTENCES_FILE))
     except (CheckpointError, OSError):
         return None
 
 
 # --- cached analyses ---------------------------------------------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=4)
-def compute_head_stats(root: str, name: str, stamp: str, sentences: tuple[str, ...]) -> CorpusAnalysis:
-    return analyze_corpus(sessions.load_model(root, name, stamp), list(sentences))
+def compute_head_stats(ref: sessions.ModelRef, sentences: tuple[str, ...]) -> CorpusAnalysis:
+    return analyze_corpus(sessions.load_model(ref), list(sentences))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_ablation(root: str, name: str, stamp: str, search: str, text: str, heads: tuple[Head, ...], beam: int,
-                     alpha: float, rule: str | None = None) -> AblationResult:
-    return ablation.ablate(sessions.searching_model(root, name, stamp, search), text, heads, beam=beam, alpha=alpha,
-                           rule=rule)
+def compute_ablation(ref: sessions.ModelRef, text: str, heads: tuple[Head, ...], beam: int, alpha: float,
+                     rule: str | None = None) -> AblationResult:
+    return ablation.ablate(sessions.searching_model(ref), text, heads, beam=beam, alpha=alpha, rule=rule)
+
+
+def ablate(session: sessions.Session, text: str, heads: tuple[Head, ...]) -> AblationResult:
+    """`text` translated with and without `heads` with the session's search (into the model's own language)."""
+    return compute_ablation(session.ref.searching(session.ref.search), text, heads, session.beam, session.alpha,
+                            session.rule)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_flow(maps: list[np.ndarray], residual: float) -> np.ndarray:
     return rollout.attention_flow(maps, residual)
-
-
-def trace_of_model(session: sessions.Session, name: str, text: str, target: str | None) -> AttentionTrace:
-    """`text` traced by the model `name` of the same assets folder, with this session's decoding settings."""
-    root = sessions.root_of(name)
-    stamp = sessions.model_stamp(root, name)
-    sessions.load_model(str(root), name, stamp)  # a directory that cannot load raises here, with its message
-    return sessions.compute_trace(str(root), name, stamp, session.search, text, session.beam, session.alpha,
-                                target or None, session.top_k, session.truncate, rule=session.rule)
 
 
 # --- what the user types -----------------------------------------------------------------------------------------

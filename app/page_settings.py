@@ -1,0 +1,249 @@
+"""Each page's own settings, one frozen dataclass per page: session keys, defaults (where a page computes its default
+from the model or the trace, it passes that to `Setting.init`) and the parameters that go into the link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.link_values import number, number_text, one_of, url_number, whole_number
+from app.setting_types import Link, PageSettings, Setting
+from app.texts import EXAMPLES
+from viz_model.api import MAX_BEAM
+from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
+from viz_model.lessons.watch import LIMITS, POSITIONAL, TASKS
+from viz_model.search.settings import MAX_LENGTH_PENALTY
+
+STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
+
+
+def lengths_from(raw: str) -> tuple[int, int]:
+    """The Watch page's sequence lengths from the link ("4-8")."""
+    low, high = LIMITS["length"]
+    parts = raw.split("-")
+    values = [url_number(part) for part in parts]
+    if len(values) != 2 or not low <= values[0] <= values[1] <= high:
+        raise ValueError(f"use two lengths from {low} to {high}, the shorter first, as in 4-8")
+    return values[0], values[1]
+
+
+# --- Explore -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExploreSettings(PageSettings):
+    """Translate & explore, beyond the shared view: the heatmap's rows and measure, the model view, the head view
+    and the token focus (the view, kind, layer, head and level are `shared_settings.SHARED`'s)."""
+
+    rows: Setting[str] = Setting("rows", "input")
+    measure: Setting[str] = Setting("measure", "weights")
+    aggregate: Setting[str] = Setting("mv_aggregate", "heads")
+    model_view: Setting[dict | None] = Setting("mv_chart", None)  # the model view's selection
+    drawn_heads: Setting[list[int]] = Setting("hv_heads", [])  # 0-based; by default the chosen head
+    min_weight: Setting[float] = Setting("hv_min", 0.02)
+    head_view: Setting[dict | None] = Setting("hv_chart", None)  # the head view's selection
+    focus: Setting[tuple[str, int] | None] = Setting("hv_focus", None)  # the head view's clicked token
+    token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
+
+
+@dataclass(frozen=True)
+class MasksSettings(PageSettings):
+    """Masks: the batch's second sentence, the map (kind, layer, head: 1-based) and the sentence shown."""
+
+    other: Setting[str | None] = Setting("m_other", None)
+    kind: Setting[str] = Setting("m_kind", "encoder")  # by default the explorer's
+    layer: Setting[int] = Setting("m_layer", 1)
+    head: Setting[int] = Setting("m_head", 1)
+    row: Setting[int] = Setting("m_row", 0)  # by default the padded one
+
+
+# --- Analyze -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttributionSettings(PageSettings):
+    """Attribution: the methods, integrated gradients' points and tolerance, the output token, the foil, the matrix's
+    method and the translation whose faithfulness was checked."""
+
+    methods: Setting[list[str]] = Setting("at_methods", ["attention", "value_weighted", "alti", "saliency"])
+    tolerance: Setting[float] = Setting("at_tolerance", DEFAULT_TOLERANCE)
+    steps: Setting[int] = Setting("at_steps", DEFAULT_STEPS)
+    output: Setting[int] = Setting("at_output", 0)
+    foil: Setting[str] = Setting("at_foil", "")
+    matrix: Setting[str] = Setting("at_matrix", "alti")
+    checked: Setting[tuple | None] = Setting("at_checked", None)  # (source ids, output ids)
+
+
+@dataclass(frozen=True)
+class HeadRolesSettings(PageSettings):
+    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic."""
+
+    source: Setting[str] = Setting("hr_source", "stored")
+    text: Setting[str] = Setting("hr_text", "\n".join(EXAMPLES))
+    text_box: Setting[str] = Setting("hr_text_input", "")
+    statistic: Setting[str] = Setting("hr_stat", "entropy")
+
+
+@dataclass(frozen=True)
+class AblationSettings(PageSettings):
+    """Ablation: the heads switched off (kind, 0-based layer and head), the grids' redraw count, the measure."""
+
+    heads: Setting[list[tuple[str, int, int]]] = Setting("abl_heads", [])  # by default the last cross layer's first
+    redraws: Setting[int] = Setting("abl_grid_n", 0)
+    metric: Setting[str] = Setting("abl_metric", "nll_rise")
+
+
+@dataclass(frozen=True)
+class AlignmentSettings(PageSettings):
+    """Alignment & rollout: the cross-attention map read as links and a typed gold alignment; rollout's kind, layer
+    and residual share (layers 1-based, by default the last)."""
+
+    layer: Setting[int] = Setting("al_layer", 1)
+    head: Setting[int | str] = Setting("al_head", "mean")
+    rows: Setting[str] = Setting("al_rows", "output")
+    threshold: Setting[float] = Setting("al_threshold", 0.0)
+    gold: Setting[str] = Setting("al_gold", "")
+    rollout_kind: Setting[str] = Setting("ro_kind", "encoder")
+    rollout_layer: Setting[int] = Setting("ro_layer", 1)
+    residual: Setting[float] = Setting("ro_residual", 0.5)
+
+
+@dataclass(frozen=True)
+class CompareSettings(PageSettings):
+    """Compare: the map (kind, layer, head), the second sentence (and the first it was made for), the second model."""
+
+    kind: Setting[str] = Setting("cmp_kind", "encoder")  # by default the explorer's
+    layer: Setting[int] = Setting("cmp_layer", 1)
+    head: Setting[int | str] = Setting("cmp_head", "mean")
+    other: Setting[str] = Setting("cmp_other", "")
+    other_for: Setting[str | None] = Setting("cmp_other_for", None)
+    model: Setting[str] = Setting("cmp_model", "")
+
+
+# --- Learn -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PositionalSettings(PageSettings):
+    """Positional encoding: positions and dimensions drawn, the shift lesson, the learned model, the sentence's side
+    and token, and the experiment (layers 1-based)."""
+
+    length: Setting[int] = Setting("pe_length", 32)  # by default the sentence's length
+    dims: Setting[list[int]] = Setting("pe_dims", [])  # by default a few of every layout
+    offset: Setting[int] = Setting("pe_k", 3)
+    zoom: Setting[int] = Setting("pe_zoom", 16)
+    learned: Setting[str] = Setting("pe_learned", "")
+    side: Setting[str] = Setting("pe_side", "source")
+    token: Setting[int] = Setting("pe_token", 1)
+    experiment: Setting[str] = Setting("pe_exp", "no_pe")
+    shuffle_seed: Setting[int] = Setting("pe_seed", 1)
+    experiment_kind: Setting[str] = Setting("pe_exp_kind", "encoder")
+    experiment_layer: Setting[int] = Setting("pe_exp_layer", 1)
+
+
+@dataclass(frozen=True)
+class AttentionByHandSettings(PageSettings):
+    """Attention by hand: the matrices (the editors' starting tables and the last valid ones), their widths, the
+    query followed, the saturation sampling, the causal mask and the multi-head section."""
+
+    base: Setting[dict | None] = Setting("abh_base", None)
+    current: Setting[dict | None] = Setting("abh_current", None)
+    d_in: Setting[int] = Setting("abh_d_in", 4)
+    d_k: Setting[int] = Setting("abh_d_k", 3)
+    d_v: Setting[int] = Setting("abh_d_v", 3)
+    query: Setting[int] = Setting("abh_query", 0)
+    keys: Setting[int] = Setting("abh_keys", 10)
+    samples: Setting[int] = Setting("abh_samples", 1000)
+    seed: Setting[int] = Setting("abh_seed", 0)
+    mask_scaled: Setting[bool] = Setting("abh_mask_scaled", True)
+    heads: Setting[int] = Setting("abh_heads", 2)  # by default the second divisor of the width
+    head_seed: Setting[int] = Setting("abh_mh_seed", 0)
+    head_causal: Setting[bool] = Setting("abh_mh_causal", False)
+
+    @staticmethod
+    def editor(name: str) -> Setting:
+        """The data editor of matrix `name` (its edits; removed to start again from `base`)."""
+        return Setting(f"abh_edit_{name}", None)
+
+
+@dataclass(frozen=True)
+class DecodingSettings(PageSettings):
+    """Decoding step by step: the step, the cross-attention layer and the beam tree's search; all in the link."""
+
+    step: Setting[int] = Setting("dec_step", 1, Link("step", whole_number(1, 100_000)))
+    layer: Setting[int] = Setting("dec_layer", 1, Link("cross_layer", whole_number(1, 1_000)))  # by default the last
+    beam: Setting[int] = Setting("dec_beam", 4, Link("tree_beam", whole_number(1, MAX_BEAM)))  # by default the sidebar
+    alpha: Setting[float] = Setting("dec_alpha", 0.6, Link(
+        "tree_alpha", number(-MAX_LENGTH_PENALTY, MAX_LENGTH_PENALTY), number_text))  # by default the sidebar
+    pruned: Setting[int] = Setting("dec_per_parent", 0, Link("tree_pruned", whole_number(0, 2 * MAX_BEAM)))
+
+
+@dataclass(frozen=True)
+class TrainingSettings(PageSettings):
+    """The training recipe: the schedule's and label smoothing's inputs (by default the model's recipe where it has
+    one), and the layer-timing measurement's inputs and result."""
+
+    d_model: Setting[int] = Setting("tr_d_model", 512)
+    warmup: Setting[int] = Setting("tr_warmup", 4000)
+    mode: Setting[str] = Setting("tr_mode", "scale")
+    peak: Setting[float] = Setting("tr_peak", 7e-4)
+    scale: Setting[float] = Setting("tr_scale", 1.0)
+    steps: Setting[int] = Setting("tr_steps", 20_000)
+    epochs: Setting[int] = Setting("tr_epochs", 20)
+    epoch_steps: Setting[int] = Setting("tr_epoch_steps", 1000)
+    cooldown: Setting[int] = Setting("tr_cooldown", 0)
+    epsilon: Setting[float] = Setting("tr_eps", 0.1)
+    vocab: Setting[int] = Setting("tr_vocab", 10)
+    target: Setting[int] = Setting("tr_target", 3)
+    lengths: Setting[list[int]] = Setting("tr_lengths", [16, 64, 256, 1024])
+    width: Setting[int] = Setting("tr_d", 512)
+    heads: Setting[int] = Setting("tr_heads", 8)
+    kernel: Setting[int] = Setting("tr_kernel", 3)
+    measured: Setting[object] = Setting("tr_measured", None)
+
+    def init_from(self, config, facts) -> None:
+        """Where session state has no value yet: the loaded model's width and heads, its recipe where it has one
+        (`facts`, its training_facts.json), else the declared defaults (the paper's)."""
+        values = [(self.d_model, config.d_model), (self.width, config.d_model), (self.heads, config.heads)]
+        if facts is not None:
+            values += [(self.warmup, facts.warmup_steps), (self.scale, facts.lr_scale), (self.epochs, facts.epochs),
+                       (self.epoch_steps, facts.steps_per_epoch), (self.cooldown, facts.cooldown_epochs),
+                       (self.epsilon, facts.label_smoothing)]
+            if facts.lr_peak:
+                values += [(self.mode, "peak"), (self.peak, facts.lr_peak)]
+        for setting, value in values:
+            setting.init(value)
+        for setting in self.settings():
+            setting.init()
+
+
+@dataclass(frozen=True)
+class WatchSettings(PageSettings):
+    """Watch attention form: the training form (every field in the link), the runs, and the drawn snapshot."""
+
+    task: Setting[str] = Setting("watch_task", "copy", Link("task", one_of(TASKS)))
+    lengths: Setting[tuple[int, int]] = Setting("watch_lengths", (4, 8),
+                                                Link("lengths", lengths_from, lambda v: f"{v[0]}-{v[1]}"))
+    shift: Setting[int] = Setting("watch_shift", 1, Link("k", whole_number(1, LIMITS["length"][1] - 1)))
+    layers: Setting[int] = Setting("watch_layers", 1, Link("layers", one_of(LAYER_CHOICES)))
+    heads: Setting[int] = Setting("watch_heads", 2, Link("heads", one_of(HEAD_CHOICES)))
+    d_model: Setting[int] = Setting("watch_d_model", 32, Link("d_model", one_of(WIDTH_CHOICES)))
+    positional: Setting[str] = Setting("watch_pe", "sinusoidal", Link("pe", one_of(POSITIONAL)))
+    compare: Setting[bool] = Setting("watch_compare", True, Link("compare", one_of([True, False]),
+                                                                lambda v: str(bool(v))))
+    steps: Setting[int] = Setting("watch_steps", 800, Link("steps", one_of(STEP_CHOICES)))
+    seconds: Setting[int] = Setting("watch_seconds", 30, Link("seconds", whole_number(5, 60)))
+    seed: Setting[int] = Setting("watch_seed", 0, Link("seed", whole_number(0, 1_000_000)))
+    runs: Setting[dict | None] = Setting("watch_runs", None)
+    running: Setting[bool] = Setting("watch_running", False)
+    snapshot: Setting[int] = Setting("watch_snapshot", 0)
+    kind: Setting[str] = Setting("watch_kind", "cross")
+    layer: Setting[int] = Setting("watch_layer", 0)
+    head: Setting[int | str] = Setting("watch_head", "mean")
+    animated: Setting[str] = Setting("watch_animated", "")
+    own_sequence: Setting[str] = Setting("watch_own", "")
+
+
+EXPLORE, MASKS = ExploreSettings(), MasksSettings()
+ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), AblationSettings()
+ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
+POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
+TRAINING, WATCH = TrainingSettings(), WatchSettings()
+BY_PAGE: dict[str, PageSettings] = {  # the page files of app/streamlit_app.py
+    "views/explore.py": EXPLORE, "views/masks.py": MASKS, "views/attribution.py": ATTRIBUTION,
+    "views/head_roles.py": HEAD_ROLES, "views/ablation.py": ABLATION, "views/alignment.py": ALIGNMENT,
+    "views/compare.py": COMPARE, "views/positional.py": POSITIONAL_ENCODING, "views/attention_by_hand.py": BY_HAND,
+    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH}

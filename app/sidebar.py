@@ -1,0 +1,117 @@
+"""The sidebar every page shares: the model picker and the decoding settings; it loads the model (cached) and builds
+the run's `Session`."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.sessions import ModelRef, Session, load_model, model_languages, roots_label, searching_model
+from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHARED
+from app.state import bound, rule_choice, search_beam, search_defaults
+from app.texts import count, md_escape
+from viz_model.api import MAX_BEAM, TranslationModel
+from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.modeldir.languages import name as language_name
+from viz_model.search.settings import MAX_LENGTH_PENALTY
+
+
+def sidebar(models: list[str]) -> Session | None:
+    """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
+    with st.sidebar:
+        bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}")
+        name = SHARED.model.get()
+        ref = ModelRef.of(name)
+        # the full name and the language pair below the picker: a long name is cut inside the box
+        st.caption(f"{md_escape(name)} · {model_languages(ref.directory)}")
+        try:
+            model = load_model(ref)
+        except (CheckpointError, OSError, ValueError, RuntimeError) as err:
+            st.error(f"This model cannot be loaded: {err}")
+            return None
+        cfg = model.config
+        color = "green" if model.device.type == "cuda" else "gray"
+        st.badge(model.device_label, icon=":material/memory:", color=color)
+        ref = ref.searching(SHARED.search.get())
+        try:
+            model = searching_model(ref)
+        except ValueError as err:  # int8 where it cannot run (a GPU, fp16 weights): say why, search as auto does
+            st.warning(f"Search precision {ref.search}: {err}. Searching with auto instead.")
+            ref = ref.searching("auto")
+        lang = target_language(model)
+        if lang:
+            ref = ref.searching(ref.search, lang)
+            model = searching_model(ref)
+        rule = rule_choice(model.generation.rule)
+        defaults = model.search_settings(rule)
+        search_defaults(name, rule, defaults.beam, defaults.alpha)
+        st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
+                   f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
+                   f"{model.search_precision} weights, every map and probability in full precision")
+        if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
+                                    help="Opens the model card in a wide window"):
+            show_card(model.name, model.card)
+        decoding_settings(model, rule)
+    return Session(model, ref, search_beam(), float(SHARED.alpha.get()), int(SHARED.top_k.get()),
+                   bool(SHARED.truncate.get()), None if SHARED.rule.get() == "auto" else rule)
+
+
+def decoding_settings(model: TranslationModel, rule: str) -> None:
+    """The search rule, greedy or beam search, beam size, length penalty, precision, top-k and truncation."""
+    st.subheader("Decoding")
+    own = RULE_LABELS[model.generation.rule].lower()
+    bound(st.radio, "Search rule", SHARED.rule, list(RULE_LABELS),
+          format_func=lambda v: f"The model's own ({own})" if v == "auto" else RULE_LABELS[v],
+          help="As transformers' generate: the model's generation config (beam, length_penalty, "
+               "early_stopping, max_length, ...) and transformers' beam search, so an imported model shows the "
+               "translation its own framework gives. This project's: GNMT's length penalty ((5 + |Y|) / 6)^α, "
+               "OpenNMT's stop, source + 50 tokens. Imported models search as transformers by default.")
+    bound(st.radio, "Search", SHARED.decoding, ["greedy", "beam"], horizontal=True,
+          format_func=lambda v: "Greedy" if v == "greedy" else "Beam search")
+    if SHARED.decoding.get() == "beam":
+        bound(st.slider, "Beam size", SHARED.beam, 2, MAX_BEAM)
+    transformers_rule = rule == "transformers"
+    low = -MAX_LENGTH_PENALTY if transformers_rule else 0.0
+    SHARED.alpha.set(min(max(float(SHARED.alpha.get()), low), MAX_LENGTH_PENALTY))
+    bound(st.slider, "Length penalty α", SHARED.alpha, low, MAX_LENGTH_PENALTY, step=0.1,
+          help="transformers' length_penalty: a finished hypothesis scores log p / |Y|^α (above 0 favours "
+               "longer translations)" if transformers_rule else
+               "GNMT length penalty: log p / ((5 + |Y|) / 6)^α; higher favours longer translations (0 = none)")
+    bound(st.radio, "Search precision", SHARED.search, list(SEARCH_LABELS), format_func=SEARCH_LABELS.get,
+          help="Which weights beam search runs on. The maps and probabilities are always recomputed in full "
+               "precision for the chosen output, so with int8 a step may show a top candidate other than the "
+               "token the search chose (it is flagged). int8 can also change the translation itself.")
+    if transformers_rule and model.search_precision == "int8":
+        st.caption(":orange[int8 weights: the translation can differ from generate's; full precision gives "
+                   "generate's.]")
+    bound(st.slider, "Top-k candidates per step", SHARED.top_k, 1, MAX_TOP_K_SHOWN)
+    bound(st.checkbox, "Cut sentences longer than the model's maximum", SHARED.truncate,
+          help=f"Otherwise a sentence above {model.config.max_positions} tokens is refused with a message.")
+
+
+def target_language(model: TranslationModel) -> str:
+    """A many-to-many model's target-language picker (its codes, by name); "" for the language it was imported
+    with, and for a model of one fixed pair (no picker)."""
+    codes = model.target_languages
+    if not codes:
+        SHARED.lang.set("")
+        return ""
+    own = model.languages.target
+    lang = SHARED.lang.get()
+    if lang == own:
+        SHARED.lang.set("")
+    elif lang and lang not in codes:
+        st.warning(f"`lang={lang[:20]}` ignored: not one of this model's {len(codes)} languages.")
+        SHARED.lang.set("")
+    options = ["", *sorted((c for c in codes if c != own), key=language_name)]
+    bound(st.selectbox, "Translate into", SHARED.lang, options,
+          format_func=lambda c: f"{language_name(c or own)} ({c or own})" + ("" if c else ", as imported"),
+          help="A many-to-many model translates into any of its languages: its first output token is that "
+               "language's code, forced.")
+    return SHARED.lang.get()
+
+
+@st.dialog("Model card", width="large")
+def show_card(name: str, card: str) -> None:
+    """The model card in a wide dialog (the sidebar made it a very tall narrow column)."""
+    st.caption(name)
+    st.markdown(card)
