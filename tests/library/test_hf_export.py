@@ -103,7 +103,10 @@ def test_ctranslate2_converts_it_and_translates_as_transformers(exported, tmp_pa
 
 
 def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path, tokenizer, capsys):
-    for name, changes, words in (("learned", {"positional": "learned"}, "learns its positions"),
+    for name, changes, words in (("learned", {"positional": "learned"}, "its positions are learned"),
+                                 ("rope", {"positional": "rope"}, "its positions are rope"),
+                                 ("alibi", {"positional": "alibi"}, "its positions are alibi"),
+                                 ("relative", {"positional": "relative"}, "its positions are relative"),
                                  ("pre-norm", {"norm": "pre"}, "pre-norm"),
                                  ("untied", {"share_embeddings": False}, "not one matrix")):
         directory = tmp_path / name

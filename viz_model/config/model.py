@@ -11,13 +11,18 @@ from typing import Any
 
 from .checks import ConfigError, _check_bool, _check_choice, _check_float, _check_int, from_dict
 
-POSITIONAL_KINDS = ("sinusoidal", "learned")
+POSITIONAL_KINDS = ("sinusoidal", "learned", "rope", "alibi", "relative")
+INPUT_POSITIONS = ("sinusoidal", "learned")  # added to the input; the other schemes put position into the scores
 SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions (the paper) or in two halves (Marian)
 SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln(10000) / (d_model/2 - 1)) (M2M100)
 ACTIVATIONS = ("relu", "silu", "gelu")
 NORM_KINDS = ("post", "pre")
 IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
                   "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit")
+SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
+ROPE_BASE_RANGE = (2.0, 1e9)
+ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
+RELATIVE_BUCKETS_RANGE = (4, 1024)
 MAX_POSITION_OFFSET = 16
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
@@ -40,7 +45,9 @@ class ModelConfig:
     :ivar dropout: on embeddings and every sub-layer's output, while training
     :ivar attention_dropout: on the attention weights, while training
     :ivar max_positions: the longest source or target, in pieces
-    :ivar positional: "sinusoidal" (the paper) or "learned"
+    :ivar positional: "sinusoidal" (the paper) or "learned", added to the input; "rope" (queries and keys
+        rotated, Llama), "alibi" (a linear distance penalty per head, BLOOM) or "relative" (T5's learned bias per
+        head and distance bucket), put into the self-attention scores
     :ivar norm: "post" (``LayerNorm(x + Sublayer(x))``, the paper) or "pre"
     :ivar share_embeddings: one matrix for source and target embeddings and the pre-softmax projection
     :ivar pad_id: the padding piece's id
@@ -56,6 +63,10 @@ class ModelConfig:
     :ivar forced_first_id: the first output, forced (M2M100: the target language's code); None: not forced
     :ivar eos_at_limit: the last output a length limit allows is forced to be `eos_id` (Hugging Face's
         forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
+    :ivar rope_base: RoPE's base: pair i turns by ``base^(-2i/d_head)`` per position (Llama 2: 10000)
+    :ivar alibi_max_bias: ALiBi's slopes are ``2^(-max_bias * h / H)`` (8 in the paper and BLOOM)
+    :ivar relative_buckets: the distance buckets of T5's relative bias (T5: 32)
+    :ivar relative_max_distance: distances from here on share the last bucket (T5: 128)
     """
 
     vocab_size: int = 37_000
@@ -82,6 +93,10 @@ class ModelConfig:
     never_emitted: tuple[int, ...] = ()
     forced_first_id: int | None = None
     eos_at_limit: bool = False
+    rope_base: float = 10000.0
+    alibi_max_bias: float = 8.0
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
@@ -119,6 +134,17 @@ class ModelConfig:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        self._check_scheme_options()
+
+    def _check_scheme_options(self) -> None:
+        """The settings of RoPE, ALiBi and the relative bias, each within its bounds."""
+        _check_float("rope_base", self.rope_base, *ROPE_BASE_RANGE)
+        _check_float("alibi_max_bias", self.alibi_max_bias, *ALIBI_MAX_BIAS_RANGE)
+        _check_int("relative_buckets", self.relative_buckets, *RELATIVE_BUCKETS_RANGE)
+        low = self.relative_buckets // 2 + 1  # the log-spaced buckets start at buckets/2 (one sign) and need room
+        _check_int("relative_max_distance", self.relative_max_distance, low, LIMITS["max_positions"])
+        if self.positional == "rope" and self.d_head % 2:
+            raise ConfigError(f"rope positions need an even head width d_model / heads, got {self.d_head}")
 
     @property
     def d_head(self) -> int:
@@ -126,11 +152,12 @@ class ModelConfig:
         return self.d_model // self.heads
 
     def to_dict(self) -> dict[str, Any]:
-        """The values; the options added for imported models only where they differ from their defaults, so the
-        config (and its digest in every saved model) of a model that does not use them reads as before they existed."""
+        """The values; the options added for imported models and the positional schemes' settings only where they
+        differ from their defaults, so the config (and its digest in every saved model) of a model that does not
+        use them reads as before they existed."""
         data = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in IMPORT_OPTIONS and data[f.name] == f.default:
+            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS and data[f.name] == f.default:
                 del data[f.name]
         if "never_emitted" in data:
             data["never_emitted"] = list(data["never_emitted"])

@@ -34,6 +34,10 @@ from .importer import DECODER_NAMES, ENCODER_NAMES
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
 
 
+POSITION_WORDS = {"learned": "a learned table", "rope": "queries and keys rotated",
+                  "alibi": "a linear distance penalty on the scores", "relative": "T5's learned bias on the scores"}
+
+
 class HFExportError(ValueError):
     """The model cannot be written as a Marian folder, or the folder cannot be written; the message says why."""
 
@@ -44,7 +48,9 @@ def marian_refusal(config: ModelConfig, tokenizer: object) -> str | None:
         return (f"its tokenizer is {type(tokenizer).__name__}: an imported model is already a Hugging Face model; "
                 "use the folder it was imported from")
     reasons = {
-        config.positional != "sinusoidal": "it learns its positions (Marian adds fixed sinusoids)",
+        config.positional != "sinusoidal":
+            f"its positions are {config.positional} ({POSITION_WORDS.get(config.positional, '')}; Marian adds fixed "
+            "sinusoids to the input)",
         config.norm != "post": "it is pre-norm (Marian normalises after each residual block)",
         not config.share_embeddings: "its source, target and output embeddings are not one matrix (Marian ties them)",
         config.sinusoid_frequencies != "paper" or config.position_offset != 0:

@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .linear import Linear
+from .rotary import rotate
+from .score_position import ScorePosition
 
 IMPLEMENTATIONS = ("auto", "math", "sdpa")
 """The paths `attention` can take: "math" (explicit, with weights), "sdpa" (fused, no weights) or "auto"."""
@@ -104,6 +106,9 @@ class AttentionRecord:
     :ivar residual: set by the model's layer: ``(batch, query_len, d_model)`` the residual stream entering the
         sub-layer (what token-to-token contribution methods such as ALTI decompose)
     :ivar output: set by the model's layer: the residual stream leaving the sub-layer (after Add & Norm)
+    :ivar position_bias: the positional part of `scores`, broadcastable to them: the bias added to them (ALiBi,
+        T5's relative bias), or the scores minus those of the unrotated queries and keys (RoPE); None where
+        position enters through the input (sinusoidal, learned) or not at all
     """
 
     weights: Tensor
@@ -113,22 +118,36 @@ class AttentionRecord:
     mask: Tensor | None
     residual: Tensor | None = None
     output: Tensor | None = None
+    position_bias: Tensor | None = None
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
-                        scale: bool = True) -> tuple[Tensor, AttentionRecord]:
+                        scale: bool = True, bias: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
     """The explicit path of `attention`: its output and the record of every intermediate."""
     _check_qkv(q, k, v, mask)
-    return _explicit_attention(q, k, v, mask, dropout_p, scale)
+    _check_bias(q, k, bias)
+    return _explicit_attention(q, k, v, mask, dropout_p, scale, bias)
 
 
-def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool
-                        ) -> tuple[Tensor, AttentionRecord]:
+def _check_bias(q: Tensor, k: Tensor, bias: Tensor | None) -> None:
+    """A score bias must broadcast to ``(batch, heads, query_len, key_len)``."""
+    if bias is None:
+        return
+    target = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if bias.dim() != 4 or any(b not in (1, t) for b, t in zip(bias.shape, target)):
+        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to scores "
+                         f"(batch, heads, query_len, key_len) = {target}")
+
+
+def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool,
+                        bias: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
     scores = attention_scores(q, k, scale)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
     weights = _softmax_over_keys(masked, mask)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return dropped @ v, AttentionRecord(weights, scores, masked, v, mask)
+    return dropped @ v, AttentionRecord(weights, scores, masked, v, mask, position_bias=bias)
 
 
 def _slow_fused(q: Tensor) -> bool:
@@ -137,40 +156,54 @@ def _slow_fused(q: Tensor) -> bool:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
-              dropout_p: float = 0.0, scale: bool = True, impl: str = "auto") -> tuple[Tensor, Tensor | None]:
-    """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` on ``(batch, heads, len, d)`` tensors.
+              dropout_p: float = 0.0, scale: bool = True, impl: str = "auto",
+              bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V`` on ``(batch, heads, len, d)`` tensors.
 
     Returns ``(output, weights)``; weights ``(batch, heads, query_len, key_len)`` when `need_weights`,
-    else None. `impl` picks the path: "math" (explicit), "sdpa" (fused, no weights) or "auto".
+    else None. `impl` picks the path: "math" (explicit), "sdpa" (fused, no weights) or "auto". `bias`
+    (broadcastable to the scores): a positional bias added to the scores (ALiBi, T5's relative bias).
     """
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
     if need_weights and impl == "sdpa":
         raise ValueError("the fused sdpa path cannot return attention weights; use impl='math' or 'auto'")
     _check_qkv(q, k, v, mask)
+    _check_bias(q, k, bias)
     if impl == "sdpa" or (impl == "auto" and not need_weights and scale and not _slow_fused(q)):
         if not scale:
             raise ValueError("the fused sdpa path always scales by 1/sqrt(d_k); use impl='math' for scale=False")
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=_float_mask(mask, bias, q.dtype), dropout_p=dropout_p)
         return out, None
-    out, record = _explicit_attention(q, k, v, mask, dropout_p, scale)
+    out, record = _explicit_attention(q, k, v, mask, dropout_p, scale, bias)
     return out, (record.weights if need_weights else None)
+
+
+def _float_mask(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """The fused kernel's mask: the boolean mask itself, or the bias with masked keys at -inf."""
+    if bias is None:
+        return mask
+    bias = bias.to(dtype)
+    return bias if mask is None else bias.masked_fill(~mask, float("-inf"))
 
 
 @dataclass
 class KVCache:
     """Projected keys and values of one attention layer, ``(batch, heads, len, d_head)``, for decoding.
 
-    :ivar key: the keys
+    :ivar key: the keys (rotated already under RoPE)
     :ivar value: the values
+    :ivar positions: ``(batch, len)`` the keys' positions where position enters the scores, else None
     """
 
     key: Tensor
     value: Tensor
+    positions: Tensor | None = None
 
     def index_select(self, index: Tensor) -> KVCache:
         """Reorder the batch rows (beam search keeps the surviving hypotheses)."""
-        return KVCache(self.key.index_select(0, index), self.value.index_select(0, index))
+        positions = None if self.positions is None else self.positions.index_select(0, index)
+        return KVCache(self.key.index_select(0, index), self.value.index_select(0, index), positions)
 
 
 class MultiHeadAttention(nn.Module):
@@ -216,12 +249,14 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
                 need_weights: bool = False, cache: KVCache | None = None, append_to_cache: bool = False,
-                head_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None, KVCache]:
+                head_mask: Tensor | None = None, position: ScorePosition | None = None,
+                ) -> tuple[Tensor, Tensor | None, KVCache]:
         """Attend from `query` ``(batch, q_len, d_model)`` to `source` (self-attention when None).
 
         `cache` holds keys/values already projected: with `append_to_cache` the new ones are appended
         (incremental self-attention), otherwise they are used as they are (cross-attention memory).
-        `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). Returns
+        `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). `position` (self-attention):
+        the rotation of the new queries and keys or the bias on the scores. Returns
         ``(output, AttentionRecord when need_weights else None, cache)``.
         """
         if query.dim() != 3 or query.shape[-1] != self.d_model:
@@ -230,16 +265,38 @@ class MultiHeadAttention(nn.Module):
             q, kv = self.split_heads(self.w_q(query)), cache
         else:
             q, kv = self.project(query, source)
+            if position is not None:
+                kv = KVCache(kv.key, kv.value, position.positions)
+                if position.rotation is not None:
+                    q, kv.key = rotate(q, *position.rotation), rotate(kv.key, *position.rotation)
             if cache is not None:
-                kv = KVCache(torch.cat([cache.key, kv.key], dim=2), torch.cat([cache.value, kv.value], dim=2))
+                kv = _appended(cache, kv)
         dropout_p = self.dropout if self.training else 0.0
+        bias = None if position is None else position.bias
         record = None
         if need_weights:
-            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p)
+            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, bias=bias)
+            if position is not None and position.key_rotation is not None:
+                record.position_bias = record.scores - attention_scores(_unrotated(q, position.rotation),
+                                                                        _unrotated(kv.key, position.key_rotation))
         else:
-            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p)
+            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, bias=bias)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")
             out = out * head_mask.to(out.dtype)[None, :, None, None]
         return self.w_o(self.merge_heads(out)), record, kv
+
+
+def _appended(cache: KVCache, new: KVCache) -> KVCache:
+    """The cache with the new keys, values (and positions, where kept) after the old ones."""
+    positions = None
+    if cache.positions is not None and new.positions is not None:
+        positions = torch.cat([cache.positions, new.positions], dim=1)
+    return KVCache(torch.cat([cache.key, new.key], dim=2), torch.cat([cache.value, new.value], dim=2), positions)
+
+
+def _unrotated(x: Tensor, rotation: tuple[Tensor, Tensor]) -> Tensor:
+    """`x` turned back by its rotation (RoPE's rotation is orthogonal: the same angles, negated)."""
+    cos, sin = rotation
+    return rotate(x, cos, -sin)

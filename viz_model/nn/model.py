@@ -19,10 +19,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .kinds import check_kind
 from .linear import Linear, linear
-from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
+from .positional import LearnedPositions, SinusoidalPositions, check_positions, normal_embedding
+from .relative_bias import RelativePositionBias
+from .rotary import Rotary
+from .score_position import ScorePosition
 
 
 @dataclass
@@ -113,10 +117,13 @@ class EncoderLayer(nn.Module):
         self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool = False,
-                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None]:
-        """Returns the layer's output and, with `need_weights`, the record of its self-attention."""
+                head_mask: Tensor | None = None, position: ScorePosition | None = None,
+                ) -> tuple[Tensor, AttentionRecord | None]:
+        """Returns the layer's output and, with `need_weights`, the record of its self-attention (`position`: how
+        position enters its scores, where it does)."""
         h = self.attn_residual.enter(x)
-        out, record, _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask)
+        out, record, _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask,
+                                        position=position)
         y = self.attn_residual.leave(x, out)
         return self.ffn_residual(y, self.ffn), _with_stream(record, x, y)
 
@@ -152,13 +159,15 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor | None,
                 need_weights: bool = False, cache: LayerCache | None = None,
                 head_masks: tuple[Tensor | None, Tensor | None] = (None, None),
+                position: ScorePosition | None = None,
                 ) -> tuple[Tensor, AttentionRecord | None, AttentionRecord | None, LayerCache]:
-        """Returns the output, the self- and cross-attention records (with `need_weights`) and the new cache."""
+        """Returns the output, the self- and cross-attention records (with `need_weights`) and the new cache
+        (`position`: how position enters the self-attention's scores, where it does; cross-attention has none)."""
         incremental = cache is not None
         h = self.self_residual.enter(x)
         out, self_record, self_kv = self.self_attn(
             h, None, self_mask, need_weights=need_weights, head_mask=head_masks[0],
-            cache=cache.self_attn if incremental else None, append_to_cache=True)
+            cache=cache.self_attn if incremental else None, append_to_cache=True, position=position)
         y = self.self_residual.leave(x, out)
         self_record = _with_stream(self_record, x, y)
         h = self.cross_residual.enter(y)
@@ -168,6 +177,13 @@ class DecoderLayer(nn.Module):
         z = self.cross_residual.leave(y, out)
         cross_record = _with_stream(cross_record, y, z)
         return self.ffn_residual(z, self.ffn), self_record, cross_record, LayerCache(self_kv, cross_kv)
+
+
+def _positions(ids: Tensor, offset: int, position_ids: Tensor | None) -> Tensor:
+    """``(batch, len)`` the positions of `ids`: `position_ids`, else ``offset, offset + 1, ..`` in every row."""
+    if position_ids is not None:
+        return position_ids.expand(ids.shape[0], -1)
+    return torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
 
 
 def _weights(records: list[AttentionRecord]) -> list[Tensor]:
@@ -295,12 +311,20 @@ class Transformer(nn.Module):
         else:
             self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.src_positions: nn.Module | None = None
+        self.tgt_positions: nn.Module | None = None
         if cfg.positional == "sinusoidal":
             self.src_positions = self.tgt_positions = SinusoidalPositions(
                 cfg.max_positions, cfg.d_model, cfg.sinusoid_layout, cfg.sinusoid_frequencies, cfg.position_offset)
-        else:
+        elif cfg.positional == "learned":
             self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
             self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
+        self.encoder_position_bias = self.decoder_position_bias = None
+        if cfg.positional == "relative":  # the learned tables of T5's bias, one per stack
+            self.encoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
+                                                              cfg.relative_max_distance, bidirectional=True)
+            self.decoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
+                                                              cfg.relative_max_distance, bidirectional=False)
         # a bias on the output logits (Marian's final_logits_bias), saved with the weights; None when unused
         self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
         # ids the model never outputs (their logits are -inf), a buffer so it follows the model's device
@@ -312,6 +336,22 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
         self.reset_parameters()
+
+    def score_scheme(self, side: str) -> Rotary | ALiBi | RelativePositionBias | None:
+        """What puts position into the scores of that side's self-attention ("source" or "target"); None where
+        position is added to the input."""
+        cfg = self.config
+        if cfg.positional == "rope":
+            return Rotary(cfg.d_head, cfg.rope_base)
+        if cfg.positional == "alibi":
+            return ALiBi(cfg.heads, cfg.alibi_max_bias)
+        return self.encoder_position_bias if side == "source" else self.decoder_position_bias
+
+    def score_position(self, side: str, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition | None:
+        """How position enters one call's self-attention scores on that side, for the new tokens at `queries`
+        ``(batch, len)`` and every key at `keys` ``(batch, keys)``; None for the input schemes."""
+        scheme = self.score_scheme(side)
+        return None if scheme is None else scheme.score_position(queries, keys, need_weights)
 
     @classmethod
     def for_loading(cls, cfg: ModelConfig) -> Transformer:
@@ -381,7 +421,10 @@ class Transformer(nn.Module):
         else:
             x = tokens
         encodings = self.src_positions if side == "source" else self.tgt_positions
-        if positions and position_ids is None:
+        if encodings is None:  # position enters the scores, not the input
+            check_positions(ids.shape[1] if position_ids is None else int(position_ids.max()) + 1, offset,
+                            self.config.max_positions)
+        elif positions and position_ids is None:
             x = x + encodings(ids.shape[1], offset)
         elif positions:
             if position_ids.shape != ids.shape:
@@ -410,8 +453,13 @@ class Transformer(nn.Module):
         return block.cross_attn, block.cross_residual
 
     def positional_encodings(self, length: int, side: str = "source", offset: int = 0) -> Tensor:
-        """The ``(length, d_model)`` positional encodings the model adds on that side."""
-        return (self.src_positions if side == "source" else self.tgt_positions)(length, offset)
+        """The ``(length, d_model)`` positional encodings the model adds on that side: zeros where position enters
+        the scores instead (RoPE, ALiBi, relative)."""
+        encodings = self.src_positions if side == "source" else self.tgt_positions
+        if encodings is None:
+            check_positions(length, offset, self.config.max_positions)
+            return self.src_embedding.weight.new_zeros(length, self.config.d_model)
+        return encodings(length, offset)
 
     # --- the two stacks ------------------------------------------------------------------------------
     def encode(self, src: Tensor, need_weights: bool = False, head_mask: HeadMask | None = None,
@@ -425,9 +473,12 @@ class Transformer(nn.Module):
         has_padding = bool((~mask).any())
         attend = mask if has_padding else None
         x = self.embed(src, "source", positions=positions, tokens=token_embeddings, position_ids=position_ids)
+        where = _positions(src, 0, position_ids)
+        position = self.score_position("source", where, where, need_weights) if positions else None
         records = []
         for i, layer in enumerate(self.encoder_layers):
-            x, record = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None)
+            x, record = layer(x, attend, need_weights, head_mask.layer("encoder", i) if head_mask else None,
+                              position)
             if record is not None:
                 records.append(record)
         if self.encoder_norm is not None:
@@ -452,12 +503,18 @@ class Transformer(nn.Module):
         causal = None if cache is not None and tgt.shape[1] == 1 else causal_mask(tgt.shape[1], tgt.device, offset)
         self_mask = combine_masks(causal, tgt_mask)
         x = self.embed(tgt, "target", offset, positions, token_embeddings, position_ids)
+        position = None
+        if positions and self.score_scheme("target") is not None:
+            where = _positions(tgt, offset, position_ids)
+            earlier = cache[0].self_attn.positions if cache else None
+            keys = where if earlier is None else torch.cat([earlier, where], dim=1)
+            position = self.score_position("target", where, keys, need_weights)
         out = DecoderOutput(x)
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
             x, self_record, cross_record, layer_cache = layer(
                 x, encoded.hidden, self_mask, encoded.attention_mask, need_weights,
-                cache[i] if cache is not None else None, masks)
+                cache[i] if cache is not None else None, masks, position)
             out.cache.append(layer_cache)
             if self_record is not None and cross_record is not None:
                 out.self_records.append(self_record)

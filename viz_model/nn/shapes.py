@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import ModelConfig
+from ..config.model import INPUT_POSITIONS
 
 
 @dataclass
@@ -24,7 +25,10 @@ def architecture(config: ModelConfig, src_len: int, tgt_len: int) -> list[Stage]
     norm = "LayerNorm(x + Sublayer(x))" if config.norm == "post" else "x + Sublayer(LayerNorm(x))"
     stages = [Stage("encoder", "source token ids", (1, s), "pieces + </s>"),
               Stage("encoder", "embedding × √d_model", (1, s, d), "table lookup"),
-              Stage("encoder", f"+ positional encoding ({config.positional})", (1, s, d), f"PE table ({s}, {d})")]
+              Stage("encoder", f"+ positional encoding ({config.positional})", (1, s, d), f"PE table ({s}, {d})")
+              if config.positional in INPUT_POSITIONS else
+              Stage("encoder", f"no positional encoding added ({config.positional}: in the self-attention scores)",
+                    (1, s, d))]
     for i in range(config.encoder_layers):
         layer = f"encoder layer {i + 1}"
         stages += [Stage(layer, "Q, K, V (split into heads)", (1, h, s, dk), f"{h} heads × d_k = {dk}"),
@@ -35,7 +39,8 @@ def architecture(config: ModelConfig, src_len: int, tgt_len: int) -> list[Stage]
     if config.norm == "pre":
         stages.append(Stage("encoder", "final LayerNorm (pre-LN)", (1, s, d)))
     stages += [Stage("decoder", "decoder input ids (<s> y₁ … )", (1, t), "shifted right"),
-               Stage("decoder", "embedding × √d_model + PE", (1, t, d))]
+               Stage("decoder", "embedding × √d_model + PE" if config.positional in INPUT_POSITIONS
+                     else "embedding × √d_model", (1, t, d))]
     for i in range(config.decoder_layers):
         layer = f"decoder layer {i + 1}"
         stages += [Stage(layer, "masked self-attention weights", (1, h, t, t), "causal + padding mask"),

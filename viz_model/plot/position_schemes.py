@@ -1,0 +1,92 @@
+"""Figures of the positional schemes (the Positional encoding page): RoPE's angles and decay, ALiBi's slopes, T5's
+buckets and learned values, the positional part of the scores, and one head's scores split into content and
+position. Plain functions from library arrays to a `go.Figure`, no Streamlit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..lessons.position_schemes import ScoreSplit
+from .attention import HEAD_COLORS, _token_axis, escape
+from .teaching import MARGIN, side_by_side_figure
+
+
+def offset_parts_figure(panels: Sequence[tuple[str, np.ndarray]], height: int = 380) -> go.Figure:
+    """The positional part of the scores between query p (rows) and key j (columns), one heatmap per panel."""
+    return side_by_side_figure(panels, height=height, x_title="key position j", y_title="query position p")
+
+
+def rope_angles_figure(angles: np.ndarray) -> go.Figure:
+    """The angle each frequency pair of a head is turned by at each position (modulo 2π)."""
+    fig = go.Figure(go.Heatmap(z=angles, colorscale="Twilight", zmin=0.0, zmax=2 * np.pi,
+                               colorbar=dict(title=dict(text="angle (rad)")),
+                               hovertemplate="position %{y}, pair %{x}: %{z:.3f} rad<extra></extra>"))
+    fig.update_layout(title=dict(text="RoPE: each pair's angle at each position (mod 2π)"), height=380, margin=MARGIN,
+                      xaxis_title="frequency pair i (fast → slow)", yaxis_title="position p")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def rope_decay_figure(decay: np.ndarray, d_head: int, base: float) -> go.Figure:
+    """q·k of an all-ones query and key as their distance grows (RoFormer's long-term decay)."""
+    fig = go.Figure(go.Scatter(x=np.arange(len(decay)), y=decay, mode="lines", line=dict(color=HEAD_COLORS[0]),
+                               hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
+    fig.update_layout(title=dict(text=f"RoPE: q·k/√d of one vector with itself at a distance (d_head {d_head}, base "
+                                      f"{base:g})"), height=340, margin=MARGIN, xaxis_title="distance |p − j|",
+                      yaxis_title="score")
+    return fig
+
+
+def alibi_slopes_figure(slopes: np.ndarray) -> go.Figure:
+    """Each head's ALiBi slope: its score drops by slope × distance."""
+    heads = [f"head {h + 1}" for h in range(len(slopes))]
+    fig = go.Figure(go.Bar(x=heads, y=slopes, marker_color=HEAD_COLORS[1],
+                           hovertemplate="%{x}: slope %{y:.5f}<extra></extra>"))
+    fig.update_layout(title=dict(text="ALiBi: each head's slope (penalty per position of distance)"), height=320,
+                      margin=MARGIN, yaxis_title="slope m", yaxis_type="log")
+    return fig
+
+
+def relative_buckets_figure(buckets: dict[str, np.ndarray]) -> go.Figure:
+    """T5's bucket of each offset key − query, for the encoder and the decoder."""
+    fig = go.Figure()
+    for n, stack in enumerate(("encoder", "decoder")):
+        fig.add_trace(go.Scatter(x=buckets["offset"], y=buckets[stack], mode="lines+markers", name=stack,
+                                 line=dict(color=HEAD_COLORS[n], shape="hv"), marker=dict(size=4),
+                                 hovertemplate=f"{stack}: offset %{{x}} → bucket %{{y}}<extra></extra>"))
+    fig.update_layout(title=dict(text="T5's relative bias: the bucket of each offset (key − query)"), height=340,
+                      margin=MARGIN, xaxis_title="offset j − p", yaxis_title="bucket")
+    return fig
+
+
+def relative_values_figure(values: np.ndarray, stack: str) -> go.Figure:
+    """The learned bias of each bucket (rows) and head (columns)."""
+    fig = go.Figure(go.Heatmap(z=values, x=[f"head {h + 1}" for h in range(values.shape[1])], colorscale="RdBu_r",
+                               zmid=0.0, colorbar=dict(title=dict(text="bias")),
+                               hovertemplate="bucket %{y}, %{x}: %{z:.4f}<extra></extra>"))
+    fig.update_layout(title=dict(text=f"T5's relative bias: the {escape(stack)}'s learned value per bucket and head"),
+                      height=420, margin=MARGIN, yaxis_title="bucket")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def score_split_figure(split: ScoreSplit, queries: Sequence[str], keys: Sequence[str], title: str) -> go.Figure:
+    """The head's scores and each part of them, side by side, on the sentence's tokens; the parts add up to the
+    scores."""
+    panels = [("score", split.score)] + list(split.parts.items())
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[escape(name) for name, _ in panels],
+                        horizontal_spacing=0.04)
+    limit = float(max(np.abs(z).max() for _, z in panels)) or 1.0
+    for c, (name, z) in enumerate(panels, start=1):
+        fig.add_trace(go.Heatmap(z=z, colorscale="RdBu_r", zmin=-limit, zmax=limit, showscale=c == len(panels),
+                                 name=escape(name), hovertemplate=f"{escape(name)}<br>query %{{y}}, key %{{x}}: "
+                                                                  "%{z:.4f}<extra></extra>"), row=1, col=c)
+        fig.update_xaxes(_token_axis(keys, "keys"), tickangle=-60, row=1, col=c)
+        fig.update_yaxes(_token_axis(queries, "queries" if c == 1 else "", reverse=True), row=1, col=c)
+    fig.update_layout(title=dict(text=escape(title)), height=max(380, 200 + 22 * len(queries)),
+                      margin=dict(l=10, r=10, t=90, b=10))
+    return fig
