@@ -17,8 +17,9 @@ from pathlib import Path
 from ..api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
 from ..modeldir.checkpoint import CheckpointError, check_model_dir
 
-PACKAGED_APP = Path(__file__).resolve().parent / "_app" / "app" / "streamlit_app.py"
-CHECKOUT_APP = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+PACKAGE = Path(__file__).resolve().parents[1]  # viz_model/
+PACKAGED_APP = PACKAGE / "_app" / "app" / "streamlit_app.py"
+CHECKOUT_APP = PACKAGE.parent / "app" / "streamlit_app.py"
 STREAMLIT_SETTINGS = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
 
 
