@@ -132,6 +132,13 @@ class PositionalSettings(PageSettings):
     shuffle_seed: Setting[int] = Setting("pe_seed", 1)
     experiment_kind: Setting[str] = Setting("pe_exp_kind", "encoder")
     experiment_layer: Setting[int] = Setting("pe_exp_layer", 1)
+    scheme: Setting[str] = Setting("pe_scheme", "rope")
+    scheme_length: Setting[int] = Setting("pe_scheme_len", 32)
+    split_stack: Setting[str] = Setting("pe_split_stack", "encoder")
+    split_layer: Setting[int] = Setting("pe_split_layer", 1)
+    split_head: Setting[int] = Setting("pe_split_head", 1)
+    split_query: Setting[int] = Setting("pe_split_query", 0)
+    split_key: Setting[int] = Setting("pe_split_key", 0)
 
 
 @dataclass(frozen=True)

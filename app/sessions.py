@@ -23,6 +23,7 @@ from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.lessons import teaching
+from viz_model.lessons.position_schemes import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import read_languages
@@ -179,6 +180,13 @@ def compute_layer_scores(ref: ModelRef, sources: tuple[tuple[int, ...], ...], ta
                          kind: str, layer: int) -> LayerScores:
     model = load_model(ref)
     return layer_scores(model.network, [list(s) for s in sources], kind, layer, [list(t) for t in targets])
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_score_split(ref: ModelRef, source_ids: tuple[int, ...], target_ids: tuple[int, ...], stack: str,
+                        layer: int, head: int) -> ScoreSplit:
+    """One head's scores on a sentence split into content and position (see `position_schemes.split_scores`)."""
+    return split_scores(load_model(ref).network, list(source_ids), list(target_ids), stack, layer, head)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

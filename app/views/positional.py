@@ -1,12 +1,13 @@
 """Positional encoding lab: the sinusoids, their wavelengths, similarity and shift-linearity, positions beyond
-training, learned vs sinusoidal, and the encodings on the user's sentence, with an experiment without them."""
+training, learned vs sinusoidal, the encodings on the user's sentence with an experiment without them, today's
+schemes (RoPE, ALiBi, T5's relative bias) and why a head of the loaded model looked where it did."""
 
 import functools
 
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, texts, tracing, widgets
+from app import position_tabs, sessions, state, texts, tracing, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.shared_settings import SHARED
 from viz_model.lessons import teaching
@@ -18,13 +19,13 @@ session = sessions.require_session()
 config = session.model.config
 d_model, max_positions = config.d_model, config.max_positions
 sinusoidal = config.positional == "sinusoidal"
+adds_positions = config.positional in ("sinusoidal", "learned")
 
 st.title("Positional encoding")
-st.caption("Attention by itself ignores word order: it sees a set of vectors. The model adds a position vector to "
-           "each token's embedding. "
-           + ("This model uses the paper's fixed sinusoids." if sinusoidal else
-              "This model learned its position vectors during training; the sinusoid lessons below use the "
-              "paper's formula at its width."))
+st.caption("Attention by itself ignores word order: it sees a set of vectors. The paper adds a position vector to "
+           "each token's embedding; today's models often put position into the attention scores instead. "
+           + position_tabs.scheme_caption(config)
+           + ("" if sinusoidal else " The sinusoid lessons below use the paper's formula at this model's width."))
 st.latex(r"PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)")
 layout = config.sinusoid_layout
@@ -41,8 +42,9 @@ own_table = functools.partial(teaching.pe_table, layout=layout, frequencies=conf
                               first=config.position_offset)
 trace = tracing.sentence_and_trace(session)
 
-theory, shift, beyond, sentence_tab, experiment = st.tabs(
-    ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment"])
+theory, shift, beyond, sentence_tab, experiment, schemes_tab, why_tab = st.tabs(
+    ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment",
+     "Today's schemes", "Why did this head look there"])
 
 # --- the sinusoids -----------------------------------------------------------------------------------------------
 with theory:
@@ -214,6 +216,8 @@ with beyond:
 with sentence_tab:
     if trace is None:
         st.info("Translate a sentence (above) to see its encodings.")
+    elif not adds_positions:
+        st.info(f"This model adds nothing to its input: {position_tabs.scheme_caption(config)} See the last two tabs.")
     else:
         state.clamp_choice(own.side, ["source", "target"], "source", "Side")
         state.bound(st.radio, "Side", own.side, ["source", "target"], horizontal=True,
@@ -302,3 +306,9 @@ with experiment:
                                                        f"{trace.num_heads} heads")
                 widgets.chart(fig, "pe-experiment", key="pe_exp_chart")
                 widgets.exports(fig, "pe-experiment", "pe_exp")
+
+# --- today's schemes, and why a head looked where it did ---------------------------------------------------------
+with schemes_tab:
+    position_tabs.schemes_tab(config)
+with why_tab:
+    position_tabs.why_tab(session, trace)

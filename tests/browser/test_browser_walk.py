@@ -139,3 +139,45 @@ def test_watch_attention_form_trains_in_the_browser(server, page):
     figures = page.evaluate(CLIPPED)
     assert len(figures) >= 2 and not [f for f in figures if f["clipped"]], figures
     assert "without PE" in page.locator('[data-testid="stMain"]').inner_text()
+
+
+@pytest.fixture(scope="module")
+def schemes_server(tmp_path_factory):
+    """A server with a tiny model of every positional scheme."""
+    from support.app import build_scheme_assets
+
+    assets = build_scheme_assets(tmp_path_factory.mktemp("scheme-assets"))
+    with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+def check_figures(page, name: str) -> list[dict]:
+    """The figures drawn now: none with a clipped label, a legend over data or squeezed; returns them."""
+    figures = [f for f in page.evaluate(CLIPPED) if f["width"] > 0]  # a hidden tab's figures have no size
+    assert figures, f"{name}: no figure drawn"
+    assert not [f for f in figures if f["clipped"]], f"{name}: tick labels outside their figure: {figures}"
+    assert not [f["title"] for f in figures if f["covers"]], f"{name}: a legend over the data"
+    assert not [f["title"] for f in figures if 0 < f["width"] < 200], f"{name}: squeezed figures"
+    return figures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["sinusoidal", "learned", "rope", "alibi", "relative"])
+def test_the_positional_page_for_every_scheme(schemes_server, page, scheme):
+    """Issue 44: the Positional encoding page with a model of each scheme: its schemes tab and the split of a head's
+    scores draw in Chromium, with no error and no clipped label."""
+    query = urlencode({"sentence": SENTENCE, "beam": "1", "model": f"tiny-{scheme}"})
+    page.goto(f"{schemes_server}/positional?{query}")
+    settle(page)
+    for tab, title in (("Why did this head look there", "Encoder self-attention, layer 1, head 1"),
+                       ("Today's schemes", "Position in the score, each scheme at its defaults")):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_function(f"() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => "
+                               f"e.textContent.startsWith({title!r}) && e.getBoundingClientRect().width > 0)",
+                               timeout=FIRST_LOAD_S * 1000)
+        shot(page, f"positional-{scheme}-{'why' if tab.startswith('Why') else 'schemes'}.png")
+        assert page.locator('[data-testid="stException"]').count() == 0, f"{scheme}: an exception box"
+        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+        assert not [e for e in errors if widgets.UNEXPECTED in e], f"{scheme}: {errors}"
+        check_figures(page, f"{scheme} / {tab}")
+    assert "This model's positions" in page.locator('[data-testid="stMain"]').inner_text()

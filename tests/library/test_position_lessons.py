@@ -116,10 +116,11 @@ def test_the_figures_build():
     split = ps.split_scores(tiny("relative"), SOURCE, TARGET, "encoder", 1, 0)
     labels = [str(i) for i in SOURCE]
     assert len(figures.score_split_figure(split, labels, labels, "head 1").data) == 3
-    assert len(figures.offset_parts_figure([(s, ps.default_offset_part(s, 12, 4, 32)[0]) for s in POSITIONAL_KINDS])
-               .data) == 5
+    parts = [(s, ps.default_offset_part(s, 12, 4, 32)[0]) for s in POSITIONAL_KINDS]
+    assert len(figures.offset_parts_figure(parts, "each scheme").data) == 5
     assert figures.rope_angles_figure(ps.rope_angles_table(12, 16)).data[0].z.shape == (12, 8)
-    assert len(figures.rope_decay_figure(ps.rope_decay(16, 1e4, 30), 16, 1e4).data[0].y) == 30
+    decays = figures.rope_decay_figure({16: ps.rope_decay(16, 1e4, 30), 128: ps.rope_decay(128, 1e4, 30)}, 1e4)
+    assert [len(trace.y) for trace in decays.data] == [30, 30] and decays.data[1].y[0] == 1.0
     assert len(figures.alibi_slopes_figure(alibi_slopes(6).numpy()).data[0].y) == 6
     assert len(figures.relative_buckets_figure(ps.relative_buckets_by_offset(tiny("relative").config, 20)).data) == 2
     assert figures.relative_values_figure(ps.relative_values(tiny("relative"), "encoder"), "encoder").data[0].z.shape \

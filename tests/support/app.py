@@ -19,10 +19,11 @@ from streamlit.testing.v1 import AppTest
 
 from app import widgets
 from support.data import TINY_ARCHITECTURE, tiny_model_config
+from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.modeldir.coverage import TRAINING_STATS, training_stats
 from viz_model.nn.model import Transformer
-from viz_model.tokenization.tokenizer import train_tokenizer
+from viz_model.tokenization.tokenizer import Tokenizer, train_tokenizer
 
 TINY_MODEL = "tiny-en-de"
 TINY_CONFIG = {**TINY_ARCHITECTURE, "decoder_layers": 3, "max_positions": 48}  # 2 + 3: layer counts differ
@@ -55,6 +56,23 @@ def build_tiny_assets(root: Path) -> Path:
     save_model_dir(model, tokenizer, directory, card="# tiny-en-de\n\nA random model for the app tests.\n")
     (directory / TRAINING_STATS).write_text(training_stats(tokenizer, {"multi30k": _sentences()}).to_json())
     (root / "tokenizer.model").unlink()
+    return root
+
+
+def build_scheme_assets(root: Path) -> Path:
+    """`build_tiny_assets` plus ``root/tiny-<scheme>`` for every positional scheme: the tiny model's tokenizer with a
+    random network (relative-bias tables drawn wide, so the bias shows); returns `root`."""
+    build_tiny_assets(root)
+    tokenizer = Tokenizer.load(root / TINY_MODEL / "tokenizer.model")
+    for scheme in POSITIONAL_KINDS:
+        if (root / f"tiny-{scheme}" / "model.safetensors").is_file():
+            continue
+        torch.manual_seed(3)
+        network = Transformer(tiny_model_config(tokenizer.vocab_size, positional=scheme, **TINY_CONFIG))
+        for table in (network.encoder_position_bias, network.decoder_position_bias):
+            if table is not None:
+                torch.nn.init.normal_(table.embedding.weight, std=1.0)
+        save_model_dir(network, tokenizer, root / f"tiny-{scheme}")
     return root
 
 

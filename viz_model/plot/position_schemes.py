@@ -15,9 +15,13 @@ from .attention import HEAD_COLORS, _token_axis, escape
 from .teaching import MARGIN, side_by_side_figure
 
 
-def offset_parts_figure(panels: Sequence[tuple[str, np.ndarray]], height: int = 380) -> go.Figure:
+def offset_parts_figure(panels: Sequence[tuple[str, np.ndarray]], title: str, height: int = 400) -> go.Figure:
     """The positional part of the scores between query p (rows) and key j (columns), one heatmap per panel."""
-    return side_by_side_figure(panels, height=height, x_title="key position j", y_title="query position p")
+    fig = side_by_side_figure(panels, height=height, x_title="key position j", y_title="query position p")
+    for column in range(2, len(panels) + 1):
+        fig.update_yaxes(title=dict(text=""), row=1, col=column)
+    fig.update_layout(title=dict(text=escape(title), y=0.98), margin=dict(l=10, r=10, t=90, b=10))
+    return fig
 
 
 def rope_angles_figure(angles: np.ndarray) -> go.Figure:
@@ -31,13 +35,17 @@ def rope_angles_figure(angles: np.ndarray) -> go.Figure:
     return fig
 
 
-def rope_decay_figure(decay: np.ndarray, d_head: int, base: float) -> go.Figure:
-    """q·k of an all-ones query and key as their distance grows (RoFormer's long-term decay)."""
-    fig = go.Figure(go.Scatter(x=np.arange(len(decay)), y=decay, mode="lines", line=dict(color=HEAD_COLORS[0]),
-                               hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
-    fig.update_layout(title=dict(text=f"RoPE: q·k/√d of one vector with itself at a distance (d_head {d_head}, base "
-                                      f"{base:g})"), height=340, margin=MARGIN, xaxis_title="distance |p − j|",
-                      yaxis_title="score")
+def rope_decay_figure(decays: dict[int, np.ndarray], base: float) -> go.Figure:
+    """q·k of an all-ones query and key as their distance grows (RoFormer's long-term decay), one line per head
+    width, each divided by its value at distance 0."""
+    fig = go.Figure()
+    for n, (d_head, decay) in enumerate(decays.items()):
+        fig.add_trace(go.Scatter(x=np.arange(len(decay)), y=decay / decay[0], mode="lines", name=f"d_head {d_head}",
+                                 line=dict(color=HEAD_COLORS[n % len(HEAD_COLORS)]),
+                                 hovertemplate=f"d_head {d_head}, distance %{{x}}: %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title=dict(text=f"RoPE: q·k of one vector with itself at a distance (base {base:g}), relative "
+                                      "to distance 0"), height=360, margin=MARGIN, xaxis_title="distance |p − j|",
+                      yaxis_title="score / score at 0", legend=dict(orientation="h", y=-0.25))
     return fig
 
 
@@ -86,7 +94,8 @@ def score_split_figure(split: ScoreSplit, queries: Sequence[str], keys: Sequence
                                  name=escape(name), hovertemplate=f"{escape(name)}<br>query %{{y}}, key %{{x}}: "
                                                                   "%{z:.4f}<extra></extra>"), row=1, col=c)
         fig.update_xaxes(_token_axis(keys, "keys"), tickangle=-60, row=1, col=c)
-        fig.update_yaxes(_token_axis(queries, "queries" if c == 1 else "", reverse=True), row=1, col=c)
+        fig.update_yaxes(_token_axis(queries, "queries" if c == 1 else "", reverse=True), showticklabels=c == 1,
+                         row=1, col=c)
     fig.update_layout(title=dict(text=escape(title)), height=max(380, 200 + 22 * len(queries)),
                       margin=dict(l=10, r=10, t=90, b=10))
     return fig

@@ -1,0 +1,165 @@
+"""The Positional encoding page's tabs on today's schemes: each scheme at its defaults (where position enters, its
+part of the score by query and key position, RoPE's angles and decay, ALiBi's slopes, T5's buckets), and why a head
+of the loaded model looked where it did (its scores split into content and position)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import sessions, state, widgets
+from app.page_settings import POSITIONAL_ENCODING as own
+from viz_model.api import TranslationModel
+from viz_model.config import ModelConfig
+from viz_model.config.model import INPUT_POSITIONS, POSITIONAL_KINDS
+from viz_model.lessons import position_schemes as ps
+from viz_model.nn.alibi import alibi_slopes
+from viz_model.plot import position_schemes as pf
+from viz_model.trace import AttentionTrace
+
+SCHEME_NAMES = {"sinusoidal": "Sinusoidal (the paper)", "learned": "Learned table (BERT, GPT-2, BART)",
+                "rope": "RoPE (Llama, Qwen, Mistral, Gemma)", "alibi": "ALiBi (BLOOM, MPT)",
+                "relative": "Relative bias (T5, Flan-T5)"}
+DEFAULTS = ModelConfig()
+
+
+def scheme_caption(config: ModelConfig) -> str:
+    """One line: this model's scheme and where its position enters."""
+    return f"This model's positions: {SCHEME_NAMES[config.positional]}, {ps.WHERE_POSITION_ENTERS[config.positional]}."
+
+
+def schemes_tab(config: ModelConfig) -> None:
+    """Each scheme at its defaults, at the loaded model's width and head count."""
+    heads, d_model, d_head = config.heads, config.d_model, config.d_head
+    own.scheme_length.init()
+    state.bound(st.slider, "Positions", own.scheme_length, 8, 128, step=8)
+    length = int(own.scheme_length.get())
+    st.caption(f"Each scheme at its defaults, nothing trained, at this model's width (d_model {d_model}, {heads} "
+               "heads): the part of the score between query position p and key position j that comes from "
+               "position. Sinusoidal and learned: PE(p)·PE(j)/√d_model before any projection (the model's W_Q and "
+               "W_K then mix it with the tokens). RoPE: one all-ones query and key. ALiBi: head 1's penalty. T5: the "
+               "bucket of each pair (its value per bucket is learned).")
+    panels = [(s, ps.default_offset_part(s, length, heads, d_model)[0]) for s in POSITIONAL_KINDS]
+    fig = pf.offset_parts_figure(panels[:3], "Position in the score, each scheme at its defaults (1 of 2)")
+    widgets.chart(fig, "schemes-absolute", key="pe_schemes_a_chart")
+    fig = pf.offset_parts_figure(panels[3:], "Position in the score, each scheme at its defaults (2 of 2)")
+    widgets.chart(fig, "schemes-relative", key="pe_schemes_b_chart")
+    st.caption("Along every diagonal (p − j fixed) RoPE, ALiBi and T5's values are constant: the score's positional "
+               "part depends on the offset only. PE(p)·PE(j) of the sinusoids also does, but the projections let "
+               "absolute position into the scores; a learned table starts as noise.")
+    state.clamp_choice(own.scheme, list(POSITIONAL_KINDS), "rope", "Scheme")
+    state.bound(st.radio, "Scheme", own.scheme, list(POSITIONAL_KINDS), format_func=SCHEME_NAMES.get,
+                horizontal=True)
+    scheme = own.scheme.get()
+    st.markdown(f"**Where position enters:** {ps.WHERE_POSITION_ENTERS[scheme]}.")
+    if scheme == "rope":
+        st.latex(r"q_p \cdot k_j = (R_{p\theta}\, q)\cdot(R_{j\theta}\, k) = q \cdot R_{(j-p)\theta}\, k,\qquad "
+                 r"\theta_i = \mathrm{base}^{-2i/d_{head}}")
+        fig = pf.rope_angles_figure(ps.rope_angles_table(length, d_head, DEFAULTS.rope_base))
+        widgets.chart(fig, "rope-angles", key="pe_rope_angles_chart")
+        widths = sorted({d_head, 128})
+        decays = {width: ps.rope_decay(width, DEFAULTS.rope_base, max(length, 256)) for width in widths}
+        fig = pf.rope_decay_figure(decays, DEFAULTS.rope_base)
+        widgets.chart(fig, "rope-decay", key="pe_rope_decay_chart")
+        wavelengths = ps.rope_wavelengths(d_head, DEFAULTS.rope_base)
+        wide = decays[128] / decays[128][0]
+        st.caption(f"Each of the {d_head // 2} pairs of this model's heads turns by its own angle per position "
+                   f"(wavelengths from {wavelengths[0]:.2f} to {wavelengths[-1]:,.0f} positions); this project pairs "
+                   "dimension i with i + d_head/2, as Llama does. For Llama's head width (128) the score of a "
+                   f"vector with itself falls to {wide[16]:.2f} of its value at distance 16 and {wide[128]:.2f} at "
+                   "128, with ripples: nearby tokens score higher, all else equal. Narrow heads have few pairs and "
+                   "mostly oscillate.")
+    elif scheme == "alibi":
+        st.latex(r"\mathrm{score}_h(p, j) = \frac{q_p \cdot k_j}{\sqrt{d_k}} - m_h\,|p - j|")
+        fig = pf.alibi_slopes_figure(alibi_slopes(heads, DEFAULTS.alibi_max_bias).numpy())
+        widgets.chart(fig, "alibi-slopes", key="pe_alibi_chart")
+        st.caption("Steep heads look near, flat heads far. Built for causal attention (the distance to earlier "
+                   "tokens); this project's encoder uses the same distance in both directions.")
+    elif scheme == "relative":
+        st.latex(r"\mathrm{score}_h(p, j) = \frac{q_p \cdot k_j}{\sqrt{d_k}} + b_h[\mathrm{bucket}(j - p)]")
+        fig = pf.relative_buckets_figure(ps.relative_buckets_by_offset(DEFAULTS, max(length, 160)))
+        widgets.chart(fig, "relative-buckets", key="pe_buckets_chart")
+        st.caption(f"{DEFAULTS.relative_buckets} buckets: the encoder gives half to each direction; small distances "
+                   f"get a bucket each, larger ones share log-spaced buckets up to {DEFAULTS.relative_max_distance}, "
+                   "beyond which all share the last. One table per stack, shared by its layers (T5).")
+    else:
+        st.caption("Position is added to the input: see the first tabs for the sinusoids and the learned table.")
+
+
+def model_scheme_part(network_config: ModelConfig, model: TranslationModel) -> None:
+    """The loaded model's own token-independent part of the scores (ALiBi, relative) per head."""
+    if network_config.positional not in ("alibi", "relative"):
+        return
+    heads = network_config.heads
+    own.split_head.init()
+    state.clamp_choice(own.split_head, list(range(1, heads + 1)), 1, "Head")
+    length = min(int(own.scheme_length.get()), network_config.max_positions)
+    part = ps.model_offset_part(model.network, "encoder", length)
+    head = int(own.split_head.get()) - 1
+    fig = pf.offset_parts_figure([(f"this model's encoder, head {head + 1}", part[head]),
+                                  ("mean over heads", part.mean(axis=0))],
+                                 f"This model's {network_config.positional} bias on its encoder's scores")
+    widgets.chart(fig, "model-positional-part", key="pe_model_part_chart")
+    if network_config.positional == "relative":
+        fig = pf.relative_values_figure(ps.relative_values(model.network, "encoder"), "encoder")
+        widgets.chart(fig, "relative-values", key="pe_rel_values_chart")
+
+
+def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
+    """One head's scores on the sentence, split into what content and position contribute."""
+    config = session.model.config
+    st.caption(scheme_caption(config))
+    model_scheme_part(config, session.model)
+    if trace is None:
+        st.info("Translate a sentence (above) to split its scores.")
+        return
+    stacks = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention"}
+    state.clamp_choice(own.split_stack, list(stacks), "encoder", "Attention")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        state.bound(st.selectbox, "Attention", own.split_stack, list(stacks), format_func=stacks.get)
+    stack = own.split_stack.get()
+    layers = config.encoder_layers if stack == "encoder" else config.decoder_layers
+    first_only = config.positional in INPUT_POSITIONS
+    layer_options = [1] if first_only else list(range(1, layers + 1))
+    state.clamp_choice(own.split_layer, layer_options, 1, "Layer")
+    state.clamp_choice(own.split_head, list(range(1, config.heads + 1)), 1, "Head")
+    with c2:
+        state.bound(st.selectbox, "Layer", own.split_layer, layer_options, format_func=lambda v: f"Layer {v}")
+    with c3:
+        state.bound(st.selectbox, "Head", own.split_head, list(range(1, config.heads + 1)),
+                    format_func=lambda v: f"Head {v}")
+    if first_only:
+        st.caption("Position is added to the input, so content and position can be told apart in the first layer "
+                   "only: later layers read a stream where both are mixed.")
+    layer, head = int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1
+    try:
+        split = sessions.compute_score_split(session.ref, tuple(trace.source_ids), tuple(trace.target_ids), stack,
+                                             layer, head)
+    except ps.LessonError as err:
+        st.info(str(err))
+        return
+    queries, keys = trace.axes(stack)
+    fig = pf.score_split_figure(split, queries, keys, f"{stacks[stack]}, layer {layer + 1}, head {head + 1}: "
+                                                      "score = sum of the parts")
+    widgets.chart(fig, "score-split", key="pe_split_chart")
+    widgets.exports(fig, "score-split", "pe_split")
+    state.clamp_choice(own.split_query, list(range(len(queries))), 0, "Query")
+    state.clamp_choice(own.split_key, list(range(len(keys))), 0, "Key")
+    c1, c2 = st.columns(2)
+    with c1:
+        state.bound(st.selectbox, "Query token", own.split_query, list(range(len(queries))),
+                    format_func=lambda i: f"{i}: {queries[i]}")
+    with c2:
+        state.bound(st.selectbox, "Key token", own.split_key, list(range(len(keys))),
+                    format_func=lambda i: f"{i}: {keys[i]}")
+    i, j = int(own.split_query.get()), int(own.split_key.get())
+    weights = trace.attentions(stack)[layer][head]
+    rows = [{"part": name, "value": float(part[i, j])} for name, part in split.parts.items()]
+    rows += [{"part": "sum of the parts", "value": float(sum(p[i, j] for p in split.parts.values()))},
+             {"part": "the score the softmax saw", "value": float(split.score[i, j])}]
+    widgets.matrix_table(pd.DataFrame(rows).set_index("part"), digits=5)
+    visible = int(trace.mask(stack)[i].sum())
+    st.caption(f"{split.note}. Query {i} ({queries[i]}) gives key {j} ({keys[j]}) weight {weights[i, j]:.4f} after "
+               f"the softmax over its {visible} visible keys; the parts add up to the score to "
+               f"{split.residual:.1e}.")

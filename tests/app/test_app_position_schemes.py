@@ -1,0 +1,89 @@
+"""AppTest tests of the Positional encoding page with a tiny model of every scheme (CPU): today's schemes at their
+defaults, the loaded model's scheme, and one head's scores split into parts whose sum is the score the model's own
+record holds (checked against the library)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.app import TINY_CONFIG, arr, build_scheme_assets
+from test_app_teaching import SENTENCE, captions, chart, charts, messages, ok, open_page, tables
+
+import viz_model
+from viz_model.config.model import POSITIONAL_KINDS
+from viz_model.lessons.position_schemes import model_offset_part, split_scores
+from viz_model.nn.alibi import alibi_slopes
+
+
+@pytest.fixture(scope="module")
+def scheme_assets(tmp_path_factory):
+    return build_scheme_assets(tmp_path_factory.mktemp("scheme-assets"))
+
+
+@pytest.fixture
+def schemes(scheme_assets, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(scheme_assets))
+    return scheme_assets
+
+
+@pytest.mark.parametrize("scheme", POSITIONAL_KINDS)
+def test_every_scheme_opens_the_page_and_its_split_adds_up(schemes, scheme):
+    at = open_page("positional", model=f"tiny-{scheme}")
+    assert "This model's positions: " in captions(at)
+    chart(at, "PE matrix")  # the paper's lessons stay for every model
+    panels = {a["text"] for c in charts(at) for a in c["layout"].get("annotations", [])}
+    assert set(POSITIONAL_KINDS) <= panels  # each scheme at its defaults, in the schemes tab
+    split = chart(at, "Encoder self-attention, layer 1, head 1: score = sum of the parts")
+    model = viz_model.load(schemes / f"tiny-{scheme}", device="cpu")
+    trace = model.trace(SENTENCE, beam=1)
+    expected = split_scores(model.network, trace.source_ids, trace.target_ids, "encoder", 0, 0)
+    np.testing.assert_allclose(arr(split["data"][0]["z"]), expected.score, atol=1e-6)
+    assert len(split["data"]) == 1 + (4 if scheme in ("sinusoidal", "learned") else 2)
+    table = tables(at)[-1]
+    total, score = table.loc["sum of the parts", "value"], table.loc["the score the softmax saw", "value"]
+    assert total == pytest.approx(score, abs=1e-5) and score == pytest.approx(float(expected.score[0, 0]), abs=1e-6)
+    layers = at.selectbox(key="w_pe_split_layer").options
+    assert layers == (["Layer 1"] if scheme in ("sinusoidal", "learned") else ["Layer 1", "Layer 2"])
+    if scheme not in ("sinusoidal", "learned"):
+        assert "This model adds nothing to its input" in messages(at)
+
+
+def test_the_split_follows_the_chosen_stack_layer_head_and_tokens(schemes):
+    at = open_page("positional", model="tiny-relative")
+    at.selectbox(key="w_pe_split_stack").set_value("decoder").run()
+    at.selectbox(key="w_pe_split_layer").set_value(3).run()
+    at.selectbox(key="w_pe_split_head").set_value(2).run()
+    ok(at)
+    at.selectbox(key="w_pe_split_query").set_value(2).run()
+    at.selectbox(key="w_pe_split_key").set_value(1).run()
+    ok(at)
+    model = viz_model.load(schemes / "tiny-relative", device="cpu")
+    trace = model.trace(SENTENCE, beam=1)
+    expected = split_scores(model.network, trace.source_ids, trace.target_ids, "decoder", 2, 1)
+    table = tables(at)[-1]
+    assert table.loc["position bias", "value"] == pytest.approx(float(expected.parts["position bias"][2, 1]),
+                                                                abs=1e-6)
+    assert f"weight {trace.decoder_attentions[2][1][2, 1]:.4f}" in captions(at)
+    chart(at, "Decoder self-attention, layer 3, head 2")
+
+
+def test_each_scheme_at_its_defaults(schemes):
+    at = open_page("positional", model="tiny-alibi")
+    assert at.radio(key="w_pe_scheme").value == "rope"
+    chart(at, "RoPE: each pair's angle at each position")
+    decay = chart(at, "RoPE: q·k of one vector with itself at a distance")
+    assert [t["name"] for t in decay["data"]] == [f"d_head {TINY_CONFIG['d_model'] // TINY_CONFIG['heads']}",
+                                                  "d_head 128"]
+    assert "falls to 0." in captions(at)
+    at.radio(key="w_pe_scheme").set_value("alibi").run()
+    slopes = chart(ok(at), "ALiBi: each head's slope")
+    np.testing.assert_allclose(arr(slopes["data"][0]["y"]), alibi_slopes(TINY_CONFIG["heads"]).numpy(), rtol=1e-6)
+    at.radio(key="w_pe_scheme").set_value("relative").run()
+    chart(ok(at), "T5's relative bias: the bucket of each offset")
+    own = next(c for c in charts(at) if any(a["text"] == "this model's encoder, head 1"
+                                            for a in c["layout"].get("annotations", [])))
+    length = min(at.slider(key="w_pe_scheme_len").value, TINY_CONFIG["max_positions"])
+    model = viz_model.load(schemes / "tiny-alibi", device="cpu")
+    np.testing.assert_allclose(arr(own["data"][0]["z"]), model_offset_part(model.network, "encoder", length)[0],
+                               atol=1e-6)
+    assert not [c for c in charts(at) if "learned value per bucket" in str(c["layout"].get("title"))]
