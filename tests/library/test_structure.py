@@ -307,7 +307,8 @@ def walk_faults(chain: tuple[Frame, ...]) -> list[str]:
 
 
 def app_library_calls(function: str) -> list[str]:
-    """The library functions `app/analyze_pages.py`'s `function` calls, dotted: "viz_model.analysis.corpus.analyze_corpus"."""
+    """The library functions `app/analyze_pages.py`'s `function` calls, dotted (e.g.
+    "viz_model.analysis.corpus.analyze_corpus")."""
     tree = ast.parse((REPO / "app" / "analyze_pages.py").read_text(encoding="utf-8"))
     names = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in tree.body
              if isinstance(node, ast.ImportFrom) and within(node.module or "", ("viz_model",)) for alias in node.names}
