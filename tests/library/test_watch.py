@@ -85,14 +85,25 @@ def test_targets_of_each_task():
 
 
 @pytest.mark.parametrize("change, names", [
-    ({"task": "translate"}, "task"), ({"positional": "rope"}, "positional"), ({"steps": 10**6}, "steps"),
+    ({"task": "translate"}, "task"), ({"positional": "rotary"}, "positional"), ({"steps": 10**6}, "steps"),
     ({"d_model": 512}, "d_model"), ({"heads": 3}, "heads"), ({"min_length": 9, "max_length": 5}, "min_length"),
     ({"max_length": 64}, "max_length"), ({"shift": 0}, "shift"), ({"seconds": 1e6}, "seconds"),
-    ({"symbols": 1}, "symbols"),
+    ({"symbols": 1}, "symbols"), ({"max_positions": 9}, "max_positions"), ({"max_positions": 35}, "max_positions"),
+    ({"max_positions": 12.0}, "max_positions"),
 ])
 def test_every_setting_is_bounded_with_a_message_naming_it(change, names):
     with pytest.raises(WatchError, match=names):
         WatchConfig(**change)
+
+
+@pytest.mark.parametrize("positional", ["rope", "alibi", "relative", "learned"])
+def test_the_model_s_schemes_train_and_read_as_far_as_max_positions(positional):
+    cfg = WatchConfig(positional=positional, steps=30, snapshot_every=10, seconds=120.0, max_positions=20)
+    assert cfg.model_config().positional == positional and cfg.model_config().max_positions == 20
+    assert WatchConfig(positional="none").model_config().positional == "sinusoidal"
+    assert WatchConfig().model_config().max_positions == WatchConfig().max_length + 2
+    result = train_watch(cfg)
+    assert result.model.config.positional == positional and result.history[-1]["loss"] < result.history[1]["loss"]
 
 
 def test_two_trainings_at_once_each_get_what_they_would_alone():

@@ -3,10 +3,11 @@ on a fixed probe sequence are kept, so a learner can scrub from the first, unifo
 
 Tasks (sequences of random symbols, output a function of the input): ``copy`` (y = x), ``reverse``, ``sort``,
 ``shift`` (rotate left by k: y = x[k:] + x[:k]) and ``every_other`` (y = x[0], x[2], ...). Positional encoding is
-``sinusoidal``, ``learned`` or ``none`` (the same model run with ``positions=False``: its attention cannot tell
-positions apart, so reverse and shift fail). Everything is seeded: the same `WatchConfig` gives the same curves and
-maps, also while other threads (browser sessions) train at the same time. Training is bounded in steps, seconds
-and sizes (`LIMITS`), and stops when `should_stop` says so.
+one of the model's schemes (``sinusoidal``, ``learned``, ``rope``, ``alibi``, ``relative``) or ``none`` (the same
+model run with ``positions=False``: its attention cannot tell positions apart, so reverse and shift fail).
+Everything is seeded: the same `WatchConfig` gives the same curves and maps, also while other threads (browser
+sessions) train at the same time. Training is bounded in steps, seconds and sizes (`LIMITS`), and stops when
+`should_stop` says so.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from ..config.model import POSITIONAL_KINDS
 from ..data.batching import pad
 from ..nn.model import Transformer
 from ..search.decoding import beam_search
@@ -29,16 +31,27 @@ from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 TASKS = ("copy", "reverse", "sort", "shift", "every_other")
 """The synthetic tasks a `WatchConfig` can name."""
-POSITIONAL = ("sinusoidal", "learned", "none")
+POSITIONAL = (*POSITIONAL_KINDS, "none")
+"""The positional encodings a `WatchConfig` can name: the model's schemes, or none."""
 FIRST_SYMBOL = EOS_ID + 1
 WARMUP_STEPS = 30
 _SEEDING = threading.Lock()  # ids 0-3 are <pad> <unk> <s> </s>; symbols follow
 LIMITS = {"symbols": (2, 26), "length": (2, 16), "layers": (1, 2), "heads": (1, 4), "d_model": (16, 64),
           "steps": (1, 5000), "batch": (1, 256), "seconds": (1.0, 120.0), "snapshot_every": (1, 1000)}
+MAX_POSITIONS = 2 * LIMITS["length"][1] + 2  # room to test sequences twice the longest trained
 
 
 class WatchError(ValueError):
     """A setting of the synthetic training is out of its bounds; the message names it."""
+
+
+def check_bounds(settings: object, bounds: dict[str, tuple[float, float]],
+                 kinds: tuple[type, ...] = (int, float)) -> None:
+    """Each named setting is a number of `kinds` within its ``(low, high)``, else a `WatchError` naming it."""
+    for name, (low, high) in bounds.items():
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            raise WatchError(f"{name} must be in [{low}, {high}], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -53,13 +66,16 @@ class WatchConfig:
     :ivar layers: encoder and decoder layers
     :ivar heads: attention heads per layer
     :ivar d_model: the model's width
-    :ivar positional: "sinusoidal", "learned" or "none" (the model runs without positional encodings)
+    :ivar positional: "sinusoidal", "learned", "rope", "alibi", "relative" (see `ModelConfig.positional`) or "none"
+        (the model runs without positional encodings)
     :ivar steps: training steps (with the learning rate's decay, copy and reverse reach full held-out accuracy)
     :ivar batch: sequences per training step
     :ivar learning_rate: Adam's peak learning rate
     :ivar seconds: the wall-clock budget: training stops at `steps` or `seconds`, whichever comes first
     :ivar snapshot_every: steps between two snapshots of the probe's maps
     :ivar seed: seeds the initial weights, the batches, the probe and the held-out sequences
+    :ivar max_positions: the longest sequence the model can read, in tokens; 0: ``max_length + 2``, all training
+        needs (more gives a learned table rows that training never reaches, to test longer sequences)
     """
 
     task: str = "copy"
@@ -77,6 +93,7 @@ class WatchConfig:
     seconds: float = 30.0
     snapshot_every: int = 50
     seed: int = 0
+    max_positions: int = 0
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -85,16 +102,18 @@ class WatchConfig:
             raise WatchError(f"positional must be one of {', '.join(POSITIONAL)}; got {self.positional!r}")
         bounds = {**LIMITS, "min_length": LIMITS["length"], "max_length": LIMITS["length"]}
         del bounds["length"]
-        for name, (low, high) in bounds.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-                raise WatchError(f"{name} must be in [{low}, {high}], got {value!r}")
+        check_bounds(self, bounds)
         if self.min_length > self.max_length:
             raise WatchError(f"min_length ({self.min_length}) is above max_length ({self.max_length})")
         if self.d_model % self.heads or (self.d_model // self.heads) % 2:
             raise WatchError(f"d_model ({self.d_model}) must split into {self.heads} heads of even width")
         if not 1 <= self.shift < self.min_length:
             raise WatchError(f"shift must be in [1, min_length - 1 = {self.min_length - 1}], got {self.shift}")
+        positions = self.max_positions
+        if isinstance(positions, bool) or not isinstance(positions, int) or \
+                positions and not self.max_length + 2 <= positions <= MAX_POSITIONS:
+            raise WatchError(f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, "
+                             f"{MAX_POSITIONS}], got {self.max_positions!r}")
         if not 0 < self.learning_rate <= 0.1:
             raise WatchError(f"learning_rate must be in (0, 0.1], got {self.learning_rate}")
 
@@ -102,8 +121,8 @@ class WatchConfig:
         """The tiny Transformer: post-norm, tied embeddings, no dropout (a deterministic picture)."""
         return ModelConfig(vocab_size=FIRST_SYMBOL + self.symbols, encoder_layers=self.layers,
                            decoder_layers=self.layers, d_model=self.d_model, heads=self.heads, d_ff=4 * self.d_model,
-                           dropout=0.0, max_positions=self.max_length + 2,
-                           positional="learned" if self.positional == "learned" else "sinusoidal")
+                           dropout=0.0, max_positions=self.max_positions or self.max_length + 2,
+                           positional="sinusoidal" if self.positional == "none" else self.positional)
 
     @property
     def uses_positions(self) -> bool:

@@ -25,8 +25,13 @@ def symbol(token_id: int) -> str:
 
 def axis_labels(result: WatchResult, kind: str) -> tuple[list[str], list[str]]:
     """Query and key labels of the probe's maps of `kind`."""
-    source = [symbol(t) for t in result.probe] + ["</s>"]
-    target = ["<s>"] + [symbol(t) for t in target_of(result.config.task, result.probe, result.config.shift)]
+    return probe_labels(result.probe, result.config.task, kind, result.config.shift)
+
+
+def probe_labels(probe: list[int], task: str, kind: str, shift: int = 1) -> tuple[list[str], list[str]]:
+    """Query and key labels of the maps of `kind` for `probe`, teacher-forced on the task's answer."""
+    source = [symbol(t) for t in probe] + ["</s>"]
+    target = ["<s>"] + [symbol(t) for t in target_of(task, probe, shift)]
     return {"cross": (target, source), "decoder": (target, target), "encoder": (source, source)}[kind]
 
 
