@@ -10,6 +10,7 @@ from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
+from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.lessons.watch import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
@@ -139,6 +140,12 @@ class PositionalSettings(PageSettings):
     split_head: Setting[int] = Setting("pe_split_head", 1)
     split_query: Setting[int] = Setting("pe_split_query", 0)
     split_key: Setting[int] = Setting("pe_split_key", 0)
+    length_task: Setting[str] = Setting("pe_len_task", "copy")
+    length_schemes: Setting[list[str]] = Setting("pe_len_schemes", list(POSITIONAL_KINDS))
+    length_seconds: Setting[int] = Setting("pe_len_seconds", 15)
+    length_seed: Setting[int] = Setting("pe_len_seed", 0)
+    length_result: Setting[object | None] = Setting("pe_len_result", None)
+    length_kind: Setting[str] = Setting("pe_len_kind", "cross")
 
 
 @dataclass(frozen=True)

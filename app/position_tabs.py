@@ -1,6 +1,7 @@
 """The Positional encoding page's tabs on today's schemes: each scheme at its defaults (where position enters, its
-part of the score by query and key position, RoPE's angles and decay, ALiBi's slopes, T5's buckets), and why a head
-of the loaded model looked where it did (its scores split into content and position)."""
+part of the score by query and key position, RoPE's angles and decay, ALiBi's slopes, T5's buckets), why a head
+of the loaded model looked where it did (its scores split into content and position), and the length experiment
+(tiny models of each scheme trained side by side, tested beyond their training lengths)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from viz_model.api import TranslationModel
 from viz_model.config import ModelConfig
 from viz_model.config.model import INPUT_POSITIONS, POSITIONAL_KINDS
 from viz_model.lessons import position_schemes as ps
+from viz_model.lessons.position_experiment import TASKS, LengthExperiment, run_length_experiment
+from viz_model.lessons.watch import WatchError
 from viz_model.nn.alibi import alibi_slopes
 from viz_model.plot import position_schemes as pf
+from viz_model.plot import positions as experiment_figures
 from viz_model.trace import AttentionTrace
 
 SCHEME_NAMES = {"sinusoidal": "Sinusoidal (the paper)", "learned": "Learned table (BERT, GPT-2, BART)",
@@ -163,3 +167,66 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     st.caption(f"{split.note}. Query {i} ({queries[i]}) gives key {j} ({keys[j]}) weight {weights[i, j]:.4f} after "
                f"the softmax over its {visible} visible keys; the parts add up to the score to "
                f"{split.residual:.1e}.")
+
+
+LENGTH_KINDS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
+
+
+def length_settings() -> LengthExperiment | None:
+    """The experiment the form asks for (None, with the reason shown, when a setting is wrong)."""
+    try:
+        return LengthExperiment(task=own.length_task.get(), schemes=tuple(own.length_schemes.get()),
+                                seconds=float(own.length_seconds.get()), seed=int(own.length_seed.get()))
+    except WatchError as err:
+        st.error(f"Cannot run the experiment: {err}")
+        return None
+
+
+def run_length(settings: LengthExperiment) -> None:
+    """Train and test, drawing a progress bar; the result stays in the session."""
+    bar = st.progress(0.0, text="Training…")
+    with sessions.training_slot() as slot:
+        if not slot:
+            bar.empty()
+            st.warning(f"The server is already training {sessions.TRAINING_SLOTS} models for other visitors; try "
+                       "again in a moment.")
+            return
+        own.length_result.set(run_length_experiment(settings, progress=lambda done, text: bar.progress(
+            min(1.0, done), text=text)))
+    bar.empty()
+
+
+def length_tab() -> None:
+    """The length generalisation experiment: the form, then accuracy by length and the maps at an unseen length."""
+    for setting in (own.length_task, own.length_schemes, own.length_seconds, own.length_seed):
+        setting.init()
+    defaults = LengthExperiment()
+    st.caption(f"One tiny model per scheme ({defaults.layers} layers of {defaults.heads} heads, d_model "
+               f"{defaults.d_model}) learns the same task on the same sequences of lengths {defaults.min_length}–"
+               f"{defaults.max_length}, then copies fresh sequences of every length up to {defaults.test_length}: "
+               "lengths it never saw. Each scheme trains for its time budget or "
+               f"{defaults.steps} steps, whichever comes first.")
+    with st.form("pe_length_form"):
+        left, middle, right = st.columns(3)
+        left.selectbox("Task", TASKS, key=own.length_task.key)
+        middle.multiselect("Schemes", list(POSITIONAL_KINDS), key=own.length_schemes.key,
+                           format_func=SCHEME_NAMES.get)
+        right.slider("Seconds per scheme", 2, 20, key=own.length_seconds.key)
+        right.number_input("Seed", 0, 1_000_000, key=own.length_seed.key)
+        submitted = st.form_submit_button("Train and test", icon=":material/play_arrow:", type="primary")
+    if submitted and (settings := length_settings()) is not None:
+        run_length(settings)
+    result = own.length_result.get()
+    if result is None:
+        st.info("Press Train and test: about a minute for the five schemes on a laptop CPU.")
+        return
+    fig = experiment_figures.accuracy_figure(result)
+    widgets.chart(fig, "length-accuracy", key="pe_len_accuracy_chart")
+    widgets.exports(fig, "length-accuracy", "pe_len_accuracy")
+    st.markdown(result.summary())
+    state.clamp_choice(own.length_kind, list(LENGTH_KINDS), "cross", "Attention")
+    state.bound(st.selectbox, "Attention at the unseen length", own.length_kind, list(LENGTH_KINDS),
+                format_func=LENGTH_KINDS.get)
+    fig = experiment_figures.maps_figure(result, own.length_kind.get(), head=None)
+    widgets.chart(fig, "length-maps", key="pe_len_maps_chart")
+    widgets.exports(fig, "length-maps", "pe_len_maps")

@@ -1,9 +1,11 @@
-"""Take the gallery's pictures (docs/gallery/*.webp) and the README's screenshot (docs/screenshot.png).
+"""Take the gallery's pictures (docs/gallery/*.webp), the README's screenshot (docs/screenshot.png) and the pictures
+of other docs pages (`ELSEWHERE`: a tab of a page, e.g. docs/positions/*.webp).
 
 ``python docs/screenshots.py`` starts ``streamlit run app`` with the shipped models on a free port, opens every link
 of docs/gallery.md in headless Chromium (/usr/bin/chromium, as the browser tests do) and saves each page's picture
 where the gallery shows it; the first link also gives docs/screenshot.png. Takes a few minutes.
-``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file).
+``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file: ``schemes why`` for the
+Positional encodings page's).
 """
 
 from __future__ import annotations
@@ -50,7 +52,26 @@ def train(page) -> None:
     settle(page)
 
 
+def tab(name: str):
+    """An action that opens the page's tab `name` and waits for its figures."""
+    def open_tab(page) -> None:
+        page.get_by_role("tab", name=name).click()
+        settle(page)
+    return open_tab
+
+
 ACTIONS = {"watch": train}
+SENTENCE = "A+man+in+a+red+jacket+reads+a+newspaper+on+a+bench."
+# pictures of other docs pages: the file, the link (relative to the explorer's address), the tab it shows
+ELSEWHERE = [(DOCS / "positions" / "schemes.webp", f"positional?sentence={SENTENCE}&model=mixed-en-de",
+              "Today's schemes"),
+             (DOCS / "positions" / "why.webp", f"positional?sentence={SENTENCE}&model=mixed-en-de",
+              "Why did this head look there")]
+OPEN_PANEL = """() => {
+  const panel = [...document.querySelectorAll('[role="tabpanel"]')].find((p) => p.getBoundingClientRect().height > 0);
+  const box = panel.getBoundingClientRect();
+  return {x: box.left, y: box.top, width: box.width, height: box.height};
+}"""
 FIRST_FIGURE_BOTTOM = """() => {
   const plot = document.querySelector('[data-testid="stMain"] .js-plotly-plot');
   const main = document.querySelector('[data-testid="stMain"]');
@@ -64,6 +85,16 @@ def picture(page) -> bytes:
     page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], min(bottom + 40, TALLEST))})
     time.sleep(1.0)
     png = page.screenshot()
+    page.set_viewport_size(VIEWPORT)
+    return png
+
+
+def panel_picture(page) -> bytes:
+    """The open tab's panel, from its top down at most `TALLEST` pixels."""
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 4000})
+    time.sleep(1.0)
+    box = page.evaluate(OPEN_PANEL)
+    png = page.screenshot(clip={**box, "height": min(box["height"], TALLEST)})
     page.set_viewport_size(VIEWPORT)
     return png
 
@@ -100,6 +131,14 @@ def main(names: list[str]) -> None:
             save(png, entry.image)
             if entry is gallery[0]:
                 save(png, DOCS / "screenshot.png")
+        for path, link, name in ELSEWHERE:
+            if names and path.stem not in names:
+                continue
+            page.goto(f"{url}/{link}")
+            page.wait_for_selector('[data-testid="stMain"]', timeout=LOAD_S * 1000)
+            settle(page)
+            tab(name)(page)
+            save(panel_picture(page), path)
         browser.close()
 
 

@@ -42,9 +42,9 @@ own_table = functools.partial(teaching.pe_table, layout=layout, frequencies=conf
                               first=config.position_offset)
 trace = tracing.sentence_and_trace(session)
 
-theory, shift, beyond, sentence_tab, experiment, schemes_tab, why_tab = st.tabs(
+theory, shift, beyond, sentence_tab, experiment, schemes_tab, why_tab, length_tab = st.tabs(
     ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment",
-     "Today's schemes", "Why did this head look there"])
+     "Today's schemes", "Why did this head look there", "Longer than trained"])
 
 # --- the sinusoids -----------------------------------------------------------------------------------------------
 with theory:
@@ -312,3 +312,5 @@ with schemes_tab:
     position_tabs.schemes_tab(config)
 with why_tab:
     position_tabs.why_tab(session, trace)
+with length_tab:
+    position_tabs.length_tab()

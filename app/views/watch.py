@@ -26,7 +26,8 @@ from viz_model.plot import watch as wf
 
 TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "shift": "shift (rotate left by k)",
                "every_other": "every other symbol"}
-PE_LABELS = {"sinusoidal": "sinusoidal (the paper's)", "learned": "learned", "none": "none"}
+PE_LABELS = {"sinusoidal": "sinusoidal (the paper's)", "learned": "learned", "rope": "RoPE (rotated q and k)",
+             "alibi": "ALiBi (distance penalty)", "relative": "relative bias (T5)", "none": "none"}
 WITHOUT = "without PE"
 
 st.title("Watch attention form")

@@ -87,3 +87,22 @@ def test_each_scheme_at_its_defaults(schemes):
     np.testing.assert_allclose(arr(own["data"][0]["z"]), model_offset_part(model.network, "encoder", length)[0],
                                atol=1e-6)
     assert not [c for c in charts(at) if "learned value per bucket" in str(c["layout"].get("title"))]
+
+
+def test_the_length_experiment_trains_each_scheme_and_tests_it_beyond_its_lengths(schemes):
+    at = open_page("positional", model="tiny-rope")
+    assert "Press Train and test" in messages(at)
+    at.multiselect(key="pe_len_schemes").set_value(["learned", "alibi"])
+    at.slider(key="pe_len_seconds").set_value(2)
+    next(b for b in at.button if b.label == "Train and test").click().run()
+    ok(at)
+    accuracy = chart(at, "copy: exact-sequence accuracy (greedy) by length")
+    assert [t["name"] for t in accuracy["data"] if t.get("showlegend") is not False][:2] == ["learned", "alibi"]
+    result = at.session_state["pe_len_result"]
+    assert set(result.runs) == {"learned", "alibi"} and max(result.settings.lengths) > result.settings.max_length
+    assert result.summary().splitlines()[0] in "\n".join(m.value for m in at.markdown)
+    at.selectbox(key="w_pe_len_kind").set_value("encoder").run()
+    ok(at)
+    at.multiselect(key="pe_len_schemes").set_value([])
+    next(b for b in at.button if b.label == "Train and test").click().run()
+    assert "Cannot run the experiment: schemes" in messages(ok(at))

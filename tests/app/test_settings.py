@@ -46,7 +46,7 @@ BAD_VALUES = {
                        "lengths": ("9-3", "use two lengths from 2 to 16, the shorter first, as in 4-8"),
                        "k": ("16", "use a whole number from 1 to 15"), "layers": ("3", "use one of 1, 2"),
                        "heads": ("3", "use one of 1, 2, 4"), "d_model": ("8", "use one of 16, 32, 64"),
-                       "pe": ("rope", "use one of sinusoidal, learned, none"),
+                       "pe": ("rotary", "use one of sinusoidal, learned, rope, alibi, relative, none"),
                        "compare": ("yes", "use one of True, False"),
                        "steps": ("100", "use one of 200, 400, 800, 1600, 3200"),
                        "seconds": ("61", "use a whole number from 5 to 60"),

@@ -181,3 +181,29 @@ def test_the_positional_page_for_every_scheme(schemes_server, page, scheme):
         assert not [e for e in errors if widgets.UNEXPECTED in e], f"{scheme}: {errors}"
         check_figures(page, f"{scheme} / {tab}")
     assert "This model's positions" in page.locator('[data-testid="stMain"]').inner_text()
+
+
+@pytest.mark.slow
+def test_the_length_experiment_runs_every_scheme_in_the_browser(schemes_server, page):
+    """Issue 44: the Positional encoding page's length experiment, every scheme at 2 s: the progress bar, then the
+    accuracy by length and the maps at the unseen length draw with no error and no clipped label."""
+    page.goto(f"{schemes_server}/positional?{urlencode({'sentence': SENTENCE, 'beam': '1', 'model': 'tiny-alibi'})}")
+    settle(page)
+    page.get_by_role("tab", name="Longer than trained").click()
+    slider = page.get_by_role("slider", name="Seconds per scheme")
+    slider.focus()
+    for _ in range(13):  # from 15 down to 2
+        page.keyboard.press("ArrowLeft")
+    page.get_by_role("button", name="Train and test").click()
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(e => "
+                           "e.textContent.startsWith('copy: exact-sequence accuracy'))", timeout=120_000)
+    settle(page)
+    shot(page, "positional-length-experiment.png")
+    assert page.locator('[data-testid="stException"]').count() == 0
+    errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+    assert not [e for e in errors if widgets.UNEXPECTED in e], errors
+    figures = check_figures(page, "length experiment")
+    maps = next(f for f in figures if f["title"].startswith("cross attention"))
+    assert maps["width"] > 600
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    assert all(scheme in text for scheme in ("sinusoidal", "learned", "rope", "alibi", "relative"))

@@ -20,7 +20,7 @@ from ..nn.relative_bias import relative_position_bucket
 from ..nn.rotary import rope_frequencies
 
 WHERE_POSITION_ENTERS = {
-    "sinusoidal": "added to each token's embedding at the input: fixed sinusoids (the paper)",
+    "sinusoidal": "added to each token's embedding at the input: fixed sinusoids",
     "learned": "added to each token's embedding at the input: one trained vector per position",
     "rope": "in every self-attention layer: queries and keys are rotated by an angle proportional to their position",
     "alibi": "in every self-attention layer: each head subtracts slope × distance from its scores",

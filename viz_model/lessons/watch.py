@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -260,11 +261,31 @@ def probe_maps(model: Transformer, cfg: WatchConfig, probe: list[int], step: int
     return Snapshot(step, maps["encoder"], maps["decoder"], maps["cross"], greedy(model, cfg, [probe])[0])
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """The calling thread's torch operations on one core for the block (PyTorch's thread count is per thread in its
+    OpenMP build): a tiny model gains nothing from a second core, and on a 2-core CPU shared with a browser two
+    threads trained a few steps a second where one trains tens."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_watch(cfg: WatchConfig, should_stop: Callable[[], bool] = lambda: False,
                 on_progress: Callable[[WatchResult], None] | None = None, eval_size: int = 128) -> WatchResult:
     """Train a tiny model on `cfg`'s task from scratch, keeping loss and accuracy and a snapshot of the probe's maps
     every ``snapshot_every`` steps and at the last step (`on_progress` is called after each). Training ends at
-    ``steps``, after ``seconds`` or when `should_stop` returns True, whichever comes first."""
+    ``steps``, after ``seconds`` or when `should_stop` returns True, whichever comes first. Runs on one thread
+    (`one_thread`)."""
+    with one_thread():
+        return _train_watch(cfg, should_stop, on_progress, eval_size)
+
+
+def _train_watch(cfg: WatchConfig, should_stop: Callable[[], bool],
+                 on_progress: Callable[[WatchResult], None] | None, eval_size: int) -> WatchResult:
     with _SEEDING:  # the initial weights come from torch's global generator: one seeded creation at a time
         torch.manual_seed(cfg.seed)
         model = Transformer(cfg.model_config())
