@@ -29,7 +29,7 @@ from ..modeldir.languages import read_languages
 from ..nn.model import Transformer
 from ..search.settings import HFGeneration, export_generation
 from ..tokenization.tokenizer import Tokenizer
-from .importer import DECODER_NAMES, ENCODER_NAMES
+from .fairseq import DECODER_NAMES, ENCODER_NAMES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
 

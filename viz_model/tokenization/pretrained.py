@@ -74,6 +74,7 @@ class VocabTokenizer:
     unk_id: int
     pad_id: int
     bos_id: int
+    target_code: int | None = None  # the forced first output (a many-to-many model's target language), else None
 
     def __init__(self, vocab: dict[str, int], files: dict[str, bytes], path: str | None) -> None:
         self.encoder, self._files, self.path = vocab, files, path
