@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..config import ConfigError, ModelConfig
 from ..modeldir.languages import LanguagePair
-from ..tokenization.pretrained import PretrainedTokenizer
+from ..tokenization.imported import PretrainedTokenizer
 
 MAX_HF_CONFIG_BYTES = 1024**2
 MAX_TOKENIZER_JSON_BYTES = 64 * 1024**2  # NLLB's: 17 MB
@@ -37,6 +37,8 @@ class Family:
     :ivar tested: what the model card says the tests compare
     :ivar forced_bos_from_generation: the generation config's forced_bos_token_id becomes the config's forced first
         output (so this project's rule forces it too)
+    :ivar from_weights: what the checkpoint's tensors decide of the config (T5: whether the head has its own
+        matrix), else None
     """
 
     label: str
@@ -48,6 +50,7 @@ class Family:
     tokenizer_file: str
     tested: str
     forced_bos_from_generation: bool = False
+    from_weights: Callable[[ModelConfig, dict[str, Tensor]], ModelConfig] | None = None
 
 
 def read_json_file(path: Path, limit: int, what: str) -> Any:

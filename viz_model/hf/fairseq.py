@@ -28,6 +28,8 @@ TIED = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decod
 POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight",
              "model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
 FINAL_NORMS = {"model.encoder.layer_norm": "encoder_norm", "model.decoder.layer_norm": "decoder_norm"}
+EMBEDDING_NORMS = {"model.encoder.layernorm_embedding": "encoder_embedding_norm",
+                   "model.decoder.layernorm_embedding": "decoder_embedding_norm"}
 
 
 def checked_activation(hf: dict[str, Any], path: Path, checks: dict[str, Any]) -> str:
@@ -110,11 +112,15 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
     if cfg.output_bias:
         bias = take("final_logits_bias") if "final_logits_bias" in state else torch.zeros(1, cfg.vocab_size)
         out["output_bias"] = bias.reshape(-1)
-    if cfg.norm == "pre":
-        for theirs, ours in FINAL_NORMS.items():
-            for part in ("weight", "bias"):
-                out[f"{ours}.{part}"] = take(f"{theirs}.{part}")
-    check_sinusoids(state, cfg, take)
+    norms = {**(FINAL_NORMS if cfg.norm == "pre" else {}), **(EMBEDDING_NORMS if cfg.embedding_norm else {})}
+    for theirs, ours in norms.items():
+        for part in ("weight", "bias"):
+            out[f"{ours}.{part}"] = take(f"{theirs}.{part}")
+    if cfg.positional == "learned":  # BART's tables, row p + 2 for position p
+        out["src_positions.embedding.weight"] = take(POSITIONS[0])
+        out["tgt_positions.embedding.weight"] = take(POSITIONS[1])
+    else:
+        check_sinusoids(state, cfg, take)
     return take.finish(out, cfg)
 
 

@@ -1,8 +1,8 @@
 """Import a Hugging Face translation checkpoint into this project's instrumented model, exactly.
 
-Each architecture is a `Family` in its own module (`marian`, `m2m100`); `FAMILIES` is the registry this module
-dispatches on by config.json's ``model_type``. What is shared lives here: finding the folder, reading its config and
-weights, the model card, and writing the model directory.
+Each architecture is a `Family` in its own module (`marian`, `m2m100`, `t5`, `bart`); `FAMILIES` is the registry
+this module dispatches on by config.json's ``model_type``. What is shared lives here: finding the folder, reading its
+config and weights, the model card, and writing the model directory.
 Nothing from the folder is executed: ``config.json`` is read as JSON, weights with safetensors (or
 ``torch.load(weights_only=True)`` for ``pytorch_model.bin``). The output directory is written beside its final
 place and renamed into it: a failure leaves nothing behind.
@@ -26,10 +26,11 @@ from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_mo
 from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
-from . import m2m100, marian
-from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, read_json_file
+from . import bart, m2m100, marian, t5
+from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
 
-FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY}
+FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "bart": bart.BART,
+                               "mbart": bart.MBART}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 __all__ = ["FAMILIES", "HFImportError", "import_model", "model_config"]
@@ -165,14 +166,20 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
         raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
     folder = resolve_source(source)
     hf = read_hf_config(folder)
-    family = FAMILIES[hf["model_type"]]
+    family, path = FAMILIES[hf["model_type"]], folder / "config.json"
+    family.model_config(hf, path, 0, None)  # config.json's faults are named before the tokenizer's
     tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
-    cfg = family.model_config(hf, folder / "config.json", tokenizer.unk_id, tokenizer.target_code)
+    cfg = family.model_config(hf, path, tokenizer.unk_id, tokenizer.target_code)
     try:
         generation = read_hf_generation(folder, hf, cfg)
     except GenerationError as err:
         raise HFImportError(str(err)) from None
-    cfg = dataclasses.replace(cfg, eos_at_limit=generation.forced_eos)  # this project's rule forces it likewise
+    forced = cfg.forced_first_id
+    if forced is None and family.forced_bos_from_generation:
+        forced = generation.forced_bos_token_id
+    # this project's rule forces them likewise
+    cfg = checked_config(path, **{**dataclasses.asdict(cfg), "eos_at_limit": generation.forced_eos,
+                                  "forced_first_id": forced})
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / family.tokenizer_file}: {tokenizer.vocab_size:,} ids, but config.json says "
                             f"vocab_size {cfg.vocab_size:,}: a tokenizer of another model?")
@@ -183,6 +190,8 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
                            f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit"
                            + ("; import with --dtype fp16 (half the size, no longer exact)" if dtype == "fp32" else ""))
     state, weights = read_weights(folder)
+    if family.from_weights is not None:
+        cfg = family.from_weights(cfg, state)
     mapped = family.map_weights(state, cfg, weights)
     model = Transformer(cfg)
     model.load_state_dict(mapped, strict=True)

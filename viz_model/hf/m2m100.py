@@ -12,7 +12,8 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair
-from ..tokenization.pretrained import M2M100_LANGUAGE_CODES, M2M100Tokenizer, PretrainedTokenizer, id_table
+from ..tokenization.imported import PretrainedTokenizer
+from ..tokenization.pretrained import M2M100_LANGUAGE_CODES, M2M100Tokenizer, id_table
 from ..tokenization.tokenizer import TokenizerError
 from .common import MAX_TOKENIZER_JSON_BYTES, Family, HFImportError, need, read_json_file, tokenizer_settings
 from .fairseq import checked_activation, fairseq_config, map_weights

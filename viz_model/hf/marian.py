@@ -12,7 +12,8 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair, guess_languages
-from ..tokenization.pretrained import MarianTokenizer, PretrainedTokenizer
+from ..tokenization.imported import PretrainedTokenizer
+from ..tokenization.pretrained import MarianTokenizer
 from ..tokenization.tokenizer import TokenizerError
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, need
 from .fairseq import checked_activation, fairseq_config, map_weights

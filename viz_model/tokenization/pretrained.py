@@ -233,12 +233,3 @@ class M2M100Tokenizer(VocabTokenizer):
         """Target text; the special tokens and language codes are skipped, ``<unk>`` stays visible (as ⁇)."""
         skip = {self.pad_id, self.eos_id, self.encoder.get("<s>", self.eos_id), *self.code_pieces}
         return self._text(self.sp, ids, skip).strip()
-
-
-PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer
-PRETRAINED_TOKENIZERS: tuple[type[MarianTokenizer] | type[M2M100Tokenizer], ...] = (MarianTokenizer, M2M100Tokenizer)
-
-
-def pretrained_tokenizer_class(directory: Path) -> type[MarianTokenizer] | type[M2M100Tokenizer] | None:
-    """The tokenizer of an imported model's directory (by its marker file); None for this project's own."""
-    return next((cls for cls in PRETRAINED_TOKENIZERS if (directory / cls.MARKER).exists()), None)
