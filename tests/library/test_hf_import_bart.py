@@ -172,3 +172,12 @@ def test_an_unsupported_architecture_names_every_supported_one(folder, tmp_path,
     err = failed_import(folder, tmp_path, capsys, lambda f: edit_json(f / "config.json", model_type="pegasus"))
     assert "model_type 'pegasus'" in err
     assert all(f"{kind}: " in err for kind in ("marian", "m2m_100", "t5", "bart", "mbart")), err
+
+
+@pytest.mark.slow
+def test_an_imported_model_opens_on_every_page(folder, tmp_path, monkeypatch):
+    from support.app import check_every_page_opens
+
+    assert main(["import", str(folder), "--out", str(tmp_path / folder.name)]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    check_every_page_opens("A man reads a book.")

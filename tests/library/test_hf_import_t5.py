@@ -156,3 +156,12 @@ def test_the_translation_task_is_chosen_by_the_languages(folder, tmp_path, capsy
 def test_what_the_model_cannot_express_is_refused_in_one_line(folder, tmp_path, capsys, change, names):
     err = failed_import(folder, tmp_path, capsys, change)
     assert names in err, err
+
+
+@pytest.mark.slow
+def test_an_imported_model_opens_on_every_page(folder, tmp_path, monkeypatch):
+    from support.app import check_every_page_opens
+
+    assert main(["import", str(folder), "--out", str(tmp_path / folder.name)]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    check_every_page_opens("A man reads a book.")

@@ -48,6 +48,8 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
                                 "mBART-50); a BART model translates one fixed pair")
         return json_tokenizer(folder, hf, checked_class(folder, BART_TOKENIZERS), start, before=["<s>"])
     settings = checked_class(folder, MBART50_TOKENIZERS)
+    if settings.get("tokenizer_class") is None and hf.get("tokenizer_class") in MBART50_TOKENIZERS:
+        settings = {**settings, "tokenizer_class": hf["tokenizer_class"]}  # the hub's mBART-50 configs name it there
     if settings.get("tokenizer_class") is None:
         raise HFImportError(f"{folder / 'tokenizer_config.json'}: names no tokenizer_class; only mBART-50's "
                             f"({MBART50_TOKENIZERS[0]}: the language code before the text) is supported")

@@ -126,7 +126,8 @@ def model_card(source: str, folder: Path, hf: dict[str, Any], cfg: ModelConfig, 
         *generation_lines(generation), "",
         "## Checked at import", "",
         "- every tensor of the checkpoint has exactly one place in the instrumented model, with the shape its "
-        "config implies; the checkpoint's position tables equal the recomputed sinusoids;",
+        "config implies" + ("; the checkpoint's position tables equal the recomputed sinusoids;"
+                            if cfg.positional == "sinusoidal" else " (but what the conversion above leaves out);"),
         "- the tokenizer's vocabulary size equals the embeddings'.",
         "- Exactness against Hugging Face (logits, every attention map, greedy output, tokenizer ids) is tested in "
         f"`tests/library/test_hf_import*.py` on {family.tested}.", ""])

@@ -168,7 +168,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             f"to every self-attention layer's scores; {ffn} feed-forward; embeddings shared and not scaled; {head}"
             + ("; the decoder's output multiplied by d_model^-0.5 before it" if cfg.head_rescale else "")
             + f"; decoding starts from the pad id ({cfg.bos_id}); {cfg.max_positions} positions at most (the "
-            "config's n_positions; the bias itself has no limit).",
+            "config's n_positions; the bias itself has no limit). A cross-attention relative_attention_bias, where "
+            "an older checkpoint has one, is left out: transformers ignores it too.",
             "- Tokenizer: tokenizer.json copied as it is; tokenizer_rules.json holds the task prefix put before every "
             "source (task_specific_params, as transformers 4's translation pipeline did) and the model's id table."]
 
