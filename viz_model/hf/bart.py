@@ -15,7 +15,7 @@ from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.tokenizer_json import JsonTokenizer
-from .common import Family, HFImportError
+from .common import Family, HFImportError, added_codes, language_pair
 from .fairseq import checked_activation, fairseq_config, map_weights
 from .json_tokenizer import checked_class, json_tokenizer, tokenizer_json
 from .marian import folder_languages
@@ -53,19 +53,10 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
     if settings.get("tokenizer_class") is None:
         raise HFImportError(f"{folder / 'tokenizer_config.json'}: names no tokenizer_class; only mBART-50's "
                             f"({MBART50_TOKENIZERS[0]}: the language code before the text) is supported")
-    added = tokenizer_json(folder).get("added_tokens")
-    codes = {t["content"]: t["id"] for t in added if isinstance(t, dict) and isinstance(t.get("content"), str)
-             and MBART50_CODE.fullmatch(t["content"]) and isinstance(t.get("id"), int)} if isinstance(added, list) \
-        else {}
+    codes = added_codes(tokenizer_json(folder), MBART50_CODE)
     if not codes:
         raise HFImportError(f"{folder / 'tokenizer.json'}: no language code (such as en_XX) among its added tokens")
-    pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
-    for side, code in pair.items():
-        if not code:
-            raise HFImportError(f"{folder / 'tokenizer_config.json'}: names no {side} language; give --{side}-lang "
-                                f"(one of {', '.join(codes)})")
-        if code not in codes:
-            raise HFImportError(f"--{side}-lang {code!r} is not one of the model's languages ({', '.join(codes)})")
+    pair = language_pair(codes, source, target, settings, folder / "tokenizer_config.json")
     return json_tokenizer(folder, hf, settings, start, codes=codes, **pair)
 
 

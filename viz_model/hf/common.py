@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,3 +90,26 @@ def tokenizer_settings(folder: Path) -> dict[str, Any]:
         except ValueError as err:
             raise HFImportError(f"{path}: not valid JSON ({err})") from None
     return {}
+
+
+def language_pair(codes: dict[str, int], source: str | None, target: str | None, settings: dict[str, Any],
+                  settings_path: Path) -> dict[str, str]:
+    """{"source": code, "target": code} of a many-to-many model: the languages given, else its tokenizer settings'
+    (src_lang / tgt_lang), each one of `codes`."""
+    pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
+    for side, code in pair.items():
+        if not code:
+            raise HFImportError(f"{settings_path}: names no {side} language; give --{side}-lang (one of "
+                                f"{', '.join(codes)})")
+        if code not in codes:
+            raise HFImportError(f"--{side}-lang {code!r} is not one of the model's languages ({', '.join(codes)})")
+    return pair
+
+
+def added_codes(data: Any, pattern: re.Pattern[str]) -> dict[str, int]:
+    """The ids of tokenizer.json's added tokens that are language codes (`pattern`), by code."""
+    added = data.get("added_tokens") if isinstance(data, dict) else None
+    if not isinstance(added, list):
+        return {}
+    return {t["content"]: t["id"] for t in added if isinstance(t, dict) and isinstance(t.get("content"), str)
+            and pattern.fullmatch(t["content"]) and isinstance(t.get("id"), int)}

@@ -15,7 +15,16 @@ from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.pretrained import M2M100_LANGUAGE_CODES, M2M100Tokenizer, id_table
 from ..tokenization.tokenizer import TokenizerError
-from .common import MAX_TOKENIZER_JSON_BYTES, Family, HFImportError, need, read_json_file, tokenizer_settings
+from .common import (
+    MAX_TOKENIZER_JSON_BYTES,
+    Family,
+    HFImportError,
+    added_codes,
+    language_pair,
+    need,
+    read_json_file,
+    tokenizer_settings,
+)
 from .fairseq import checked_activation, fairseq_config, map_weights
 
 NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")  # eng_Latn, zho_Hans, ...
@@ -47,14 +56,7 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
             files, codes = m2m100_files(folder, settings.get("language_codes", "m2m100"), path)
         else:
             files, codes = nllb_files(folder)
-        pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
-        for side, code in pair.items():
-            if not code:
-                raise HFImportError(f"{path}: names no {side} language; give --{side}-lang (one of "
-                                    f"{', '.join(codes)})")
-            if code not in codes:
-                raise HFImportError(f"--{side}-lang {code!r} is not one of the model's languages "
-                                    f"({', '.join(codes)})")
+        pair = language_pair(codes, source, target, settings, path)
         files["language_codes.json"] = M2M100Tokenizer.language_file(codes, pair["source"], pair["target"],
                                                                      vocab_size)
         return M2M100Tokenizer.from_files(files, folder)
@@ -91,8 +93,7 @@ def nllb_files(folder: Path) -> tuple[dict[str, bytes], dict[str, int]]:
     added = data.get("added_tokens") if isinstance(data, dict) else None
     if not (isinstance(vocab, dict) and isinstance(added, list) and all(isinstance(t, dict) for t in added)):
         raise HFImportError(f"{path}: expected a model vocabulary (model.vocab) and added_tokens")
-    codes = {t["content"]: t["id"] for t in added if isinstance(t.get("content"), str)
-             and NLLB_CODE.fullmatch(t["content"]) and isinstance(t.get("id"), int)}
+    codes = added_codes(data, NLLB_CODE)
     if not codes:
         raise HFImportError(f"{path}: no language code (such as eng_Latn) among its added tokens")
     return {"sentencepiece.bpe.model": spm_model, "vocab.json": json.dumps(vocab).encode()}, codes
