@@ -115,10 +115,18 @@ def test_sdpa_path_cannot_give_weights():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="weights"):
         attention(q, k, v, need_weights=True, impl="sdpa")
-    with pytest.raises(ValueError, match="scale"):
-        attention(q, k, v, impl="sdpa", scale=False)
     with pytest.raises(ValueError, match="impl"):
         attention(q, k, v, impl="flash")
+
+
+def test_sdpa_path_leaves_scores_unscaled_as_t5_does():
+    q, k, v = qkv()
+    mask = torch.ones(B, 1, 1, LK, dtype=torch.bool)
+    mask[0, ..., -2:] = False
+    fused, _ = attention(q, k, v, mask, impl="sdpa", scale=False)
+    explicit, _ = attention(q, k, v, mask, impl="math", scale=False)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=0)
+    assert not torch.allclose(fused, attention(q, k, v, mask, impl="sdpa")[0], atol=1e-3)
 
 
 def test_weights_are_taken_before_attention_dropout():

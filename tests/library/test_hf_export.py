@@ -108,7 +108,10 @@ def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path, tokenizer, 
                                  ("alibi", {"positional": "alibi"}, "its positions are alibi"),
                                  ("relative", {"positional": "relative"}, "its positions are relative"),
                                  ("pre-norm", {"norm": "pre"}, "pre-norm"),
-                                 ("untied", {"share_embeddings": False}, "not one matrix")):
+                                 ("untied", {"share_embeddings": False}, "not one matrix"),
+                                 ("rms", {"normalization": "rms"}, "its normalization is 'rms' (a Marian model has "
+                                                                   "'layer')"),
+                                 ("gated", {"gated_ffn": True}, "its gated_ffn is True")):
         directory = tmp_path / name
         save_model_dir(Transformer(tiny_model_config(tokenizer.vocab_size, **changes)), tokenizer, directory)
         assert main(["export-hf", str(directory), "--out", str(tmp_path / f"{name}-hf")]) == 2

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 from support.cli import assert_user_error, run
-from support.data import tiny_model_config, tiny_train_config
+from support.data import step_by_step_logits, tiny_model_config, tiny_train_config
 
 import viz_model
 from viz_model.config import ConfigError, ModelConfig
@@ -145,10 +145,7 @@ def test_step_by_step_tree_and_fused_decoding_equal_one_recorded_pass(positional
     with torch.no_grad():
         recorded = model(src, tgt, need_weights=True).logits
         fused = model(src, tgt).logits
-        encoded, cache, steps = model.encode(src), None, []
-        for i in range(tgt.shape[1]):
-            out = model.decode(tgt[:, i:i + 1], encoded, cache=cache, offset=i)
-            cache, steps = out.cache, steps + [model.logits(out.hidden)]
+        steps = step_by_step_logits(model, model.encode(src), tgt)
         # a tree: rows 0..2 a prefix, 3 and 4 two children of its last node (each at its own depth)
         tree = torch.tensor([[tgt[0, 0], tgt[0, 1], tgt[0, 2], tgt[0, 3], 40]])
         depth = torch.tensor([[0, 1, 2, 3, 3]])
@@ -161,7 +158,7 @@ def test_step_by_step_tree_and_fused_decoding_equal_one_recorded_pass(positional
                             position_ids=depth[:, 3:])
         branch = model.decode(torch.tensor([[tgt[0, 0], tgt[0, 1], tgt[0, 2], 40]]), one).hidden[:, -1]
     assert torch.allclose(fused, recorded, atol=1e-5, rtol=0)
-    assert torch.allclose(torch.cat(steps, 1), recorded, atol=1e-5, rtol=0)
+    assert torch.allclose(steps, recorded, atol=1e-5, rtol=0)
     assert torch.allclose(model.logits(rest.hidden[:, 0]), recorded[0, 3], atol=1e-5, rtol=0)
     assert torch.allclose(model.logits(rest.hidden[:, 1]), model.logits(branch)[0], atol=1e-5, rtol=0)
 

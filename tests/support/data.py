@@ -39,6 +39,15 @@ def tiny_model_config(vocab_size: int, **changes) -> ModelConfig:
     return ModelConfig(vocab_size=vocab_size, **{**TINY_ARCHITECTURE, **changes})
 
 
+def step_by_step_logits(model: Transformer, encoded, tgt: torch.Tensor) -> torch.Tensor:
+    """The logits of decoding `tgt` one token at a time with the key/value cache, ``(batch, tgt_len, vocab)``."""
+    cache, steps = None, []
+    for i in range(tgt.shape[1]):
+        out = model.decode(tgt[:, i:i + 1], encoded, cache=cache, offset=i)
+        cache, steps = out.cache, steps + [model.logits(out.hidden)]
+    return torch.cat(steps, 1)
+
+
 def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     """`n` (English, German) sentence pairs from a tiny grammar, deterministic in `seed`."""
     rng = random.Random(seed)

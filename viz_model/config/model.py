@@ -15,15 +15,19 @@ POSITIONAL_KINDS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 INPUT_POSITIONS = ("sinusoidal", "learned")  # added to the input; the other schemes put position into the scores
 SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions (the paper) or in two halves (Marian)
 SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln(10000) / (d_model/2 - 1)) (M2M100)
-ACTIVATIONS = ("relu", "silu", "gelu")
+ACTIVATIONS = ("relu", "silu", "gelu", "gelu_new")  # gelu_new: GELU's tanh approximation (T5 v1.1's gated GELU)
 NORM_KINDS = ("post", "pre")
+NORMALIZATIONS = ("layer", "rms")  # LayerNorm, or T5's RMS norm (no mean subtracted, no bias)
 IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
-                  "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit")
+                  "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit", "normalization", "norm_eps",
+                  "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
+                  "gated_ffn", "tied_head", "head_rescale")
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
 RELATIVE_BUCKETS_RANGE = (4, 1024)
 MAX_POSITION_OFFSET = 16
+NORM_EPS_RANGE = (1e-12, 1e-2)
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
           "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
@@ -53,8 +57,9 @@ class ModelConfig:
     :ivar pad_id: the padding piece's id
     :ivar sinusoid_layout: "interleaved" (sin and cos in alternate dimensions, the paper) or "halves" (Marian)
     :ivar sinusoid_frequencies: "paper" (``10000^(-2i/d_model)``) or "fairseq" (M2M100)
-    :ivar position_offset: position p reads row p + offset of the sinusoid table (M2M100: 2, after its pad id)
-    :ivar activation: of the feed-forward network: "relu", "silu" or "gelu"
+    :ivar position_offset: position p reads row p + offset of the position table (M2M100's sinusoids: 2, after its
+        pad id; BART's learned table: 2)
+    :ivar activation: of the feed-forward network: "relu", "silu", "gelu" or "gelu_new" (GELU's tanh approximation)
     :ivar output_bias: a bias on the output logits (Marian's final_logits_bias)
     :ivar bos_id: the decoder's first input (Marian starts from its pad id)
     :ivar eos_id: the end-of-sentence id
@@ -63,6 +68,20 @@ class ModelConfig:
     :ivar forced_first_id: the first output, forced (M2M100: the target language's code); None: not forced
     :ivar eos_at_limit: the last output a length limit allows is forced to be `eos_id` (Hugging Face's
         forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
+    :ivar normalization: "layer" (LayerNorm) or "rms" (T5's: ``x / sqrt(mean(x^2) + eps) * g``, no mean, no bias)
+    :ivar norm_eps: the epsilon of every norm (PyTorch's LayerNorm: 1e-5; T5: 1e-6)
+    :ivar scale_embeddings: token embeddings are multiplied by sqrt(d_model) (the paper, Marian, mBART; not T5, BART)
+    :ivar embedding_norm: a norm on each stack's embeddings, after the positions are added (BART's
+        layernorm_embedding)
+    :ivar d_kv: the width of one head when it is not d_model / heads (T5's d_kv); None: d_model / heads
+    :ivar scale_scores: attention scores are divided by sqrt(d_k) (the paper); T5 leaves them unscaled
+    :ivar attention_bias: the Q, K, V and output projections have biases (T5's have none)
+    :ivar ffn_bias: the feed-forward layers have biases (T5's have none)
+    :ivar gated_ffn: the feed-forward network is ``(act(x W1) * x W3) W2`` (T5 v1.1's gated GELU), not
+        ``act(x W1) W2``
+    :ivar tied_head: the pre-softmax projection is the shared embedding matrix; False: its own matrix while source
+        and target still share theirs (T5 v1.1); only with `share_embeddings`
+    :ivar head_rescale: the decoder's output is multiplied by d_model^-0.5 before the projection (T5 v1.0)
     :ivar rope_base: RoPE's base: pair i turns by ``base^(-2i/d_head)`` per position (Llama 2: 10000)
     :ivar alibi_max_bias: ALiBi's slopes are ``2^(-max_bias * h / H)`` (8 in the paper and BLOOM)
     :ivar relative_buckets: the distance buckets of T5's relative bias (T5: 32)
@@ -93,6 +112,17 @@ class ModelConfig:
     never_emitted: tuple[int, ...] = ()
     forced_first_id: int | None = None
     eos_at_limit: bool = False
+    normalization: str = "layer"
+    norm_eps: float = 1e-5
+    scale_embeddings: bool = True
+    embedding_norm: bool = False
+    d_kv: int | None = None
+    scale_scores: bool = True
+    attention_bias: bool = True
+    ffn_bias: bool = True
+    gated_ffn: bool = False
+    tied_head: bool = True
+    head_rescale: bool = False
     rope_base: float = 10000.0
     alibi_max_bias: float = 8.0
     relative_buckets: int = 32
@@ -111,8 +141,9 @@ class ModelConfig:
         _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
         _check_choice("sinusoid_frequencies", self.sinusoid_frequencies, SINUSOID_FREQUENCIES)
         _check_int("position_offset", self.position_offset, 0, MAX_POSITION_OFFSET)
-        if self.position_offset and self.positional != "sinusoidal":
-            raise ConfigError("position_offset needs sinusoidal positions (a learned table is trained from row 0)")
+        if self.position_offset and self.positional not in INPUT_POSITIONS:
+            raise ConfigError(f"position_offset needs positions added to the input (sinusoidal or learned), not "
+                              f"{self.positional}")
         if self.forced_first_id is not None:
             _check_int("forced_first_id", self.forced_first_id, 0, self.vocab_size - 1)
         _check_choice("activation", self.activation, ACTIVATIONS)
@@ -130,11 +161,25 @@ class ModelConfig:
             raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
         if self.forced_first_id is not None and self.forced_first_id in self.never_emitted:
             raise ConfigError(f"never_emitted holds forced_first_id ({self.forced_first_id})")
-        if self.d_model % self.heads:
-            raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if self.d_kv is None and self.d_model % self.heads:
+            raise ConfigError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads}), or d_kv set")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        self._check_layer_options()
         self._check_scheme_options()
+
+    def _check_layer_options(self) -> None:
+        """The settings of the norms, attention, feed-forward network and head that imported families need."""
+        _check_choice("normalization", self.normalization, NORMALIZATIONS)
+        _check_float("norm_eps", self.norm_eps, *NORM_EPS_RANGE)
+        if self.d_kv is not None:
+            _check_int("d_kv", self.d_kv, 1, LIMITS["d_model"])
+        for name in ("scale_embeddings", "embedding_norm", "scale_scores", "attention_bias", "ffn_bias", "gated_ffn",
+                     "tied_head", "head_rescale"):
+            _check_bool(name, getattr(self, name))
+        if not self.tied_head and not self.share_embeddings:
+            raise ConfigError("tied_head = false needs share_embeddings (without it the head has its own matrix "
+                              "already)")
 
     def _check_scheme_options(self) -> None:
         """The settings of RoPE, ALiBi and the relative bias, each within its bounds."""
@@ -148,8 +193,8 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
-        """Width of one head: d_k = d_v = d_model / h."""
-        return self.d_model // self.heads
+        """Width of one head: d_k = d_v = d_model / h, or `d_kv` where set."""
+        return self.d_model // self.heads if self.d_kv is None else self.d_kv
 
     def to_dict(self) -> dict[str, Any]:
         """The values; the options added for imported models and the positional schemes' settings only where they

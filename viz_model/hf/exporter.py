@@ -13,6 +13,7 @@ expects (it drops that entry); every other id keeps its order. ``vocab.json`` ma
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,9 +30,12 @@ from ..modeldir.languages import read_languages
 from ..nn.model import Transformer
 from ..search.settings import HFGeneration, export_generation
 from ..tokenization.tokenizer import Tokenizer
-from .importer import DECODER_NAMES, ENCODER_NAMES
+from .fairseq import DECODER_NAMES, ENCODER_NAMES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
+# the settings of imported families a Marian model has at their defaults only
+LAYER_OPTIONS = ("normalization", "norm_eps", "scale_embeddings", "embedding_norm", "d_kv", "scale_scores",
+                 "attention_bias", "ffn_bias", "gated_ffn", "tied_head", "head_rescale")
 
 
 POSITION_WORDS = {"learned": "a learned table", "rope": "queries and keys rotated",
@@ -58,6 +62,10 @@ def marian_refusal(config: ModelConfig, tokenizer: object) -> str | None:
         config.forced_first_id is not None: "it forces a first output token (M2M100's language code)",
         config.activation not in MARIAN_ACTIVATIONS: f"its activation {config.activation} has no Marian name",
     }
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    reasons |= {getattr(config, name) != defaults[name]:
+                f"its {name} is {getattr(config, name)!r} (a Marian model has {defaults[name]!r})"
+                for name in LAYER_OPTIONS}
     return next((why for refused, why in reasons.items() if refused), None)
 
 

@@ -23,7 +23,7 @@ from safetensors.torch import save
 
 from ..config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
 from ..nn.model import Transformer
-from ..tokenization.pretrained import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
+from ..tokenization.imported import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
 from ..tokenization.tokenizer import Tokenizer, TokenizerError
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (

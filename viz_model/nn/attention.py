@@ -8,7 +8,8 @@ positions get a score of -inf before the softmax, so their weight is exactly 0.
 - instrumented (``need_weights=True``): computes ``softmax(Q K^T / sqrt(d_k))`` explicitly and
   returns the per-head weights (taken before attention dropout); `explained_attention` returns the whole
   `AttentionRecord` of that computation (scores before and after masking, weights, values);
-- fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights.
+- fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights (unscaled scores,
+  as T5's, through its ``scale=1.0``).
 Asking the fast path for weights raises; it never returns a silent ``None``. On the CPU, bf16/fp16 tensors
 (training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is slower
 there in the backward pass than two bf16 matmuls and a softmax (`benchmarks/bench_train.py`).
@@ -170,10 +171,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
         raise ValueError("the fused sdpa path cannot return attention weights; use impl='math' or 'auto'")
     _check_qkv(q, k, v, mask)
     _check_bias(q, k, bias)
-    if impl == "sdpa" or (impl == "auto" and not need_weights and scale and not _slow_fused(q)):
-        if not scale:
-            raise ValueError("the fused sdpa path always scales by 1/sqrt(d_k); use impl='math' for scale=False")
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=_float_mask(mask, bias, q.dtype), dropout_p=dropout_p)
+    if impl == "sdpa" or (impl == "auto" and not need_weights and not _slow_fused(q)):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=_float_mask(mask, bias, q.dtype), dropout_p=dropout_p,
+                                             scale=None if scale else 1.0)
         return out, None
     out, record = _explicit_attention(q, k, v, mask, dropout_p, scale, bias)
     return out, (record.weights if need_weights else None)
@@ -216,18 +216,22 @@ class MultiHeadAttention(nn.Module):
     :ivar w_v: the value projection
     :ivar w_o: the output projection ``W_O``
     :ivar dropout: the attention dropout's probability, while training
+    :ivar d_head: the width of one head (d_model / heads unless given)
+    :ivar inner: the heads side by side: heads * d_head
+    :ivar scale: scores are divided by sqrt(d_head) (False: T5's unscaled scores)
     """
 
-    def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
+                 scale: bool = True) -> None:
         super().__init__()
-        if d_model % heads:
+        if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
-        self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads
-        self.dropout = dropout
-        self.w_q = Linear(d_model, d_model)
-        self.w_k = Linear(d_model, d_model)
-        self.w_v = Linear(d_model, d_model)
-        self.w_o = Linear(d_model, d_model)
+        self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads if d_head is None else d_head
+        self.inner, self.dropout, self.scale = heads * self.d_head, dropout, scale
+        self.w_q = Linear(d_model, self.inner, bias=bias)
+        self.w_k = Linear(d_model, self.inner, bias=bias)
+        self.w_v = Linear(d_model, self.inner, bias=bias)
+        self.w_o = Linear(self.inner, d_model, bias=bias)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, d_model) -> (batch, heads, len, d_head)``."""
@@ -235,9 +239,9 @@ class MultiHeadAttention(nn.Module):
         return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)
 
     def merge_heads(self, x: Tensor) -> Tensor:
-        """``(batch, heads, len, d_head) -> (batch, len, d_model)`` (the concatenation)."""
+        """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
         batch, _, length, _ = x.shape
-        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+        return x.transpose(1, 2).reshape(batch, length, self.inner)
 
     def project_kv(self, source: Tensor) -> KVCache:
         """Keys and values of `source`, split into heads."""
@@ -275,12 +279,13 @@ class MultiHeadAttention(nn.Module):
         bias = None if position is None else position.bias
         record = None
         if need_weights:
-            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, bias=bias)
+            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale,
+                                              bias=bias)
             if position is not None and position.key_rotation is not None:
-                record.position_bias = record.scores - attention_scores(_unrotated(q, position.rotation),
-                                                                        _unrotated(kv.key, position.key_rotation))
+                record.position_bias = record.scores - attention_scores(
+                    _unrotated(q, position.rotation), _unrotated(kv.key, position.key_rotation), self.scale)
         else:
-            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, bias=bias)
+            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")

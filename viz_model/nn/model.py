@@ -6,6 +6,8 @@ the scores before and after masking, the value vectors) as ordinary return value
 module, so one model serves many threads at inference.
 Sub-layers are wrapped as ``LayerNorm(x + Dropout(Sublayer(x)))`` ("post", the paper) or
 ``x + Dropout(Sublayer(LayerNorm(x)))`` ("pre", e.g. the Annotated Transformer; the stack then ends with a LayerNorm).
+What imported families do differently (T5's RMS norm and unscaled scores, BART's embedding norm, ...) are settings of
+`ModelConfig` read here.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .kinds import check_kind
 from .linear import Linear, linear
+from .norms import make_norm, normed
 from .positional import LearnedPositions, SinusoidalPositions, check_positions, normal_embedding
 from .relative_bias import RelativePositionBias
 from .rotary import Rotary
@@ -48,21 +51,35 @@ class HeadMask:
         return None if mask is None else mask[index]
 
 
-ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+def gelu_new(x: Tensor) -> Tensor:
+    """GELU's tanh approximation, written as transformers' ``NewGELUActivation`` writes it (T5 v1.1)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu,
+                                                               "gelu_new": gelu_new}
 
 
 class FeedForward(nn.Module):
     """``FFN(x) = max(0, x W1 + b1) W2 + b2`` (the paper's ReLU; SiLU or GELU for imported models), at every
-    position alike."""
+    position alike; gated (T5 v1.1): ``(act(x W1) * x W3) W2``.
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
+    :ivar w_1: the activated layer
+    :ivar w_3: the gated variant's linear layer (Llama's name for it), else None
+    :ivar w_2: the output layer
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", gated: bool = False,
+                 bias: bool = True) -> None:
         super().__init__()
-        self.w_1 = Linear(d_model, d_ff)
-        self.w_2 = Linear(d_ff, d_model)
+        self.w_1 = Linear(d_model, d_ff, bias=bias)
+        self.w_3 = Linear(d_model, d_ff, bias=bias) if gated else None
+        self.w_2 = Linear(d_ff, d_model, bias=bias)
         self.activation = ACTIVATION_FUNCTIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.activation(self.w_1(x)))
+        hidden = self.activation(self.w_1(x))
+        return self.w_2(hidden if self.w_3 is None else hidden * self.w_3(x))
 
 
 class Residual(nn.Module):
@@ -71,9 +88,10 @@ class Residual(nn.Module):
     `enter` gives the sub-layer's input, `leave` adds its output back: a layer calls its sub-layer between the
     two and keeps whatever else the sub-layer returns (attention records) as plain values."""
 
-    def __init__(self, d_model: int, dropout: float, norm: str) -> None:
+    def __init__(self, d_model: int, dropout: float, norm: str, normalization: str = "layer",
+                 eps: float = 1e-5) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = make_norm(d_model, normalization, eps)
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
@@ -87,9 +105,8 @@ class Residual(nn.Module):
         return added if self.pre else self._normed(added)
 
     def _normed(self, x: Tensor) -> Tensor:
-        """``self.norm(x)`` without the module call (~18 of them per decoding step)."""
-        norm = self.norm
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        """``self.norm(x)`` (a LayerNorm without the module call: ~18 of them per decoding step)."""
+        return normed(self.norm, x)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return self.leave(x, sublayer(self.enter(x)))
@@ -97,6 +114,20 @@ class Residual(nn.Module):
     def _dropped(self, x: Tensor) -> Tensor:
         """Dropout while training; at inference not even the module call (it runs ~10 times per decoding step)."""
         return self.dropout(x) if self.training else x
+
+
+def _attention(cfg: ModelConfig) -> MultiHeadAttention:
+    """One attention sub-layer of `cfg` (head width, biases, scaling)."""
+    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, cfg.attention_bias,
+                              cfg.scale_scores)
+
+
+def _feed_forward(cfg: ModelConfig) -> FeedForward:
+    return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated_ffn, cfg.ffn_bias)
+
+
+def _residual(cfg: ModelConfig) -> Residual:
+    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps)
 
 
 def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:
@@ -111,10 +142,10 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
-        self.attn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
-        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.self_attn = _attention(cfg)
+        self.ffn = _feed_forward(cfg)
+        self.attn_residual = _residual(cfg)
+        self.ffn_residual = _residual(cfg)
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool = False,
                 head_mask: Tensor | None = None, position: ScorePosition | None = None,
@@ -149,12 +180,12 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
-        self.self_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
-        self.cross_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
-        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.self_attn = _attention(cfg)
+        self.cross_attn = _attention(cfg)
+        self.ffn = _feed_forward(cfg)
+        self.self_residual = _residual(cfg)
+        self.cross_residual = _residual(cfg)
+        self.ffn_residual = _residual(cfg)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor | None,
                 need_weights: bool = False, cache: LayerCache | None = None,
@@ -299,15 +330,17 @@ class Transformer(nn.Module):
     :ivar decoder_layers: the decoder's layers (masked self-attention, cross-attention, feed-forward)
     :ivar encoder_norm: the final LayerNorm of a pre-norm encoder, else None
     :ivar decoder_norm: the final LayerNorm of a pre-norm decoder, else None
+    :ivar encoder_embedding_norm: the norm on the encoder's embeddings (config ``embedding_norm``), else None
+    :ivar decoder_embedding_norm: the norm on the decoder's embeddings, else None
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
         self.src_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
-        if cfg.share_embeddings:  # 3-way tying: source, target and pre-softmax share one matrix
+        if cfg.share_embeddings:  # 3-way tying: source, target and pre-softmax share one matrix (unless tied_head off)
             self.tgt_embedding = self.src_embedding
-            self.output_projection = None
+            self.output_projection = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
         else:
             self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -317,8 +350,8 @@ class Transformer(nn.Module):
             self.src_positions = self.tgt_positions = SinusoidalPositions(
                 cfg.max_positions, cfg.d_model, cfg.sinusoid_layout, cfg.sinusoid_frequencies, cfg.position_offset)
         elif cfg.positional == "learned":
-            self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
-            self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model)
+            self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
+            self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
         self.encoder_position_bias = self.decoder_position_bias = None
         if cfg.positional == "relative":  # the learned tables of T5's bias, one per stack
             self.encoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
@@ -333,8 +366,11 @@ class Transformer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
-        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
+        pre, embedded = cfg.norm == "pre", cfg.embedding_norm
+        self.encoder_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if pre else None
+        self.decoder_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if pre else None
+        self.encoder_embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if embedded else None
+        self.decoder_embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if embedded else None
         self.reset_parameters()
 
     def score_scheme(self, side: str) -> Rotary | ALiBi | RelativePositionBias | None:
@@ -404,7 +440,8 @@ class Transformer(nn.Module):
 
     def embed(self, ids: Tensor, side: str, offset: int = 0, positions: bool = True,
               tokens: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
-        """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side.
+        """``Dropout(Embedding(ids) * sqrt(d_model) + PE)`` for the "source" or "target" side (without the scale
+        where ``scale_embeddings`` is off; the sum normed first where ``embedding_norm`` is on).
 
         ``positions=False`` leaves the PE out (an experiment: the model then sees a bag of tokens); the module
         is not changed, so other callers of the same model are unaffected. `tokens` ``(batch, len, d_model)``
@@ -431,12 +468,14 @@ class Transformer(nn.Module):
                 raise ValueError(f"position_ids of shape {tuple(position_ids.shape)} differ from the {side} ids' "
                                  f"{tuple(ids.shape)}")
             x = x + encodings(int(position_ids.max()) + 1)[position_ids]
-        return self.dropout(x)
+        norm = self.encoder_embedding_norm if side == "source" else self.decoder_embedding_norm
+        return self.dropout(x if norm is None else norm(x))
 
     def token_embeddings(self, ids: Tensor, side: str) -> Tensor:
-        """``Embedding(ids) * sqrt(d_model)`` of the "source" or "target" side: ``(batch, len, d_model)``."""
+        """``Embedding(ids) * sqrt(d_model)`` of the "source" or "target" side: ``(batch, len, d_model)``; not
+        scaled where the config's ``scale_embeddings`` is off (T5, BART)."""
         table = self.src_embedding if side == "source" else self.tgt_embedding
-        return table(ids) * math.sqrt(self.config.d_model)
+        return table(ids) * math.sqrt(self.config.d_model) if self.config.scale_embeddings else table(ids)
 
     def attention_block(self, kind: str, layer: int) -> tuple[MultiHeadAttention, Residual]:
         """The attention module of one layer and kind and the residual connection (with its LayerNorm) around it:
@@ -525,7 +564,10 @@ class Transformer(nn.Module):
     def logits(self, hidden: Tensor, mask_never_emitted: bool = True) -> Tensor:
         """Pre-softmax scores over the vocabulary (tied to the embeddings when shared), plus the output bias of an
         imported model; the ids it never outputs (config ``never_emitted``) score -inf unless `mask_never_emitted`
-        is False (transformers' search bans them after its log-softmax instead, through its bad words)."""
+        is False (transformers' search bans them after its log-softmax instead, through its bad words). With the
+        config's ``head_rescale`` (T5 v1.0) `hidden` is multiplied by d_model^-0.5 first."""
+        if self.config.head_rescale:
+            hidden = hidden * self.config.d_model ** -0.5
         if self.output_projection is None:
             scores = linear(hidden, self.tgt_embedding.weight)
         else:

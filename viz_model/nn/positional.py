@@ -123,16 +123,16 @@ def normal_embedding(num: int, dim: int, std: float, padding_idx: int | None = N
 
 
 class LearnedPositions(nn.Module):
-    """One learned vector per position."""
+    """One learned vector per position; position p reads row p + `first` (BART's tables start at row 2)."""
 
-    def __init__(self, max_positions: int, d_model: int) -> None:
+    def __init__(self, max_positions: int, d_model: int, first: int = 0) -> None:
         super().__init__()
-        self.max_positions = max_positions
-        self.embedding = normal_embedding(max_positions, d_model, d_model ** -0.5)
+        self.max_positions, self.first = max_positions, first
+        self.embedding = normal_embedding(max_positions + first, d_model, d_model ** -0.5)
 
     def forward(self, length: int, offset: int = 0) -> Tensor:
         check_positions(length, offset, self.max_positions)
-        return self.embedding.weight[offset:offset + length]
+        return self.embedding.weight[self.first + offset:self.first + offset + length]
 
 
 def check_positions(length: int, offset: int, max_positions: int) -> None:

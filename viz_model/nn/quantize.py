@@ -91,14 +91,16 @@ class Int8SelfAttention(MultiHeadAttention):
     def __init__(self, attn: MultiHeadAttention) -> None:
         nn.Module.__init__(self)
         self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
+        self.inner, self.scale = attn.inner, attn.scale
         parts = (attn.w_q, attn.w_k, attn.w_v)
-        self.w_qkv = Int8Linear(torch.cat([p.weight for p in parts]), torch.cat([p.bias for p in parts]))
+        biases = None if attn.w_q.bias is None else torch.cat([p.bias for p in parts])
+        self.w_qkv = Int8Linear(torch.cat([p.weight for p in parts]), biases)
         self.w_o = Int8Linear(attn.w_o.weight, attn.w_o.bias)
 
     def project(self, query: torch.Tensor, source: torch.Tensor | None = None) -> tuple[torch.Tensor, KVCache]:
         if source is not None:
             raise ValueError("Int8SelfAttention attends from a sequence to itself: source must be None")
-        q, k, v = self.w_qkv(query).split(self.d_model, dim=-1)
+        q, k, v = self.w_qkv(query).split(self.inner, dim=-1)
         return self.split_heads(q), KVCache(self.split_heads(k), self.split_heads(v))
 
 

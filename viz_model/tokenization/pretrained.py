@@ -74,6 +74,7 @@ class VocabTokenizer:
     unk_id: int
     pad_id: int
     bos_id: int
+    target_code: int | None = None  # the forced first output (a many-to-many model's target language), else None
 
     def __init__(self, vocab: dict[str, int], files: dict[str, bytes], path: str | None) -> None:
         self.encoder, self._files, self.path = vocab, files, path
@@ -232,12 +233,3 @@ class M2M100Tokenizer(VocabTokenizer):
         """Target text; the special tokens and language codes are skipped, ``<unk>`` stays visible (as ⁇)."""
         skip = {self.pad_id, self.eos_id, self.encoder.get("<s>", self.eos_id), *self.code_pieces}
         return self._text(self.sp, ids, skip).strip()
-
-
-PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer
-PRETRAINED_TOKENIZERS: tuple[type[MarianTokenizer] | type[M2M100Tokenizer], ...] = (MarianTokenizer, M2M100Tokenizer)
-
-
-def pretrained_tokenizer_class(directory: Path) -> type[MarianTokenizer] | type[M2M100Tokenizer] | None:
-    """The tokenizer of an imported model's directory (by its marker file); None for this project's own."""
-    return next((cls for cls in PRETRAINED_TOKENIZERS if (directory / cls.MARKER).exists()), None)

@@ -1,0 +1,40 @@
+"""The norms a model's sub-layers use: PyTorch's LayerNorm, or T5's RMS norm (no mean subtracted, no bias)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last dimension, the mean of squares in float32, as
+    transformers' ``T5LayerNorm`` computes it.
+
+    :ivar weight: the gain of each dimension
+    :ivar eps: added to the mean of squares
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            x = x.to(self.weight.dtype)
+        return self.weight * x
+
+
+def make_norm(dim: int, kind: str = "layer", eps: float = 1e-5) -> nn.LayerNorm | RMSNorm:
+    """A norm of `kind` "layer" (``nn.LayerNorm``) or "rms" over `dim` features."""
+    return RMSNorm(dim, eps) if kind == "rms" else nn.LayerNorm(dim, eps=eps)
+
+
+def normed(norm: nn.Module, x: Tensor) -> Tensor:
+    """``norm(x)``; a LayerNorm without the module call (~18 of them per decoding step)."""
+    if isinstance(norm, nn.LayerNorm):
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    return norm(x)

@@ -1,0 +1,16 @@
+"""The tokenizers of imported models, one per kind of files, and which one a model directory has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .pretrained import M2M100Tokenizer, MarianTokenizer
+from .tokenizer_json import JsonTokenizer
+
+PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer | JsonTokenizer
+PRETRAINED_TOKENIZERS: tuple[type[PretrainedTokenizer], ...] = (MarianTokenizer, M2M100Tokenizer, JsonTokenizer)
+
+
+def pretrained_tokenizer_class(directory: Path) -> type[PretrainedTokenizer] | None:
+    """The tokenizer of an imported model's directory (by its marker file); None for this project's own."""
+    return next((cls for cls in PRETRAINED_TOKENIZERS if (directory / cls.MARKER).exists()), None)
