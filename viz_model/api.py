@@ -61,7 +61,10 @@ from .search.settings import (
 )
 from .tokenization.pretrained import M2M100Tokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
+from .tokenization.tokenizer_json import JsonTokenizer
 from .trace import AttentionTrace, DecodingStep
+
+MANY_TO_MANY = (M2M100Tokenizer, JsonTokenizer)  # tokenizers whose target language can be chosen
 
 PACKAGED_ASSETS = Path(__file__).resolve().parent / "_assets"  # an installed wheel's copy of the default model
 # the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
@@ -279,19 +282,20 @@ class TranslationModel:
 
     @property
     def target_languages(self) -> list[str]:
-        """The language codes this model can translate into on request (an M2M100 model's), else []."""
-        return list(self.tokenizer.codes) if isinstance(self.tokenizer, M2M100Tokenizer) else []
+        """The language codes this model can translate into on request (an M2M100, NLLB or mBART-50 model's), else
+        []."""
+        return list(self.tokenizer.codes) if isinstance(self.tokenizer, MANY_TO_MANY) else []
 
     def with_target_language(self, code: str) -> TranslationModel:
         """This model translating into `code` (one of `target_languages`): its first output is forced to that
         language's code. Weights, the search network and the card are shared, not copied."""
         if not self.target_languages:
             raise ValueError(f"{self.name or 'this model'} translates one language pair ({self.languages.label}); "
-                             "only a many-to-many model (M2M100) takes a target language")
+                             "only a many-to-many model (M2M100, NLLB, mBART-50) takes a target language")
         if code not in self.target_languages:
             raise ValueError(f"{code!r} is not one of this model's target languages "
                              f"({', '.join(self.target_languages)})")
-        assert isinstance(self.tokenizer, M2M100Tokenizer)
+        assert isinstance(self.tokenizer, MANY_TO_MANY)
         if code == self.tokenizer.target_language:
             return self
         tokenizer = self.tokenizer.for_target(code)
@@ -424,8 +428,8 @@ class TranslationModel:
                 decoder_mask=_np(causal_mask(len(target_ids))[0, 0]),
                 cross_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
                 source_positional=source_pe, target_positional=target_pe,
-                source_embeddings=_np(net.src_embedding(src[0]) * math.sqrt(self.config.d_model)),
-                target_embeddings=_np(net.tgt_embedding(tgt[0]) * math.sqrt(self.config.d_model)),
+                source_embeddings=_np(net.token_embeddings(src, "source")[0]),
+                target_embeddings=_np(net.token_embeddings(tgt, "target")[0]),
                 steps=steps, log_probability=total,
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k,
                           "forced": forced, "max_output_length": max_len,

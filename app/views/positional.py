@@ -234,11 +234,14 @@ with sentence_tab:
         state.clamp_choice(own.token, options, min(1, len(tokens) - 1), "Token")
         state.bound(st.selectbox, "Token", own.token, options, format_func=lambda i: f"{i}: {tokens[i]}")
         index = int(own.token.get())
-        fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index)
+        fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index, config.scale_embeddings)
         widgets.chart(fig, "embedding-vs-pe", key="emb_chart")
         widgets.exports(fig, "embedding-vs-pe", "emb")
-        st.caption("The first layer reads the sum. Embeddings are scaled by √d_model so that the position signal "
-                   "does not drown the token's meaning.")
+        st.caption("The first layer reads the sum. "
+                   + ("Embeddings are scaled by √d_model so that the position signal does not drown the token's "
+                      "meaning." if config.scale_embeddings else
+                      "This model does not scale its embeddings by √d_model (BART's choice); its learned positions "
+                      "are trained at their scale."))
         fig = figures.positional_similarity(pe, tokens)
         widgets.chart(fig, "positional-similarity", key="sim_chart")
         widgets.exports(fig, "positional-similarity", "sim")

@@ -12,7 +12,13 @@ import torch
 
 import viz_model
 from viz_model.attribution import METHODS, Attribution, AttributionError, attribute, attribute_ids
-from viz_model.attribution.contributions import alti_block, alti_plus, encoder_rollout, value_weighted
+from viz_model.attribution.contributions import (
+    alti_block,
+    alti_plus,
+    encoder_rollout,
+    token_vectors,
+    value_weighted,
+)
 from viz_model.attribution.faithfulness import RANDOM, deletion_scores, summarise
 from viz_model.attribution.gradients import (
     DEFAULT_STEPS,
@@ -533,3 +539,18 @@ def test_cli_aer_with_gold_alignments(capsys, model_dir, tmp_path):
                                out], "--gold and --aer-out go together")
     assert_user_error(capsys, ["attribute", "--model", model_dir, "--src", src, "--gold", gold, "--aer-out", aer,
                                "--out", out], "--gold needs --tgt")
+
+
+def test_the_parts_of_a_post_norm_rms_layer_without_biases_add_up_to_its_output(tiny_config):
+    """T5's norm (no mean, no bias) after the residual, no bias on W_O: the token vectors sum to the sub-layer's
+    output exactly, as they do for a LayerNorm up to its bias."""
+    torch.manual_seed(0)
+    changes = {"norm": "post", "normalization": "rms", "attention_bias": False, "ffn_bias": False, "dropout": 0.0}
+    net = Transformer(ModelConfig(**{**tiny_config.to_dict(), **changes})).eval()
+    out = forward(net)
+    for kind in ("encoder", "decoder", "cross"):
+        for layer, record in enumerate(out.records(kind)):
+            parts = token_vectors(net, record, kind, layer)
+            torch.testing.assert_close(parts.sum(dim=2), record.output, atol=1e-5, rtol=1e-5)
+            block = alti_block(net, record, kind, layer)
+            torch.testing.assert_close(block.sum(-1), torch.ones(block.shape[:2]))

@@ -78,3 +78,21 @@ def test_cross_attention_masks_padded_source_keys():
 def test_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):
         call(network("post"))
+
+
+@pytest.mark.parametrize("changes", [{"positional": "alibi"}, {"positional": "relative"}, {"positional": "rope"},
+                                     {"scale_scores": False}])
+def test_the_steps_of_models_that_scale_or_bias_their_scores_otherwise(changes):
+    """Q K^T, then / sqrt(d_k) unless the model does not scale (T5), then + an added positional bias: the steps give
+    the scores the softmax saw; under RoPE Q K^T is of the rotated queries and keys."""
+    torch.manual_seed(1)
+    cfg = ModelConfig(vocab_size=40, encoder_layers=1, decoder_layers=1, d_model=16, heads=2, d_ff=32,
+                      max_positions=32, dropout=0.0, **changes)
+    net = Transformer(cfg).eval()
+    if net.encoder_position_bias is not None:
+        torch.nn.init.normal_(net.encoder_position_bias.embedding.weight, std=2.0)
+    scores = layer_scores(net, SOURCES[:1], "encoder", 0)
+    divisor = np.sqrt(scores.d_k) if cfg.scale_scores else 1.0
+    added = scores.position_bias if cfg.positional in ("alibi", "relative") else 0.0
+    np.testing.assert_allclose(scores.raw / divisor + added, scores.scaled, atol=1e-5)
+    assert (scores.position_bias is None) == (cfg.positional == "sinusoidal")

@@ -59,6 +59,8 @@ def test_a_split_that_would_not_be_exact_is_refused_in_one_line():
         ps.split_scores(tiny("sinusoidal"), SOURCE, TARGET, "encoder", 1, 0)
     with pytest.raises(ps.LessonError, match="only in the first layer of a post-norm model"):
         ps.split_scores(tiny("learned", norm="pre"), SOURCE, TARGET, "encoder", 0, 0)
+    with pytest.raises(ps.LessonError, match="BART's embedding norm mix them"):
+        ps.split_scores(tiny("learned", embedding_norm=True), SOURCE, TARGET, "encoder", 0, 0)
     for args, words in (((SOURCE, TARGET, "cross", 0, 0), "stack must be encoder or decoder"),
                         ((SOURCE, TARGET, "encoder", 2, 0), r"layer must be in \[0, 1\]"),
                         ((SOURCE, TARGET, "encoder", 0, 4), r"head must be in \[0, 3\]")):

@@ -29,7 +29,8 @@ class LayerScores:
     query_ids: np.ndarray  # (batch, query_len), padded with pad_id
     key_ids: np.ndarray  # (batch, key_len)
     raw: np.ndarray  # Q K^T
-    scaled: np.ndarray  # Q K^T / sqrt(d_k)
+    scaled: np.ndarray  # Q K^T / sqrt(d_k) (not divided where the model does not scale: T5), plus an added bias
+    position_bias: np.ndarray | None  # the positional part of `scaled` (ALiBi, relative, RoPE), broadcastable
     mask: np.ndarray  # (batch, query_len, key_len) bool, True = may attend (padding AND causal)
     padding_mask: np.ndarray  # (batch, key_len) bool, True = real key token
     causal_mask: np.ndarray | None  # (query_len, key_len) bool for decoder self-attention, else None
@@ -65,11 +66,12 @@ def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind
             record = network.encode(src, need_weights=True).records[layer]
         else:
             record = network(src, tgt, need_weights=True).records(kind)[layer]
-    return _from_record(record, kind, layer, src, tgt, cfg.pad_id)
+    scale = network.attention_block(kind, layer)[0].scale
+    return _from_record(record, kind, layer, src, tgt, cfg.pad_id, scale, cfg.positional in ("alibi", "relative"))
 
 
 def _from_record(record: AttentionRecord, kind: str, layer: int, src: Tensor, tgt: Tensor | None,
-                 pad_id: int) -> LayerScores:
+                 pad_id: int, scale: bool = True, bias_added: bool = False) -> LayerScores:
     """The record's tensors as arrays, with the mask spelled out over every query and key."""
     keys = src if kind != "decoder" else tgt
     queries = src if kind == "encoder" else tgt
@@ -78,9 +80,13 @@ def _from_record(record: AttentionRecord, kind: str, layer: int, src: Tensor, tg
     shape = (batch, 1, query_len, key_len)
     mask = torch.ones(shape, dtype=torch.bool) if record.mask is None else record.mask.expand(shape)
     d_k = record.values.shape[-1]
+    # Q K^T of the (rotated, under RoPE) queries and keys: an added bias (ALiBi, relative) is taken out first
+    content = record.scores - record.position_bias if bias_added and record.position_bias is not None else record.scores
     return LayerScores(
-        kind=kind, layer=layer, query_ids=_np(queries), key_ids=_np(keys), raw=_np(record.scores) * np.sqrt(d_k),
-        scaled=_np(record.scores), mask=_np(mask[:, 0]), padding_mask=_np(keys != pad_id),
+        kind=kind, layer=layer, query_ids=_np(queries), key_ids=_np(keys),
+        raw=_np(content) * (np.sqrt(d_k) if scale else 1.0), scaled=_np(record.scores),
+        position_bias=None if record.position_bias is None else _np(record.position_bias),
+        mask=_np(mask[:, 0]), padding_mask=_np(keys != pad_id),
         causal_mask=_np(causal_mask(query_len)[0, 0]) if kind == "decoder" else None,
         weights=_np(record.weights), d_k=d_k)
 

@@ -24,6 +24,7 @@ from torch import Tensor
 from ..nn.attention import AttentionRecord
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Seq2SeqOutput, Transformer
+from ..nn.norms import RMSNorm
 
 TINY = 1e-12
 
@@ -65,8 +66,13 @@ def token_vectors(network: Transformer, record: AttentionRecord, kind: str, laye
     attention, connection = network.attention_block(kind, layer)
     if connection.pre:  # y = x + attention(LayerNorm(x)): already a sum of the parts (and the bias)
         return parts
-    total = parts.sum(dim=2) + attention.w_o.bias.to(f.dtype)  # what the LayerNorm normalised
+    total = parts.sum(dim=2)  # what the norm normalised
+    if attention.w_o.bias is not None:
+        total = total + attention.w_o.bias.to(f.dtype)
     norm = connection.norm
+    if isinstance(norm, RMSNorm):  # no mean subtracted: each part is divided by the sum's root mean square
+        scale = (total.pow(2).mean(dim=-1) + norm.eps).sqrt()
+        return parts / scale[:, :, None, None] * norm.weight.to(f.dtype)
     std = (total.var(dim=-1, unbiased=False) + norm.eps).sqrt()
     centred = parts - parts.mean(dim=-1, keepdim=True)
     return centred / std[:, :, None, None] * norm.weight.to(f.dtype)

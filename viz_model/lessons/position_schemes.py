@@ -185,9 +185,10 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
             note = ("RoPE: the scores of the unrotated queries and keys, and what rotating them adds"
                     if cfg.positional == "rope" else f"{cfg.positional}: q·k of the tokens' vectors, plus the bias")
             return ScoreSplit(score, {"content": score - part, name: part}, note)
-        if layer != 0 or cfg.norm != "post":
+        if layer != 0 or cfg.norm != "post" or cfg.embedding_norm:
             raise LessonError("with positions added to the input, content and position can be told apart only in "
-                              "the first layer of a post-norm model (later layers and pre-norm mix them)")
+                              "the first layer of a post-norm model without a norm on its embeddings (later layers, "
+                              "pre-norm and BART's embedding norm mix them)")
         parts = _input_split(network, src if stack == "encoder" else tgt, SIDES[stack], stack, head)
     return ScoreSplit(score, parts, "first layer: the input is token + position, so q and k split into two parts each")
 
@@ -205,5 +206,5 @@ def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str,
 
     q = {"content": project(attention.w_q, tokens, True), "position": project(attention.w_q, positions, False)}
     k = {"content": project(attention.w_k, tokens, True), "position": project(attention.w_k, positions, False)}
-    scale = math.sqrt(attention.d_head)
+    scale = math.sqrt(attention.d_head) if attention.scale else 1.0
     return {f"{a}·{b}": (q[a] @ k[b].T / scale).float().cpu().numpy() for a in q for b in k}

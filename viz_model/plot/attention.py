@@ -597,12 +597,15 @@ def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0, lay
     return fig
 
 
-def embedding_figure(embedding: np.ndarray, positional: np.ndarray, token: str, position: int) -> go.Figure:
-    """A token's embedding (× √d_model), its position's encoding, and their sum (what the first layer reads)."""
+def embedding_figure(embedding: np.ndarray, positional: np.ndarray, token: str, position: int,
+                     scaled: bool = True) -> go.Figure:
+    """A token's embedding (× √d_model where the model scales it: `scaled`), its position's encoding, and their sum
+    (what the first layer reads)."""
     d = embedding.shape[0]
     dims = list(range(d))
     fig = go.Figure()
-    for values, name, color in ((embedding, "embedding × √d_model", "#636efa"), (positional, "positional encoding",
+    embedded = "embedding × √d_model" if scaled else "embedding"
+    for values, name, color in ((embedding, embedded, "#636efa"), (positional, "positional encoding",
                                 "#00cc96"), (embedding + positional, "embedding + PE", "#ef553b")):
         fig.add_trace(go.Scatter(x=dims, y=values, mode="lines", name=name, line=dict(color=color, width=1.5),
                                  hovertemplate=f"{name}<br>dim %{{x}}: %{{y:.6f}}<extra></extra>"))
