@@ -8,7 +8,7 @@
 
 __version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads it)
 
-from .api import DEFAULT_MODEL, TranslationModel, available_models, load
+from .api import DEFAULT_MODEL, TranslationModel, available_models, from_transformers, load
 from .config import ConfigError, ModelConfig, TrainConfig
 from .modeldir.checkpoint import CheckpointError
 from .nn.model import HeadMask, Transformer
@@ -17,4 +17,4 @@ from .trace import AttentionTrace, DecodingStep, TraceError
 
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
            "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",
-           "TranslationModel", "available_models", "load"]
+           "TranslationModel", "available_models", "from_transformers", "load"]

@@ -557,7 +557,19 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
     """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
 
     `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
-    ``fp32``. Traces are always computed in full precision."""
+    ``fp32``. Traces are always computed in full precision.
+
+    A hub id ``owner/name`` (a string that is no folder here) is imported on first use into a cache
+    (``$VIZ_MODEL_CACHE``, else ``~/.cache/viz-model``) and loaded from there afterwards."""
+    if isinstance(path, str) and not Path(path).exists():
+        from .hf.hub_cache import cached_import, is_hub_id
+        from .hf.importer import HFImportError
+
+        if is_hub_id(path):
+            try:
+                path = cached_import(path)
+            except HFImportError as err:
+                raise CheckpointError(str(err)) from None
     if path is None:
         root = model_root(DEFAULT_MODEL)
         if root is None:
@@ -588,3 +600,20 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
         raise CheckpointError(str(err)) from None
     return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages,
                             facts, generation)
+
+
+def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
+                      target_lang: str | None = None, device: str | torch.device = "auto", search: str = "auto"
+                      ) -> TranslationModel:
+    """A transformers translation model in memory (Marian, M2M100/NLLB, T5, BART, mBART-50) and its tokenizer as a
+    `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
+    disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
+    written. `source_lang` / `target_lang`: a many-to-many model's pair, as for ``viz-model import``."""
+    import tempfile
+
+    from .hf.in_memory import import_loaded
+
+    with tempfile.TemporaryDirectory(prefix="viz-model.") as tmp:
+        loaded = load(import_loaded(model, tokenizer, Path(tmp), source_lang, target_lang), device, search)
+    loaded.directory = None  # removed: the network, tokenizer, card and settings were read in full
+    return loaded

@@ -49,7 +49,8 @@ def resolve_source(source: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed: {fetch}") from None
+        raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed "
+                            f'(pip install "viz-model[hf]"), or {fetch}') from None
     try:
         return Path(snapshot_download(source, allow_patterns=["*.json", "*.spm", "*.model", "*.safetensors", "*.bin",
                                                                 "*.md"]))
@@ -152,14 +153,15 @@ def generation_lines(generation: HFGeneration) -> list[str]:
 
 
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
-                 target_lang: str | None = None, dtype: str = "fp32") -> Path:
+                 target_lang: str | None = None, dtype: str = "fp32", label: str | None = None) -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
     The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.search.settings`):
     the imported model translates as ``generate`` does.
 
     `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's).
     `dtype` "fp16" stores the weights in half precision (loaded into fp32; no longer exact): for models whose fp32
-    weights exceed the weight-file limit, such as NLLB-600M."""
+    weights exceed the weight-file limit, such as NLLB-600M. `label`: the name the card and the language guess give
+    the source (default `source`)."""
     out = Path(out)
     if dtype not in IMPORT_DTYPES:
         raise HFImportError(f"--dtype must be one of {', '.join(IMPORT_DTYPES)}, got {dtype!r}")
@@ -199,9 +201,10 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     model.eval()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    languages = family.languages(source, folder, tokenizer)
+    label = source if label is None else label
+    languages = family.languages(label, folder, tokenizer)
     try:
-        save_model_dir(model, tokenizer, staging, card=model_card(source, folder, hf, cfg, weights, generation, dtype),
+        save_model_dir(model, tokenizer, staging, card=model_card(label, folder, hf, cfg, weights, generation, dtype),
                        dtype=IMPORT_DTYPES[dtype])
         (staging / GENERATION).write_text(ModelGeneration("transformers", generation).to_json(), encoding="utf-8")
         if languages is not None:
