@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,5 +189,7 @@ def test_offline_or_without_the_hub_client_one_line_says_what_to_do(tmp_path, mo
                                                          r'"viz-model\[hf\]"\)'):
         viz_model.load("org/name", device="cpu")
     assert not (tmp_path / "cache" / "org--name").exists()
-    with pytest.raises(viz_model.CheckpointError):  # a path that is no hub id is no hub lookup
-        viz_model.load(str(tmp_path / "missing" / "model"), device="cpu")
+    for path in (str(tmp_path / "missing" / "model"), Path("org/name")):  # no hub id: no hub lookup
+        with pytest.raises(viz_model.CheckpointError) as info:
+            viz_model.load(path, device="cpu")
+        assert "huggingface_hub" not in str(info.value)
