@@ -66,10 +66,10 @@ def settle(page) -> None:
     pytest.fail(f"{page.url} did not finish drawing in {FIRST_LOAD_S} s")
 
 
-def walk_every_page(server: str, page, sentence: str, shots: str) -> None:
-    """Open every page with `sentence`: no exception or "something went wrong", figures drawn, none clipped or
-    squeezed; a screenshot of each as ``{shots}-PAGE.png``."""
-    query = urlencode({"sentence": sentence, "beam": "1"})
+def walk_every_page(server: str, page, sentence: str, shots: str, params: dict | None = None) -> None:
+    """Open every page with `sentence` (and `params` in the link): no exception or "something went wrong", figures
+    drawn, none clipped or squeezed; a screenshot of each as ``{shots}-PAGE.png``."""
+    query = urlencode({"sentence": sentence, "beam": "1", **(params or {})})
     for path in PAGES:
         page.goto(f"{server}/{path}?{query}")
         settle(page)
@@ -207,3 +207,28 @@ def test_the_length_experiment_runs_every_scheme_in_the_browser(schemes_server, 
     assert maps["width"] > 600
     text = page.locator('[data-testid="stMain"]').inner_text()
     assert all(scheme in text for scheme in ("sinusoidal", "learned", "rope", "alibi", "relative"))
+
+
+@pytest.fixture(scope="module")
+def families_server(tmp_path_factory):
+    """A server with a tiny random T5 (v1.1) and mBART-50 model, each imported from its Hugging Face folder."""
+    pytest.importorskip("transformers")
+    from support.hf_families import build_mbart50_folder, build_t5_folder
+
+    from viz_model.cli.main import main
+
+    assets = tmp_path_factory.mktemp("families-assets")
+    for name, folder in (("t5-tiny", build_t5_folder(tmp_path_factory.mktemp("t5"), "1.1")),
+                         ("mbart50-tiny", build_mbart50_folder(tmp_path_factory.mktemp("mbart")))):
+        assert main(["import", str(folder), "--out", str(assets / name)]) == 0
+    with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["t5-tiny", "mbart50-tiny"])
+def test_every_page_with_a_t5_and_an_mbart_model(families_server, page, model):
+    """Issue 45: every page in Chromium with an imported T5 and an mBART-50 model (their own positions, norms and
+    tokenizers): no exception, figures drawn, none clipped."""
+    walk_every_page(families_server, page, "A man reads a book in the park.", f"walk-{model}",
+                    {"model": model})

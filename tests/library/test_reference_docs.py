@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("reference", "reference-network", "reference-analysis")
 PUBLIC = (
-    "viz_model.api.load", "viz_model.api.available_models", "viz_model.api.TranslationModel",
+    "viz_model.api.load", "viz_model.api.from_transformers", "viz_model.api.available_models",
+    "viz_model.api.TranslationModel",
     "viz_model.api.TranslationModel.trace", "viz_model.api.TranslationModel.translate",
     "viz_model.trace.AttentionTrace", "viz_model.trace.AttentionTrace.save", "viz_model.trace.AttentionTrace.load",
     "viz_model.trace.DecodingStep", "viz_model.nn.model.Transformer", "viz_model.nn.model.Transformer.forward",
