@@ -25,11 +25,11 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 from bench_common import REPO, CpuMonitor, load_average, write_results
+from bench_trace import time_interleaved
 
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the tests' folder builders
 from support.hf_families import build_bart_folder, build_mbart50_folder, build_t5_folder  # noqa: E402
@@ -63,17 +63,6 @@ def resized(folder: Path, sizes: dict, steps: int) -> Path:
     return folder
 
 
-def timed(fn, runs: int) -> list[float]:
-    """Milliseconds of each of `runs` calls (after one warm-up call)."""
-    fn()
-    found = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        found.append(1000 * (time.perf_counter() - start))
-    return found
-
-
 def family(name: str, root: Path, runs: int, steps: int) -> dict:
     """Both systems on one family's folder, runs alternating."""
     import transformers
@@ -90,13 +79,10 @@ def family(name: str, root: Path, runs: int, steps: int) -> dict:
     with torch.no_grad():
         generated = theirs.generate(source, num_beams=4, output_attentions=True, return_dict_in_generate=True)
     our_steps, their_steps = len(trace.output_ids), generated.sequences.shape[1] - 1
-    ours_ms, theirs_ms = [], []
-    for _ in range(runs):  # alternate, so background load hits both alike
-        ours_ms += timed(lambda: ours.trace(SENTENCE, beam=4), 1)
-        with torch.no_grad():
-            theirs_ms += timed(lambda: theirs.generate(source, num_beams=4, output_attentions=True,
-                                                       return_dict_in_generate=True), 1)
-    p50 = {"ours": statistics.median(ours_ms), "transformers": statistics.median(theirs_ms)}
+    times = time_interleaved({"ours": lambda: ours.trace(SENTENCE, beam=4),
+                              "transformers": lambda: theirs.generate(source, num_beams=4, output_attentions=True,
+                                                                      return_dict_in_generate=True)}, runs, 1)
+    p50 = {name: statistics.median(ms) for name, ms in times.items()}
     return {"ours_p50_ms": round(p50["ours"], 1), "transformers_p50_ms": round(p50["transformers"], 1),
             "speedup_p50": round(p50["transformers"] / p50["ours"], 2), "ours_steps": our_steps,
             "transformers_steps": int(their_steps), "parameters": sum(p.numel() for p in theirs.parameters()),
