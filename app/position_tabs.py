@@ -188,8 +188,7 @@ def run_length(settings: LengthExperiment) -> None:
     with sessions.training_slot() as slot:
         if not slot:
             bar.empty()
-            st.warning(f"The server is already training {sessions.TRAINING_SLOTS} models for other visitors; try "
-                       "again in a moment.")
+            st.warning(sessions.TRAINING_BUSY)
             return
         own.length_result.set(run_length_experiment(settings, progress=lambda done, text: bar.progress(
             min(1.0, done), text=text)))

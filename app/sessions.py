@@ -32,6 +32,8 @@ from viz_model.trace import AttentionTrace
 
 TRACE_CACHE_ENTRIES = 12
 TRAINING_SLOTS = 2  # synthetic trainings (Learn: watch attention form) the server runs at once, for every session
+TRAINING_BUSY = (f"The server is already training {TRAINING_SLOTS} models for other visitors; try again in a "
+                 "moment.")  # what a page says when every training slot is taken
 _TRAINING = threading.BoundedSemaphore(TRAINING_SLOTS)
 TRACE_CACHE_BYTES = 400 * 2**20  # what the traces of every session may hold together
 

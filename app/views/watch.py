@@ -102,8 +102,7 @@ if submitted:
             if slot:
                 train(plans)
             else:
-                st.warning(f"The server is already training {sessions.TRAINING_SLOTS} models for other visitors; "
-                           "try again in a moment.")
+                st.warning(sessions.TRAINING_BUSY)
 
 runs = own.runs.get() or {}
 if not runs:
