@@ -84,9 +84,9 @@ def compute_ablation(ref: sessions.ModelRef, text: str, heads: tuple[Head, ...],
 
 
 def ablate(session: sessions.Session, text: str, heads: tuple[Head, ...]) -> AblationResult:
-    """`text` translated with and without `heads` with the session's search (into the model's own language)."""
-    return compute_ablation(session.ref.searching(session.ref.search), text, heads, session.beam, session.alpha,
-                            session.rule)
+    """`text` translated with and without `heads` with the session's search (its target language and task
+    prefix)."""
+    return compute_ablation(session.ref, text, heads, session.beam, session.alpha, session.rule)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

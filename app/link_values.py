@@ -64,3 +64,12 @@ def number(low: float, high: float, what: str = "a number", digits: int | None =
 def number_text(value: float) -> str:
     """A number as a link writes it: 1.4, 0.6, 2."""
     return f"{float(value):g}"
+
+
+def one_line(limit: int, what: str) -> Callable[[str], str]:
+    """Text of at most `limit` characters on one line ("use `what` of one line, at most `limit` characters")."""
+    def parse(raw: str) -> str:
+        if len(raw) > limit or "\n" in raw or "\r" in raw:
+            raise ValueError(f"use {what} of one line, at most {limit} characters")
+        return raw
+    return parse

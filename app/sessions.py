@@ -72,13 +72,15 @@ def model_stamp(root: Path, name: str) -> str:
 @dataclass(frozen=True)
 class ModelRef:
     """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
-    runs in and the target language of a many-to-many model ("" = its own)."""
+    runs in, the target language of a many-to-many model ("" = its own) and the task prefix of a T5-family model
+    (None = its own)."""
 
     root: str
     name: str
     stamp: str
     search: str = "auto"
     lang: str = ""
+    prefix: str | None = None
 
     @classmethod
     def of(cls, name: str) -> ModelRef:
@@ -92,11 +94,11 @@ class ModelRef:
 
     @property
     def stored(self) -> ModelRef:
-        """The directory version alone (what loading depends on): auto search, the model's own language."""
-        return replace(self, search="auto", lang="")
+        """The directory version alone (what loading depends on): auto search, the model's own language and task."""
+        return replace(self, search="auto", lang="", prefix=None)
 
-    def searching(self, search: str, lang: str = "") -> ModelRef:
-        return replace(self, search=search, lang=lang)
+    def searching(self, search: str, lang: str = "", prefix: str | None = None) -> ModelRef:
+        return replace(self, search=search, lang=lang, prefix=prefix)
 
 
 def load_model(ref: ModelRef) -> TranslationModel:
@@ -114,10 +116,12 @@ def _load_model(ref: ModelRef) -> TranslationModel:
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
 def searching_model(ref: ModelRef) -> TranslationModel:
     """The cached model searching in precision `ref.search`, into target language `ref.lang` for a many-to-many
-    model (the network is shared with `load_model`'s, not copied)."""
+    model, with task prefix `ref.prefix` for a T5-family one (the network is shared with `load_model`'s, not
+    copied)."""
     model = load_model(ref)
     model = model if ref.search == "auto" else model.with_search(ref.search)
-    return model.with_target_language(ref.lang) if ref.lang else model
+    model = model.with_target_language(ref.lang) if ref.lang else model
+    return model if ref.prefix is None else model.with_task_prefix(ref.prefix)
 
 
 class TraceCache:

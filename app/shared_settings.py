@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from app.link_values import from_one, number, number_text, one_of, whole_number
+from app.link_values import from_one, number, number_text, one_line, one_of, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
-from viz_model.api import MAX_BEAM, MAX_TOP_K
+from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, MAX_TOP_K
 from viz_model.nn.kinds import KIND_LABELS
 from viz_model.plot.attention import AGGREGATES
 from viz_model.search.settings import MAX_LENGTH_PENALTY
@@ -50,6 +50,9 @@ class SharedSettings(PageSettings):
     top_k: Setting[int] = Setting("top_k", 5, _changed(
         "top_k", whole_number(1, MAX_TOP_K_SHOWN, "a number of candidates")))
     lang: Setting[str] = Setting("lang", "", _changed("lang"))  # checked against the model's codes by the sidebar
+    # a T5-family model's task prefix; None: the model's own (checked by the model when the sidebar applies it)
+    prefix: Setting[str | None] = Setting("prefix", None, _changed(
+        "prefix", one_line(MAX_TASK_PREFIX_CHARS, "a task prefix")))
     decoding: Setting[str] = Setting("decoding", "beam")  # "greedy" or "beam"
     truncate: Setting[bool] = Setting("truncate", False)
 

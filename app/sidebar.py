@@ -9,7 +9,7 @@ from app.sessions import ModelRef, Session, load_model, model_languages, roots_l
 from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHARED
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
-from viz_model.api import MAX_BEAM, TranslationModel
+from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
 from viz_model.search.settings import MAX_LENGTH_PENALTY
@@ -40,6 +40,10 @@ def sidebar(models: list[str]) -> Session | None:
         lang = target_language(model)
         if lang:
             ref = ref.searching(ref.search, lang)
+            model = searching_model(ref)
+        prefix = task_prefix(model)
+        if prefix is not None:
+            ref = ref.searching(ref.search, ref.lang, prefix)
             model = searching_model(ref)
         rule = rule_choice(model.generation.rule)
         defaults = model.search_settings(rule)
@@ -108,6 +112,35 @@ def target_language(model: TranslationModel) -> str:
           help="A many-to-many model translates into any of its languages: its first output token is that "
                "language's code, forced.")
     return SHARED.lang.get()
+
+
+def task_prefix(model: TranslationModel) -> str | None:
+    """A T5-family model's task prefix box (its own prefix until changed): the prefix typed, None for the model's own
+    and for a model that reads no task from its text (no box)."""
+    own = model.task_prefix
+    if own is None:
+        SHARED.prefix.set(None)
+        return None
+    typed = SHARED.prefix.get()
+    if typed is not None:
+        try:
+            model.with_task_prefix(typed)  # from a link, or pasted: the model names what it refuses
+        except ValueError as err:
+            st.warning(f"Task prefix ignored: {err}.")
+            SHARED.prefix.set(typed := None)
+    st.session_state[SHARED.prefix.widget_key] = own if typed is None else typed
+    st.text_input("Task prefix", key=SHARED.prefix.widget_key, max_chars=MAX_TASK_PREFIX_CHARS,
+                  on_change=_prefix_typed, args=(own,),
+                  help="A T5 model reads its task from the text: this goes before every sentence, as transformers' "
+                       "translation pipeline put the model's own task"
+                       + (f" ({own.strip()!r})" if own.strip() else " (this model has none)")
+                       + ". Empty: the sentence as typed. Its pieces show among the source tokens.")
+    return SHARED.prefix.get()
+
+
+def _prefix_typed(own: str) -> None:
+    typed = st.session_state[SHARED.prefix.widget_key]
+    SHARED.prefix.set(None if typed == own else typed)
 
 
 @st.dialog("Model card", width="large")

@@ -42,7 +42,7 @@ from .modeldir.training_facts import FactsError, TrainingFacts, load_training_fa
 from .nn.attention import causal_mask
 from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
-from .nn.quantize import int8_search_network, search_network_for
+from .nn.quantize import int8_search_network, rows_interact, search_network_for
 from .search import forced as forcing
 from .search.batched import encode_source, translate_ids
 from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
@@ -72,6 +72,8 @@ ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else Path(__file__).res
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
 """The model `load()` opens without a path: the shipped captions + everyday sentences English-German model."""
 MAX_INPUT_CHARS = 2000
+MAX_TASK_PREFIX_CHARS = 200
+"""The longest task prefix `TranslationModel.with_task_prefix` takes (T5's run to ~30 characters)."""
 MAX_TOP_K = 50
 MAX_BATCH = 10_000
 
@@ -202,7 +204,8 @@ class TranslationModel:
     """A loaded model directory: the network, its tokenizer, config and card, on one device.
 
     :ivar network: the full-precision `Transformer`, in eval mode
-    :ivar search_network: what beam search runs: the int8 copy (see `search_precision`) or `network` itself
+    :ivar search_network: what beam search runs: the int8 copy (see `search_precision`), the packed full-precision
+        copy (`viz_model.nn.packed`) or `network` itself
     :ivar tokenizer: the model's tokenizer (SentencePiece, or a Hugging Face model's)
     :ivar name: the model directory's name
     :ivar directory: the model directory, None for a model built in memory
@@ -255,7 +258,7 @@ class TranslationModel:
         not pay (a decoder whose weights a CPU cache holds: `draft_pays`), where the search is int8 itself, on a
         GPU, for weights other than float32 and without int8 kernels."""
         first = next(self.network.parameters())
-        if self.search_network is not self.network or first.device.type != "cpu" or first.dtype != torch.float32 \
+        if rows_interact(self.search_network) or first.device.type != "cpu" or first.dtype != torch.float32 \
                 or not draft_pays(self.config):
             return None
         return self._draft.get(self.network)
@@ -308,14 +311,52 @@ class TranslationModel:
         return view
 
     @property
+    def task_prefix(self) -> str | None:
+        """The text put before every source of a model that reads its task from the text (T5's family: e.g.
+        "translate English to German: ", "" for one imported without a task, such as Flan-T5); None for any other
+        model."""
+        tokenizer = self.tokenizer
+        return tokenizer.rules["text_prefix"] if isinstance(tokenizer, JsonTokenizer) and \
+            tokenizer.reads_task_prefix else None
+
+    def with_task_prefix(self, prefix: str) -> TranslationModel:
+        """This model putting `prefix` before every source ("": the text as given), as transformers' translation
+        pipeline put a T5 model's own; the prefix's pieces show among the source tokens. Weights, the search network
+        and the card are shared, not copied."""
+        if self.task_prefix is None:
+            raise ValueError(f"{self.name or 'this model'} reads no task from its text: only a T5-family model takes "
+                             "a task prefix")
+        if not isinstance(prefix, str):
+            raise ValueError(f"the task prefix must be a string, got {type(prefix).__name__}")
+        if len(prefix) > MAX_TASK_PREFIX_CHARS:
+            raise ValueError(f"the task prefix has {len(prefix)} characters; the limit is {MAX_TASK_PREFIX_CHARS}")
+        if "\n" in prefix or "\r" in prefix:
+            raise ValueError("the task prefix is one line: remove its line breaks")
+        if prefix.strip():  # its characters as a sentence's (an empty prefix is the text as given)
+            check_text(prefix, "the task prefix")
+        if prefix == self.task_prefix:
+            return self
+        view = copy.copy(self)
+        assert isinstance(self.tokenizer, JsonTokenizer)
+        view.tokenizer = self.tokenizer.with_text_prefix(prefix)
+        return view
+
+    @property
     def device_label(self) -> str:
         """'CPU' or ``GPU: <its name>``."""
         return device_label(self.device)
 
     @property
     def search_precision(self) -> str:
-        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.nn.quantize`), else 'fp32'."""
-        return "fp32" if self.search_network is self.network else "int8"
+        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.nn.quantize`), else 'fp32' (the
+        network itself, or its packed copy: `viz_model.nn.packed`)."""
+        return "int8" if rows_interact(self.search_network) else "fp32"
+
+    @property
+    def recording_network(self) -> Transformer:
+        """What the recorded passes of `trace` run: the packed full-precision copy where beam search runs one (the
+        network's numbers: see `viz_model.nn.packed`), else `network` itself."""
+        return self.network if rows_interact(self.search_network) else self.search_network
 
     def encode(self, text: str, truncate: bool = False, what: str = "text") -> list[int]:
         """Source ids (pieces + ``</s>``); too long is a `TooLong` naming the limit, unless `truncate`; `what`
@@ -389,7 +430,8 @@ class TranslationModel:
         with torch.inference_mode():
             # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
             # search encodes with need_weights=True too: the same numbers as searching from scratch)
-            encoded = self.network.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
+            net = self.recording_network
+            encoded = net.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
             if forced_ids is not None:
                 output_ids = self._checked_output_ids(forced_ids)
@@ -405,11 +447,9 @@ class TranslationModel:
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            out = self.network(src, tgt, need_weights=True, head_mask=head_mask, positions=positions,
-                               encoded=encoded)
+            out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
             log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
             steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
-            net = self.network
             source_pe = _np(net.positional_encodings(len(src_ids), "source"))
             target_pe = _np(net.positional_encodings(len(target_ids), "target"))
             if not positions:
@@ -508,13 +548,13 @@ class TranslationModel:
                ) -> tuple[list[DecodingStep], float]:
         top = log_probs.topk(min(top_k, log_probs.shape[-1]), dim=-1)
         chosen = log_probs.gather(1, torch.tensor(output_ids, device=log_probs.device)[:, None])[:, 0]
+        top_ids, top_probabilities = top.indices.tolist(), top.values.exp().tolist()  # one copy each, not one a step
         steps = []
-        for t, (inp, out) in enumerate(zip(target_ids, output_ids)):
-            ids = top.indices[t].tolist()
+        for t, (inp, out, probability) in enumerate(zip(target_ids, output_ids, chosen.exp().tolist())):
             steps.append(DecodingStep(
                 position=t, input_id=inp, input_token=self.tokenizer.piece(inp), token_id=out,
-                token=self.tokenizer.piece(out), probability=float(chosen[t].exp()), top_ids=ids,
-                top_tokens=self.tokenizer.pieces(ids), top_probabilities=top.values[t].exp().tolist()))
+                token=self.tokenizer.piece(out), probability=probability, top_ids=top_ids[t],
+                top_tokens=self.tokenizer.pieces(top_ids[t]), top_probabilities=top_probabilities[t]))
         return steps, float(chosen.sum())
 
 

@@ -20,7 +20,7 @@ OTHER_VALUES = {
                "Ein Hund."), "view": ("focus", "focus"), "kind": ("cross", "cross"), "layer": (3, "3"),
                "head": ("max", "max"), "level": ("word", "word"), "rule": ("transformers", "transformers"),
                "beam": (1, "1"), "alpha": (1.4, "1.4"), "search": ("int8", "int8"), "top_k": (20, "20"),
-               "lang": ("fr", "fr")},
+               "lang": ("fr", "fr"), "prefix": ("translate English to French: ", "translate English to French: ")},
     "views/decoding.py": {"step": (3, "3"), "cross_layer": (2, "2"), "tree_beam": (6, "6"),
                           "tree_alpha": (-1.5, "-1.5"), "tree_pruned": (5, "5")},
     "views/watch.py": {"task": ("reverse", "reverse"), "lengths": ((3, 9), "3-9"), "k": (4, "4"),
@@ -36,7 +36,8 @@ BAD_VALUES = {
                "rule": ("fast", "use one of auto, transformers, project"),
                "beam": ("999", "use a beam size from 1 to 16"), "alpha": ("nan", "use a length penalty from -5 to 5"),
                "search": ("fp16", "use one of auto, int8, fp32"),
-               "top_k": ("99", "use a number of candidates from 1 to 20")},
+               "top_k": ("99", "use a number of candidates from 1 to 20"),
+               "prefix": ("x" * 201, "use a task prefix of one line, at most 200 characters")},
     "views/decoding.py": {"step": ("x", "use a whole number from 1 to 100000"),
                           "cross_layer": ("0", "use a whole number from 1 to 1000"),
                           "tree_beam": ("99", "use a whole number from 1 to 16"),
@@ -94,14 +95,14 @@ def test_any_other_value_survives_the_round_trip(page, setting):
 def test_a_bad_value_is_named_with_the_message_it_always_had(page, setting):
     raw, why = BAD_VALUES[page][setting.link.name]
     values, problems = DECLARED[page].from_link({setting.link.name: raw})
-    assert values == {} and problems == [f"`{setting.link.name}={raw}` ignored: {why}"]
+    assert values == {} and problems == [ignored(setting.link.name, raw, why)]
 
 
 def test_the_link_names_the_shared_settings_in_the_order_links_have_always_had():
     assert shared_settings.SHARED.link_names() == (
         "sentence", "model", "target", "view", "kind", "layer", "head", "level", "rule", "beam", "alpha", "search",
-        "top_k", "lang")
-    every = {**OTHER_VALUES["shared"], "target": ("", ""), "lang": ("", "")}
+        "top_k", "lang", "prefix")
+    every = {**OTHER_VALUES["shared"], "target": ("", ""), "lang": ("", ""), "prefix": (None, "")}
     link = SHARED.to_link({s.key: every[s.link.name][0] for s in SHARED.linked()})
     assert list(link) == ["sentence", "model", "view", "kind", "layer", "head", "level", "rule", "beam", "alpha",
                           "search", "top_k"]
@@ -130,4 +131,6 @@ def test_the_model_reference_is_hashable_and_loading_ignores_search_and_language
     assert hash(ref) == hash(ModelRef("/models", "tiny-en-de", "1:2/3:4", "int8", "fr"))
     assert ref.stored == ModelRef("/models", "tiny-en-de", "1:2/3:4") == ref.searching("auto").stored
     assert ref.searching("fp32") == ModelRef("/models", "tiny-en-de", "1:2/3:4", "fp32", "")
+    t5 = ref.searching("auto", "", "summarize: ")
+    assert t5.prefix == "summarize: " and t5.stored.prefix is None and hash(t5) != hash(t5.stored)
     assert str(ref.directory) == "/models/tiny-en-de"

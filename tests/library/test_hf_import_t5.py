@@ -10,6 +10,7 @@ Logits, every attention map, greedy output and tokenizer ids (the task prefix be
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -140,7 +141,41 @@ def test_the_translation_task_is_chosen_by_the_languages(folder, tmp_path, capsy
     assert main(["import", str(copy), "--out", str(tmp_path / "flan")]) == 0
     flan = viz_model.load(tmp_path / "flan", device="cpu")
     assert flan.encode("A dog.") == flan.tokenizer.encode_target("A dog.") + [1]
+    assert flan.task_prefix == "" and flan.with_task_prefix("Translate to German: ").encode("A dog.")[:2] == \
+        flan.tokenizer.encode_target("Translate")[:2]  # no task of its own: the user may give one
     assert not (tmp_path / "flan" / "languages.json").exists()
+
+
+def test_the_task_prefix_can_be_seen_and_changed(imported, hf):
+    model, tokenizer = hf
+    assert imported.task_prefix == T5_PREFIX
+    french = imported.with_task_prefix("translate English to French: ")
+    assert french.task_prefix == "translate English to French: " and imported.task_prefix == T5_PREFIX
+    assert french.network is imported.network and french.search_network is imported.search_network
+    assert french.encode("A dog.") == tokenizer("translate English to French: A dog.").input_ids
+    trace = french.trace("A dog.", beam=1)
+    assert "".join(trace.source_tokens).replace("▁", " ").strip().startswith("translate English to French:")
+    assert french.translate("A dog.", beam=1) == trace.translation
+    as_given = imported.with_task_prefix("")
+    assert as_given.encode("A dog.") == tokenizer("A dog.").input_ids and as_given.task_prefix == ""
+    assert imported.with_task_prefix(T5_PREFIX) is imported
+
+
+@pytest.mark.parametrize("prefix, words", [
+    (5, "the task prefix must be a string, got int"),
+    ("x" * 201, "the task prefix has 201 characters; the limit is 200"),
+    ("translate:\nto German: ", "the task prefix is one line"),
+    ("translate\x00: ", "the task prefix contains control characters (U+0000)"),
+])
+def test_a_bad_task_prefix_is_named(imported, prefix, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        imported.with_task_prefix(prefix)
+
+
+def test_only_a_t5_model_takes_a_task_prefix(tiny_model):
+    assert tiny_model.task_prefix is None
+    with pytest.raises(ValueError, match="reads no task from its text: only a T5-family model takes a task prefix"):
+        tiny_model.with_task_prefix("translate: ")
 
 
 @pytest.mark.parametrize("change, names", [
@@ -165,3 +200,27 @@ def test_an_imported_model_opens_on_every_page(folder, tmp_path, monkeypatch):
     assert main(["import", str(folder), "--out", str(tmp_path / folder.name)]) == 0
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
     check_every_page_opens("A man reads a book.")
+
+
+def test_the_sidebar_shows_the_task_prefix_and_a_changed_one_reaches_the_trace(folder, tmp_path, monkeypatch):
+    from support.app import charts, messages, ok, start
+
+    assert main(["import", str(folder), "--out", str(tmp_path / folder.name)]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+
+    def source_tokens(at) -> list[str]:
+        return [str(t) for t in charts(at)[0]["layout"]["xaxis"]["ticktext"]]
+
+    at = ok(start(sentence="A dog."))
+    box = at.sidebar.text_input(key="w_prefix")
+    assert box.label == "Task prefix" and box.value == T5_PREFIX and "prefix" not in at.query_params
+    own = source_tokens(at)
+    box.set_value("summarize: ").run()
+    ok(at)
+    changed = source_tokens(at)
+    assert changed != own and at.query_params["prefix"] == "summarize: " and not messages(at)
+    linked = ok(start(sentence="A dog.", prefix="summarize: "))  # the link opens with it
+    assert linked.sidebar.text_input(key="w_prefix").value == "summarize: " and source_tokens(linked) == changed
+    refused = ok(start(sentence="A dog.", prefix="to\u0000German: "))  # the model names what it refuses
+    assert "Task prefix ignored: the task prefix contains control characters (U+0000)" in messages(refused)
+    assert refused.sidebar.text_input(key="w_prefix").value == T5_PREFIX

@@ -87,13 +87,16 @@ def test_rms_norm_and_gelu_new_equal_transformers():
     t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
     from transformers.activations import ACT2FN
 
-    x = torch.randn(3, 5, 16) * 4
-    ours, theirs = RMSNorm(16, 1e-6), t5.T5LayerNorm(16, eps=1e-6)
-    with torch.no_grad():
-        ours.weight.normal_()
-        theirs.weight.copy_(ours.weight)
-    assert torch.equal(ours(x), theirs(x))
-    assert torch.equal(gelu_new(x), ACT2FN["gelu_new"](x))
+    for width in (16, 512):  # float32 takes PyTorch's fused rms_norm: still transformers' numbers, bit for bit
+        x = torch.randn(3, 5, width) * 4
+        ours, theirs = RMSNorm(width, 1e-6), t5.T5LayerNorm(width, eps=1e-6)
+        with torch.no_grad():
+            ours.weight.normal_()
+            theirs.weight.copy_(ours.weight)
+        assert torch.equal(ours(x), theirs(x))
+        assert torch.equal(gelu_new(x), ACT2FN["gelu_new"](x))
+        ours, theirs = ours.to(torch.bfloat16), theirs.to(torch.bfloat16)  # half weights: the float32 mean as T5's
+        assert torch.equal(ours(x), theirs(x)) and ours(x).dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("changes", [T5_LIKE, BART_LIKE, MBART_LIKE], ids=["t5", "bart", "mbart"])

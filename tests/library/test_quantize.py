@@ -15,7 +15,10 @@ import viz_model
 from viz_model.analysis.ablation import HeadMaskedNetwork, head_mask_for
 from viz_model.api import TranslationModel
 from viz_model.nn import quantize
-from viz_model.nn.quantize import Int8Linear, Int8RowBlocks, Int8SelfAttention, int8_search_network, search_network_for
+from viz_model.nn.fused import FusedSelfAttention, stacked
+from viz_model.nn.linear import onednn_available
+from viz_model.nn.packed import PackedLinear
+from viz_model.nn.quantize import Int8Linear, Int8RowBlocks, int8_search_network, rows_interact, search_network_for
 from viz_model.search.decoding import beam_search
 
 
@@ -32,7 +35,7 @@ def test_int8_linear_matches_the_float_layer_within_quantisation_error():
 
 def test_fused_self_attention_equals_the_three_int8_projections(random_net):
     attn = random_net.decoder_layers[0].self_attn
-    fused = Int8SelfAttention(attn)
+    fused = FusedSelfAttention(attn, lambda layers: Int8Linear(*stacked(layers)))
     x = torch.randn(3, 5, attn.d_model)
     q, kv = fused.project(x)
     separate = [Int8Linear(m.weight, m.bias)(x) for m in (attn.w_q, attn.w_k, attn.w_v)]
@@ -48,13 +51,14 @@ def test_search_network_shares_everything_but_the_decoder_linears(random_net):
     assert clone.encoder_layers is random_net.encoder_layers  # the encoder runs once a sentence: shared, fp32
     assert clone.src_embedding.weight is random_net.src_embedding.weight
     for original, copy in zip(random_net.decoder_layers, clone.decoder_layers):
-        assert isinstance(copy.self_attn, Int8SelfAttention) and isinstance(copy.self_attn.w_qkv, Int8Linear)
+        assert isinstance(copy.self_attn, FusedSelfAttention) and isinstance(copy.self_attn.w_qkv, Int8Linear)
         assert isinstance(copy.cross_attn.w_q, Int8Linear) and isinstance(copy.ffn.w_2, Int8Linear)
         assert isinstance(original.self_attn.w_q, nn.Linear) and not isinstance(original.self_attn.w_q, Int8Linear)
         assert copy.self_residual.norm.weight is original.self_residual.norm.weight
     # the original is left exactly as it was: still tied, still float
     assert random_net.output_projection is None
     assert isinstance(clone.output_projection, Int8RowBlocks)
+    assert not any(module.training for module in clone.modules())  # its fused layers too: no attention dropout
     assert all(isinstance(block, Int8Linear) for block in clone.output_projection.blocks)
     assert all(p.dtype == torch.float32 for p in random_net.parameters())
 
@@ -90,9 +94,12 @@ def test_model_searches_with_int8_and_traces_in_full_precision(model_dir):
     assert trace.encoder_attentions[0].tobytes() == out.encoder_attentions[0][0].numpy().tobytes()
 
 
-def test_fp32_search_is_the_network_itself(model_dir):
+def test_fp32_search_is_full_precision(model_dir):
     model = viz_model.load(model_dir, device="cpu", search="fp32")
-    assert model.search_network is model.network
+    assert model.search_precision == "fp32" and not rows_interact(model.search_network)
+    # the packed copy of the same weights (viz_model.nn.packed) where oneDNN can pack, else the network itself
+    assert isinstance(model.search_network.output_projection, PackedLinear) if onednn_available() \
+        else model.search_network is model.network
 
 
 @pytest.mark.parametrize("bad", ["int4", "", None, 8])
@@ -113,7 +120,9 @@ def test_missing_kernels_fall_back_to_full_precision(random_net, monkeypatch):
 
     monkeypatch.setattr(quantize.torch.ops.quantized, "linear_prepack", unavailable)
     with pytest.warns(UserWarning, match="searching in full precision"):
-        assert search_network_for(random_net, "auto") is random_net
+        fallback = search_network_for(random_net, "auto")
+    assert not rows_interact(fallback)  # full precision: its packed copy where oneDNN can pack, else itself
+    assert isinstance(fallback.output_projection, PackedLinear) if onednn_available() else fallback is random_net
     with pytest.raises(ValueError, match="not available in this PyTorch build.*NoQEngine.*use search precision fp32"):
         search_network_for(random_net, "int8")  # asked for explicitly: no silent fallback
 

@@ -223,7 +223,8 @@ def test_the_top_of_the_library_holds_at_most_ten_modules_and_a_folder_per_layer
 
 # --- the one door: analysis/ and attribution/ reach the search and the network through `TranslationModel` ---------
 ABOVE_THE_DOOR = ("viz_model.analysis", "viz_model.attribution")
-BEHIND_THE_DOOR = ("viz_model.search", "viz_model.nn.quantize")  # the search and its int8 copy of the network
+# the search and its copies of the network (int8, packed full precision, their fused layers)
+BEHIND_THE_DOOR = ("viz_model.search", "viz_model.nn.quantize", "viz_model.nn.packed", "viz_model.nn.fused")
 LAYER_INDEX = {name: i for i, (name, _) in enumerate(LAYERS)}
 FACE = LAYER_INDEX["face"]
 

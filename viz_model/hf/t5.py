@@ -147,7 +147,8 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
     prefix, pair = translation_task(hf, folder / "config.json", source, target)
     start = hf.get("decoder_start_token_id")
     return json_tokenizer(folder, hf, settings, hf.get("pad_token_id", 0) if start is None else start,
-                          text_prefix=prefix, source=pair and pair.source, target=pair and pair.target)
+                          text_prefix=prefix, task_prefix=True, source=pair and pair.source,
+                          target=pair and pair.target)
 
 
 def languages(source: str, folder: Path, tokenizer: PretrainedTokenizer) -> LanguagePair | None:

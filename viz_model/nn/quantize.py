@@ -17,14 +17,14 @@ int8 copies stale. PyTorch marks its quantized-tensor API as deprecated; where a
 
 from __future__ import annotations
 
-import copy
 import warnings
 
 import torch
 from torch import nn
 
-from .attention import KVCache, MultiHeadAttention
-from .model import DecoderLayer, Transformer
+from .fused import Parts, search_copy, stacked
+from .model import Transformer
+from .packed import packed_search_network
 
 SEARCH_PRECISIONS = ("auto", "int8", "fp32")
 
@@ -84,57 +84,22 @@ class Int8RowBlocks(nn.Module):
     __call__ = forward
 
 
-class Int8SelfAttention(MultiHeadAttention):
-    """Self-attention with int8 weights whose Q, K and V projections are one matrix ``[W_Q; W_K; W_V]``: one kernel
-    call per step instead of three (the per-call overhead is what a decoding step waits on)."""
-
-    def __init__(self, attn: MultiHeadAttention) -> None:
-        nn.Module.__init__(self)
-        self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
-        self.inner, self.scale = attn.inner, attn.scale
-        parts = (attn.w_q, attn.w_k, attn.w_v)
-        biases = None if attn.w_q.bias is None else torch.cat([p.bias for p in parts])
-        self.w_qkv = Int8Linear(torch.cat([p.weight for p in parts]), biases)
-        self.w_o = Int8Linear(attn.w_o.weight, attn.w_o.bias)
-
-    def project(self, query: torch.Tensor, source: torch.Tensor | None = None) -> tuple[torch.Tensor, KVCache]:
-        if source is not None:
-            raise ValueError("Int8SelfAttention attends from a sequence to itself: source must be None")
-        q, k, v = self.w_qkv(query).split(self.inner, dim=-1)
-        return self.split_heads(q), KVCache(self.split_heads(k), self.split_heads(v))
-
-
-def _with_int8_linears(module: nn.Module) -> nn.Module:
-    """A shallow copy of `module` whose Linear layers (at any depth) are int8, decoder self-attention fused; every
-    other tensor is shared."""
-    if isinstance(module, nn.Linear):
-        return Int8Linear(module.weight, module.bias)
-    if isinstance(module, DecoderLayer):
-        clone = copy.copy(module)
-        clone._modules = {name: (Int8SelfAttention(child) if name == "self_attn" else _with_int8_linears(child))
-                          for name, child in module._modules.items()}
-        return clone
-    clone = copy.copy(module)  # new __dict__, same parameter and buffer tensors
-    clone._modules = {name: None if child is None else _with_int8_linears(child)
-                      for name, child in module._modules.items()}
-    return clone
+def _int8(layers: Parts) -> Int8Linear:
+    return Int8Linear(*stacked(layers))
 
 
 def int8_search_network(network: Transformer, strict: bool = False) -> Transformer | None:
     """A copy of `network` (on the CPU, in eval mode) for beam search whose decoder Linear layers and vocabulary
-    projection (tied or not) are int8, or None where this PyTorch cannot run int8 Linear layers. The encoder runs
-    once per sentence, so it stays full precision (shared, not copied). With `strict`, missing kernels raise
+    projection (tied or not) are int8 (self-attention's Q, K, V and a gated feed-forward's W1, W3 fused: see
+    `viz_model.nn.fused`), or None where this PyTorch cannot run int8 Linear layers. The encoder runs once per
+    sentence, so it stays full precision (shared, not copied). With `strict`, missing kernels raise
     `QuantizationUnavailable` instead."""
     if next(network.parameters()).device.type != "cpu":
         raise ValueError("int8 search runs on the CPU only")
     if network.training:
         raise ValueError("quantize a network in eval mode (dropout off)")
     try:
-        clone = copy.copy(network)  # the encoder runs once per sentence: it stays full precision, shared
-        clone._modules = dict(network._modules)
-        clone.decoder_layers = _with_int8_linears(network.decoder_layers)
-        clone.output_projection = Int8RowBlocks(
-            network.tgt_embedding.weight if network.output_projection is None else network.output_projection.weight)
+        clone = search_copy(network, _int8, Int8RowBlocks)  # the encoder stays full precision, shared
     except QuantizationUnavailable as err:
         if strict:
             raise
@@ -153,8 +118,9 @@ def rows_interact(network: object) -> bool:
 
 def search_network_for(network: Transformer, precision: str = "auto") -> Transformer:
     """The network beam search should run: for ``auto`` int8 where it can be (a float32 network on the CPU whose
-    PyTorch has the kernels), else `network` itself; `network` itself for ``fp32``. ``int8`` where it cannot be is
-    an error naming why."""
+    PyTorch has the kernels); for ``fp32`` (and ``auto`` where int8 cannot be) the packed full-precision copy where
+    that can be (`viz_model.nn.packed`), else `network` itself. ``int8`` where it cannot be is an error naming
+    why."""
     if precision not in SEARCH_PRECISIONS:
         raise ValueError(f"search precision must be one of {', '.join(SEARCH_PRECISIONS)}, got {precision!r}")
     first = next(network.parameters())
@@ -162,7 +128,7 @@ def search_network_for(network: Transformer, precision: str = "auto") -> Transfo
                f"it quantizes float32 weights, this network's are {first.dtype}" if first.dtype != torch.float32
                else None)
     if precision == "fp32" or (precision == "auto" and why_not):
-        return network
+        return packed_search_network(network) or network
     if why_not:
         raise ValueError(f"int8 search is not possible here: {why_not}; use search precision fp32 or auto")
     if precision == "int8":
@@ -170,4 +136,4 @@ def search_network_for(network: Transformer, precision: str = "auto") -> Transfo
             return int8_search_network(network, strict=True)  # type: ignore[return-value]
         except QuantizationUnavailable as err:
             raise ValueError(f"{err}; use search precision fp32 or auto") from None
-    return int8_search_network(network) or network
+    return int8_search_network(network) or packed_search_network(network) or network

@@ -44,7 +44,9 @@ class JsonTokenizer:
     """Text to the model's ids and back through a ``tokenizer.json``, with the rules of its family.
 
     :ivar rules: ``tokenizer_rules.json``: ``before`` (tokens before the pieces on both sides, BART's ``<s>``),
-        ``text_prefix`` (put before a source text: T5's task prefix), ``codes`` / ``source`` / ``target`` (the
+        ``text_prefix`` (put before a source text: T5's task prefix), ``task_prefix`` (optional: true for a model
+        that reads its task from that prefix, T5's family; absent: whether there is a prefix), ``codes`` /
+        ``source`` / ``target`` (the
         language codes' ids and the chosen pair of a many-to-many model), ``ids`` (the model's id table),
         ``decoder_start`` (the decoder's first input), ``clean_up_spaces`` (transformers' decode cleans spaces)
     :ivar source_language: the source language's code (None for a model of one fixed pair)
@@ -57,6 +59,7 @@ class JsonTokenizer:
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
         self.backend, self.rules, self._files, self.path = backend, rules, files, path
+        self._labels: dict[int, str] = {}  # piece's labels by id, filled as asked for
         name = path or RULES
         vocab = backend.get_vocab(with_added_tokens=True)
         missing = [t for t in ("</s>", "<unk>", "<pad>", *rules["before"]) if t not in vocab]
@@ -109,7 +112,19 @@ class JsonTokenizer:
 
     def for_target(self, code: str) -> JsonTokenizer:
         """This tokenizer with `code` as the target language (the files' tokenizer shared)."""
-        rules = {**self.rules, "target": code}
+        return self._with_rules(target=code)
+
+    @property
+    def reads_task_prefix(self) -> bool:
+        """Whether the model reads its task from a prefix of the source text (T5's family)."""
+        return bool(self.rules.get("task_prefix", bool(self.rules["text_prefix"])))
+
+    def with_text_prefix(self, prefix: str) -> JsonTokenizer:
+        """This tokenizer putting `prefix` before every source text (the files' tokenizer shared)."""
+        return self._with_rules(text_prefix=prefix)
+
+    def _with_rules(self, **changes: Any) -> JsonTokenizer:
+        rules = {**self.rules, **changes}
         return type(self)(self.backend, rules, {**self._files, RULES: self.rules_file(**rules)}, self.path)
 
     @property
@@ -145,11 +160,18 @@ class JsonTokenizer:
 
     def piece(self, token_id: int) -> str:
         """The display label of one id: its token, a byte-level one as text where it is whole characters, a word's
-        leading space as ``▁``."""
-        token = self.backend.id_to_token(int(token_id))
+        leading space as ``▁`` (each label worked out once)."""
+        token_id = int(token_id)
+        label = self._labels.get(token_id)
+        if label is None:
+            label = self._labels[token_id] = self._label(token_id)
+        return label
+
+    def _label(self, token_id: int) -> str:
+        token = self.backend.id_to_token(token_id)
         if token is None:
             return "<unk>"
-        if not self.byte_level or int(token_id) in self.skipped or not all(c in BYTES for c in token):
+        if not self.byte_level or token_id in self.skipped or not all(c in BYTES for c in token):
             return token
         try:
             text = bytes(BYTES[c] for c in token).decode("utf-8")
@@ -175,4 +197,4 @@ def _valid_rules(rules: dict[str, Any]) -> bool:
             and all(side in rules and (rules[side] is None or isinstance(rules[side], str))
                     for side in ("source", "target"))
             and is_id(rules.get("ids")) and is_id(rules.get("decoder_start"))
-            and isinstance(rules.get("clean_up_spaces"), bool))
+            and isinstance(rules.get("clean_up_spaces"), bool) and isinstance(rules.get("task_prefix", False), bool))
