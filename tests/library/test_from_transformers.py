@@ -1,6 +1,7 @@
 """Models already in memory (issue 45): `viz_model.from_transformers` against its folder twin, and hub ids in `load`.
 
-A small random Marian, T5 and BART model is saved as a folder (tests/support) and imported with ``viz-model import``;
+A small random Marian, T5, BART, M2M100 and mBART-50 model is saved as a folder (tests/support) and imported with
+``viz-model import``;
 the same folder loaded by transformers and handed to `from_transformers` must give the same model: config, weights,
 tokenizer ids, card, settings, translations and every attention map of the trace, equal. Nothing is left on disk,
 and the transformers model passed in is not changed. The hub download itself is not run (no network here): the
@@ -10,6 +11,7 @@ cache's reuse and the offline and missing-package errors are, with the hub clien
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -19,8 +21,8 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from support.hf import WORDS_EN, build_marian_folder, import_folder, sentences  # noqa: E402
-from support.hf_families import build_bart_folder, build_t5_folder  # noqa: E402
+from support.hf import WORDS_EN, build_m2m100_folder, build_marian_folder, import_folder, sentences  # noqa: E402
+from support.hf_families import build_bart_folder, build_mbart50_folder, build_t5_folder  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.hf.hub_cache import CACHE_ENV  # noqa: E402
@@ -28,7 +30,9 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 from viz_model.hf.in_memory import SUPPORTED  # noqa: E402
 
 BUILDERS = {"marian": (build_marian_folder, "MarianMTModel"), "t5": (build_t5_folder, "T5ForConditionalGeneration"),
-            "bart": (build_bart_folder, "BartForConditionalGeneration")}
+            "bart": (build_bart_folder, "BartForConditionalGeneration"),
+            "m2m100": (build_m2m100_folder, "M2M100ForConditionalGeneration"),  # NLLB's class too
+            "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration")}
 TEXTS = sentences(WORDS_EN, 3, 21)
 TRACE_MAPS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
 
@@ -79,8 +83,9 @@ def test_the_model_in_memory_is_its_folder_twin(pair, folder):
     assert mem.name == twin.name == folder.name and mem.languages == twin.languages
     assert mem.generation == twin.generation and mem.target_languages == twin.target_languages
     # the card names the same source; only the licence, read from the folder's README, is not in memory
-    assert mem.card.replace("Licence: not stated in the folder", "Licence: L") == \
-        twin.card.replace("Licence: apache-2.0", "Licence: L").replace("Licence: cc-by-4.0", "Licence: L")
+    licence = re.compile(r"Licence: .+?\. ")  # "apache-2.0. ", "cc-by-4.0. ", "mit. ", ...
+    assert licence.sub("Licence: L. ", mem.card) == licence.sub("Licence: L. ", twin.card)
+    assert "Licence: not stated in the folder" in mem.card
     for text in TEXTS:
         assert mem.encode(text) == twin.encode(text)
 
@@ -109,6 +114,21 @@ def test_nothing_is_kept_on_disk_and_the_model_passed_in_is_unchanged(pair, hf):
     assert out.shape[0] == 1
     with pytest.raises(ValueError, match="no directory"):
         mem.worker_pool(1)
+
+
+def test_a_half_precision_model_in_memory_is_its_half_precision_folders_twin(family, folder, tmp_path,
+                                                                            tmp_path_factory):
+    """A model loaded in fp16 (as people load big ones) imports as the fp16 folder it saves: weights in float32."""
+    half = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float16).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    mem = viz_model.from_transformers(half, tok, device="cpu", search="fp32")
+    half.save_pretrained(tmp_path / folder.name)
+    tok.save_pretrained(tmp_path / folder.name)
+    twin = import_folder(tmp_path / folder.name, tmp_path_factory, folder.name)
+    assert next(mem.network.parameters()).dtype == torch.float32 and half.dtype == torch.float16
+    mine, theirs = mem.network.state_dict(), twin.network.state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert mem.translate(TEXTS) == twin.translate(TEXTS)
 
 
 def refused(tmp_path, model, tokenizer) -> str:

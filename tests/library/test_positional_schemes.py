@@ -59,6 +59,10 @@ def test_relative_buckets_and_bias_equal_t5s():
         for buckets, distance in ((32, 128), (8, 20), (4, 3), (64, 1000)):
             theirs = t5.T5Attention._relative_position_bucket(offsets, bidirectional, buckets, distance)
             assert torch.equal(relative_position_bucket(offsets, bidirectional, buckets, distance), theirs)
+            if buckets // 2 < distance:  # a config's bounds (ModelConfig): the module looks buckets up by offset
+                keys = torch.arange(-300, 301)[None]
+                table = RelativePositionBias(4, buckets, distance, bidirectional)
+                assert torch.equal(table.buckets(torch.zeros(1, 1, dtype=torch.long), keys)[0], theirs)
     from transformers import T5Config
 
     for is_decoder in (False, True):

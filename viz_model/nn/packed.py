@@ -2,8 +2,8 @@
 
 `viz_model.nn.linear` already multiplies through oneDNN's kernel, but with weights in PyTorch's plain layout, which
 the kernel reorders on every call; a decoding step makes a few dozen such calls for a handful of rows. Packed once,
-the same products take about half as long on a 2-core CPU (`benchmarks/bench_families.py`), with self-attention's
-Q, K, V and a gated feed-forward's two input matrices fused as well (`viz_model.nn.fused`). The numbers are the
+the same products skip that work, and self-attention's Q, K, V and a gated feed-forward's two input matrices are
+fused as well (`viz_model.nn.fused`); `benchmarks/bench_families.py` times the whole trace. The numbers are the
 network's, bit for bit (a single row, where the packed kernel rounds otherwise, is multiplied as the network does),
 so a search on the copy finds what one on the network finds, and a trace may record its maps from it.
 
@@ -26,9 +26,9 @@ from .model import Transformer
 ROWS_HINT = 4
 """The rows oneDNN packs a weight for (a beam of 4); any number of rows may be multiplied."""
 
-PACKED_MAX_BYTES = 256 * 2**20
-"""The most memory a packed copy may add (its matrices, float32): an opus-mt model's (~220 MB) fits, NLLB-600M's does
-not."""
+PACKED_MAX_BYTES = 384 * 2**20
+"""The most memory a packed copy may add (its matrices, float32): an opus-mt model's (281 MiB) and t5-small's fit,
+bart-base's (~520 MiB) and NLLB-600M's do not."""
 
 
 class PackedLinear(nn.Module):

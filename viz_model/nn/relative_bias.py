@@ -47,11 +47,23 @@ class RelativePositionBias(nn.Module):
         super().__init__()
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
         self.embedding = nn.Embedding(num_buckets, heads)
+        self._by_offset: dict[torch.device, Tensor] = {}  # bucket of each offset -max_distance..max_distance
 
     def buckets(self, queries: Tensor, keys: Tensor) -> Tensor:
-        """The bucket of every (query, key) pair: ``(batch, q_len, k_len)``."""
-        return relative_position_bucket(keys[:, None, :] - queries[:, :, None], self.bidirectional,
-                                        self.num_buckets, self.max_distance)
+        """The bucket of every (query, key) pair: ``(batch, q_len, k_len)``, looked up by offset (an offset beyond
+        max_distance is in the last bucket of its sign, as at max_distance): a decoding step's few keys cost one
+        lookup, not the dozen operations of `relative_position_bucket`."""
+        offsets = (keys[:, None, :] - queries[:, :, None]).clamp(-self.max_distance, self.max_distance)
+        return self._offset_table(offsets.device)[offsets + self.max_distance]
+
+    def _offset_table(self, device: torch.device) -> Tensor:
+        """`relative_position_bucket` of every offset from -max_distance to max_distance, built once per device."""
+        table = self._by_offset.get(device)
+        if table is None:
+            offsets = torch.arange(-self.max_distance, self.max_distance + 1, device=device)
+            table = self._by_offset[device] = relative_position_bucket(offsets, self.bidirectional, self.num_buckets,
+                                                                       self.max_distance)
+        return table
 
     def forward(self, queries: Tensor, keys: Tensor) -> Tensor:
         """The bias ``(batch, heads, q_len, k_len)`` for query and key positions ``(batch, len)``."""
