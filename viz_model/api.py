@@ -245,7 +245,10 @@ class TranslationModel:
         return self.network.config
 
     def with_search(self, search: str) -> TranslationModel:
-        """The same model (network, tokenizer and card shared, not copied) searching in another precision."""
+        """The same model (network, tokenizer and card shared, not copied) searching in another precision; itself
+        when it searches in that precision already (no second copy of the network for the search)."""
+        if search == self.search_precision:
+            return self
         view = TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
                                 self.training_stats, search, self.languages, self.training_facts, self.generation)
         view._draft = self._draft  # one int8 draft per network, shared by every view

@@ -114,6 +114,7 @@ def test_a_translation_model_searches_and_traces_on_the_copy_as_on_the_network(t
     model = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
     assert model.search_precision == "fp32" and isinstance(model.search_network.output_projection, PackedLinear)
     assert model.recording_network is model.search_network and model.with_search("int8").recording_network is network
+    assert model.with_search("fp32") is model  # no second packed copy for a view in the same precision
     monkeypatch.setattr(packing, "PACKED_MAX_BYTES", 0)
     plain = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
     assert plain.search_network is network and plain.recording_network is network
