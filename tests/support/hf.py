@@ -113,13 +113,14 @@ def failed_import(folder, tmp_path, capsys, change) -> str:
     return err
 
 
-def import_folder(folder, tmp_path_factory, name: str):
-    """`viz-model import` of `folder` into a fresh assets directory, loaded with the full-precision search."""
+def import_folder(folder, tmp_path_factory, name: str, *options: str):
+    """`viz-model import` of `folder` (with `options`, such as --source-lang en) into a fresh assets directory,
+    loaded with the full-precision search."""
     import viz_model
     from viz_model.cli.main import main
 
     out = tmp_path_factory.mktemp("assets") / name
-    assert main(["import", str(folder), "--out", str(out)]) == 0
+    assert main(["import", str(folder), "--out", str(out), *options]) == 0
     return viz_model.load(out, device="cpu", search="fp32")
 
 

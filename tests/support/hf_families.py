@@ -135,11 +135,11 @@ def targets(texts: list[str]) -> list[str]:
     return [word_for_word(t) for t in texts]
 
 
-def assert_same_ids(hf_tok, imported, prefix: str = "") -> None:
-    """Source ids (with the task prefix) and target ids of 100 sentences (unknown characters included) equal
-    transformers'; so does the text of every target without <unk> (ours shows <unk> as ⁇, theirs drops it)."""
-    texts = sentences(WORDS_EN, 95, 7) + ODD_TEXTS
-    for text in texts:
+def assert_same_ids(hf_tok, imported, prefix: str = "", texts: list[str] | None = None) -> None:
+    """Source ids (with the task prefix) and target ids of `texts` (default: 100 sentences, unknown characters
+    included) equal transformers'; so does the text of every target without <unk> (ours shows <unk> as ⁇, theirs
+    drops it)."""
+    for text in texts or sentences(WORDS_EN, 95, 7) + ODD_TEXTS:
         assert imported.encode(text) == hf_tok(prefix + text).input_ids, text
         target = hf_tok(text_target=text).input_ids
         assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == target, text

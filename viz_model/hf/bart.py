@@ -84,5 +84,6 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
 
 
 BART = Family("BART", tokenizer, model_config, map_weights, conversion_lines, languages, "tokenizer.json",
-              "small random BART and mBART-50 models", forced_bos_from_generation=True)
+              "small random BART and mBART-50 models (BART also with bart-large's published tokenizer and config)",
+              forced_bos_from_generation=True)
 MBART = dataclasses.replace(BART, label="mBART-50")

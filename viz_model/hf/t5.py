@@ -176,4 +176,5 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
 
 
 FAMILY = Family("T5 / Flan-T5", tokenizer, model_config, map_weights, conversion_lines, languages, "tokenizer.json",
-                "small random T5 v1.0 and v1.1 models", from_weights=own_head)
+                "small random T5 v1.0 and v1.1 models (v1.0 also with t5-small's published tokenizer and config)",
+                from_weights=own_head)
