@@ -121,22 +121,37 @@ def build_bart_folder(root, generation: dict | None = None):
     return folder
 
 
+MBART_SIZE = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+              "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+              "max_position_embeddings": 128, "dropout": 0.0, "scale_embedding": True}
+
+
 def build_mbart50_folder(root, generation: dict | None = None):
     """A random mBART-50 of tiny size (pre-norm with final norms, scaled embeddings, the 52 language codes) with a
     unigram tokenizer trained here, English to German."""
     import transformers
 
     tokenizer = transformers.MBart50Tokenizer(**spm_vocab(root), src_lang="en_XX", tgt_lang="de_DE")
-    config = transformers.MBartConfig(
-        vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128, dropout=0.0,
-        scale_embedding=True, decoder_start_token_id=2)
+    config = transformers.MBartConfig(vocab_size=len(tokenizer), decoder_start_token_id=2, **MBART_SIZE)
     model = transformers.MBartForConditionalGeneration(config)
     generation = generation or {"bos_token_id": 0, "decoder_start_token_id": 2, "eos_token_id": 2,
                                 "forced_eos_token_id": 2, "pad_token_id": 1}
     folder = save(model, tokenizer, root / "mbart50-tiny", generation, licence="mit")
     _bias(model, folder)
     return folder
+
+
+def build_original_mbart_folder(root):
+    """A random original mBART of tiny size as mbart-large-en-ro's folder is (a folder this project refuses): its
+    MBartTokenizer puts the source's language code after </s>, the decoder starts from the target's (ro_RO)."""
+    import transformers
+
+    tokenizer = transformers.MBartTokenizer(**spm_vocab(root), src_lang="en_XX", tgt_lang="ro_RO")
+    start = tokenizer.convert_tokens_to_ids("ro_RO")
+    config = transformers.MBartConfig(vocab_size=len(tokenizer), decoder_start_token_id=start, **MBART_SIZE)
+    generation = {"bos_token_id": 0, "decoder_start_token_id": start, "eos_token_id": 2, "pad_token_id": 1}
+    return save(transformers.MBartForConditionalGeneration(config), tokenizer, root / "mbart-tiny", generation,
+                licence="mit")
 
 
 def _bias(model, folder) -> None:
