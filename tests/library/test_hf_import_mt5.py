@@ -144,3 +144,12 @@ def test_what_the_model_cannot_express_is_refused_in_one_line(folder, tmp_path, 
 def test_an_unknown_architecture_names_mt5_among_those_it_can_import(folder, tmp_path, capsys):
     err = failed_import(folder, tmp_path, capsys, lambda f: edit_config(f, model_type="umt5"))
     assert "model_type 'umt5'" in err and "mt5: mT5" in err, err
+
+
+@pytest.mark.slow
+def test_an_imported_model_opens_on_every_page(folder, tmp_path, monkeypatch):
+    from support.app import check_every_page_opens
+
+    assert main(["import", str(folder), "--out", str(tmp_path / folder.name)]) == 0
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    check_every_page_opens("Мужчина читает книгу в парке.")
