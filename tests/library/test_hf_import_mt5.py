@@ -121,6 +121,23 @@ def test_a_tied_head_is_never_rescaled(folder, tmp_path):
                                    theirs(input_ids=src, decoder_input_ids=tgt).logits.numpy(), atol=1e-5)
 
 
+def test_without_feed_forward_proj_it_is_gated_gelu_as_mt5config_says(folder, tmp_path):
+    copy = tmp_path / "default"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    del config["feed_forward_proj"]  # T5Config's default is relu, MT5Config's gated-gelu
+    (copy / "config.json").write_text(json.dumps(config))
+    assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 0
+    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    theirs = transformers.MT5ForConditionalGeneration.from_pretrained(copy).eval()
+    assert (ours.config.gated_ffn, ours.config.activation) == (True, "gelu_new") == \
+        (theirs.config.is_gated_act, theirs.config.dense_act_fn)
+    src, tgt = torch.tensor([[5, 9, 11, 1]]), torch.tensor([[0, 7, 8]])
+    with torch.no_grad():
+        np.testing.assert_allclose(ours.network(src, tgt).logits.numpy(),
+                                   theirs(input_ids=src, decoder_input_ids=tgt).logits.numpy(), atol=1e-5)
+
+
 def test_the_model_in_memory_is_imported_too(hf, imported):
     model, hf_tok = hf
     mem = viz_model.from_transformers(model, hf_tok, device="cpu", search="fp32")

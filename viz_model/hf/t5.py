@@ -24,6 +24,7 @@ from .fairseq import Taken
 from .json_tokenizer import checked_class, json_tokenizer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "silu": "silu", "swish": "silu"}
+FEED_FORWARD_DEFAULT = {"t5": "relu", "mt5": "gated-gelu"}  # T5Config's and MT5Config's, where config.json has none
 TASK = re.compile(r"translation_([A-Za-z]{2,3})_to_([A-Za-z]{2,3})")
 MAX_POSITIONS = 512  # T5's n_positions: the bias has no limit, this project's model needs one
 TOKENIZERS = ("T5Tokenizer", "T5TokenizerFast")
@@ -38,8 +39,9 @@ BLOCKS = {"encoder": [("SelfAttention", "self_attn", "attn_residual")],  # layer
 
 
 def feed_forward(hf: dict[str, Any], path: Path) -> tuple[str, bool]:
-    """(activation, gated) of config.json's feed_forward_proj, as T5Config reads it ("gated-gelu" is gelu_new)."""
-    value = hf.get("feed_forward_proj", "relu")
+    """(activation, gated) of config.json's feed_forward_proj, as T5Config / MT5Config read it ("gated-gelu" is
+    gelu_new)."""
+    value = hf.get("feed_forward_proj", FEED_FORWARD_DEFAULT.get(hf.get("model_type"), "relu"))
     parts = value.split("-") if isinstance(value, str) else []
     gated = len(parts) == 2 and parts[0] == "gated"
     name = "gelu_new" if value == "gated-gelu" else parts[-1] if parts else None
