@@ -1,4 +1,4 @@
-"""Imported T5, BART and mBART-50 models translate as transformers' ``generate`` does (issue 45), on fitted weights.
+"""Imported T5, mT5, BART and mBART-50 models translate as ``generate`` does (issue 45), on fitted weights.
 
 Each family's small model is fitted here to translate word for word (so that it ends its outputs: random weights
 never emit </s>), saved with a generation config of the kind its hub models have, imported, and its default search
@@ -20,6 +20,7 @@ from support.hf_families import (  # noqa: E402
     Prefixed,
     build_bart_folder,
     build_mbart50_folder,
+    build_mt5_folder,
     build_t5_folder,
 )
 
@@ -32,6 +33,7 @@ FAMILIES = {  # builder, transformers' class, generation config (of the kind the
                 {**T5_START, "num_beams": 4, "max_length": 60, "early_stopping": True}),
     "t5-v1.1": (lambda root: build_t5_folder(root, "1.1"), "T5ForConditionalGeneration",
                 {**T5_START, "num_beams": 3, "max_new_tokens": 40, "length_penalty": 0.8}),
+    "mt5": (build_mt5_folder, "MT5ForConditionalGeneration", {**T5_START, "num_beams": 4, "max_length": 50}),
     "bart": (build_bart_folder, "BartForConditionalGeneration",
              {**BART_IDS, "num_beams": 4, "max_length": 60, "min_length": 3, "early_stopping": True,
               "length_penalty": 2.0, "no_repeat_ngram_size": 3, "forced_bos_token_id": 0, "forced_eos_token_id": 2}),
@@ -49,7 +51,7 @@ def fitted(request, tmp_path_factory):
     config = getattr(transformers, name).from_pretrained(folder).config
     torch.manual_seed(0)
     model = getattr(transformers, name)(config)  # transformers' own initialisation fits in a few hundred steps
-    if request.param == "t5-v1.1":  # the head its own matrix again, as the folder's is
+    if request.param in ("t5-v1.1", "mt5"):  # the head its own matrix again, as the folder's is
         model.lm_head.weight = torch.nn.Parameter(model.shared.weight.detach() * 0.5)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     t5 = request.param.startswith("t5")

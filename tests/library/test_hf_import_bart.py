@@ -23,6 +23,7 @@ from support.hf_families import (  # noqa: E402
     assert_same_ids,
     build_bart_folder,
     build_mbart50_folder,
+    build_original_mbart_folder,
 )
 
 import viz_model  # noqa: E402
@@ -168,10 +169,33 @@ def test_without_a_decoder_start_bart_starts_from_its_default_and_mbart_is_refus
     assert "only mBART-50's start from </s>" in err
 
 
+@pytest.fixture(scope="module")
+def original_mbart(tmp_path_factory):
+    return build_original_mbart_folder(tmp_path_factory.mktemp("hf"))
+
+
+@pytest.mark.parametrize("change, names", [
+    (lambda f: None, "tokenizer_config.json: tokenizer_class 'MBartTokenizer' is the original mBART's"),
+    (lambda f: (f / "tokenizer_config.json").unlink(),  # as mbart-large-cc25's folder: transformers' default class
+     "tokenizer_config.json: names no tokenizer_class (transformers reads MBartTokenizer), the original mBART's"),
+    (lambda f: edit_json(f / "config.json", tokenizer_class="MBartTokenizerFast"),
+     "config.json: tokenizer_class 'MBartTokenizerFast' is the original mBART's"),
+    (lambda f: edit_json(f / "config.json", decoder_start_token_id=None), "no decoder_start_token_id"),
+])
+def test_the_original_mbart_is_refused_in_one_line_naming_its_tokenizer(original_mbart, tmp_path, capsys, change,
+                                                                         names):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(original_mbart)
+    ids = tokenizer("A dog.").input_ids  # why: the code after </s>, which this project's encoders do not put there
+    assert type(tokenizer).__name__ == "MBartTokenizer" and tokenizer.convert_ids_to_tokens(ids)[-2:] == \
+        ["</s>", "en_XX"]
+    err = failed_import(original_mbart, tmp_path, capsys, change)
+    assert names in err, err
+
+
 def test_an_unsupported_architecture_names_every_supported_one(folder, tmp_path, capsys):
     err = failed_import(folder, tmp_path, capsys, lambda f: edit_json(f / "config.json", model_type="pegasus"))
     assert "model_type 'pegasus'" in err
-    assert all(f"{kind}: " in err for kind in ("marian", "m2m_100", "t5", "bart", "mbart")), err
+    assert all(f"{kind}: " in err for kind in ("marian", "m2m_100", "t5", "mt5", "bart", "mbart")), err
 
 
 @pytest.mark.slow

@@ -37,12 +37,12 @@ def randomise(model, scale: float = 0.3) -> None:
             p.normal_(0, scale)
 
 
-def forced_outputs(model, hf_tok, imported):
-    """Hugging Face's and our teacher-forced outputs, with every attention map, on 7 sentences (two with odd
-    characters), each forced on a German sentence: pairs ``(ours, theirs)``."""
+def forced_outputs(model, hf_tok, imported, texts: list[str] | None = None):
+    """Hugging Face's and our teacher-forced outputs, with every attention map, on `texts` (default 7 sentences, two
+    with odd characters), each forced on a German sentence: pairs ``(ours, theirs)``."""
     import torch
 
-    for text in sentences(WORDS_EN, 5, 3) + ODD[:2]:
+    for text in texts or sentences(WORDS_EN, 5, 3) + ODD[:2]:
         src = hf_tok(text, return_tensors="pt").input_ids
         target = hf_tok(text_target=sentences(WORDS_DE, 1, len(text))[0], return_tensors="pt").input_ids
         tgt_in = torch.cat([torch.full((1, 1), imported.config.bos_id), target[:, :-1]], dim=1)
@@ -82,12 +82,12 @@ def assert_same_ids(hf_tok, imported) -> None:
     assert imported.tokenizer.pieces(ids) == hf_tok.convert_ids_to_tokens(ids)
 
 
-def assert_same_forced_outputs(model, hf_tok, imported, keep=None) -> list:
-    """Teacher-forced logits equal theirs to 1e-4 (over the ids in `keep`, default all) and every attention map;
-    returns the ``(ours, theirs)`` pairs for further checks."""
+def assert_same_forced_outputs(model, hf_tok, imported, keep=None, texts: list[str] | None = None) -> list:
+    """Teacher-forced logits equal theirs to 1e-4 (over the ids in `keep`, default all) and every attention map, on
+    `texts` (default `forced_outputs`'); returns the ``(ours, theirs)`` pairs for further checks."""
     import numpy as np
 
-    pairs = list(forced_outputs(model, hf_tok, imported))
+    pairs = list(forced_outputs(model, hf_tok, imported, texts))
     for ours, theirs in pairs:
         mine, other = ours.logits.numpy(), theirs.logits.numpy()
         if keep is not None:

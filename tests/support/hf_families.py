@@ -1,5 +1,5 @@
-"""Small T5, BART and mBART-50 folders built locally by transformers (random weights, tokenizers trained here), saved
-as transformers 5 saves them: model.safetensors, config.json, generation_config.json, tokenizer.json."""
+"""Small T5, mT5, BART and mBART-50 folders built locally by transformers (random weights, tokenizers trained here),
+saved as transformers 5 saves them: model.safetensors, config.json, generation_config.json, tokenizer.json."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ from support.hf import WORDS_DE, WORDS_EN, randomise, sentences, word_for_word
 
 T5_PREFIX = "translate English to German: "
 TEXTS = sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1) + [T5_PREFIX + s for s in sentences(WORDS_EN, 50, 2)]
+# mT5's vocabulary is multilingual: words of other scripts beside the English and German ones
+WORDS_MANY = ["мужчина", "читает", "книгу", "собака", "άνθρωπος", "σκύλος", "男人", "读书", "公园", "犬", "公園で",
+              "रहा", "कुत्ता", "الكلب", "في"]
+TEXTS_MANY = TEXTS + sentences(WORDS_MANY, 300, 3)
 
 
-def spm_vocab(root, **ids: int) -> dict:
-    """A unigram SentencePiece model of about 80 pieces trained on the test words, extracted as transformers'
-    converters extract one: its vocabulary (pieces and scores) and normalizer."""
+def spm_vocab(root, texts: list[str] = TEXTS, pieces: int = 80, **ids: int) -> dict:
+    """A unigram SentencePiece model of about `pieces` pieces trained on `texts` (the test words), extracted as
+    transformers' converters extract one: its vocabulary (pieces and scores) and normalizer."""
     import sentencepiece as spm
     from transformers.convert_slow_tokenizer import SentencePieceExtractor
 
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_prefix=str(root / "spm"), vocab_size=80,
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(root / "spm"), vocab_size=pieces,
                                    model_type="unigram", character_coverage=1.0, minloglevel=2,
                                    hard_vocab_limit=False, **ids)
     extractor = SentencePieceExtractor(str(root / "spm.model"))
@@ -43,9 +47,7 @@ def build_t5_folder(root, version: str = "1.0"):
     """A random T5 of tiny size: v1.0 (ReLU, the head tied and the decoder's output rescaled, the task prefix of one
     translation task) or v1.1 (gated GELU, heads of d_kv 12 (4 x 12 != d_model 32), a head of its own in the
     checkpoint, as hub v1.1 checkpoints have it); the model's vocabulary 6 ids larger than the tokenizer's."""
-    import torch
     import transformers
-    from safetensors.torch import load_file, save_file
 
     tokenizer = transformers.T5Tokenizer(**spm_vocab(root, pad_id=0, eos_id=1, unk_id=2, bos_id=-1), extra_ids=10)
     v11 = version == "1.1"
@@ -58,14 +60,42 @@ def build_t5_folder(root, version: str = "1.0"):
                   task_specific_params={"summarization": {"prefix": "summarize: "},
                                         "translation_en_to_de": {"prefix": T5_PREFIX}})
     if v11:  # an untied checkpoint as v1.1's are: the head its own matrix, no rescale
-        tensors = load_file(str(folder / "model.safetensors"))
-        torch.manual_seed(1)
-        tensors["lm_head.weight"] = torch.randn_like(tensors["shared.weight"]) * 0.3
-        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-        config = json.loads((folder / "config.json").read_text())
-        config.pop("scale_decoder_outputs")
-        (folder / "config.json").write_text(json.dumps(config | {"tie_word_embeddings": False}))
+        _own_head(folder)
     return folder
+
+
+def build_mt5_folder(root):
+    """A random mT5 of tiny size as hub mT5 folders are: v1.1's architecture (gated GELU, heads of d_kv 12), the
+    head its own matrix, no task prefix (pre-trained only), a SentencePiece vocabulary of several scripts with no
+    extra ids; the model's vocabulary 12 ids larger than the tokenizer's. As many decoder layers as encoder ones:
+    transformers 5.24's generate fails on an MT5 model with more (its cache has num_layers layers)."""
+    import transformers
+
+    tokenizer = transformers.T5Tokenizer(**spm_vocab(root, TEXTS_MANY, 160, pad_id=0, eos_id=1, unk_id=2, bos_id=-1),
+                                         extra_ids=0)
+    config = transformers.MT5Config(
+        vocab_size=len(tokenizer) + 12, d_model=32, d_kv=12, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, dropout_rate=0.0,
+        feed_forward_proj="gated-gelu", decoder_start_token_id=0)
+    folder = save(transformers.MT5ForConditionalGeneration(config), tokenizer, root / "mt5-tiny",
+                  {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}, tokenizer_class="T5Tokenizer")
+    _own_head(folder)
+    return folder
+
+
+def _own_head(folder) -> None:
+    """The checkpoint's head made a matrix of its own and its config.json's tie_word_embeddings false, as hub T5
+    v1.1 and mT5 folders have them."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(folder / "model.safetensors"))
+    torch.manual_seed(1)
+    tensors["lm_head.weight"] = torch.randn_like(tensors["shared.weight"]) * 0.3
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("scale_decoder_outputs", None)
+    (folder / "config.json").write_text(json.dumps(config | {"tie_word_embeddings": False}))
 
 
 def build_bart_folder(root, generation: dict | None = None):
@@ -91,22 +121,37 @@ def build_bart_folder(root, generation: dict | None = None):
     return folder
 
 
+MBART_SIZE = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4,
+              "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+              "max_position_embeddings": 128, "dropout": 0.0, "scale_embedding": True}
+
+
 def build_mbart50_folder(root, generation: dict | None = None):
     """A random mBART-50 of tiny size (pre-norm with final norms, scaled embeddings, the 52 language codes) with a
     unigram tokenizer trained here, English to German."""
     import transformers
 
     tokenizer = transformers.MBart50Tokenizer(**spm_vocab(root), src_lang="en_XX", tgt_lang="de_DE")
-    config = transformers.MBartConfig(
-        vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128, dropout=0.0,
-        scale_embedding=True, decoder_start_token_id=2)
+    config = transformers.MBartConfig(vocab_size=len(tokenizer), decoder_start_token_id=2, **MBART_SIZE)
     model = transformers.MBartForConditionalGeneration(config)
     generation = generation or {"bos_token_id": 0, "decoder_start_token_id": 2, "eos_token_id": 2,
                                 "forced_eos_token_id": 2, "pad_token_id": 1}
     folder = save(model, tokenizer, root / "mbart50-tiny", generation, licence="mit")
     _bias(model, folder)
     return folder
+
+
+def build_original_mbart_folder(root):
+    """A random original mBART of tiny size as mbart-large-en-ro's folder is (a folder this project refuses): its
+    MBartTokenizer puts the source's language code after </s>, the decoder starts from the target's (ro_RO)."""
+    import transformers
+
+    tokenizer = transformers.MBartTokenizer(**spm_vocab(root), src_lang="en_XX", tgt_lang="ro_RO")
+    start = tokenizer.convert_tokens_to_ids("ro_RO")
+    config = transformers.MBartConfig(vocab_size=len(tokenizer), decoder_start_token_id=start, **MBART_SIZE)
+    generation = {"bos_token_id": 0, "decoder_start_token_id": start, "eos_token_id": 2, "pad_token_id": 1}
+    return save(transformers.MBartForConditionalGeneration(config), tokenizer, root / "mbart-tiny", generation,
+                licence="mit")
 
 
 def _bias(model, folder) -> None:

@@ -2,7 +2,8 @@
 ``position_offset``), a norm on the embeddings (``embedding_norm``), embeddings scaled where ``scale_embedding`` says
 (mBART), post-norm (BART) or pre-norm with a final norm on each stack (mBART), GELU, a bias on the logits, decoding
 from ``</s>``; BART's first output forced where its generation config forces one (``<s>``), mBART-50's to the target
-language's code. Tokenizers are read from tokenizer.json: BART ``<s> X </s>``, mBART-50 ``[language code] X </s>``."""
+language's code. Tokenizers are read from tokenizer.json: BART ``<s> X </s>``, mBART-50 ``[language code] X </s>``.
+The original mBART (MBartTokenizer: ``X </s> [language code]``, decoding from the target's code) is refused."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.tokenizer_json import JsonTokenizer
-from .common import Family, HFImportError, added_codes, language_pair
+from .common import Family, HFImportError, added_codes, language_pair, tokenizer_settings
 from .fairseq import checked_activation, fairseq_config, map_weights
 from .json_tokenizer import checked_class, json_tokenizer, tokenizer_json
 from .marian import folder_languages
@@ -24,11 +25,26 @@ POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: row p + 2 for position p
 MBART50_CODE = re.compile(r"[a-z]{2}_[A-Z]{2}")  # en_XX, de_DE, ...
 BART_TOKENIZERS = ("BartTokenizer", "BartTokenizerFast", "RobertaTokenizer", "RobertaTokenizerFast")
 MBART50_TOKENIZERS = ("MBart50Tokenizer", "MBart50TokenizerFast")
+ORIGINAL_MBART_TOKENIZERS = ("MBartTokenizer", "MBartTokenizerFast")  # transformers' reading where none is named
+
+
+def refused_tokenizer(path: Path, name: str | None) -> HFImportError:
+    """The one-line refusal of an mBART tokenizer that is not mBART-50's, `name` as `path` names it (None: none)."""
+    if name is not None and name not in ORIGINAL_MBART_TOKENIZERS:
+        return HFImportError(f"{path}: tokenizer_class {name!r} is not one this model family's import follows "
+                             f"({', '.join(MBART50_TOKENIZERS)})")
+    named = f"tokenizer_class {name!r} is" if name else "names no tokenizer_class (transformers reads MBartTokenizer),"
+    return HFImportError(f"{path}: {named} the original mBART's (mbart-large-cc25, mbart-large-en-ro: the source's "
+                         "language code after </s>, decoding from the target's code), which this project does not "
+                         f"import; only mBART-50's ({MBART50_TOKENIZERS[0]}: the language code before the text) is "
+                         "supported")
 
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` for a BART or mBART config, refusing what the instrumented model does not implement."""
     activation = checked_activation(hf, path, {})
+    if hf["model_type"] == "mbart" and hf.get("tokenizer_class") in ORIGINAL_MBART_TOKENIZERS:
+        raise refused_tokenizer(path, hf["tokenizer_class"])
     start = hf.get("decoder_start_token_id", 2 if hf["model_type"] == "bart" else None)
     if start is None:
         raise HFImportError(f"{path}: no decoder_start_token_id (the original mBART starts from the target "
@@ -47,12 +63,13 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
             raise HFImportError("--source-lang / --target-lang choose the pair of a many-to-many model (M2M100, "
                                 "mBART-50); a BART model translates one fixed pair")
         return json_tokenizer(folder, hf, checked_class(folder, BART_TOKENIZERS), start, before=["<s>"])
-    settings = checked_class(folder, MBART50_TOKENIZERS)
-    if settings.get("tokenizer_class") is None and hf.get("tokenizer_class") in MBART50_TOKENIZERS:
-        settings = {**settings, "tokenizer_class": hf["tokenizer_class"]}  # the hub's mBART-50 configs name it there
-    if settings.get("tokenizer_class") is None:
-        raise HFImportError(f"{folder / 'tokenizer_config.json'}: names no tokenizer_class; only mBART-50's "
-                            f"({MBART50_TOKENIZERS[0]}: the language code before the text) is supported")
+    settings = tokenizer_settings(folder)
+    named_in = "tokenizer_config.json" if settings.get("tokenizer_class") or not hf.get("tokenizer_class") else \
+        "config.json"  # the hub's mBART-50 configs name it there
+    name = settings.get("tokenizer_class") or hf.get("tokenizer_class")
+    if name not in MBART50_TOKENIZERS:
+        raise refused_tokenizer(folder / named_in, name)
+    settings = {**settings, "tokenizer_class": name}
     codes = added_codes(tokenizer_json(folder), MBART50_CODE)
     if not codes:
         raise HFImportError(f"{folder / 'tokenizer.json'}: no language code (such as en_XX) among its added tokens")

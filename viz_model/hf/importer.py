@@ -1,8 +1,8 @@
 """Import a Hugging Face translation checkpoint into this project's instrumented model, exactly.
 
-Each architecture is a `Family` in its own module (`marian`, `m2m100`, `t5`, `bart`); `FAMILIES` is the registry
-this module dispatches on by config.json's ``model_type``. What is shared lives here: finding the folder, reading its
-config and weights, the model card, and writing the model directory.
+Each architecture is a `Family` in its own module (`marian`, `m2m100`, `t5` (T5 and mT5), `bart`); `FAMILIES` is the
+registry this module dispatches on by config.json's ``model_type``. What is shared lives here: finding the folder,
+reading its config and weights, the model card, and writing the model directory.
 Nothing from the folder is executed: ``config.json`` is read as JSON, weights with safetensors (or
 ``torch.load(weights_only=True)`` for ``pytorch_model.bin``). The output directory is written beside its final
 place and renamed into it: a failure leaves nothing behind.
@@ -29,8 +29,8 @@ from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGe
 from . import bart, m2m100, marian, t5
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
 
-FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "bart": bart.BART,
-                               "mbart": bart.MBART}
+FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
+                               "bart": bart.BART, "mbart": bart.MBART}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 __all__ = ["FAMILIES", "HFImportError", "import_model", "model_config"]

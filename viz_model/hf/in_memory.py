@@ -13,7 +13,8 @@ from .importer import FAMILIES, import_model
 
 # the transformers class of each importable model_type (NLLB is an M2M100 model)
 CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration",
-           "t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration",
+           "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
+           "bart": "BartForConditionalGeneration",
            "mbart": "MBartForConditionalGeneration"}
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())

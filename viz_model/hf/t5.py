@@ -1,9 +1,10 @@
-"""T5 (v1.0, v1.1, Flan-T5): pre-norm with T5's RMS norm (``normalization="rms"``) and a final norm on each stack,
-unscaled attention scores (``scale_scores``) of heads ``d_kv`` wide, no biases, a learned relative bias on the
-self-attention scores (``positional="relative"``, computed once per stack), a ReLU or gated-GELU feed-forward
-(``gated_ffn``), embeddings not scaled, the head tied and the decoder's output rescaled by d_model^-0.5 (v1.0,
-``head_rescale``) or a head of its own (v1.1, ``tied_head``), decoding from the pad id. Its tokenizer is read from
-tokenizer.json; the task prefix of its translation task (``task_specific_params``) goes before every source."""
+"""T5 (v1.0, v1.1, Flan-T5) and mT5 (``model_type`` "mt5": v1.1's architecture, never rescaled): pre-norm with T5's
+RMS norm (``normalization="rms"``) and a final norm on each stack, unscaled attention scores (``scale_scores``) of
+heads ``d_kv`` wide, no biases, a learned relative bias on the self-attention scores (``positional="relative"``,
+computed once per stack), a ReLU or gated-GELU feed-forward (``gated_ffn``), embeddings not scaled, the head tied and
+the decoder's output rescaled by d_model^-0.5 (v1.0, ``head_rescale``) or a head of its own (v1.1, mT5,
+``tied_head``), decoding from the pad id. Its tokenizer is read from tokenizer.json; the task prefix of its
+translation task (``task_specific_params``, where it has one: mT5 has none) goes before every source."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .fairseq import Taken
 from .json_tokenizer import checked_class, json_tokenizer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "silu": "silu", "swish": "silu"}
+FEED_FORWARD_DEFAULT = {"t5": "relu", "mt5": "gated-gelu"}  # T5Config's and MT5Config's, where config.json has none
 TASK = re.compile(r"translation_([A-Za-z]{2,3})_to_([A-Za-z]{2,3})")
 MAX_POSITIONS = 512  # T5's n_positions: the bias has no limit, this project's model needs one
 TOKENIZERS = ("T5Tokenizer", "T5TokenizerFast")
@@ -37,8 +39,9 @@ BLOCKS = {"encoder": [("SelfAttention", "self_attn", "attn_residual")],  # layer
 
 
 def feed_forward(hf: dict[str, Any], path: Path) -> tuple[str, bool]:
-    """(activation, gated) of config.json's feed_forward_proj, as T5Config reads it ("gated-gelu" is gelu_new)."""
-    value = hf.get("feed_forward_proj", "relu")
+    """(activation, gated) of config.json's feed_forward_proj, as T5Config / MT5Config read it ("gated-gelu" is
+    gelu_new)."""
+    value = hf.get("feed_forward_proj", FEED_FORWARD_DEFAULT.get(hf.get("model_type"), "relu"))
     parts = value.split("-") if isinstance(value, str) else []
     gated = len(parts) == 2 and parts[0] == "gated"
     name = "gelu_new" if value == "gated-gelu" else parts[-1] if parts else None
@@ -49,8 +52,11 @@ def feed_forward(hf: dict[str, Any], path: Path) -> tuple[str, bool]:
 
 
 def head_rescaled(hf: dict[str, Any]) -> bool:
-    """Whether transformers 5 multiplies the decoder's output by d_model^-0.5: scale_decoder_outputs where the
-    config has it, else unless tie_word_embeddings is false (T5Config's rule)."""
+    """Whether transformers 5 multiplies the decoder's output by d_model^-0.5: never for mT5 (its model has no such
+    step), else scale_decoder_outputs where the config has it, else unless tie_word_embeddings is false (T5Config's
+    rule)."""
+    if hf.get("model_type") == "mt5":
+        return False
     if "scale_decoder_outputs" in hf:
         return bool(hf["scale_decoder_outputs"])
     return hf.get("tie_word_embeddings") is not False
@@ -172,9 +178,11 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             "config's n_positions; the bias itself has no limit). A cross-attention relative_attention_bias, where "
             "an older checkpoint has one, is left out: transformers ignores it too.",
             "- Tokenizer: tokenizer.json copied as it is; tokenizer_rules.json holds the task prefix put before every "
-            "source (task_specific_params, as transformers 4's translation pipeline did) and the model's id table."]
+            "source (task_specific_params' translation task, as transformers 4's translation pipeline did; none where "
+            "the config names none, as Flan-T5's and mT5's) and the model's id table."]
 
 
 FAMILY = Family("T5 / Flan-T5", tokenizer, model_config, map_weights, conversion_lines, languages, "tokenizer.json",
                 "small random T5 v1.0 and v1.1 models (v1.0 also with t5-small's published tokenizer and config)",
                 from_weights=own_head)
+MT5 = dataclasses.replace(FAMILY, label="mT5", tested="small random mT5 models")
