@@ -9,7 +9,8 @@ with `viz_model.hf.importer.import_model`. Runs alternate between the two system
 * **ours**: ``TranslationModel.trace(SENTENCE, beam=4)`` with the folder's own rule (transformers' search settings):
   tokenization, the beam search, the teacher-forced pass that records every map, the numpy trace.
 * **transformers**: ``generate(num_beams=4, output_attentions=True, return_dict_in_generate=True)`` on the same
-  source ids; only ``generate`` is timed.
+  source ids, the model loaded with ``attn_implementation="eager"`` (its default, sdpa, returns no attention maps:
+  checked, the run stops if ``generate`` returns none); only ``generate`` is timed.
 
 Random weights rarely end a sentence, so both decode to the same length limit (the folder's generation config sets
 ``max_length`` = ``--steps`` + 1 and ``min_length`` to it, so neither stops early); the number of decoder steps is
@@ -73,19 +74,23 @@ def family(name: str, root: Path, runs: int, steps: int) -> dict:
     source_lang, target_lang = LANGUAGES[name]
     import_model(str(folder), out, source_lang=source_lang, target_lang=target_lang)
     ours = viz_model.load(out, device="cpu", search="fp32")
-    theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
     source = torch.tensor([ours.encode(SENTENCE)])
     trace = ours.trace(SENTENCE, beam=4)
     with torch.no_grad():
         generated = theirs.generate(source, num_beams=4, output_attentions=True, return_dict_in_generate=True)
     our_steps, their_steps = len(trace.output_ids), generated.sequences.shape[1] - 1
+    maps = [generated.encoder_attentions, generated.decoder_attentions[0], generated.cross_attentions[0]]
+    if not all(maps) or any(m is None for kind in maps for m in kind):
+        raise SystemExit(f"{name}: generate returned no attention maps; the comparison would not be with them")
     times = time_interleaved({"ours": lambda: ours.trace(SENTENCE, beam=4),
                               "transformers": lambda: theirs.generate(source, num_beams=4, output_attentions=True,
                                                                       return_dict_in_generate=True)}, runs, 1)
     p50 = {name: statistics.median(ms) for name, ms in times.items()}
     return {"ours_p50_ms": round(p50["ours"], 1), "transformers_p50_ms": round(p50["transformers"], 1),
             "speedup_p50": round(p50["transformers"] / p50["ours"], 2), "ours_steps": our_steps,
-            "transformers_steps": int(their_steps), "parameters": sum(p.numel() for p in theirs.parameters()),
+            "transformers_steps": int(their_steps), "transformers_attention": theirs.config._attn_implementation,
+            "parameters": sum(p.numel() for p in theirs.parameters()),
             "target_met": p50["transformers"] / p50["ours"] >= 2.0}
 
 

@@ -153,7 +153,7 @@ def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dr
 
 def _slow_fused(q: Tensor) -> bool:
     """True where the fused kernel loses to the explicit one: low-precision tensors on the CPU."""
-    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+    return q.dtype in (torch.bfloat16, torch.float16) and q.device.type == "cpu"
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
@@ -274,7 +274,7 @@ class MultiHeadAttention(nn.Module):
                 if position.rotation is not None:
                     q, kv.key = rotate(q, *position.rotation), rotate(kv.key, *position.rotation)
             if cache is not None:
-                kv = _appended(cache, kv)
+                kv = _appended(cache, kv, None if position is None else position.key_positions)
         dropout_p = self.dropout if self.training else 0.0
         bias = None if position is None else position.bias
         record = None
@@ -293,11 +293,12 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(self.merge_heads(out)), record, kv
 
 
-def _appended(cache: KVCache, new: KVCache) -> KVCache:
-    """The cache with the new keys, values (and positions, where kept) after the old ones."""
+def _appended(cache: KVCache, new: KVCache, key_positions: Tensor | None = None) -> KVCache:
+    """The cache with the new keys, values (and positions, where kept: `key_positions` when the caller has them
+    already) after the old ones."""
     positions = None
     if cache.positions is not None and new.positions is not None:
-        positions = torch.cat([cache.positions, new.positions], dim=1)
+        positions = key_positions if key_positions is not None else torch.cat([cache.positions, new.positions], dim=1)
     return KVCache(torch.cat([cache.key, new.key], dim=2), torch.cat([cache.value, new.value], dim=2), positions)
 
 

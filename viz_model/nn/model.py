@@ -98,24 +98,18 @@ class Residual(nn.Module):
         self.pre = norm == "pre"
 
     def enter(self, x: Tensor) -> Tensor:
-        """The sub-layer's input: ``LayerNorm(x)`` (pre-LN) or `x` itself (post-LN)."""
-        return self._normed(x) if self.pre else x
+        """The sub-layer's input: ``LayerNorm(x)`` (pre-LN) or `x` itself (post-LN); the norm without its module
+        call (~18 of them per decoding step)."""
+        return normed(self.norm, x) if self.pre else x
 
     def leave(self, x: Tensor, out: Tensor) -> Tensor:
-        """``x + Dropout(out)`` (pre-LN) or ``LayerNorm(x + Dropout(out))`` (post-LN)."""
-        added = x + self._dropped(out)
-        return added if self.pre else self._normed(added)
-
-    def _normed(self, x: Tensor) -> Tensor:
-        """``self.norm(x)`` (a LayerNorm without the module call: ~18 of them per decoding step)."""
-        return normed(self.norm, x)
+        """``x + Dropout(out)`` (pre-LN) or ``LayerNorm(x + Dropout(out))`` (post-LN); dropout only while training
+        (at inference not even the module call)."""
+        added = x + (self.dropout(out) if self.training else out)
+        return added if self.pre else normed(self.norm, added)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         return self.leave(x, sublayer(self.enter(x)))
-
-    def _dropped(self, x: Tensor) -> Tensor:
-        """Dropout while training; at inference not even the module call (it runs ~10 times per decoding step)."""
-        return self.dropout(x) if self.training else x
 
 
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
@@ -158,7 +152,7 @@ class EncoderLayer(nn.Module):
         out, record, _ = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask,
                                         position=position)
         y = self.attn_residual.leave(x, out)
-        return self.ffn_residual(y, self.ffn), _with_stream(record, x, y)
+        return self.ffn_residual.leave(y, self.ffn(self.ffn_residual.enter(y))), _with_stream(record, x, y)
 
 
 @dataclass
@@ -209,7 +203,8 @@ class DecoderLayer(nn.Module):
             cache=cache.cross_attn if incremental else None)
         z = self.cross_residual.leave(y, out)
         cross_record = _with_stream(cross_record, y, z)
-        return self.ffn_residual(z, self.ffn), self_record, cross_record, LayerCache(self_kv, cross_kv)
+        out = self.ffn_residual.leave(z, self.ffn(self.ffn_residual.enter(z)))  # no Residual module call
+        return out, self_record, cross_record, LayerCache(self_kv, cross_kv)
 
 
 def _positions(ids: Tensor, offset: int, position_ids: Tensor | None) -> Tensor:
@@ -389,7 +384,11 @@ class Transformer(nn.Module):
         """How position enters one call's self-attention scores on that side, for the new tokens at `queries`
         ``(batch, len)`` and every key at `keys` ``(batch, keys)``; None for the input schemes."""
         scheme = self.score_scheme(side)
-        return None if scheme is None else scheme.score_position(queries, keys, need_weights)
+        if scheme is None:
+            return None
+        position = scheme.score_position(queries, keys, need_weights)
+        position.key_positions = keys
+        return position
 
     @classmethod
     def for_loading(cls, cfg: ModelConfig) -> Transformer:
@@ -471,7 +470,8 @@ class Transformer(nn.Module):
                                  f"{tuple(ids.shape)}")
             x = x + encodings(int(position_ids.max()) + 1)[position_ids]
         norm = self.encoder_embedding_norm if side == "source" else self.decoder_embedding_norm
-        return self.dropout(x if norm is None else norm(x))
+        x = x if norm is None else normed(norm, x)
+        return self.dropout(x) if self.training else x
 
     def token_embeddings(self, ids: Tensor, side: str) -> Tensor:
         """``Embedding(ids) * sqrt(d_model)`` of the "source" or "target" side: ``(batch, len, d_model)``; not

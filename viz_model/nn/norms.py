@@ -37,6 +37,7 @@ def make_norm(dim: int, kind: str = "layer", eps: float = 1e-5) -> nn.LayerNorm 
 
 def normed(norm: nn.Module, x: Tensor) -> Tensor:
     """``norm(x)``; a LayerNorm without the module call (~18 of them per decoding step)."""
-    if isinstance(norm, nn.LayerNorm):
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    if isinstance(norm, nn.LayerNorm):  # F.layer_norm's own body, without its dispatch checks
+        return torch.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps,
+                                torch.backends.cudnn.enabled)
     return norm(x)

@@ -17,9 +17,12 @@ class ScorePosition:
     :ivar key_rotation: cos and sin of every key (RoPE, when weights are recorded: to give the scores without
         the rotation), else None
     :ivar bias: ``(batch, heads, len, keys)`` added to the scores before the softmax (ALiBi, relative), else None
+    :ivar key_positions: ``(batch, keys)`` the positions of every key, cached ones first (what each layer's cache
+        keeps: one tensor for all layers), else None
     """
 
     positions: Tensor
     rotation: tuple[Tensor, Tensor] | None = None
     key_rotation: tuple[Tensor, Tensor] | None = None
     bias: Tensor | None = None
+    key_positions: Tensor | None = None
