@@ -648,7 +648,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, device: str | torch.device = "auto", search: str = "auto"
                       ) -> TranslationModel:
-    """A transformers translation model in memory (Marian, M2M100/NLLB, T5, BART, mBART-50) and its tokenizer as a
+    """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART-50) and its tokenizer as a
     `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
     disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
     written. `source_lang` / `target_lang`: a many-to-many model's pair, as for ``viz-model import``."""
