@@ -229,7 +229,10 @@ class TranslationModel:
         # precision for a model that searches as transformers does (int8 can change its answer); traces are fp32
         if search == "auto" and self.generation.rule == "transformers":
             search = "fp32"
-        self.search_network = search_network_for(self.network, search)
+        # a full-precision search on the CPU runs on the packed copy (viz_model.nn.packed) where a step's weights fit
+        # the caches; a larger model's is drafted in int8 and verified in one pass (draft_network): packing gains
+        # nothing there (benchmarks/bench_peers.py at opus-mt's size) and would hold its matrices twice
+        self.search_network = search_network_for(self.network, search, packed=not draft_pays(self.network.config))
         self._draft = _DraftHolder()  # the int8 draft of full-precision searches, built on first use
         self.tokenizer = tokenizer
         self.name = name

@@ -18,6 +18,7 @@ from viz_model.nn.linear import linear, onednn_available
 from viz_model.nn.model import Transformer
 from viz_model.nn.packed import PackedLinear, packed_bytes, packed_search_network
 from viz_model.nn.quantize import search_network_for
+from viz_model.search import next_token
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this PyTorch has no oneDNN linear kernel")
 
@@ -115,6 +116,10 @@ def test_a_translation_model_searches_and_traces_on_the_copy_as_on_the_network(t
     assert model.search_precision == "fp32" and isinstance(model.search_network.output_projection, PackedLinear)
     assert model.recording_network is model.search_network and model.with_search("int8").recording_network is network
     assert model.with_search("fp32") is model  # no second packed copy for a view in the same precision
+    with monkeypatch.context() as patched:  # a model whose step outgrows the caches: drafted in int8 instead
+        patched.setattr(next_token, "DRAFT_MIN_PARAMETERS", 0)
+        drafted = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
+        assert drafted.search_network is network and drafted.draft_network() is not None
     monkeypatch.setattr(packing, "PACKED_MAX_BYTES", 0)
     plain = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
     assert plain.search_network is network and plain.recording_network is network

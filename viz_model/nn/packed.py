@@ -8,10 +8,12 @@ network's, bit for bit (a single row, where the packed kernel rounds otherwise, 
 so a search on the copy finds what one on the network finds, and a trace may record its maps from it.
 
 The copy holds the encoder's, the decoder's and the vocabulary projection's matrices a second time (every other
-tensor is shared), so it is built only up to `PACKED_MAX_BYTES` of them: a model of opus-mt's size and below; a
-larger one searches with the network itself. Like the int8 copy (`viz_model.nn.quantize`) it is a frozen snapshot
-for inference: never to be trained, moved or changed. Where PyTorch lacks the kernels, `packed_search_network`
-returns None.
+tensor is shared), so it is built only up to `PACKED_MAX_BYTES` of them, and `TranslationModel` asks for it only
+where a decoding step's weights fit the CPU's caches: a larger model's full-precision search is drafted in int8 and
+verified in one pass (`viz_model.search.next_token.draft_pays`), where packing gained nothing at opus-mt's size and
+cost its matrices' memory (`benchmarks/bench_peers.py`). Like the int8 copy (`viz_model.nn.quantize`) it is a
+frozen snapshot for inference: never to be trained, moved or changed. Where PyTorch lacks the kernels,
+`packed_search_network` returns None.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ ROWS_HINT = 4
 """The rows oneDNN packs a weight for (a beam of 4); any number of rows may be multiplied."""
 
 PACKED_MAX_BYTES = 384 * 2**20
-"""The most memory a packed copy may add (its matrices, float32): an opus-mt model's (281 MiB) and t5-small's fit,
-bart-base's (~520 MiB) and NLLB-600M's do not."""
+"""The most memory a packed copy may add (its matrices, float32); a safety bound beside `draft_pays`, which already
+keeps models of opus-mt's size (281 MiB of matrices) on the network itself."""
 
 
 class PackedLinear(nn.Module):

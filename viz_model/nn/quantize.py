@@ -116,19 +116,22 @@ def rows_interact(network: object) -> bool:
     return bool(getattr(network, "shared_activation_scale", False))
 
 
-def search_network_for(network: Transformer, precision: str = "auto") -> Transformer:
+def search_network_for(network: Transformer, precision: str = "auto", packed: bool = True) -> Transformer:
     """The network beam search should run: for ``auto`` int8 where it can be (a float32 network on the CPU whose
     PyTorch has the kernels); for ``fp32`` (and ``auto`` where int8 cannot be) the packed full-precision copy where
-    that can be (`viz_model.nn.packed`), else `network` itself. ``int8`` where it cannot be is an error naming
-    why."""
+    that can be and `packed` allows it (`viz_model.nn.packed`), else `network` itself. ``int8`` where it cannot be
+    is an error naming why."""
     if precision not in SEARCH_PRECISIONS:
         raise ValueError(f"search precision must be one of {', '.join(SEARCH_PRECISIONS)}, got {precision!r}")
     first = next(network.parameters())
     why_not = ("it runs on the CPU only" if first.device.type != "cpu" else
                f"it quantizes float32 weights, this network's are {first.dtype}" if first.dtype != torch.float32
                else None)
+    def full() -> Transformer:
+        return (packed_search_network(network) if packed else None) or network
+
     if precision == "fp32" or (precision == "auto" and why_not):
-        return packed_search_network(network) or network
+        return full()
     if why_not:
         raise ValueError(f"int8 search is not possible here: {why_not}; use search precision fp32 or auto")
     if precision == "int8":
@@ -136,4 +139,4 @@ def search_network_for(network: Transformer, precision: str = "auto") -> Transfo
             return int8_search_network(network, strict=True)  # type: ignore[return-value]
         except QuantizationUnavailable as err:
             raise ValueError(f"{err}; use search precision fp32 or auto") from None
-    return int8_search_network(network) or packed_search_network(network) or network
+    return int8_search_network(network) or full()
