@@ -50,4 +50,4 @@ class ALiBi:
 
     def score_position(self, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition:
         """The penalty between the new tokens at `queries` ``(batch, len)`` and every key at `keys`."""
-        return ScorePosition(queries, bias=alibi_bias(queries, keys, self.slopes))
+        return ScorePosition(queries, bias=alibi_bias(queries, keys, self.slopes), key_positions=keys)

@@ -293,12 +293,9 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(self.merge_heads(out)), record, kv
 
 
-def _appended(cache: KVCache, new: KVCache, key_positions: Tensor | None = None) -> KVCache:
-    """The cache with the new keys, values (and positions, where kept: `key_positions` when the caller has them
-    already) after the old ones."""
-    positions = None
-    if cache.positions is not None and new.positions is not None:
-        positions = key_positions if key_positions is not None else torch.cat([cache.positions, new.positions], dim=1)
+def _appended(cache: KVCache, new: KVCache, positions: Tensor | None) -> KVCache:
+    """The cache with the new keys and values after the old ones, keeping `positions` (every key's, where position
+    enters the scores: one tensor the stack's layers share, not concatenated per layer)."""
     return KVCache(torch.cat([cache.key, new.key], dim=2), torch.cat([cache.value, new.value], dim=2), positions)
 
 

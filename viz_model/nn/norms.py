@@ -25,9 +25,9 @@ class RMSNorm(nn.Module):
             return torch.rms_norm(x, weight.shape, weight, self.eps)
         variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
         x = x * torch.rsqrt(variance + self.eps)
-        if self.weight.dtype in (torch.float16, torch.bfloat16):
-            x = x.to(self.weight.dtype)
-        return self.weight * x
+        if weight.dtype in (torch.float16, torch.bfloat16):
+            x = x.to(weight.dtype)
+        return weight * x
 
 
 def make_norm(dim: int, kind: str = "layer", eps: float = 1e-5) -> nn.LayerNorm | RMSNorm:

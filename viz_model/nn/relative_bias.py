@@ -71,4 +71,4 @@ class RelativePositionBias(nn.Module):
 
     def score_position(self, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition:
         """The bias between the new tokens at `queries` and every key at `keys`."""
-        return ScorePosition(queries, bias=self(queries, keys))
+        return ScorePosition(queries, bias=self(queries, keys), key_positions=keys)

@@ -56,4 +56,4 @@ class Rotary:
         key's (at `keys`), so a record can give the scores without the rotation."""
         rotation = rope_angles(queries, self.d_head, self.base)
         key_rotation = rope_angles(keys, self.d_head, self.base) if need_weights else None
-        return ScorePosition(queries, rotation=rotation, key_rotation=key_rotation)
+        return ScorePosition(queries, rotation=rotation, key_rotation=key_rotation, key_positions=keys)

@@ -18,7 +18,7 @@ class ScorePosition:
         the rotation), else None
     :ivar bias: ``(batch, heads, len, keys)`` added to the scores before the softmax (ALiBi, relative), else None
     :ivar key_positions: ``(batch, keys)`` the positions of every key, cached ones first (what each layer's cache
-        keeps: one tensor for all layers), else None
+        keeps: one tensor for all layers)
     """
 
     positions: Tensor
