@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 from support.app import ROOT, TINY_MODEL, build_tiny_assets
-from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, free_port, shot
+from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, free_port, free_ports, shot
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 SCRIPT = ROOT / "deploy" / "replicas.py"
@@ -40,7 +40,7 @@ def deployment(tmp_path_factory):
     """Two replicas of the app on the tiny model and nginx in front, started as documented; yields (url, state)."""
     assets = build_tiny_assets(tmp_path_factory.mktemp("deploy-assets"))
     workdir = tmp_path_factory.mktemp("deploy")
-    port, first = free_port(), free_port()
+    port, first, _ = free_ports(3)  # the two replicas take first and first + 1
     env = {**os.environ, "VIZ_MODEL_ASSETS": ""}
     log = (workdir / "replicas.out").open("w")
     process = subprocess.Popen([sys.executable, str(SCRIPT), "--nginx", NGINX, "--replicas", "2", "--port", str(port),
@@ -183,7 +183,8 @@ def test_the_start_script_refuses_in_one_line(tmp_path):
     missing = subprocess.run([sys.executable, str(SCRIPT), "--nginx", "no-such-nginx", "--check"],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no-such-nginx not found" in missing.stderr
-    checked = replicas("--port", str(free_port()), "--replicas", "3", "--check", "--workdir", str(tmp_path / "w"))
+    port = free_ports(4)[0]  # the replicas default to the three ports after --port
+    checked = replicas("--port", str(port), "--replicas", "3", "--check", "--workdir", str(tmp_path / "w"))
     assert checked.returncode == 0, checked.stderr
     config = (tmp_path / "w" / "explorer.conf").read_text()
     assert config.count("server 127.0.0.1:") == 3 and "hash $viz_route consistent" in config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -32,10 +33,28 @@ FIRST_LOAD_S = 180  # a cold server imports torch and decodes 47 greedy steps on
 STEP_S = 90
 
 
-def free_port() -> int:
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` consecutive free loopback ports below Linux's ephemeral range (32768+), where the kernel does not hand
+    ports to outgoing connections meanwhile: a port the kernel chose (bind to 0) or its neighbour may be taken later."""
+    rng = random.Random()
+    for _ in range(1000):
+        first = rng.randrange(20000, 32768 - count)
+        if all(_bindable(port) for port in range(first, first + count)):
+            return list(range(first, first + count))
+    raise RuntimeError(f"no {count} consecutive free ports found between 20000 and 32767")
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
 
 
 @contextlib.contextmanager
