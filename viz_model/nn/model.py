@@ -52,10 +52,10 @@ class HeadMask:
 
 
 def gelu_new(x: Tensor) -> Tensor:
-    """GELU's tanh approximation, computed as transformers' ``NewGELUActivation`` computes it (T5 v1.1): the same
-    operations in the same order, bit for bit, the inner ones in place (none of them is needed for a gradient)."""
-    inner = torch.pow(x, 3.0).mul_(0.044715).add_(x).mul_(math.sqrt(2.0 / math.pi))
-    return (0.5 * x) * (1.0 + torch.tanh(inner))
+    """GELU's tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (T5 v1.1's gated GELU,
+    transformers' ``NewGELUActivation``) in PyTorch's one kernel: within a float32 ulp of transformers' eight
+    operations, which a decoding step would pay in every layer."""
+    return F.gelu(x, approximate="tanh")
 
 
 ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu,
