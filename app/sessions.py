@@ -26,6 +26,7 @@ from viz_model.lessons import teaching
 from viz_model.lessons.position_schemes import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.modeldir.coverage import TRAINING_STATS
+from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
@@ -122,6 +123,15 @@ def searching_model(ref: ModelRef) -> TranslationModel:
     model = model if ref.search == "auto" else model.with_search(ref.search)
     model = model.with_target_language(ref.lang) if ref.lang else model
     return model if ref.prefix is None else model.with_task_prefix(ref.prefix)
+
+
+def matching_target(model: TranslationModel, wanted: str) -> str:
+    """The code of `model`'s target language that `wanted` names, a code of any family (de, de_DE and deu_Latn are
+    all German; the first in order where several name it, as zho_Hans and zho_Hant); "" where that is the
+    model's own target, or not one it can translate into."""
+    codes = model.target_languages
+    named = [wanted] if wanted in codes else sorted(c for c in codes if language_name(c) == language_name(wanted))
+    return named[0] if named and named[0] != model.languages.target else ""
 
 
 class TraceCache:
@@ -243,13 +253,17 @@ class Session:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
                              positions, self.rule)
 
-    def trace_of_model(self, name: str, text: str, target: str | None) -> AttentionTrace:
+    def trace_of_model(self, name: str, text: str, target: str | None) -> tuple[AttentionTrace, str]:
         """`text` traced by the model `name` of the same assets folders, with this session's decoding settings and
-        search precision, into its own language (a model that cannot load raises here, with its message)."""
-        ref = ModelRef.of(name).searching(self.ref.search)
-        load_model(ref)
-        return compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
-                             rule=self.rule)
+        search precision, into this session's target language where that model has it (`matching_target`), else
+        its own; returns the trace and the target language's code (a model that cannot load raises here, with its
+        message)."""
+        other = load_model(ModelRef.of(name))
+        lang = matching_target(other, self.model.languages.target)
+        ref = ModelRef.of(name).searching(self.ref.search, lang)
+        trace = compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
+                              rule=self.rule)
+        return trace, lang or other.languages.target
 
     def beam_tree(self, text: str, beam: int, alpha: float) -> BeamTree:
         """The recorded beam search of `text` (see `viz_model.search.decoding.beam_search_tree`), cached."""

@@ -8,6 +8,7 @@ from app.page_settings import COMPARE as own
 from app.shared_settings import SHARED
 from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.modeldir.languages import name as language_name
 from viz_model.nn import kinds
 from viz_model.plot import analysis as af
 from viz_model.plot import attention as figures
@@ -90,10 +91,14 @@ state.bound(st.selectbox, "Second model", own.model, others)
 second = own.model.get()
 try:
     with st.spinner(f"Translating with {second}…"):
-        other = session.trace_of_model(second, trace.source_text, SHARED.target.get())
+        other, other_lang = session.trace_of_model(second, trace.source_text, SHARED.target.get())
 except (CheckpointError, OSError, ValueError, RuntimeError) as err:
     st.error(texts.md_escape(f"Model {second} cannot be used: {err}"))
     st.stop()
+lang = session.model.languages.target
+if language_name(other_lang) != language_name(lang):  # a fixed pair, or a many-to-many model without that language
+    st.info(texts.md_escape(f"{second} cannot translate into {language_name(lang)} ({lang}): it translates into "
+                            f"{language_name(other_lang)} ({other_lang}), so the two translations differ in language."))
 if layer >= other.num_layers[kind] or (isinstance(head, int) and head >= other.num_heads):
     st.info(texts.md_escape(
         f"Model {second} has {other.num_layers[kind]} {kind} layers and {other.num_heads} heads: layer {layer + 1}"

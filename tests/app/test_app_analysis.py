@@ -287,6 +287,41 @@ def test_compare_with_a_broken_second_model(own):
     assert "Model zz-broken cannot be used" in text_of(ok(at)) and "model.safetensors" in text_of(at)
 
 
+@pytest.fixture(scope="module")
+def many_to_many(tmp_path_factory, assets):
+    """An assets folder with an M2M100 and an mBART-50 model imported English -> German, and the tiny model."""
+    from support.hf import build_m2m100_folder
+    from support.hf_families import build_mbart50_folder
+
+    from viz_model.hf.importer import import_model
+
+    root = tmp_path_factory.mktemp("many-to-many")
+    shutil.copytree(assets / TINY_MODEL, root / TINY_MODEL)
+    import_model(str(build_m2m100_folder(tmp_path_factory.mktemp("m2m"))), root / "m2m", source_lang="en",
+                 target_lang="de")
+    import_model(str(build_mbart50_folder(tmp_path_factory.mktemp("mbart"))), root / "mbart", source_lang="en_XX",
+                 target_lang="de_DE")
+    return root
+
+
+def test_the_second_model_takes_the_sidebars_target_language_in_its_own_code(many_to_many, monkeypatch):
+    m2m, mbart = (viz_model.load(many_to_many / name, device="cpu") for name in ("m2m", "mbart"))
+    tiny_model = viz_model.load(many_to_many / TINY_MODEL, device="cpu")
+    assert (sessions.matching_target(mbart, "fr"), sessions.matching_target(m2m, "fr_XX")) == ("fr_XX", "fr")
+    assert sessions.matching_target(m2m, "de_DE") == ""  # its own target: no view needed
+    assert sessions.matching_target(m2m, "xx_YY") == sessions.matching_target(tiny_model, "fr") == ""
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(many_to_many))
+    at = start(sentence=SENTENCE, model="m2m", lang="fr", kind="cross")
+    at.switch_page("views/compare.py").run()
+    at.selectbox(key="w_cmp_model").set_value("mbart").run()
+    ok(at)
+    first, second = (chart["layout"]["yaxis"]["ticktext"] for chart in charts(at)[-2:])  # target tokens: code first
+    assert "__fr__" in first and "fr_XX" in second, (first, second)
+    assert "cannot translate into" not in text_of(at)
+    at.selectbox(key="w_cmp_model").set_value(TINY_MODEL).run()
+    assert "tiny-en-de cannot translate into French (fr): it translates into German (de)" in text_of(ok(at))
+
+
 # --- every kind of input in the boxes these pages add (issue 38: tried as the sentence box was) -----------------------
 ODD_INPUTS = {"empty": "", "long": "word " * 600, "emoji": "Two dogs 🐶🐕 play in the ❄ snow.",
               "markup": INJECTION, "chinese": "两只狗在雪地里玩。"}
