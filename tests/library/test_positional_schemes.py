@@ -197,6 +197,13 @@ def test_a_model_directory_saves_and_loads_its_scheme_and_translates(positional,
             assert torch.equal(model.network.state_dict()[name], tensor), name
         trace = model.trace("a man is sleeping .")
         assert len(trace.encoder_attentions) == model.config.encoder_layers and trace.target_tokens
+        if positional == "alibi":  # built once with the model (on the meta device when loaded): real CPU slopes
+            assert torch.equal(model.network.parameter_free_scheme.slopes, alibi_slopes(model.config.heads, 4.0))
+
+
+def test_the_schemes_that_add_a_bias_to_the_scores():
+    assert {p: tiny(p).adds_score_bias for p in POSITIONAL_KINDS} == {
+        "sinusoidal": False, "learned": False, "rope": False, "alibi": True, "relative": True}
 
 
 def test_configs_without_the_new_settings_read_and_digest_as_before():

@@ -67,7 +67,7 @@ def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind
         else:
             record = network(src, tgt, need_weights=True).records(kind)[layer]
     scale = network.attention_block(kind, layer)[0].scale
-    return _from_record(record, kind, layer, src, tgt, cfg.pad_id, scale, cfg.positional in ("alibi", "relative"))
+    return _from_record(record, kind, layer, src, tgt, cfg.pad_id, scale, network.adds_score_bias)
 
 
 def _from_record(record: AttentionRecord, kind: str, layer: int, src: Tensor, tgt: Tensor | None,

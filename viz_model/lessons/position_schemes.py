@@ -121,7 +121,7 @@ def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarr
     independent of the tokens (see `split_scores`)."""
     _check_length(length, high=network.config.max_positions)
     scheme = network.score_scheme(SIDES[_stack(stack)])
-    if scheme is None or network.config.positional == "rope":
+    if scheme is None or not scheme.adds_bias:
         raise LessonError(f"{network.config.positional} positions add no token-independent part to the scores; "
                           "split a sentence's scores instead")
     positions = torch.arange(length, device=network.src_embedding.weight.device)[None]

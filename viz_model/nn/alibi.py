@@ -26,12 +26,14 @@ def alibi_slopes(heads: int, max_bias: float = 8.0) -> Tensor:
     if heads < 1:
         raise ValueError(f"ALiBi needs at least one head, got {heads}")
     closest = 2 ** math.floor(math.log2(heads))
-    base = torch.tensor(2 ** (-max_bias / closest), dtype=torch.float32)
-    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
+    cpu = torch.device("cpu")  # also where a model is built on the meta device to be loaded
+    base = torch.tensor(2 ** (-max_bias / closest), dtype=torch.float32, device=cpu)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32, device=cpu))
     if closest != heads:
-        extra_base = torch.tensor(2 ** (-max_bias / (2 * closest)), dtype=torch.float32)
+        extra_base = torch.tensor(2 ** (-max_bias / (2 * closest)), dtype=torch.float32, device=cpu)
         remaining = min(closest, heads - closest)
-        slopes = torch.cat([slopes, torch.pow(extra_base, torch.arange(1, 1 + 2 * remaining, 2, dtype=torch.int32))])
+        odd = torch.arange(1, 1 + 2 * remaining, 2, dtype=torch.int32, device=cpu)
+        slopes = torch.cat([slopes, torch.pow(extra_base, odd)])
     return slopes
 
 
@@ -44,6 +46,8 @@ def alibi_bias(queries: Tensor, keys: Tensor, slopes: Tensor) -> Tensor:
 
 class ALiBi:
     """ALiBi for one stack's self-attention: no parameters, the slopes from the head count and `max_bias`."""
+
+    adds_bias = True  # a bias added to the scores, the same for any tokens
 
     def __init__(self, heads: int, max_bias: float = 8.0) -> None:
         self.slopes = alibi_slopes(heads, max_bias)

@@ -329,6 +329,9 @@ class Transformer(nn.Module):
     :ivar decoder_norm: the final LayerNorm of a pre-norm decoder, else None
     :ivar encoder_embedding_norm: the norm on the encoder's embeddings (config ``embedding_norm``), else None
     :ivar decoder_embedding_norm: the norm on the decoder's embeddings, else None
+    :ivar encoder_position_bias: T5's relative bias table of the encoder (``positional="relative"``), else None
+    :ivar decoder_position_bias: the decoder's, else None
+    :ivar parameter_free_scheme: RoPE's rotation or ALiBi's slopes (``positional`` "rope" / "alibi"), else None
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -355,6 +358,9 @@ class Transformer(nn.Module):
                                                               cfg.relative_max_distance, bidirectional=True)
             self.decoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
                                                               cfg.relative_max_distance, bidirectional=False)
+        # RoPE's or ALiBi's rule, without parameters, for both stacks; built once, not at every decoding step
+        self.parameter_free_scheme = Rotary(cfg.d_head, cfg.rope_base) if cfg.positional == "rope" else \
+            ALiBi(cfg.heads, cfg.alibi_max_bias) if cfg.positional == "alibi" else None
         # a bias on the output logits (Marian's final_logits_bias), saved with the weights; None when unused
         self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
         # ids the model never outputs (their logits are -inf), a buffer so it follows the model's device
@@ -373,12 +379,15 @@ class Transformer(nn.Module):
     def score_scheme(self, side: str) -> Rotary | ALiBi | RelativePositionBias | None:
         """What puts position into the scores of that side's self-attention ("source" or "target"); None where
         position is added to the input."""
-        cfg = self.config
-        if cfg.positional == "rope":
-            return Rotary(cfg.d_head, cfg.rope_base)
-        if cfg.positional == "alibi":
-            return ALiBi(cfg.heads, cfg.alibi_max_bias)
+        if self.parameter_free_scheme is not None:
+            return self.parameter_free_scheme
         return self.encoder_position_bias if side == "source" else self.decoder_position_bias
+
+    @property
+    def adds_score_bias(self) -> bool:
+        """Whether position enters the self-attention scores as an added bias (ALiBi, T5's relative bias)."""
+        scheme = self.score_scheme("source")
+        return scheme is not None and scheme.adds_bias
 
     def score_position(self, side: str, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition | None:
         """How position enters one call's self-attention scores on that side, for the new tokens at `queries`

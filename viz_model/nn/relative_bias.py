@@ -43,6 +43,8 @@ class RelativePositionBias(nn.Module):
     :ivar embedding: one scalar per bucket and head
     """
 
+    adds_bias = True  # a bias added to the scores, the same for any tokens
+
     def __init__(self, heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional

@@ -48,6 +48,8 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class Rotary:
     """RoPE for one stack's self-attention: no parameters, the frequencies from `base`."""
 
+    adds_bias = False  # a rotation of queries and keys: its effect on the scores depends on the tokens
+
     def __init__(self, d_head: int, base: float = 10000.0) -> None:
         self.d_head, self.base = d_head, base
 
