@@ -265,15 +265,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(str(err)) from None
     model = _load(args)
     search = model.search_settings(args.rule, args.beam, args.alpha)
-    from ..search.batched import translate_ids
-
     with tqdm(total=len(src), unit="sent", file=sys.stderr, disable=not shard.writes()) as bar:
-        sources = [model.encode(line, truncate=True) for line in src]
-        hyps = translate_ids(model.search_network, sources, search.beam, search.alpha, device=model.device,
-                             progress=bar.update, hf=search.hf)
+        outputs = model.translate_ids([model.encode(line, truncate=True) for line in src], search,
+                                      progress=bar.update)
     if not shard.writes():  # under torchrun rank 0 reports
         return 0
-    scores = corpus_scores([model.tokenizer.decode(h.tokens) for h in hyps], refs)
+    scores = corpus_scores([model.tokenizer.decode(ids) for ids in outputs], refs)
     print(json.dumps({**scores, "sentences": len(src), "beam": search.beam, "alpha": search.alpha,
                       "rule": search.rule, "search": model.search_precision, "model": model.name}))
     return 0
