@@ -109,8 +109,8 @@ def target_language(model: TranslationModel) -> str:
     options = ["", *sorted((c for c in codes if c != own), key=language_name)]
     bound(st.selectbox, "Translate into", SHARED.lang, options,
           format_func=lambda c: f"{language_name(c or own)} ({c or own})" + ("" if c else ", as imported"),
-          help="A many-to-many model translates into any of its languages: its first output token is that "
-               "language's code, forced.")
+          help="A many-to-many model translates into any of its languages: that language's code is forced as "
+               "its first output token (M2M100, NLLB, mBART-50) or starts its decoding (the original mBART).")
     return SHARED.lang.get()
 
 

@@ -44,7 +44,7 @@ from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
 from .nn.quantize import int8_search_network, rows_interact, search_network_for
 from .search import forced as forcing
-from .search.batched import encode_source, translate_ids
+from .search.batched import translate_ids
 from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
 from .search.next_token import draft_pays
 from .search.settings import (
@@ -59,6 +59,7 @@ from .search.settings import (
     export_generation,
     load_generation,
 )
+from .tokenization.imported import decoder_start
 from .tokenization.pretrained import M2M100Tokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
 from .tokenization.tokenizer_json import JsonTokenizer
@@ -291,16 +292,17 @@ class TranslationModel:
 
     @property
     def target_languages(self) -> list[str]:
-        """The language codes this model can translate into on request (an M2M100, NLLB or mBART-50 model's), else
+        """The language codes this model can translate into on request (an M2M100, NLLB or mBART model's), else
         []."""
         return list(self.tokenizer.codes) if isinstance(self.tokenizer, MANY_TO_MANY) else []
 
     def with_target_language(self, code: str) -> TranslationModel:
         """This model translating into `code` (one of `target_languages`): its first output is forced to that
-        language's code. Weights, the search network and the card are shared, not copied."""
+        language's code, or (the original mBART) its decoding starts from it. Weights, the search network and the card
+        are shared, not copied."""
         if not self.target_languages:
             raise ValueError(f"{self.name or 'this model'} translates one language pair ({self.languages.label}); "
-                             "only a many-to-many model (M2M100, NLLB, mBART-50) takes a target language")
+                             "only a many-to-many model (M2M100, NLLB, mBART) takes a target language")
         if code not in self.target_languages:
             raise ValueError(f"{code!r} is not one of this model's target languages "
                              f"({', '.join(self.target_languages)})")
@@ -308,7 +310,8 @@ class TranslationModel:
         if code == self.tokenizer.target_language:
             return self
         tokenizer = self.tokenizer.for_target(code)
-        config = dataclasses.replace(self.config, forced_first_id=tokenizer.target_code)
+        config = dataclasses.replace(self.config, forced_first_id=tokenizer.target_code,
+                                     bos_id=decoder_start(tokenizer, self.config.bos_id))
         view = copy.copy(self)
         view.network, view.tokenizer = _with_config(self.network, config), tokenizer
         view.search_network = (view.network if self.search_network is self.network
@@ -365,15 +368,18 @@ class TranslationModel:
         return self.network if rows_interact(self.search_network) else self.search_network
 
     def encode(self, text: str, truncate: bool = False, what: str = "text") -> list[int]:
-        """Source ids (pieces + ``</s>``); too long is a `TooLong` naming the limit, unless `truncate`; `what`
-        names the text in errors."""
-        ids = encode_source(self.tokenizer, check_text(text, what))
+        """Source ids (pieces + ``</s>``, and the source language's code after it where the tokenizer puts it there:
+        the original mBART's); too long is a `TooLong` naming the limit, unless `truncate` (the pieces are cut, the
+        end kept); `what` names the text in errors."""
+        after = self.tokenizer.after_eos if isinstance(self.tokenizer, JsonTokenizer) else []
+        end = [self.tokenizer.eos_id, *after]
+        ids = self.tokenizer.encode(check_text(text, what)) + end
         limit = self.config.max_positions
         if len(ids) > limit:
             if not truncate:
                 raise TooLong(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
                               "(max_positions). Shorten it or pass truncate=True", "source", len(ids), limit)
-            ids = ids[:limit - 1] + [self.config.eos_id]
+            ids = ids[:limit - len(end)] + end
         return ids
 
     def request(self, text: str, target: str | None = None, truncate: bool = False,
@@ -651,7 +657,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, device: str | torch.device = "auto", search: str = "auto"
                       ) -> TranslationModel:
-    """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART-50) and its tokenizer as a
+    """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
     `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
     disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
     written. `source_lang` / `target_lang`: a many-to-many model's pair, as for ``viz-model import``."""

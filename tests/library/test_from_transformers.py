@@ -1,11 +1,10 @@
 """Models already in memory (issue 45): `viz_model.from_transformers` against its folder twin, and hub ids in `load`.
 
-A small random Marian, T5, BART, M2M100 and mBART-50 model is saved as a folder (tests/support) and imported with
-``viz-model import``;
-the same folder loaded by transformers and handed to `from_transformers` must give the same model: config, weights,
-tokenizer ids, card, settings, translations and every attention map of the trace, equal. Nothing is left on disk,
-and the transformers model passed in is not changed. The hub download itself is not run (no network here): the
-cache's reuse and the offline and missing-package errors are, with the hub client replaced.
+A small random Marian, T5, BART, M2M100, mBART-50 and original mBART model is saved as a folder (tests/support) and
+imported with ``viz-model import``; the same folder loaded by transformers and handed to `from_transformers` must give
+the same model: config, weights, tokenizer ids, card, settings, translations and every attention map of the trace,
+equal. Nothing is left on disk, and the transformers model passed in is not changed. The hub download itself is not
+run (no network here): the cache's reuse and the offline and missing-package errors are, with the hub client replaced.
 """
 
 from __future__ import annotations
@@ -22,7 +21,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 from support.hf import WORDS_EN, build_m2m100_folder, build_marian_folder, import_folder, sentences  # noqa: E402
-from support.hf_families import build_bart_folder, build_mbart50_folder, build_t5_folder  # noqa: E402
+from support.hf_families import (  # noqa: E402
+    build_bart_folder,
+    build_mbart50_folder,
+    build_original_mbart_folder,
+    build_t5_folder,
+)
 
 import viz_model  # noqa: E402
 from viz_model.hf.hub_cache import CACHE_ENV  # noqa: E402
@@ -32,7 +36,8 @@ from viz_model.hf.in_memory import SUPPORTED  # noqa: E402
 BUILDERS = {"marian": (build_marian_folder, "MarianMTModel"), "t5": (build_t5_folder, "T5ForConditionalGeneration"),
             "bart": (build_bart_folder, "BartForConditionalGeneration"),
             "m2m100": (build_m2m100_folder, "M2M100ForConditionalGeneration"),  # NLLB's class too
-            "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration")}
+            "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration"),
+            "mbart": (build_original_mbart_folder, "MBartForConditionalGeneration")}
 TEXTS = sentences(WORDS_EN, 3, 21)
 TRACE_MAPS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
 

@@ -1,7 +1,7 @@
-"""Imported T5 v1.1, BART and mBART-50 models on a CUDA GPU (issue 45): a trace forced on the CPU's output records the
-CPU's maps and probabilities, the logits and maps equal transformers' on the same GPU, and greedy search gives
-``generate``'s output there. Device: CUDA (skipped without one); searches: the folder's own rule (beam) on the CPU,
-greedy on the GPU against ``generate``.
+"""Imported T5 v1.1, BART, mBART-50 and original mBART models on a CUDA GPU (issue 45): a trace forced on the CPU's
+output records the CPU's maps and probabilities, the logits and maps equal transformers' on the same GPU, and greedy
+search gives ``generate``'s output there. Device: CUDA (skipped without one); searches: the folder's own rule (beam)
+on the CPU, greedy on the GPU against ``generate``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")  # the test folders' tokenizers are trained here
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_families import T5_PREFIX, build_bart_folder, build_mbart50_folder, build_t5_folder  # noqa: E402
+from support.hf_families import (  # noqa: E402
+    T5_PREFIX,
+    build_bart_folder,
+    build_mbart50_folder,
+    build_original_mbart_folder,
+    build_t5_folder,
+)
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -22,7 +28,8 @@ pytestmark = pytest.mark.gpu
 MAP_TOLERANCE = 1e-5
 FAMILIES = {"t5-v1.1": (lambda root: build_t5_folder(root, "1.1"), "T5ForConditionalGeneration", T5_PREFIX),
             "bart": (build_bart_folder, "BartForConditionalGeneration", ""),
-            "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration", "")}
+            "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration", ""),
+            "mbart": (build_original_mbart_folder, "MBartForConditionalGeneration", "")}
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

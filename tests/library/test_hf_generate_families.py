@@ -1,9 +1,10 @@
-"""Imported T5, mT5, BART and mBART-50 models translate as ``generate`` does (issue 45), on fitted weights.
+"""Imported T5, mT5, BART, mBART-50 and original mBART models translate as ``generate`` does (issue 45), on fitted
+weights.
 
 Each family's small model is fitted here to translate word for word (so that it ends its outputs: random weights
 never emit </s>), saved with a generation config of the kind its hub models have, imported, and its default search
 (transformers' rule with the folder's settings, full precision) and greedy search compared with ``generate`` on 100
-sentences each: every output identical.
+sentences each: every output identical, and the translated text is ``batch_decode``'s (special tokens skipped).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from support.hf_families import (  # noqa: E402
     build_bart_folder,
     build_mbart50_folder,
     build_mt5_folder,
+    build_original_mbart_folder,
     build_t5_folder,
 )
 
 pytestmark = pytest.mark.slow
 
 T5_START = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
-BART_IDS = {"bos_token_id": 0, "decoder_start_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}
+MBART_IDS = {"bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 1}  # the start: config.json's (a language code)
+BART_IDS = {**MBART_IDS, "decoder_start_token_id": 2}
 FAMILIES = {  # builder, transformers' class, generation config (of the kind the family's hub folders have)
     "t5-v1.0": (lambda root: build_t5_folder(root, "1.0"), "T5ForConditionalGeneration",
                 {**T5_START, "num_beams": 4, "max_length": 60, "early_stopping": True}),
@@ -39,6 +42,8 @@ FAMILIES = {  # builder, transformers' class, generation config (of the kind the
               "length_penalty": 2.0, "no_repeat_ngram_size": 3, "forced_bos_token_id": 0, "forced_eos_token_id": 2}),
     "mbart50": (build_mbart50_folder, "MBartForConditionalGeneration",
                 {**BART_IDS, "num_beams": 5, "max_length": 60, "early_stopping": True, "forced_eos_token_id": 2}),
+    "mbart": (build_original_mbart_folder, "MBartForConditionalGeneration",  # mbart-large-en-ro's kind
+              {**MBART_IDS, "num_beams": 5, "max_length": 60, "forced_eos_token_id": 2}),
 }
 
 
@@ -57,6 +62,7 @@ def fitted(request, tmp_path_factory):
     t5 = request.param.startswith("t5")
     fit(model, Prefixed(tokenizer) if t5 else tokenizer, steps=300)
     model.save_pretrained(folder)
+    generation = {"decoder_start_token_id": config.decoder_start_token_id, **generation}
     (folder / "generation_config.json").write_text(json.dumps(generation))
     model = getattr(transformers, name).from_pretrained(folder).eval()  # with that generation config
     imported = import_folder(folder, tmp_path_factory, folder.name)
@@ -86,6 +92,7 @@ def test_beam_search_with_the_folders_settings_equals_generate_on_100_sentences(
     different = [(t, a, b) for t, a, b in zip(texts, ours, theirs) if a != b]
     assert not different, different[:3]
     assert imported.translate(texts[:20]) == [imported.tokenizer.decode(ids) for ids in theirs[:20]]
+    assert imported.translate(texts[:20]) == tokenizer.batch_decode(theirs[:20], skip_special_tokens=True)
 
 
 def test_greedy_search_equals_generate_on_100_sentences(fitted):

@@ -1,4 +1,4 @@
-"""Small T5, mT5, BART and mBART-50 folders built locally by transformers (random weights, tokenizers trained here),
+"""Small T5, mT5, BART and mBART folders built locally by transformers (random weights, tokenizers trained here),
 saved as transformers 5 saves them: model.safetensors, config.json, generation_config.json, tokenizer.json."""
 
 from __future__ import annotations
@@ -142,16 +142,20 @@ def build_mbart50_folder(root, generation: dict | None = None):
 
 
 def build_original_mbart_folder(root):
-    """A random original mBART of tiny size as mbart-large-en-ro's folder is (a folder this project refuses): its
-    MBartTokenizer puts the source's language code after </s>, the decoder starts from the target's (ro_RO)."""
+    """A random original mBART of tiny size as mbart-large-en-ro's folder is: its MBartTokenizer puts the source's
+    language code after </s>, the decoder starts from the target's (ro_RO), nothing is forced first; fairseq's ids
+    (<s> <pad> </s> <unk>), which MBartTokenizer takes as they come."""
     import transformers
 
-    tokenizer = transformers.MBartTokenizer(**spm_vocab(root), src_lang="en_XX", tgt_lang="ro_RO")
+    fairseq = spm_vocab(root, bos_id=0, pad_id=1, eos_id=2, unk_id=3)
+    tokenizer = transformers.MBartTokenizer(**fairseq, src_lang="en_XX", tgt_lang="ro_RO")
     start = tokenizer.convert_tokens_to_ids("ro_RO")
     config = transformers.MBartConfig(vocab_size=len(tokenizer), decoder_start_token_id=start, **MBART_SIZE)
+    model = transformers.MBartForConditionalGeneration(config)
     generation = {"bos_token_id": 0, "decoder_start_token_id": start, "eos_token_id": 2, "pad_token_id": 1}
-    return save(transformers.MBartForConditionalGeneration(config), tokenizer, root / "mbart-tiny", generation,
-                licence="mit")
+    folder = save(model, tokenizer, root / "mbart-tiny", generation, licence="mit")
+    _bias(model, folder)
+    return folder
 
 
 def _bias(model, folder) -> None:
@@ -183,11 +187,12 @@ def targets(texts: list[str]) -> list[str]:
 def assert_same_ids(hf_tok, imported, prefix: str = "", texts: list[str] | None = None) -> None:
     """Source ids (with the task prefix) and target ids of `texts` (default: 100 sentences, unknown characters
     included) equal transformers'; so does the text of every target without <unk> (ours shows <unk> as ⁇, theirs
-    drops it)."""
+    drops it). The original mBART's targets end in the target's code, which its decoder starts from instead."""
+    after = [] if imported.tokenizer.target_start is None else [imported.tokenizer.target_start]
     for text in texts or sentences(WORDS_EN, 95, 7) + ODD_TEXTS:
         assert imported.encode(text) == hf_tok(prefix + text).input_ids, text
         target = hf_tok(text_target=text).input_ids
-        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] == target, text
+        assert imported.tokenizer.encode_target(text) + [imported.config.eos_id] + after == target, text
         if hf_tok.unk_token_id not in target:
             assert imported.tokenizer.decode(target) == hf_tok.decode(target, skip_special_tokens=True), text
 

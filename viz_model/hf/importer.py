@@ -26,6 +26,7 @@ from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_mo
 from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
+from ..tokenization.imported import decoder_start
 from . import bart, m2m100, marian, t5
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
 
@@ -180,9 +181,10 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     forced = cfg.forced_first_id
     if forced is None and family.forced_bos_from_generation:
         forced = generation.forced_bos_token_id
-    # this project's rule forces them likewise
+    # this project's rule forces them likewise; the original mBART decodes from the target language's code (its
+    # generation config was checked against config.json's own start)
     cfg = checked_config(path, **{**dataclasses.asdict(cfg), "eos_at_limit": generation.forced_eos,
-                                  "forced_first_id": forced})
+                                  "forced_first_id": forced, "bos_id": decoder_start(tokenizer, cfg.bos_id)})
     if tokenizer.vocab_size != cfg.vocab_size:
         raise HFImportError(f"{folder / family.tokenizer_file}: {tokenizer.vocab_size:,} ids, but config.json says "
                             f"vocab_size {cfg.vocab_size:,}: a tokenizer of another model?")

@@ -1,4 +1,4 @@
-"""The tokenizer of a folder whose ids come from its ``tokenizer.json`` (T5, BART, mBART-50): the file copied as it
+"""The tokenizer of a folder whose ids come from its ``tokenizer.json`` (T5, BART, mBART): the file copied as it
 is, with the rules of its family written beside it."""
 
 from __future__ import annotations

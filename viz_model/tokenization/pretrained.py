@@ -75,6 +75,7 @@ class VocabTokenizer:
     pad_id: int
     bos_id: int
     target_code: int | None = None  # the forced first output (a many-to-many model's target language), else None
+    target_start: int | None = None  # the decoder's first input where it is the target language's code: never here
 
     def __init__(self, vocab: dict[str, int], files: dict[str, bytes], path: str | None) -> None:
         self.encoder, self._files, self.path = vocab, files, path

@@ -1,7 +1,7 @@
-"""The tokenizer of an imported T5, BART or mBART-50 model: its ``tokenizer.json`` read by the ``tokenizers`` library
+"""The tokenizer of an imported T5, BART or mBART model: its ``tokenizer.json`` read by the ``tokenizers`` library
 (what transformers 5 itself runs), and ``tokenizer_rules.json`` (written at import) saying what goes around the
 pieces, as transformers' tokenizers of those families put it: T5 ``[task prefix] X </s>``, BART ``<s> X </s>``,
-mBART-50 ``[language code] X </s>``."""
+mBART-50 ``[language code] X </s>``, the original mBART ``X </s> [language code]``."""
 
 from __future__ import annotations
 
@@ -48,10 +48,16 @@ class JsonTokenizer:
         that reads its task from that prefix, T5's family; absent: whether there is a prefix), ``codes`` /
         ``source`` / ``target`` (the
         language codes' ids and the chosen pair of a many-to-many model), ``ids`` (the model's id table),
-        ``decoder_start`` (the decoder's first input), ``clean_up_spaces`` (transformers' decode cleans spaces)
+        ``decoder_start`` (the decoder's first input), ``clean_up_spaces`` (transformers' decode cleans spaces),
+        ``code_after_eos`` (optional, default false): the language codes go after ``</s>``, the source's after the
+        source's and the target's as the decoder's start (the original mBART's ``X </s> [code]``), not before the
+        pieces with the target's forced first (mBART-50's)
     :ivar source_language: the source language's code (None for a model of one fixed pair)
     :ivar target_language: the target language's code (None for a model of one fixed pair)
-    :ivar target_code: the target language code's id, the forced first output (None: nothing forced)
+    :ivar target_code: the target language code's id where it is the forced first output (None: nothing forced)
+    :ivar target_start: the target language code's id where the decoder starts from it (``code_after_eos``), else
+        None
+    :ivar after_eos: the ids after a source's ``</s>`` (``code_after_eos``: the source language's code), else []
     """
 
     FILES = ("tokenizer.json", RULES)
@@ -74,7 +80,11 @@ class JsonTokenizer:
                 raise TokenizerError(f"{name}: {side} language {rules[side]!r} is not one of the model's codes "
                                      f"({', '.join(self.codes)})")
         self.source_language, self.target_language = rules["source"], rules["target"]
-        self.target_code = self.codes[rules["target"]] if self.codes else None
+        source_code = [self.codes[rules["source"]]] if self.codes else []
+        target_code = self.codes[rules["target"]] if self.codes else None
+        after = bool(rules.get("code_after_eos", False))
+        self._before_source, self.after_eos = (self.before, source_code) if after else (self.before + source_code, [])
+        self.target_code, self.target_start = (None, target_code) if after else (target_code, None)
         specials = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
         self.skipped = (specials | set(self.codes.values())) - {self.unk_id}
         self.byte_level = json.loads(files["tokenizer.json"]).get("decoder", {}).get("type") == "ByteLevel"
@@ -111,8 +121,10 @@ class JsonTokenizer:
         return (json.dumps(rules, indent=1, ensure_ascii=False) + "\n").encode()
 
     def for_target(self, code: str) -> JsonTokenizer:
-        """This tokenizer with `code` as the target language (the files' tokenizer shared)."""
-        return self._with_rules(target=code)
+        """This tokenizer with `code` as the target language (the files' tokenizer shared); the decoder's start too,
+        where it is the target's code."""
+        start = {} if self.target_start is None else {"decoder_start": self.codes[code]}
+        return self._with_rules(target=code, **start)
 
     @property
     def reads_task_prefix(self) -> bool:
@@ -136,13 +148,13 @@ class JsonTokenizer:
         return self.backend.encode(text, add_special_tokens=False).ids
 
     def encode(self, text: str) -> list[int]:
-        """Source ids without ``</s>``: the tokens before, the source language's code, the pieces of the task
-        prefix and `text`."""
-        code = [self.codes[self.source_language]] if self.codes else []
-        return [*self.before, *code, *self._pieces(self.rules["text_prefix"] + text)]
+        """Source ids up to ``</s>``, without it: the tokens before, the source language's code (unless it goes
+        `after_eos`), the pieces of the task prefix and `text`."""
+        return [*self._before_source, *self._pieces(self.rules["text_prefix"] + text)]
 
     def encode_target(self, text: str) -> list[int]:
-        """Target ids without ``</s>``: the tokens before, the target language's code, the pieces of `text`."""
+        """Target ids without ``</s>``: the tokens before, the target language's code where it is forced first, the
+        pieces of `text`."""
         code = [] if self.target_code is None else [self.target_code]
         return [*self.before, *code, *self._pieces(text)]
 
@@ -197,4 +209,5 @@ def _valid_rules(rules: dict[str, Any]) -> bool:
             and all(side in rules and (rules[side] is None or isinstance(rules[side], str))
                     for side in ("source", "target"))
             and is_id(rules.get("ids")) and is_id(rules.get("decoder_start"))
-            and isinstance(rules.get("clean_up_spaces"), bool) and isinstance(rules.get("task_prefix", False), bool))
+            and isinstance(rules.get("clean_up_spaces"), bool) and isinstance(rules.get("task_prefix", False), bool)
+            and isinstance(rules.get("code_after_eos", False), bool))
