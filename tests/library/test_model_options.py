@@ -83,11 +83,26 @@ def test_t5_settings_give_t5s_parameters():
     assert model.src_embedding is model.tgt_embedding and isinstance(model.encoder_norm, RMSNorm)
 
 
+def test_rms_norm_trains_as_transformers_t5_layer_norm():
+    t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
+    x = torch.randn(3, 5, 32) * 4
+    ours, theirs = RMSNorm(32, 1e-6), t5.T5LayerNorm(32, eps=1e-6)
+    with torch.no_grad():
+        ours.weight.normal_()
+        theirs.weight.copy_(ours.weight)
+    grads = []
+    for norm in (ours, theirs):
+        inputs = x.clone().requires_grad_()
+        (norm(inputs) ** 2).sum().backward()
+        grads.append((inputs.grad, norm.weight.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
 def test_rms_norm_and_gelu_new_equal_transformers():
     t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
     from transformers.activations import ACT2FN
 
-    for width in (16, 512):  # float32 takes PyTorch's fused rms_norm: still transformers' numbers, bit for bit
+    for width in (16, 512):  # float32: transformers' operations in its order (eps added in place), bit for bit
         x = torch.randn(3, 5, width) * 4
         ours, theirs = RMSNorm(width, 1e-6), t5.T5LayerNorm(width, eps=1e-6)
         with torch.no_grad():
