@@ -171,11 +171,10 @@ def _beam(model: Transformer, scorer: StepScorer | TableScorer, batch: int, proc
         is_finished = merged_finished.gather(1, merged_index)
         parents_l, tokens_l, log_probs_l = parents.tolist(), tokens.tolist(), top_log_probs.tolist()
         normalized_l = normalized.tolist()
-        for b in range(batch):
-            candidates = [Hypothesis(running[b * beam + p] + [t], lp, s)
-                          for p, t, lp, s in zip(parents_l[b], tokens_l[b], log_probs_l[b], normalized_l[b])]
-            pool = finished[b] + candidates
-            finished[b] = [pool[i] for i in merged_index[b].tolist()]
+        for b, merged in enumerate(merged_index.tolist()):  # a candidate's hypothesis is made only when it joins
+            finished[b] = [finished[b][i] if i < beam else
+                           Hypothesis(running[b * beam + parents_l[b][i - beam]] + [tokens_l[b][i - beam]],
+                                      log_probs_l[b][i - beam], normalized_l[b][i - beam]) for i in merged]
         next_parents = parents.gather(1, next_index)
         next_tokens = tokens.gather(1, next_index)
         if record is not None:
