@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Translate + full trace of the imported families (T5 v1.1, BART, mBART-50) against transformers' ``generate`` with
-attentions, on the same weights, side by side in one run.
+"""Translate + full trace of the imported families (T5 v1.1, BART, mBART-50, the original mBART) against
+transformers' ``generate`` with attentions, on the same weights, side by side in one run.
 
 For each family a folder is built by transformers from a config of a small translation model's size (d_model 256,
 3 + 3 layers, 8 heads (T5: d_kv 32), d_ff 1024; random weights; the tests' small trained tokenizers) and imported
@@ -33,7 +33,12 @@ from bench_common import REPO, CpuMonitor, load_average, write_results
 from bench_trace import time_interleaved
 
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the tests' folder builders
-from support.hf_families import build_bart_folder, build_mbart50_folder, build_t5_folder  # noqa: E402
+from support.hf_families import (  # noqa: E402
+    build_bart_folder,
+    build_mbart50_folder,
+    build_original_mbart_folder,
+    build_t5_folder,
+)
 
 import viz_model  # noqa: E402
 from viz_model.hf.importer import import_model  # noqa: E402
@@ -43,8 +48,8 @@ SIZES = {"t5": {"d_model": 256, "d_kv": 32, "d_ff": 1024, "num_layers": 3, "num_
          "bart": {"d_model": 256, "encoder_layers": 3, "decoder_layers": 3, "encoder_attention_heads": 8,
                   "decoder_attention_heads": 8, "encoder_ffn_dim": 1024, "decoder_ffn_dim": 1024}}
 BUILDERS = {"t5-v1.1": (lambda root: build_t5_folder(root, "1.1"), "t5"), "bart": (build_bart_folder, "bart"),
-            "mbart-50": (build_mbart50_folder, "bart")}
-LANGUAGES = {"t5-v1.1": ("en", "de"), "bart": (None, None), "mbart-50": ("en_XX", "de_DE")}
+            "mbart-50": (build_mbart50_folder, "bart"), "mbart": (build_original_mbart_folder, "bart")}
+LANGUAGES = {"t5-v1.1": ("en", "de"), "bart": (None, None), "mbart-50": ("en_XX", "de_DE"), "mbart": (None, None)}
 
 
 def resized(folder: Path, sizes: dict, steps: int) -> Path:
