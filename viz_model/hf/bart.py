@@ -117,7 +117,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             + f"; learned positions, position p at row p + {cfg.position_offset} of each table; a layer norm on the "
             f"embeddings (layernorm_embedding); {cfg.activation} FFN; final_logits_bias as the output bias; decoding "
             f"starts from {start} (id {cfg.bos_id}){forced}.",
-            "- Tokenizer: tokenizer.json copied as it is; tokenizer_rules.json holds what goes around the pieces "
+            "- Tokenizer: tokenizer.json as transformers 5 builds it (where installed; else the folder's); "
+            "tokenizer_rules.json holds what goes around the pieces "
             "(<s>, or the language codes, before the text or after </s>, and the pair chosen at import) and the "
             "model's id table."]
 

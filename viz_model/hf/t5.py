@@ -177,7 +177,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             + f"; decoding starts from the pad id ({cfg.bos_id}); {cfg.max_positions} positions at most (the "
             "config's n_positions; the bias itself has no limit). A cross-attention relative_attention_bias, where "
             "an older checkpoint has one, is left out: transformers ignores it too.",
-            "- Tokenizer: tokenizer.json copied as it is; tokenizer_rules.json holds the task prefix put before every "
+            "- Tokenizer: tokenizer.json as transformers 5 builds it (where installed; else the folder's); "
+            "tokenizer_rules.json holds the task prefix put before every "
             "source (task_specific_params' translation task, as transformers 4's translation pipeline did; none where "
             "the config names none, as Flan-T5's and mT5's) and the model's id table."]
 
