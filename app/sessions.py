@@ -127,11 +127,13 @@ def searching_model(ref: ModelRef) -> TranslationModel:
 
 def matching_target(model: TranslationModel, wanted: str) -> str:
     """The code of `model`'s target language that `wanted` names, a code of any family (de, de_DE and deu_Latn are
-    all German; the first in order where several name it, as zho_Hans and zho_Hant); "" where that is the
-    model's own target, or not one it can translate into."""
-    codes = model.target_languages
+    all German; where several name it, as zho_Hans and zho_Hant, the model's own, else the first in order); "" where
+    that is the model's own target, or not one it can translate into."""
+    codes, own = model.target_languages, model.languages.target
+    if wanted != own and language_name(wanted) == language_name(own) and wanted not in codes:
+        return ""
     named = [wanted] if wanted in codes else sorted(c for c in codes if language_name(c) == language_name(wanted))
-    return named[0] if named and named[0] != model.languages.target else ""
+    return named[0] if named and named[0] != own else ""
 
 
 class TraceCache:

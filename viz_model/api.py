@@ -268,7 +268,8 @@ class TranslationModel:
         if rows_interact(self.search_network) or first.device.type != "cpu" or first.dtype != torch.float32 \
                 or not draft_pays(self.config):
             return None
-        return self._draft.get(self.network)
+        draft = self._draft.get(self.network)  # shared by the views: with this view's config (target, start)
+        return draft if draft is None or draft.config == self.config else _with_config(draft, self.config)
 
     def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
                         ) -> Search:

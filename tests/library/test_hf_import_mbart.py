@@ -49,6 +49,20 @@ def assert_starts_as_generate(model, hf_tok, translator, code: int) -> None:
         assert ours.target_ids[0] == code and ours.output_ids == theirs[0, 1:].tolist(), text
 
 
+def test_a_view_in_another_language_drafts_from_its_own_start(hf, imported, monkeypatch):
+    """The int8 draft of a large model (forced on here) is built once and shared by the views of every language:
+    each view's draft decodes from that view's start, or its drafts would all be rejected."""
+    monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
+    model = viz_model.load(imported.directory, device="cpu", search="fp32")
+    french = model.with_target_language("fr_XX")
+    assert model.draft_network().config.bos_id == model.config.bos_id
+    assert french.draft_network().config.bos_id == french.config.bos_id != model.config.bos_id
+    assert french.draft_network().decoder_layers is model.draft_network().decoder_layers  # one int8 copy
+    plain = imported.with_target_language("fr_XX")
+    for text in sentences(WORDS_EN, 5, 7):
+        assert french.trace(text, beam=2).output_ids == plain.trace(text, beam=2).output_ids, text
+
+
 def test_another_target_language_on_the_loaded_model_starts_the_decoder_from_its_code(hf, imported):
     model, hf_tok = hf
     fr = hf_tok.convert_tokens_to_ids("fr_XX")
@@ -110,3 +124,14 @@ def test_a_tokenizer_class_of_neither_mbart_named_in_config_json_is_refused_in_o
     err = failed_import(folder, tmp_path, capsys, change)
     assert "config.json: tokenizer_class 'PegasusTokenizer' is not one this model family's import follows " \
            "(MBart50Tokenizer, MBart50TokenizerFast, MBartTokenizer, MBartTokenizerFast)" in err, err
+
+
+def test_a_decoder_start_that_is_no_language_code_is_refused_in_one_line(folder, tmp_path, capsys):
+    def change(copy):  # generate would start from </s>, where the original mBART's rule starts from the target's code
+        for name in ("config.json", "generation_config.json"):
+            settings = json.loads((copy / name).read_text())
+            (copy / name).write_text(json.dumps(settings | {"decoder_start_token_id": 2}))
+
+    err = failed_import(folder, tmp_path, capsys, change)
+    assert "config.json: decoder_start_token_id 2 is not a language code, but the original mBART (MBartTokenizer) " \
+           "decodes from the target language's code" in err, err

@@ -15,7 +15,6 @@ from support.hf_families import T5_PREFIX, build_mt5_folder, build_original_mbar
 
 import viz_model
 from viz_model.cli.main import main
-from viz_model.hf import json_tokenizer
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -81,7 +80,6 @@ def test_without_transformers_the_file_is_read_as_it_is(tmp_path, monkeypatch, c
     folder = build_original_mbart_folder(tmp_path)
     _older_file(folder, {"type": "NFKC"}, OLD_METASPACE)
     monkeypatch.setitem(sys.modules, "transformers", None)  # not installed: importing it fails
-    json_tokenizer._built.cache_clear()
     ours = _imported_ids(folder, tmp_path / "imported", TEXTS)
     assert [ids[:-2] for ids in ours] == _as_written(folder, TEXTS)
     (folder / "tokenizer.json").unlink()
@@ -89,3 +87,13 @@ def test_without_transformers_the_file_is_read_as_it_is(tmp_path, monkeypatch, c
     assert main(["import", str(folder), "--out", str(tmp_path / "none")]) != 0
     err = capsys.readouterr().err
     assert "tokenizer.json: missing" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_tokenizer_transformers_cannot_build_is_refused_in_one_line(tmp_path, capsys):
+    folder = build_t5_folder(tmp_path, "1.1")
+    (folder / "tokenizer.json").write_text('{"model": {"type": "Unigram", "vocab": "not a vocabulary"}}')
+    capsys.readouterr()
+    assert main(["import", str(folder), "--out", str(tmp_path / "none")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert f"{folder}: transformers {transformers.__version__} cannot build this folder's tokenizer (" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "none").exists()

@@ -9,6 +9,7 @@ target language's code (``bos_id``). Tokenizers are read from tokenizer.json: BA
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.tokenizer_json import JsonTokenizer
 from .common import Family, HFImportError, added_codes, language_pair, tokenizer_settings
 from .fairseq import checked_activation, fairseq_config, map_weights
-from .json_tokenizer import checked_class, json_tokenizer, tokenizer_json
+from .json_tokenizer import checked_class, json_tokenizer, tokenizer_source
 from .marian import folder_languages
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: row p + 2 for position p
@@ -61,17 +62,23 @@ def mbart_tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target
     before the text, the target's forced first; the original mBART's after </s>, the target's the decoder's start."""
     settings = tokenizer_settings(folder)
     name = mbart_class(folder, hf, settings)
-    codes = added_codes(tokenizer_json(folder), MBART50_CODE)
+    tokenizer_file = tokenizer_source(folder)
+    codes = added_codes(json.loads(tokenizer_file), MBART50_CODE)
     if not codes:
         raise HFImportError(f"{folder / 'tokenizer.json'}: no language code (such as en_XX) among its added tokens")
     original = name in ORIGINAL_MBART_TOKENIZERS
+    start_id = hf.get("decoder_start_token_id")
+    if original and start_id is not None and start_id not in codes.values():
+        raise HFImportError(f"{folder / 'config.json'}: decoder_start_token_id {start_id} is not a language code, "
+                            f"but the original mBART ({name}) decodes from the target language's code, as this "
+                            "import does: generate would start otherwise")
     if original:
         settings = original_pair_settings(hf, settings, codes)
     elif hf.get("decoder_start_token_id") is None:
         raise HFImportError(f"{folder / 'config.json'}: no decoder_start_token_id; mBART-50 decodes from </s>")
     pair = language_pair(codes, source, target, settings, folder / "tokenizer_config.json")
     start = codes[pair["target"]] if original else hf["decoder_start_token_id"]
-    return json_tokenizer(folder, hf, {**settings, "tokenizer_class": name}, start, codes=codes,
+    return json_tokenizer(folder, hf, {**settings, "tokenizer_class": name}, start, tokenizer_file, codes=codes,
                           code_after_eos=original, **pair)
 
 
@@ -111,7 +118,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
     forced = ("" if cfg.forced_first_id is None else
               f", the first output forced to id {cfg.forced_first_id}" + (" (the target language's code)"
                                                                           if cfg.norm == "pre" else ""))
-    start = "</s>" if cfg.bos_id == cfg.eos_id else "the target language's code"  # the original mBART's
+    start = "</s>" if cfg.bos_id == cfg.eos_id else "the target language's code" \
+        if cfg.norm == "pre" and cfg.forced_first_id is None else "the config's start"  # code: the original mBART's
     return [f"- {'mBART' if cfg.norm == 'pre' else 'BART'}: {norm}; embeddings tied"
             + (" and scaled by sqrt(d_model)" if cfg.scale_embeddings else ", not scaled")
             + f"; learned positions, position p at row p + {cfg.position_offset} of each table; a layer norm on the "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from functools import lru_cache
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,56 +22,59 @@ from .common import MAX_TOKENIZER_JSON_BYTES, HFImportError, read_json_file, tok
 VOCABULARIES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model")
 """The files transformers 5 reads a T5, BART or mBART tokenizer's vocabulary from."""
 
+_LOGGING = threading.Lock()  # transformers' log level is the process's: one import at a time lowers it
 
-def tokenizer_json(folder: Path) -> dict[str, Any]:
-    """The folder's tokenizer as transformers 5 builds it (`transformers_tokenizer`), else its tokenizer.json as it is,
-    parsed (it must be one)."""
+
+def tokenizer_source(folder: Path) -> bytes:
+    """The folder's tokenizer as a tokenizer.json: as transformers 5 builds it where it is installed
+    (`transformers_tokenizer`), else the folder's file as it is (checked to be a tokenizer)."""
     built = transformers_tokenizer(folder)
     if built is not None:
-        return json.loads(built)
+        return built
     path = folder / "tokenizer.json"
     if not path.is_file():
         raise HFImportError(f"{path}: missing (this model's tokenizer is read from its tokenizer.json, as "
-                            "transformers 5 saves it; with transformers 5 installed, the import builds it as "
-                            "transformers does)")
+                            "transformers 5 saves it, or built by transformers 5 where it is installed)")
     data = read_json_file(path, MAX_TOKENIZER_JSON_BYTES, "not a tokenizer")
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise HFImportError(f"{path}: expected a tokenizer (a JSON object with its model)")
-    return data
+    return path.read_bytes()
 
 
-def transformers_tokenizer(folder: Path) -> str | None:
+def transformers_tokenizer(folder: Path) -> bytes | None:
     """The folder's tokenizer as transformers 5 builds it (``AutoTokenizer``, local files only, no remote code),
-    serialized as a tokenizer.json; None without transformers 5, where the folder has no vocabulary (no
-    tokenizer.json or SentencePiece model: transformers would build an empty default), or where it cannot build one."""
-    files = (*VOCABULARIES, "tokenizer_config.json", "config.json")
-    stamp = tuple((name, path.stat().st_mtime_ns, path.stat().st_size) for name in files
-                  if (path := folder / name).is_file())
-    if not any(name in VOCABULARIES for name, *_ in stamp):
+    serialized as a tokenizer.json; None without transformers 5, or where the folder has no vocabulary (no
+    tokenizer.json or SentencePiece model: transformers would build an empty default). A folder transformers 5
+    cannot read is refused in one line naming why (the file as it is might give other ids)."""
+    if not any((folder / name).is_file() for name in VOCABULARIES):
         return None
-    return _built(str(folder.resolve()), stamp)
-
-
-@lru_cache(maxsize=4)
-def _built(folder: str, stamp: tuple) -> str | None:
-    """`transformers_tokenizer` of `folder` with its tokenizer files as `stamp` says (once per version of them)."""
     try:
         import transformers
     except ImportError:
         return None
     if int(transformers.__version__.split(".")[0]) < 5:
         return None
-    quiet = logging.getLogger("transformers")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        built = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-    except Exception:  # noqa: BLE001 -- any folder transformers cannot read: the file as it is decides
-        return None
-    finally:
-        quiet.setLevel(level)
+    log = logging.getLogger("transformers")
+    with _LOGGING:
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            built = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
+                                                               trust_remote_code=False)
+        except Exception as err:  # any reason transformers gives: its first line names it
+            why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise HFImportError(f"{folder}: transformers {transformers.__version__} cannot build this folder's "
+                                f"tokenizer ({why})") from None
+        finally:
+            log.setLevel(level)
     backend = getattr(built, "backend_tokenizer", None)
-    return None if backend is None else backend.to_str()
+    if backend is None:
+        raise HFImportError(f"{folder}: transformers builds no tokenizers-library tokenizer for this folder "
+                            f"({type(built).__name__})")
+    serialized = backend.to_str().encode()
+    if len(serialized) > MAX_TOKENIZER_JSON_BYTES:
+        raise HFImportError(f"{folder}: its tokenizer is larger than {MAX_TOKENIZER_JSON_BYTES:,} bytes")
+    return serialized
 
 
 def checked_class(folder: Path, known: tuple[str, ...]) -> dict[str, Any]:
@@ -86,16 +89,17 @@ def checked_class(folder: Path, known: tuple[str, ...]) -> dict[str, Any]:
 
 
 def json_tokenizer(folder: Path, hf: dict[str, Any], settings: dict[str, Any], decoder_start: int,
-                   **rules: Any) -> JsonTokenizer:
-    """The folder's `JsonTokenizer` with `rules` (before, text_prefix, codes, source, target; see
-    `JsonTokenizer.rules`), the model's id table from config.json and transformers' decode setting."""
-    data = tokenizer_json(folder)
+                   tokenizer_file: bytes | None = None, **rules: Any) -> JsonTokenizer:
+    """The folder's `JsonTokenizer` (`tokenizer_file`: its `tokenizer_source`, where the caller read it already) with
+    `rules` (before, text_prefix, codes, source, target; see `JsonTokenizer.rules`), the model's id table from
+    config.json and transformers' decode setting."""
+    tokenizer_file = tokenizer_source(folder) if tokenizer_file is None else tokenizer_file
+    data = json.loads(tokenizer_file)
     bpe = data["model"].get("type") == "BPE"  # transformers 5 does not clean BPE's spaces, unless told to
     clean = bool(settings.get("clean_up_tokenization_spaces", False)) and (
         not bpe or bool(settings.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")))
     defaults = {"before": [], "text_prefix": "", "codes": {}, "source": None, "target": None}
-    built = transformers_tokenizer(folder)
-    files = {"tokenizer.json": (folder / "tokenizer.json").read_bytes() if built is None else built.encode(),
+    files = {"tokenizer.json": tokenizer_file,
              "tokenizer_rules.json": JsonTokenizer.rules_file(**{**defaults, **rules, "ids": hf.get("vocab_size", 0),
                                                                  "decoder_start": decoder_start,
                                                                  "clean_up_spaces": clean})}
