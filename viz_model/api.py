@@ -44,7 +44,7 @@ from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
 from .nn.quantize import int8_search_network, rows_interact, search_network_for
 from .search import forced as forcing
-from .search.batched import translate_ids
+from .search.batched import encode_source, source_end, translate_ids
 from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
 from .search.next_token import draft_pays
 from .search.settings import (
@@ -372,9 +372,8 @@ class TranslationModel:
         """Source ids (pieces + ``</s>``, and the source language's code after it where the tokenizer puts it there:
         the original mBART's); too long is a `TooLong` naming the limit, unless `truncate` (the pieces are cut, the
         end kept); `what` names the text in errors."""
-        after = self.tokenizer.after_eos if isinstance(self.tokenizer, JsonTokenizer) else []
-        end = [self.tokenizer.eos_id, *after]
-        ids = self.tokenizer.encode(check_text(text, what)) + end
+        ids = encode_source(self.tokenizer, check_text(text, what))
+        end = source_end(self.tokenizer)
         limit = self.config.max_positions
         if len(ids) > limit:
             if not truncate:

@@ -186,7 +186,8 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     cfg = checked_config(path, **{**dataclasses.asdict(cfg), "eos_at_limit": generation.forced_eos,
                                   "forced_first_id": forced, "bos_id": decoder_start(tokenizer, cfg.bos_id)})
     if tokenizer.vocab_size != cfg.vocab_size:
-        raise HFImportError(f"{folder / family.tokenizer_file}: {tokenizer.vocab_size:,} ids, but config.json says "
+        named = folder / family.tokenizer_file if (folder / family.tokenizer_file).is_file() else folder
+        raise HFImportError(f"{named}: {tokenizer.vocab_size:,} ids in its tokenizer, but config.json says "
                             f"vocab_size {cfg.vocab_size:,}: a tokenizer of another model?")
     # the size the weight file will have, from the config alone: refused before gigabytes of weights are read
     stored = sum(math.prod(shape) for shape in planned_model(cfg)[0].values()) * IMPORT_DTYPES[dtype].itemsize

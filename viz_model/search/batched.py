@@ -15,9 +15,14 @@ from .decoding import Hypothesis, beam_search
 from .settings import HFGeneration
 
 
+def source_end(tokenizer: Tokenizer) -> list[int]:
+    """What ends every source: ``</s>`` and what the tokenizer puts after it (the original mBART's language code)."""
+    return [tokenizer.eos_id, *tokenizer.after_eos]
+
+
 def encode_source(tokenizer: Tokenizer, text: str) -> list[int]:
-    """Source ids as the encoder sees them: pieces then ``</s>``."""
-    return tokenizer.encode(text) + [tokenizer.eos_id]
+    """Source ids as the encoder sees them: the pieces, then `source_end`."""
+    return tokenizer.encode(text) + source_end(tokenizer)
 
 
 def translate_ids(model: Transformer, sources: list[list[int]], beam: int = 4, alpha: float = 0.6,

@@ -76,6 +76,7 @@ class VocabTokenizer:
     bos_id: int
     target_code: int | None = None  # the forced first output (a many-to-many model's target language), else None
     target_start: int | None = None  # the decoder's first input where it is the target language's code: never here
+    after_eos: tuple[int, ...] = ()  # nothing follows a source's </s>
 
     def __init__(self, vocab: dict[str, int], files: dict[str, bytes], path: str | None) -> None:
         self.encoder, self._files, self.path = vocab, files, path

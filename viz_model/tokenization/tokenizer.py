@@ -25,6 +25,8 @@ class TokenizerError(ValueError):
 class Tokenizer:
     """Encode text to ids and back; give display pieces and word groups for the views."""
 
+    after_eos: tuple[int, ...] = ()  # nothing follows a source's </s>
+
     def __init__(self, processor: spm.SentencePieceProcessor, path: str | None = None) -> None:
         self.sp = processor
         self.path = path

@@ -57,7 +57,7 @@ class JsonTokenizer:
     :ivar target_code: the target language code's id where it is the forced first output (None: nothing forced)
     :ivar target_start: the target language code's id where the decoder starts from it (``code_after_eos``), else
         None
-    :ivar after_eos: the ids after a source's ``</s>`` (``code_after_eos``: the source language's code), else []
+    :ivar after_eos: the ids after a source's ``</s>`` (``code_after_eos``: the source language's code), else ()
     """
 
     FILES = ("tokenizer.json", RULES)
@@ -83,7 +83,8 @@ class JsonTokenizer:
         source_code = [self.codes[rules["source"]]] if self.codes else []
         target_code = self.codes[rules["target"]] if self.codes else None
         after = bool(rules.get("code_after_eos", False))
-        self._before_source, self.after_eos = (self.before, source_code) if after else (self.before + source_code, [])
+        self._before_source, self.after_eos = (self.before, tuple(source_code)) if after else \
+            (self.before + source_code, ())
         self.target_code, self.target_start = (None, target_code) if after else (target_code, None)
         specials = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
         self.skipped = (specials | set(self.codes.values())) - {self.unk_id}
