@@ -67,17 +67,18 @@ def mbart_tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target
     if not codes:
         raise HFImportError(f"{folder / 'tokenizer.json'}: no language code (such as en_XX) among its added tokens")
     original = name in ORIGINAL_MBART_TOKENIZERS
-    start_id = hf.get("decoder_start_token_id")
-    if original and start_id is not None and start_id not in codes.values():
-        raise HFImportError(f"{folder / 'config.json'}: decoder_start_token_id {start_id} is not a language code, "
-                            f"but the original mBART ({name}) decodes from the target language's code, as this "
-                            "import does: generate would start otherwise")
+    start = hf.get("decoder_start_token_id")
     if original:
-        settings = original_pair_settings(hf, settings, codes)
-    elif hf.get("decoder_start_token_id") is None:
+        if start is not None and start not in codes.values():
+            raise HFImportError(f"{folder / 'config.json'}: decoder_start_token_id {start} is not a language code, "
+                                f"but the original mBART ({name}) decodes from the target language's code, as this "
+                                "import does: generate would start otherwise")
+        settings = original_pair_settings(start, settings, codes)
+    elif start is None:
         raise HFImportError(f"{folder / 'config.json'}: no decoder_start_token_id; mBART-50 decodes from </s>")
     pair = language_pair(codes, source, target, settings, folder / "tokenizer_config.json")
-    start = codes[pair["target"]] if original else hf["decoder_start_token_id"]
+    if original:
+        start = codes[pair["target"]]
     return json_tokenizer(folder, hf, {**settings, "tokenizer_class": name}, start, tokenizer_file, codes=codes,
                           code_after_eos=original, **pair)
 
@@ -95,11 +96,11 @@ def mbart_class(folder: Path, hf: dict[str, Any], settings: dict[str, Any]) -> s
     return name
 
 
-def original_pair_settings(hf: dict[str, Any], settings: dict[str, Any], codes: dict[str, int]) -> dict[str, Any]:
+def original_pair_settings(start: int | None, settings: dict[str, Any], codes: dict[str, int]) -> dict[str, Any]:
     """The original mBART's tokenizer settings with the pair transformers translates where none is given: the source
-    its settings name (else MBartTokenizer's en_XX), the target whose code config.json's decoder_start_token_id is
-    (generate's start), else the one its settings name."""
-    started = next((code for code, i in codes.items() if i == hf.get("decoder_start_token_id")), None)
+    its settings name (else MBartTokenizer's en_XX), the target whose code config.json's decoder_start_token_id
+    `start` is (generate's start), else the one its settings name."""
+    started = next((code for code, i in codes.items() if i == start), None)
     return {**settings, "src_lang": settings.get("src_lang") or ORIGINAL_MBART_SOURCE,
             "tgt_lang": started or settings.get("tgt_lang")}
 

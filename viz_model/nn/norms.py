@@ -21,13 +21,11 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         weight = self.weight
-        if x.dtype == weight.dtype == torch.float32:
-            if x.device.type != "cpu":  # PyTorch's rms_norm: one fused kernel on a GPU
-                return torch.rms_norm(x, weight.shape, weight, self.eps)
-            # on the CPU fewer kernels than torch.rms_norm's (which copies its input)
-            return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(self.eps)))
-        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
-        x = x * torch.rsqrt(variance + self.eps)
+        if x.dtype == weight.dtype == torch.float32 and x.device.type != "cpu":  # one fused kernel on a GPU
+            return torch.rms_norm(x, weight.shape, weight, self.eps)
+        # T5LayerNorm's operations (on the CPU fewer kernels than torch.rms_norm's, which copies its input)
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True).add_(self.eps)
+        x = x * torch.rsqrt(variance)
         if weight.dtype in (torch.float16, torch.bfloat16):
             x = x.to(weight.dtype)
         return weight * x

@@ -55,8 +55,8 @@ class JsonTokenizer:
     :ivar source_language: the source language's code (None for a model of one fixed pair)
     :ivar target_language: the target language's code (None for a model of one fixed pair)
     :ivar target_code: the target language code's id where it is the forced first output (None: nothing forced)
-    :ivar target_start: the target language code's id where the decoder starts from it (``code_after_eos``), else
-        None
+    :ivar target_start: the decoder's start (``decoder_start``: the target language code's id) where it is the
+        target's code (``code_after_eos``), else None
     :ivar after_eos: the ids after a source's ``</s>`` (``code_after_eos``: the source language's code), else ()
     """
 
@@ -85,7 +85,7 @@ class JsonTokenizer:
         after = bool(rules.get("code_after_eos", False))
         self._before_source, self.after_eos = (self.before, tuple(source_code)) if after else \
             (self.before + source_code, ())
-        self.target_code, self.target_start = (None, target_code) if after else (target_code, None)
+        self.target_code, self.target_start = (None, self.bos_id) if after else (target_code, None)
         specials = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
         self.skipped = (specials | set(self.codes.values())) - {self.unk_id}
         self.byte_level = json.loads(files["tokenizer.json"]).get("decoder", {}).get("type") == "ByteLevel"
