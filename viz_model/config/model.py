@@ -23,14 +23,20 @@ IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", 
                   "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
                   "gated_ffn", "tied_head", "head_rescale")
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
+MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decoder-only language model (GPT-2, Llama)
+ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
+DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
+                   "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers")
+ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
 RELATIVE_BUCKETS_RANGE = (4, 1024)
+MAX_RELATIVE_DISTANCE = 65_536
 MAX_POSITION_OFFSET = 16
 NORM_EPS_RANGE = (1e-12, 1e-2)
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
-          "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
+          "encoder_layers": 128, "decoder_layers": 128, "max_positions": 1_048_576}
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,21 @@ class ModelConfig:
     :ivar alibi_max_bias: ALiBi's slopes are ``2^(-max_bias * h / H)`` (8 in the paper and BLOOM)
     :ivar relative_buckets: the distance buckets of T5's relative bias (T5: 32)
     :ivar relative_max_distance: distances from here on share the last bucket (T5: 128)
+    :ivar kind: "seq2seq" (encoder and decoder) or "decoder" (a decoder-only language model: causal self-attention
+        only, no encoder (encoder_layers 0), no cross-attention)
+    :ivar kv_heads: key/value heads when fewer than `heads` (grouped-query, multi-query attention): query head h
+        reads key/value head ``h // (heads / kv_heads)``; None: one per query head
+    :ivar qkv_bias: the Q, K, V projections have biases while the output projection follows `attention_bias`
+        (Qwen2); None: all four follow `attention_bias`
+    :ivar rope_scaling: how RoPE's frequencies are rescaled (transformers' rope_type): "default", "linear" (divided
+        by `rope_factor`) or "llama3" (Llama 3.1's per-wavelength rule)
+    :ivar rope_factor: the scaling's factor
+    :ivar rope_low_freq_factor: llama3's low_freq_factor
+    :ivar rope_high_freq_factor: llama3's high_freq_factor
+    :ivar rope_original_max_positions: llama3's original_max_position_embeddings
+    :ivar sliding_window: each query sees its last `sliding_window` keys (itself included) in the sliding layers
+        (Mistral, Qwen2); None: no window
+    :ivar sliding_layers: the layers the window applies to; None: every layer
     """
 
     vocab_size: int = 37_000
@@ -127,11 +148,23 @@ class ModelConfig:
     alibi_max_bias: float = 8.0
     relative_buckets: int = 32
     relative_max_distance: int = 128
+    kind: str = "seq2seq"
+    kv_heads: int | None = None
+    qkv_bias: bool | None = None
+    rope_scaling: str = "default"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_positions: int = 8192
+    sliding_window: int | None = None
+    sliding_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        _check_choice("kind", self.kind, MODEL_KINDS)
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
                      "max_positions"):
-            _check_int(name, getattr(self, name), 1, LIMITS[name])
+            low = 0 if name == "encoder_layers" and self.kind == "decoder" else 1
+            _check_int(name, getattr(self, name), low, LIMITS[name])
         _check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
         _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
@@ -167,6 +200,7 @@ class ModelConfig:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         self._check_layer_options()
         self._check_scheme_options()
+        self._check_decoder_options()
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -187,9 +221,43 @@ class ModelConfig:
         _check_float("alibi_max_bias", self.alibi_max_bias, *ALIBI_MAX_BIAS_RANGE)
         _check_int("relative_buckets", self.relative_buckets, *RELATIVE_BUCKETS_RANGE)
         low = self.relative_buckets // 2 + 1  # the log-spaced buckets start at buckets/2 (one sign) and need room
-        _check_int("relative_max_distance", self.relative_max_distance, low, LIMITS["max_positions"])
+        _check_int("relative_max_distance", self.relative_max_distance, low, MAX_RELATIVE_DISTANCE)
         if self.positional == "rope" and self.d_head % 2:
             raise ConfigError(f"rope positions need an even head width d_model / heads, got {self.d_head}")
+
+    def _check_decoder_options(self) -> None:
+        """The decoder-only kind and what its families need: grouped heads, RoPE's scaling, sliding windows."""
+        if self.kind == "decoder" and self.encoder_layers:
+            raise ConfigError(f"a decoder-only model has no encoder: encoder_layers must be 0, got "
+                              f"{self.encoder_layers}")
+        if self.kv_heads is not None:
+            _check_int("kv_heads", self.kv_heads, 1, self.heads)
+            if self.heads % self.kv_heads:
+                raise ConfigError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.qkv_bias is not None:
+            _check_bool("qkv_bias", self.qkv_bias)
+        _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
+        for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            _check_float(name, getattr(self, name), *ROPE_FACTOR_RANGE)
+        _check_int("rope_original_max_positions", self.rope_original_max_positions, 1, LIMITS["max_positions"])
+        if self.rope_scaling == "llama3" and self.rope_high_freq_factor <= self.rope_low_freq_factor:
+            raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
+        if self.sliding_window is not None:
+            _check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
+        if isinstance(self.sliding_layers, list):  # read from JSON
+            object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
+        if self.sliding_layers is not None:
+            if not isinstance(self.sliding_layers, tuple):
+                raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
+            for i in self.sliding_layers:
+                _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
+        if self.kind == "seq2seq" and (self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None):
+            raise ConfigError("kv_heads, qkv_bias and sliding_window are options of the decoder-only kind")
+
+    @property
+    def kv_group(self) -> int:
+        """How many query heads read each key/value head (1 without grouping)."""
+        return 1 if self.kv_heads is None else self.heads // self.kv_heads
 
     @property
     def d_head(self) -> int:
@@ -202,10 +270,11 @@ class ModelConfig:
         use them reads as before they existed."""
         data = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS and data[f.name] == f.default:
+            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS and data[f.name] == f.default:
                 del data[f.name]
-        if "never_emitted" in data:
-            data["never_emitted"] = list(data["never_emitted"])
+        for name in ("never_emitted", "sliding_layers"):
+            if data.get(name) is not None:
+                data[name] = list(data[name])
         return data
 
     @classmethod

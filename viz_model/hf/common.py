@@ -40,6 +40,7 @@ class Family:
         output (so this project's rule forces it too)
     :ivar from_weights: what the checkpoint's tensors decide of the config (T5: whether the head has its own
         matrix), else None
+    :ivar decoder_only: a decoder-only language model (GPT-2, Llama), imported by `viz_model.hf.lm_import`
     """
 
     label: str
@@ -52,6 +53,7 @@ class Family:
     tested: str
     forced_bos_from_generation: bool = False
     from_weights: Callable[[ModelConfig, dict[str, Tensor]], ModelConfig] | None = None
+    decoder_only: bool = False
 
 
 def read_json_file(path: Path, limit: int, what: str) -> Any:

@@ -27,11 +27,13 @@ from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from ..tokenization.imported import decoder_start
-from . import bart, m2m100, marian, t5
+from . import bart, gpt2, llama, m2m100, marian, mistral, qwen2, t5
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
+from .lm_import import import_language_model
 
 FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
-                               "bart": bart.BART, "mbart": bart.MBART}
+                               "bart": bart.BART, "mbart": bart.MBART, "gpt2": gpt2.FAMILY, "llama": llama.FAMILY,
+                               "mistral": mistral.FAMILY, "qwen2": qwen2.FAMILY}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 __all__ = ["FAMILIES", "HFImportError", "import_model", "model_config"]
@@ -70,7 +72,7 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     kind = data.get("model_type")
     if kind not in FAMILIES:
         raise HFImportError(f"{path}: model_type {kind!r} is not an architecture this project can import "
-                            f"({', '.join(f'{k}: {f.label}' for k, f in FAMILIES.items())} translation models)")
+                            f"({', '.join(f'{k}: {f.label}' for k, f in FAMILIES.items())})")
     return data
 
 
@@ -171,6 +173,8 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     folder = resolve_source(source)
     hf = read_hf_config(folder)
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"
+    if family.decoder_only:
+        return import_language_model(family, folder, hf, out, source if label is None else label, read_weights, dtype)
     family.model_config(hf, path, 0, None)  # config.json's faults are named before the tokenizer's
     tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
     cfg = family.model_config(hf, path, tokenizer.unk_id, tokenizer.target_code)

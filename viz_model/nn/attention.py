@@ -110,6 +110,8 @@ class AttentionRecord:
     :ivar position_bias: the positional part of `scores`, broadcastable to them: the bias added to them (ALiBi,
         T5's relative bias), or the scores minus those of the unrotated queries and keys (RoPE); None where
         position enters through the input (sinusoidal, learned) or not at all
+    :ivar kv_heads: per query head, the key/value head it reads (grouped-query attention: `values` holds each query
+        head's copy of it); None where every query head has its own
     """
 
     weights: Tensor
@@ -120,6 +122,7 @@ class AttentionRecord:
     residual: Tensor | None = None
     output: Tensor | None = None
     position_bias: Tensor | None = None
+    kv_heads: list[int] | None = None
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
@@ -219,24 +222,36 @@ class MultiHeadAttention(nn.Module):
     :ivar d_head: the width of one head (d_model / heads unless given)
     :ivar inner: the heads side by side: heads * d_head
     :ivar scale: scores are divided by sqrt(d_head) (False: T5's unscaled scores)
+    :ivar kv_heads: the key/value heads (fewer than `heads` in grouped-query attention: query head h reads
+        key/value head ``h // (heads / kv_heads)``)
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
-                 scale: bool = True) -> None:
+                 scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None) -> None:
+        """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise."""
         super().__init__()
         if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
+        kv_heads = heads if kv_heads is None else kv_heads
+        if heads % kv_heads:
+            raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads if d_head is None else d_head
-        self.inner, self.dropout, self.scale = heads * self.d_head, dropout, scale
+        self.inner, self.dropout, self.scale, self.kv_heads = heads * self.d_head, dropout, scale, kv_heads
         self.w_q = Linear(d_model, self.inner, bias=bias)
-        self.w_k = Linear(d_model, self.inner, bias=bias)
-        self.w_v = Linear(d_model, self.inner, bias=bias)
-        self.w_o = Linear(self.inner, d_model, bias=bias)
+        self.w_k = Linear(d_model, kv_heads * self.d_head, bias=bias)
+        self.w_v = Linear(d_model, kv_heads * self.d_head, bias=bias)
+        self.w_o = Linear(self.inner, d_model, bias=bias if out_bias is None else out_bias)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """``(batch, len, d_model) -> (batch, heads, len, d_head)``."""
+        """``(batch, len, heads * d_head) -> (batch, heads, len, d_head)`` (queries, or the key/value heads)."""
         batch, length, _ = x.shape
-        return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)
+        return x.view(batch, length, -1, self.d_head).transpose(1, 2)
+
+    def query_heads(self, x: Tensor) -> Tensor:
+        """Keys or values ``(batch, kv_heads, len, d_head)`` repeated for the query heads that read each (itself
+        without grouping)."""
+        group = self.heads // self.kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
@@ -277,15 +292,17 @@ class MultiHeadAttention(nn.Module):
                 kv = _appended(cache, kv, None if position is None else position.key_positions)
         dropout_p = self.dropout if self.training else 0.0
         bias = None if position is None else position.bias
+        key, value = self.query_heads(kv.key), self.query_heads(kv.value)
         record = None
         if need_weights:
-            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale,
-                                              bias=bias)
+            out, record = explained_attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
             if position is not None and position.key_rotation is not None:
                 record.position_bias = record.scores - attention_scores(
-                    _unrotated(q, position.rotation), _unrotated(kv.key, position.key_rotation), self.scale)
+                    _unrotated(q, position.rotation), _unrotated(key, position.key_rotation), self.scale)
+            if self.kv_heads != self.heads:
+                record.kv_heads = [h // (self.heads // self.kv_heads) for h in range(self.heads)]
         else:
-            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
+            out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")

@@ -114,8 +114,9 @@ class Residual(nn.Module):
 
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     """One attention sub-layer of `cfg` (head width, biases, scaling)."""
-    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, cfg.attention_bias,
-                              cfg.scale_scores)
+    qkv_bias = cfg.attention_bias if cfg.qkv_bias is None else cfg.qkv_bias
+    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, cfg.scale_scores,
+                              cfg.kv_heads, cfg.attention_bias)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:
@@ -205,6 +206,28 @@ class DecoderLayer(nn.Module):
         cross_record = _with_stream(cross_record, y, z)
         out = self.ffn_residual.forward(z, self.ffn)  # forward itself: no module call (~18 a decoding step)
         return out, self_record, cross_record, LayerCache(self_kv, cross_kv)
+
+
+def with_cpu_storage(model: nn.Module) -> nn.Module:
+    """`model`, built on the meta device, with uninitialised CPU storage for every parameter and buffer (a tied
+    matrix gets one) and its sinusoid tables computed: what a weights file then fills."""
+    storage: dict[int, Tensor] = {}  # by the meta tensor's id
+
+    def on_cpu(meta: Tensor) -> Tensor:
+        if id(meta) not in storage:
+            empty = torch.empty(meta.shape, dtype=meta.dtype)
+            storage[id(meta)] = nn.Parameter(empty, meta.requires_grad) if isinstance(meta, nn.Parameter) else empty
+        return storage[id(meta)]
+
+    for module in model.modules():  # by hand: `to_empty` imports ~500 modules of PyTorch (~35 MB resident)
+        for tensors in (module._parameters, module._buffers):
+            for name, tensor in tensors.items():
+                if tensor is not None:
+                    tensors[name] = on_cpu(tensor)
+    for module in model.modules():
+        if isinstance(module, SinusoidalPositions):
+            module.fill_table()
+    return model
 
 
 def _positions(ids: Tensor, offset: int, position_ids: Tensor | None) -> Tensor:
@@ -402,22 +425,7 @@ class Transformer(nn.Module):
         drawing random weights that the load overwrites."""
         with torch.device("meta"):
             model = cls(cfg)
-        storage: dict[int, Tensor] = {}  # by the meta tensor's id: a tied matrix gets one storage
-
-        def on_cpu(meta: Tensor) -> Tensor:
-            if id(meta) not in storage:
-                empty = torch.empty(meta.shape, dtype=meta.dtype)
-                storage[id(meta)] = nn.Parameter(empty, meta.requires_grad) if isinstance(meta, nn.Parameter) else empty
-            return storage[id(meta)]
-
-        for module in model.modules():  # by hand: `to_empty` imports ~500 modules of PyTorch (~35 MB resident)
-            for tensors in (module._parameters, module._buffers):
-                for name, tensor in tensors.items():
-                    if tensor is not None:
-                        tensors[name] = on_cpu(tensor)
-        for module in model.modules():
-            if isinstance(module, SinusoidalPositions):
-                module.fill_table()
+        model = with_cpu_storage(model)
         if model.never_emitted is not None:
             with torch.no_grad():
                 model.never_emitted.copy_(torch.tensor(cfg.never_emitted, dtype=torch.long))

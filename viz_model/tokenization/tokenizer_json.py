@@ -32,6 +32,17 @@ def byte_level_alphabet() -> dict[str, int]:
 BYTES = byte_level_alphabet()
 
 
+def byte_level_label(token: str) -> str:
+    """A byte-level BPE token as text where it is whole characters, a word's leading space as ``▁``."""
+    if not all(c in BYTES for c in token):
+        return token
+    try:
+        text = bytes(BYTES[c] for c in token).decode("utf-8")
+    except UnicodeDecodeError:  # part of a character: the bytes as byte-level BPE writes them
+        return token.replace("Ġ", WORD_START)
+    return WORD_START + text[1:] if text.startswith(" ") else text
+
+
 def clean_up_spaces(text: str) -> str:
     """transformers' ``clean_up_tokenization``: no space before punctuation and English contractions."""
     for spaced, joined in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
@@ -184,13 +195,9 @@ class JsonTokenizer:
         token = self.backend.id_to_token(token_id)
         if token is None:
             return "<unk>"
-        if not self.byte_level or token_id in self.skipped or not all(c in BYTES for c in token):
+        if not self.byte_level or token_id in self.skipped:
             return token
-        try:
-            text = bytes(BYTES[c] for c in token).decode("utf-8")
-        except UnicodeDecodeError:  # part of a character: the bytes as byte-level BPE writes them
-            return token.replace("Ġ", WORD_START)
-        return WORD_START + text[1:] if text.startswith(" ") else text
+        return byte_level_label(token)
 
     def pieces(self, ids: Iterable[int]) -> list[str]:
         return [self.piece(i) for i in ids]

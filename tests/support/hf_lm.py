@@ -1,0 +1,56 @@
+"""Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
+trained here): GPT-2, Llama (grouped-query, llama3 RoPE scaling), Mistral (sliding window), Qwen2 (Q/K/V biases,
+sliding layers)."""
+
+from __future__ import annotations
+
+from support.hf import WORDS_DE, WORDS_EN, sentences
+
+TEXTS = sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1)
+SMALL = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+CONFIGS = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 128}),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {
+        **SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+    "smollm2": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 1, "max_position_embeddings": 256,
+                                                   "tie_word_embeddings": True}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {**SMALL, "num_key_value_heads": 2, "sliding_window": 5,
+                                                        "max_position_embeddings": 256}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2,
+                                                  "use_sliding_window": True, "sliding_window": 4,
+                                                  "max_window_layers": 1, "max_position_embeddings": 256}),
+}
+BOS = {"llama", "smollm2", "mistral"}  # families whose tokenizer puts <s> first
+
+
+def build_lm_folder(root, name: str, seed: int = 0):
+    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer; returns it."""
+    import torch
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer, processors
+
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2") else ["<s>", "</s>"]
+    bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=2, special_tokens=specials)
+    eos = specials[-1]
+    if name in BOS:
+        bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token=eos,
+                                                     bos_token=specials[0])
+    config_class, model_class, settings = CONFIGS[name]
+    vocab = bpe.get_vocab_size()
+    ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
+    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **settings)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config)
+    with torch.no_grad():
+        for param_name, p in model.named_parameters():
+            if param_name.endswith("bias") or "norm" in param_name or "ln_" in param_name:
+                p.normal_(0, 0.2 if param_name.endswith("bias") else 1.0).add_(0.0 if param_name.endswith("bias")
+                                                                                 else 0.0)
+    folder = root / name
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,59 @@
+"""Import a Hugging Face decoder-only language model (GPT-2, Llama, Mistral, Qwen2) as this project's model
+directory: config.json (kind "decoder"), the weights in this project's names, the tokenizer as transformers 5 builds
+it. Written beside its final place and renamed into it: a failure leaves nothing behind."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
+from ..nn.causal_lm import CausalLM
+from .common import Family, HFImportError
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def card(label: str, hf: dict[str, Any], family: Family, lines: list[str], weights: Path) -> str:
+    """What was imported from where and what the tests compare."""
+    return "\n".join([f"# {label} (imported)", "",
+                      f"Imported from the Hugging Face model `{label}` ({hf.get('model_type')}, {weights.name}) by "
+                      "`viz-model import`. Its own model card, training data and licence are the source model's.", "",
+                      "## Conversion", "", *lines, "",
+                      "- Exactness against transformers' eager attention (every map, the logits, greedy continuations) "
+                      f"is tested in `tests/library/test_hf_import_lm.py` on {family.tested}.", ""])
+
+
+def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out: Path, label: str,
+                          read_weights: Any, dtype: str = "fp32") -> Path:
+    """Import the decoder-only model of `folder` (config.json `hf`, of `family`) as the model directory `out`;
+    `read_weights`: the importer's reader of the folder's tensors."""
+    path = folder / "config.json"
+    cfg = family.model_config(hf, path, 0, None)
+    tokenizer = family.tokenizer(folder, hf, None, None)
+    stored = sum(math.prod(shape) for shape in planned_model(cfg)[0].values()) * DTYPES[dtype].itemsize
+    if stored > MAX_WEIGHTS_BYTES:
+        raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
+                            f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit")
+    state, weights = read_weights(folder)
+    model = CausalLM.for_loading(cfg)
+    model.load_state_dict(family.map_weights(state, cfg, weights), strict=True)
+    model.eval()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        save_model_dir(model, tokenizer, staging, card=card(label, hf, family, family.conversion_lines(cfg), weights),
+                       dtype=DTYPES[dtype])
+        staging.rename(out)
+    except (OSError, CheckpointError) as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise HFImportError(f"{out}: could not be written ({err})") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
