@@ -21,7 +21,7 @@ from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .linear import Linear, linear
 from .model import _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
-from .positional import LearnedPositions, SinusoidalPositions, check_positions, normal_embedding
+from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 from .rope_scaling import scaled_frequencies
 from .rotary import Rotary
 from .score_position import ScorePosition
@@ -152,10 +152,8 @@ class CausalLM(nn.Module):
         x = self.embedding(ids)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)
-        if self.positions is not None:
+        if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
-        else:
-            check_positions(ids.shape[1], offset, self.config.max_positions)
         return x
 
     def forward(self, ids: Tensor, need_weights: bool = False, cache: list[KVCache] | None = None,

@@ -1,0 +1,184 @@
+"""Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama (grouped-query attention, llama3
+RoPE scaling), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding window) and Qwen2 (Q/K/V biases, sliding
+layers). Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every
+attention map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to
+``generate(do_sample=False)``, tokenizer ids equal to transformers'.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf_lm import CONFIGS, build_lm_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.config import ModelConfig  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+
+MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
+PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def folder(family, tmp_path_factory):
+    return build_lm_folder(tmp_path_factory.mktemp("hf"), family)
+
+
+@pytest.fixture(scope="module")
+def hf(family, folder):
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def imported(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ours") / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")
+
+
+def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family):
+    assert isinstance(imported, viz_model.LanguageModel)
+    cfg = imported.config
+    assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
+    assert cfg.positional == ("learned" if family == "gpt2" else "rope")
+    assert cfg.kv_heads == {"gpt2": None, "smollm2": 1}.get(family, 2)
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4}.get(family)
+    assert cfg.sliding_layers == ((1, 2) if family == "qwen2" else None)
+
+
+def test_tokenizer_ids_equal_transformers(hf, imported):
+    texts = PROMPTS + ["Ünïcödé ☃ snow 🙂 中文", "code: x = f(1, 2)  # 3", "numbers 12345   runs of   spaces"]
+    for text in texts:
+        assert imported.tokenizer.encode(text) == hf[1](text).input_ids, text
+
+
+def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
+    model, tok = hf
+    for prompt in PROMPTS:
+        ids = torch.tensor([tok(prompt).input_ids])
+        with torch.no_grad():
+            theirs = model(ids, output_attentions=True)
+            ours = imported.network(ids, need_weights=True)
+        assert len(ours.attentions) == len(theirs.attentions)
+        for a, b in zip(ours.attentions, theirs.attentions):
+            assert a.shape == b.shape
+            assert (a - b).abs().max() <= MAP_TOLERANCE
+        assert (ours.logits - theirs.logits).abs().max() <= LOGIT_TOLERANCE
+
+
+def test_the_sliding_window_hides_the_keys_before_it(family, imported):
+    if family not in ("mistral", "qwen2"):
+        pytest.skip("no sliding window in this family")
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
+    window = imported.config.sliding_window
+    with torch.no_grad():
+        maps = imported.network(ids, need_weights=True).attentions
+    for layer, weights in enumerate(maps):
+        old = np.tril(np.ones(weights.shape[-2:], dtype=bool), -window)  # key j <= i - window
+        hidden = bool((weights[0][:, torch.from_numpy(old)] == 0).all())
+        assert hidden == (imported.network.window(layer) is not None)
+
+
+def test_greedy_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, do_sample=False, max_new_tokens=12, attention_mask=torch.ones_like(ids))
+        new = out[0, ids.shape[1]:].tolist()
+        assert imported.continue_ids(ids[0].tolist(), 12) == new
+        assert imported.complete(prompt, max_new_tokens=12) == tok.decode(new, skip_special_tokens=True)
+
+
+def test_the_trace_covers_prompt_and_continuation(hf, imported):
+    model, tok = hf
+    prompt = PROMPTS[0]
+    trace = imported.trace(prompt, max_new_tokens=5)
+    prompt_ids = tok(prompt).input_ids
+    n = len(trace.target_ids)
+    assert trace.target_ids[:len(prompt_ids)] == prompt_ids and n <= len(prompt_ids) + 5
+    assert trace.encoder_attentions == [] and trace.cross_attentions == []
+    assert trace.translation == imported.complete(prompt, max_new_tokens=5)
+    heads = imported.config.heads
+    assert [a.shape for a in trace.decoder_attentions] == [(heads, n, n)] * imported.config.decoder_layers
+    with torch.no_grad():
+        theirs = model(torch.tensor([trace.target_ids]), output_attentions=True).attentions
+    for ours, their in zip(trace.decoder_attentions, theirs):
+        assert np.abs(ours - their[0].numpy()).max() <= MAP_TOLERANCE
+    assert len(trace.steps) == n and all(len(step.top_ids) == 5 for step in trace.steps)
+    assert trace.steps[-2].token_id == trace.target_ids[-1] == trace.steps[-2].top_ids[0]  # the greedy choice
+    alone = imported.trace(prompt, max_new_tokens=0)
+    assert alone.target_ids == prompt_ids and alone.translation == ""
+
+
+def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
+    record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
+    expected = {"gpt2": None, "smollm2": [0, 0, 0, 0]}.get(family, [0, 0, 1, 1])
+    assert record.kv_heads == expected
+
+
+def test_from_transformers_equals_its_folder_twin(hf, imported):
+    twin = viz_model.from_transformers(*hf, device="cpu")
+    assert isinstance(twin, viz_model.LanguageModel) and twin.directory is None
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[1])])
+    assert torch.equal(twin.network(ids).logits, imported.network(ids).logits)
+
+
+def test_bad_prompts_get_one_line(family, imported):
+    for prompt, said in (("", "prompt is empty"), ("   ", "prompt is empty")):
+        with pytest.raises(ValueError, match=said) as err:
+            imported.complete(prompt)
+        assert "\n" not in str(err.value)
+    long = " ".join(["dog"] * 200)
+    if family == "gpt2":
+        with pytest.raises(ValueError, match=r"this model has 128 \(max_position_embeddings\)") as err:
+            imported.complete(long)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="max_new_tokens must be"):
+        imported.trace("A dog.", max_new_tokens=-1)
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    config = json.loads((folder / "config.json").read_text())
+    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(copy), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)
+
+
+def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):
+    assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
+    if family == "gpt2":
+        return
+    yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
+    assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
+
+
+def test_a_translation_config_reads_and_digests_as_before():
+    data = ModelConfig().to_dict()
+    assert not {"kind", "kv_heads", "qkv_bias", "rope_scaling", "sliding_window", "sliding_layers"} & set(data)
+    lm = ModelConfig(kind="decoder", encoder_layers=0, heads=4, kv_heads=2, sliding_window=3, sliding_layers=(1,))
+    assert ModelConfig.from_dict(lm.to_dict()) == lm
+    with pytest.raises(ValueError, match="encoder_layers must be 0"):
+        ModelConfig(kind="decoder")
+    with pytest.raises(ValueError, match="kv_heads"):
+        ModelConfig(kv_heads=4)
