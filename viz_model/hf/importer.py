@@ -14,21 +14,19 @@ import dataclasses
 import json
 import math
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..config import ModelConfig
-from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
+from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, planned_model, save_model_dir
 from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from ..tokenization.imported import decoder_start
 from . import bart, gpt2, llama, m2m100, marian, mistral, qwen2, t5
-from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
+from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file, write_staged
 from .lm_import import import_language_model
 
 FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
@@ -206,21 +204,14 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     model = Transformer(cfg)
     model.load_state_dict(mapped, strict=True)
     model.eval()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     label = source if label is None else label
     languages = family.languages(label, folder, tokenizer)
-    try:
+
+    def write(staging: Path) -> None:
         save_model_dir(model, tokenizer, staging, card=model_card(label, folder, hf, cfg, weights, generation, dtype),
                        dtype=IMPORT_DTYPES[dtype])
         (staging / GENERATION).write_text(ModelGeneration("transformers", generation).to_json(), encoding="utf-8")
         if languages is not None:
             (staging / LANGUAGES).write_text(json.dumps({"source": languages.source, "target": languages.target}))
-        staging.rename(out)
-    except (OSError, CheckpointError) as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise HFImportError(f"{out}: could not be written ({err})") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+
+    return write_staged(out, write)

@@ -5,16 +5,14 @@ it. Written beside its final place and renamed into it: a failure leaves nothing
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
+from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, planned_model, save_model_dir
 from ..nn.causal_lm import CausalLM
-from .common import Family, HFImportError
+from .common import Family, HFImportError, write_staged
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -44,16 +42,6 @@ def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out:
     model = CausalLM.for_loading(cfg)
     model.load_state_dict(family.map_weights(state, cfg, weights), strict=True)
     model.eval()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        save_model_dir(model, tokenizer, staging, card=card(label, hf, family, family.conversion_lines(cfg), weights),
-                       dtype=DTYPES[dtype])
-        staging.rename(out)
-    except (OSError, CheckpointError) as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise HFImportError(f"{out}: could not be written ({err})") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    lines = family.conversion_lines(cfg)
+    return write_staged(out, lambda staging: save_model_dir(model, tokenizer, staging, dtype=DTYPES[dtype],
+                                                            card=card(label, hf, family, lines, weights)))

@@ -19,7 +19,7 @@ from ..config import ModelConfig
 from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .linear import Linear, linear
-from .model import _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
+from .model import EncoderLayer, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
 from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 from .rope_scaling import scaled_frequencies
@@ -29,19 +29,12 @@ from .score_position import ScorePosition
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
 
 
-class CausalLayer(nn.Module):
-    """Masked self-attention, then the feed-forward network, each inside its residual connection."""
+class CausalLayer(EncoderLayer):
+    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.self_attn = _attention(cfg)
-        self.ffn = _feed_forward(cfg)
-        self.attn_residual = _residual(cfg)
-        self.ffn_residual = _residual(cfg)
-
-    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool, cache: KVCache | None,
-                position: ScorePosition | None, head_mask: Tensor | None = None,
-                ) -> tuple[Tensor, AttentionRecord | None, KVCache]:
+    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,  # type: ignore[override]
+                cache: KVCache | None = None, position: ScorePosition | None = None,
+                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None, KVCache]:
         """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far."""
         h = self.attn_residual.enter(x)
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,

@@ -11,7 +11,7 @@ from typing import Any
 
 from .pretrained import read_files, read_json
 from .tokenizer import TokenizerError
-from .tokenizer_json import byte_level_label, clean_up_spaces
+from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
 
 RULES = "lm_tokenizer.json"
 RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template")
@@ -47,18 +47,10 @@ class LMTokenizer:
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> LMTokenizer:
         """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
-        try:
-            from tokenizers import Tokenizer as Backend
-        except ImportError:
-            raise TokenizerError(f"{directory}: this model's tokenizer needs the tokenizers package "
-                                 "(pip install tokenizers)") from None
+        backend = read_backend(files, directory)
         rules = read_json(files[RULES], directory / RULES)
         if not isinstance(rules, dict) or set(rules) != set(RULE_KEYS):
             raise TokenizerError(f"{directory / RULES}: expected the keys {', '.join(RULE_KEYS)}")
-        try:
-            backend = Backend.from_str(files["tokenizer.json"].decode("utf-8"))
-        except Exception as err:  # the library raises its own Exception types
-            raise TokenizerError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({err})") from None
         return cls(backend, rules, files, str(directory))
 
     @staticmethod
