@@ -1,5 +1,5 @@
-"""Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama (grouped-query attention, llama3
-RoPE scaling), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding window) and Qwen2 (Q/K/V biases, sliding
+"""Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
+RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding window) and Qwen2 (Q/K/V biases, sliding
 layers). Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every
 attention map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to
 ``generate(do_sample=False)``, tokenizer ids equal to transformers'.
@@ -56,7 +56,8 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     cfg = imported.config
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
     assert cfg.positional == ("learned" if family == "gpt2" else "rope")
-    assert cfg.kv_heads == {"gpt2": None, "smollm2": 1}.get(family, 2)
+    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1}.get(family, 2)
+    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear"}.get(family, "default")
     assert cfg.sliding_window == {"mistral": 5, "qwen2": 4}.get(family)
     assert cfg.sliding_layers == ((1, 2) if family == "qwen2" else None)
 
@@ -128,7 +129,7 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
 
 def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
     record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
-    expected = {"gpt2": None, "smollm2": [0, 0, 0, 0]}.get(family, [0, 0, 1, 1])
+    expected = {"gpt2": None, "llama2": None, "smollm2": [0, 0, 0, 0]}.get(family, [0, 0, 1, 1])
     assert record.kv_heads == expected
 
 
@@ -151,6 +152,19 @@ def test_bad_prompts_get_one_line(family, imported):
         assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="max_new_tokens must be"):
         imported.trace("A dog.", max_new_tokens=-1)
+
+
+def test_past_a_rope_models_trained_length_it_runs_with_a_warning(family, hf, imported):
+    if family != "llama2":
+        pytest.skip("the test's llama2 has 32 trained positions")
+    prompt = PROMPTS[-1]
+    with pytest.warns(UserWarning, match="past the 32 this model was trained on"):
+        ids = imported.encode(prompt, 10)
+    assert len(ids) + 10 > 32
+    model, tok = hf
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=10)
+    assert imported.continue_ids(ids, 10) == out[0, len(ids):].tolist()
 
 
 def refused(folder, tmp_path, **changes) -> str:

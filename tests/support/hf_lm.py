@@ -1,5 +1,5 @@
 """Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
-trained here): GPT-2, Llama (grouped-query, llama3 RoPE scaling), Mistral (sliding window), Qwen2 (Q/K/V biases,
+trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), Mistral (sliding window), Qwen2 (Q/K/V biases,
 sliding layers)."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ CONFIGS = {
         **SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256, "tie_word_embeddings": False,
         "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+    "llama2": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "max_position_embeddings": 32, "attention_bias": True,
+                                                  "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0,
+                                                                      "factor": 2.0}}),
     "smollm2": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 1, "max_position_embeddings": 256,
                                                    "tie_word_embeddings": True}),
     "mistral": ("MistralConfig", "MistralForCausalLM", {**SMALL, "num_key_value_heads": 2, "sliding_window": 5,
@@ -22,7 +25,7 @@ CONFIGS = {
                                                   "use_sliding_window": True, "sliding_window": 4,
                                                   "max_window_layers": 1, "max_position_embeddings": 256}),
 }
-BOS = {"llama", "smollm2", "mistral"}  # families whose tokenizer puts <s> first
+BOS = {"llama", "llama2", "smollm2", "mistral"}  # families whose tokenizer puts <s> first
 
 
 def build_lm_folder(root, name: str, seed: int = 0):

@@ -251,8 +251,10 @@ class ModelConfig:
                 raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
             for i in self.sliding_layers:
                 _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
-        if self.kind == "seq2seq" and (self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None):
-            raise ConfigError("kv_heads, qkv_bias and sliding_window are options of the decoder-only kind")
+        if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
+                                       or self.rope_scaling != "default"):
+            raise ConfigError("kv_heads, qkv_bias, sliding_window and rope_scaling are options of the decoder-only "
+                              "kind")
 
     @property
     def kv_group(self) -> int:
