@@ -1,8 +1,8 @@
 """Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
-RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding window) and Qwen2 (Q/K/V biases, sliding
-layers). Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every
-attention map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to
-``generate(do_sample=False)``, tokenizer ids equal to transformers'.
+RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
+window) and Qwen2 (Q/K/V biases, sliding layers). Small random models built here by transformers, imported with
+``viz-model import``; fp32 on the CPU: every attention map within 1e-5 of transformers' eager attention, logits
+within 1e-4, greedy continuations equal to ``generate(do_sample=False)``, tokenizer ids equal to transformers'.
 """
 
 from __future__ import annotations

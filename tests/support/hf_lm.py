@@ -1,6 +1,6 @@
 """Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
-trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), Mistral (sliding window), Qwen2 (Q/K/V biases,
-sliding layers)."""
+trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
+Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers)."""
 
 from __future__ import annotations
 
