@@ -17,7 +17,7 @@ SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions 
 SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln(10000) / (d_model/2 - 1)) (M2M100)
 ACTIVATIONS = ("relu", "silu", "gelu", "gelu_new")  # gelu_new: GELU's tanh approximation (T5 v1.1's gated GELU)
 NORM_KINDS = ("post", "pre")
-NORMALIZATIONS = ("layer", "rms")  # LayerNorm, or T5's RMS norm (no mean subtracted, no bias)
+NORMALIZATIONS = ("layer", "rms", "gemma")  # LayerNorm, T5's RMS norm (no mean, no bias), Gemma's (gain 1 + w)
 IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
                   "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit", "normalization", "norm_eps",
                   "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
@@ -26,7 +26,8 @@ SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_m
 MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decoder-only language model (GPT-2, Llama)
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
-                   "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers")
+                   "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
+                   "qk_norm")
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
@@ -74,7 +75,8 @@ class ModelConfig:
     :ivar forced_first_id: the first output, forced (M2M100: the target language's code); None: not forced
     :ivar eos_at_limit: the last output a length limit allows is forced to be `eos_id` (Hugging Face's
         forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
-    :ivar normalization: "layer" (LayerNorm) or "rms" (T5's: ``x / sqrt(mean(x^2) + eps) * g``, no mean, no bias)
+    :ivar normalization: "layer" (LayerNorm), "rms" (T5's: ``x / sqrt(mean(x^2) + eps) * g``, no mean, no bias) or
+        "gemma" (the same with the gain ``1 + g``, in float32)
     :ivar norm_eps: the epsilon of every norm (PyTorch's LayerNorm: 1e-5; T5: 1e-6)
     :ivar scale_embeddings: token embeddings are multiplied by sqrt(d_model) (the paper, Marian, mBART; not T5, BART)
     :ivar embedding_norm: a norm on each stack's embeddings, after the positions are added (BART's
@@ -107,6 +109,8 @@ class ModelConfig:
     :ivar sliding_window: each query sees its last `sliding_window` keys (itself included) in the sliding layers
         (Mistral, Qwen2); None: no window
     :ivar sliding_layers: the layers the window applies to; None: every layer
+    :ivar qk_norm: each head's queries and keys are normed (the model's `normalization`, over d_head) before RoPE
+        (Qwen3)
     """
 
     vocab_size: int = 37_000
@@ -158,6 +162,7 @@ class ModelConfig:
     rope_original_max_positions: int = 8192
     sliding_window: int | None = None
     sliding_layers: tuple[int, ...] | None = None
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -236,6 +241,7 @@ class ModelConfig:
                 raise ConfigError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.qkv_bias is not None:
             _check_bool("qkv_bias", self.qkv_bias)
+        _check_bool("qk_norm", self.qk_norm)
         _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             _check_float(name, getattr(self, name), *ROPE_FACTOR_RANGE)
@@ -252,9 +258,9 @@ class ModelConfig:
             for i in self.sliding_layers:
                 _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
         if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
-                                       or self.rope_scaling != "default"):
-            raise ConfigError("kv_heads, qkv_bias, sliding_window and rope_scaling are options of the decoder-only "
-                              "kind")
+                                       or self.rope_scaling != "default" or self.qk_norm):
+            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling and qk_norm are options of the "
+                              "decoder-only kind")
 
     @property
     def kv_group(self) -> int:

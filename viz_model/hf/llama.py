@@ -17,7 +17,8 @@ ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_ta
 LAYER_PARTS = {"self_attn.q_proj": "self_attn.w_q", "self_attn.k_proj": "self_attn.w_k",
                "self_attn.v_proj": "self_attn.w_v", "self_attn.o_proj": "self_attn.w_o",
                "mlp.gate_proj": "ffn.w_1", "mlp.up_proj": "ffn.w_3", "mlp.down_proj": "ffn.w_2",
-               "input_layernorm": "attn_residual.norm", "post_attention_layernorm": "ffn_residual.norm"}
+               "input_layernorm": "attn_residual.norm", "post_attention_layernorm": "ffn_residual.norm",
+               "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"}  # Qwen3's
 
 
 def llama_config(hf: dict[str, Any], path: Path, **values: Any) -> ModelConfig:
@@ -31,14 +32,15 @@ def llama_config(hf: dict[str, Any], path: Path, **values: Any) -> ModelConfig:
     kv_heads = int(hf.get("num_key_value_heads") or heads)
     d_model = int(need(hf, "hidden_size", path))
     head_dim = hf.get("head_dim") or d_model // heads
-    return decoder_config(
-        hf, path, end_ids(path.parent, hf), decoder_layers=int(need(hf, "num_hidden_layers", path)),
-        d_model=d_model, heads=heads, kv_heads=None if kv_heads == heads else kv_heads,
-        d_kv=None if head_dim * heads == d_model else int(head_dim), d_ff=int(need(hf, "intermediate_size", path)),
-        max_positions=int(need(hf, "max_position_embeddings", path)), positional="rope", normalization="rms",
-        norm_eps=float(hf.get("rms_norm_eps", 1e-6)), activation=ACTIVATIONS[act], gated_ffn=True,
-        attention_bias=bool(hf.get("attention_bias", False)), ffn_bias=bool(hf.get("mlp_bias", False)),
-        tied_head=bool(hf.get("tie_word_embeddings", False)), **rope_settings(hf, path), **values)
+    settings = dict(decoder_layers=int(need(hf, "num_hidden_layers", path)), d_model=d_model, heads=heads,
+                    kv_heads=None if kv_heads == heads else kv_heads,
+                    d_kv=None if head_dim * heads == d_model else int(head_dim),
+                    d_ff=int(need(hf, "intermediate_size", path)),
+                    max_positions=int(need(hf, "max_position_embeddings", path)), positional="rope",
+                    normalization="rms", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), activation=ACTIVATIONS[act],
+                    gated_ffn=True, attention_bias=bool(hf.get("attention_bias", False)),
+                    ffn_bias=bool(hf.get("mlp_bias", False)), tied_head=bool(hf.get("tie_word_embeddings", False)))
+    return decoder_config(hf, path, end_ids(path.parent, hf), **{**settings, **rope_settings(hf, path), **values})
 
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:

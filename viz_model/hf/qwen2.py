@@ -23,13 +23,15 @@ def sliding_layers(hf: dict[str, Any], path: Path) -> tuple[int, ...]:
     return tuple(i for i, kind in enumerate(types) if kind == "sliding_attention")
 
 
-def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
+def window_settings(hf: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``sliding_window`` and ``sliding_layers`` where ``use_sliding_window`` is set and a layer slides, else {}."""
     window = hf.get("sliding_window") if hf.get("use_sliding_window") else None
     sliding = sliding_layers(hf, path) if window is not None else ()
-    values: dict[str, Any] = {"qkv_bias": True}
-    if window is not None and sliding:
-        values.update(sliding_window=int(window), sliding_layers=sliding)
-    return llama_config({**hf, "attention_bias": False}, path, **values)
+    return {"sliding_window": int(window), "sliding_layers": sliding} if window is not None and sliding else {}
+
+
+def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
+    return llama_config({**hf, "attention_bias": False}, path, qkv_bias=True, **window_settings(hf, path))
 
 
 FAMILY = family("Qwen2 / 2.5", model_config, "small random Qwen2 models (Q/K/V biases, sliding layers)")

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .linear import Linear
+from .norms import make_norm
 from .rotary import rotate
 from .score_position import ScorePosition
 
@@ -224,11 +225,15 @@ class MultiHeadAttention(nn.Module):
     :ivar scale: scores are divided by sqrt(d_head) (False: T5's unscaled scores)
     :ivar kv_heads: the key/value heads (fewer than `heads` in grouped-query attention: query head h reads
         key/value head ``h // (heads / kv_heads)``)
+    :ivar q_norm: the norm of each head's queries (Qwen3), else None
+    :ivar k_norm: the norm of each head's keys, else None
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
-                 scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None) -> None:
-        """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise."""
+                 scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None,
+                 qk_norm: str | None = None, norm_eps: float = 1e-6) -> None:
+        """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise;
+        `qk_norm`: the kind of norm (see `make_norm`) each head's queries and keys go through, else None."""
         super().__init__()
         if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
@@ -241,6 +246,8 @@ class MultiHeadAttention(nn.Module):
         self.w_k = Linear(d_model, kv_heads * self.d_head, bias=bias)
         self.w_v = Linear(d_model, kv_heads * self.d_head, bias=bias)
         self.w_o = Linear(self.inner, d_model, bias=bias if out_bias is None else out_bias)
+        self.q_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
+        self.k_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, heads * d_head) -> (batch, heads, len, d_head)`` (queries, or the key/value heads)."""
@@ -284,6 +291,8 @@ class MultiHeadAttention(nn.Module):
             q, kv = self.split_heads(self.w_q(query)), cache
         else:
             q, kv = self.project(query, source)
+            if self.q_norm is not None and self.k_norm is not None:  # Qwen3: per head, before the rotation
+                q, kv = self.q_norm(q), KVCache(self.k_norm(kv.key), kv.value)
             if position is not None:
                 kv = KVCache(kv.key, kv.value, position.positions)
                 if position.rotation is not None:

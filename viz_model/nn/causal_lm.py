@@ -143,8 +143,8 @@ class CausalLM(nn.Module):
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Token embeddings (times sqrt(d_model) where the config scales them) plus the input positions."""
         x = self.embedding(ids)
-        if self.config.scale_embeddings:
-            x = x * math.sqrt(self.config.d_model)
+        if self.config.scale_embeddings:  # the factor in the embeddings' dtype, as Gemma rounds it
+            x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
         if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
         return x

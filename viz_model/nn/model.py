@@ -116,7 +116,8 @@ def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     """One attention sub-layer of `cfg` (head width, biases, scaling)."""
     qkv_bias = cfg.attention_bias if cfg.qkv_bias is None else cfg.qkv_bias
     return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, cfg.scale_scores,
-                              cfg.kv_heads, cfg.attention_bias)
+                              cfg.kv_heads, cfg.attention_bias, cfg.normalization if cfg.qk_norm else None,
+                              cfg.norm_eps)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:
