@@ -1,9 +1,9 @@
 """Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
 RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
-window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms) and Gemma (its norm, scaled embeddings). Small
-random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map
-within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to
-``generate(do_sample=False)``, tokenizer ids equal to transformers'.
+window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings) and BLOOM
+(ALiBi, embedding norm). Small random models built here by transformers, imported with ``viz-model import``; fp32 on
+the CPU: every attention map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations
+equal to ``generate(do_sample=False)``, tokenizer ids equal to transformers'.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert isinstance(imported, viz_model.LanguageModel)
     cfg = imported.config
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
-    assert cfg.positional == ("learned" if family == "gpt2" else "rope")
-    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1}.get(family, 2)
+    assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
+    assert cfg.embedding_norm == (family == "bloom")
+    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
     assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
         family == "qwen3", family == "gemma", family == "gemma")
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear"}.get(family, "default")
@@ -132,7 +133,8 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
 
 def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
     record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
-    expected = {"gpt2": None, "llama2": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(family, [0, 0, 1, 1])
+    expected = {"gpt2": None, "llama2": None, "bloom": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(
+        family, [0, 0, 1, 1])
     assert record.kv_heads == expected
 
 
@@ -183,7 +185,7 @@ def refused(folder, tmp_path, **changes) -> str:
 
 def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):
     assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
-    if family == "gpt2":
+    if family in ("gpt2", "bloom"):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
     assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)

@@ -1,7 +1,7 @@
 """Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
 trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
-Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``)."""
+Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ CONFIGS = {
                                                   "max_position_embeddings": 256, "tie_word_embeddings": True}),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {**SMALL, "num_key_value_heads": 1, "head_dim": 16,
                                                   "hidden_act": "gelu", "max_position_embeddings": 256}),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
 }
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma"}  # families whose tokenizer puts <s> first
 
@@ -40,7 +41,7 @@ def build_lm_folder(root, name: str, seed: int = 0):
     from tokenizers import ByteLevelBPETokenizer, processors
 
     bpe = ByteLevelBPETokenizer()
-    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2", "qwen3") else ["<s>", "</s>"]
+    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2", "qwen3", "bloom") else ["<s>", "</s>"]
     bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=2, special_tokens=specials)
     eos = specials[-1]
     if name in BOS:

@@ -81,6 +81,7 @@ class CausalLM(nn.Module):
     :ivar config: its `ModelConfig` (kind "decoder")
     :ivar embedding: the token embeddings (the output projection too where the head is tied)
     :ivar positions: the learned or sinusoidal positions added to the input, else None (RoPE, ALiBi)
+    :ivar embedding_norm: the norm on the embeddings (BLOOM's word_embeddings_layernorm), else None
     :ivar layers: the `CausalLayer` stack
     :ivar final_norm: the norm after the last layer
     :ivar lm_head: the output projection where it has its own matrix, else None
@@ -102,6 +103,7 @@ class CausalLM(nn.Module):
         elif cfg.positional == "sinusoidal":
             self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.sinusoid_layout,
                                                  cfg.sinusoid_frequencies, cfg.position_offset)
+        self.embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.embedding_norm else None
         self.layers = nn.ModuleList(CausalLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
         self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -141,13 +143,14 @@ class CausalLM(nn.Module):
         return cfg.sliding_window if sliding else None
 
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """Token embeddings (times sqrt(d_model) where the config scales them) plus the input positions."""
+        """Token embeddings (times sqrt(d_model) where the config scales them) plus the input positions, normed where
+        the config says (``embedding_norm``)."""
         x = self.embedding(ids)
         if self.config.scale_embeddings:  # the factor in the embeddings' dtype, as Gemma rounds it
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
         if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
-        return x
+        return x if self.embedding_norm is None else normed(self.embedding_norm, x)
 
     def forward(self, ids: Tensor, need_weights: bool = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None) -> CausalLMOutput:
