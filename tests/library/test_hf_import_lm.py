@@ -1,9 +1,10 @@
 """Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
 RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
-window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings) and BLOOM
-(ALiBi, embedding norm). Small random models built here by transformers, imported with ``viz-model import``; fp32 on
-the CPU: every attention map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations
-equal to ``generate(do_sample=False)``, tokenizer ids equal to transformers'.
+window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings), Gemma 2
+(sandwich norms, soft caps, query_pre_attn_scalar, sliding layers) and BLOOM (ALiBi, embedding norm). Small random
+models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map within
+1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to ``generate(do_sample=False)``,
+tokenizer ids equal to transformers'.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
     assert cfg.embedding_norm == (family == "bloom")
     assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
-    assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
-        family == "qwen3", family == "gemma", family == "gemma")
+    gemma = family in ("gemma", "gemma2")
+    assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (family == "qwen3", gemma, gemma)
+    assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == (
+        (True, 12.0, 2.0, 1.5) if family == "gemma2" else (False, None, None, None))
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4}.get(family)
-    assert cfg.sliding_layers == ((1, 2) if family == "qwen2" else None)
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6}.get(family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2)}.get(family)
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):
@@ -87,7 +90,7 @@ def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
 
 
 def test_the_sliding_window_hides_the_keys_before_it(family, imported):
-    if family not in ("mistral", "qwen2"):
+    if family not in ("mistral", "qwen2", "gemma2"):
         pytest.skip("no sliding window in this family")
     ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
     window = imported.config.sliding_window

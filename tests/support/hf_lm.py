@@ -29,9 +29,13 @@ CONFIGS = {
                                                   "max_position_embeddings": 256, "tie_word_embeddings": True}),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {**SMALL, "num_key_value_heads": 1, "head_dim": 16,
                                                   "hidden_act": "gelu", "max_position_embeddings": 256}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {**SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2,
+                                                    "head_dim": 16, "query_pre_attn_scalar": 12, "sliding_window": 6,
+                                                    "attn_logit_softcapping": 2.0, "final_logit_softcapping": 1.5,
+                                                    "max_position_embeddings": 256}),
     "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
 }
-BOS = {"llama", "llama2", "smollm2", "mistral", "gemma"}  # families whose tokenizer puts <s> first
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2"}  # families whose tokenizer puts <s> first
 
 
 def build_lm_folder(root, name: str, seed: int = 0):

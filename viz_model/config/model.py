@@ -27,7 +27,8 @@ MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decode
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
-                   "qk_norm")
+                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm")
+SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
@@ -110,7 +111,12 @@ class ModelConfig:
         (Mistral, Qwen2); None: no window
     :ivar sliding_layers: the layers the window applies to; None: every layer
     :ivar qk_norm: each head's queries and keys are normed (the model's `normalization`, over d_head) before RoPE
-        (Qwen3)
+        (Qwen3, Gemma 3)
+    :ivar query_scalar: scores are divided by sqrt(query_scalar) in place of sqrt(d_head) (Gemma 2 / 3's
+        query_pre_attn_scalar); None: sqrt(d_head)
+    :ivar attention_softcap: scores become ``cap * tanh(scores / cap)`` before the mask (Gemma 2); None: no cap
+    :ivar logit_softcap: the logits become ``cap * tanh(logits / cap)`` (Gemma 2); None: no cap
+    :ivar sandwich_norm: each sub-layer's output is normed too before it is added back (Gemma 2 / 3's post norms)
     """
 
     vocab_size: int = 37_000
@@ -163,6 +169,10 @@ class ModelConfig:
     sliding_window: int | None = None
     sliding_layers: tuple[int, ...] | None = None
     qk_norm: bool = False
+    query_scalar: float | None = None
+    attention_softcap: float | None = None
+    logit_softcap: float | None = None
+    sandwich_norm: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -242,6 +252,14 @@ class ModelConfig:
         if self.qkv_bias is not None:
             _check_bool("qkv_bias", self.qkv_bias)
         _check_bool("qk_norm", self.qk_norm)
+        _check_bool("sandwich_norm", self.sandwich_norm)
+        if self.query_scalar is not None:
+            _check_float("query_scalar", self.query_scalar, 1.0, 1e6)
+        for name in ("attention_softcap", "logit_softcap"):
+            if getattr(self, name) is not None:
+                _check_float(name, getattr(self, name), *SOFTCAP_RANGE)
+        if self.sandwich_norm and self.norm != "pre":
+            raise ConfigError("sandwich_norm needs pre-norm sub-layers (norm = pre)")
         _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             _check_float(name, getattr(self, name), *ROPE_FACTOR_RANGE)
@@ -258,9 +276,11 @@ class ModelConfig:
             for i in self.sliding_layers:
                 _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
         if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
-                                       or self.rope_scaling != "default" or self.qk_norm):
-            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling and qk_norm are options of the "
-                              "decoder-only kind")
+                                       or self.rope_scaling != "default" or self.qk_norm or self.sandwich_norm
+                                       or (self.query_scalar, self.attention_softcap, self.logit_softcap)
+                                       != (None, None, None)):
+            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling, qk_norm, query_scalar, the soft caps "
+                              "and sandwich_norm are options of the decoder-only kind")
 
     @property
     def kv_group(self) -> int:

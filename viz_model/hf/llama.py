@@ -62,10 +62,10 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
     return placed(state, names, ignored, path)
 
 
-def family(label: str, config: Any, tested: str) -> Family:
-    """A Llama-family `Family` with its own config reading."""
-    return Family(label, lm_tokenizer, config, map_weights, conversion_lines, lambda *_: None, "tokenizer.json",
-                  tested, decoder_only=True)
+def family(label: str, config: Any, tested: str, weights: Any = None) -> Family:
+    """A Llama-family `Family` with its own config reading (and weight mapping, where given)."""
+    return Family(label, lm_tokenizer, config, weights or map_weights, conversion_lines, lambda *_: None,
+                  "tokenizer.json", tested, decoder_only=True)
 
 
 FAMILY = family("Llama 2 / 3.x, SmolLM2", model_config, "small random Llama models (grouped-query attention, "

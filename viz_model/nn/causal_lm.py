@@ -182,10 +182,10 @@ class CausalLM(nn.Module):
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:
-        """Pre-softmax scores over the vocabulary."""
-        if self.lm_head is not None:
-            return self.lm_head(hidden)
-        return linear(hidden, self.embedding.weight)
+        """Pre-softmax scores over the vocabulary (soft-capped where the config caps them: Gemma 2)."""
+        logits = self.lm_head(hidden) if self.lm_head is not None else linear(hidden, self.embedding.weight)
+        cap = self.config.logit_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
 
     def attention_block(self, layer: int) -> tuple[MultiHeadAttention, nn.Module]:
         """The attention module of one layer and the residual connection around it."""

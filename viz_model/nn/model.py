@@ -91,9 +91,11 @@ class Residual(nn.Module):
     two and keeps whatever else the sub-layer returns (attention records) as plain values."""
 
     def __init__(self, d_model: int, dropout: float, norm: str, normalization: str = "layer",
-                 eps: float = 1e-5) -> None:
+                 eps: float = 1e-5, sandwich: bool = False) -> None:
+        """`sandwich` (pre-norm): the sub-layer's output is normed too before it is added (Gemma 2's post norms)."""
         super().__init__()
         self.norm = make_norm(d_model, normalization, eps)
+        self.post_norm = make_norm(d_model, normalization, eps) if sandwich else None
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
@@ -105,6 +107,7 @@ class Residual(nn.Module):
     def leave(self, x: Tensor, out: Tensor) -> Tensor:
         """``x + Dropout(out)`` (pre-LN) or ``LayerNorm(x + Dropout(out))`` (post-LN); dropout only while training
         (at inference not even the module call)."""
+        out = out if self.post_norm is None else normed(self.post_norm, out)
         added = x + (self.dropout(out) if self.training else out)
         return added if self.pre else normed(self.norm, added)
 
@@ -115,9 +118,10 @@ class Residual(nn.Module):
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     """One attention sub-layer of `cfg` (head width, biases, scaling)."""
     qkv_bias = cfg.attention_bias if cfg.qkv_bias is None else cfg.qkv_bias
-    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, cfg.scale_scores,
+    scale = cfg.scale_scores if cfg.query_scalar is None else cfg.query_scalar
+    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, scale,
                               cfg.kv_heads, cfg.attention_bias, cfg.normalization if cfg.qk_norm else None,
-                              cfg.norm_eps)
+                              cfg.norm_eps, cfg.attention_softcap)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:
@@ -125,7 +129,7 @@ def _feed_forward(cfg: ModelConfig) -> FeedForward:
 
 
 def _residual(cfg: ModelConfig) -> Residual:
-    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps)
+    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps, cfg.sandwich_norm)
 
 
 def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:
