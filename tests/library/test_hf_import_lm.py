@@ -1,7 +1,8 @@
 """Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
 RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
 window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings), Gemma 2
-(sandwich norms, soft caps, query_pre_attn_scalar, sliding layers) and BLOOM (ALiBi, embedding norm). Small random
+(sandwich norms, soft caps, query_pre_attn_scalar, sliding layers), Gemma 3 text (two RoPEs, query/key norms) and
+BLOOM (ALiBi, embedding norm). Small random
 models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map within
 1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to ``generate(do_sample=False)``,
 tokenizer ids equal to transformers'.
@@ -60,13 +61,15 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
     assert cfg.embedding_norm == (family == "bloom")
     assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
-    gemma = family in ("gemma", "gemma2")
-    assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (family == "qwen3", gemma, gemma)
-    assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == (
-        (True, 12.0, 2.0, 1.5) if family == "gemma2" else (False, None, None, None))
-    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6}.get(family)
-    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2)}.get(family)
+    gemma = family in ("gemma", "gemma2", "gemma3")
+    assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
+        family in ("qwen3", "gemma3"), gemma, gemma)
+    assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
+        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0)}.get(family, (False, None, None, None))
+    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6}.get(family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2)}.get(family)
+    assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):
@@ -90,7 +93,7 @@ def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
 
 
 def test_the_sliding_window_hides_the_keys_before_it(family, imported):
-    if family not in ("mistral", "qwen2", "gemma2"):
+    if family not in ("mistral", "qwen2", "gemma2", "gemma3"):
         pytest.skip("no sliding window in this family")
     ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
     window = imported.config.sliding_window
@@ -191,6 +194,8 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
     if family in ("gpt2", "bloom"):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    if family == "gemma3":  # one RoPE per kind of layer
+        yarn = {"full_attention": yarn, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
     assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
     assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
 

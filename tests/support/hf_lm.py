@@ -33,9 +33,15 @@ CONFIGS = {
                                                     "head_dim": 16, "query_pre_attn_scalar": 12, "sliding_window": 6,
                                                     "attn_logit_softcapping": 2.0, "final_logit_softcapping": 1.5,
                                                     "max_position_embeddings": 256}),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {
+        **SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 12,
+        "sliding_window": 6, "final_logit_softcapping": 3.0, "attn_logit_softcapping": 2.0,  # the latter unused
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"], "max_position_embeddings": 256,
+        "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
     "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
 }
-BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2"}  # families whose tokenizer puts <s> first
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 
 def build_lm_folder(root, name: str, seed: int = 0):

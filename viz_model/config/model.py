@@ -27,7 +27,7 @@ MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decode
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
-                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm")
+                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base")
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -117,6 +117,8 @@ class ModelConfig:
     :ivar attention_softcap: scores become ``cap * tanh(scores / cap)`` before the mask (Gemma 2); None: no cap
     :ivar logit_softcap: the logits become ``cap * tanh(logits / cap)`` (Gemma 2); None: no cap
     :ivar sandwich_norm: each sub-layer's output is normed too before it is added back (Gemma 2 / 3's post norms)
+    :ivar local_rope_base: the sliding layers' RoPE base (unscaled), the others keep `rope_base` and its scaling
+        (Gemma 3); None: one RoPE for every layer
     """
 
     vocab_size: int = 37_000
@@ -173,6 +175,7 @@ class ModelConfig:
     attention_softcap: float | None = None
     logit_softcap: float | None = None
     sandwich_norm: bool = False
+    local_rope_base: float | None = None
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -258,6 +261,10 @@ class ModelConfig:
         for name in ("attention_softcap", "logit_softcap"):
             if getattr(self, name) is not None:
                 _check_float(name, getattr(self, name), *SOFTCAP_RANGE)
+        if self.local_rope_base is not None:
+            _check_float("local_rope_base", self.local_rope_base, *ROPE_BASE_RANGE)
+            if self.positional != "rope" or self.sliding_window is None:
+                raise ConfigError("local_rope_base needs rope positions and a sliding window")
         if self.sandwich_norm and self.norm != "pre":
             raise ConfigError("sandwich_norm needs pre-norm sub-layers (norm = pre)")
         _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)

@@ -86,6 +86,7 @@ class CausalLM(nn.Module):
     :ivar final_norm: the norm after the last layer
     :ivar lm_head: the output projection where it has its own matrix, else None
     :ivar scheme: what puts position into the scores (`Rotary`, `ALiBi`), else None
+    :ivar local_scheme: the sliding layers' own RoPE (Gemma 3's local base), else None
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -108,12 +109,15 @@ class CausalLM(nn.Module):
         self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
         self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.scheme: Rotary | ALiBi | None = None
+        self.local_scheme: Rotary | None = None
         if cfg.positional == "rope":
             with torch.device("cpu"):  # also where the model is built on the meta device to be loaded
                 frequencies = scaled_frequencies(cfg.d_head, cfg.rope_base, cfg.rope_scaling, cfg.rope_factor,
                                                  cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
                                                  cfg.rope_original_max_positions)
             self.scheme = Rotary(cfg.d_head, cfg.rope_base, frequencies)
+        if cfg.local_rope_base is not None:
+            self.local_scheme = Rotary(cfg.d_head, cfg.local_rope_base)
         elif cfg.positional == "alibi":
             self.scheme = ALiBi(cfg.heads, cfg.alibi_max_bias)
         self.reset_parameters()
@@ -160,11 +164,12 @@ class CausalLM(nn.Module):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
         x = self.embed(ids, offset)
-        position = None
+        position = local = None
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
             keys = where if not cache else torch.cat([cache[0].positions, where], dim=1)
             position = self.scheme.score_position(where, keys, need_weights)
+            local = None if self.local_scheme is None else self.local_scheme.score_position(where, keys, need_weights)
         out = CausalLMOutput(x)
         masks: dict[int | None, Tensor | None] = {}
         for i, layer in enumerate(self.layers):
@@ -172,7 +177,8 @@ class CausalLM(nn.Module):
             if window not in masks:
                 needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)
                 masks[window] = window_mask(ids.shape[1], offset, window, ids.device) if needed else None
-            x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, position,
+            scheme = local if local is not None and window is not None else position
+            x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, scheme,
                                   None if head_mask is None else head_mask[i])
             out.cache.append(kv)
             if record is not None:
