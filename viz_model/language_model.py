@@ -1,6 +1,7 @@
 """`LanguageModel`: the one door to an imported decoder-only language model (GPT-2, Llama, Mistral, Qwen2), as
-`TranslationModel` is to a translator: `complete` a prompt greedily, `trace` every attention map over the prompt and
-its continuation. `viz_model.load` returns one for a decoder-only model directory.
+`TranslationModel` is to a translator: `complete` a prompt greedily (`chat`: messages through the model's chat
+template), `trace` every attention map over the prompt and its continuation. `viz_model.load` returns one for a
+decoder-only model directory.
 
 Read-only at inference (weights and caches come back from calls), so one instance can serve many threads.
 """
@@ -65,6 +66,7 @@ class LanguageModel:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
+        self._sampling_said = False
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
@@ -77,10 +79,16 @@ class LanguageModel:
     def config(self) -> ModelConfig:
         return self.network.config
 
-    def encode(self, prompt: str, max_new_tokens: int = 0) -> list[int]:
-        """The prompt's ids; one line where it is empty, or where it and `max_new_tokens` do not fit the model's
-        positions (a table of learned positions ends there); a warning past a RoPE model's trained length."""
-        ids = self.tokenizer.encode(check_prompt(prompt))
+    def encode(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 0) -> list[int]:
+        """The prompt's ids (a list of chat messages: through the chat template); one line where it is empty, or
+        where it and `max_new_tokens` do not fit the model's positions (a table of learned positions ends there); a
+        warning past a RoPE model's trained length."""
+        if self.tokenizer.rules["sampling"] and not self._sampling_said:
+            self._sampling_said = True
+            warnings.warn("this model's generation config samples (do_sample); viz-model decodes greedily, as "
+                          "generate(do_sample=False)", stacklevel=3)
+        ids = self.tokenizer.chat_ids(prompt) if isinstance(prompt, list) else self.tokenizer.encode(
+            check_prompt(prompt))
         if not ids:
             raise ValueError("prompt gives no tokens: type some text for the model to continue")
         limit, needed = self.config.max_positions, len(ids) + max_new_tokens
@@ -110,14 +118,21 @@ class LanguageModel:
             step = torch.tensor([[token]], device=self.device)
         return new
 
-    def complete(self, prompt: str, max_new_tokens: int = 20) -> str:
-        """The greedy continuation of `prompt`, alone, decoded without special tokens."""
+    def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20) -> str:
+        """The greedy continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special
+        tokens."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         return self.tokenizer.decode(self.continue_ids(self.encode(prompt, max_new_tokens), max_new_tokens))
 
+    def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
+        """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
+        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; greedy."""
+        return self.complete(messages, max_new_tokens)
+
     @torch.inference_mode()
-    def trace(self, prompt: str, max_new_tokens: int = 20, top_k: int = 5) -> AttentionTrace:
-        """Every attention map over `prompt` and its greedy continuation (``max_new_tokens=0``: the prompt alone).
+    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5) -> AttentionTrace:
+        """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
+        continuation (``max_new_tokens=0``: the prompt alone).
 
         ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
         read token t and names the token after it (the next one of the text, then the model's choice after the
@@ -142,8 +157,9 @@ class LanguageModel:
         n, d = len(ids), self.config.d_model
         ids_tensor = torch.tensor([ids], device=self.device)
         positional = self.network.embed(ids_tensor)[0] - self.network.embedding(ids_tensor)[0]
+        text = self.tokenizer.chat_text(prompt) if isinstance(prompt, list) else prompt
         trace = AttentionTrace(
-            source_text=prompt, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
+            source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
             source_words=[], target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens),
             output_ids=outputs, output_tokens=self.tokenizer.pieces(outputs), encoder_attentions=[],
             decoder_attentions=[a[0].float().cpu().numpy() for a in out.attentions], cross_attentions=[],

@@ -20,7 +20,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import CONFIGS, build_lm_folder  # noqa: E402
+from support.hf_lm import CHAT, CONFIGS, build_lm_folder  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -209,3 +209,38 @@ def test_a_translation_config_reads_and_digests_as_before():
         ModelConfig(kind="decoder")
     with pytest.raises(ValueError, match="kv_heads"):
         ModelConfig(kv_heads=4)
+
+
+MESSAGES = [{"role": "system", "content": "You read books."}, {"role": "user", "content": "A dog runs in the park?"}]
+
+
+def test_chat_applies_the_models_own_template(family, hf, imported):
+    if family not in CHAT:
+        with pytest.raises(ValueError, match="no chat template") as err:
+            imported.chat(MESSAGES)
+        assert "\n" not in str(err.value)
+        return
+    model, tok = hf
+    expected = tok.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    expected = list(expected["input_ids"] if hasattr(expected, "keys") else expected)
+    assert imported.tokenizer.chat_ids(MESSAGES) == expected
+    with torch.no_grad():
+        out = model.generate(torch.tensor([expected]), do_sample=False, max_new_tokens=8)
+    assert imported.chat(MESSAGES, max_new_tokens=8) == tok.decode(out[0, len(expected):], skip_special_tokens=True)
+    trace = imported.trace(MESSAGES, max_new_tokens=3)
+    assert trace.target_ids[:len(expected)] == expected and "<|assistant|>" in trace.source_text
+    for bad, said in (([{"role": "robot", "content": "hi"}], "role 'robot'"), ([], "non-empty list"),
+                      ([{"role": "user"}], "text 'content'")):
+        with pytest.raises(ValueError, match=said) as err:
+            imported.chat(bad)
+        assert "\n" not in str(err.value)
+
+
+def test_a_sampling_generation_config_is_decoded_greedily_and_said_once(family, folder, tmp_path):
+    if family not in CHAT:
+        pytest.skip("only the instruct model's generation config samples")
+    lm = viz_model.load(import_model(str(folder), tmp_path / "lm"), device="cpu")
+    with pytest.warns(UserWarning, match="decodes greedily") as said:
+        lm.complete("A dog", max_new_tokens=2)
+        lm.complete("A cat", max_new_tokens=2)
+    assert len([w for w in said if "greedily" in str(w.message)]) == 1

@@ -41,6 +41,9 @@ CONFIGS = {
                             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
     "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
 }
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 
@@ -70,6 +73,9 @@ def build_lm_folder(root, name: str, seed: int = 0):
                 p.normal_(0, 0.2 if param_name.endswith("bias") else 1.0).add_(0.0 if param_name.endswith("bias")
                                                                                  else 0.0)
     folder = root / name
+    if name in CHAT:
+        tokenizer.chat_template = CHAT_TEMPLATE
+        model.generation_config.update(do_sample=True, temperature=0.6, top_p=0.9)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -45,14 +45,39 @@ def rope_settings(hf: dict[str, Any], path: Path) -> dict[str, Any]:
     return settings
 
 
+def generation_config(folder: Path) -> dict[str, Any]:
+    """The folder's generation_config.json ({} where it has none)."""
+    path = folder / "generation_config.json"
+    if not path.is_file():
+        return {}
+    generation = read_json_file(path, MAX_GENERATION_CONFIG_BYTES, "not a generation config")
+    return generation if isinstance(generation, dict) else {}
+
+
+def chat_settings(folder: Path) -> tuple[str | None, dict[str, str]]:
+    """The folder's chat template (its default one where it names several; None without one) and the special
+    tokens' text the template reads, as transformers' tokenizer of the folder has them (None, {} without
+    transformers)."""
+    try:
+        import transformers
+    except ImportError:
+        return None, {}
+    try:
+        built = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+    except Exception as err:  # any reason transformers gives: its first line names it
+        raise HFImportError(f"{folder}: transformers cannot read this folder's tokenizer ({err})") from None
+    template = getattr(built, "chat_template", None)
+    template = template.get("default") if isinstance(template, dict) else template
+    specials = {name: str(value) for name, value in built.special_tokens_map.items() if isinstance(value, str)}
+    return (template if isinstance(template, str) else None), specials
+
+
 def end_ids(folder: Path, hf: dict[str, Any]) -> list[int]:
     """The ids that end a continuation: generation_config.json's eos_token_id, else config.json's (one or a list)."""
     eos = hf.get("eos_token_id")
-    path = folder / "generation_config.json"
-    if path.is_file():
-        generation = read_json_file(path, MAX_GENERATION_CONFIG_BYTES, "not a generation config")
-        if isinstance(generation, dict) and generation.get("eos_token_id") is not None:
-            eos = generation["eos_token_id"]
+    generation = generation_config(folder)
+    if generation.get("eos_token_id") is not None:
+        eos = generation["eos_token_id"]
     ids = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise HFImportError(f"{folder}: eos_token_id must be an id or a list of ids, got {eos!r}")
@@ -68,10 +93,11 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
                             "has none")
     settings = tokenizer_settings(folder)
     data = tokenizer_source(folder)
-    template = settings.get("chat_template") if isinstance(settings.get("chat_template"), str) else None
+    template, specials = chat_settings(folder)
     rules = LMTokenizer.rules_file(ids=hf.get("vocab_size", 0), eos=end_ids(folder, hf),
                                    clean_up_spaces=bool(settings.get("clean_up_tokenization_spaces", False)),
-                                   chat_template=template)
+                                   chat_template=template, special_tokens=specials,
+                                   sampling=bool(generation_config(folder).get("do_sample", False)))
     try:
         return LMTokenizer.from_files({"tokenizer.json": data, LMTokenizer.MARKER: rules}, folder)
     except ValueError as err:

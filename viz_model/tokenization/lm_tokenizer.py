@@ -14,14 +14,17 @@ from .tokenizer import TokenizerError
 from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
 
 RULES = "lm_tokenizer.json"
-RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template")
+RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling")
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+MAX_MESSAGES = 200
 
 
 class LMTokenizer:
     """Text to a language model's ids and back, as transformers' tokenizer of its folder.
 
     :ivar rules: ``ids`` (the model's id table), ``eos`` (the ids that end a continuation), ``clean_up_spaces``,
-        ``chat_template`` (the folder's Jinja chat template or None)
+        ``chat_template`` (the folder's Jinja chat template or None), ``special_tokens`` (the names the template
+        reads, such as ``bos_token``, and their text), ``sampling`` (the folder's generation config samples)
     :ivar eos_ids: the ids that end a continuation
     :ivar skipped: the special tokens' ids, left out of decoded text
     """
@@ -73,6 +76,26 @@ class LMTokenizer:
         text = self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
         return clean_up_spaces(text) if self.rules["clean_up_spaces"] else text
 
+    def chat_text(self, messages: object) -> str:
+        """`messages` rendered by the folder's chat template, the assistant's turn opened after them (as
+        transformers' ``apply_chat_template(messages, add_generation_prompt=True, tokenize=False)``: its renderer,
+        so transformers must be installed); one line where the model has no template or a message is malformed."""
+        template = self.rules["chat_template"]
+        if template is None:
+            raise ValueError("this model has no chat template (a base model): give it a prompt to continue instead")
+        check_messages(messages)
+        try:
+            from transformers.utils.chat_template_utils import render_jinja_template
+        except ImportError:
+            raise ValueError('chat needs transformers to render the template: pip install "viz-model[hf]"') from None
+        rendered, _ = render_jinja_template(conversations=[messages], chat_template=template,
+                                            add_generation_prompt=True, **self.rules["special_tokens"])
+        return rendered[0]
+
+    def chat_ids(self, messages: object) -> list[int]:
+        """The ids of `chat_text`, tokenized with no special tokens added (the template wrote them)."""
+        return self.backend.encode(self.chat_text(messages), add_special_tokens=False).ids
+
     def piece(self, token_id: int) -> str:
         """The display label of one id (a byte-level token as text, a word's leading space as ``▁``)."""
         token = self.backend.id_to_token(int(token_id))
@@ -85,3 +108,16 @@ class LMTokenizer:
 
     def files(self) -> dict[str, bytes]:
         return dict(self._files)
+
+
+def check_messages(messages: object) -> None:
+    """A list of {"role": one of CHAT_ROLES, "content": text}; else a one-line ValueError naming the fault."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+    if len(messages) > MAX_MESSAGES:
+        raise ValueError(f"{len(messages)} messages; the limit is {MAX_MESSAGES}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise ValueError(f"message {i} must be a dict with a text 'content', got {message!r:.80}")
+        if message.get("role") not in CHAT_ROLES:
+            raise ValueError(f"message {i} has role {message.get('role')!r}; the roles are {', '.join(CHAT_ROLES)}")
