@@ -20,6 +20,7 @@ from .config import ModelConfig
 from .modeldir.checkpoint import load_model_dir, read_card
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, window_mask
+from .search.causal import beam_continuation
 from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import word_ids
 from .trace import AttentionTrace, DecodingStep
@@ -27,6 +28,7 @@ from .trace import AttentionTrace, DecodingStep
 MAX_PROMPT_CHARS = 20_000
 MAX_NEW_TOKENS = 1024
 MAX_TOP_K = 50
+MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
 
 
@@ -118,11 +120,25 @@ class LanguageModel:
             step = torch.tensor([[token]], device=self.device)
         return new
 
-    def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20) -> str:
-        """The greedy continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special
-        tokens."""
+    def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
+        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
+        length_penalty 1, early_stopping False); one line for a model with several end-of-text ids."""
+        beam = check_count(beam, "beam", 1, MAX_BEAM)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
-        return self.tokenizer.decode(self.continue_ids(self.encode(prompt, max_new_tokens), max_new_tokens))
+        if beam == 1 or max_new_tokens == 0:
+            return self.continue_ids(ids, max_new_tokens)
+        if len(self.tokenizer.eos_ids) > 1:
+            raise ValueError(f"beam search with several end-of-text ids ({self.tokenizer.eos_ids}) is not implemented; "
+                             "use beam=None (greedy)")
+        return beam_continuation(self.network, ids, beam, max_new_tokens).tokens
+
+    def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
+        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:
+        greedy, or with `beam` transformers' beam search."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        ids = self.encode(prompt, max_new_tokens)
+        new = self.continue_ids(ids, max_new_tokens) if beam is None else self.beam_ids(ids, beam, max_new_tokens)
+        return self.tokenizer.decode(new)
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
         """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered

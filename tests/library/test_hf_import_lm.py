@@ -4,8 +4,8 @@ window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (i
 (sandwich norms, soft caps, query_pre_attn_scalar, sliding layers), Gemma 3 text (two RoPEs, query/key norms) and
 BLOOM (ALiBi, embedding norm). Small random
 models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map within
-1e-5 of transformers' eager attention, logits within 1e-4, greedy continuations equal to ``generate(do_sample=False)``,
-tokenizer ids equal to transformers'.
+1e-5 of transformers' eager attention, logits within 1e-4, greedy and beam (4) continuations equal to
+``generate(do_sample=False)``'s, tokenizer ids equal to transformers'.
 """
 
 from __future__ import annotations
@@ -114,6 +114,20 @@ def test_greedy_continuations_equal_generate(hf, imported):
         new = out[0, ids.shape[1]:].tolist()
         assert imported.continue_ids(ids[0].tolist(), 12) == new
         assert imported.complete(prompt, max_new_tokens=12) == tok.decode(new, skip_special_tokens=True)
+
+
+def test_beam_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    for prompt in PROMPTS[:4]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, do_sample=False, num_beams=4, max_new_tokens=10,
+                                 attention_mask=torch.ones_like(ids))
+        new = out[0, ids.shape[1]:].tolist()
+        while new and new[-1] == model.generation_config.pad_token_id and new[-1] not in imported.tokenizer.eos_ids:
+            new.pop()  # generate pads a hypothesis that ended early
+        assert imported.beam_ids(ids[0].tolist(), 4, 10) == new
+        assert imported.complete(prompt, max_new_tokens=10, beam=4) == tok.decode(new, skip_special_tokens=True)
 
 
 def test_the_trace_covers_prompt_and_continuation(hf, imported):
@@ -244,3 +258,30 @@ def test_a_sampling_generation_config_is_decoded_greedily_and_said_once(family, 
         lm.complete("A dog", max_new_tokens=2)
         lm.complete("A cat", max_new_tokens=2)
     assert len([w for w in said if "greedily" in str(w.message)]) == 1
+
+
+def test_searches_that_end_at_the_end_of_text_equal_generate(tmp_path):
+    """A Llama whose end-of-text row of the head copies (louder) the token greedy search picks most: the
+    continuations end early, at different steps in different beams, as generate()'s do."""
+    folder = build_lm_folder(tmp_path, "llama")
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    eos = model.config.eos_token_id
+    with torch.no_grad():
+        picks = [model.generate(tok(p, return_tensors="pt").input_ids, do_sample=False, max_new_tokens=6)[0, -6:]
+                 for p in PROMPTS]
+        common = int(torch.cat(picks).mode().values)
+        model.lm_head.weight[eos] = model.lm_head.weight[common] * 1.1
+    model.save_pretrained(folder)
+    lm = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cpu")
+    ended = 0
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            greedy = model.generate(ids, do_sample=False, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+            beam = model.generate(ids, do_sample=False, num_beams=4, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+        beam = beam[:beam.index(eos) + 1] if eos in beam else beam  # generate pads after the end
+        assert lm.continue_ids(ids[0].tolist(), 10) == greedy
+        assert lm.beam_ids(ids[0].tolist(), 4, 10) == beam
+        ended += (eos in greedy) + (eos in beam)
+    assert ended >= 4, ended
