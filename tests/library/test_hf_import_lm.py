@@ -54,6 +54,14 @@ def imported(folder, tmp_path_factory):
     return viz_model.load(out, device="cpu")
 
 
+def test_the_translation_commands_refuse_a_language_model_in_one_line(family, imported, capsys):
+    if family != "gpt2":
+        pytest.skip("one family is enough")
+    assert main(["translate", "--model", str(imported.directory), "A dog."]) == 2
+    err = capsys.readouterr().err
+    assert "a decoder-only language model" in err and err.count("\n") == 1
+
+
 def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family):
     assert isinstance(imported, viz_model.LanguageModel)
     cfg = imported.config
