@@ -130,6 +130,68 @@ def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarr
     return bias[0].float().cpu().numpy()
 
 
+@dataclass
+class ModelPositionPart:
+    """The loaded model's own positional part of one stack's first-layer scores, or what can be given of it.
+
+    :ivar part: ``(heads, len, len)`` per head, or ``(1, len, len)`` where the part is not a head's
+    :ivar what: what the heatmaps show, a few words
+    :ivar note: one line: how it was computed, or why the part itself cannot be given and what is shown instead
+    :ivar exact: False where the four-way split cannot be given and `part` is what can be shown instead
+    """
+
+    part: np.ndarray
+    what: str
+    note: str
+    exact: bool = True
+
+
+def model_position_part(network: Transformer, stack: str, length: int, source_ids: list[int] | None = None,
+                        target_ids: list[int] | None = None) -> ModelPositionPart:
+    """What position adds to the first layer of the `stack`'s self-attention scores, per head, for positions
+    0 .. length-1: ALiBi's penalty and T5's bias (the same for any tokens); the position·position part
+    ``(P W_Q)(P W_K)ᵀ/√d_k`` of the sinusoids or a learned table (post-norm, no norm on the embeddings); RoPE's
+    rotation part ``q·R(j−p)k − q·k`` on a sentence (the ids, needed for RoPE only; `length` is then the
+    sentence's). Pre-norm or normed embeddings: the model's own table's ``PE(p)·PE(j)/√d_model``, `exact` False."""
+    _stack(stack)
+    cfg, side = network.config, SIDES[stack]
+    scheme = network.score_scheme(side)
+    if scheme is not None and scheme.adds_bias:
+        return ModelPositionPart(model_offset_part(network, stack, length), f"{cfg.positional} bias",
+                                 "added to every layer's scores, the same for any tokens")
+    if scheme is not None:
+        if source_ids is None or target_ids is None:
+            raise LessonError("RoPE's part of the scores depends on the tokens: give a sentence's source and "
+                              "target ids")
+        device = network.src_embedding.weight.device
+        with torch.no_grad():
+            out = network(torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device),
+                          need_weights=True)
+            record = (out.encoder_records if stack == "encoder" else out.decoder_records)[0]
+            q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, 0)
+        return ModelPositionPart(rotation_part(q, k, scheme.base, scale), "rotation's part, layer 1",
+                                 "q·R(j−p)k − q·k on this sentence: what rotating its queries and keys adds (it "
+                                 "depends on the tokens)")
+    _check_length(length, high=cfg.max_positions)
+    with torch.no_grad():
+        positions = network.positional_encodings(length, side).double()
+        if cfg.norm != "post" or cfg.embedding_norm:
+            why = ("it is pre-norm: layer 1 reads LayerNorm(token + position)" if cfg.norm != "post" else
+                   "its embeddings are normed after the positions are added (BART's layernorm_embedding)")
+            return ModelPositionPart((positions @ positions.T / math.sqrt(cfg.d_model))[None].cpu().numpy(),
+                                     "its own PE(p)·PE(j)/√d_model",
+                                     f"No head's position·position part can be given: {why}, which mixes token and "
+                                     "position; shown: its own position vectors' PE(p)·PE(j)/√d_model, before any "
+                                     "norm or projection.", exact=False)
+        attention = network.attention_block(stack, 0)[0]
+        q = attention.split_heads(positions[None] @ attention.w_q.weight.double().T)[0]
+        k = attention.split_heads(positions[None] @ attention.w_k.weight.double().T)[0]
+        scale = math.sqrt(attention.d_head) if attention.scale else 1.0
+    return ModelPositionPart((q @ k.transpose(-1, -2) / scale).cpu().numpy(), "position·position part, layer 1",
+                             "(P W_Q)(P W_K)ᵀ/√d_k: what position alone adds to layer 1's scores, whatever the tokens "
+                             "(the two cross terms depend on them)")
+
+
 def _stack(stack: str) -> str:
     if stack not in SIDES:
         raise LessonError(f"stack must be encoder or decoder, got {stack!r}")
@@ -139,22 +201,30 @@ def _stack(stack: str) -> str:
 # --- why did this head look there --------------------------------------------------------------------------------
 @dataclass
 class ScoreSplit:
-    """One head's scores ``(query, key)`` in one layer split into parts that add up to `score` (what the softmax sees
-    before masking, as the other pages' records hold).
+    """One head's scores ``(query, key)`` in one layer split into parts computed apart from them (`score`: what the
+    softmax saw before masking, as the model's own record holds it); `adds_up` checks that the parts sum to it.
 
     :ivar score: the head's scores, as the model's record has them
-    :ivar parts: name -> ``(query, key)`` part; their sum is `score`
+    :ivar parts: name -> ``(query, key)`` part, each computed from the layer's input and weights, not from `score`
     :ivar note: how the split was made, in one line
+    :ivar tolerance: the largest difference between the parts' sum and `score` that rounding explains, relative to
+        the largest score (at least 1)
     """
 
     score: np.ndarray
     parts: dict[str, np.ndarray]
     note: str
+    tolerance: float = 1e-4
 
     @property
     def residual(self) -> float:
-        """The largest difference between the parts' sum and the score (float rounding only)."""
+        """The largest difference between the parts' sum and the score."""
         return float(np.abs(sum(self.parts.values()) - self.score).max())
+
+    @property
+    def adds_up(self) -> bool:
+        """Whether the parts sum to the model's scores up to float rounding."""
+        return self.residual <= self.tolerance * max(1.0, float(np.abs(self.score).max()))
 
 
 def split_scores(network: Transformer, source_ids: list[int], target_ids: list[int], stack: str, layer: int,
@@ -175,22 +245,66 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
         raise LessonError(f"head must be in [0, {cfg.heads - 1}], got {head!r}")
     device = network.src_embedding.weight.device
     src, tgt = torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device)
+    tolerance = 1e-4 if network.src_embedding.weight.dtype in (torch.float32, torch.float64) else 2e-2
     with torch.no_grad():
         out = network(src, tgt, need_weights=True)
         record = (out.encoder_records if stack == "encoder" else out.decoder_records)[layer]
         score = record.scores[0, head].float().cpu().numpy()
-        if record.position_bias is not None:
-            part = record.position_bias.expand_as(record.scores)[0, head].float().cpu().numpy()
-            name = "rotation" if cfg.positional == "rope" else "position bias"
-            note = ("RoPE: the scores of the unrotated queries and keys, and what rotating them adds"
-                    if cfg.positional == "rope" else f"{cfg.positional}: q·k of the tokens' vectors, plus the bias")
-            return ScoreSplit(score, {"content": score - part, name: part}, note)
+        scheme = network.score_scheme(SIDES[stack])
+        if scheme is not None:
+            q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, layer)
+            content = (q[head] @ k[head].T / scale).cpu().numpy()
+            if scheme.adds_bias:
+                name, note = "position bias", f"{cfg.positional}: q·k of the tokens' vectors, plus the scheme's bias"
+                part = _scheme_bias(network, stack, score.shape[0])[head]
+            else:
+                name, note = "rotation", "RoPE: q·k of the unrotated queries and keys, and q·R(j−p)k − q·k"
+                part = rotation_part(q[head:head + 1], k[head:head + 1], scheme.base, scale)[0]
+            return ScoreSplit(score, {"content": content, name: part}, note, tolerance)
         if layer != 0 or cfg.norm != "post" or cfg.embedding_norm:
             raise LessonError("with positions added to the input, content and position can be told apart only in "
                               "the first layer of a post-norm model without a norm on its embeddings (later layers, "
                               "pre-norm and BART's embedding norm mix them)")
         parts = _input_split(network, src if stack == "encoder" else tgt, SIDES[stack], stack, head)
-    return ScoreSplit(score, parts, "first layer: the input is token + position, so q and k split into two parts each")
+    return ScoreSplit(score, parts, "first layer: the input is token + position, so q and k split into two parts each",
+                      tolerance)
+
+
+def _unpositioned_queries_keys(network: Transformer, entering: torch.Tensor, stack: str,
+                               layer: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Every head's queries and keys ``(heads, len, d_head)`` (float64) of one self-attention layer, projected from
+    the stream `entering` it ``(1, len, d_model)`` without any rotation, and the scores' divisor."""
+    attention, residual = network.attention_block(stack, layer)
+    h = residual.enter(entering)
+    q = attention.split_heads(attention.w_q(h))[0].double()
+    k = attention.split_heads(attention.w_k(h))[0].double()
+    return q, k, math.sqrt(attention.d_head) if attention.scale else 1.0
+
+
+def _scheme_bias(network: Transformer, stack: str, length: int) -> np.ndarray:
+    """``(heads, length, length)``: the bias the `stack`'s own scheme module (ALiBi's slopes, T5's table) gives
+    queries and keys at positions 0 .. length-1."""
+    positions = torch.arange(length, device=network.src_embedding.weight.device)[None]
+    with torch.no_grad():
+        bias = network.score_scheme(SIDES[stack]).score_position(positions, positions, False).bias
+    return bias[0].double().cpu().numpy()
+
+
+def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0) -> np.ndarray:
+    """``(heads, len, len)``: what RoPE's rotation adds to the scores of unrotated queries and keys ``(heads, len,
+    d_head)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale``, the key turned by the offset's angle (Llama's pairing,
+    dimension i with i + d_head/2), one head at a time."""
+    d_head, length = q.shape[-1], q.shape[-2]
+    positions = torch.arange(length, dtype=torch.float64, device=q.device)
+    frequencies = rope_frequencies(d_head, base).to(q.device, torch.float64)
+    angles = (positions[None, :] - positions[:, None])[..., None] * frequencies  # (p, j, d_head/2): (j − p)·θ_i
+    cos, sin = torch.cat((angles.cos(), angles.cos()), -1), torch.cat((angles.sin(), angles.sin()), -1)
+    parts = []
+    for q_h, k_h in zip(q.double(), k.double()):
+        half = torch.cat((-k_h[:, d_head // 2:], k_h[:, :d_head // 2]), -1)  # a quarter turn of every pair
+        turned = k_h[None] * cos + half[None] * sin  # (p, j, d_head): key j turned by (j − p)·θ
+        parts.append(((q_h[:, None, :] * turned).sum(-1) - q_h @ k_h.T) / scale)
+    return torch.stack(parts).cpu().numpy()
 
 
 def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str, head: int) -> dict[str, np.ndarray]:
