@@ -157,8 +157,8 @@ def model_position_part(network: Transformer, stack: str, length: int, source_id
     cfg, side = network.config, SIDES[stack]
     scheme = network.score_scheme(side)
     if scheme is not None and scheme.adds_bias:
-        return ModelPositionPart(model_offset_part(network, stack, length), f"{cfg.positional} bias",
-                                 "added to every layer's scores, the same for any tokens")
+        return ModelPositionPart(model_offset_part(network, stack, length), f"its {cfg.positional} bias on the scores",
+                                 "Added to every layer's scores, the same for any tokens.")
     if scheme is not None:
         if source_ids is None or target_ids is None:
             raise LessonError("RoPE's part of the scores depends on the tokens: give a sentence's source and "
@@ -169,9 +169,10 @@ def model_position_part(network: Transformer, stack: str, length: int, source_id
                           need_weights=True)
             record = (out.encoder_records if stack == "encoder" else out.decoder_records)[0]
             q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, 0)
-        return ModelPositionPart(rotation_part(q, k, scheme.base, scale), "rotation's part, layer 1",
-                                 "q·R(j−p)k − q·k on this sentence: what rotating its queries and keys adds (it "
-                                 "depends on the tokens)")
+        return ModelPositionPart(rotation_part(q, k, scheme.base, scale),
+                                 "the rotation's part of layer 1's scores on this sentence", "q·R(j−p)k − q·k: what "
+                                 "rotating this sentence's queries and keys adds to layer 1's scores (it depends on "
+                                 "the tokens).")
     _check_length(length, high=cfg.max_positions)
     with torch.no_grad():
         positions = network.positional_encodings(length, side).double()
@@ -179,7 +180,7 @@ def model_position_part(network: Transformer, stack: str, length: int, source_id
             why = ("it is pre-norm: layer 1 reads LayerNorm(token + position)" if cfg.norm != "post" else
                    "its embeddings are normed after the positions are added (BART's layernorm_embedding)")
             return ModelPositionPart((positions @ positions.T / math.sqrt(cfg.d_model))[None].cpu().numpy(),
-                                     "its own PE(p)·PE(j)/√d_model",
+                                     "its own position vectors, PE(p)·PE(j)/√d_model",
                                      f"No head's position·position part can be given: {why}, which mixes token and "
                                      "position; shown: its own position vectors' PE(p)·PE(j)/√d_model, before any "
                                      "norm or projection.", exact=False)
@@ -187,9 +188,10 @@ def model_position_part(network: Transformer, stack: str, length: int, source_id
         q = attention.split_heads(positions[None] @ attention.w_q.weight.double().T)[0]
         k = attention.split_heads(positions[None] @ attention.w_k.weight.double().T)[0]
         scale = math.sqrt(attention.d_head) if attention.scale else 1.0
-    return ModelPositionPart((q @ k.transpose(-1, -2) / scale).cpu().numpy(), "position·position part, layer 1",
+    return ModelPositionPart((q @ k.transpose(-1, -2) / scale).cpu().numpy(),
+                             "the position·position part of layer 1's scores",
                              "(P W_Q)(P W_K)ᵀ/√d_k: what position alone adds to layer 1's scores, whatever the tokens "
-                             "(the two cross terms depend on them)")
+                             "(the two cross terms depend on them).")
 
 
 def _stack(stack: str) -> str:
