@@ -190,6 +190,18 @@ def test_the_loaded_models_positional_part_for_every_scheme(positional):
             ps.model_position_part(model, "encoder", 5)
 
 
+def test_ropes_part_on_a_sentence_of_several_blocks_of_queries():
+    model = tiny("rope", max_positions=128)
+    source = [5 + i % 50 for i in range(75)] + [3]  # more than two blocks of 32 queries
+    shown = ps.model_position_part(model, "encoder", len(source), source, TARGET)
+    for head in (0, 3):
+        split = ps.split_scores(model, source, TARGET, "encoder", 1, head)
+        assert split.adds_up and split.residual < 1e-5
+        assert np.allclose(shown.part[head], ps.split_scores(model, source, TARGET, "encoder", 0, head).parts[
+            "rotation"], atol=1e-5)
+    assert shown.part.shape == (4, 76, 76) and not np.allclose(shown.part[:, 40, 50], shown.part[:, 40, 30])
+
+
 @pytest.mark.parametrize("changes, why", [({"norm": "pre"}, "it is pre-norm"),
                                           ({"embedding_norm": True}, "its embeddings are normed")])
 def test_where_no_heads_position_part_exists_the_model_says_why_and_shows_its_table(changes, why):

@@ -118,7 +118,7 @@ def relative_values(network: Transformer, stack: str) -> np.ndarray:
 def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarray:
     """``(heads, length, length)``: what the loaded model adds to its `stack`'s self-attention scores between query p
     and key j, whatever the tokens (ALiBi's penalty, T5's learned bias); RoPE and the input schemes have none that is
-    independent of the tokens (see `split_scores`)."""
+    independent of the tokens (see `model_position_part`)."""
     _check_length(length, high=network.config.max_positions)
     scheme = network.score_scheme(SIDES[_stack(stack)])
     if scheme is None or not scheme.adds_bias:
@@ -234,10 +234,11 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
     """The scores of `head` in `layer` (0-based) of the `stack`'s self-attention on one sentence pair (target ids: the
     decoder's input), split into what content and position contribute.
 
-    Additive input schemes (first layer of a post-norm model only, where the input is exactly token + position):
-    content·content, content·position, position·content, position·position (biases counted with content). ALiBi and
-    the relative bias (any layer): content (q·k) and the bias. RoPE (any layer): the scores without the rotation
-    and what the rotation adds."""
+    Each part is computed from the layer's input and weights, not from the score, so `ScoreSplit.adds_up` checks
+    the split against the forward. Additive input schemes (first layer of a post-norm model only, where the input is
+    exactly token + position): content·content, content·position, position·content, position·position (biases
+    counted with content). ALiBi and the relative bias (any layer): content (q·k of the queries and keys without
+    position) and the bias of the scheme's own module. RoPE (any layer): content and ``q·R(j−p)k − q·k``."""
     _stack(stack)
     cfg = network.config
     layers = cfg.encoder_layers if stack == "encoder" else cfg.decoder_layers
@@ -258,7 +259,7 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
             content = (q[head] @ k[head].T / scale).cpu().numpy()
             if scheme.adds_bias:
                 name, note = "position bias", f"{cfg.positional}: q·k of the tokens' vectors, plus the scheme's bias"
-                part = _scheme_bias(network, stack, score.shape[0])[head]
+                part = model_offset_part(network, stack, score.shape[0])[head]
             else:
                 name, note = "rotation", "RoPE: q·k of the unrotated queries and keys, and q·R(j−p)k − q·k"
                 part = rotation_part(q[head:head + 1], k[head:head + 1], scheme.base, scale)[0]
@@ -283,30 +284,20 @@ def _unpositioned_queries_keys(network: Transformer, entering: torch.Tensor, sta
     return q, k, math.sqrt(attention.d_head) if attention.scale else 1.0
 
 
-def _scheme_bias(network: Transformer, stack: str, length: int) -> np.ndarray:
-    """``(heads, length, length)``: the bias the `stack`'s own scheme module (ALiBi's slopes, T5's table) gives
-    queries and keys at positions 0 .. length-1."""
-    positions = torch.arange(length, device=network.src_embedding.weight.device)[None]
-    with torch.no_grad():
-        bias = network.score_scheme(SIDES[stack]).score_position(positions, positions, False).bias
-    return bias[0].double().cpu().numpy()
-
-
 def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0) -> np.ndarray:
-    """``(heads, len, len)``: what RoPE's rotation adds to the scores of unrotated queries and keys ``(heads, len,
-    d_head)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale``, the key turned by the offset's angle (Llama's pairing,
-    dimension i with i + d_head/2), one head at a time."""
+    """``(heads, len, len)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale`` for unrotated queries and keys ``(heads,
+    len, d_head)``: what RoPE's rotation adds to the scores (Llama's pairing: dimension i turns with i + d_head/2)."""
     d_head, length = q.shape[-1], q.shape[-2]
+    q, k = q.double(), k.double()
     positions = torch.arange(length, dtype=torch.float64, device=q.device)
-    frequencies = rope_frequencies(d_head, base).to(q.device, torch.float64)
-    angles = (positions[None, :] - positions[:, None])[..., None] * frequencies  # (p, j, d_head/2): (j − p)·θ_i
-    cos, sin = torch.cat((angles.cos(), angles.cos()), -1), torch.cat((angles.sin(), angles.sin()), -1)
-    parts = []
-    for q_h, k_h in zip(q.double(), k.double()):
-        half = torch.cat((-k_h[:, d_head // 2:], k_h[:, :d_head // 2]), -1)  # a quarter turn of every pair
-        turned = k_h[None] * cos + half[None] * sin  # (p, j, d_head): key j turned by (j − p)·θ
-        parts.append(((q_h[:, None, :] * turned).sum(-1) - q_h @ k_h.T) / scale)
-    return torch.stack(parts).cpu().numpy()
+    frequencies = torch.cat([rope_frequencies(d_head, base)] * 2).to(q.device, torch.float64)
+    quarter = torch.cat((-k[..., d_head // 2:], k[..., :d_head // 2]), -1)  # every pair of every key turned 90°
+    rows = []
+    for start in range(0, length, 32):  # 32 queries at a time: (heads, 32, len, d_head) at most
+        angles = (positions[None, :] - positions[start:start + 32, None])[..., None] * frequencies  # (j − p)·θ_i
+        turned = k[:, None] * angles.cos() + quarter[:, None] * angles.sin()  # key j turned by (j − p)·θ, per p
+        rows.append((q[:, start:start + 32, None, :] * turned).sum(-1))
+    return ((torch.cat(rows, 1) - q @ k.transpose(-1, -2)) / scale).cpu().numpy()
 
 
 def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str, head: int) -> dict[str, np.ndarray]:
