@@ -151,7 +151,7 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     with c3:
         state.bound(st.selectbox, "Head", own.split_head, list(range(1, config.heads + 1)),
                     format_func=lambda v: f"Head {v}")
-    if first_only:
+    if first_only and config.norm == "post" and not config.embedding_norm:  # else the split says why not
         st.caption("Position is added to the input, so content and position can be told apart in the first layer "
                    "only: later layers read a stream where both are mixed.")
     layer, head = int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1

@@ -99,6 +99,7 @@ def test_a_pre_norm_model_says_why_no_head_has_a_position_part_and_shows_its_tab
     np.testing.assert_allclose(arr(own["data"][0]["z"]), model_position_part(model.network, "encoder", length).part[0],
                                atol=1e-6)
     assert "only in the first layer of a post-norm model" in messages(at)  # the split says why in one line
+    assert "can be told apart in the first layer only" not in captions(at)
 
 
 def test_t5s_formula_has_no_scale_where_the_model_leaves_its_scores_unscaled(schemes):
