@@ -116,14 +116,19 @@ def download(url: str, folder: Path, name: str, sha256: str = "", say: Callable[
         raise
 
 
-def write_verified(path: Path, lines: list[str], sha256: str, origin: str) -> None:
-    """`lines` as gzip'ed UTF-8 text at `path` (no name or time in the gzip header: the same bytes every time), kept
-    only if the text's SHA-256 is `sha256`."""
+def checked_text(path: Path, lines: list[str], sha256: str, origin: str) -> bytes:
+    """`lines` as the UTF-8 text of `path` (a line end after each), if its SHA-256 is `sha256`."""
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     found = hashlib.sha256(data).hexdigest()
     if found != sha256:
         raise FetchError(f"{path.name} made from {origin} has SHA-256 {found}, expected {sha256}: not the version "
                          "the configs were made from; nothing was kept")
+    return data
+
+
+def write_gzip(path: Path, data: bytes) -> None:
+    """`data` gzip'ed at `path` through a temporary file (no name or time in the gzip header: the same bytes every
+    time)."""
     tmp = _temporary(path.parent, path.name)
     try:
         with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
@@ -180,10 +185,10 @@ def fetch(data: DataSet, root: Path, mirror: str = "", say: Callable[[str], None
             else:
                 fetched[d.file] = tmp
         if data.convert is not None and missing:
-            outputs = data.convert(fetched)
-            origin = " + ".join(fetched)
-            for name in missing:
-                write_verified(folder / name, outputs[name], data.files[name], origin)
+            outputs, origin = data.convert(fetched), " + ".join(fetched)
+            texts = {name: checked_text(folder / name, outputs[name], data.files[name], origin) for name in missing}
+            for name, text in texts.items():  # written only once every one is verified
+                write_gzip(folder / name, text)
     finally:
         for path in fetched.values():
             if path.name.endswith(".part"):
