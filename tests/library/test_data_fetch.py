@@ -310,9 +310,10 @@ def test_the_real_catalogue_fetches_what_the_configs_read(tmp_path, capsys, serv
     server.files["/tatoeba/deu-eng.zip"] = anki_zip([f"{e}\t{d}\tCC-BY 2.0 (France)" for e, d in zip(en, de)])
     server.files["/wmt/test-full.tgz"] = wmt_archive(lines_of(LOCAL / "wmt" / "newstest2014.en.gz"),
                                                      lines_of(LOCAL / "wmt" / "newstest2014.de.gz"))
-    for name in catalogue.DATA_SETS:
-        code, out, err = run(capsys, "fetch", name, "--to", tmp_path, "--mirror", server.url)
-        assert code == 0, err
+    code, out, err = run(capsys, "fetch", "multi30k", "tatoeba", "wmt14", "--to", tmp_path, "--mirror", server.url)
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.startswith("licence: ")] == [
+        f"licence: {data.licence}" for data in catalogue.DATA_SETS.values()]
     for data in catalogue.DATA_SETS.values():
         folder = tmp_path / data.folder
         assert leftovers(folder) == sorted(data.files)

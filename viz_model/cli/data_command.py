@@ -1,4 +1,5 @@
-"""``viz-model data list`` and ``viz-model data fetch NAME [--to DIR]``: the corpora the training configs read."""
+"""``viz-model data list`` and ``viz-model data fetch NAME [NAME ...] [--to DIR]``: the corpora the training configs
+read."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ def add_data_arguments(sub) -> None:
                                     "WMT14), checked against recorded SHA-256 checksums")
     actions = p.add_subparsers(dest="data_command", required=True)
     actions.add_parser("list", help="the data sets, their sources and licences, and which are in the data root")
-    f = actions.add_parser("fetch", help="download a data set into the data root, check it and print its licence "
-                                         "and citation")
-    f.add_argument("name", choices=list(DATA_SETS))
+    f = actions.add_parser("fetch", help="download data sets into the data root, check them and print their "
+                                         "licences and citations")
+    f.add_argument("names", nargs="+", choices=list(DATA_SETS), metavar="NAME",
+                   help=f"the data sets: {', '.join(DATA_SETS)}")
     f.add_argument("--to", default=None, metavar="DIR",
                    help=f"the data root to put it under (default: ${DATA_ENV}, else {_default_label()})")
     f.add_argument("--mirror", default="", metavar="URL",
@@ -51,12 +53,13 @@ def cmd_data(args: argparse.Namespace) -> int:
             print(f"  made: {data.made}")
             print(f"  licence: {data.licence}")
         return 0
-    data = data_set(args.name)
     root = Path(args.to).expanduser() if args.to else data_root()
-    fetch(data, root, args.mirror, say=lambda line: print(line, file=sys.stderr))
-    print(f"{data.name} is in {root / data.folder}")
-    print(f"licence: {data.licence}")
-    print(f"cite: {data.citation}")
+    for name in dict.fromkeys(args.names):
+        data = data_set(name)
+        fetch(data, root, args.mirror, say=lambda line: print(line, file=sys.stderr))
+        print(f"{data.name} is in {root / data.folder}")
+        print(f"licence: {data.licence}")
+        print(f"cite: {data.citation}")
     if root.resolve() != data_root().resolve():
         print(f"the training configs read it there with {DATA_ENV}={root}")
     return 0
