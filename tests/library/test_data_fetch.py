@@ -245,6 +245,9 @@ def test_unknown_data_set_and_bad_folder_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["data", "fetch", "europarl"])
     assert "invalid choice: 'europarl'" in capsys.readouterr().err
+    assert run(capsys, "fetch", "wmt14", "--to", tmp_path, "--mirror", "mirror.example/data") == (
+        2, "", "viz-model: error: --mirror must be an http:// or https:// URL, got 'mirror.example/data'\n")
+    assert not (tmp_path / "wmt").exists()
     (tmp_path / "file").write_text("x")
     code, out, err = run(capsys, "fetch", "wmt14", "--to", tmp_path / "file")
     assert code == 2 and err.startswith(f"viz-model: error: cannot create {tmp_path / 'file' / 'wmt'}")

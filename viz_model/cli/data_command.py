@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import urllib.parse
 from pathlib import Path
 
 from ..config.data_root import DATA_ENV, data_root
@@ -53,6 +54,8 @@ def cmd_data(args: argparse.Namespace) -> int:
             print(f"  made: {data.made}")
             print(f"  licence: {data.licence}")
         return 0
+    if args.mirror and urllib.parse.urlsplit(args.mirror).scheme not in ("http", "https"):
+        raise ValueError(f"--mirror must be an http:// or https:// URL, got {args.mirror!r}")
     root = Path(args.to).expanduser() if args.to else data_root()
     for name in dict.fromkeys(args.names):
         data = data_set(name)

@@ -148,8 +148,9 @@ def fetch(data: DataSet, root: Path, mirror: str = "", say: Callable[[str], None
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise FetchError(f"cannot create {folder} ({err.strerror or err})") from None
-    for stale in folder.glob(".*.part"):  # left by a process that was killed mid-download
-        stale.unlink(missing_ok=True)
+    for name in [*data.files, *(d.file for d in data.downloads)]:  # left by a fetch that was killed
+        for stale in folder.glob(f".{name}.*.part"):
+            stale.unlink(missing_ok=True)
     states = file_states(data, folder)
     if differs := [name for name, state in states.items() if state == "differs"]:
         raise FetchError(f"{folder / differs[0]} is there but is not the recorded file (its text's SHA-256 differs); "
@@ -159,17 +160,15 @@ def fetch(data: DataSet, root: Path, mirror: str = "", say: Callable[[str], None
         downloads = [d for d in data.downloads if d.file in missing]
     else:
         downloads = list(data.downloads) if missing else []
-    for d in downloads:  # a download the user put there by hand (say, offline) is used as it is
-        if data.convert is None or not (folder / d.file).is_file():
-            continue
-        if d.sha256 and hashlib.sha256((folder / d.file).read_bytes()).hexdigest() != d.sha256:
-            raise FetchError(f"{folder / d.file} is not the published file (its SHA-256 differs); remove it and run "
-                             "the command again")
     fetched: dict[str, Path] = {}
     try:
         for i, d in enumerate(downloads):
-            if data.convert is not None and (folder / d.file).is_file():
-                fetched[d.file] = folder / d.file
+            placed = folder / d.file
+            if data.convert is not None and placed.is_file():  # put there by hand (say, offline): used as it is
+                if d.sha256 and hashlib.sha256(placed.read_bytes()).hexdigest() != d.sha256:
+                    raise FetchError(f"{placed} is not the published file (its SHA-256 differs); remove it and run "
+                                     "the command again")
+                fetched[d.file] = placed
                 continue
             try:
                 tmp = download(source_url(data, d, mirror), folder, d.file, d.sha256, say)
