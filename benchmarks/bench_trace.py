@@ -53,14 +53,16 @@ import numpy as np
 import torch
 from bench_common import (
     REFERENCE_DIMS,
-    REPO,
     CpuMonitor,
     cached_tokenizer,
     describe_machine,
     emit,
     load_average,
     machine,
+    repo_label,
 )
+
+from viz_model.config.data_root import data_root
 
 SENTENCE = "A man in a blue shirt is standing on a ladder and cleaning the windows."  # 15 words
 FORCED_TARGET = "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt die großen Fenster."
@@ -80,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--random", action="store_true", help="use a random-init model even when a shipped one exists")
     p.add_argument("--tokenizer", type=Path, help="SentencePiece model for the random-init model (default: train "
                                                   "an 8k BPE on --data-dir's training split, cached in .data/bench)")
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "multi30k",
+    p.add_argument("--data-dir", type=Path, default=data_root() / "multi30k",
                    help="Multi30K directory (only used to train the random-init model's tokenizer)")
     p.add_argument("--sentence", default=SENTENCE, help="English input sentence")
     p.add_argument("--runs", type=int, default=100, help="timed runs of each system (>= 50 for the report)")
@@ -160,7 +162,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
         model = viz_model.load(directory, device="cpu", search=args.search)
-        return model, "trained", str(directory)
+        return model, "trained", repo_label(directory)
     hint = "Pass --tokenizer FILE or --data-dir DIR"
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))
     dims = dict(REFERENCE_DIMS)

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from bench_common import report_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
+DATA = data_root()
 MULTI30K = ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
 
 

@@ -1,5 +1,5 @@
 """The ``viz-model`` command: app, translate, trace, eval, analyze, importance, info, train, export, import,
-export-hf.
+export-hf, data.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -18,6 +18,7 @@ from ..data import shard
 from ..modeldir.training_facts import TRAINING_FACTS
 from ..nn.quantize import SEARCH_PRECISIONS
 from ..search.settings import RULES
+from .data_command import add_data_arguments, cmd_data
 
 CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among processes under torchrun
 
@@ -173,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(transformers' from_pretrained, CTranslate2's converter)")
     p.add_argument("model_dir", help="the model directory, e.g. assets/mixed-en-de")
     p.add_argument("--out", required=True, help="the folder to write; must not exist")
+
+    add_data_arguments(sub)
     return parser
 
 
@@ -462,4 +465,5 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 COMMANDS = {"app": cmd_app, "translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
             "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
-            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf}
+            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf,
+            "data": cmd_data}
