@@ -112,7 +112,7 @@ def test_a_checkpoint_whose_head_is_the_shared_matrix_is_tied(folder, tmp_path):
     tensors.pop("lm_head.weight", None)
     save_file(tensors, str(copy / "model.safetensors"), metadata={"format": "pt"})
     assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 0
-    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    ours = viz_model.load(tmp_path / "out", device="cpu", precision="fp32")
     theirs = transformers.T5ForConditionalGeneration.from_pretrained(copy).eval()
     assert ours.config.tied_head and theirs.lm_head.weight is theirs.shared.weight
     src, tgt = torch.tensor([[5, 9, 11, 1]]), torch.tensor([[0, 7, 8]])

@@ -203,7 +203,7 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace):
     from ..api import load
 
-    return load(args.model, device=args.device, search=args.search)
+    return load(args.model, device=args.device, precision=args.search)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
