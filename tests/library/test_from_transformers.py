@@ -208,7 +208,7 @@ def test_offline_or_without_the_hub_client_one_line_says_what_to_do(tmp_path, mo
         viz_model.load("org/name", device="cpu")
     message = str(info.value)
     assert "\n" not in message and message.startswith("org/name: the hub could not be reached")
-    assert "huggingface-cli download org/name --local-dir DIR" in message
+    assert "`hf download org/name --local-dir DIR`" in message
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(viz_model.CheckpointError, match=r'huggingface_hub is not installed \(pip install '
                                                          r'"viz-model\[hf\]"\)'):
