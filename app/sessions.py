@@ -74,8 +74,8 @@ def model_stamp(root: Path, name: str) -> str:
 @dataclass(frozen=True)
 class ModelRef:
     """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
-    runs in, the target language of a many-to-many model ("" = its own) and the task prefix of a T5-family model
-    (None = its own)."""
+    runs in, the target language of a many-to-many model or of a T5's translation task ("" = its own) and the task
+    prefix of a T5-family model (None = its own)."""
 
     root: str
     name: str
@@ -118,8 +118,8 @@ def _load_model(ref: ModelRef) -> TranslationModel:
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
 def searching_model(ref: ModelRef) -> TranslationModel:
     """The cached model searching in precision `ref.search`, into target language `ref.lang` for a many-to-many
-    model, with task prefix `ref.prefix` for a T5-family one (the network is shared with `load_model`'s, not
-    copied)."""
+    model (a T5 that lists several: its translation task into it), with task prefix `ref.prefix` for a T5-family one
+    (the network is shared with `load_model`'s, not copied)."""
     model = load_model(ref)
     model = model if ref.search == "auto" else model.with_search(ref.search)
     if ref.lang:  # a T5's translation task into that language, else a many-to-many model's target language

@@ -115,6 +115,17 @@ def test_a_choice_the_model_cannot_take_names_the_keyword_and_writes_nothing(hub
         assert hub == []  # checked before anything is downloaded
 
 
+def test_a_model_too_large_for_fp32_names_the_dtype_keyword_and_writes_nothing(hub, tmp_path, monkeypatch):
+    from viz_model.hf import importer
+
+    monkeypatch.setattr(importer, "MAX_WEIGHTS_BYTES", 64 * 1024)  # this small T5 as NLLB-600M is at 2 GiB
+    with pytest.raises(viz_model.CheckpointError) as info:
+        viz_model.load(HUB_ID, device="cpu")
+    message = str(info.value)
+    assert "\n" not in message and "weight-file limit; import with dtype='fp16' (half the size" in message, message
+    assert cached(tmp_path) == []
+
+
 def test_a_hub_id_that_names_no_model_is_one_line_and_writes_nothing(hub, tmp_path):
     with pytest.raises(viz_model.CheckpointError) as info:
         viz_model.load("google-t5/t5-smal", device="cpu")

@@ -4,7 +4,8 @@ heads ``d_kv`` wide, no biases, a learned relative bias on the self-attention sc
 computed once per stack), a ReLU or gated-GELU feed-forward (``gated_ffn``), embeddings not scaled, the head tied and
 the decoder's output rescaled by d_model^-0.5 (v1.0, ``head_rescale``) or a head of its own (v1.1, mT5,
 ``tied_head``), decoding from the pad id. Its tokenizer is read from tokenizer.json; the task prefix of its
-translation task (``task_specific_params``, where it has one: mT5 has none) goes before every source."""
+translation task (``task_specific_params``, where it has one: mT5 has none; the first listed, or the first the
+languages given match, where it has several) goes before every source."""
 
 from __future__ import annotations
 
@@ -190,7 +191,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             "- Tokenizer: tokenizer.json as transformers 5 builds it (where installed; else the folder's); "
             "tokenizer_rules.json holds the task prefix put before every "
             "source (task_specific_params' translation task, as transformers 4's translation pipeline did; none where "
-            "the config names none, as Flan-T5's and mT5's) and the model's id table."]
+            "the config names none, as Flan-T5's and mT5's), every translation task the config lists (where it "
+            "lists several, to switch between) and the model's id table."]
 
 
 FAMILY = Family("T5 / Flan-T5", tokenizer, model_config, map_weights, conversion_lines, languages, "tokenizer.json",
