@@ -41,7 +41,9 @@ def is_hf_folder(path: Path) -> bool:
 def imported_on_load(path: str | Path) -> bool:
     """Whether `viz_model.load` imports `path` into the cache: a hub id (a string, no folder here) or a Hugging Face
     folder (`is_hf_folder`)."""
-    return isinstance(path, str) and is_hub_id(path) or Path(path).is_dir() and is_hf_folder(Path(path))
+    if isinstance(path, str) and not Path(path).exists():
+        return is_hub_id(path)
+    return Path(path).is_dir() and is_hf_folder(Path(path))
 
 
 def cache_name(source: str, source_lang: str | None = None, target_lang: str | None = None,
