@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-marian", action="store_true", help="skip the Marian comparison")
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
-                   help="our beam-search precision (viz_model.load(search=...)): auto = int8 on the CPU, what the "
+                   help="our beam-search precision (viz_model.load(precision=...)): auto = int8 on the CPU, what the "
                         "app and CLI run; the trace is full precision either way")
     p.add_argument("--marian-len", choices=("output", "steps"), default="output",
                    help="Marian generates exactly as many tokens as our output has (output) or as many as the "
@@ -161,7 +161,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
 
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
-        model = viz_model.load(directory, device="cpu", search=args.search)
+        model = viz_model.load(directory, device="cpu", precision=args.search)
         return model, "trained", repo_label(directory)
     hint = "Pass --tokenizer FILE or --data-dir DIR"
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))

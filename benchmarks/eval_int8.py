@@ -57,7 +57,7 @@ def main() -> int:
         sets["tatoeba:test"] = (split.test_src, split.test_refs)
     found = {}
     for search in ("fp32",) if args.no_int8 else ("int8", "fp32"):
-        model = viz_model.load(args.model, device="cpu", search=search)
+        model = viz_model.load(args.model, device="cpu", precision=search)
         suffix = "int8" if search == "int8" else "fp32-stored"
         for name, (sources, refs) in sets.items():
             hyps = model.translate(sources, beam=4)

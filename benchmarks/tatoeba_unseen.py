@@ -49,7 +49,7 @@ def main() -> int:
     src, tgt = read_parallel(str(args.data_dir), args.prefix, "en", "de")
     split = holdout_split(src, tgt, args.val, args.test, args.seed)
     keep = unseen_test_sentences(split)
-    model = viz_model.load(args.model, search=args.search)
+    model = viz_model.load(args.model, precision=args.search)
     hyps = model.translate(split.test_src, beam=args.beam)
     whole = corpus_scores(hyps, reference_streams(split.test_refs))
     unseen = corpus_scores([hyps[i] for i in keep], reference_streams([split.test_refs[i] for i in keep]))

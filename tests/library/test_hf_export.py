@@ -28,7 +28,7 @@ TEXTS = ["Two dogs are playing in the snow.", "A man in a red jacket reads a new
 
 @pytest.fixture(scope="module")
 def shipped():
-    return viz_model.load(SHIPPED, device="cpu", search="fp32")
+    return viz_model.load(SHIPPED, device="cpu", precision="fp32")
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ FALLBACK = ["Two dogs are playing in the snow.", "A man in a red jacket reads a 
 
 @pytest.fixture(scope="module")
 def shipped():
-    return viz_model.load(SHIPPED, device="cpu", search="fp32")
+    return viz_model.load(SHIPPED, device="cpu", precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     original = scorers.verified_search
     monkeypatch.setattr(viz_model.search.decoding, "verified_search",
                         lambda *a, **k: used.append(1) or original(*a, **k))
-    model = viz_model.load(SHIPPED, device="cpu", search="fp32")
+    model = viz_model.load(SHIPPED, device="cpu", precision="fp32")
     assert model.draft_network() is not None and model.with_search("fp32").draft_network() is model.draft_network()
     assert model.with_search("int8").draft_network() is None  # an int8 search needs no draft
     trace = model.trace(FALLBACK[1])

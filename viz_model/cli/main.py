@@ -155,17 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the TOML config the model was trained with")
     p.add_argument("overrides", nargs="*", help="config overrides key=value the run was given (e.g. epochs=24)")
 
-    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt), M2M100 or NLLB model folder or hub "
-                                      "id, exactly")
+    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt), M2M100, NLLB, T5, mT5, BART or mBART "
+                                      "model folder or hub id, exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
                                   "(downloaded through huggingface_hub when installed and online)")
     p.add_argument("--out", required=True, help="model directory to write (e.g. assets/opus-mt-en-de); must not exist")
     p.add_argument("--source-lang", default=None, metavar="CODE",
-                   help="M2M100 / NLLB: the source language's code (default: the folder's tokenizer_config.json "
-                        "src_lang)")
+                   help="M2M100 / NLLB / mBART: the source language's code (default: the folder's "
+                        "tokenizer_config.json src_lang); T5: with --target-lang, which translation task of its "
+                        "config (default: the first it lists)")
     p.add_argument("--target-lang", default=None, metavar="CODE",
-                   help="M2M100 / NLLB: the target language's code, forced as the first output (default: its "
-                        "tgt_lang)")
+                   help="M2M100 / NLLB / mBART: the target language's code, forced as the first output (default: "
+                        "its tgt_lang); T5: the translation task into it")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
                    help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
                         "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
@@ -206,7 +207,7 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace):
     from ..api import load
 
-    return load(args.model, device=args.device, search=args.search)
+    return load(args.model, device=args.device, precision=args.search)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
