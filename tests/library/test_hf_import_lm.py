@@ -293,3 +293,13 @@ def test_searches_that_end_at_the_end_of_text_equal_generate(tmp_path):
         assert lm.beam_ids(ids[0].tolist(), 4, 10) == beam
         ended += (eos in greedy) + (eos in beam)
     assert ended >= 4, ended
+
+
+def test_load_of_a_hugging_face_folder_gives_a_language_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    folder = build_lm_folder(tmp_path, "qwen2")
+    lm = viz_model.load(str(folder), device="cpu")
+    assert isinstance(lm, viz_model.LanguageModel)
+    with pytest.raises(ValueError, match="source_lang= / target_lang= choose a translation model's pair") as err:
+        viz_model.load(str(folder), device="cpu", source_lang="en")
+    assert "\n" not in str(err.value)

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from ..config import ModelConfig
 from ..tokenization.lm_tokenizer import LMTokenizer
+from .arguments import argument
 from .common import HFImportError, checked_config, need, read_json_file, tokenizer_settings
 from .json_tokenizer import tokenizer_source
 
@@ -89,8 +90,8 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
     """The folder's tokenizer as transformers 5 builds it (its post-processor adds the BOS where the family does),
     with the end ids and the model's id table."""
     if source or target:
-        raise HFImportError("--source-lang / --target-lang choose a translation model's pair; a language model "
-                            "has none")
+        raise HFImportError(f"{argument('source_lang')} / {argument('target_lang')} choose a translation model's "
+                            "pair; a language model has none")
     settings = tokenizer_settings(folder)
     data = tokenizer_source(folder)
     template, specials = chat_settings(folder)

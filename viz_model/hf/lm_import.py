@@ -28,12 +28,14 @@ def card(label: str, hf: dict[str, Any], family: Family, lines: list[str], weigh
 
 
 def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out: Path, label: str,
-                          read_weights: Any, dtype: str = "fp32") -> Path:
+                          read_weights: Any, dtype: str = "fp32", source_lang: str | None = None,
+                          target_lang: str | None = None) -> Path:
     """Import the decoder-only model of `folder` (config.json `hf`, of `family`) as the model directory `out`;
-    `read_weights`: the importer's reader of the folder's tensors."""
+    `read_weights`: the importer's reader of the folder's tensors; a language pair given is refused (a language
+    model has none)."""
     path = folder / "config.json"
     cfg = family.model_config(hf, path, 0, None)
-    tokenizer = family.tokenizer(folder, hf, None, None)
+    tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
     stored = sum(math.prod(shape) for shape in planned_model(cfg)[0].values()) * DTYPES[dtype].itemsize
     if stored > MAX_WEIGHTS_BYTES:
         raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
