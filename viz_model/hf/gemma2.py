@@ -11,9 +11,8 @@ from torch import Tensor
 
 from ..config import ModelConfig
 from .common import HFImportError, need
-from .decoder_only import placed
 from .gemma import model_config as gemma_config
-from .llama import family
+from .llama import family, layer_weights
 
 LAYER_PARTS = {"self_attn.q_proj": "self_attn.w_q", "self_attn.k_proj": "self_attn.w_k",
                "self_attn.v_proj": "self_attn.w_v", "self_attn.o_proj": "self_attn.w_o",
@@ -46,16 +45,8 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
 
 
 def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
-    """Our state dict of a Gemma 2 / 3 text checkpoint (``model.`` prefix or none): four norms a layer."""
-    prefix = "model." if any(k.startswith("model.") for k in state) else ""
-    names = {"embedding.weight": f"{prefix}embed_tokens.weight", "final_norm.weight": f"{prefix}norm.weight"}
-    if not cfg.tied_head:
-        names["lm_head.weight"] = "lm_head.weight"
-    for i in range(cfg.decoder_layers):
-        for theirs, ours in LAYER_PARTS.items():
-            if f"{prefix}layers.{i}.{theirs}.weight" in state:
-                names[f"layers.{i}.{ours}.weight"] = f"{prefix}layers.{i}.{theirs}.weight"
-    return placed(state, names, {"lm_head.weight"} if cfg.tied_head else set(), path)
+    """Our state dict of a Gemma 2 / 3 text checkpoint: four norms a layer."""
+    return layer_weights(state, cfg, path, LAYER_PARTS)
 
 
 FAMILY = family("Gemma 2", model_config, "small random Gemma 2 models (sandwich norms, soft caps, sliding layers)",

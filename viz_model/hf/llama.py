@@ -47,19 +47,26 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
     return llama_config(hf, path)
 
 
-def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
-    """Our state dict of a Llama-family checkpoint's tensors (``model.`` prefix or none); every tensor used once."""
+def layer_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path,
+                  parts: dict[str, str]) -> dict[str, Tensor]:
+    """Our state dict of a Llama-family checkpoint's tensors (``model.`` prefix or none), each layer's by `parts`
+    (their name: ours); every tensor used once."""
     prefix = "model." if any(k.startswith("model.") for k in state) else ""
     names = {"embedding.weight": f"{prefix}embed_tokens.weight", "final_norm.weight": f"{prefix}norm.weight"}
     if not cfg.tied_head:
         names["lm_head.weight"] = "lm_head.weight"
     for i in range(cfg.decoder_layers):
-        for theirs, ours in LAYER_PARTS.items():
+        for theirs, ours in parts.items():
             for kind in ("weight", "bias"):
                 if f"{prefix}layers.{i}.{theirs}.{kind}" in state:
                     names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}layers.{i}.{theirs}.{kind}"
     ignored = {"lm_head.weight"} if cfg.tied_head else set()
     return placed(state, names, ignored, path)
+
+
+def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
+    """Our state dict of a Llama-family checkpoint's tensors."""
+    return layer_weights(state, cfg, path, LAYER_PARTS)
 
 
 def family(label: str, config: Any, tested: str, weights: Any = None) -> Family:
