@@ -172,7 +172,8 @@ class LanguageModel:
         log_probability = float(sum(np.log(steps[t].probability) for t in range(len(prompt_ids) - 1, len(ids) - 1)))
         n, d = len(ids), self.config.d_model
         ids_tensor = torch.tensor([ids], device=self.device)
-        positional = self.network.embed(ids_tensor)[0] - self.network.embedding(ids_tensor)[0]
+        table = self.network.positions
+        positional = torch.zeros(n, d) if table is None else table(n)  # RoPE, ALiBi: nothing added to the input
         text = self.tokenizer.chat_text(prompt) if isinstance(prompt, list) else prompt
         trace = AttentionTrace(
             source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
@@ -183,7 +184,7 @@ class LanguageModel:
             decoder_mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
             cross_mask=np.zeros((n, 0), dtype=bool), source_positional=np.zeros((0, d), dtype=np.float32),
             target_positional=positional.float().cpu().numpy(), source_embeddings=np.zeros((0, d), dtype=np.float32),
-            target_embeddings=self.network.embedding(ids_tensor)[0].float().cpu().numpy(), steps=steps,
+            target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
             log_probability=log_probability,
             settings={"search": "greedy", "beam": 1, "top_k": top_k, "max_new_tokens": max_new_tokens,
                       "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None},

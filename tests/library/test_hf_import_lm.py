@@ -155,6 +155,11 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
         assert np.abs(ours - their[0].numpy()).max() <= MAP_TOLERANCE
     assert len(trace.steps) == n and all(len(step.top_ids) == 5 for step in trace.steps)
     assert trace.steps[-2].token_id == trace.target_ids[-1] == trace.steps[-2].top_ids[0]  # the greedy choice
+    cfg, network = imported.config, imported.network
+    tokens = network.embedding.weight[trace.target_ids] * (cfg.d_model ** 0.5 if cfg.scale_embeddings else 1.0)
+    assert np.allclose(trace.target_embeddings, tokens.detach().numpy(), atol=1e-6)
+    added = network.positions.embedding.weight[:n] if cfg.positional == "learned" else torch.zeros(n, cfg.d_model)
+    assert np.array_equal(trace.target_positional, added.detach().numpy())
     alone = imported.trace(prompt, max_new_tokens=0)
     assert alone.target_ids == prompt_ids and alone.translation == ""
 
@@ -213,6 +218,8 @@ def refused(folder, tmp_path, **changes) -> str:
 
 def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):
     assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
+    if family == "gpt2":
+        assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
     if family in ("gpt2", "bloom"):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}

@@ -25,6 +25,9 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
     for key in REFUSED:
         if hf.get(key):
             raise HFImportError(f"{path}: {key} = true is not implemented")
+    if not hf.get("scale_attn_weights", True):
+        raise HFImportError(f"{path}: scale_attn_weights = false is not implemented (scores are divided by "
+                            "sqrt(head width))")
     act = hf.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
         raise HFImportError(f"{path}: activation_function {act!r} is not implemented ({', '.join(ACTIVATIONS)} are)")

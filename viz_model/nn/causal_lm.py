@@ -146,12 +146,16 @@ class CausalLM(nn.Module):
         sliding = cfg.sliding_window is not None and (cfg.sliding_layers is None or layer in cfg.sliding_layers)
         return cfg.sliding_window if sliding else None
 
-    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """Token embeddings (times sqrt(d_model) where the config scales them) plus the input positions, normed where
-        the config says (``embedding_norm``)."""
+    def token_embeddings(self, ids: Tensor) -> Tensor:
+        """``(batch, len, d_model)`` the ids' embeddings, times sqrt(d_model) where the config scales them."""
         x = self.embedding(ids)
         if self.config.scale_embeddings:  # the factor in the embeddings' dtype, as Gemma rounds it
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
+        return x
+
+    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """`token_embeddings` plus the input positions, normed where the config says (``embedding_norm``)."""
+        x = self.token_embeddings(ids)
         if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
         return x if self.embedding_norm is None else normed(self.embedding_norm, x)
