@@ -29,6 +29,7 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
+SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -115,7 +116,7 @@ def test_the_sliding_window_hides_the_keys_before_it(family, imported):
 
 def test_greedy_continuations_equal_generate(hf, imported):
     model, tok = hf
-    for prompt in PROMPTS:
+    for prompt in SEARCHED:
         ids = tok(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             out = model.generate(ids, do_sample=False, max_new_tokens=12, attention_mask=torch.ones_like(ids))
@@ -126,7 +127,7 @@ def test_greedy_continuations_equal_generate(hf, imported):
 
 def test_beam_continuations_equal_generate(hf, imported):
     model, tok = hf
-    for prompt in PROMPTS[:4]:
+    for prompt in SEARCHED[::3]:
         ids = tok(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             out = model.generate(ids, do_sample=False, num_beams=4, max_new_tokens=10,
