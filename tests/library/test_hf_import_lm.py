@@ -165,6 +165,17 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
     assert alone.target_ids == prompt_ids and alone.translation == ""
 
 
+def test_a_head_mask_switches_heads_off(imported):
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[0])])
+    cfg = imported.config
+    ones = torch.ones(cfg.decoder_layers, cfg.heads)
+    off = ones.clone()
+    off[0, 1] = 0.0
+    with torch.no_grad():
+        plain, kept, cut = (imported.network(ids, head_mask=m).logits for m in (None, ones, off))
+    assert torch.equal(plain, kept) and not torch.allclose(plain, cut)
+
+
 def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
     record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
     expected = {"gpt2": None, "llama2": None, "bloom": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(

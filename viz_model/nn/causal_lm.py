@@ -116,8 +116,8 @@ class CausalLM(nn.Module):
                                                  cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
                                                  cfg.rope_original_max_positions)
             self.scheme = Rotary(cfg.d_head, cfg.rope_base, frequencies)
-        if cfg.local_rope_base is not None:
-            self.local_scheme = Rotary(cfg.d_head, cfg.local_rope_base)
+            if cfg.local_rope_base is not None:  # Gemma 3's sliding layers
+                self.local_scheme = Rotary(cfg.d_head, cfg.local_rope_base)
         elif cfg.positional == "alibi":
             self.scheme = ALiBi(cfg.heads, cfg.alibi_max_bias)
         self.reset_parameters()
@@ -131,7 +131,7 @@ class CausalLM(nn.Module):
         return with_cpu_storage(model)
 
     def reset_parameters(self) -> None:
-        """Normal(0, 0.02) matrices and embeddings (GPT-2's), zero biases, unit norms."""
+        """Normal(0, 0.02) matrices and embeddings (GPT-2's), zero biases; norms keep their gains of one."""
         for name, p in self.named_parameters():
             if p.is_meta:
                 continue
