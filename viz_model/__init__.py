@@ -10,11 +10,12 @@ __version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads 
 
 from .api import DEFAULT_MODEL, TranslationModel, available_models, from_transformers, load
 from .config import ConfigError, ModelConfig, TrainConfig
+from .language_model import LanguageModel
 from .modeldir.checkpoint import CheckpointError
 from .nn.model import HeadMask, Transformer
 from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError
 
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
-           "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",
+           "LanguageModel", "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",
            "TranslationModel", "available_models", "from_transformers", "load"]

@@ -28,7 +28,8 @@ import torch
 
 from .config import ModelConfig
 from .data.batching import DEFAULT_BATCH_TOKENS, ForcedBatch
-from .modeldir.checkpoint import CheckpointError, load_model_dir, model_file, read_card
+from .language_model import LanguageModel
+from .modeldir.checkpoint import CheckpointError, is_decoder_only, load_model_dir, model_file, read_card
 from .modeldir.coverage import (
     TRAINING_STATS,
     InputAssessment,
@@ -645,6 +646,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
                                   "train one with `viz-model train` (see the docs) or pass a model directory")
         path = root / DEFAULT_MODEL
     directory = Path(path)
+    if is_decoder_only(directory):  # a decoder-only language model: its own door
+        return LanguageModel.load(directory, resolve_device(device))  # type: ignore[return-value]
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)
     try:

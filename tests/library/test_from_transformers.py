@@ -153,8 +153,9 @@ def test_a_model_of_another_class_is_refused_naming_the_supported_ones(tmp_path)
     tok = object()
     bert = transformers.BertModel(transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
                                                           num_attention_heads=2, intermediate_size=32))
-    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
-                                                             bos_token_id=0, eos_token_id=0))
+    # headless: GPT2LMHeadModel itself is imported (issue 51)
+    gpt2 = transformers.GPT2Model(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
+                                                       bos_token_id=0, eos_token_id=0))
     headless = transformers.MarianModel(transformers.MarianConfig(vocab_size=50, d_model=16, encoder_layers=1,
                                                                   decoder_layers=1, encoder_attention_heads=2,
                                                                   decoder_attention_heads=2, encoder_ffn_dim=32,

@@ -205,9 +205,13 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from ..api import load
+    from ..api import TranslationModel, load
 
-    return load(args.model, device=args.device, precision=args.search)
+    model = load(args.model, device=args.device, precision=args.search)
+    if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel
+        raise ValueError(f"{args.model}: a decoder-only language model; this command works on translation models "
+                         "(in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
+    return model
 
 
 def cmd_app(args: argparse.Namespace) -> int:

@@ -17,20 +17,28 @@ SINUSOID_LAYOUTS = ("interleaved", "halves")  # sin/cos in alternate dimensions 
 SINUSOID_FREQUENCIES = ("paper", "fairseq")  # 10000^(-2i/d_model), or exp(-i ln(10000) / (d_model/2 - 1)) (M2M100)
 ACTIVATIONS = ("relu", "silu", "gelu", "gelu_new")  # gelu_new: GELU's tanh approximation (T5 v1.1's gated GELU)
 NORM_KINDS = ("post", "pre")
-NORMALIZATIONS = ("layer", "rms")  # LayerNorm, or T5's RMS norm (no mean subtracted, no bias)
+NORMALIZATIONS = ("layer", "rms", "gemma")  # LayerNorm, T5's RMS norm (no mean, no bias), Gemma's (gain 1 + w)
 IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", "activation", "output_bias", "bos_id",
                   "eos_id", "unk_id", "never_emitted", "forced_first_id", "eos_at_limit", "normalization", "norm_eps",
                   "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
                   "gated_ffn", "tied_head", "head_rescale")
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
+MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decoder-only language model (GPT-2, Llama)
+ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
+DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
+                   "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
+                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base")
+SOFTCAP_RANGE = (1.0, 1e4)
+ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
 RELATIVE_BUCKETS_RANGE = (4, 1024)
+MAX_RELATIVE_DISTANCE = 65_536
 MAX_POSITION_OFFSET = 16
 NORM_EPS_RANGE = (1e-12, 1e-2)
 MAX_CONFIG_BYTES = 1024**2  # a model's config.json is a few hundred bytes: anything huge is damaged or hostile
 LIMITS = {"vocab_size": 1_000_000, "d_model": 16_384, "d_ff": 65_536, "heads": 256,
-          "encoder_layers": 128, "decoder_layers": 128, "max_positions": 65_536}
+          "encoder_layers": 128, "decoder_layers": 128, "max_positions": 1_048_576}
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,8 @@ class ModelConfig:
     :ivar forced_first_id: the first output, forced (M2M100: the target language's code); None: not forced
     :ivar eos_at_limit: the last output a length limit allows is forced to be `eos_id` (Hugging Face's
         forced_eos_token_id, which opus-mt's generation configs set), rather than a hypothesis cut off without it
-    :ivar normalization: "layer" (LayerNorm) or "rms" (T5's: ``x / sqrt(mean(x^2) + eps) * g``, no mean, no bias)
+    :ivar normalization: "layer" (LayerNorm), "rms" (T5's: ``x / sqrt(mean(x^2) + eps) * g``, no mean, no bias) or
+        "gemma" (the same with the gain ``1 + g``, in float32)
     :ivar norm_eps: the epsilon of every norm (PyTorch's LayerNorm: 1e-5; T5: 1e-6)
     :ivar scale_embeddings: token embeddings are multiplied by sqrt(d_model) (the paper, Marian, mBART; not T5, BART)
     :ivar embedding_norm: a norm on each stack's embeddings, after the positions are added (BART's
@@ -86,6 +95,30 @@ class ModelConfig:
     :ivar alibi_max_bias: ALiBi's slopes are ``2^(-max_bias * h / H)`` (8 in the paper and BLOOM)
     :ivar relative_buckets: the distance buckets of T5's relative bias (T5: 32)
     :ivar relative_max_distance: distances from here on share the last bucket (T5: 128)
+    :ivar kind: "seq2seq" (encoder and decoder) or "decoder" (a decoder-only language model: causal self-attention
+        only, no encoder (encoder_layers 0), no cross-attention)
+    :ivar kv_heads: key/value heads when fewer than `heads` (grouped-query, multi-query attention): query head h
+        reads key/value head ``h // (heads / kv_heads)``; None: one per query head
+    :ivar qkv_bias: the Q, K, V projections have biases while the output projection follows `attention_bias`
+        (Qwen2); None: all four follow `attention_bias`
+    :ivar rope_scaling: how RoPE's frequencies are rescaled (transformers' rope_type): "default", "linear" (divided
+        by `rope_factor`) or "llama3" (Llama 3.1's per-wavelength rule)
+    :ivar rope_factor: the scaling's factor
+    :ivar rope_low_freq_factor: llama3's low_freq_factor
+    :ivar rope_high_freq_factor: llama3's high_freq_factor
+    :ivar rope_original_max_positions: llama3's original_max_position_embeddings
+    :ivar sliding_window: each query sees its last `sliding_window` keys (itself included) in the sliding layers
+        (Mistral, Qwen2); None: no window
+    :ivar sliding_layers: the layers the window applies to; None: every layer
+    :ivar qk_norm: each head's queries and keys are normed (the model's `normalization`, over d_head) before RoPE
+        (Qwen3, Gemma 3)
+    :ivar query_scalar: scores are divided by sqrt(query_scalar) in place of sqrt(d_head) (Gemma 2 / 3's
+        query_pre_attn_scalar); None: sqrt(d_head)
+    :ivar attention_softcap: scores become ``cap * tanh(scores / cap)`` before the mask (Gemma 2); None: no cap
+    :ivar logit_softcap: the logits become ``cap * tanh(logits / cap)`` (Gemma 2); None: no cap
+    :ivar sandwich_norm: each sub-layer's output is normed too before it is added back (Gemma 2 / 3's post norms)
+    :ivar local_rope_base: the sliding layers' RoPE base (unscaled), the others keep `rope_base` and its scaling
+        (Gemma 3); None: one RoPE for every layer
     """
 
     vocab_size: int = 37_000
@@ -127,11 +160,29 @@ class ModelConfig:
     alibi_max_bias: float = 8.0
     relative_buckets: int = 32
     relative_max_distance: int = 128
+    kind: str = "seq2seq"
+    kv_heads: int | None = None
+    qkv_bias: bool | None = None
+    rope_scaling: str = "default"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_positions: int = 8192
+    sliding_window: int | None = None
+    sliding_layers: tuple[int, ...] | None = None
+    qk_norm: bool = False
+    query_scalar: float | None = None
+    attention_softcap: float | None = None
+    logit_softcap: float | None = None
+    sandwich_norm: bool = False
+    local_rope_base: float | None = None
 
     def __post_init__(self) -> None:
+        _check_choice("kind", self.kind, MODEL_KINDS)
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
                      "max_positions"):
-            _check_int(name, getattr(self, name), 1, LIMITS[name])
+            low = 0 if name == "encoder_layers" and self.kind == "decoder" else 1
+            _check_int(name, getattr(self, name), low, LIMITS[name])
         _check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
         _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
@@ -167,6 +218,7 @@ class ModelConfig:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         self._check_layer_options()
         self._check_scheme_options()
+        self._check_decoder_options()
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -187,9 +239,60 @@ class ModelConfig:
         _check_float("alibi_max_bias", self.alibi_max_bias, *ALIBI_MAX_BIAS_RANGE)
         _check_int("relative_buckets", self.relative_buckets, *RELATIVE_BUCKETS_RANGE)
         low = self.relative_buckets // 2 + 1  # the log-spaced buckets start at buckets/2 (one sign) and need room
-        _check_int("relative_max_distance", self.relative_max_distance, low, LIMITS["max_positions"])
+        _check_int("relative_max_distance", self.relative_max_distance, low, MAX_RELATIVE_DISTANCE)
         if self.positional == "rope" and self.d_head % 2:
             raise ConfigError(f"rope positions need an even head width d_model / heads, got {self.d_head}")
+
+    def _check_decoder_options(self) -> None:
+        """The decoder-only kind and what its families need: grouped heads, RoPE's scaling, sliding windows."""
+        if self.kind == "decoder" and self.encoder_layers:
+            raise ConfigError(f"a decoder-only model has no encoder: encoder_layers must be 0, got "
+                              f"{self.encoder_layers}")
+        if self.kv_heads is not None:
+            _check_int("kv_heads", self.kv_heads, 1, self.heads)
+            if self.heads % self.kv_heads:
+                raise ConfigError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.qkv_bias is not None:
+            _check_bool("qkv_bias", self.qkv_bias)
+        _check_bool("qk_norm", self.qk_norm)
+        _check_bool("sandwich_norm", self.sandwich_norm)
+        if self.query_scalar is not None:
+            _check_float("query_scalar", self.query_scalar, 1.0, 1e6)
+        for name in ("attention_softcap", "logit_softcap"):
+            if getattr(self, name) is not None:
+                _check_float(name, getattr(self, name), *SOFTCAP_RANGE)
+        if self.local_rope_base is not None:
+            _check_float("local_rope_base", self.local_rope_base, *ROPE_BASE_RANGE)
+            if self.positional != "rope" or self.sliding_window is None:
+                raise ConfigError("local_rope_base needs rope positions and a sliding window")
+        if self.sandwich_norm and self.norm != "pre":
+            raise ConfigError("sandwich_norm needs pre-norm sub-layers (norm = pre)")
+        _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
+        for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            _check_float(name, getattr(self, name), *ROPE_FACTOR_RANGE)
+        _check_int("rope_original_max_positions", self.rope_original_max_positions, 1, LIMITS["max_positions"])
+        if self.rope_scaling == "llama3" and self.rope_high_freq_factor <= self.rope_low_freq_factor:
+            raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
+        if self.sliding_window is not None:
+            _check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
+        if isinstance(self.sliding_layers, list):  # read from JSON
+            object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
+        if self.sliding_layers is not None:
+            if not isinstance(self.sliding_layers, tuple):
+                raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
+            for i in self.sliding_layers:
+                _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
+        if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
+                                       or self.rope_scaling != "default" or self.qk_norm or self.sandwich_norm
+                                       or (self.query_scalar, self.attention_softcap, self.logit_softcap)
+                                       != (None, None, None)):
+            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling, qk_norm, query_scalar, the soft caps "
+                              "and sandwich_norm are options of the decoder-only kind")
+
+    @property
+    def kv_group(self) -> int:
+        """How many query heads read each key/value head (1 without grouping)."""
+        return 1 if self.kv_heads is None else self.heads // self.kv_heads
 
     @property
     def d_head(self) -> int:
@@ -202,10 +305,11 @@ class ModelConfig:
         use them reads as before they existed."""
         data = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS and data[f.name] == f.default:
+            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS and data[f.name] == f.default:
                 del data[f.name]
-        if "never_emitted" in data:
-            data["never_emitted"] = list(data["never_emitted"])
+        for name in ("never_emitted", "sliding_layers"):
+            if data.get(name) is not None:
+                data[name] = list(data[name])
         return data
 
     @classmethod

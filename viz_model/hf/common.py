@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 from torch import Tensor
 
 from ..config import ConfigError, ModelConfig
+from ..modeldir.checkpoint import CheckpointError
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from .arguments import argument
@@ -41,6 +44,7 @@ class Family:
         output (so this project's rule forces it too)
     :ivar from_weights: what the checkpoint's tensors decide of the config (T5: whether the head has its own
         matrix), else None
+    :ivar decoder_only: a decoder-only language model (GPT-2, Llama), imported by `viz_model.hf.lm_import`
     """
 
     label: str
@@ -53,6 +57,24 @@ class Family:
     tested: str
     forced_bos_from_generation: bool = False
     from_weights: Callable[[ModelConfig, dict[str, Tensor]], ModelConfig] | None = None
+    decoder_only: bool = False
+
+
+def write_staged(out: Path, write: Callable[[Path], None]) -> Path:
+    """`write` a model directory into a folder beside `out`, then rename it to `out`: a failure leaves nothing
+    behind (one line naming `out` where the disk refuses)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        write(staging)
+        staging.rename(out)
+    except (OSError, CheckpointError) as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise HFImportError(f"{out}: could not be written ({err})") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
 
 
 def read_json_file(path: Path, limit: int, what: str) -> Any:

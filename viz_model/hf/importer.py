@@ -14,25 +14,27 @@ import dataclasses
 import json
 import math
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..config import ModelConfig
-from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, CheckpointError, planned_model, save_model_dir
+from ..modeldir.checkpoint import MAX_WEIGHTS_BYTES, planned_model, save_model_dir
 from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from ..tokenization.imported import decoder_start
-from . import bart, m2m100, marian, t5
+from . import bart, bloom, gemma, gemma2, gemma3, gpt2, llama, m2m100, marian, mistral, qwen2, qwen3, t5
 from .arguments import argument
-from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
+from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file, write_staged
+from .lm_import import import_language_model
 
 FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
-                               "bart": bart.BART, "mbart": bart.MBART}
+                               "bart": bart.BART, "mbart": bart.MBART, "gpt2": gpt2.FAMILY, "llama": llama.FAMILY,
+                               "mistral": mistral.FAMILY, "qwen2": qwen2.FAMILY, "qwen3": qwen3.FAMILY,
+                               "gemma": gemma.FAMILY, "gemma2": gemma2.FAMILY,
+                               "gemma3_text": gemma3.FAMILY, "bloom": bloom.FAMILY}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 __all__ = ["FAMILIES", "HFImportError", "check_dtype", "import_model", "model_config"]
@@ -71,7 +73,7 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     kind = data.get("model_type")
     if kind not in FAMILIES:
         raise HFImportError(f"{path}: model_type {kind!r} is not an architecture this project can import "
-                            f"({', '.join(f'{k}: {f.label}' for k, f in FAMILIES.items())} translation models)")
+                            f"({', '.join(f'{k}: {f.label}' for k, f in FAMILIES.items())})")
     return data
 
 
@@ -178,6 +180,9 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     folder = resolve_source(source)
     hf = read_hf_config(folder)
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"
+    if family.decoder_only:
+        return import_language_model(family, folder, hf, out, source if label is None else label, read_weights, dtype,
+                                     source_lang, target_lang)
     family.model_config(hf, path, 0, None)  # config.json's faults are named before the tokenizer's
     tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
     cfg = family.model_config(hf, path, tokenizer.unk_id, tokenizer.target_code)
@@ -210,21 +215,14 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     model = Transformer(cfg)
     model.load_state_dict(mapped, strict=True)
     model.eval()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     label = source if label is None else label
     languages = family.languages(label, folder, tokenizer)
-    try:
+
+    def write(staging: Path) -> None:
         save_model_dir(model, tokenizer, staging, card=model_card(label, folder, hf, cfg, weights, generation, dtype),
                        dtype=IMPORT_DTYPES[dtype])
         (staging / GENERATION).write_text(ModelGeneration("transformers", generation).to_json(), encoding="utf-8")
         if languages is not None:
             (staging / LANGUAGES).write_text(json.dumps({"source": languages.source, "target": languages.target}))
-        staging.rename(out)
-    except (OSError, CheckpointError) as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise HFImportError(f"{out}: could not be written ({err})") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+
+    return write_staged(out, write)

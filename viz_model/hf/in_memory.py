@@ -15,7 +15,10 @@ from .importer import FAMILIES, check_dtype, import_model
 CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration",
            "t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
            "bart": "BartForConditionalGeneration",
-           "mbart": "MBartForConditionalGeneration"}
+           "mbart": "MBartForConditionalGeneration", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM",
+           "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+           "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
+           "gemma3_text": "Gemma3ForCausalLM", "bloom": "BloomForCausalLM"}
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'

@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
 from ..config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
+from ..nn.causal_lm import CausalLM
 from ..nn.model import Transformer
 from ..tokenization.imported import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
 from ..tokenization.tokenizer import Tokenizer, TokenizerError
@@ -87,9 +88,14 @@ def planned_model(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], int]
     """(saved tensor shapes, bytes of all parameters and buffers) of `config`'s model, built on the meta device:
     nothing is allocated, so a config.json asking for a huge model is refused before it can exhaust memory."""
     with torch.device("meta"):
-        model = Transformer(config)
+        model = network_class(config)(config)
     needed = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     return saved_shapes(model), needed
+
+
+def network_class(config: ModelConfig) -> type[Transformer] | type[CausalLM]:
+    """The network a config describes: the encoder-decoder `Transformer`, or a decoder-only `CausalLM`."""
+    return CausalLM if config.kind == "decoder" else Transformer
 
 
 def _digest_update(digest: Any, name: str, tensor: torch.Tensor) -> None:
@@ -307,6 +313,15 @@ def optional_json(directory: str | Path, name: str, limit: int, error: type[Exce
         raise error(f"{path}: cannot be read as JSON ({err})") from None
 
 
+def is_decoder_only(directory: str | Path) -> bool:
+    """Whether a model directory holds a decoder-only language model (its config.json's kind); False where the
+    config cannot be read (the full load then names the fault)."""
+    try:
+        return ModelConfig.load(Path(directory) / CONFIG).kind == "decoder"
+    except ConfigError:
+        return False
+
+
 def read_card(directory: Path) -> str:
     """The model card's text ("" when there is none), read under the same checks as every model file."""
     if not (directory / CARD).is_file():
@@ -362,9 +377,9 @@ def check_model_dir(directory: str | Path) -> tuple[ModelConfig, Tokenizer | Pre
 
 def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | PretrainedTokenizer, ModelConfig]:
     """Load and validate a model directory (`check_model_dir`, then the weights); every problem is a
-    `CheckpointError` naming the file."""
+    `CheckpointError` naming the file. A decoder-only directory's network is a `CausalLM`."""
     config, tokenizer = check_model_dir(directory)
-    model = Transformer.for_loading(config)
+    model = network_class(config).for_loading(config)
     load_weights(model, Path(directory) / WEIGHTS)
     model.eval()
     return model, tokenizer, config

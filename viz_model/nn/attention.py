@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .linear import Linear
+from .norms import make_norm
 from .rotary import rotate
 from .score_position import ScorePosition
 
@@ -76,10 +77,13 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
                              f"(batch, heads, query_len, key_len) = {target}")
 
 
-def attention_scores(q: Tensor, k: Tensor, scale: bool = True) -> Tensor:
-    """Q K^T, divided by sqrt(d_k) when `scale` (the paper's scaled dot product)."""
+def attention_scores(q: Tensor, k: Tensor, scale: bool | float = True, softcap: float | None = None) -> Tensor:
+    """Q K^T, divided by sqrt(d_k) when `scale` is True (the paper's scaled dot product), by sqrt(`scale`) where it
+    is a number (Gemma's query_pre_attn_scalar); then ``softcap * tanh(scores / softcap)`` where a cap is given."""
     scores = q @ k.transpose(-2, -1)
-    return scores / math.sqrt(q.shape[-1]) if scale else scores
+    if scale is not False:
+        scores = scores / math.sqrt(q.shape[-1] if scale is True else scale)
+    return scores if softcap is None else torch.tanh(scores / softcap) * softcap
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -110,6 +114,8 @@ class AttentionRecord:
     :ivar position_bias: the positional part of `scores`, broadcastable to them: the bias added to them (ALiBi,
         T5's relative bias), or the scores minus those of the unrotated queries and keys (RoPE); None where
         position enters through the input (sinusoidal, learned) or not at all
+    :ivar kv_heads: per query head, the key/value head it reads (grouped-query attention: `values` holds each query
+        head's copy of it); None where every query head has its own
     """
 
     weights: Tensor
@@ -120,14 +126,17 @@ class AttentionRecord:
     residual: Tensor | None = None
     output: Tensor | None = None
     position_bias: Tensor | None = None
+    kv_heads: list[int] | None = None
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
-                        scale: bool = True, bias: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
-    """The explicit path of `attention`: its output and the record of every intermediate."""
+                        scale: bool | float = True, bias: Tensor | None = None,
+                        softcap: float | None = None) -> tuple[Tensor, AttentionRecord]:
+    """The explicit path of `attention`: its output and the record of every intermediate (`softcap`: see
+    `attention_scores`)."""
     _check_qkv(q, k, v, mask)
     _check_bias(q, k, bias)
-    return _explicit_attention(q, k, v, mask, dropout_p, scale, bias)
+    return _explicit_attention(q, k, v, mask, dropout_p, scale, bias, softcap)
 
 
 def _check_bias(q: Tensor, k: Tensor, bias: Tensor | None) -> None:
@@ -140,9 +149,9 @@ def _check_bias(q: Tensor, k: Tensor, bias: Tensor | None) -> None:
                          f"(batch, heads, query_len, key_len) = {target}")
 
 
-def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool,
-                        bias: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
-    scores = attention_scores(q, k, scale)
+def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool | float,
+                        bias: Tensor | None = None, softcap: float | None = None) -> tuple[Tensor, AttentionRecord]:
+    scores = attention_scores(q, k, scale, softcap)
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
@@ -157,7 +166,7 @@ def _slow_fused(q: Tensor) -> bool:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
-              dropout_p: float = 0.0, scale: bool = True, impl: str = "auto",
+              dropout_p: float = 0.0, scale: bool | float = True, impl: str = "auto",
               bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V`` on ``(batch, heads, len, d)`` tensors.
 
@@ -172,8 +181,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
     _check_qkv(q, k, v, mask)
     _check_bias(q, k, bias)
     if impl == "sdpa" or (impl == "auto" and not need_weights and not _slow_fused(q)):
+        factor = None if scale is True else 1.0 if scale is False else scale ** -0.5
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=_float_mask(mask, bias, q.dtype), dropout_p=dropout_p,
-                                             scale=None if scale else 1.0)
+                                             scale=factor)
         return out, None
     out, record = _explicit_attention(q, k, v, mask, dropout_p, scale, bias)
     return out, (record.weights if need_weights else None)
@@ -218,25 +228,46 @@ class MultiHeadAttention(nn.Module):
     :ivar dropout: the attention dropout's probability, while training
     :ivar d_head: the width of one head (d_model / heads unless given)
     :ivar inner: the heads side by side: heads * d_head
-    :ivar scale: scores are divided by sqrt(d_head) (False: T5's unscaled scores)
+    :ivar scale: scores are divided by sqrt(d_head) (False: T5's unscaled scores; a number: by its square root)
+    :ivar softcap: scores become ``softcap * tanh(scores / softcap)`` before the mask (Gemma 2), else None
+    :ivar kv_heads: the key/value heads (fewer than `heads` in grouped-query attention: query head h reads
+        key/value head ``h // (heads / kv_heads)``)
+    :ivar q_norm: the norm of each head's queries (Qwen3), else None
+    :ivar k_norm: the norm of each head's keys, else None
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
-                 scale: bool = True) -> None:
+                 scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None,
+                 qk_norm: str | None = None, norm_eps: float = 1e-6, softcap: float | None = None) -> None:
+        """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise;
+        `qk_norm`: the kind of norm (see `make_norm`) each head's queries and keys go through, else None; `scale`:
+        see `attention_scores`; `softcap`: the cap of the scores (Gemma 2), else None."""
         super().__init__()
         if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
+        kv_heads = heads if kv_heads is None else kv_heads
+        if heads % kv_heads:
+            raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
         self.d_model, self.heads, self.d_head = d_model, heads, d_model // heads if d_head is None else d_head
-        self.inner, self.dropout, self.scale = heads * self.d_head, dropout, scale
+        self.inner, self.dropout, self.scale, self.kv_heads = heads * self.d_head, dropout, scale, kv_heads
         self.w_q = Linear(d_model, self.inner, bias=bias)
-        self.w_k = Linear(d_model, self.inner, bias=bias)
-        self.w_v = Linear(d_model, self.inner, bias=bias)
-        self.w_o = Linear(self.inner, d_model, bias=bias)
+        self.w_k = Linear(d_model, kv_heads * self.d_head, bias=bias)
+        self.w_v = Linear(d_model, kv_heads * self.d_head, bias=bias)
+        self.w_o = Linear(self.inner, d_model, bias=bias if out_bias is None else out_bias)
+        self.softcap = softcap
+        self.q_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
+        self.k_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """``(batch, len, d_model) -> (batch, heads, len, d_head)``."""
+        """``(batch, len, heads * d_head) -> (batch, heads, len, d_head)`` (queries, or the key/value heads)."""
         batch, length, _ = x.shape
-        return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)
+        return x.view(batch, length, -1, self.d_head).transpose(1, 2)
+
+    def query_heads(self, x: Tensor) -> Tensor:
+        """Keys or values ``(batch, kv_heads, len, d_head)`` repeated for the query heads that read each (itself
+        without grouping)."""
+        group = self.heads // self.kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
@@ -269,6 +300,8 @@ class MultiHeadAttention(nn.Module):
             q, kv = self.split_heads(self.w_q(query)), cache
         else:
             q, kv = self.project(query, source)
+            if self.q_norm is not None and self.k_norm is not None:  # Qwen3: per head, before the rotation
+                q, kv = self.q_norm(q), KVCache(self.k_norm(kv.key), kv.value)
             if position is not None:
                 kv = KVCache(kv.key, kv.value, position.positions)
                 if position.rotation is not None:
@@ -277,15 +310,20 @@ class MultiHeadAttention(nn.Module):
                 kv = _appended(cache, kv, None if position is None else position.key_positions)
         dropout_p = self.dropout if self.training else 0.0
         bias = None if position is None else position.bias
+        key, value = self.query_heads(kv.key), self.query_heads(kv.value)
         record = None
-        if need_weights:
-            out, record = explained_attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale,
-                                              bias=bias)
+        if need_weights or self.softcap is not None:  # the fused kernel has no soft cap
+            out, record = explained_attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias,
+                                              softcap=self.softcap)
             if position is not None and position.key_rotation is not None:
                 record.position_bias = record.scores - attention_scores(
-                    _unrotated(q, position.rotation), _unrotated(kv.key, position.key_rotation), self.scale)
+                    _unrotated(q, position.rotation), _unrotated(key, position.key_rotation), self.scale,
+                    self.softcap)
+            if self.kv_heads != self.heads:
+                record.kv_heads = [h // (self.heads // self.kv_heads) for h in range(self.heads)]
+            record = record if need_weights else None
         else:
-            out, _ = attention(q, kv.key, kv.value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
+            out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")

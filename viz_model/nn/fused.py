@@ -43,7 +43,8 @@ class FusedSelfAttention(MultiHeadAttention):
     def __init__(self, attn: MultiHeadAttention, make_linear: LinearFactory) -> None:
         nn.Module.__init__(self)
         self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
-        self.inner, self.scale = attn.inner, attn.scale
+        self.inner, self.scale, self.kv_heads = attn.inner, attn.scale, attn.kv_heads
+        self.q_norm, self.k_norm, self.softcap = attn.q_norm, attn.k_norm, attn.softcap
         self.w_qkv = make_linear(parts(attn.w_q, attn.w_k, attn.w_v))
         self.w_o = make_linear(parts(attn.w_o))
         self.train(attn.training)  # as the layer it copies (nn.Module starts training: attention dropout on)
@@ -51,7 +52,8 @@ class FusedSelfAttention(MultiHeadAttention):
     def project(self, query: Tensor, source: Tensor | None = None) -> tuple[Tensor, KVCache]:
         if source is not None:
             raise ValueError(f"{type(self).__name__} attends from a sequence to itself: source must be None")
-        q, k, v = self.w_qkv(query).split(self.inner, dim=-1)
+        kv_inner = self.kv_heads * self.d_head
+        q, k, v = self.w_qkv(query).split([self.inner, kv_inner, kv_inner], dim=-1)
         return self.split_heads(q), KVCache(self.split_heads(k), self.split_heads(v))
 
 

@@ -91,9 +91,11 @@ class Residual(nn.Module):
     two and keeps whatever else the sub-layer returns (attention records) as plain values."""
 
     def __init__(self, d_model: int, dropout: float, norm: str, normalization: str = "layer",
-                 eps: float = 1e-5) -> None:
+                 eps: float = 1e-5, sandwich: bool = False) -> None:
+        """`sandwich` (pre-norm): the sub-layer's output is normed too before it is added (Gemma 2's post norms)."""
         super().__init__()
         self.norm = make_norm(d_model, normalization, eps)
+        self.post_norm = make_norm(d_model, normalization, eps) if sandwich else None
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
@@ -105,6 +107,7 @@ class Residual(nn.Module):
     def leave(self, x: Tensor, out: Tensor) -> Tensor:
         """``x + Dropout(out)`` (pre-LN) or ``LayerNorm(x + Dropout(out))`` (post-LN); dropout only while training
         (at inference not even the module call)."""
+        out = out if self.post_norm is None else normed(self.post_norm, out)
         added = x + (self.dropout(out) if self.training else out)
         return added if self.pre else normed(self.norm, added)
 
@@ -114,8 +117,11 @@ class Residual(nn.Module):
 
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     """One attention sub-layer of `cfg` (head width, biases, scaling)."""
-    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, cfg.attention_bias,
-                              cfg.scale_scores)
+    qkv_bias = cfg.attention_bias if cfg.qkv_bias is None else cfg.qkv_bias
+    scale = cfg.scale_scores if cfg.query_scalar is None else cfg.query_scalar
+    return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, scale,
+                              cfg.kv_heads, cfg.attention_bias, cfg.normalization if cfg.qk_norm else None,
+                              cfg.norm_eps, cfg.attention_softcap)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:
@@ -123,7 +129,7 @@ def _feed_forward(cfg: ModelConfig) -> FeedForward:
 
 
 def _residual(cfg: ModelConfig) -> Residual:
-    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps)
+    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps, cfg.sandwich_norm)
 
 
 def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:
@@ -205,6 +211,28 @@ class DecoderLayer(nn.Module):
         cross_record = _with_stream(cross_record, y, z)
         out = self.ffn_residual.forward(z, self.ffn)  # forward itself: no module call (~18 a decoding step)
         return out, self_record, cross_record, LayerCache(self_kv, cross_kv)
+
+
+def with_cpu_storage(model: nn.Module) -> nn.Module:
+    """`model`, built on the meta device, with uninitialised CPU storage for every parameter and buffer (a tied
+    matrix gets one) and its sinusoid tables computed: what a weights file then fills."""
+    storage: dict[int, Tensor] = {}  # by the meta tensor's id
+
+    def on_cpu(meta: Tensor) -> Tensor:
+        if id(meta) not in storage:
+            empty = torch.empty(meta.shape, dtype=meta.dtype)
+            storage[id(meta)] = nn.Parameter(empty, meta.requires_grad) if isinstance(meta, nn.Parameter) else empty
+        return storage[id(meta)]
+
+    for module in model.modules():  # by hand: `to_empty` imports ~500 modules of PyTorch (~35 MB resident)
+        for tensors in (module._parameters, module._buffers):
+            for name, tensor in tensors.items():
+                if tensor is not None:
+                    tensors[name] = on_cpu(tensor)
+    for module in model.modules():
+        if isinstance(module, SinusoidalPositions):
+            module.fill_table()
+    return model
 
 
 def _positions(ids: Tensor, offset: int, position_ids: Tensor | None) -> Tensor:
@@ -402,22 +430,7 @@ class Transformer(nn.Module):
         drawing random weights that the load overwrites."""
         with torch.device("meta"):
             model = cls(cfg)
-        storage: dict[int, Tensor] = {}  # by the meta tensor's id: a tied matrix gets one storage
-
-        def on_cpu(meta: Tensor) -> Tensor:
-            if id(meta) not in storage:
-                empty = torch.empty(meta.shape, dtype=meta.dtype)
-                storage[id(meta)] = nn.Parameter(empty, meta.requires_grad) if isinstance(meta, nn.Parameter) else empty
-            return storage[id(meta)]
-
-        for module in model.modules():  # by hand: `to_empty` imports ~500 modules of PyTorch (~35 MB resident)
-            for tensors in (module._parameters, module._buffers):
-                for name, tensor in tensors.items():
-                    if tensor is not None:
-                        tensors[name] = on_cpu(tensor)
-        for module in model.modules():
-            if isinstance(module, SinusoidalPositions):
-                module.fill_table()
+        model = with_cpu_storage(model)
         if model.never_emitted is not None:
             with torch.no_grad():
                 model.never_emitted.copy_(torch.tensor(cfg.never_emitted, dtype=torch.long))

@@ -31,8 +31,20 @@ class RMSNorm(nn.Module):
         return weight * x
 
 
+class GemmaRMSNorm(RMSNorm):
+    """Gemma's RMS norm: ``x / sqrt(mean(x^2) + eps) * (1 + weight)``, all in float32, then the input's dtype (the
+    weight is zero-centred)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).type_as(x)
+
+
 def make_norm(dim: int, kind: str = "layer", eps: float = 1e-5) -> nn.LayerNorm | RMSNorm:
-    """A norm of `kind` "layer" (``nn.LayerNorm``) or "rms" over `dim` features."""
+    """A norm of `kind` "layer" (``nn.LayerNorm``), "rms" or "gemma" over `dim` features."""
+    if kind == "gemma":
+        return GemmaRMSNorm(dim, eps)
     return RMSNorm(dim, eps) if kind == "rms" else nn.LayerNorm(dim, eps=eps)
 
 

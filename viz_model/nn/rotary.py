@@ -24,10 +24,12 @@ def rope_frequencies(d_head: int, base: float = 10000.0) -> Tensor:
     return 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.int64).float() / d_head))
 
 
-def rope_angles(positions: Tensor, d_head: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
+def rope_angles(positions: Tensor, d_head: int, base: float = 10000.0,
+                frequencies: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """cos and sin of ``p * theta_i`` for positions ``(..., len)``: each ``(..., len, d_head)``, the angles of the
-    first half repeated for the second (dimension i and i + d_head/2 turn together)."""
-    frequencies = rope_frequencies(d_head, base).to(positions.device)
+    first half repeated for the second (dimension i and i + d_head/2 turn together); `frequencies`: the ``theta_i``
+    in place of `base`'s (a scaled RoPE's)."""
+    frequencies = (rope_frequencies(d_head, base) if frequencies is None else frequencies).to(positions.device)
     angles = positions[..., None].float() * frequencies
     both = torch.cat((angles, angles), dim=-1)
     return both.cos(), both.sin()
@@ -46,16 +48,16 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class Rotary:
-    """RoPE for one stack's self-attention: no parameters, the frequencies from `base`."""
+    """RoPE for one stack's self-attention: no parameters, the frequencies from `base` (or given: a scaled RoPE's)."""
 
     adds_bias = False  # a rotation of queries and keys: its effect on the scores depends on the tokens
 
-    def __init__(self, d_head: int, base: float = 10000.0) -> None:
-        self.d_head, self.base = d_head, base
+    def __init__(self, d_head: int, base: float = 10000.0, frequencies: Tensor | None = None) -> None:
+        self.d_head, self.base, self.frequencies = d_head, base, frequencies
 
     def score_position(self, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition:
         """The rotation of the new tokens at positions `queries` ``(batch, len)``; with `need_weights` also every
         key's (at `keys`), so a record can give the scores without the rotation."""
-        rotation = rope_angles(queries, self.d_head, self.base)
-        key_rotation = rope_angles(keys, self.d_head, self.base) if need_weights else None
+        rotation = rope_angles(queries, self.d_head, self.base, self.frequencies)
+        key_rotation = rope_angles(keys, self.d_head, self.base, self.frequencies) if need_weights else None
         return ScorePosition(queries, rotation=rotation, key_rotation=key_rotation, key_positions=keys)

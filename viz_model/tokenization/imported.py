@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .lm_tokenizer import LMTokenizer
 from .pretrained import M2M100Tokenizer, MarianTokenizer
 from .tokenizer_json import JsonTokenizer
 
-PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer | JsonTokenizer
-PRETRAINED_TOKENIZERS: tuple[type[PretrainedTokenizer], ...] = (MarianTokenizer, M2M100Tokenizer, JsonTokenizer)
+PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer | JsonTokenizer | LMTokenizer
+PRETRAINED_TOKENIZERS: tuple[type[PretrainedTokenizer], ...] = (MarianTokenizer, M2M100Tokenizer, JsonTokenizer,
+                                                                 LMTokenizer)
 
 
 def pretrained_tokenizer_class(directory: Path) -> type[PretrainedTokenizer] | None:

@@ -32,6 +32,31 @@ def byte_level_alphabet() -> dict[str, int]:
 BYTES = byte_level_alphabet()
 
 
+def read_backend(files: dict[str, bytes], directory: Path) -> Any:
+    """The ``tokenizers`` library's tokenizer of ``files["tokenizer.json"]``; one line where the package is missing
+    or the file is no tokenizer."""
+    try:
+        from tokenizers import Tokenizer as Backend
+    except ImportError:
+        raise TokenizerError(f"{directory}: this model's tokenizer needs the tokenizers package "
+                             "(pip install tokenizers)") from None
+    try:
+        return Backend.from_str(files["tokenizer.json"].decode("utf-8"))
+    except Exception as err:  # the library raises its own Exception types
+        raise TokenizerError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({err})") from None
+
+
+def byte_level_label(token: str) -> str:
+    """A byte-level BPE token as text where it is whole characters, a word's leading space as ``▁``."""
+    if not all(c in BYTES for c in token):
+        return token
+    try:
+        text = bytes(BYTES[c] for c in token).decode("utf-8")
+    except UnicodeDecodeError:  # part of a character: the bytes as byte-level BPE writes them
+        return token.replace("Ġ", WORD_START)
+    return WORD_START + text[1:] if text.startswith(" ") else text
+
+
 def clean_up_spaces(text: str) -> str:
     """transformers' ``clean_up_tokenization``: no space before punctuation and English contractions."""
     for spaced, joined in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
@@ -102,19 +127,11 @@ class JsonTokenizer:
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> JsonTokenizer:
         """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
-        try:
-            from tokenizers import Tokenizer as Backend
-        except ImportError:
-            raise TokenizerError(f"{directory}: this model's tokenizer needs the tokenizers package "
-                                 "(pip install tokenizers)") from None
+        backend = read_backend(files, directory)
         rules = read_json(files[RULES], directory / RULES)
         if not (isinstance(rules, dict) and _valid_rules(rules)):
             raise TokenizerError(f"{directory / RULES}: expected before, text_prefix, codes, source, target, ids, "
                                  "decoder_start and clean_up_spaces")
-        try:
-            backend = Backend.from_str(files["tokenizer.json"].decode("utf-8"))
-        except Exception as err:  # the library raises its own Exception types
-            raise TokenizerError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({err})") from None
         return cls(backend, rules, files, str(directory))
 
     @staticmethod
@@ -200,13 +217,9 @@ class JsonTokenizer:
         token = self.backend.id_to_token(token_id)
         if token is None:
             return "<unk>"
-        if not self.byte_level or token_id in self.skipped or not all(c in BYTES for c in token):
+        if not self.byte_level or token_id in self.skipped:
             return token
-        try:
-            text = bytes(BYTES[c] for c in token).decode("utf-8")
-        except UnicodeDecodeError:  # part of a character: the bytes as byte-level BPE writes them
-            return token.replace("Ġ", WORD_START)
-        return WORD_START + text[1:] if text.startswith(" ") else text
+        return byte_level_label(token)
 
     def pieces(self, ids: Iterable[int]) -> list[str]:
         return [self.piece(i) for i in ids]

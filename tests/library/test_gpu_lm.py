@@ -1,0 +1,40 @@
+"""Imported decoder-only models on a CUDA GPU in bf16 (issue 51): a small random Llama (grouped-query, llama3 RoPE)
+and GPT-2, both sides cast to bfloat16 on the same GPU, transformers with eager attention. Every attention map and the
+logits agree within a bf16 tolerance (the two compute the same formulas in another order of roundings). Device: CUDA
+(skipped without one); precision: bf16.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf_lm import CONFIGS, build_lm_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.hf.importer import import_model  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+MAP_TOLERANCE = 2e-2  # bf16 keeps 8 bits of mantissa: weights near 1 are off by up to ~4e-3 per rounding
+LOGIT_TOLERANCE = 0.1  # relative to the largest logit of the row
+PROMPT = "The red dog reads a book in the park, and the old man runs in the snow."
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_bf16_maps_and_logits_agree_with_transformers_on_the_gpu(family, tmp_path):
+    folder = build_lm_folder(tmp_path, family)
+    ours = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cuda")
+    ours.network.to(torch.bfloat16)
+    theirs = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager",
+                                                                       dtype=torch.bfloat16).to("cuda").eval()
+    ids = torch.tensor([ours.tokenizer.encode(PROMPT)], device="cuda")
+    with torch.no_grad():
+        expected = theirs(ids, output_attentions=True)
+        got = ours.network(ids, need_weights=True)
+    assert got.logits.dtype == expected.logits.dtype == torch.bfloat16
+    for a, b in zip(got.attentions, expected.attentions, strict=True):
+        assert (a.float() - b.float()).abs().max().item() <= MAP_TOLERANCE
+    scale = expected.logits.float().abs().amax(-1, keepdim=True)
+    assert ((got.logits.float() - expected.logits.float()).abs() / scale).max().item() <= LOGIT_TOLERANCE

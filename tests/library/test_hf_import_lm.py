@@ -1,0 +1,324 @@
+"""Hugging Face decoder-only language models open exactly (issue 51): GPT-2, Llama 3 (grouped-query attention, llama3
+RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
+window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings), Gemma 2
+(sandwich norms, soft caps, query_pre_attn_scalar, sliding layers), Gemma 3 text (two RoPEs, query/key norms) and
+BLOOM (ALiBi, embedding norm). Small random
+models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map within
+1e-5 of transformers' eager attention, logits within 1e-4, greedy and beam (4) continuations equal to
+``generate(do_sample=False)``'s, tokenizer ids equal to transformers'.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf_lm import CHAT, CONFIGS, build_lm_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.config import ModelConfig  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+
+MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
+PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
+SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def folder(family, tmp_path_factory):
+    return build_lm_folder(tmp_path_factory.mktemp("hf"), family)
+
+
+@pytest.fixture(scope="module")
+def hf(family, folder):
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def imported(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ours") / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")
+
+
+def test_the_translation_commands_refuse_a_language_model_in_one_line(family, imported, capsys):
+    if family != "gpt2":
+        pytest.skip("one family is enough")
+    assert main(["translate", "--model", str(imported.directory), "A dog."]) == 2
+    err = capsys.readouterr().err
+    assert "a decoder-only language model" in err and err.count("\n") == 1
+
+
+def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family):
+    assert isinstance(imported, viz_model.LanguageModel)
+    cfg = imported.config
+    assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
+    assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
+    assert cfg.embedding_norm == (family == "bloom")
+    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
+    gemma = family in ("gemma", "gemma2", "gemma3")
+    assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
+        family in ("qwen3", "gemma3"), gemma, gemma)
+    assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
+        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0)}.get(family, (False, None, None, None))
+    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6}.get(family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2)}.get(family)
+    assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
+
+
+def test_tokenizer_ids_equal_transformers(hf, imported):
+    texts = PROMPTS + ["Ünïcödé ☃ snow 🙂 中文", "code: x = f(1, 2)  # 3", "numbers 12345   runs of   spaces"]
+    for text in texts:
+        assert imported.tokenizer.encode(text) == hf[1](text).input_ids, text
+
+
+def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
+    model, tok = hf
+    for prompt in PROMPTS:
+        ids = torch.tensor([tok(prompt).input_ids])
+        with torch.no_grad():
+            theirs = model(ids, output_attentions=True)
+            ours = imported.network(ids, need_weights=True)
+        assert len(ours.attentions) == len(theirs.attentions)
+        for a, b in zip(ours.attentions, theirs.attentions):
+            assert a.shape == b.shape
+            assert (a - b).abs().max() <= MAP_TOLERANCE
+        assert (ours.logits - theirs.logits).abs().max() <= LOGIT_TOLERANCE
+
+
+def test_the_sliding_window_hides_the_keys_before_it(family, imported):
+    if family not in ("mistral", "qwen2", "gemma2", "gemma3"):
+        pytest.skip("no sliding window in this family")
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
+    window = imported.config.sliding_window
+    with torch.no_grad():
+        maps = imported.network(ids, need_weights=True).attentions
+    for layer, weights in enumerate(maps):
+        old = np.tril(np.ones(weights.shape[-2:], dtype=bool), -window)  # key j <= i - window
+        hidden = bool((weights[0][:, torch.from_numpy(old)] == 0).all())
+        assert hidden == (imported.network.window(layer) is not None)
+
+
+def test_greedy_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    for prompt in SEARCHED:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, do_sample=False, max_new_tokens=12, attention_mask=torch.ones_like(ids))
+        new = out[0, ids.shape[1]:].tolist()
+        assert imported.continue_ids(ids[0].tolist(), 12) == new
+        assert imported.complete(prompt, max_new_tokens=12) == tok.decode(new, skip_special_tokens=True)
+
+
+def test_beam_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    for prompt in SEARCHED[::3]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, do_sample=False, num_beams=4, max_new_tokens=10,
+                                 attention_mask=torch.ones_like(ids))
+        new = out[0, ids.shape[1]:].tolist()
+        while new and new[-1] == model.generation_config.pad_token_id and new[-1] not in imported.tokenizer.eos_ids:
+            new.pop()  # generate pads a hypothesis that ended early
+        assert imported.beam_ids(ids[0].tolist(), 4, 10) == new
+        assert imported.complete(prompt, max_new_tokens=10, beam=4) == tok.decode(new, skip_special_tokens=True)
+
+
+def test_the_trace_covers_prompt_and_continuation(hf, imported):
+    model, tok = hf
+    prompt = PROMPTS[0]
+    trace = imported.trace(prompt, max_new_tokens=5)
+    prompt_ids = tok(prompt).input_ids
+    n = len(trace.target_ids)
+    assert trace.target_ids[:len(prompt_ids)] == prompt_ids and n <= len(prompt_ids) + 5
+    assert trace.encoder_attentions == [] and trace.cross_attentions == []
+    assert trace.translation == imported.complete(prompt, max_new_tokens=5)
+    heads = imported.config.heads
+    assert [a.shape for a in trace.decoder_attentions] == [(heads, n, n)] * imported.config.decoder_layers
+    with torch.no_grad():
+        theirs = model(torch.tensor([trace.target_ids]), output_attentions=True).attentions
+    for ours, their in zip(trace.decoder_attentions, theirs):
+        assert np.abs(ours - their[0].numpy()).max() <= MAP_TOLERANCE
+    assert len(trace.steps) == n and all(len(step.top_ids) == 5 for step in trace.steps)
+    assert trace.steps[-2].token_id == trace.target_ids[-1] == trace.steps[-2].top_ids[0]  # the greedy choice
+    cfg, network = imported.config, imported.network
+    tokens = network.embedding.weight[trace.target_ids] * (cfg.d_model ** 0.5 if cfg.scale_embeddings else 1.0)
+    assert np.allclose(trace.target_embeddings, tokens.detach().numpy(), atol=1e-6)
+    added = network.positions.embedding.weight[:n] if cfg.positional == "learned" else torch.zeros(n, cfg.d_model)
+    assert np.array_equal(trace.target_positional, added.detach().numpy())
+    alone = imported.trace(prompt, max_new_tokens=0)
+    assert alone.target_ids == prompt_ids and alone.translation == ""
+
+
+def test_a_head_mask_switches_heads_off(imported):
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[0])])
+    cfg = imported.config
+    ones = torch.ones(cfg.decoder_layers, cfg.heads)
+    off = ones.clone()
+    off[0, 1] = 0.0
+    with torch.no_grad():
+        plain, kept, cut = (imported.network(ids, head_mask=m).logits for m in (None, ones, off))
+    assert torch.equal(plain, kept) and not torch.allclose(plain, cut)
+
+
+def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
+    record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
+    expected = {"gpt2": None, "llama2": None, "bloom": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(
+        family, [0, 0, 1, 1])
+    assert record.kv_heads == expected
+
+
+def test_from_transformers_equals_its_folder_twin(hf, imported):
+    twin = viz_model.from_transformers(*hf, device="cpu")
+    assert isinstance(twin, viz_model.LanguageModel) and twin.directory is None
+    ids = torch.tensor([imported.tokenizer.encode(PROMPTS[1])])
+    assert torch.equal(twin.network(ids).logits, imported.network(ids).logits)
+
+
+def test_bad_prompts_get_one_line(family, imported):
+    for prompt, said in (("", "prompt is empty"), ("   ", "prompt is empty")):
+        with pytest.raises(ValueError, match=said) as err:
+            imported.complete(prompt)
+        assert "\n" not in str(err.value)
+    long = " ".join(["dog"] * 200)
+    if family == "gpt2":
+        with pytest.raises(ValueError, match=r"this model has 128 \(max_position_embeddings\)") as err:
+            imported.complete(long)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="max_new_tokens must be"):
+        imported.trace("A dog.", max_new_tokens=-1)
+
+
+def test_past_a_rope_models_trained_length_it_runs_with_a_warning(family, hf, imported):
+    if family != "llama2":
+        pytest.skip("the test's llama2 has 32 trained positions")
+    prompt = PROMPTS[-1]
+    with pytest.warns(UserWarning, match="past the 32 this model was trained on"):
+        ids = imported.encode(prompt, 10)
+    assert len(ids) + 10 > 32
+    model, tok = hf
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=10)
+    assert imported.continue_ids(ids, 10) == out[0, len(ids):].tolist()
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    config = json.loads((folder / "config.json").read_text())
+    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(copy), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)
+
+
+def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):
+    assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
+    if family == "gpt2":
+        assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
+    if family in ("gpt2", "bloom"):  # no RoPE
+        return
+    yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    if family == "gemma3":  # one RoPE per kind of layer
+        yarn = {"full_attention": yarn, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
+    assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
+
+
+def test_a_translation_config_reads_and_digests_as_before():
+    data = ModelConfig().to_dict()
+    assert not {"kind", "kv_heads", "qkv_bias", "rope_scaling", "sliding_window", "sliding_layers"} & set(data)
+    lm = ModelConfig(kind="decoder", encoder_layers=0, heads=4, kv_heads=2, sliding_window=3, sliding_layers=(1,))
+    assert ModelConfig.from_dict(lm.to_dict()) == lm
+    with pytest.raises(ValueError, match="encoder_layers must be 0"):
+        ModelConfig(kind="decoder")
+    with pytest.raises(ValueError, match="kv_heads"):
+        ModelConfig(kv_heads=4)
+
+
+MESSAGES = [{"role": "system", "content": "You read books."}, {"role": "user", "content": "A dog runs in the park?"}]
+
+
+def test_chat_applies_the_models_own_template(family, hf, imported):
+    if family not in CHAT:
+        with pytest.raises(ValueError, match="no chat template") as err:
+            imported.chat(MESSAGES)
+        assert "\n" not in str(err.value)
+        return
+    model, tok = hf
+    expected = tok.apply_chat_template(MESSAGES, add_generation_prompt=True)
+    expected = list(expected["input_ids"] if hasattr(expected, "keys") else expected)
+    assert imported.tokenizer.chat_ids(MESSAGES) == expected
+    with torch.no_grad():
+        out = model.generate(torch.tensor([expected]), do_sample=False, max_new_tokens=8)
+    assert imported.chat(MESSAGES, max_new_tokens=8) == tok.decode(out[0, len(expected):], skip_special_tokens=True)
+    trace = imported.trace(MESSAGES, max_new_tokens=3)
+    assert trace.target_ids[:len(expected)] == expected and "<|assistant|>" in trace.source_text
+    for bad, said in (([{"role": "robot", "content": "hi"}], "role 'robot'"), ([], "non-empty list"),
+                      ([{"role": "user"}], "text 'content'")):
+        with pytest.raises(ValueError, match=said) as err:
+            imported.chat(bad)
+        assert "\n" not in str(err.value)
+
+
+def test_a_sampling_generation_config_is_decoded_greedily_and_said_once(family, folder, tmp_path):
+    if family not in CHAT:
+        pytest.skip("only the instruct model's generation config samples")
+    lm = viz_model.load(import_model(str(folder), tmp_path / "lm"), device="cpu")
+    with pytest.warns(UserWarning, match="decodes greedily") as said:
+        lm.complete("A dog", max_new_tokens=2)
+        lm.complete("A cat", max_new_tokens=2)
+    assert len([w for w in said if "greedily" in str(w.message)]) == 1
+
+
+def test_searches_that_end_at_the_end_of_text_equal_generate(tmp_path):
+    """A Llama whose end-of-text row of the head copies (louder) the token greedy search picks most: the
+    continuations end early, at different steps in different beams, as generate()'s do."""
+    folder = build_lm_folder(tmp_path, "llama")
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    eos = model.config.eos_token_id
+    with torch.no_grad():
+        picks = [model.generate(tok(p, return_tensors="pt").input_ids, do_sample=False, max_new_tokens=6)[0, -6:]
+                 for p in PROMPTS]
+        common = int(torch.cat(picks).mode().values)
+        model.lm_head.weight[eos] = model.lm_head.weight[common] * 1.1
+    model.save_pretrained(folder)
+    lm = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cpu")
+    ended = 0
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            greedy = model.generate(ids, do_sample=False, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+            beam = model.generate(ids, do_sample=False, num_beams=4, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+        beam = beam[:beam.index(eos) + 1] if eos in beam else beam  # generate pads after the end
+        assert lm.continue_ids(ids[0].tolist(), 10) == greedy
+        assert lm.beam_ids(ids[0].tolist(), 4, 10) == beam
+        ended += (eos in greedy) + (eos in beam)
+    assert ended >= 4, ended
+
+
+def test_load_of_a_hugging_face_folder_gives_a_language_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    folder = build_lm_folder(tmp_path, "qwen2")
+    lm = viz_model.load(str(folder), device="cpu")
+    assert isinstance(lm, viz_model.LanguageModel)
+    with pytest.raises(ValueError, match="source_lang= / target_lang= choose a translation model's pair") as err:
+        viz_model.load(str(folder), device="cpu", source_lang="en")
+    assert "\n" not in str(err.value)

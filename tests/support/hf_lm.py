@@ -1,0 +1,81 @@
+"""Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
+trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
+Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
+Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm)."""
+
+from __future__ import annotations
+
+from support.hf import WORDS_DE, WORDS_EN, sentences
+
+TEXTS = sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1)
+SMALL = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+CONFIGS = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 128}),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {
+        **SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+    "llama2": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "max_position_embeddings": 32, "attention_bias": True,
+                                                  "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0,
+                                                                      "factor": 2.0}}),
+    "smollm2": ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 1, "max_position_embeddings": 256,
+                                                   "tie_word_embeddings": True}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {**SMALL, "num_key_value_heads": 2, "sliding_window": 5,
+                                                        "max_position_embeddings": 256}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2,
+                                                  "use_sliding_window": True, "sliding_window": 4,
+                                                  "max_window_layers": 1, "max_position_embeddings": 256}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {**SMALL, "num_key_value_heads": 2, "head_dim": 16,
+                                                  "max_position_embeddings": 256, "tie_word_embeddings": True}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {**SMALL, "num_key_value_heads": 1, "head_dim": 16,
+                                                  "hidden_act": "gelu", "max_position_embeddings": 256}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {**SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2,
+                                                    "head_dim": 16, "query_pre_attn_scalar": 12, "sliding_window": 6,
+                                                    "attn_logit_softcapping": 2.0, "final_logit_softcapping": 1.5,
+                                                    "max_position_embeddings": 256}),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {
+        **SMALL, "num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 12,
+        "sliding_window": 6, "final_logit_softcapping": 3.0, "attn_logit_softcapping": 2.0,  # the latter unused
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"], "max_position_embeddings": 256,
+        "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
+}
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+                 "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
+
+
+def build_lm_folder(root, name: str, seed: int = 0):
+    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer; returns it."""
+    import torch
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer, processors
+
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2", "qwen3", "bloom") else ["<s>", "</s>"]
+    bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=2, special_tokens=specials)
+    eos = specials[-1]
+    if name in BOS:
+        bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token=eos,
+                                                     bos_token=specials[0])
+    config_class, model_class, settings = CONFIGS[name]
+    vocab = bpe.get_vocab_size()
+    ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
+    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **settings)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config)
+    with torch.no_grad():
+        for param_name, p in model.named_parameters():
+            if param_name.endswith("bias") or "norm" in param_name or "ln_" in param_name:
+                p.normal_(0, 0.2 if param_name.endswith("bias") else 1.0).add_(0.0 if param_name.endswith("bias")
+                                                                                 else 0.0)
+    folder = root / name
+    if name in CHAT:
+        tokenizer.chat_template = CHAT_TEMPLATE
+        model.generation_config.update(do_sample=True, temperature=0.6, top_p=0.9)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

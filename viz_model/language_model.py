@@ -1,0 +1,199 @@
+"""`LanguageModel`: the one door to an imported decoder-only language model (GPT-2, Llama, Mistral, Qwen2), as
+`TranslationModel` is to a translator: `complete` a prompt greedily (`chat`: messages through the model's chat
+template), `trace` every attention map over the prompt and its continuation. `viz_model.load` returns one for a
+decoder-only model directory.
+
+Read-only at inference (weights and caches come back from calls), so one instance can serve many threads.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import ModelConfig
+from .modeldir.checkpoint import CheckpointError, load_model_dir, read_card
+from .nn.attention import KVCache
+from .nn.causal_lm import CausalLM, window_mask
+from .search.causal import beam_continuation
+from .tokenization.lm_tokenizer import LMTokenizer
+from .tokenization.tokenizer import word_ids
+from .trace import AttentionTrace, DecodingStep
+
+MAX_PROMPT_CHARS = 20_000
+MAX_NEW_TOKENS = 1024
+MAX_TOP_K = 50
+MAX_BEAM = 16
+INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
+
+
+def check_prompt(prompt: object) -> str:
+    """`prompt` itself when it is text a model can continue; else a one-line ValueError saying why."""
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise ValueError("prompt is empty: type some text for the model to continue")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"prompt has {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
+    if any(unicodedata.category(c) == "Cs" for c in prompt):
+        raise ValueError("prompt contains unpaired surrogate code points; it is not valid Unicode text")
+    return prompt
+
+
+def check_count(value: object, name: str, low: int, high: int) -> int:
+    """`value` when it is an integer from `low` to `high`; else a one-line ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+class LanguageModel:
+    """A decoder-only language model and its tokenizer.
+
+    :ivar network: the `CausalLM`
+    :ivar tokenizer: its `LMTokenizer`
+    :ivar name: the model directory's name
+    :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
+    :ivar device: where it runs
+    :ivar card: its model card's text
+    """
+
+    def __init__(self, network: CausalLM, tokenizer: LMTokenizer, name: str = "", directory: Path | None = None,
+                 device: torch.device | None = None, card: str = "") -> None:
+        self.device = torch.device("cpu") if device is None else device
+        self.network = network.to(self.device).eval()
+        self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
+        self._sampling_said = False
+
+    @classmethod
+    def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
+        """The decoder-only model directory `directory` on `device`; errors name the file at fault."""
+        directory = Path(directory)
+        network, tokenizer, _ = load_model_dir(directory)
+        if not isinstance(network, CausalLM) or not isinstance(tokenizer, LMTokenizer):
+            raise CheckpointError(f"{directory}: a decoder-only config without an imported language model's "
+                                  f"tokenizer ({type(tokenizer).__name__}); only imported language models load")
+        return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.network.config
+
+    def encode(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 0) -> list[int]:
+        """The prompt's ids (a list of chat messages: through the chat template); one line where it is empty, or
+        where it and `max_new_tokens` do not fit the model's positions (a table of learned positions ends there); a
+        warning past a RoPE model's trained length."""
+        if self.tokenizer.rules["sampling"] and not self._sampling_said:
+            self._sampling_said = True
+            warnings.warn("this model's generation config samples (do_sample); viz-model decodes greedily, as "
+                          "generate(do_sample=False)", stacklevel=3)
+        ids = self.tokenizer.chat_ids(prompt) if isinstance(prompt, list) else self.tokenizer.encode(
+            check_prompt(prompt))
+        if not ids:
+            raise ValueError("prompt gives no tokens: type some text for the model to continue")
+        limit, needed = self.config.max_positions, len(ids) + max_new_tokens
+        if needed > limit and self.config.positional in INPUT_POSITIONS:
+            raise ValueError(f"prompt of {len(ids)} tokens plus {max_new_tokens} new ones needs {needed} positions; "
+                             f"this model has {limit} (max_position_embeddings)")
+        if needed > limit:
+            warnings.warn(f"{needed} positions are past the {limit} this model was trained on; its attention there "
+                          "is untested", stacklevel=3)
+        return ids
+
+    @torch.inference_mode()
+    def continue_ids(self, ids: list[int], max_new_tokens: int = 20) -> list[int]:
+        """The greedy continuation of `ids` (as ``generate(do_sample=False)``): up to `max_new_tokens` ids, the
+        end-of-text id that stopped it included."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        new: list[int] = []
+        cache: list[KVCache] | None = None
+        step = torch.tensor([ids], device=self.device)
+        while len(new) < max_new_tokens:
+            out = self.network(step, cache=cache)
+            cache = out.cache
+            token = int(out.logits[0, -1].argmax())
+            new.append(token)
+            if token in self.tokenizer.eos_ids:
+                break
+            step = torch.tensor([[token]], device=self.device)
+        return new
+
+    def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
+        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
+        length_penalty 1, early_stopping False); one line for a model with several end-of-text ids."""
+        beam = check_count(beam, "beam", 1, MAX_BEAM)
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        if beam == 1 or max_new_tokens == 0:
+            return self.continue_ids(ids, max_new_tokens)
+        if len(self.tokenizer.eos_ids) > 1:
+            raise ValueError(f"beam search with several end-of-text ids ({self.tokenizer.eos_ids}) is not implemented; "
+                             "use beam=None (greedy)")
+        return beam_continuation(self.network, ids, beam, max_new_tokens).tokens
+
+    def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
+        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:
+        greedy, or with `beam` transformers' beam search."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        ids = self.encode(prompt, max_new_tokens)
+        new = self.continue_ids(ids, max_new_tokens) if beam is None else self.beam_ids(ids, beam, max_new_tokens)
+        return self.tokenizer.decode(new)
+
+    def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
+        """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
+        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; greedy."""
+        return self.complete(messages, max_new_tokens)
+
+    @torch.inference_mode()
+    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5) -> AttentionTrace:
+        """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
+        continuation (``max_new_tokens=0``: the prompt alone).
+
+        ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
+        read token t and names the token after it (the next one of the text, then the model's choice after the
+        last) with the top-k candidates."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
+        start = time.perf_counter()
+        prompt_ids = self.encode(prompt, max_new_tokens)
+        new = self.continue_ids(prompt_ids, max_new_tokens)
+        decoded = time.perf_counter()
+        ids = prompt_ids + new
+        out = self.network(torch.tensor([ids], device=self.device), need_weights=True)
+        probabilities = torch.softmax(out.logits[0].float(), dim=-1)
+        outputs = ids[1:] + [int(probabilities[-1].argmax())]
+        tokens = self.tokenizer.pieces(ids)
+        top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
+        steps = [DecodingStep(t, ids[t], tokens[t], outputs[t], self.tokenizer.piece(outputs[t]),
+                              float(probabilities[t, outputs[t]]), top.indices[t].tolist(),
+                              self.tokenizer.pieces(top.indices[t].tolist()), top.values[t].tolist())
+                 for t in range(len(ids))]
+        log_probability = float(sum(np.log(steps[t].probability) for t in range(len(prompt_ids) - 1, len(ids) - 1)))
+        n, d = len(ids), self.config.d_model
+        ids_tensor = torch.tensor([ids], device=self.device)
+        table = self.network.positions
+        positional = torch.zeros(n, d) if table is None else table(n)  # RoPE, ALiBi: nothing added to the input
+        text = self.tokenizer.chat_text(prompt) if isinstance(prompt, list) else prompt
+        trace = AttentionTrace(
+            source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
+            source_words=[], target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens),
+            output_ids=outputs, output_tokens=self.tokenizer.pieces(outputs), encoder_attentions=[],
+            decoder_attentions=[a[0].float().cpu().numpy() for a in out.attentions], cross_attentions=[],
+            encoder_mask=np.zeros((0, 0), dtype=bool),
+            decoder_mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
+            cross_mask=np.zeros((n, 0), dtype=bool), source_positional=np.zeros((0, d), dtype=np.float32),
+            target_positional=positional.float().cpu().numpy(), source_embeddings=np.zeros((0, d), dtype=np.float32),
+            target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
+            log_probability=log_probability,
+            settings={"search": "greedy", "beam": 1, "top_k": top_k, "max_new_tokens": max_new_tokens,
+                      "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None},
+            config=self.config.to_dict(), model_name=self.name,
+            device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
+            timings={"decode_ms": 1000 * (decoded - start), "trace_ms": 1000 * (time.perf_counter() - decoded),
+                     "total_ms": 1000 * (time.perf_counter() - start)})
+        trace.validate()
+        return trace

@@ -1,0 +1,208 @@
+"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2), instrumented as the translator is.
+
+One stack of pre-norm layers, each causal self-attention then a feed-forward network, a final norm and the
+pre-softmax projection (tied to the embeddings or its own). It is built from the translator's blocks
+(`MultiHeadAttention` with grouped key/value heads, `FeedForward`, `Residual`, the position schemes); what the
+families differ in are settings of `ModelConfig` (kind "decoder"). Every forward can return each layer's
+`AttentionRecord`; nothing is stored on a module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from .alibi import ALiBi
+from .attention import AttentionRecord, KVCache, MultiHeadAttention
+from .linear import Linear, linear
+from .model import EncoderLayer, _with_stream, with_cpu_storage
+from .norms import make_norm, normed
+from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
+from .rope_scaling import scaled_frequencies
+from .rotary import Rotary
+from .score_position import ScorePosition
+
+DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
+
+
+class CausalLayer(EncoderLayer):
+    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes."""
+
+    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,  # type: ignore[override]
+                cache: KVCache | None = None, position: ScorePosition | None = None,
+                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None, KVCache]:
+        """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far."""
+        h = self.attn_residual.enter(x)
+        out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
+                                         append_to_cache=True, position=position)
+        y = self.attn_residual.leave(x, out)
+        return self.ffn_residual.forward(y, self.ffn), _with_stream(record, x, y), kv
+
+
+@dataclass
+class CausalLMOutput:
+    """What one `CausalLM` call computed.
+
+    :ivar logits: ``(batch, len, vocab)`` the scores of each next token
+    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``)
+    :ivar cache: per layer, the keys and values so far (what the next call continues from)
+    :ivar mask: the self-attention mask of the last layer, True = may attend (None: every key visible)
+    """
+
+    logits: Tensor
+    records: list[AttentionRecord] = field(default_factory=list)
+    cache: list[KVCache] = field(default_factory=list)
+    mask: Tensor | None = None
+
+    @property
+    def attentions(self) -> list[Tensor]:
+        """Per layer ``(batch, heads, len, keys)``."""
+        return [record.weights for record in self.records]
+
+
+def window_mask(length: int, offset: int, window: int | None, device: torch.device) -> Tensor:
+    """``(1, 1, length, offset + length)``: query ``offset + i`` may attend key j iff ``j <= offset + i`` and, with
+    a `window`, ``j > offset + i - window`` (the last `window` keys, itself included)."""
+    q = torch.arange(offset, offset + length, device=device)[:, None]
+    k = torch.arange(offset + length, device=device)[None, :]
+    visible = k <= q
+    if window is not None:
+        visible = visible & (k > q - window)
+    return visible[None, None]
+
+
+class CausalLM(nn.Module):
+    """A decoder-only Transformer language model.
+
+    :ivar config: its `ModelConfig` (kind "decoder")
+    :ivar embedding: the token embeddings (the output projection too where the head is tied)
+    :ivar positions: the learned or sinusoidal positions added to the input, else None (RoPE, ALiBi)
+    :ivar embedding_norm: the norm on the embeddings (BLOOM's word_embeddings_layernorm), else None
+    :ivar layers: the `CausalLayer` stack
+    :ivar final_norm: the norm after the last layer
+    :ivar lm_head: the output projection where it has its own matrix, else None
+    :ivar scheme: what puts position into the scores (`Rotary`, `ALiBi`), else None
+    :ivar local_scheme: the sliding layers' own RoPE (Gemma 3's local base), else None
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.kind != "decoder":
+            raise ValueError(f"CausalLM builds a decoder-only model (config kind 'decoder'), got kind {cfg.kind!r}")
+        if cfg.positional not in DECODER_POSITIONS:
+            raise ValueError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
+                             f"{cfg.positional!r}")
+        self.config = cfg
+        self.embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5)
+        self.positions: nn.Module | None = None
+        if cfg.positional == "learned":
+            self.positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
+        elif cfg.positional == "sinusoidal":
+            self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.sinusoid_layout,
+                                                 cfg.sinusoid_frequencies, cfg.position_offset)
+        self.embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.embedding_norm else None
+        self.layers = nn.ModuleList(CausalLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
+        self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.scheme: Rotary | ALiBi | None = None
+        self.local_scheme: Rotary | None = None
+        if cfg.positional == "rope":
+            with torch.device("cpu"):  # also where the model is built on the meta device to be loaded
+                frequencies = scaled_frequencies(cfg.d_head, cfg.rope_base, cfg.rope_scaling, cfg.rope_factor,
+                                                 cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
+                                                 cfg.rope_original_max_positions)
+            self.scheme = Rotary(cfg.d_head, cfg.rope_base, frequencies)
+            if cfg.local_rope_base is not None:  # Gemma 3's sliding layers
+                self.local_scheme = Rotary(cfg.d_head, cfg.local_rope_base)
+        elif cfg.positional == "alibi":
+            self.scheme = ALiBi(cfg.heads, cfg.alibi_max_bias)
+        self.reset_parameters()
+
+    @classmethod
+    def for_loading(cls, cfg: ModelConfig) -> CausalLM:
+        """The model with uninitialised weights (built on the meta device, then given CPU storage): what a weights
+        file fills."""
+        with torch.device("meta"):
+            model = cls(cfg)
+        return with_cpu_storage(model)
+
+    def reset_parameters(self) -> None:
+        """Normal(0, 0.02) matrices and embeddings (GPT-2's), zero biases; norms keep their gains of one."""
+        for name, p in self.named_parameters():
+            if p.is_meta:
+                continue
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of `layer`, None where it sees every earlier key."""
+        cfg = self.config
+        sliding = cfg.sliding_window is not None and (cfg.sliding_layers is None or layer in cfg.sliding_layers)
+        return cfg.sliding_window if sliding else None
+
+    def token_embeddings(self, ids: Tensor) -> Tensor:
+        """``(batch, len, d_model)`` the ids' embeddings, times sqrt(d_model) where the config scales them."""
+        x = self.embedding(ids)
+        if self.config.scale_embeddings:  # the factor in the embeddings' dtype, as Gemma rounds it
+            x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
+        return x
+
+    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """`token_embeddings` plus the input positions, normed where the config says (``embedding_norm``)."""
+        x = self.token_embeddings(ids)
+        if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
+            x = x + self.positions(ids.shape[1], offset)
+        return x if self.embedding_norm is None else normed(self.embedding_norm, x)
+
+    def forward(self, ids: Tensor, need_weights: bool = False, cache: list[KVCache] | None = None,
+                head_mask: Tensor | None = None) -> CausalLMOutput:
+        """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
+        `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it off)."""
+        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
+        offset = 0 if not cache else cache[0].key.shape[2]
+        x = self.embed(ids, offset)
+        position = local = None
+        if self.scheme is not None:
+            where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+            keys = where if not cache else torch.cat([cache[0].positions, where], dim=1)
+            position = self.scheme.score_position(where, keys, need_weights)
+            local = None if self.local_scheme is None else self.local_scheme.score_position(where, keys, need_weights)
+        out = CausalLMOutput(x)
+        masks: dict[int | None, Tensor | None] = {}
+        for i, layer in enumerate(self.layers):
+            window = self.window(i)
+            if window not in masks:
+                needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)
+                masks[window] = window_mask(ids.shape[1], offset, window, ids.device) if needed else None
+            scheme = local if local is not None and window is not None else position
+            x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, scheme,
+                                  None if head_mask is None else head_mask[i])
+            out.cache.append(kv)
+            if record is not None:
+                out.records.append(record)
+            out.mask = masks[window]
+        out.logits = self.logits(normed(self.final_norm, x))
+        return out
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Pre-softmax scores over the vocabulary (soft-capped where the config caps them: Gemma 2)."""
+        logits = self.lm_head(hidden) if self.lm_head is not None else linear(hidden, self.embedding.weight)
+        cap = self.config.logit_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def attention_block(self, layer: int) -> tuple[MultiHeadAttention, nn.Module]:
+        """The attention module of one layer and the residual connection around it."""
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(self.layers):
+            raise ValueError(f"layer must be an integer from 0 to {len(self.layers) - 1}, got {layer!r}")
+        return self.layers[layer].self_attn, self.layers[layer].attn_residual
+
+    def num_parameters(self) -> int:
+        """Distinct trainable parameters (tied matrices counted once)."""
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,123 @@
+"""The tokenizer of an imported decoder-only language model: its ``tokenizer.json`` as transformers 5 builds it (the
+post-processor adds the BOS where the family does: Llama's ``<s>`` / ``<|begin_of_text|>``, none for GPT-2 or Qwen),
+and ``lm_tokenizer.json``: the ids that end a continuation, the model's id table, the chat template."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .pretrained import read_files, read_json
+from .tokenizer import TokenizerError
+from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
+
+RULES = "lm_tokenizer.json"
+RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling")
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+MAX_MESSAGES = 200
+
+
+class LMTokenizer:
+    """Text to a language model's ids and back, as transformers' tokenizer of its folder.
+
+    :ivar rules: ``ids`` (the model's id table), ``eos`` (the ids that end a continuation), ``clean_up_spaces``,
+        ``chat_template`` (the folder's Jinja chat template or None), ``special_tokens`` (the names the template
+        reads, such as ``bos_token``, and their text), ``sampling`` (the folder's generation config samples)
+    :ivar eos_ids: the ids that end a continuation
+    :ivar skipped: the special tokens' ids, left out of decoded text
+    """
+
+    FILES = ("tokenizer.json", RULES)
+    MARKER = RULES
+
+    def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
+        self.backend, self.rules, self._files, self.path = backend, rules, files, path
+        self.eos_ids: list[int] = list(rules["eos"])
+        self.eos_id = self.eos_ids[0] if self.eos_ids else None
+        self.skipped = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
+        self.byte_level = json.loads(files["tokenizer.json"]).get("decoder", {}).get("type") == "ByteLevel"
+        size = backend.get_vocab_size(with_added_tokens=True)
+        if rules["ids"] < size:
+            raise TokenizerError(f"{path or RULES}: {rules['ids']} ids, but the tokenizer has {size}")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> LMTokenizer:
+        directory = Path(directory)
+        return cls.from_files(read_files(directory, cls.FILES, "an imported tokenizer"), directory)
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes], directory: Path) -> LMTokenizer:
+        """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
+        backend = read_backend(files, directory)
+        rules = read_json(files[RULES], directory / RULES)
+        if not isinstance(rules, dict) or set(rules) != set(RULE_KEYS):
+            raise TokenizerError(f"{directory / RULES}: expected the keys {', '.join(RULE_KEYS)}")
+        return cls(backend, rules, files, str(directory))
+
+    @staticmethod
+    def rules_file(**rules: Any) -> bytes:
+        """The ``lm_tokenizer.json`` of a model (see `rules`)."""
+        return (json.dumps(rules, indent=1, ensure_ascii=False) + "\n").encode()
+
+    @property
+    def vocab_size(self) -> int:
+        """The model's id table (it may reserve ids past the tokenizer's, as Qwen's does)."""
+        return self.rules["ids"]
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of `text` as transformers' ``tokenizer(text).input_ids`` gives them (BOS where the family adds
+        one)."""
+        return self.backend.encode(text, add_special_tokens=True).ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids` with the special tokens left out (``decode(ids, skip_special_tokens=True)``)."""
+        text = self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
+        return clean_up_spaces(text) if self.rules["clean_up_spaces"] else text
+
+    def chat_text(self, messages: object) -> str:
+        """`messages` rendered by the folder's chat template, the assistant's turn opened after them (as
+        transformers' ``apply_chat_template(messages, add_generation_prompt=True, tokenize=False)``: its renderer,
+        so transformers must be installed); one line where the model has no template or a message is malformed."""
+        template = self.rules["chat_template"]
+        if template is None:
+            raise ValueError("this model has no chat template (a base model): give it a prompt to continue instead")
+        check_messages(messages)
+        try:
+            from transformers.utils.chat_template_utils import render_jinja_template
+        except ImportError:
+            raise ValueError('chat needs transformers to render the template: pip install "viz-model[hf]"') from None
+        rendered, _ = render_jinja_template(conversations=[messages], chat_template=template,
+                                            add_generation_prompt=True, **self.rules["special_tokens"])
+        return rendered[0]
+
+    def chat_ids(self, messages: object) -> list[int]:
+        """The ids of `chat_text`, tokenized with no special tokens added (the template wrote them)."""
+        return self.backend.encode(self.chat_text(messages), add_special_tokens=False).ids
+
+    def piece(self, token_id: int) -> str:
+        """The display label of one id (a byte-level token as text, a word's leading space as ``▁``)."""
+        token = self.backend.id_to_token(int(token_id))
+        if token is None:
+            return "<unk>"
+        return byte_level_label(token) if self.byte_level and int(token_id) not in self.skipped else token
+
+    def pieces(self, ids: Iterable[int]) -> list[str]:
+        return [self.piece(i) for i in ids]
+
+    def files(self) -> dict[str, bytes]:
+        return dict(self._files)
+
+
+def check_messages(messages: object) -> None:
+    """A list of {"role": one of CHAT_ROLES, "content": text}; else a one-line ValueError naming the fault."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+    if len(messages) > MAX_MESSAGES:
+        raise ValueError(f"{len(messages)} messages; the limit is {MAX_MESSAGES}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise ValueError(f"message {i} must be a dict with a text 'content', got {message!r:.80}")
+        if message.get("role") not in CHAT_ROLES:
+            raise ValueError(f"message {i} has role {message.get('role')!r}; the roles are {', '.join(CHAT_ROLES)}")
