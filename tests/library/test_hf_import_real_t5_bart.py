@@ -9,10 +9,8 @@ attention map and greedy output equal transformers'."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,10 +18,12 @@ import torch
 transformers = pytest.importorskip("transformers")
 from support.hf import ODD, WORDS_EN, assert_same_forced_outputs, import_folder, randomise, sentences  # noqa: E402
 from support.hf_families import assert_greedy_equals_generate, assert_same_ids  # noqa: E402
+from support.published import FIXTURES as PUBLISHED  # noqa: E402
+from support.published import unpacked  # noqa: E402
 
 from viz_model.cli.main import main  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "t5-bart"
+FIXTURES = PUBLISHED / "t5-bart"
 SMALL = {"t5-small": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
                       "num_heads": 4},
          "bart-large": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
@@ -61,20 +61,12 @@ def published(name: str) -> dict:
     return json.loads((FIXTURES / name / "config.json").read_text())
 
 
-def unpacked(name: str, folder: Path) -> None:
-    """The published files of `name` in `folder`, each gzip-compressed one decompressed."""
-    shutil.copytree(FIXTURES / name, folder)
-    for packed in folder.glob("*.gz"):
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
-
-
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def real(request, tmp_path_factory):
     """(name, Hugging Face model with eager attention, their tokenizer, our import) for one published tokenizer."""
     name = request.param
     folder = tmp_path_factory.mktemp("hf") / name
-    unpacked(name, folder)
+    unpacked(FIXTURES / name, folder)
     # a small network; vocabulary and special ids as published
     config = published(name) | SMALL[name]
     model = MODELS[name](MODELS[name].config_class.from_dict(config))
@@ -119,7 +111,7 @@ def test_special_ids_and_the_task_come_from_the_files(real):
 
 def test_t5_small_names_its_three_tasks_and_takes_any_one(tmp_path, capsys):
     folder = tmp_path / "t5-small"
-    unpacked("t5-small", folder)
+    unpacked(FIXTURES / "t5-small", folder)
     assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
     assert "translates en to de, en to fr, en to ro; choose one" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
