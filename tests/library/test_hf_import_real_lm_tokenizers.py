@@ -2,7 +2,7 @@
 tokenizer.json (byte-level BPE of 50,257 ids, ``<|endoftext|>`` 50,256) and Qwen2.5-0.5B-Instruct's vocab.json and
 merges.txt (NFC, its own split pattern, 151,643 pieces and 22 added tokens in an id table of 151,936, a chat
 template), each with random weights of a small size built from the published config.json. fp32 on the CPU: the ids of
-100 varied texts and their decoding equal transformers'."""
+100 varied texts, their decoding and their pieces equal transformers'."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import randomise  # noqa: E402
 from support.published import FIXTURES as PUBLISHED  # noqa: E402
-from support.published import unpacked  # noqa: E402
+from support.published import their_pieces, unpacked  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -138,6 +138,13 @@ def test_decoding_equals_transformers_skipping_special_tokens(real):
         assert tok.decode(ids) == hf_tok.decode(ids, skip_special_tokens=True), repr(text)
         # one id at a time: part of a character decodes as transformers' replacement character too
         assert [tok.decode([i]) for i in ids] == [hf_tok.decode([i], skip_special_tokens=True) for i in ids]
+
+
+def test_pieces_are_theirs_with_whole_characters_shown(real):
+    _, hf_tok, imported = real
+    for text in TEXTS:
+        ids = hf_tok(text).input_ids
+        assert imported.tokenizer.pieces(ids) == their_pieces(hf_tok, ids, byte_level=True), repr(text)
 
 
 def test_the_chat_template_is_the_published_one_and_its_text_encodes_as_transformers(real):

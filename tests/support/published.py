@@ -18,3 +18,14 @@ def unpacked(source: Path, folder: Path) -> Path:
         packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
         packed.unlink()
     return folder
+
+
+def their_pieces(hf_tok, ids: list[int], byte_level: bool) -> list[str]:
+    """transformers' tokens of `ids` as this project labels them: a byte-level token of whole characters as its text,
+    a leading space as ``▁`` (a token of part of a character keeps its bytes, ``Ġ`` as ``▁``)."""
+    tokens = hf_tok.convert_ids_to_tokens(ids)
+    if not byte_level:
+        return tokens
+    shown = [hf_tok.decode([i]) for i in ids]
+    return [t.replace("Ġ", "▁") if "\ufffd" in s else "▁" + s[1:] if s.startswith(" ") else s
+            for t, s in zip(tokens, shown)]
