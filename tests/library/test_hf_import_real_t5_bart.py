@@ -14,7 +14,11 @@ import pytest
 transformers = pytest.importorskip("transformers")
 from support.hf import ODD, WORDS_EN, assert_same_forced_outputs, import_folder, sentences  # noqa: E402
 from support.hf_families import assert_greedy_equals_generate, assert_same_ids  # noqa: E402
-from support.published import build_published_folder, published  # noqa: E402
+from support.published import (  # noqa: E402
+    build_published_folder,
+    published,
+    their_pieces,  # noqa: E402
+)
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -108,12 +112,7 @@ def test_pieces_are_theirs_with_whole_characters_of_byte_level_ones_shown(real):
     _, _, hf_tok, imported = real
     for text in TEXTS:
         ids = hf_tok(prefix(imported) + text).input_ids
-        theirs = hf_tok.convert_ids_to_tokens(ids)
-        if imported.tokenizer.byte_level:  # a piece of whole characters as its text, a leading space as ▁
-            shown = [hf_tok.decode([i]) for i in ids]
-            theirs = [t.replace("Ġ", "▁") if "\ufffd" in s else "▁" + s[1:] if s.startswith(" ") else s
-                      for t, s in zip(theirs, shown)]
-        assert imported.tokenizer.pieces(ids) == theirs, text
+        assert imported.tokenizer.pieces(ids) == their_pieces(hf_tok, ids, imported.tokenizer.byte_level), text
 
 
 def test_logits_and_every_attention_map_equal_hugging_face(real):

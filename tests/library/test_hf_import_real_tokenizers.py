@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,8 +23,10 @@ from support.hf import (  # noqa: E402
     randomise,
     sentences,
 )
+from support.published import FIXTURES as PUBLISHED  # noqa: E402
+from support.published import unpacked  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
+FIXTURES = PUBLISHED / "marian"
 # per model: (source, target) languages, the activation, </s> and <unk> ids, sentences in the target language,
 # whether </s> is forced at the length limit
 MODELS = {
@@ -45,7 +46,7 @@ def real(request, tmp_path_factory):
     """(name, Hugging Face model with eager attention, their tokenizer, our import) for one published tokenizer."""
     name = request.param
     folder = tmp_path_factory.mktemp("hf") / name
-    shutil.copytree(FIXTURES / name, folder)  # the tokenizer files as published
+    unpacked(FIXTURES / name, folder)  # the tokenizer files as published (vocab.json decompressed)
     # a small network; vocabulary, special ids and activation as published
     published = json.loads((FIXTURES / name / "config.json").read_text()) | SMALL
     model = transformers.MarianMTModel(transformers.MarianConfig.from_dict(published))

@@ -1,5 +1,6 @@
-"""The published t5-small and bart-large tokenizers and configs of `tests/fixtures/t5-bart` (see its SOURCES.md) as
-Hugging Face folders with small random weights: the vocabulary, special ids and tasks as published."""
+"""Published tokenizer files and configs kept as test data in ``tests/fixtures`` (the large ones gzip-compressed to
+keep the repository small), unpacked into a test's temporary folder; the t5-small and bart-large ones of
+`tests/fixtures/t5-bart` (see its SOURCES.md) as Hugging Face folders with small random weights."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 from support.hf import randomise
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "t5-bart"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+T5_BART = FIXTURES / "t5-bart"
 SMALL = {"t5-small": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
                       "num_heads": 4},
          "bart-large": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
@@ -19,17 +21,19 @@ SMALL = {"t5-small": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "nu
 CLASSES = {"t5-small": "T5ForConditionalGeneration", "bart-large": "BartForConditionalGeneration"}
 
 
-def published(name: str) -> dict:
-    """The published config.json of `name`."""
-    return json.loads((FIXTURES / name / "config.json").read_text())
-
-
-def unpacked(name: str, folder: Path) -> None:
-    """The published files of `name` in `folder`, each gzip-compressed one decompressed."""
-    shutil.copytree(FIXTURES / name, folder)
+def unpacked(source: Path, folder: Path) -> Path:
+    """A copy of the fixture folder `source` as `folder`, each ``*.gz`` file decompressed under its name without
+    ``.gz``; returns `folder`."""
+    shutil.copytree(source, folder)
     for packed in folder.glob("*.gz"):
         packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
         packed.unlink()
+    return folder
+
+
+def published(name: str) -> dict:
+    """The published config.json of t5-small or bart-large."""
+    return json.loads((T5_BART / name / "config.json").read_text())
 
 
 def build_published_folder(name: str, folder: Path) -> Path:
@@ -38,7 +42,7 @@ def build_published_folder(name: str, folder: Path) -> Path:
     import torch
     import transformers
 
-    unpacked(name, folder)
+    unpacked(T5_BART / name, folder)
     config = published(name) | SMALL[name]
     cls = getattr(transformers, CLASSES[name])
     model = cls(cls.config_class.from_dict(config))
@@ -49,6 +53,17 @@ def build_published_folder(name: str, folder: Path) -> Path:
     model.save_pretrained(folder)
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "generation_config.json").unlink()
-    if (FIXTURES / name / "generation_config.json").is_file():
-        shutil.copy(FIXTURES / name / "generation_config.json", folder)
+    if (T5_BART / name / "generation_config.json").is_file():
+        shutil.copy(T5_BART / name / "generation_config.json", folder)
     return folder
+
+
+def their_pieces(hf_tok, ids: list[int], byte_level: bool) -> list[str]:
+    """transformers' tokens of `ids` as this project labels them: a byte-level token of whole characters as its text,
+    a leading space as ``▁`` (a token of part of a character keeps its bytes, ``Ġ`` as ``▁``)."""
+    tokens = hf_tok.convert_ids_to_tokens(ids)
+    if not byte_level:
+        return tokens
+    shown = [hf_tok.decode([i]) for i in ids]
+    return [t.replace("Ġ", "▁") if "\ufffd" in s else "▁" + s[1:] if s.startswith(" ") else s
+            for t, s in zip(tokens, shown)]
