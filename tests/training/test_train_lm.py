@@ -134,6 +134,16 @@ def test_viz_model_train_trains_the_tiny_lm_config(capsys, tmp_path, data_dir, l
     assert isinstance(lm.complete("Two dogs", max_new_tokens=3), str)
 
 
+def test_viz_model_export_scores_a_language_model_by_its_loss(capsys, tmp_path, lm_run):
+    out = tmp_path / "exported"
+    code, _, err = run(capsys, "export", lm_run, "--out", out, "--evaluate", "val")
+    assert code == 0, err
+    assert (out / "model.safetensors").read_bytes() == (lm_run / "model" / "model.safetensors").read_bytes()
+    results = json.loads((out / "results.json").read_text())
+    assert results == {"val": read_log(lm_run)[-1]["results"]["val"]} and results["val"]["lines"] == 6
+    assert isinstance(viz_model.load(out, device="cpu"), viz_model.LanguageModel)
+
+
 def test_a_text_lang_file_that_is_missing_is_named(capsys, tmp_path, data_dir):
     config = tmp_path / "lm.toml"
     write_toml(config, tiny_lm_config(data_dir, text_lang="fr"))
@@ -161,3 +171,15 @@ def test_each_kind_refuses_the_others_settings_in_one_line(data_dir, changes, fr
     assert "\n" not in message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def test_a_corpora_mix_of_text_trains_and_scores_each_set(tmp_path, data_dir, lm_run):
+    corpora = [{"name": "captions", "data_dir": str(data_dir), "train": "train", "val": "val"},
+               {"name": "held", "data_dir": str(data_dir), "test": ["test_2016_flickr"]}]
+    values = {**tiny_lm_config(data_dir).to_dict(), "corpora": corpora, "max_steps": 3}
+    for single in ("data_dir", "test_prefixes"):
+        del values[single]
+    out = train(TrainConfig.from_dict(values), fresh_run_dir(tmp_path / "run", lm_run))
+    test = read_log(out.parent)[-1]
+    assert set(test["results"]) == {"captions:val", "held:test_2016_flickr"}
+    assert test["results"]["held:test_2016_flickr"]["lines"] == 4

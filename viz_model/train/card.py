@@ -46,7 +46,8 @@ def data_section(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
         own = [f"{split_of(name)} ({n['sentences']:,} sentences, {n['references']:,} references)"
                for name, n in sets.items() if name.partition(":")[0] == corpus.name]
         if corpus.name in trained:
-            what = f"{trained[corpus.name]['train_pairs']:,} training pairs, weight {corpus.weight:g}"
+            unit = "pairs" if cfg.model.kind == "seq2seq" else "lines"
+            what = f"{trained[corpus.name]['train_pairs']:,} training {unit}, weight {corpus.weight:g}"
         else:
             what = "evaluation only"
         lines.append(f"- **{corpus.name}** (`{corpus.data_dir}`): {what}; evaluated on {', '.join(own) or 'nothing'}")

@@ -42,7 +42,8 @@ class EvalSet:
 
 @dataclass
 class EncodedPairs:
-    """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch)."""
+    """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch); a
+    language model's lines are targets with empty sources (`encode_texts`)."""
 
     src: list[list[int]]
     tgt: list[list[int]]
