@@ -12,8 +12,11 @@ from .api import DEFAULT_MODEL, TranslationModel, available_models, from_transfo
 from .config import ConfigError, ModelConfig, TrainConfig
 from .modeldir.checkpoint import CheckpointError
 from .nn.model import HeadMask, Transformer
+from .renamed import register as _register_renamed
 from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError
+
+_register_renamed()  # the module paths 0.3 renamed still import, with a DeprecationWarning
 
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
            "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",

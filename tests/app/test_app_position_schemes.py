@@ -11,7 +11,7 @@ from test_app_teaching import SENTENCE, captions, chart, charts, messages, ok, o
 
 import viz_model
 from viz_model.config.model import POSITIONAL_KINDS
-from viz_model.lessons.position_schemes import model_offset_part, split_scores
+from viz_model.lessons.position_parts import model_offset_part, split_scores
 from viz_model.nn.alibi import alibi_slopes
 
 

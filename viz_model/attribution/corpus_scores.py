@@ -11,13 +11,14 @@ from typing import Any, NamedTuple
 import pandas as pd
 from tqdm import tqdm
 
-from ..analysis.alignment import Alignment
+from ..analysis.word_alignment import Alignment
 from ..api import worker_model
 from ..data import shard
-from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
-from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
-from .gradients import DEFAULT_TOLERANCE, check_steps, check_tolerance
+from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, check_steps, check_tolerance
+from .method_aer import AerCounter
+from .record import Attribution
+from .scoring import attribute_ids, check_methods
 
 CORPUS_DEFAULT_METHODS = ("value_weighted", "alti")
 MAX_WORKERS = 16

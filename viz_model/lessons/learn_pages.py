@@ -14,7 +14,7 @@ import math
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -487,7 +487,8 @@ class PeakTensorMemory(TorchFunctionMode):
         self._seen.discard(key)
 
 
-def _layers(d_model: int, heads: int, kernel: int) -> dict[str, Callable[[torch.Tensor], Any]]:
+def compared_layers(d_model: int, heads: int, kernel: int) -> dict[str, Callable[[torch.Tensor], Any]]:
+    """The four layers the page compares, by their `LAYER_NAMES`, each a function of a ``(1, n, d_model)`` input."""
     attn = MultiHeadAttention(d_model, heads).eval()
     rnn = nn.RNN(d_model, d_model, batch_first=True).eval()
     conv = nn.Conv1d(d_model, d_model, kernel, padding=kernel // 2).eval()
@@ -506,14 +507,16 @@ def measure_memory_bytes(n: int, d_model: int, heads: int, kernel: int) -> int:
 
 
 def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int = 3, repeats: int = 5,
-                   progress: Callable[[float], None] | None = None) -> pd.DataFrame:
+                   progress: Callable[[float], None] | None = None,
+                   layers: Mapping[str, Callable[[torch.Tensor], Any]] | None = None) -> pd.DataFrame:
     """Time (median of `repeats`) and peak activation memory of one forward pass of each layer kind, per length.
 
     Self-attention is the library's `MultiHeadAttention`, with the weights materialised (the instrumented path)
     and without (the fused kernel inference uses); the recurrent layer is `nn.RNN`, the convolution `nn.Conv1d`.
     Every layer first runs on every length (a warm-up: thread pools, kernel choice and allocations happen then),
-    so the first size timed pays no one-off cost. A request whose tensors would exceed MAX_MEASURE_BYTES (a server
-    every session shares) is refused with the limit named.
+    so the first size timed pays no one-off cost; then each runs `repeats` timed passes and one counted for memory.
+    `layers` (name -> function of a ``(1, n, d_model)`` input) measures others instead. A request whose tensors
+    would exceed MAX_MEASURE_BYTES (a server every session shares) is refused with the limit named.
     """
     if not lengths:
         raise InputError("pick at least one sequence length")
@@ -532,7 +535,7 @@ def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int
     generator = torch.Generator().manual_seed(0)
     with torch.random.fork_rng(devices=[]):  # the layers' random init must not move the process's RNG
         torch.manual_seed(0)
-        layers = _layers(d_model, heads, kernel)
+        layers = compared_layers(d_model, heads, kernel) if layers is None else dict(layers)
     inputs = {n: torch.randn(1, n, d_model, generator=generator) for n in lengths}
     rows = []
     total, done = len(lengths) * len(layers), 0

@@ -30,7 +30,7 @@ import pandas as pd
 from ..api import TranslationModel
 from ..data.textfiles import open_text
 from ..tokenization.tokenizer import WORD_START, word_ids
-from .corpus import iter_attentions
+from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS
 
 Link = tuple[int, int]  # (source word, target word)
