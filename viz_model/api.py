@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
+from .config.checks import check_int, is_int
 from .data.batching import DEFAULT_BATCH_TOKENS, ForcedBatch
 from .modeldir.checkpoint import CheckpointError, load_model_dir, model_file, read_card
 from .modeldir.coverage import (
@@ -39,6 +40,7 @@ from .modeldir.coverage import (
 )
 from .modeldir.languages import LanguagePair, LanguagesError, read_languages
 from .modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
+from .nn.arrays import to_numpy
 from .nn.attention import causal_mask
 from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
@@ -160,14 +162,14 @@ def check_text(text: object, what: str = "text") -> str:
 def check_decoding(beam: object, alpha: object, top_k: object = 5, rule: str = "project") -> tuple[int, float, int]:
     """Checked search settings; `alpha` is GNMT's exponent (0 to 5) by this project's rule, transformers'
     length_penalty (-5 to 5: negative values favour short outputs) by its rule."""
-    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= MAX_BEAM:
-        raise ValueError(f"beam must be an integer from 1 to {MAX_BEAM}, got {beam!r}")
+    check_int("beam", beam, 1, MAX_BEAM, error=ValueError,
+              message=f"beam must be an integer from 1 to {MAX_BEAM}, got {beam!r}")
     low = -MAX_LENGTH_PENALTY if rule == "transformers" else 0.0
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
             or not low <= alpha <= MAX_LENGTH_PENALTY:
         raise ValueError(f"alpha (length penalty) must be a number from {low:g} to 5, got {alpha!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    check_int("top_k", top_k, 1, MAX_TOP_K, error=ValueError,
+              message=f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     return beam, float(alpha), top_k
 
 
@@ -462,8 +464,8 @@ class TranslationModel:
             out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
             log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
             steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
-            source_pe = _np(net.positional_encodings(len(src_ids), "source"))
-            target_pe = _np(net.positional_encodings(len(target_ids), "target"))
+            source_pe = to_numpy(net.positional_encodings(len(src_ids), "source"))
+            target_pe = to_numpy(net.positional_encodings(len(target_ids), "target"))
             if not positions:
                 source_pe, target_pe = np.zeros_like(source_pe), np.zeros_like(target_pe)
             trace = AttentionTrace(
@@ -473,15 +475,15 @@ class TranslationModel:
                 target_ids=target_ids, target_tokens=self.tokenizer.pieces(target_ids),
                 target_words=word_ids(self.tokenizer.pieces(target_ids)),
                 output_ids=output_ids, output_tokens=self.tokenizer.pieces(output_ids),
-                encoder_attentions=[_np(a[0]) for a in out.encoder_attentions],
-                decoder_attentions=[_np(a[0]) for a in out.decoder_attentions],
-                cross_attentions=[_np(a[0]) for a in out.cross_attentions],
-                encoder_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(src_ids), len(src_ids))).copy(),
-                decoder_mask=_np(causal_mask(len(target_ids))[0, 0]),
-                cross_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
+                encoder_attentions=[to_numpy(a[0]) for a in out.encoder_attentions],
+                decoder_attentions=[to_numpy(a[0]) for a in out.decoder_attentions],
+                cross_attentions=[to_numpy(a[0]) for a in out.cross_attentions],
+                encoder_mask=np.broadcast_to(to_numpy(out.source_mask[0, 0]), (len(src_ids), len(src_ids))).copy(),
+                decoder_mask=to_numpy(causal_mask(len(target_ids))[0, 0]),
+                cross_mask=np.broadcast_to(to_numpy(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
                 source_positional=source_pe, target_positional=target_pe,
-                source_embeddings=_np(net.token_embeddings(src, "source")[0]),
-                target_embeddings=_np(net.token_embeddings(tgt, "target")[0]),
+                source_embeddings=to_numpy(net.token_embeddings(src, "source")[0]),
+                target_embeddings=to_numpy(net.token_embeddings(tgt, "target")[0]),
                 steps=steps, log_probability=total,
                 settings={"beam": beam, "alpha": alpha, "top_k": top_k,
                           "forced": forced, "max_output_length": max_len,
@@ -499,8 +501,7 @@ class TranslationModel:
     def _checked_output_ids(self, ids: object) -> list[int]:
         """Forced output ids: integers of the vocabulary, ``</s>`` appended if missing, within max_positions."""
         vocab = self.config.vocab_size
-        if not isinstance(ids, (list, tuple)) or not ids or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in ids):
+        if not isinstance(ids, (list, tuple)) or not ids or not all(is_int(i, 0, vocab - 1) for i in ids):
             raise ValueError(f"forced_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
         eos = self.config.eos_id
         out = list(ids) if ids[-1] == eos else [*ids, eos]
@@ -583,10 +584,6 @@ class _DraftHolder:
             if not self._built:
                 self._draft, self._built = int8_search_network(network), True
         return self._draft
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
 
 
 _WORKER: dict[str, TranslationModel] = {}  # in a process of `TranslationModel.worker_pool`: the model it loaded

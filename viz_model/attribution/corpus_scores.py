@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from ..analysis.word_alignment import Alignment
 from ..api import worker_model
+from ..config.checks import check_int
 from ..data import shard
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, check_steps, check_tolerance
@@ -73,9 +74,8 @@ def _work(job: tuple) -> tuple[list[dict], Attribution]:
 
 def check_draws(draws: int, name: str = "draws") -> int:
     """The random baseline's sets per sentence and k, bounded (each is a full decoder pass); `name` for the message."""
-    if not 1 <= draws <= MAX_DRAWS:
-        raise ValueError(f"{name} must be from 1 to {MAX_DRAWS}, got {draws}")
-    return draws
+    return check_int(name, draws, 1, MAX_DRAWS, error=ValueError,
+                     message=f"{name} must be from 1 to {MAX_DRAWS}, got {draws}")
 
 
 def default_workers(model: Any) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..nn.arrays import to_numpy
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Transformer
 from .contributions import alti_blocks, alti_plus, rollout, value_weighted
@@ -28,6 +29,10 @@ METHODS = ("attention", "rollout", *CONTRIBUTION_METHODS, *GRADIENT_METHODS)
 """What `attribute` can compute (its `methods`)."""
 DEFAULT_METHODS = ("attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient")
 """What `attribute` computes unless told: every method but integrated gradients."""
+
+
+def _float64(tensor: torch.Tensor) -> np.ndarray:
+    return to_numpy(tensor, torch.float64)  # an attribution's arrays are float64
 
 
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
@@ -59,24 +64,24 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
         out = network(src, tgt, need_weights=True)
         log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
         chosen = log_probs[torch.arange(len(output_ids)), torch.tensor(output_ids, device=device)]
-        vw = ({kind: [_np(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
+        vw = ({kind: [_float64(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
                for kind in ATTENTION_KINDS} if "value_weighted" in methods else {})
         alti = encoder_alti = None
         alti_layers: dict[str, list[np.ndarray]] = {}
         if "alti" in methods:
             blocks = alti_blocks(network, out)
-            alti = _np(alti_plus(network, out, blocks)[0])
-            encoder_alti = _np(rollout(blocks["encoder"])[0])
-            alti_layers = {kind: [_np(block[0]) for block in layers] for kind, layers in blocks.items()}
+            alti = _float64(alti_plus(network, out, blocks)[0])
+            encoder_alti = _float64(rollout(blocks["encoder"])[0])
+            alti_layers = {kind: [_float64(block[0]) for block in layers] for kind, layers in blocks.items()}
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil, tolerance)
              if gradient_methods else GradientResult({}, 0, None, None))
     name = pieces or (lambda ids: [str(i) for i in ids])
     return Attribution(
         source_tokens=list(name(source_ids)), prefix_tokens=list(name(prefix)), output_tokens=list(name(output_ids)),
-        source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_np(chosen),
-        attentions=[_np(a[0]) for a in out.cross_attentions],
-        encoder_attentions=[_np(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
+        source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_float64(chosen),
+        attentions=[_float64(a[0]) for a in out.cross_attentions],
+        encoder_attentions=[_float64(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
         encoder_alti=encoder_alti, alti_layers=alti_layers, gradients=grads.scores, steps=grads.steps,
         completeness_gap=grads.completeness_gap, score_change=grads.score_change, tolerance=grads.tolerance,
         foil=None if foil is None else (name([foil])[0]))
@@ -108,7 +113,3 @@ def attribute(model: Any, text: str, target: str | None = None, methods: Sequenc
                            model.tokenizer.pieces, tolerance)
     result.model_name = model.name
     return result
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().double().cpu().numpy()

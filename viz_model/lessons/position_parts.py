@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..nn.alibi import alibi_bias, alibi_slopes
 from ..nn.model import Transformer
@@ -41,9 +42,8 @@ def check_scheme(scheme: str) -> str:
 
 
 def _check_length(length: int, low: int = 1, high: int = 4096) -> int:
-    if isinstance(length, bool) or not isinstance(length, int) or not low <= length <= high:
-        raise LessonError(f"the number of positions must be an integer in [{low}, {high}], got {length!r}")
-    return length
+    return check_int("length", length, low, high, error=LessonError,
+                     message=f"the number of positions must be an integer in [{low}, {high}], got {length!r}")
 
 
 # --- each scheme at its defaults ---------------------------------------------------------------------------------
@@ -169,10 +169,10 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
     _stack(stack)
     cfg = network.config
     layers = cfg.encoder_layers if stack == "encoder" else cfg.decoder_layers
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
-        raise LessonError(f"layer must be in [0, {layers - 1}], got {layer!r}")
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < cfg.heads:
-        raise LessonError(f"head must be in [0, {cfg.heads - 1}], got {head!r}")
+    check_int("layer", layer, 0, layers - 1, error=LessonError,
+              message=f"layer must be in [0, {layers - 1}], got {layer!r}")
+    check_int("head", head, 0, cfg.heads - 1, error=LessonError,
+              message=f"head must be in [0, {cfg.heads - 1}], got {head!r}")
     device = network.src_embedding.weight.device
     src, tgt = torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device)
     with torch.no_grad():
