@@ -120,7 +120,7 @@ def searching_model(ref: ModelRef) -> TranslationModel:
     model, with task prefix `ref.prefix` for a T5-family one (the network is shared with `load_model`'s, not
     copied)."""
     model = load_model(ref)
-    model = model if ref.search == "auto" else model.with_search(ref.search)
+    model = model if ref.search == "auto" else model.with_precision(ref.search)
     model = model.with_target_language(ref.lang) if ref.lang else model
     return model if ref.prefix is None else model.with_task_prefix(ref.prefix)
 

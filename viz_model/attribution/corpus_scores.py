@@ -114,8 +114,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                          + ("" if targets is not None else " and no targets"))
     check_draws(draws)
     search = model.search_settings(rule, beam, alpha)
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    check_int("workers", workers, 1, MAX_WORKERS, error=ValueError,
+              message=f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
     if workers > 1 and getattr(model, "directory", None) is None:
         raise ValueError("several workers load the model from its directory; this model has none")
     source_ids = [model.encode(text) for text in sources]
@@ -124,7 +124,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         if workers > 1:  # started first: the workers load the model while this process translates
             pool = stack.enter_context(model.worker_pool(workers))
         if targets is None:  # searched by the full-precision network, which every attribution reads
-            outputs = model.with_search("fp32").translate_ids(source_ids, search)
+            outputs = model.with_precision("fp32").translate_ids(source_ids, search)
         else:
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)

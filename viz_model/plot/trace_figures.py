@@ -582,8 +582,8 @@ def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0, lay
     length, d = table.shape
     fig = go.Figure()
     for n, dim in enumerate(dims):
-        if not 0 <= dim < d:
-            raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
+        check_int("dimension", dim, 0, d - 1, error=ValueError, kinds=(int, np.integer),
+                  message=f"dimension {dim} is out of range (d_model = {d})")
         color = HEAD_COLORS[n % len(HEAD_COLORS)]
         kind = wave(dim, d, layout)
         fig.add_trace(go.Scatter(x=list(range(length)), y=table[:, dim], mode="lines", line=dict(color=color),
