@@ -32,6 +32,11 @@ def scheme_caption(config: ModelConfig) -> str:
     return f"This model's positions: {SCHEME_NAMES[config.positional]}, {where}."
 
 
+def content_term(config: ModelConfig) -> str:
+    """The scores' content term in LaTeX: divided by √d_k unless the model leaves its scores unscaled (T5)."""
+    return r"\frac{q_p \cdot k_j}{\sqrt{d_k}}" if config.scale_scores else r"q_p \cdot k_j"
+
+
 def schemes_tab(config: ModelConfig) -> None:
     """Each scheme at its defaults, at the loaded model's width and head count."""
     heads, d_model, d_head = config.heads, config.d_model, config.d_head
@@ -76,37 +81,50 @@ def schemes_tab(config: ModelConfig) -> None:
                    "128, with ripples: nearby tokens score higher, all else equal. Narrow heads have few pairs and "
                    "mostly oscillate.")
     elif scheme == "alibi":
-        st.latex(r"\mathrm{score}_h(p, j) = \frac{q_p \cdot k_j}{\sqrt{d_k}} - m_h\,|p - j|")
+        st.latex(rf"\mathrm{{score}}_h(p, j) = {content_term(config)} - m_h\,|p - j|")
         fig = position_figures.alibi_slopes_figure(alibi_slopes(heads, DEFAULTS.alibi_max_bias).numpy())
         widgets.chart(fig, "alibi-slopes", key="pe_alibi_chart")
         st.caption("Steep heads look near, flat heads far. Built for causal attention (the distance to earlier "
                    "tokens); this project's encoder uses the same distance in both directions.")
     elif scheme == "relative":
-        st.latex(r"\mathrm{score}_h(p, j) = \frac{q_p \cdot k_j}{\sqrt{d_k}} + b_h[\mathrm{bucket}(j - p)]")
+        st.latex(rf"\mathrm{{score}}_h(p, j) = {content_term(config)} + b_h[\mathrm{{bucket}}(j - p)]")
         buckets = position_parts.relative_buckets_by_offset(DEFAULTS, max(length, 160))
         fig = position_figures.relative_buckets_figure(buckets)
         widgets.chart(fig, "relative-buckets", key="pe_buckets_chart")
-        st.caption(f"{DEFAULTS.relative_buckets} buckets: the encoder gives half to each direction; small distances "
+        divides = "this model divides it by √d_k" if config.scale_scores else "so does this model"
+        st.caption(f"T5 leaves q·k undivided; {divides}. "
+                   f"{DEFAULTS.relative_buckets} buckets: the encoder gives half to each direction; small distances "
                    f"get a bucket each, larger ones share log-spaced buckets up to {DEFAULTS.relative_max_distance}, "
                    "beyond which all share the last. One table per stack, shared by its layers (T5).")
     else:
         st.caption("Position is added to the input: see the first tabs for the sinusoids and the learned table.")
 
 
-def model_scheme_part(network_config: ModelConfig, model: TranslationModel) -> None:
-    """The loaded model's own token-independent part of the scores (ALiBi, relative) per head."""
-    if network_config.positional not in ("alibi", "relative"):
-        return
+def model_scheme_part(network_config: ModelConfig, model: TranslationModel, trace: AttentionTrace | None) -> None:
+    """The loaded model's own positional part of its encoder's first-layer scores per head, whatever its scheme
+    (RoPE's on the translated sentence), or, where no head has one, why and what can be shown."""
     heads = network_config.heads
     own.split_head.init()
     state.clamp_choice(own.split_head, list(range(1, heads + 1)), 1, "Head")
-    length = min(int(own.scheme_length.get()), network_config.max_positions)
-    part = position_parts.model_offset_part(model.network, "encoder", length)
+    if network_config.positional == "rope":
+        if trace is None:
+            return
+        shown = position_parts.model_position_part(model.network, "encoder", len(trace.source_ids), trace.source_ids,
+                                       trace.target_ids)
+    else:
+        shown = position_parts.model_position_part(model.network, "encoder",
+                                       min(int(own.scheme_length.get()), network_config.max_positions))
     head = int(own.split_head.get()) - 1
-    fig = position_figures.offset_parts_figure([(f"this model's encoder, head {head + 1}", part[head]),
-                                                ("mean over heads", part.mean(axis=0))],
-                                               f"This model's {network_config.positional} bias on its encoder's scores")
+    if shown.exact:
+        panels = [(f"this model's encoder, head {head + 1}", shown.part[head]),
+                  ("mean over heads", shown.part.mean(axis=0))]
+    else:
+        st.info(shown.note)
+        panels = [("this model's encoder", shown.part[0])]
+    fig = position_figures.offset_parts_figure(panels, f"This model's encoder: {shown.what}")
     widgets.chart(fig, "model-positional-part", key="pe_model_part_chart")
+    if shown.exact:
+        st.caption(shown.note)
     if network_config.positional == "relative":
         fig = position_figures.relative_values_figure(position_parts.relative_values(model.network, "encoder"),
                                                       "encoder")
@@ -117,7 +135,7 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     """One head's scores on the sentence, split into what content and position contribute."""
     config = session.model.config
     st.caption(scheme_caption(config))
-    model_scheme_part(config, session.model)
+    model_scheme_part(config, session.model, trace)
     if trace is None:
         st.info("Translate a sentence (above) to split its scores.")
         return
@@ -137,7 +155,7 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     with c3:
         state.bound(st.selectbox, "Head", own.split_head, list(range(1, config.heads + 1)),
                     format_func=lambda v: f"Head {v}")
-    if first_only:
+    if first_only and config.norm == "post" and not config.embedding_norm:  # else the split says why not
         st.caption("Position is added to the input, so content and position can be told apart in the first layer "
                    "only: later layers read a stream where both are mixed.")
     layer, head = int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1
@@ -170,8 +188,13 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     widgets.matrix_table(pd.DataFrame(rows).set_index("part"), digits=5)
     visible = int(trace.mask(stack)[i].sum())
     st.caption(f"{split.note}. Query {i} ({queries[i]}) gives key {j} ({keys[j]}) weight {weights[i, j]:.4f} after "
-               f"the softmax over its {visible} visible keys; the parts add up to the score to "
-               f"{split.residual:.1e}.")
+               f"the softmax over its {visible} visible keys.")
+    if split.adds_up:
+        st.caption(f"Each part is computed from the layer's input and weights, apart from the score; they add up to "
+                   f"the score the model's forward recorded to {split.residual:.1e}.")
+    else:
+        st.warning(f"The parts, each computed from the layer's input and weights, differ from the score the model's "
+                   f"forward recorded by up to {split.residual:.1e}: this split does not describe this model.")
 
 
 LENGTH_KINDS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}

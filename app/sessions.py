@@ -30,6 +30,7 @@ from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
+from viz_model.translation_tasks import translation_tasks, with_translation_task
 
 TRACE_CACHE_ENTRIES = 12
 TRAINING_SLOTS = 2  # synthetic trainings (Learn: watch attention form) the server runs at once, for every session
@@ -73,8 +74,8 @@ def model_stamp(root: Path, name: str) -> str:
 @dataclass(frozen=True)
 class ModelRef:
     """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
-    runs in, the target language of a many-to-many model ("" = its own) and the task prefix of a T5-family model
-    (None = its own)."""
+    runs in, the target language of a many-to-many model or of a T5's translation task ("" = its own) and the task
+    prefix of a T5-family model (None = its own)."""
 
     root: str
     name: str
@@ -117,11 +118,13 @@ def _load_model(ref: ModelRef) -> TranslationModel:
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
 def searching_model(ref: ModelRef) -> TranslationModel:
     """The cached model searching in precision `ref.search`, into target language `ref.lang` for a many-to-many
-    model, with task prefix `ref.prefix` for a T5-family one (the network is shared with `load_model`'s, not
-    copied)."""
+    model (a T5 that lists several: its translation task into it), with task prefix `ref.prefix` for a T5-family one
+    (the network is shared with `load_model`'s, not copied)."""
     model = load_model(ref)
     model = model if ref.search == "auto" else model.with_precision(ref.search)
-    model = model.with_target_language(ref.lang) if ref.lang else model
+    if ref.lang:  # a T5's translation task into that language, else a many-to-many model's target language
+        model = with_translation_task(model, ref.lang) if translation_tasks(model) else \
+            model.with_target_language(ref.lang)
     return model if ref.prefix is None else model.with_task_prefix(ref.prefix)
 
 
@@ -129,7 +132,7 @@ def matching_target(model: TranslationModel, wanted: str) -> str:
     """The code of `model`'s target language that `wanted` names, a code of any family (de, de_DE and deu_Latn are
     all German; where several name it, as zho_Hans and zho_Hant, the model's own, else the first in order); "" where
     that is the model's own target, or not one it can translate into."""
-    codes, own = model.target_languages, model.languages.target
+    codes, own = [t.target for t in translation_tasks(model)] or model.target_languages, model.languages.target
     if wanted != own and language_name(wanted) == language_name(own) and wanted not in codes:
         return ""
     named = [wanted] if wanted in codes else sorted(c for c in codes if language_name(c) == language_name(wanted))

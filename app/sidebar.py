@@ -13,6 +13,9 @@ from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
 from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.translation_tasks import TranslationTask, translation_tasks
+
+TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 
 def sidebar(models: list[str]) -> Session | None:
@@ -93,9 +96,11 @@ def decoding_settings(model: TranslationModel, rule: str) -> None:
 
 
 def target_language(model: TranslationModel) -> str:
-    """A many-to-many model's target-language picker (its codes, by name); "" for the language it was imported
-    with, and for a model of one fixed pair (no picker)."""
-    codes = model.target_languages
+    """A many-to-many model's target-language picker (its codes, by name), or a T5's translation-task picker (the
+    tasks its config lists); "" for the language or task it was imported with, and for a model of one fixed pair or
+    task (no picker)."""
+    tasks = translation_tasks(model)
+    codes = [task.target for task in tasks] or model.target_languages
     if not codes:
         SHARED.lang.set("")
         return ""
@@ -104,13 +109,33 @@ def target_language(model: TranslationModel) -> str:
     if lang == own:
         SHARED.lang.set("")
     elif lang and lang not in codes:
-        st.warning(f"`lang={lang[:20]}` ignored: not one of this model's {len(codes)} languages.")
+        st.warning(f"`lang={lang[:20]}` ignored: not one of this model's {len(codes)} "
+                   f"{'translation tasks' if tasks else 'languages'}.")
         SHARED.lang.set("")
+    if tasks:
+        return translation_task(model, tasks)
     options = ["", *sorted((c for c in codes if c != own), key=language_name)]
     bound(st.selectbox, "Translate into", SHARED.lang, options,
           format_func=lambda c: f"{language_name(c or own)} ({c or own})" + ("" if c else ", as imported"),
           help="A many-to-many model translates into any of its languages: that language's code is forced as "
                "its first output token (M2M100, NLLB, mBART-50) or starts its decoding (the original mBART).")
+    return SHARED.lang.get()
+
+
+def translation_task(model: TranslationModel, tasks: list[TranslationTask]) -> str:
+    """A T5's task picker: the tasks its config lists, in its order; the target code of the task chosen ("" for the
+    one it was imported with). A task switched drops a typed task prefix: the new task's own is shown."""
+    own = model.languages.target
+    labels = {task.target: task.label for task in tasks}
+    bound(st.selectbox, "Translation task", SHARED.lang, ["", *(t.target for t in tasks if t.target != own)],
+          format_func=lambda c: labels[c or own] + ("" if c else ", as imported"),
+          help="The translation tasks this T5 model's config lists (task_specific_params): each puts its own prefix "
+               "before every sentence, as transformers' translation pipeline did. Weights and settings are shared.")
+    chosen = (model.name, SHARED.lang.get())
+    seen = st.session_state.get(TASK_SEEN)
+    if seen is not None and seen[0] == chosen[0] and seen != chosen:
+        SHARED.prefix.set(None)
+    st.session_state[TASK_SEEN] = chosen
     return SHARED.lang.get()
 
 

@@ -1,6 +1,6 @@
 """Which explanation is most faithful for the shipped model, over the Multi30K validation set (the README's table).
 
-    python benchmarks/attribution_faithfulness.py [--data-dir ../shared/data] [--model assets/mixed-en-de]
+    python benchmarks/attribution_faithfulness.py [--data-dir DIR (default: the data root)] [--model assets/mixed-en-de]
 
 Every sentence is translated greedily and teacher-forced on that translation; for every output token and method the
 k = 1, 2, 3 source tokens the method ranks highest are removed (comprehensiveness: the drop of the token's
@@ -19,12 +19,14 @@ from pathlib import Path
 
 from bench_common import REPO, load_average, write_results
 
+from viz_model.config.data_root import data_root
+
 METHODS = ["attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient", "integrated_gradients"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", default=str(data_root()), help="the data root holding multi30k/")
     parser.add_argument("--model", default=None, help="model directory (default: the shipped default model)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N sentences (a quick look)")
     parser.add_argument("--steps", type=int, default=32, help="integrated-gradient points (default 32)")

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, CpuMonitor, describe_machine, emit, load_average, machine
+from bench_common import CpuMonitor, data_label, describe_machine, emit, load_average, machine, repo_label
+
+from viz_model.config.data_root import data_root
 
 TARGET_S = 120.0
 QUICK_SENTENCES = 100
@@ -39,8 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                             "statistics and roles) over the Multi30K validation set.",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped model in assets/)")
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data",
-                   help="data directory holding multi30k/")
+    p.add_argument("--data-dir", type=Path, default=data_root(),
+                   help="data directory holding multi30k/ (default: the data root)")
     p.add_argument("--split", default="val", help="Multi30K split whose English side is analysed")
     p.add_argument("--beam", type=int, default=1, help="beam size of the translation (1 = greedy)")
     p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
@@ -114,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     other = monitor.other_cores()
     count = len(analysis.sources)
     result: dict[str, Any] = {
-        "benchmark": "bench_analyze", "model": str(model.directory), "config": model.config.to_dict(),
-        "source": str(path), "file_sentences": len(sources), "sentences": count, "beam": args.beam,
+        "benchmark": "bench_analyze", "model": repo_label(model.directory), "config": model.config.to_dict(),
+        "source": data_label(path), "file_sentences": len(sources), "sentences": count, "beam": args.beam,
         "threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
         "machine": machine(), "quick": args.quick,
         "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "sentences_per_s": round(count / wall, 2),

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
-from bench_common import describe_machine, emit, load_average, machine
+from bench_common import describe_machine, emit, load_average, machine, repo_label
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -357,14 +357,14 @@ def _tail(path: Path, chars: int = 3000) -> str:
 
 
 def check_assets(assets: Path | None, model: str | None) -> str:
-    """Fail fast when there is no model to serve; returns the assets directory as text."""
+    """Fail fast when there is no model to serve; returns the assets directory as a results file names it."""
     root = assets if assets is not None else REPO / "assets"  # the server runs without VIZ_MODEL_ASSETS then
     found = sorted(p.name for p in root.glob("*") if (p / "config.json").is_file()) if root.is_dir() else []
     if not found:
         raise BenchError(f"no model directory (with a config.json) in {root}: train one or pass --model-assets")
     if model is not None and model not in found:
         raise BenchError(f"no model {model!r} in {root}; found {', '.join(found)}")
-    return str(root)
+    return repo_label(root)
 
 
 # --- the browser -------------------------------------------------------------------------------------------------

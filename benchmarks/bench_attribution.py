@@ -15,7 +15,7 @@
 Run it on an idle machine; the table reports how many cores other processes kept busy. Results are written to
 benchmarks/results/bench_attribution.json.
 
-    python benchmarks/bench_attribution.py [--corpus] [--model DIR] [--data-dir ../shared/data]
+    python benchmarks/bench_attribution.py [--corpus] [--model DIR] [--data-dir DIR (default: the data root)]
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 from bench_common import REPO, CpuMonitor, load_average, write_results
+
+from viz_model.config.data_root import data_root
 
 SENTENCE = "Two young dogs are playing together in the deep snow near a small wooden house."
 TARGETS = {"vw_alti_ms": 250.0, "ig32_s": 3.0, "corpus_s": 300.0}
@@ -45,7 +47,7 @@ def timed(call, repeats: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--model", default=None, help="model directory (default: the shipped default model)")
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", default=str(data_root()), help="the data root holding multi30k/")
     parser.add_argument("--corpus", action="store_true", help="also time viz-model attribute over Multi30K val")
     args = parser.parse_args()
 

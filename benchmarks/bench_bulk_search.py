@@ -22,8 +22,10 @@ from pathlib import Path
 
 from bench_common import CpuMonitor, load_average, write_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "multi30k"
+DATA = data_root() / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "bench_bulk_search.json"
 
 

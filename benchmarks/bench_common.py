@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "heads": 8,
                   "d_ff": 1024}
@@ -19,6 +21,21 @@ REFERENCE_DIMS = {"vocab_size": 8000, "encoder_layers": 3, "decoder_layers": 3, 
 
 ISA_FLAGS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX512-VNNI"), ("avx512_bf16", "AVX512-BF16"),
              ("amx_bf16", "AMX-BF16"))
+
+
+def data_label(path: str | Path) -> str:
+    """How a results file names a data file or folder: relative to the data root (``multi30k/val.en.gz``), never
+    a path of the machine that measured; a path outside the root by its name."""
+    path = Path(path).resolve()
+    root = data_root().resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+
+def repo_label(path: str | Path) -> str:
+    """How a results file names a model or assets folder: relative to the repository (``assets/mixed-en-de``); a
+    folder elsewhere by its name, never a path of the machine that measured."""
+    path = Path(path).resolve()
+    return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
 
 
 def machine() -> dict:

@@ -78,7 +78,7 @@ def family(name: str, root: Path, runs: int, steps: int) -> dict:
     out = root / f"{name}-imported"
     source_lang, target_lang = LANGUAGES[name]
     import_model(str(folder), out, source_lang=source_lang, target_lang=target_lang)
-    ours = viz_model.load(out, device="cpu", search="fp32")
+    ours = viz_model.load(out, device="cpu", precision="fp32")
     theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
     source = torch.tensor([ours.encode(SENTENCE)])
     trace = ours.trace(SENTENCE, beam=4)

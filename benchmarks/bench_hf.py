@@ -163,7 +163,7 @@ def rss_child(directory: Path, search: str, rule: str | None) -> None:
     import viz_model
 
     started = time.perf_counter()
-    model = viz_model.load(directory, device="cpu", search=search)
+    model = viz_model.load(directory, device="cpu", precision=search)
     load_s = time.perf_counter() - started
     ours_fn(model, rule=rule)()
     peak, how = peak_rss_mb()
@@ -203,7 +203,7 @@ def main() -> int:
         directory = import_model(str(folder), root / "imported")
         if args.save_model:
             shutil.copytree(directory, args.save_model)
-        model = viz_model.load(directory, device="cpu", search=args.search)
+        model = viz_model.load(directory, device="cpu", precision=args.search)
         steps = output_length(model, args.rule)
         splits: list[dict[str, float]] = []
         fns = {"ours": ours_fn(model, splits, args.rule), "hf": hf_fn(folder, model.encode(SENTENCE), steps)}

@@ -74,7 +74,7 @@ def make_system(name: str, root: Path, texts: list[str], steps: int):
             model, rule, draft = viz_model.load(device="cpu"), None, True
         else:
             search, rule, draft = OURS[name]
-            model = viz_model.load(root / "imported", device="cpu", search=search)
+            model = viz_model.load(root / "imported", device="cpu", precision=search)
         if not draft:
             model.draft_network = lambda: None  # the same search with its draft switched off: step by step
         return lambda: [model.trace(text, rule=rule) for text in texts]

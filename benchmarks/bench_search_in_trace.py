@@ -36,7 +36,7 @@ def main() -> int:
     texts = sentences(args.count + 3, 7)
     result = {"model": viz_model.DEFAULT_MODEL, "beam": 4, "sentences": args.count, "threads": 2}
     for search in ("fp32", "int8"):
-        model = viz_model.load(search=search, device="cpu")
+        model = viz_model.load(precision=search, device="cpu")
         for text in texts[:3]:  # warm-up
             model.translate(text, beam=4)
             model.trace(text, beam=4)

@@ -53,14 +53,16 @@ import numpy as np
 import torch
 from bench_common import (
     REFERENCE_DIMS,
-    REPO,
     CpuMonitor,
     cached_tokenizer,
     describe_machine,
     emit,
     load_average,
     machine,
+    repo_label,
 )
+
+from viz_model.config.data_root import data_root
 
 SENTENCE = "A man in a blue shirt is standing on a ladder and cleaning the windows."  # 15 words
 FORCED_TARGET = "Ein Mann in einem blauen Hemd steht auf einer Leiter und putzt die großen Fenster."
@@ -80,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--random", action="store_true", help="use a random-init model even when a shipped one exists")
     p.add_argument("--tokenizer", type=Path, help="SentencePiece model for the random-init model (default: train "
                                                   "an 8k BPE on --data-dir's training split, cached in .data/bench)")
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "multi30k",
+    p.add_argument("--data-dir", type=Path, default=data_root() / "multi30k",
                    help="Multi30K directory (only used to train the random-init model's tokenizer)")
     p.add_argument("--sentence", default=SENTENCE, help="English input sentence")
     p.add_argument("--runs", type=int, default=100, help="timed runs of each system (>= 50 for the report)")
@@ -89,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-marian", action="store_true", help="skip the Marian comparison")
     p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
-                   help="our beam-search precision (viz_model.load(search=...)): auto = int8 on the CPU, what the "
+                   help="our beam-search precision (viz_model.load(precision=...)): auto = int8 on the CPU, what the "
                         "app and CLI run; the trace is full precision either way")
     p.add_argument("--marian-len", choices=("output", "steps"), default="output",
                    help="Marian generates exactly as many tokens as our output has (output) or as many as the "
@@ -159,8 +161,8 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
 
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
-        model = viz_model.load(directory, device="cpu", search=args.search)
-        return model, "trained", str(directory)
+        model = viz_model.load(directory, device="cpu", precision=args.search)
+        return model, "trained", repo_label(directory)
     hint = "Pass --tokenizer FILE or --data-dir DIR"
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))
     dims = dict(REFERENCE_DIMS)

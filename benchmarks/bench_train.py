@@ -42,10 +42,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, describe_machine, emit, machine
+from bench_common import REFERENCE_DIMS, REPO, CpuMonitor, cached_tokenizer, data_label, describe_machine, emit, machine
 from torch import nn
 
 from viz_model.config import ModelConfig, TrainConfig
+from viz_model.config.data_root import data_root
 from viz_model.data.textfiles import read_parallel
 from viz_model.nn.model import Transformer
 from viz_model.nn.positional import sinusoidal_table
@@ -64,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Training tokens/s (non-padding target tokens, full step incl. backward and Adam) of "
                     "viz_model's trainer step vs a naive torch.nn.Transformer loop on the same batches.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "multi30k",
+    p.add_argument("--data-dir", type=Path, default=data_root() / "multi30k",
                    help="Multi30K directory (train.en[.gz], train.de[.gz])")
     p.add_argument("--tokenizer", type=Path, help="SentencePiece model (default: train an 8k joint BPE on the "
                                                   "training split once, cached in .data/bench)")
@@ -112,7 +113,7 @@ def load_data(args: argparse.Namespace, vocab_size: int, max_len: int) -> tuple[
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, vocab_size, hint))
     src, tgt = read_parallel(args.data_dir, "train", "en", "de")
     data = encode_pairs(tokenizer, src, tgt, max_len)
-    return data, tokenizer.vocab_size, f"Multi30K train ({args.data_dir}), {len(data)} pairs, " \
+    return data, tokenizer.vocab_size, f"Multi30K train ({data_label(args.data_dir)}), {len(data)} pairs, " \
                                        f"tokenizer {Path(tokenizer.path or '').name} ({tokenizer.vocab_size} pieces)"
 
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from bench_common import report_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
+DATA = data_root()
 MULTI30K = ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
 
 
@@ -55,7 +57,7 @@ def main() -> int:
         sets["tatoeba:test"] = (split.test_src, split.test_refs)
     found = {}
     for search in ("fp32",) if args.no_int8 else ("int8", "fp32"):
-        model = viz_model.load(args.model, device="cpu", search=search)
+        model = viz_model.load(args.model, device="cpu", precision=search)
         suffix = "int8" if search == "int8" else "fp32-stored"
         for name, (sources, refs) in sets.items():
             hyps = model.translate(sources, beam=4)

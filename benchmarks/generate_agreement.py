@@ -25,8 +25,10 @@ from pathlib import Path
 
 from bench_common import write_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "multi30k"
+DATA = data_root() / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "generate_agreement.json"
 SEARCHES = {"transformers_fp32": ("transformers", "fp32"), "transformers_int8": ("transformers", "int8"),
             "project_fp32": ("project", "fp32"), "project_int8": ("project", "int8")}

@@ -32,8 +32,10 @@ from pathlib import Path
 
 from bench_common import write_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "multi30k"
+DATA = data_root() / "multi30k"
 OUT = REPO / "benchmarks" / "results" / "int8_agreement.json"
 
 
@@ -66,7 +68,7 @@ def main() -> int:
     torch.set_num_threads(2)
     with gzip.open(DATA / "val.en.gz", "rt", encoding="utf-8") as f:
         texts = [line.strip() for line in f][:args.limit]
-    model = viz_model.load(args.model, device="cpu", search="fp32")
+    model = viz_model.load(args.model, device="cpu", precision="fp32")
     reference, rows = [], {}
     started = time.perf_counter()
     for text in texts:

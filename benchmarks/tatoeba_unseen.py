@@ -10,7 +10,7 @@ search, as `viz-model export --evaluate` scored it) and writes BLEU and chrF of 
 count and the whole set's score recomputed in the same run, into the model's ``results.json``
 (``tatoeba:test-unseen/beam4`` and ``tatoeba:test-unseen/count``).
 
-    python benchmarks/tatoeba_unseen.py                      # assets/mixed-en-de, ../shared/data/tatoeba
+    python benchmarks/tatoeba_unseen.py                      # assets/mixed-en-de, the data root's tatoeba/
     python benchmarks/tatoeba_unseen.py --model DIR --data-dir DIR --no-write [--out FILE.json]
 """
 
@@ -21,13 +21,15 @@ from pathlib import Path
 
 from bench_common import report_results, write_results
 
+from viz_model.config.data_root import data_root
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("--model", type=Path, default=REPO / "assets" / "mixed-en-de")
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "tatoeba")
+    p.add_argument("--data-dir", type=Path, default=data_root() / "tatoeba")
     p.add_argument("--prefix", default="pairs")
     p.add_argument("--seed", type=int, default=20180513)
     p.add_argument("--val", type=int, default=1000)
@@ -47,7 +49,7 @@ def main() -> int:
     src, tgt = read_parallel(str(args.data_dir), args.prefix, "en", "de")
     split = holdout_split(src, tgt, args.val, args.test, args.seed)
     keep = unseen_test_sentences(split)
-    model = viz_model.load(args.model, search=args.search)
+    model = viz_model.load(args.model, precision=args.search)
     hyps = model.translate(split.test_src, beam=args.beam)
     whole = corpus_scores(hyps, reference_streams(split.test_refs))
     unseen = corpus_scores([hyps[i] for i in keep], reference_streams([split.test_refs[i] for i in keep]))

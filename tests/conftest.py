@@ -1,7 +1,9 @@
 """Shared fixtures: a generated toy English->German corpus, a tiny BPE tokenizer and tiny model directories.
 
-Nothing here reads ../shared/data: every fixture is built from text generated below, so the whole suite
+No fixture reads ../shared/data: every fixture is built from text generated below, so the whole suite
 runs on a laptop CPU in well under a few minutes. Models are tiny (d_model 32, 2+2 layers, 4 heads).
+The data root (VIZ_MODEL_DATA) is the local copy ../shared/data beside the repository where there is one and the
+variable is unset; the few tests that read a real corpus skip without it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ torch.set_num_threads(1)
 # tests compare what it shows with numbers computed here on the CPU, so the app runs on the CPU in this process;
 # tests/library/test_gpu.py starts it on the GPU in a process of its own.
 os.environ["VIZ_MODEL_DEVICE"] = "cpu"
+LOCAL_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+if LOCAL_DATA.is_dir() and not os.environ.get("VIZ_MODEL_DATA"):
+    os.environ["VIZ_MODEL_DATA"] = str(LOCAL_DATA)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

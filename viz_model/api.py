@@ -370,24 +370,40 @@ class TranslationModel:
         return pool
 
 
-def load(path: str | Path | None = None, device: str | torch.device = "auto", search: str = "auto"
-         ) -> TranslationModel:
+def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
+         target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
+         search: str | None = None) -> TranslationModel:
     """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
 
-    `search`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
-    ``fp32``. Traces are always computed in full precision.
+    `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
+    ``fp32`` (`search`: its old name, deprecated). Traces are always computed in full precision.
 
-    A hub id ``owner/name`` (a string that is no folder here) is imported on first use into a cache
-    (``$VIZ_MODEL_CACHE``, else ``~/.cache/viz-model``) and loaded from there afterwards."""
-    if isinstance(path, str) and not Path(path).exists():
-        from .hf.hub_cache import cached_import, is_hub_id
+    A hub id ``owner/name`` (a string that is no folder here) or a Hugging Face model folder (what
+    ``save_pretrained`` or ``hf download`` writes) is imported on first use into a cache (``$VIZ_MODEL_CACHE``, else
+    ``~/.cache/viz-model``) and loaded from there afterwards, as ``viz-model import`` would import it: `source_lang` /
+    `target_lang` choose a many-to-many model's pair or a T5's translation task (default: the folder's own; the first
+    task its config lists), `dtype` ``fp16`` stores the weights in half precision (default ``fp32``); the cache keeps
+    one directory per choice. A choice the model cannot take is refused in one line naming the argument, with nothing
+    written to the cache."""
+    from .hf.arguments import keyword_arguments, renamed_precision
+
+    precision = renamed_precision(precision, search, "load")
+    chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype}
+    if path is not None:
+        from .hf.hub_cache import cached_import, imported_on_load
         from .hf.importer import HFImportError
 
-        if is_hub_id(path):
+        if imported_on_load(path):
             try:
-                path = cached_import(path)
+                with keyword_arguments():
+                    path = cached_import(str(path), source_lang, target_lang, dtype)
             except HFImportError as err:
                 raise CheckpointError(str(err)) from None
+            chosen = {}
+    given = [f"{name}={value!r}" for name, value in chosen.items() if value is not None]
+    if given:
+        raise CheckpointError(f"{', '.join(given)}: choose how a hub id or a Hugging Face folder is imported; "
+                              f"{path or DEFAULT_MODEL} is one of this project's model directories")
     if path is None:
         root = model_root(DEFAULT_MODEL)
         if root is None:
@@ -416,22 +432,27 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", se
         generation = load_generation(directory, network.config)
     except (LanguagesError, GenerationError) as err:
         raise CheckpointError(str(err)) from None
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, search, languages,
+    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, precision, languages,
                             facts, generation)
 
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
-                      target_lang: str | None = None, device: str | torch.device = "auto", search: str = "auto"
-                      ) -> TranslationModel:
+                      target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
+                      precision: str = "auto", search: str | None = None) -> TranslationModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
     `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
     disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
-    written. `source_lang` / `target_lang`: a many-to-many model's pair, as for ``viz-model import``."""
+    written. `source_lang` / `target_lang` / `dtype`: as for `load` of a hub id; `precision`: the search's (`search`:
+    its old name, deprecated)."""
     import tempfile
 
+    from .hf.arguments import keyword_arguments, renamed_precision
     from .hf.in_memory import import_loaded
 
+    precision = renamed_precision(precision, search, "from_transformers")
     with tempfile.TemporaryDirectory(prefix="viz-model.") as tmp:
-        loaded = load(import_loaded(model, tokenizer, Path(tmp), source_lang, target_lang), device, search)
+        with keyword_arguments():
+            directory = import_loaded(model, tokenizer, Path(tmp), source_lang, target_lang, dtype or "fp32")
+        loaded = load(directory, device, precision=precision)
     loaded.directory = None  # removed: the network, tokenizer, card and settings were read in full
     return loaded

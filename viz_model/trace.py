@@ -84,9 +84,13 @@ class AttentionTrace:
     :ivar encoder_mask: ``(src_len, src_len)`` bool, True = may attend
     :ivar decoder_mask: ``(tgt_len, tgt_len)`` bool, the causal mask
     :ivar cross_mask: ``(tgt_len, src_len)`` bool
-    :ivar source_positional: ``(src_len, d_model)`` positional encodings added to the source embeddings
-    :ivar target_positional: ``(tgt_len, d_model)`` positional encodings of the decoder's inputs
-    :ivar source_embeddings: ``(src_len, d_model)`` token embeddings times sqrt(d_model), before the encodings
+    :ivar source_positional: ``(src_len, d_model)`` what is added to the source embeddings: sinusoids (the paper,
+        Marian, M2M100 / NLLB), a learned table's rows (BART, mBART: from row 2), zeros where position enters the
+        scores instead (T5's relative bias, RoPE, ALiBi) or the trace was made without positions
+    :ivar target_positional: ``(tgt_len, d_model)`` the same for the decoder's inputs
+    :ivar source_embeddings: ``(src_len, d_model)`` the token embeddings before the positions are added: times
+        sqrt(d_model) where the config's ``scale_embeddings`` is on (the paper, Marian, M2M100 / NLLB, mBART), not
+        scaled where it is off (T5, BART); BART and mBART norm the sum (``embedding_norm``) after it
     :ivar target_embeddings: ``(tgt_len, d_model)`` the same for the decoder's inputs
     :ivar steps: one `DecodingStep` per output token, with its top-k candidates
     :ivar log_probability: the output's log-probability, summed over its tokens

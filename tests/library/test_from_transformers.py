@@ -73,7 +73,7 @@ def pair(hf, twin, tmp_path_factory):
     scratch = tmp_path_factory.mktemp("scratch")
     saved, tempfile.tempdir = tempfile.tempdir, str(scratch)
     try:
-        mem = viz_model.from_transformers(model, tok, device="cpu", search="fp32")
+        mem = viz_model.from_transformers(model, tok, device="cpu", precision="fp32")
     finally:
         tempfile.tempdir = saved
     return mem, twin, before, list(scratch.iterdir())
@@ -126,7 +126,7 @@ def test_a_half_precision_model_in_memory_is_its_half_precision_folders_twin(fam
     """A model loaded in fp16 (as people load big ones) imports as the fp16 folder it saves: weights in float32."""
     half = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float16).eval()
     tok = transformers.AutoTokenizer.from_pretrained(folder)
-    mem = viz_model.from_transformers(half, tok, device="cpu", search="fp32")
+    mem = viz_model.from_transformers(half, tok, device="cpu", precision="fp32")
     half.save_pretrained(tmp_path / folder.name)
     tok.save_pretrained(tmp_path / folder.name)
     twin = import_folder(tmp_path / folder.name, tmp_path_factory, folder.name)
@@ -180,10 +180,10 @@ def test_a_hub_id_is_imported_once_into_the_cache_and_reused(folder, twin, tmp_p
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     calls = []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: calls.append(a) or str(folder))
-    first = viz_model.load("org/tiny-model", device="cpu", search="fp32")
+    first = viz_model.load("org/tiny-model", device="cpu", precision="fp32")
     assert calls == [("org/tiny-model",)] and first.directory == tmp_path / "cache" / "org--tiny-model"
     assert "# org/tiny-model (imported)" in first.card
-    again = viz_model.load("org/tiny-model", device="cpu", search="fp32")
+    again = viz_model.load("org/tiny-model", device="cpu", precision="fp32")
     assert len(calls) == 1 and again.directory == first.directory
     assert again.translate(TEXTS) == twin.translate(TEXTS)
 
@@ -208,7 +208,7 @@ def test_offline_or_without_the_hub_client_one_line_says_what_to_do(tmp_path, mo
         viz_model.load("org/name", device="cpu")
     message = str(info.value)
     assert "\n" not in message and message.startswith("org/name: the hub could not be reached")
-    assert "huggingface-cli download org/name --local-dir DIR" in message
+    assert "`hf download org/name --local-dir DIR`" in message
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(viz_model.CheckpointError, match=r'huggingface_hub is not installed \(pip install '
                                                          r'"viz-model\[hf\]"\)'):

@@ -36,7 +36,7 @@ ATTRIBUTION_RTOL = 1e-4
 @pytest.fixture(scope="module")
 def on_both() -> tuple[viz_model.TranslationModel, viz_model.TranslationModel]:
     """The shipped model on the CPU and on the GPU, both searching in full precision."""
-    return viz_model.load(device="cpu", search="fp32"), viz_model.load(device="cuda", search="fp32")
+    return viz_model.load(device="cpu", precision="fp32"), viz_model.load(device="cuda", precision="fp32")
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -43,7 +43,7 @@ def family(request, tmp_path_factory):
     theirs = getattr(transformers, name).from_pretrained(folder, attn_implementation="eager").to("cuda").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     extra = {"forced_bos_token_id": tokenizer.convert_tokens_to_ids("de_DE")} if request.param == "mbart50" else {}
-    return (viz_model.load(out, device="cpu", search="fp32"), viz_model.load(out, device="cuda", search="fp32"),
+    return (viz_model.load(out, device="cpu", precision="fp32"), viz_model.load(out, device="cuda", precision="fp32"),
             theirs, tokenizer, prefix, extra)
 
 

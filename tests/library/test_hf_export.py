@@ -28,7 +28,7 @@ TEXTS = ["Two dogs are playing in the snow.", "A man in a red jacket reads a new
 
 @pytest.fixture(scope="module")
 def shipped():
-    return viz_model.load(SHIPPED, device="cpu", search="fp32")
+    return viz_model.load(SHIPPED, device="cpu", precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +118,19 @@ def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path, tokenizer, 
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and words in err and not (tmp_path / f"{name}-hf").exists(), err
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_every_reason_marian_cannot_express_is_named_in_one_line(tmp_path, tokenizer, capsys):
+    directory = tmp_path / "several"
+    config = tiny_model_config(tokenizer.vocab_size, positional="rope", norm="pre", share_embeddings=False,
+                               normalization="rms", gated_ffn=True)
+    save_model_dir(Transformer(config), tokenizer, directory)
+    assert main(["export-hf", str(directory), "--out", str(tmp_path / "several-hf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and not (tmp_path / "several-hf").exists(), err
+    for words in ("its positions are rope", "pre-norm", "not one matrix", "its normalization is 'rms'",
+                  "its gated_ffn is True"):
+        assert words in err, (words, err)
 
 
 def test_an_existing_folder_or_an_imported_model_is_refused(exported, tmp_path, tmp_path_factory, capsys):

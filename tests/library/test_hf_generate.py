@@ -23,8 +23,9 @@ from support.hf import WORDS_EN, build_m2m100_folder, fit, import_folder, senten
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
+from viz_model.config.data_root import data_root  # noqa: E402
 
-MULTI30K_VAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k" / "val.en.gz"
+MULTI30K_VAL = data_root() / "multi30k" / "val.en.gz"  # the local copy (tests/conftest.py), where there is one
 SHIPPED = viz_model.api.ASSETS_DIR / viz_model.api.DEFAULT_MODEL
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 def val_sentences(count: int, start: int = 0) -> list[str]:
     if not MULTI30K_VAL.is_file():
-        pytest.skip(f"{MULTI30K_VAL} is not here (../shared/data beside the repository)")
+        pytest.skip(f"{MULTI30K_VAL} is not here (`viz-model data fetch multi30k` puts it there)")
     with gzip.open(MULTI30K_VAL, "rt", encoding="utf-8") as f:
         return [line.strip() for line in f][start:start + count]
 

@@ -217,7 +217,7 @@ def test_a_pytorch_model_bin_is_read_with_weights_only(marian_folder, hf, tmp_pa
     (folder / "model.safetensors").unlink()
     torch.save(model.state_dict(), folder / "pytorch_model.bin")
     assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 0
-    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    ours = viz_model.load(tmp_path / "out", device="cpu", precision="fp32")
     src = torch.tensor([ours.encode("A man reads a book.")])
     tgt = torch.tensor([[ours.config.bos_id, 5, 6, 7]])
     with torch.no_grad():

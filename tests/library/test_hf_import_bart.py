@@ -137,7 +137,7 @@ def test_an_mbart_takes_another_target_language_at_import(family, folder, hf, tm
         return
     model, hf_tok = hf
     assert main(["import", str(folder), "--out", str(tmp_path / "fr"), "--target-lang", "fr_XX"]) == 0
-    french = viz_model.load(tmp_path / "fr", device="cpu", search="fp32")
+    french = viz_model.load(tmp_path / "fr", device="cpu", precision="fp32")
     fr = hf_tok.convert_tokens_to_ids("fr_XX")
     assert (french.config.forced_first_id, french.config.bos_id) == ((fr, 2) if family == "mbart50" else (None, fr))
     assert french.languages.target_name == "French"

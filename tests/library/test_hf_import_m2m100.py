@@ -103,7 +103,7 @@ def test_greedy_output_equals_generate_with_the_language_code_forced(hf, importe
 def test_another_target_language_is_chosen_at_import(m2m_folder, hf, tmp_path):
     model, hf_tok = hf
     assert main(["import", str(m2m_folder), "--out", str(tmp_path / "en-fr"), "--target-lang", "fr"]) == 0
-    en_fr = viz_model.load(tmp_path / "en-fr", device="cpu", search="fp32")
+    en_fr = viz_model.load(tmp_path / "en-fr", device="cpu", precision="fp32")
     fr = hf_tok.get_lang_id("fr")
     assert en_fr.config.forced_first_id == fr and en_fr.languages.target_name == "French"
     text = "A woman runs in the snow."

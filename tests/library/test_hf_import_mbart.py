@@ -53,7 +53,7 @@ def test_a_view_in_another_language_drafts_from_its_own_start(hf, imported, monk
     """The int8 draft of a large model (forced on here) is built once and shared by the views of every language:
     each view's draft decodes from that view's start, or its drafts would all be rejected."""
     monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
-    model = viz_model.load(imported.directory, device="cpu", search="fp32")
+    model = viz_model.load(imported.directory, device="cpu", precision="fp32")
     french = model.with_target_language("fr_XX")
     assert model.draft_network().config.bos_id == model.config.bos_id
     assert french.draft_network().config.bos_id == french.config.bos_id != model.config.bos_id
@@ -95,7 +95,7 @@ def test_a_folder_without_tokenizer_settings_or_start_translates_into_the_langua
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "names no target language; give --target-lang" in err, err
     assert main(["import", str(copy), "--out", str(tmp_path / "ro"), "--target-lang", "ro_RO"]) == 0
-    romanian = viz_model.load(tmp_path / "ro", device="cpu", search="fp32")
+    romanian = viz_model.load(tmp_path / "ro", device="cpu", precision="fp32")
     # MBartTokenizer, its source en_XX by default; told the target, which its targets end with (else the source's)
     hf_tok = transformers.AutoTokenizer.from_pretrained(copy, tgt_lang="ro_RO")
     assert type(hf_tok).__name__ == "MBartTokenizer" and romanian.languages.label == "en_XX → ro_RO"

@@ -111,7 +111,7 @@ def test_a_tied_head_is_never_rescaled(folder, tmp_path):
     save_file(tensors, str(copy / "model.safetensors"), metadata={"format": "pt"})
     edit_config(copy, tie_word_embeddings=True, scale_decoder_outputs=True)  # not an mT5 setting: ignored
     assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 0
-    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    ours = viz_model.load(tmp_path / "out", device="cpu", precision="fp32")
     theirs = transformers.MT5ForConditionalGeneration.from_pretrained(copy).eval()
     assert (ours.config.tied_head, ours.config.head_rescale) == (True, False)
     assert theirs.lm_head.weight is theirs.shared.weight
@@ -128,7 +128,7 @@ def test_without_feed_forward_proj_it_is_gated_gelu_as_mt5config_says(folder, tm
     del config["feed_forward_proj"]  # T5Config's default is relu, MT5Config's gated-gelu
     (copy / "config.json").write_text(json.dumps(config))
     assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 0
-    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    ours = viz_model.load(tmp_path / "out", device="cpu", precision="fp32")
     theirs = transformers.MT5ForConditionalGeneration.from_pretrained(copy).eval()
     assert (ours.config.gated_ffn, ours.config.activation) == (True, "gelu_new") == \
         (theirs.config.is_gated_act, theirs.config.dense_act_fn)
@@ -140,7 +140,7 @@ def test_without_feed_forward_proj_it_is_gated_gelu_as_mt5config_says(folder, tm
 
 def test_the_model_in_memory_is_imported_too(hf, imported):
     model, hf_tok = hf
-    mem = viz_model.from_transformers(model, hf_tok, device="cpu", search="fp32")
+    mem = viz_model.from_transformers(model, hf_tok, device="cpu", precision="fp32")
     assert mem.config == imported.config and mem.encode(MANY[1]) == imported.encode(MANY[1])
 
 

@@ -145,7 +145,7 @@ def test_fp16_storage_halves_the_weights_and_stays_close(nllb_folder, hf, import
     assert main(["import", str(nllb_folder), "--out", str(out), "--dtype", "fp16"]) == 0
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}  # noqa: SIM118 (not iterable)
-    half = viz_model.load(out, device="cpu", search="fp32")
+    half = viz_model.load(out, device="cpu", precision="fp32")
     assert next(half.network.parameters()).dtype == torch.float32
     model, hf_tok = hf
     src = hf_tok("A man reads a book.", return_tensors="pt").input_ids

@@ -9,26 +9,17 @@ attention map and greedy output equal transformers'."""
 
 from __future__ import annotations
 
-import gzip
-import json
-import shutil
-from pathlib import Path
-
 import pytest
-import torch
 
 transformers = pytest.importorskip("transformers")
-from support.hf import ODD, WORDS_EN, assert_same_forced_outputs, import_folder, randomise, sentences  # noqa: E402
+from support.hf import ODD, WORDS_EN, assert_same_forced_outputs, import_folder, sentences  # noqa: E402
 from support.hf_families import assert_greedy_equals_generate, assert_same_ids  # noqa: E402
+from support.published import build_published_folder, published  # noqa: E402
 
+import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
+from viz_model.translation_tasks import translation_tasks  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "t5-bart"
-SMALL = {"t5-small": {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
-                      "num_heads": 4},
-         "bart-large": {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-                        "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
-                        "num_hidden_layers": 2}}  # bart-large's config carries num_hidden_layers too
 MODELS = {"t5-small": transformers.T5ForConditionalGeneration, "bart-large": transformers.BartForConditionalGeneration}
 LANGUAGES = ("--source-lang", "en", "--target-lang", "de")  # t5-small translates en to de, fr and ro: one chosen
 VARIED = [
@@ -56,38 +47,11 @@ TEXTS = VARIED + ["translate English to French: The house is wonderful.", "summa
     sentences(WORDS_EN, 48, 7) + ODD
 
 
-def published(name: str) -> dict:
-    """The published config.json of `name`."""
-    return json.loads((FIXTURES / name / "config.json").read_text())
-
-
-def unpacked(name: str, folder: Path) -> None:
-    """The published files of `name` in `folder`, each gzip-compressed one decompressed."""
-    shutil.copytree(FIXTURES / name, folder)
-    for packed in folder.glob("*.gz"):
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
-
-
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def real(request, tmp_path_factory):
     """(name, Hugging Face model with eager attention, their tokenizer, our import) for one published tokenizer."""
     name = request.param
-    folder = tmp_path_factory.mktemp("hf") / name
-    unpacked(name, folder)
-    # a small network; vocabulary and special ids as published
-    config = published(name) | SMALL[name]
-    model = MODELS[name](MODELS[name].config_class.from_dict(config))
-    randomise(model)
-    if name == "bart-large":
-        with torch.no_grad():
-            model.final_logits_bias.normal_(0, 1.0)
-    model.save_pretrained(folder)
-    # the published config.json and generation_config.json (or its absence) back, with only the dimensions changed
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "generation_config.json").unlink()
-    if (FIXTURES / name / "generation_config.json").is_file():
-        shutil.copy(FIXTURES / name / "generation_config.json", folder)
+    folder = build_published_folder(name, tmp_path_factory.mktemp("hf") / name)
     model = MODELS[name].from_pretrained(folder, attn_implementation="eager").eval()
     options = LANGUAGES if name == "t5-small" else ()
     return name, model, transformers.AutoTokenizer.from_pretrained(folder), import_folder(folder, tmp_path_factory,
@@ -117,12 +81,22 @@ def test_special_ids_and_the_task_come_from_the_files(real):
         assert imported.encode("a <mask> b") == [0, 102, 50_264, 741, 2]  # <mask> takes the space before it
 
 
-def test_t5_small_names_its_three_tasks_and_takes_any_one(tmp_path, capsys):
-    folder = tmp_path / "t5-small"
-    unpacked("t5-small", folder)
-    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
-    assert "translates en to de, en to fr, en to ro; choose one" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+def test_t5_small_imports_its_first_task_and_any_other_by_its_languages(tmp_path, capsys):
+    """t5-small's config lists en to de, en to fr and en to ro: the import takes the first unless the languages
+    choose another, and keeps all three; a pair it lacks is refused in one line naming the flag."""
+    folder = build_published_folder("t5-small", tmp_path / "t5-small")
+    assert main(["import", str(folder), "--out", str(tmp_path / "first")]) == 0
+    first = viz_model.load(tmp_path / "first", device="cpu")
+    assert first.languages.label == "en → de" and first.task_prefix == "translate English to German: "
+    assert [(t.source, t.target) for t in translation_tasks(first)] == [("en", "de"), ("en", "fr"), ("en", "ro")]
+    assert main(["import", str(folder), "--out", str(tmp_path / "ro"), "--target-lang", "ro"]) == 0
+    romanian = viz_model.load(tmp_path / "ro", device="cpu")
+    assert romanian.languages.label == "en → ro" and romanian.task_prefix == "translate English to Romanian: "
+    capsys.readouterr()
+    assert main(["import", str(folder), "--out", str(tmp_path / "xx"), "--target-lang", "xx"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "translates en to de, en to fr, en to ro; none matches --target-lang 'xx'" in err
+    assert not (tmp_path / "xx").exists()
 
 
 def test_ids_and_decoding_equal_hugging_face_on_varied_text(real):

@@ -112,7 +112,7 @@ def test_a_checkpoint_whose_head_is_the_shared_matrix_is_tied(folder, tmp_path):
     tensors.pop("lm_head.weight", None)
     save_file(tensors, str(copy / "model.safetensors"), metadata={"format": "pt"})
     assert main(["import", str(copy), "--out", str(tmp_path / "out")]) == 0
-    ours = viz_model.load(tmp_path / "out", device="cpu", search="fp32")
+    ours = viz_model.load(tmp_path / "out", device="cpu", precision="fp32")
     theirs = transformers.T5ForConditionalGeneration.from_pretrained(copy).eval()
     assert ours.config.tied_head and theirs.lm_head.weight is theirs.shared.weight
     src, tgt = torch.tensor([[5, 9, 11, 1]]), torch.tensor([[0, 7, 8]])
@@ -131,9 +131,13 @@ def test_the_translation_task_is_chosen_by_the_languages(folder, tmp_path, capsy
     shutil.copytree(folder, copy)
     tasks = {"translation_en_to_de": {"prefix": T5_PREFIX}, "translation_en_to_fr": {"prefix": "to French: "}}
     edit_config(copy, task_specific_params=tasks)
-    assert main(["import", str(copy), "--out", str(tmp_path / "none")]) == 2
+    assert main(["import", str(copy), "--out", str(tmp_path / "first")]) == 0  # no languages: the first task
+    first = viz_model.load(tmp_path / "first", device="cpu")
+    assert first.languages.label == "en → de" and first.task_prefix == T5_PREFIX
+    capsys.readouterr()
+    assert main(["import", str(copy), "--out", str(tmp_path / "none"), "--source-lang", "de"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "en to de, en to fr" in err and "--target-lang" in err, err
+    assert err.count("\n") == 0 and "en to de, en to fr; none matches --source-lang 'de'" in err, err
     assert main(["import", str(copy), "--out", str(tmp_path / "fr"), "--target-lang", "fr"]) == 0
     french = viz_model.load(tmp_path / "fr", device="cpu")
     assert french.languages.label == "en → fr" and french.encode("A dog.")[:3] == french.tokenizer.encode("to")[:3]

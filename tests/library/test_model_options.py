@@ -158,7 +158,7 @@ def test_a_model_directory_with_the_settings_saves_loads_and_translates(changes,
     save_model_dir(network, tokenizer, tmp_path / "model")
     assert_loads_as_built(tmp_path / "model")
     for search in ("fp32", "int8"):
-        model = viz_model.load(tmp_path / "model", device="cpu", search=search)
+        model = viz_model.load(tmp_path / "model", device="cpu", precision=search)
         assert model.config == network.config
         trace = model.trace("a man is sleeping .", beam=2)
         assert len(trace.encoder_attentions) == 2 and trace.target_tokens

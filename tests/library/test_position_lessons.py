@@ -3,6 +3,7 @@ loaded model's positional part, and one head's scores split into parts that add 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -52,6 +53,62 @@ def test_the_additive_split_is_the_first_layers_own_arithmetic():
         bare = model.encode(torch.tensor([SOURCE]), need_weights=True, positions=False).records[0].scores[0, 2]
     assert np.allclose(split.parts["content·content"], bare.numpy(), atol=1e-5)
     assert not np.allclose(split.parts["content·position"], split.parts["position·content"].T, atol=1e-3)
+
+
+SCORE_SCHEMES = ("rope", "alibi", "relative")
+T5_LIKE = {"norm": "pre", "normalization": "rms", "scale_scores": False, "scale_embeddings": False,
+           "attention_bias": False}
+
+
+@pytest.mark.parametrize("positional", SCORE_SCHEMES)
+@pytest.mark.parametrize("changes", [{}, T5_LIKE], ids=["post-norm", "t5-like"])
+def test_the_score_schemes_parts_are_computed_apart_from_the_score(positional, changes):
+    """content: q·k of the unpositioned queries and keys (in layer 1, the scores of the pass without positions);
+    the rotation's part: q·R(j−p)k − q·k; the bias: the scheme's own."""
+    model = tiny(positional, **changes)
+    for stack, ids in (("encoder", SOURCE), ("decoder", TARGET)):
+        for head in range(model.config.heads):
+            split = position_parts.split_scores(model, SOURCE, TARGET, stack, 0, head)
+            with torch.no_grad():
+                if stack == "encoder":
+                    bare = model.encode(torch.tensor([SOURCE]), need_weights=True, positions=False).records[0]
+                else:
+                    memory = model.encode(torch.tensor([SOURCE]))
+                    bare = model.decode(torch.tensor([TARGET]), memory, need_weights=True,
+                                        positions=False).self_records[0]
+            assert np.allclose(split.parts["content"], bare.scores[0, head].numpy(), atol=1e-5)
+            assert split.adds_up and split.residual < 1e-5
+            if positional == "alibi":
+                distance = np.abs(np.arange(len(ids))[:, None] - np.arange(len(ids))[None, :])
+                assert np.allclose(split.parts["position bias"], -alibi_slopes(4).numpy()[head] * distance)
+
+
+@pytest.mark.parametrize("positional", SCORE_SCHEMES)
+def test_a_forward_whose_position_is_not_the_schemes_fails_the_check(positional, monkeypatch):
+    """A model whose scores get another rotation or bias than its scheme's: the parts no longer add up (with the
+    content defined as the score minus the recorded part they always did)."""
+    model = tiny(positional)
+    own = model.score_position
+
+    def wrong(side, queries, keys, need_weights):
+        if positional == "rope":
+            return own(side, 2 * queries, 2 * keys, need_weights)  # turned twice as far
+        position = own(side, queries, keys, need_weights)
+        return dataclasses.replace(position, bias=1.5 * position.bias)
+
+    monkeypatch.setattr(model, "score_position", wrong)
+    for stack in ("encoder", "decoder"):
+        split = position_parts.split_scores(model, SOURCE, TARGET, stack, 1, 0)
+        assert split.residual > 1e-2 and not split.adds_up, (stack, split.residual)
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_KINDS)
+def test_a_perturbed_part_fails_the_check(positional):
+    split = position_parts.split_scores(tiny(positional), SOURCE, TARGET, "encoder", 0, 1)
+    assert split.adds_up
+    for name, part in split.parts.items():
+        wrong = dataclasses.replace(split, parts={**split.parts, name: part + 0.01 * np.abs(split.score).max()})
+        assert not wrong.adds_up, name
 
 
 def test_a_split_that_would_not_be_exact_is_refused_in_one_line():
@@ -112,6 +169,47 @@ def test_the_loaded_models_positional_part():
             position_parts.model_offset_part(tiny(positional), "encoder", 5)
     with pytest.raises(position_parts.LessonError, match="it has no relative bias table"):
         position_parts.relative_values(tiny("alibi"), "encoder")
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_KINDS)
+def test_the_loaded_models_positional_part_for_every_scheme(positional):
+    """Per head of the first layer: the bias (ALiBi, T5), the position·position part (sinusoids, learned table) or
+    the rotation's part on the sentence (RoPE): each what the split of that head gives."""
+    model = tiny(positional)
+    for stack, ids in (("encoder", SOURCE), ("decoder", TARGET)):
+        shown = position_parts.model_position_part(model, stack, len(ids), SOURCE, TARGET)
+        assert shown.exact and shown.part.shape == (4, len(ids), len(ids)) and shown.note
+        name = {"rope": "rotation", "sinusoidal": "position·position", "learned": "position·position"}.get(
+            positional, "position bias")
+        for head in range(4):
+            expected = position_parts.split_scores(model, SOURCE, TARGET, stack, 0, head).parts[name]
+            assert np.allclose(shown.part[head], expected, atol=1e-5), (stack, head)
+        assert np.abs(shown.part).max() > 1e-3
+    if positional == "rope":
+        with pytest.raises(position_parts.LessonError, match="depends on the tokens"):
+            position_parts.model_position_part(model, "encoder", 5)
+
+
+def test_ropes_part_on_a_sentence_of_several_blocks_of_queries():
+    model = tiny("rope", max_positions=128)
+    source = [5 + i % 50 for i in range(75)] + [3]  # more than two blocks of 32 queries
+    shown = position_parts.model_position_part(model, "encoder", len(source), source, TARGET)
+    for head in (0, 3):
+        split = position_parts.split_scores(model, source, TARGET, "encoder", 1, head)
+        assert split.adds_up and split.residual < 1e-5
+        rotation = position_parts.split_scores(model, source, TARGET, "encoder", 0, head).parts["rotation"]
+        assert np.allclose(shown.part[head], rotation, atol=1e-5)
+    assert shown.part.shape == (4, 76, 76) and not np.allclose(shown.part[:, 40, 50], shown.part[:, 40, 30])
+
+
+@pytest.mark.parametrize("changes, why", [({"norm": "pre"}, "it is pre-norm"),
+                                          ({"embedding_norm": True}, "its embeddings are normed")])
+def test_where_no_heads_position_part_exists_the_model_says_why_and_shows_its_table(changes, why):
+    model = tiny("learned", **changes)
+    shown = position_parts.model_position_part(model, "encoder", 7)
+    table = model.positional_encodings(7, "source").detach().double().numpy()
+    assert not shown.exact and why in shown.note and shown.note.count("\n") == 0
+    assert np.allclose(shown.part[0], table @ table.T / math.sqrt(model.config.d_model)) and len(shown.part) == 1
 
 
 def test_the_figures_build():

@@ -191,7 +191,7 @@ def test_a_model_directory_saves_and_loads_its_scheme_and_translates(positional,
     saved = json.loads((tmp_path / positional / "config.json").read_text())
     assert saved["positional"] == positional and all(saved[k] == v for k, v in changes.items())
     for search in ("fp32", "int8"):
-        model = viz_model.load(tmp_path / positional, device="cpu", search=search)
+        model = viz_model.load(tmp_path / positional, device="cpu", precision=search)
         assert model.config == network.config
         for name, tensor in network.state_dict().items():
             assert torch.equal(model.network.state_dict()[name], tensor), name

@@ -95,7 +95,7 @@ def test_model_searches_with_int8_and_traces_in_full_precision(model_dir):
 
 
 def test_fp32_search_is_full_precision(model_dir):
-    model = viz_model.load(model_dir, device="cpu", search="fp32")
+    model = viz_model.load(model_dir, device="cpu", precision="fp32")
     assert model.search_precision == "fp32" and not rows_interact(model.search_network)
     # the packed copy of the same weights (viz_model.nn.packed) where oneDNN can pack, else the network itself
     assert isinstance(model.search_network.output_projection, PackedLinear) if onednn_available() \

@@ -6,11 +6,17 @@ import copy
 import dataclasses
 import io
 import json
+import math
+import re
 import zipfile
 
 import numpy as np
 import pytest
+import torch
+from support.data import tiny_model_config
 
+from viz_model.api import TranslationModel
+from viz_model.nn.model import Transformer
 from viz_model.trace import ARRAY_FIELDS, ARRAY_LIST_FIELDS, AttentionTrace, DecodingStep, TraceError
 
 
@@ -213,3 +219,38 @@ def test_file_name_errors(trace, tmp_path):
     with pytest.raises(TraceError, match="not found"):
         AttentionTrace.load(tmp_path / "missing.json")
     assert issubclass(TraceError, ValueError)
+
+
+# each family's settings (as its import writes them), whether its token embeddings are scaled by sqrt(d_model), and
+# whether anything is added to them
+FAMILIES = {
+    "Marian": ({}, True, True),
+    "T5": ({"positional": "relative", "norm": "pre", "normalization": "rms", "scale_scores": False,
+            "scale_embeddings": False, "attention_bias": False, "ffn_bias": False}, False, False),
+    "BART": ({"positional": "learned", "position_offset": 2, "scale_embeddings": False, "embedding_norm": True},
+             False, True),
+    "mBART": ({"positional": "learned", "position_offset": 2, "embedding_norm": True, "norm": "pre"}, True, True),
+}
+
+
+def docstring_entry(name: str) -> str:
+    """The `AttentionTrace` docstring's entry for one field, on one line."""
+    found = re.search(rf":ivar {name}:(.*?)(?=:ivar|$)", AttentionTrace.__doc__, re.S)
+    return " ".join(found.group(1).split())
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_embedding_fields_hold_what_the_docstring_says_for_each_family(tokenizer, family):
+    """CPU, float32: T5's and BART's token embeddings are not scaled by sqrt(d_model), and the docstring says so."""
+    changes, scaled, added = FAMILIES[family]
+    torch.manual_seed(0)
+    network = Transformer(tiny_model_config(tokenizer.vocab_size, **changes))
+    trace = TranslationModel(network, tokenizer, device="cpu").trace("Two dogs are playing.", beam=1)
+    weight = network.src_embedding.weight.detach().numpy()
+    factor = math.sqrt(network.config.d_model) if scaled else 1.0
+    np.testing.assert_allclose(trace.source_embeddings, weight[trace.source_ids] * factor, rtol=1e-6)
+    assert bool(np.abs(trace.source_positional).max() > 0) == added
+    entry, positional = docstring_entry("source_embeddings"), docstring_entry("source_positional")
+    said = entry.split("not scaled")[1] if not scaled else entry.split("times sqrt(d_model)")[1].split("not scaled")[0]
+    assert family in said, (family, entry)
+    assert family in (positional.split("zeros")[1] if not added else positional.split("zeros")[0]), positional

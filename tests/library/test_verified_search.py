@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
 import torch
 
 import viz_model
 from viz_model.config import ModelConfig
+from viz_model.config.data_root import data_root
 from viz_model.nn.quantize import int8_search_network
 from viz_model.search import next_token as scorers
 from viz_model.search.decoding import beam_search, beam_search_tree
@@ -18,7 +18,7 @@ from viz_model.search.next_token import PrefixTree, StepScorer, draft_pays, veri
 from viz_model.search.project_rule import project_search
 
 SHIPPED = viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL
-MULTI30K_VAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multi30k" / "val.en.gz"
+MULTI30K_VAL = data_root() / "multi30k" / "val.en.gz"  # the local copy (tests/conftest.py), where there is one
 FALLBACK = ["Two dogs are playing in the snow.", "A man in a red jacket reads a newspaper on a bench.",
             "The children laugh while their father cooks dinner.", "Where is the station?",
             "Three people walk along a beach at sunset, carrying surfboards and a large cooler."]
@@ -26,7 +26,7 @@ FALLBACK = ["Two dogs are playing in the snow.", "A man in a red jacket reads a 
 
 @pytest.fixture(scope="module")
 def shipped():
-    return viz_model.load(SHIPPED, device="cpu", search="fp32")
+    return viz_model.load(SHIPPED, device="cpu", precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     original = scorers.verified_search
     monkeypatch.setattr(viz_model.search.decoding, "verified_search",
                         lambda *a, **k: used.append(1) or original(*a, **k))
-    model = viz_model.load(SHIPPED, device="cpu", search="fp32")
+    model = viz_model.load(SHIPPED, device="cpu", precision="fp32")
     assert model.draft_network() is not None and model.with_precision("fp32").draft_network() is model.draft_network()
     assert model.with_precision("int8").draft_network() is None  # an int8 search needs no draft
     trace = model.trace(FALLBACK[1])

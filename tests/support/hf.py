@@ -121,7 +121,7 @@ def import_folder(folder, tmp_path_factory, name: str, *options: str):
 
     out = tmp_path_factory.mktemp("assets") / name
     assert main(["import", str(folder), "--out", str(out), *options]) == 0
-    return viz_model.load(out, device="cpu", search="fp32")
+    return viz_model.load(out, device="cpu", precision="fp32")
 
 
 def build_marian_folder(root):

@@ -1,5 +1,5 @@
 """The ``viz-model`` command: app, translate, trace, eval, analyze, importance, info, train, export, import,
-export-hf.
+export-hf, data.
 
 Every user error prints one line ``viz-model: error: ...`` on stderr and exits with status 2.
 """
@@ -18,6 +18,7 @@ from ..data import shard
 from ..modeldir.training_facts import TRAINING_FACTS
 from ..nn.quantize import SEARCH_PRECISIONS
 from ..search.settings import RULES
+from .data_command import add_data_arguments, cmd_data
 
 CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among processes under torchrun
 
@@ -154,17 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="the TOML config the model was trained with")
     p.add_argument("overrides", nargs="*", help="config overrides key=value the run was given (e.g. epochs=24)")
 
-    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt), M2M100 or NLLB model folder or hub "
-                                      "id, exactly")
+    p = sub.add_parser("import", help="import a Hugging Face Marian (opus-mt), M2M100, NLLB, T5, mT5, BART or mBART "
+                                      "model folder or hub id, exactly")
     p.add_argument("source", help="a local Hugging Face model folder, or a hub id such as Helsinki-NLP/opus-mt-en-de "
                                   "(downloaded through huggingface_hub when installed and online)")
     p.add_argument("--out", required=True, help="model directory to write (e.g. assets/opus-mt-en-de); must not exist")
     p.add_argument("--source-lang", default=None, metavar="CODE",
-                   help="M2M100 / NLLB: the source language's code (default: the folder's tokenizer_config.json "
-                        "src_lang)")
+                   help="M2M100 / NLLB / mBART: the source language's code (default: the folder's "
+                        "tokenizer_config.json src_lang); T5: with --target-lang, which translation task of its "
+                        "config (default: the first it lists)")
     p.add_argument("--target-lang", default=None, metavar="CODE",
-                   help="M2M100 / NLLB: the target language's code, forced as the first output (default: its "
-                        "tgt_lang)")
+                   help="M2M100 / NLLB / mBART: the target language's code, forced as the first output (default: "
+                        "its tgt_lang); T5: the translation task into it")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
                    help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
                         "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
@@ -173,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(transformers' from_pretrained, CTranslate2's converter)")
     p.add_argument("model_dir", help="the model directory, e.g. assets/mixed-en-de")
     p.add_argument("--out", required=True, help="the folder to write; must not exist")
+
+    add_data_arguments(sub)
     return parser
 
 
@@ -203,7 +207,7 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace):
     from ..api import load
 
-    return load(args.model, device=args.device, search=args.search)
+    return load(args.model, device=args.device, precision=args.search)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -462,4 +466,5 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 COMMANDS = {"app": cmd_app, "translate": cmd_translate, "trace": cmd_trace, "eval": cmd_eval, "analyze": cmd_analyze,
             "importance": cmd_importance, "info": cmd_info, "train": cmd_train, "export": cmd_export,
-            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf}
+            "import": cmd_import, "facts": cmd_facts, "attribute": cmd_attribute, "export-hf": cmd_export_hf,
+            "data": cmd_data}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .checks import ConfigError, _check_bool, _check_choice, _check_float, check_int, from_dict
+from .data_root import resolve_data_dir
 from .model import ModelConfig
 
 HOLDOUT_RULE_NAMES = ("source", "connected")  # see viz_model/train/splits.py
@@ -24,9 +25,11 @@ CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 class CorpusConfig:
     """One ``[[corpora]]`` table of a mixed run: where a corpus's files are, which splits it gives, its weight.
 
-    Splits come either from files (`train`, `val` and `test` prefixes in `data_dir`) or, with `holdout`, from one
-    file pair split by distinct source sentence (`viz_model.train.splits`). A corpus without training data is
-    evaluation-only (e.g. newstest2014). `weight` = copies of the training pairs per epoch (fractions subsample).
+    `data_dir` names a data set under the data root (``multi30k``: `viz_model.config.data_root`) or a folder path
+    (absolute, ``~/...``, ``./...`` or ``../...``). Splits come either from files (`train`, `val` and `test`
+    prefixes in `data_dir`) or, with `holdout`, from one file pair split by distinct source sentence
+    (`viz_model.train.splits`). A corpus without training data is evaluation-only (e.g. newstest2014). `weight` =
+    copies of the training pairs per epoch (fractions subsample).
     """
 
     name: str
@@ -67,6 +70,11 @@ class CorpusConfig:
             raise ConfigError("no data: set train, val, test or holdout")
 
     @property
+    def path(self) -> Path:
+        """The folder `data_dir` means (a data-set name under the data root, else the path as given)."""
+        return resolve_data_dir(self.data_dir)
+
+    @property
     def trains(self) -> bool:
         """Whether the corpus gives training pairs (and so takes part in the mix and the tokenizer)."""
         return bool(self.train or self.holdout)
@@ -86,8 +94,9 @@ class CorpusConfig:
 class TrainConfig:
     """One training run: model, data, optimisation and schedule (the paper's recipe, as knobs).
 
-    Data is either one corpus (`data_dir` with `train_prefix`, `val_prefix`, `test_prefixes`: the original format)
-    or, when `corpora` is given, a weighted mix of ``[[corpora]]`` tables; the two formats exclude each other.
+    Data is either one corpus (`data_dir`, a data set under the data root or a folder path, with `train_prefix`,
+    `val_prefix`, `test_prefixes`: the original format) or, when `corpora` is given, a weighted mix of
+    ``[[corpora]]`` tables; the two formats exclude each other.
     `init_from` (a model directory, relative to the working directory) warm-starts a new run from its weights and
     tokenizer; its model config must equal `model`. `bf16` trains under bf16 autocast (fp32 weights, optimizer and
     loss) on CUDA and on CPUs that multiply bf16 in hardware (AVX512-BF16, AMX); other CPUs train in fp32.
@@ -96,7 +105,7 @@ class TrainConfig:
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    data_dir: str = "../shared/data/multi30k"
+    data_dir: str = "multi30k"
     src_lang: str = "en"
     tgt_lang: str = "de"
     train_prefix: str = "train"
@@ -247,7 +256,7 @@ def _read_corpora(value: Any) -> tuple[CorpusConfig, ...]:
             raise ConfigError(f"two corpora are named {corpus.name!r}: corpus names must be unique")
         names.add(corpus.name)
         for prefix in corpus.prefixes():
-            key = (os.path.realpath(corpus.data_dir), prefix)
+            key = (os.path.realpath(corpus.path), prefix)
             files = f"{corpus.data_dir}/{prefix}.*"
             if (first := readers.get(key)) == corpus.name:
                 raise ConfigError(f"duplicate corpora: corpus {first!r} reads the same files {files} twice")

@@ -18,6 +18,7 @@ from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.tokenizer_json import JsonTokenizer
+from .arguments import argument
 from .common import Family, HFImportError, added_codes, language_pair, tokenizer_settings
 from .fairseq import checked_activation, fairseq_config, map_weights
 from .json_tokenizer import checked_class, json_tokenizer, tokenizer_source
@@ -51,8 +52,8 @@ def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str 
     if hf["model_type"] == "mbart":
         return mbart_tokenizer(folder, hf, source, target)
     if source or target:
-        raise HFImportError("--source-lang / --target-lang choose the pair of a many-to-many model (M2M100, "
-                            "mBART); a BART model translates one fixed pair")
+        raise HFImportError(f"{argument('source_lang')} / {argument('target_lang')} choose the pair of a many-to-many "
+                            "model (M2M100, mBART) or the task of a T5; a BART model translates one fixed pair")
     return json_tokenizer(folder, hf, checked_class(folder, BART_TOKENIZERS), hf.get("decoder_start_token_id", 2),
                           before=["<s>"])
 

@@ -14,6 +14,7 @@ from torch import Tensor
 from ..config import ConfigError, ModelConfig
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
+from .arguments import argument
 
 MAX_HF_CONFIG_BYTES = 1024**2
 MAX_TOKENIZER_JSON_BYTES = 64 * 1024**2  # NLLB's: 17 MB
@@ -99,10 +100,11 @@ def language_pair(codes: dict[str, int], source: str | None, target: str | None,
     pair = {"source": source or settings.get("src_lang"), "target": target or settings.get("tgt_lang")}
     for side, code in pair.items():
         if not code:
-            raise HFImportError(f"{settings_path}: names no {side} language; give --{side}-lang (one of "
+            raise HFImportError(f"{settings_path}: names no {side} language; give {argument(side + '_lang')} (one of "
                                 f"{', '.join(codes)})")
         if code not in codes:
-            raise HFImportError(f"--{side}-lang {code!r} is not one of the model's languages ({', '.join(codes)})")
+            raise HFImportError(f"{argument(side + '_lang', code)} is not one of the model's languages "
+                                f"({', '.join(codes)})")
     return pair
 
 

@@ -51,22 +51,23 @@ def marian_refusal(config: ModelConfig, tokenizer: object) -> str | None:
     if not isinstance(tokenizer, Tokenizer):
         return (f"its tokenizer is {type(tokenizer).__name__}: an imported model is already a Hugging Face model; "
                 "use the folder it was imported from")
-    reasons = {
-        config.positional != "sinusoidal":
-            f"its positions are {config.positional} ({POSITION_WORDS.get(config.positional, '')}; Marian adds fixed "
-            "sinusoids to the input)",
-        config.norm != "post": "it is pre-norm (Marian normalises after each residual block)",
-        not config.share_embeddings: "its source, target and output embeddings are not one matrix (Marian ties them)",
-        config.sinusoid_frequencies != "paper" or config.position_offset != 0:
-            "its sinusoids are fairseq's, offset by a row (Marian's are the paper's, from position 0)",
-        config.forced_first_id is not None: "it forces a first output token (M2M100's language code)",
-        config.activation not in MARIAN_ACTIVATIONS: f"its activation {config.activation} has no Marian name",
-    }
+    reasons = [
+        (config.positional != "sinusoidal",
+         f"its positions are {config.positional} ({POSITION_WORDS.get(config.positional, '')}; Marian adds fixed "
+         "sinusoids to the input)"),
+        (config.norm != "post", "it is pre-norm (Marian normalises after each residual block)"),
+        (not config.share_embeddings, "its source, target and output embeddings are not one matrix (Marian ties them)"),
+        (config.sinusoid_frequencies != "paper" or config.position_offset != 0,
+         "its sinusoids are fairseq's, offset by a row (Marian's are the paper's, from position 0)"),
+        (config.forced_first_id is not None, "it forces a first output token (M2M100's language code)"),
+        (config.activation not in MARIAN_ACTIVATIONS, f"its activation {config.activation} has no Marian name"),
+    ]
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
-    reasons |= {getattr(config, name) != defaults[name]:
-                f"its {name} is {getattr(config, name)!r} (a Marian model has {defaults[name]!r})"
-                for name in LAYER_OPTIONS}
-    return next((why for refused, why in reasons.items() if refused), None)
+    reasons += [(getattr(config, name) != defaults[name],
+                 f"its {name} is {getattr(config, name)!r} (a Marian model has {defaults[name]!r})")
+                for name in LAYER_OPTIONS]
+    refused = [why for failed, why in reasons if failed]
+    return "; ".join(refused) if refused else None
 
 
 def residual_permutation(config: ModelConfig) -> torch.Tensor:

@@ -1,14 +1,20 @@
-"""Hub ids imported on first use into a cache of model directories (``$VIZ_MODEL_CACHE``, else
-``~/.cache/viz-model``), one directory ``owner--name`` per id, reused afterwards."""
+"""Hub ids and Hugging Face folders imported on first use into a cache of model directories (``$VIZ_MODEL_CACHE``,
+else ``~/.cache/viz-model``), reused afterwards: one directory per source and import choices (language pair, dtype),
+``owner--name`` for a hub id imported as it is."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
 
-from .importer import HUB_ID, import_model
+from .arguments import argument
+from .common import MAX_HF_CONFIG_BYTES, HFImportError, read_json_file
+from .importer import HUB_ID, check_dtype, import_model
 
 CACHE_ENV = "VIZ_MODEL_CACHE"
+LANGUAGE_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")  # en, de_DE, deu_Latn: safe in a directory name
 
 
 def cache_root() -> Path:
@@ -22,10 +28,53 @@ def is_hub_id(source: str) -> bool:
     return HUB_ID.fullmatch(source) is not None and not Path(source).is_dir()
 
 
-def cached_import(hub_id: str) -> Path:
-    """The model directory of `hub_id` in `cache_root`, imported first if it is not there (`HFImportError` in one
-    line when the hub cannot be reached or huggingface_hub is not installed, naming what to do)."""
-    directory = cache_root() / hub_id.replace("/", "--")
+def is_hf_folder(path: Path) -> bool:
+    """Whether `path` is a Hugging Face model folder as ``save_pretrained`` or ``hf download`` writes it: its
+    config.json names a ``model_type`` (this project's model directories' never do)."""
+    try:
+        config = read_json_file(path / "config.json", MAX_HF_CONFIG_BYTES, "not a model config")
+    except (OSError, HFImportError):
+        return False
+    return isinstance(config, dict) and "model_type" in config
+
+
+def imported_on_load(path: str | Path) -> bool:
+    """Whether `viz_model.load` imports `path` into the cache: a hub id (a string, no folder here) or a Hugging Face
+    folder (`is_hf_folder`)."""
+    if isinstance(path, str) and not Path(path).exists():
+        return is_hub_id(path)
+    return Path(path).is_dir() and is_hf_folder(Path(path))
+
+
+def cache_name(source: str, source_lang: str | None = None, target_lang: str | None = None,
+               dtype: str | None = None) -> str:
+    """The cache directory's name for `source` imported with these choices: ``owner--name`` for a hub id (a folder:
+    ``folder--NAME--`` and a digest of its path and files' sizes and times, so an edited folder is imported again),
+    then ``__from-CODE``, ``__to-CODE``, ``__fp16`` for each choice made. Codes are checked first (one line naming
+    the argument)."""
+    check_dtype(dtype or "fp32")
+    for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
+        if code is not None and not (isinstance(code, str) and LANGUAGE_CODE.fullmatch(code)):
+            raise HFImportError(f"{argument(name, code)}: not a language code (letters, digits, _ and -)")
+    if is_hub_id(source):
+        key = source.replace("/", "--")
+    else:
+        folder = Path(source).resolve()
+        stamp = [str(folder)] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                                 for f in sorted(folder.iterdir()) if f.is_file()]
+        key = f"folder--{re.sub(r'[^A-Za-z0-9_.-]', '_', folder.name).lstrip('.')}--" + \
+            hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
+    return key + (f"__from-{source_lang}" if source_lang else "") + (f"__to-{target_lang}" if target_lang else "") \
+        + (f"__{dtype}" if dtype and dtype != "fp32" else "")
+
+
+def cached_import(source: str, source_lang: str | None = None, target_lang: str | None = None,
+                  dtype: str | None = None) -> Path:
+    """The model directory of `source` (a hub id or a Hugging Face folder) imported with these choices, in
+    `cache_root`; imported first if it is not there. `HFImportError` in one line otherwise (the hub cannot be
+    reached, huggingface_hub is not installed, a choice the model cannot take), with nothing written to the cache."""
+    directory = cache_root() / cache_name(source, source_lang, target_lang, dtype)
     if not directory.is_dir():
-        import_model(hub_id, directory)
+        import_model(source, directory, source_lang, target_lang, dtype or "fp32",
+                     label=source if is_hub_id(source) else Path(source).name)
     return directory

@@ -28,13 +28,14 @@ from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from ..tokenization.imported import decoder_start
 from . import bart, m2m100, marian, t5
+from .arguments import argument
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file
 
 FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
                                "bart": bart.BART, "mbart": bart.MBART}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-__all__ = ["FAMILIES", "HFImportError", "import_model", "model_config"]
+__all__ = ["FAMILIES", "HFImportError", "check_dtype", "import_model", "model_config"]
 
 
 def resolve_source(source: str) -> Path:
@@ -45,7 +46,7 @@ def resolve_source(source: str) -> Path:
         return path
     if not HUB_ID.fullmatch(source):
         raise HFImportError(f"{source}: no such folder (give a Hugging Face model folder or a hub id owner/name)")
-    fetch = (f"download it where the hub can be reached (`huggingface-cli download {source} --local-dir DIR`, or "
+    fetch = (f"download it where the hub can be reached (`hf download {source} --local-dir DIR`, or "
              f"git clone https://huggingface.co/{source}) and pass that folder instead")
     try:
         from huggingface_hub import snapshot_download
@@ -147,10 +148,17 @@ def generation_lines(generation: HFGeneration) -> list[str]:
         + (", forced_eos_token_id" if generation.forced_eos else "")
         + (", renormalize_logits" if generation.renormalize_logits else "") + ".",
         "- The search runs in full precision by default, so the translation is `generate`'s (tested against it on "
-        "trained weights); the int8 search (`search=\"int8\"`) is faster and can change it. The rule can be switched "
-        "to this project's (GNMT length penalty, OpenNMT stop) per call (`rule=\"project\"`) or in the sidebar."]
+        "trained weights); the int8 search (`precision=\"int8\"`) is faster and can change it. The rule can be "
+        "switched to this project's (GNMT length penalty, OpenNMT stop) per call (`rule=\"project\"`) or in the "
+        "sidebar."]
     lines += [f"- Not implemented, so `generate` can differ: {note}." for note in generation.notes]
     return lines
+
+
+def check_dtype(dtype: object) -> None:
+    """`HFImportError` naming the argument unless `dtype` is one the import stores weights in."""
+    if not (isinstance(dtype, str) and dtype in IMPORT_DTYPES):
+        raise HFImportError(f"{argument('dtype')} must be one of {', '.join(IMPORT_DTYPES)}, got {dtype!r}")
 
 
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
@@ -164,8 +172,7 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     weights exceed the weight-file limit, such as NLLB-600M. `label`: the name the card and the language guess give
     the source (default `source`)."""
     out = Path(out)
-    if dtype not in IMPORT_DTYPES:
-        raise HFImportError(f"--dtype must be one of {', '.join(IMPORT_DTYPES)}, got {dtype!r}")
+    check_dtype(dtype)
     if out.exists():
         raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
     folder = resolve_source(source)
@@ -194,7 +201,8 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     if stored > MAX_WEIGHTS_BYTES:
         raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
                            f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit"
-                           + ("; import with --dtype fp16 (half the size, no longer exact)" if dtype == "fp32" else ""))
+                           + (f"; import with {argument('dtype', 'fp16', quoted=False)} (half the size, no longer "
+                              "exact)" if dtype == "fp32" else ""))
     state, weights = read_weights(folder)
     if family.from_weights is not None:
         cfg = family.from_weights(cfg, state)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import HFImportError
-from .importer import FAMILIES, import_model
+from .importer import FAMILIES, check_dtype, import_model
 
 # the transformers class of each importable model_type (NLLB is an M2M100 model)
 CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration",
@@ -42,9 +42,10 @@ def check_loaded(model: Any, tokenizer: Any) -> str:
 
 
 def import_loaded(model: Any, tokenizer: Any, parent: Path, source_lang: str | None = None,
-                  target_lang: str | None = None) -> Path:
-    """Import `model` and `tokenizer` (checked by `check_loaded` before anything is written) as a model directory
-    in `parent`, named as the model's folder or hub id; the saved folder is removed afterwards."""
+                  target_lang: str | None = None, dtype: str = "fp32") -> Path:
+    """Import `model` and `tokenizer` (checked by `check_loaded`, and `dtype`, before anything is written) as a model
+    directory in `parent`, named as the model's folder or hub id; the saved folder is removed afterwards."""
+    check_dtype(dtype)
     kind = check_loaded(model, tokenizer)
     label = str(getattr(model, "name_or_path", "") or kind)
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(label).name).lstrip(".") or kind
@@ -56,4 +57,4 @@ def import_loaded(model: Any, tokenizer: Any, parent: Path, source_lang: str | N
         except Exception as err:  # a model transformers cannot save (quantized, offloaded): one line
             raise HFImportError(f"{type(model).__name__}: could not be saved for import "
                                 f"({type(err).__name__}: {err})") from None
-        return import_model(str(folder), parent / name, source_lang, target_lang, label=label)
+        return import_model(str(folder), parent / name, source_lang, target_lang, dtype, label=label)

@@ -15,6 +15,7 @@ from ..modeldir.languages import LanguagePair, guess_languages
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.pretrained import MarianTokenizer
 from ..tokenization.tokenizer import TokenizerError
+from .arguments import argument
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, need
 from .fairseq import checked_activation, fairseq_config, map_weights
 
@@ -34,8 +35,8 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int, forced_first_id: i
 def tokenizer(folder: Path, hf: dict[str, Any], source_lang: str | None, target_lang: str | None) -> MarianTokenizer:
     """The folder's `MarianTokenizer` (a Marian model translates one fixed pair)."""
     if source_lang or target_lang:
-        raise HFImportError("--source-lang / --target-lang choose the pair of a many-to-many model (M2M100); "
-                            "a Marian model translates one fixed pair")
+        raise HFImportError(f"{argument('source_lang')} / {argument('target_lang')} choose the pair of a many-to-many "
+                            "model (M2M100, mBART) or the task of a T5; a Marian model translates one fixed pair")
     try:
         return MarianTokenizer.load(folder)
     except TokenizerError as err:

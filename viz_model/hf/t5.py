@@ -4,7 +4,8 @@ heads ``d_kv`` wide, no biases, a learned relative bias on the self-attention sc
 computed once per stack), a ReLU or gated-GELU feed-forward (``gated_ffn``), embeddings not scaled, the head tied and
 the decoder's output rescaled by d_model^-0.5 (v1.0, ``head_rescale``) or a head of its own (v1.1, mT5,
 ``tied_head``), decoding from the pad id. Its tokenizer is read from tokenizer.json; the task prefix of its
-translation task (``task_specific_params``, where it has one: mT5 has none) goes before every source."""
+translation task (``task_specific_params``, where it has one: mT5 has none; the first listed, or the first the
+languages given match, where it has several) goes before every source."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..config import ModelConfig
 from ..modeldir.languages import LanguagePair
 from ..tokenization.imported import PretrainedTokenizer
 from ..tokenization.tokenizer_json import JsonTokenizer
+from .arguments import argument
 from .common import Family, HFImportError, checked_config, need
 from .fairseq import Taken
 from .json_tokenizer import checked_class, json_tokenizer
@@ -126,35 +128,44 @@ def map_weights(state: dict[str, torch.Tensor], cfg: ModelConfig, path: Path) ->
     return take.finish(out, cfg)
 
 
+def translation_tasks(hf: dict[str, Any]) -> list[dict[str, str]]:
+    """The translation tasks of config.json's task_specific_params, in the order it lists them: each a dict of
+    source, target and prefix."""
+    params = hf.get("task_specific_params")
+    if not isinstance(params, dict):
+        return []
+    return [{"source": found.group(1), "target": found.group(2), "prefix": str(task.get("prefix", ""))}
+            for name, task in params.items() if (found := TASK.fullmatch(name)) and isinstance(task, dict)]
+
+
 def translation_task(hf: dict[str, Any], path: Path, source: str | None,
                      target: str | None) -> tuple[str, LanguagePair | None]:
-    """(the task prefix, the pair) of the translation task of config.json's task_specific_params that the
-    languages given choose (or its only one): ("", None) where it has none."""
-    params = hf.get("task_specific_params")
-    tasks = {found.groups(): str(task.get("prefix", "")) for name, task in (params or {}).items()
-             if (found := TASK.fullmatch(name)) and isinstance(task, dict)} if isinstance(params, dict) else {}
+    """(the task prefix, the pair) of the first translation task of config.json's task_specific_params that the
+    languages given match (t5-small's en to de without them): ("", None) where it has none."""
+    tasks = translation_tasks(hf)
+    given = " and ".join(argument(name, value) for name, value in (("source_lang", source), ("target_lang", target))
+                         if value)
     if not tasks:
-        if source or target:
-            raise HFImportError(f"{path}: names no translation task (task_specific_params) for --source-lang / "
-                                "--target-lang to choose")
+        if given:
+            raise HFImportError(f"{path}: names no translation task (task_specific_params) for {given} to choose")
         return "", None
-    chosen = [p for p in tasks if source in (None, p[0]) and target in (None, p[1])]
-    named = ", ".join(f"{s} to {t}" for s, t in tasks)
-    if len(chosen) != 1:
-        raise HFImportError(f"{path}: task_specific_params translates {named}; "
-                            + ("choose one with --source-lang / --target-lang" if chosen else
-                               f"none from {source or 'any'} to {target or 'any'}"))
-    return tasks[chosen[0]], LanguagePair(*chosen[0])
+    chosen = [t for t in tasks if source in (None, t["source"]) and target in (None, t["target"])]
+    if not chosen:
+        named = ", ".join(f"{t['source']} to {t['target']}" for t in tasks)
+        raise HFImportError(f"{path}: task_specific_params translates {named}; none matches {given}")
+    return chosen[0]["prefix"], LanguagePair(chosen[0]["source"], chosen[0]["target"])
 
 
 def tokenizer(folder: Path, hf: dict[str, Any], source: str | None, target: str | None) -> JsonTokenizer:
-    """The folder's tokenizer (``X </s>``), the task prefix of the translation task chosen before the source."""
+    """The folder's tokenizer (``X </s>``), the task prefix of the translation task chosen before the source; every
+    translation task of the config kept (`JsonTokenizer.tasks`) where it names several."""
     settings = checked_class(folder, TOKENIZERS)
     prefix, pair = translation_task(hf, folder / "config.json", source, target)
+    tasks = translation_tasks(hf)
     start = hf.get("decoder_start_token_id")
     return json_tokenizer(folder, hf, settings, hf.get("pad_token_id", 0) if start is None else start,
                           text_prefix=prefix, task_prefix=True, source=pair and pair.source,
-                          target=pair and pair.target)
+                          target=pair and pair.target, **({"tasks": tasks} if len(tasks) > 1 else {}))
 
 
 def languages(source: str, folder: Path, tokenizer: PretrainedTokenizer) -> LanguagePair | None:
@@ -180,7 +191,8 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
             "- Tokenizer: tokenizer.json as transformers 5 builds it (where installed; else the folder's); "
             "tokenizer_rules.json holds the task prefix put before every "
             "source (task_specific_params' translation task, as transformers 4's translation pipeline did; none where "
-            "the config names none, as Flan-T5's and mT5's) and the model's id table."]
+            "the config names none, as Flan-T5's and mT5's), every translation task the config lists (where it "
+            "lists several, to switch between) and the model's id table."]
 
 
 FAMILY = Family("T5 / Flan-T5", tokenizer, model_config, map_weights, conversion_lines, languages, "tokenizer.json",

@@ -118,7 +118,7 @@ def relative_values(network: Transformer, stack: str) -> np.ndarray:
 def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarray:
     """``(heads, length, length)``: what the loaded model adds to its `stack`'s self-attention scores between query p
     and key j, whatever the tokens (ALiBi's penalty, T5's learned bias); RoPE and the input schemes have none that is
-    independent of the tokens (see `split_scores`)."""
+    independent of the tokens (see `model_position_part`)."""
     _check_length(length, high=network.config.max_positions)
     scheme = network.score_scheme(SIDES[_stack(stack)])
     if scheme is None or not scheme.adds_bias:
@@ -130,6 +130,70 @@ def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarr
     return bias[0].float().cpu().numpy()
 
 
+@dataclass
+class ModelPositionPart:
+    """The loaded model's own positional part of one stack's first-layer scores, or what can be given of it.
+
+    :ivar part: ``(heads, len, len)`` per head, or ``(1, len, len)`` where the part is not a head's
+    :ivar what: what the heatmaps show, a few words
+    :ivar note: one line: how it was computed, or why the part itself cannot be given and what is shown instead
+    :ivar exact: False where the four-way split cannot be given and `part` is what can be shown instead
+    """
+
+    part: np.ndarray
+    what: str
+    note: str
+    exact: bool = True
+
+
+def model_position_part(network: Transformer, stack: str, length: int, source_ids: list[int] | None = None,
+                        target_ids: list[int] | None = None) -> ModelPositionPart:
+    """What position adds to the first layer of the `stack`'s self-attention scores, per head, for positions
+    0 .. length-1: ALiBi's penalty and T5's bias (the same for any tokens); the position·position part
+    ``(P W_Q)(P W_K)ᵀ/√d_k`` of the sinusoids or a learned table (post-norm, no norm on the embeddings); RoPE's
+    rotation part ``q·R(j−p)k − q·k`` on a sentence (the ids, needed for RoPE only; `length` is then the
+    sentence's). Pre-norm or normed embeddings: the model's own table's ``PE(p)·PE(j)/√d_model``, `exact` False."""
+    _stack(stack)
+    cfg, side = network.config, SIDES[stack]
+    scheme = network.score_scheme(side)
+    if scheme is not None and scheme.adds_bias:
+        return ModelPositionPart(model_offset_part(network, stack, length), f"its {cfg.positional} bias on the scores",
+                                 "Added to every layer's scores, the same for any tokens.")
+    if scheme is not None:
+        if source_ids is None or target_ids is None:
+            raise LessonError("RoPE's part of the scores depends on the tokens: give a sentence's source and "
+                              "target ids")
+        device = network.src_embedding.weight.device
+        with torch.no_grad():
+            out = network(torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device),
+                          need_weights=True)
+            record = (out.encoder_records if stack == "encoder" else out.decoder_records)[0]
+            q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, 0)
+        return ModelPositionPart(rotation_part(q, k, scheme.base, scale),
+                                 "the rotation's part of layer 1's scores on this sentence", "q·R(j−p)k − q·k: what "
+                                 "rotating this sentence's queries and keys adds to layer 1's scores (it depends on "
+                                 "the tokens).")
+    _check_length(length, high=cfg.max_positions)
+    with torch.no_grad():
+        positions = network.positional_encodings(length, side).double()
+        if cfg.norm != "post" or cfg.embedding_norm:
+            why = ("it is pre-norm: layer 1 reads LayerNorm(token + position)" if cfg.norm != "post" else
+                   "its embeddings are normed after the positions are added (BART's layernorm_embedding)")
+            return ModelPositionPart((positions @ positions.T / math.sqrt(cfg.d_model))[None].cpu().numpy(),
+                                     "its own position vectors, PE(p)·PE(j)/√d_model",
+                                     f"No head's position·position part can be given: {why}, which mixes token and "
+                                     "position; shown: its own position vectors' PE(p)·PE(j)/√d_model, before any "
+                                     "norm or projection.", exact=False)
+        attention = network.attention_block(stack, 0)[0]
+        q = attention.split_heads(positions[None] @ attention.w_q.weight.double().T)[0]
+        k = attention.split_heads(positions[None] @ attention.w_k.weight.double().T)[0]
+        scale = math.sqrt(attention.d_head) if attention.scale else 1.0
+    return ModelPositionPart((q @ k.transpose(-1, -2) / scale).cpu().numpy(),
+                             "the position·position part of layer 1's scores",
+                             "(P W_Q)(P W_K)ᵀ/√d_k: what position alone adds to layer 1's scores, whatever the tokens "
+                             "(the two cross terms depend on them).")
+
+
 def _stack(stack: str) -> str:
     if stack not in SIDES:
         raise LessonError(f"stack must be encoder or decoder, got {stack!r}")
@@ -139,22 +203,30 @@ def _stack(stack: str) -> str:
 # --- why did this head look there --------------------------------------------------------------------------------
 @dataclass
 class ScoreSplit:
-    """One head's scores ``(query, key)`` in one layer split into parts that add up to `score` (what the softmax sees
-    before masking, as the other pages' records hold).
+    """One head's scores ``(query, key)`` in one layer split into parts computed apart from them (`score`: what the
+    softmax saw before masking, as the model's own record holds it); `adds_up` checks that the parts sum to it.
 
     :ivar score: the head's scores, as the model's record has them
-    :ivar parts: name -> ``(query, key)`` part; their sum is `score`
+    :ivar parts: name -> ``(query, key)`` part, each computed from the layer's input and weights, not from `score`
     :ivar note: how the split was made, in one line
+    :ivar tolerance: the largest difference between the parts' sum and `score` that rounding explains, relative to
+        the largest score (at least 1)
     """
 
     score: np.ndarray
     parts: dict[str, np.ndarray]
     note: str
+    tolerance: float = 1e-4
 
     @property
     def residual(self) -> float:
-        """The largest difference between the parts' sum and the score (float rounding only)."""
+        """The largest difference between the parts' sum and the score."""
         return float(np.abs(sum(self.parts.values()) - self.score).max())
+
+    @property
+    def adds_up(self) -> bool:
+        """Whether the parts sum to the model's scores up to float rounding."""
+        return self.residual <= self.tolerance * max(1.0, float(np.abs(self.score).max()))
 
 
 def split_scores(network: Transformer, source_ids: list[int], target_ids: list[int], stack: str, layer: int,
@@ -162,10 +234,11 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
     """The scores of `head` in `layer` (0-based) of the `stack`'s self-attention on one sentence pair (target ids: the
     decoder's input), split into what content and position contribute.
 
-    Additive input schemes (first layer of a post-norm model only, where the input is exactly token + position):
-    content·content, content·position, position·content, position·position (biases counted with content). ALiBi and
-    the relative bias (any layer): content (q·k) and the bias. RoPE (any layer): the scores without the rotation
-    and what the rotation adds."""
+    Each part is computed from the layer's input and weights, not from the score, so `ScoreSplit.adds_up` checks
+    the split against the forward. Additive input schemes (first layer of a post-norm model only, where the input is
+    exactly token + position): content·content, content·position, position·content, position·position (biases
+    counted with content). ALiBi and the relative bias (any layer): content (q·k of the queries and keys without
+    position) and the bias of the scheme's own module. RoPE (any layer): content and ``q·R(j−p)k − q·k``."""
     _stack(stack)
     cfg = network.config
     layers = cfg.encoder_layers if stack == "encoder" else cfg.decoder_layers
@@ -175,22 +248,56 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
               message=f"head must be in [0, {cfg.heads - 1}], got {head!r}")
     device = network.src_embedding.weight.device
     src, tgt = torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device)
+    tolerance = 1e-4 if network.src_embedding.weight.dtype in (torch.float32, torch.float64) else 2e-2
     with torch.no_grad():
         out = network(src, tgt, need_weights=True)
         record = (out.encoder_records if stack == "encoder" else out.decoder_records)[layer]
         score = record.scores[0, head].float().cpu().numpy()
-        if record.position_bias is not None:
-            part = record.position_bias.expand_as(record.scores)[0, head].float().cpu().numpy()
-            name = "rotation" if cfg.positional == "rope" else "position bias"
-            note = ("RoPE: the scores of the unrotated queries and keys, and what rotating them adds"
-                    if cfg.positional == "rope" else f"{cfg.positional}: q·k of the tokens' vectors, plus the bias")
-            return ScoreSplit(score, {"content": score - part, name: part}, note)
+        scheme = network.score_scheme(SIDES[stack])
+        if scheme is not None:
+            q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, layer)
+            content = (q[head] @ k[head].T / scale).cpu().numpy()
+            if scheme.adds_bias:
+                name, note = "position bias", f"{cfg.positional}: q·k of the tokens' vectors, plus the scheme's bias"
+                part = model_offset_part(network, stack, score.shape[0])[head]
+            else:
+                name, note = "rotation", "RoPE: q·k of the unrotated queries and keys, and q·R(j−p)k − q·k"
+                part = rotation_part(q[head:head + 1], k[head:head + 1], scheme.base, scale)[0]
+            return ScoreSplit(score, {"content": content, name: part}, note, tolerance)
         if layer != 0 or cfg.norm != "post" or cfg.embedding_norm:
             raise LessonError("with positions added to the input, content and position can be told apart only in "
                               "the first layer of a post-norm model without a norm on its embeddings (later layers, "
                               "pre-norm and BART's embedding norm mix them)")
         parts = _input_split(network, src if stack == "encoder" else tgt, SIDES[stack], stack, head)
-    return ScoreSplit(score, parts, "first layer: the input is token + position, so q and k split into two parts each")
+    return ScoreSplit(score, parts, "first layer: the input is token + position, so q and k split into two parts each",
+                      tolerance)
+
+
+def _unpositioned_queries_keys(network: Transformer, entering: torch.Tensor, stack: str,
+                               layer: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Every head's queries and keys ``(heads, len, d_head)`` (float64) of one self-attention layer, projected from
+    the stream `entering` it ``(1, len, d_model)`` without any rotation, and the scores' divisor."""
+    attention, residual = network.attention_block(stack, layer)
+    h = residual.enter(entering)
+    q = attention.split_heads(attention.w_q(h))[0].double()
+    k = attention.split_heads(attention.w_k(h))[0].double()
+    return q, k, math.sqrt(attention.d_head) if attention.scale else 1.0
+
+
+def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0) -> np.ndarray:
+    """``(heads, len, len)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale`` for unrotated queries and keys ``(heads,
+    len, d_head)``: what RoPE's rotation adds to the scores (Llama's pairing: dimension i turns with i + d_head/2)."""
+    d_head, length = q.shape[-1], q.shape[-2]
+    q, k = q.double(), k.double()
+    positions = torch.arange(length, dtype=torch.float64, device=q.device)
+    frequencies = torch.cat([rope_frequencies(d_head, base)] * 2).to(q.device, torch.float64)
+    quarter = torch.cat((-k[..., d_head // 2:], k[..., :d_head // 2]), -1)  # every pair of every key turned 90°
+    rows = []
+    for start in range(0, length, 32):  # 32 queries at a time: (heads, 32, len, d_head) at most
+        angles = (positions[None, :] - positions[start:start + 32, None])[..., None] * frequencies  # (j − p)·θ_i
+        turned = k[:, None] * angles.cos() + quarter[:, None] * angles.sin()  # key j turned by (j − p)·θ, per p
+        rows.append((q[:, start:start + 32, None, :] * turned).sum(-1))
+    return ((torch.cat(rows, 1) - q @ k.transpose(-1, -2)) / scale).cpu().numpy()
 
 
 def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str, head: int) -> dict[str, np.ndarray]:

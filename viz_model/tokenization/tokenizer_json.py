@@ -52,7 +52,8 @@ class JsonTokenizer:
         ``decoder_start`` (the decoder's first input), ``clean_up_spaces`` (transformers' decode cleans spaces),
         ``code_after_eos`` (optional, default false): the language codes go after ``</s>``, the source's after the
         source's and the target's as the decoder's start (the original mBART's ``X </s> [code]``), not before the
-        pieces with the target's forced first (mBART-50's)
+        pieces with the target's forced first (mBART-50's); ``tasks`` (optional): a T5's translation tasks, each
+        {source, target, prefix}, in its config's order, where it names several (`for_task` switches between them)
     :ivar source_language: the source language's code (None for a model of one fixed pair)
     :ivar target_language: the target language's code (None for a model of one fixed pair)
     :ivar target_code: the target language code's id where it is the forced first output (None: nothing forced)
@@ -127,6 +128,21 @@ class JsonTokenizer:
         where it is the target's code."""
         start = {} if self.target_start is None else {"decoder_start": self.codes[code]}
         return self._with_rules(target=code, **start)
+
+    @property
+    def tasks(self) -> list[dict[str, str]]:
+        """The translation tasks a T5 model's config names, each {source, target, prefix} ([] where it names one
+        or none)."""
+        return [dict(task) for task in self.rules.get("tasks", [])]
+
+    def for_task(self, source: str, target: str) -> JsonTokenizer:
+        """This tokenizer putting the prefix of its task from `source` to `target` (one of `tasks`) before every
+        source text, with that pair as its languages (the files' tokenizer shared)."""
+        found = [t for t in self.tasks if (t["source"], t["target"]) == (source, target)]
+        if not found:
+            named = ", ".join(f"{t['source']} to {t['target']}" for t in self.tasks) or "none"
+            raise ValueError(f"no translation task from {source!r} to {target!r} (this model's: {named})")
+        return self._with_rules(text_prefix=found[0]["prefix"], source=source, target=target)
 
     @property
     def reads_task_prefix(self) -> bool:
@@ -212,4 +228,7 @@ def _valid_rules(rules: dict[str, Any]) -> bool:
                     for side in ("source", "target"))
             and is_id(rules.get("ids")) and is_id(rules.get("decoder_start"))
             and isinstance(rules.get("clean_up_spaces"), bool) and isinstance(rules.get("task_prefix", False), bool)
-            and isinstance(rules.get("code_after_eos", False), bool))
+            and isinstance(rules.get("code_after_eos", False), bool)
+            and isinstance(rules.get("tasks", []), list)
+            and all(isinstance(t, dict) and set(t) == {"source", "target", "prefix"}
+                    and all(isinstance(v, str) for v in t.values()) for t in rules.get("tasks", [])))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from ..config import ConfigError, CorpusConfig, TrainConfig
+from ..config.data_root import DATA_ENV, is_data_set_name
+from ..data.catalogue import by_folder
 from ..data.textfiles import DataError, read_parallel
 from .data import EvalSet
 from .splits import HOLDOUT_RULES
@@ -33,9 +35,21 @@ def set_name(cfg: TrainConfig, corpus: str, split: str) -> str:
     return split if cfg.corpora is None else f"{corpus}:{split}"
 
 
+def read_split(cfg: TrainConfig, corpus: CorpusConfig, prefix: str) -> tuple[list[str], list[str]]:
+    """The aligned source and target lines of one split of `corpus`; a data set missing from the data root is an
+    error naming the command that fetches it."""
+    folder = corpus.path
+    if not folder.is_dir() and is_data_set_name(corpus.data_dir):
+        known = by_folder(corpus.data_dir)
+        how = f"`viz-model data fetch {known.name}` downloads it there" if known else "put the corpus there"
+        raise DataError(f"{folder}: data directory not found; {how}, or set ${DATA_ENV} to the folder that holds "
+                        f"{corpus.data_dir}/")
+    return read_parallel(folder, prefix, cfg.src_lang, cfg.tgt_lang)
+
+
 def read_eval_set(cfg: TrainConfig, corpus: CorpusConfig, prefix: str) -> EvalSet:
     """An aligned split of `corpus` (one reference per sentence) as an evaluation set."""
-    src, tgt = read_parallel(corpus.data_dir, prefix, cfg.src_lang, cfg.tgt_lang)
+    src, tgt = read_split(cfg, corpus, prefix)
     return EvalSet.single(set_name(cfg, corpus.name, prefix), src, tgt, corpus.name)
 
 
@@ -43,15 +57,14 @@ def load_corpus(cfg: TrainConfig, corpus: CorpusConfig) -> Corpus:
     """Read every file of `corpus`; errors name the file. Missing test files of a single-corpus config are
     skipped with a note (as before [[corpora]]); in a [[corpora]] config every listed file must be there."""
     if corpus.holdout:
-        src, tgt = read_parallel(corpus.data_dir, corpus.holdout, cfg.src_lang, cfg.tgt_lang)
+        src, tgt = read_split(cfg, corpus, corpus.holdout)
         split = HOLDOUT_RULES[corpus.holdout_rule](src, tgt, corpus.holdout_val, corpus.holdout_test,
                                                    corpus.holdout_seed)
         val = EvalSet(set_name(cfg, corpus.name, "val"), split.val_src, split.val_refs, corpus.name)
         test = EvalSet(set_name(cfg, corpus.name, "test"), split.test_src, split.test_refs, corpus.name)
         return Corpus(corpus, split.train_src, split.train_tgt, val if val.src else None,
                       [test] if test.src else [])
-    train_src, train_tgt = (read_parallel(corpus.data_dir, corpus.train, cfg.src_lang, cfg.tgt_lang)
-                            if corpus.train else ([], []))
+    train_src, train_tgt = read_split(cfg, corpus, corpus.train) if corpus.train else ([], [])
     val = read_eval_set(cfg, corpus, corpus.val) if corpus.val else None
     tests = []
     for prefix in corpus.test:
