@@ -11,6 +11,7 @@ from app import position_tabs, sessions, state, texts, tracing, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.shared_settings import SHARED
 from viz_model.lessons import learn_pages
+from viz_model.nn.arrays import to_numpy
 from viz_model.nn.positional import wave
 from viz_model.plot import learn_figures, trace_figures
 
@@ -198,7 +199,7 @@ with beyond:
             st.error(f"The model {name} cannot be loaded: {err}")
         else:
             rows = min(other.config.max_positions, int(own.length.get()))
-            learned_table = other.network.positional_encodings(rows, "source").detach().float().cpu().numpy()
+            learned_table = to_numpy(other.network.positional_encodings(rows, "source"))
             reference = learn_pages.pe_table(rows, other.config.d_model)
             fig = learn_figures.side_by_side_figure([(f"learned ({name})", learned_table),
                                                      (f"sinusoidal (d_model {other.config.d_model})", reference)])

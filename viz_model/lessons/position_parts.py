@@ -15,6 +15,7 @@ from ..config import ModelConfig
 from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..nn.alibi import alibi_bias, alibi_slopes
+from ..nn.arrays import to_numpy
 from ..nn.model import Transformer
 from ..nn.positional import sinusoidal_table
 from ..nn.relative_bias import relative_position_bucket
@@ -112,7 +113,7 @@ def relative_values(network: Transformer, stack: str) -> np.ndarray:
     table = network.encoder_position_bias if stack == "encoder" else network.decoder_position_bias
     if table is None:
         raise LessonError(f"this model's positions are {network.config.positional}: it has no relative bias table")
-    return table.embedding.weight.detach().float().cpu().numpy()
+    return to_numpy(table.embedding.weight)
 
 
 def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarray:
@@ -127,7 +128,7 @@ def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarr
     positions = torch.arange(length, device=network.src_embedding.weight.device)[None]
     with torch.no_grad():
         bias = scheme.score_position(positions, positions, False).bias
-    return bias[0].float().cpu().numpy()
+    return to_numpy(bias[0])
 
 
 @dataclass
@@ -252,7 +253,7 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
     with torch.no_grad():
         out = network(src, tgt, need_weights=True)
         record = (out.encoder_records if stack == "encoder" else out.decoder_records)[layer]
-        score = record.scores[0, head].float().cpu().numpy()
+        score = to_numpy(record.scores[0, head])
         scheme = network.score_scheme(SIDES[stack])
         if scheme is not None:
             q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, layer)
@@ -314,4 +315,4 @@ def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str,
     q = {"content": project(attention.w_q, tokens, True), "position": project(attention.w_q, positions, False)}
     k = {"content": project(attention.w_k, tokens, True), "position": project(attention.w_k, positions, False)}
     scale = math.sqrt(attention.d_head) if attention.scale else 1.0
-    return {f"{a}·{b}": (q[a] @ k[b].T / scale).float().cpu().numpy() for a in q for b in k}
+    return {f"{a}·{b}": to_numpy(q[a] @ k[b].T / scale) for a in q for b in k}
