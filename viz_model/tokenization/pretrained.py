@@ -14,6 +14,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from ..config.checks import is_int
 from .tokenizer import TokenizerError
 
 # the language codes of M2M100 checkpoints, in the order their ids follow the vocabulary (fairseq's dictionary)
@@ -59,8 +60,7 @@ def read_json(data: bytes, path: Path) -> object:
 def id_table(data: bytes, path: Path) -> dict[str, int]:
     """``vocab.json``: pieces to ids >= 0."""
     vocab = read_json(data, path)
-    if not isinstance(vocab, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                                              and v >= 0 for k, v in vocab.items()):
+    if not isinstance(vocab, dict) or not all(isinstance(k, str) and is_int(v, 0) for k, v in vocab.items()):
         raise TokenizerError(f"{path}: expected a mapping of pieces to ids >= 0")
     return vocab
 
@@ -196,9 +196,9 @@ class M2M100Tokenizer(VocabTokenizer):
         path = directory / "language_codes.json"
         data = read_json(files["language_codes.json"], path)
         if not (isinstance(data, dict) and isinstance(data.get("codes"), dict) and all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                for k, v in data["codes"].items()) and isinstance(data.get("source"), str)
-                and isinstance(data.get("target"), str) and isinstance(data.get("ids"), int)):
+                isinstance(k, str) and is_int(v, 0) for k, v in data["codes"].items())
+                and isinstance(data.get("source"), str) and isinstance(data.get("target"), str)
+                and isinstance(data.get("ids"), int)):
             raise TokenizerError(f"{path}: expected codes (language -> id), source, target and ids")
         return cls(processor(files["sentencepiece.bpe.model"], directory / "sentencepiece.bpe.model"),
                    id_table(files["vocab.json"], directory / "vocab.json"), data["codes"], data["source"],

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..config.checks import is_int
 from .pretrained import read_files, read_json
 from .tokenizer import WORD_START, TokenizerError
 
@@ -231,7 +232,7 @@ class JsonTokenizer:
 def _valid_rules(rules: dict[str, Any]) -> bool:
     """``tokenizer_rules.json`` has every key with a value of its type."""
     def is_id(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return is_int(value, 0)
 
     return (isinstance(rules.get("before"), list) and all(isinstance(t, str) for t in rules["before"])
             and isinstance(rules.get("text_prefix"), str) and isinstance(rules.get("codes"), dict)
