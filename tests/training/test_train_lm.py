@@ -183,3 +183,16 @@ def test_a_corpora_mix_of_text_trains_and_scores_each_set(tmp_path, data_dir, lm
     test = read_log(out.parent)[-1]
     assert set(test["results"]) == {"captions:val", "held:test_2016_flickr"}
     assert test["results"]["held:test_2016_flickr"]["lines"] == 4
+
+
+@pytest.mark.gpu
+def test_a_decoder_only_run_trains_on_the_gpu_under_bf16_autocast(tmp_path, data_dir):
+    """CUDA, bf16 autocast (fp32 weights and loss): the loss falls and the exported fp32 model serves on the CPU."""
+    exported = train(tiny_lm_config(data_dir, device="cuda", bf16=True), tmp_path / "run")
+    events = read_log(tmp_path / "run")
+    assert events[0]["device"].startswith("cuda") and events[0]["precision"] == "bf16 autocast", events[0]
+    losses = [e["loss"] for e in events if e["event"] == "train"]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0], losses
+    lm = viz_model.load(exported, device="cpu")
+    assert next(lm.network.parameters()).dtype == torch.float32
+    assert isinstance(lm.complete("A man is", max_new_tokens=4), str)
