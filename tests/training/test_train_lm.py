@@ -85,6 +85,7 @@ def test_a_decoder_only_run_learns_its_lines(lm_run, data_dir):
     assert test["results"]["val"]["perplexity"] == pytest.approx(math.exp(test["results"]["val"]["nll"]), rel=1e-3)
     card = (lm_run / "model" / "MODEL_CARD.md").read_text()
     assert "Decoder-only Transformer language model" in card and "perplexity" in card and "BLEU" not in card
+    assert "pre-RMSNorm" in card and "gated (silu) d_ff 64" in card
 
 
 def test_the_exported_model_loads_as_a_language_model_that_completes_and_traces(lm_run):

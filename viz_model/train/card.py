@@ -116,8 +116,10 @@ def what_it_is(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
 def architecture_lines(cfg: TrainConfig) -> list[str]:
     """The stacks, widths, heads, norms and positions, the vocabulary and how the embeddings are tied."""
     m = cfg.model
-    widths = (f"d_model {m.d_model}, {m.heads} heads (d_k = {m.d_head}), d_ff {m.d_ff}, {m.norm}-LN, {m.positional} "
-              f"positions, max {m.max_positions} positions")
+    norm = {"layer": "LN", "rms": "RMSNorm", "gemma": "RMSNorm"}[m.normalization]
+    ffn = f"gated ({m.activation}) " if m.gated_ffn else ""
+    widths = (f"d_model {m.d_model}, {m.heads} heads (d_k = {m.d_head}), {ffn}d_ff {m.d_ff}, {m.norm}-{norm}, "
+              f"{m.positional} positions, max {m.max_positions} positions")
     if m.kind == "decoder":
         grouped = f", {m.kv_heads} key/value heads" if m.kv_heads else ""
         head = "the output projection tied to the embeddings" if m.tied_head else "its own output projection"
