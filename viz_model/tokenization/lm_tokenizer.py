@@ -17,6 +17,7 @@ RULES = "lm_tokenizer.json"
 RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling")
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 MAX_MESSAGES = 200
+NO_CHAT_TEMPLATE = "this model has no chat template (a base model): give it a prompt to continue instead"
 
 
 class LMTokenizer(FolderFiles):
@@ -78,7 +79,7 @@ class LMTokenizer(FolderFiles):
         so transformers must be installed); one line where the model has no template or a message is malformed."""
         template = self.rules["chat_template"]
         if template is None:
-            raise ValueError("this model has no chat template (a base model): give it a prompt to continue instead")
+            raise ValueError(NO_CHAT_TEMPLATE)
         check_messages(messages)
         try:
             from transformers.utils.chat_template_utils import render_jinja_template
