@@ -77,7 +77,7 @@ def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out:
         if dtype != "fp32":
             raise HFImportError(f"{argument('dtype', dtype, quoted=False)} stores a copy of the weights in that "
                                 "precision; a language model's weights are read where they are, in their own dtype "
-                                "(leave it out, or ask for a copy)")
+                                "(leave it out, or import a copy: viz-model import --copy)")
         try:
             state = mapped_tensors([folder / name for name in names])
         except WeightSourceError as err:
