@@ -71,18 +71,15 @@ def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out:
     path = folder / "config.json"
     cfg = family.model_config(hf, path, 0, None)
     tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
-    names = [] if copy else safetensors_files(folder)
+    names = safetensors_files(folder)
     lines = family.conversion_lines(cfg)
-    if names:
+    if names and not copy:
         if dtype != "fp32":
             raise HFImportError(f"{argument('dtype', dtype, quoted=False)} stores a copy of the weights in that "
                                 "precision; a language model's weights are read where they are, in their own dtype "
                                 "(leave it out, or import a copy: viz-model import --copy)")
-        try:
-            state = mapped_tensors([folder / name for name in names])
-        except WeightSourceError as err:
-            raise HFImportError(str(err)) from None
-        mapped = family.map_weights(state, cfg, folder / names[0])  # every tensor placed once, else one line
+        state, weights = folder_tensors(folder, names, read_weights)
+        mapped = family.map_weights(state, cfg, weights)  # every tensor placed once, else one line
         shapes = planned_model(cfg)[0]
         wrong = sorted(name for name, tensor in mapped.items() if tuple(tensor.shape) != shapes.get(name))
         if wrong or set(shapes) != set(mapped):
@@ -90,7 +87,6 @@ def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out:
                                 f"({', '.join((wrong or sorted(set(shapes) ^ set(mapped)))[:5])})")
         del state, mapped
         source = stamped(folder, names, hf["model_type"], saved_digests(cfg, tokenizer))
-        weights = folder / names[0]
 
         def write(staging: Path) -> None:
             save_model_files(cfg, tokenizer, staging, card(label, hf, family, lines + read_lines(names), weights))
@@ -101,12 +97,23 @@ def import_language_model(family: Family, folder: Path, hf: dict[str, Any], out:
     if stored > MAX_WEIGHTS_BYTES:
         raise HFImportError(f"{folder}: {stored / 1024**3:.2f} GiB of {dtype} weights, above the "
                             f"{MAX_WEIGHTS_BYTES / 1024**3:.0f} GiB weight-file limit of a copy")
-    state, weights = read_weights(folder)
+    state, weights = folder_tensors(folder, names, read_weights)
     model = CausalLM.for_loading(cfg)
     model.load_state_dict(family.map_weights(state, cfg, weights), strict=True)
     model.eval()
     return write_staged(out, lambda staging: save_model_dir(model, tokenizer, staging, dtype=DTYPES[dtype],
                                                             card=card(label, hf, family, lines, weights)))
+
+
+def folder_tensors(folder: Path, names: list[str], read_weights: Any) -> tuple[dict[str, torch.Tensor], Path]:
+    """The folder's tensors (memory-mapped from its safetensors files `names`, else `read_weights`'s) and the file
+    messages name."""
+    if not names:
+        return read_weights(folder)
+    try:
+        return mapped_tensors([folder / name for name in names]), folder / names[0]
+    except WeightSourceError as err:
+        raise HFImportError(str(err)) from None
 
 
 def read_lines(names: list[str]) -> list[str]:
