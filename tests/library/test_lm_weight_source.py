@@ -109,6 +109,9 @@ def test_a_changed_or_missing_source_file_is_refused_in_one_line(folder, tmp_pat
     assert "\n" not in str(err.value) and str(shard) in str(err.value)
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     viz_model.load(out, device="cpu")  # as it was: loads again
+    record = json.loads((out / WEIGHT_SOURCE).read_text())
+    (out / WEIGHT_SOURCE).write_text(json.dumps({**record, "folder": "../hf"}))  # a relative folder: from `out`
+    viz_model.load(out, device="cpu")
     shard.rename(shard.with_suffix(".moved"))
     with pytest.raises(CheckpointError, match="missing; this model directory reads its weights there") as err:
         viz_model.load(out, device="cpu")

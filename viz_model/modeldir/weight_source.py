@@ -25,7 +25,7 @@ class WeightSourceError(ValueError):
 class WeightSource:
     """Where a model directory's weights are read.
 
-    :ivar folder: the source folder (absolute)
+    :ivar folder: the source folder (the import records it absolute; a relative one is read from the directory)
     :ivar files: each safetensors file's name in it, with its size in bytes and modification time (ns) at import
     :ivar model_type: the source config's ``model_type`` (which family's names the tensors have)
     :ivar digests: the config's and tokenizer's SHA-256 digests at import (as a weights file's metadata holds them)
@@ -68,7 +68,8 @@ def read_weight_source(directory: Path) -> WeightSource:
             raise WeightSourceError(f"{path}: larger than {MAX_SOURCE_BYTES:,} bytes (a damaged or foreign file?)")
         data = json.loads(path.read_text(encoding="utf-8"))
         files = tuple((plain_name(f["name"], path), int(f["bytes"]), int(f["mtime_ns"])) for f in data["files"])
-        source = WeightSource(Path(data["folder"]), files, str(data["model_type"]),
+        folder = directory / Path(data["folder"])  # an absolute path as it is; a relative one from `directory`
+        source = WeightSource(folder, files, str(data["model_type"]),
                               {k: str(v) for k, v in data.items() if k.endswith("_sha256")})
     except (OSError, ValueError, KeyError, TypeError) as err:
         if isinstance(err, WeightSourceError):
