@@ -11,7 +11,7 @@ from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.config.model import POSITIONAL_KINDS
-from viz_model.lessons.watch import LIMITS, POSITIONAL, TASKS
+from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]

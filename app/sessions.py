@@ -22,8 +22,8 @@ from viz_model.api import TranslationModel, asset_roots, device_from_env, model_
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
-from viz_model.lessons import teaching
-from viz_model.lessons.position_schemes import ScoreSplit, split_scores
+from viz_model.lessons import learn_pages
+from viz_model.lessons.position_parts import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
@@ -121,7 +121,7 @@ def searching_model(ref: ModelRef) -> TranslationModel:
     model (a T5 that lists several: its translation task into it), with task prefix `ref.prefix` for a T5-family one
     (the network is shared with `load_model`'s, not copied)."""
     model = load_model(ref)
-    model = model if ref.search == "auto" else model.with_search(ref.search)
+    model = model if ref.search == "auto" else model.with_precision(ref.search)
     if ref.lang:  # a T5's translation task into that language, else a many-to-many model's target language
         model = with_translation_task(model, ref.lang) if translation_tasks(model) else \
             model.with_target_language(ref.lang)
@@ -235,7 +235,7 @@ def compute_deletions(ref: ModelRef, source_ids: tuple[int, ...], output_ids: tu
 @st.cache_data(show_spinner="Sampling random queries and keys…", max_entries=8)
 def compute_saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int) -> pd.DataFrame:
     """How the softmax of random scores saturates with d_k (the Attention by hand page)."""
-    return teaching.saturation(dims, keys, samples, seed)
+    return learn_pages.saturation(dims, keys, samples, seed)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from app import sessions, state, tracing, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
 from viz_model.nn import kinds
-from viz_model.plot import attention as figures
+from viz_model.plot import trace_figures
 
 session = sessions.require_session()
 
@@ -60,18 +60,18 @@ if view == "heatmap":
         state.bound(st.selectbox, "Granularity", SHARED.level, list(LEVEL_LABELS), format_func=LEVEL_LABELS.get)
 if view == "heatmap" and kind != "encoder":
     own.rows.init()
-    state.bound(st.radio, "Label decoder rows by", own.rows, list(figures.ROW_LABELS), horizontal=True,
+    state.bound(st.radio, "Label decoder rows by", own.rows, list(trace_figures.ROW_LABELS), horizontal=True,
                 format_func={"input": "the token each row reads (decoder input)",
                              "output": "the token each row predicts"}.get,
                 help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
 if view == "heatmap":
     own.measure.init()
-    state.bound(st.radio, "Show", own.measure, list(figures.MEASURES), horizontal=True,
+    state.bound(st.radio, "Show", own.measure, list(trace_figures.MEASURES), horizontal=True,
                 format_func={"weights": "attention weights", "value_weighted": "value-weighted",
                              "contributions": "contributions (ALTI)"}.get,
-                 help="Value-weighted: each weight times the length of the vector its key passes on (‖α f(x)‖). "
-                      "Contributions: how much each token adds to the layer's output, all heads, the residual and "
-                      "the LayerNorm included (one map per layer). See Analyze → Attribution.")
+                help="Value-weighted: each weight times the length of the vector its key passes on (‖α f(x)‖). "
+                "Contributions: how much each token adds to the layer's output, all heads, the residual and "
+                "the LayerNorm included (one map per layer). See Analyze → Attribution.")
 for message in filter(None, notices):
     st.info(message)
 
@@ -107,14 +107,14 @@ if view == "heatmap":
         if measure == "contributions":
             st.caption("Contributions are per layer: the head choice does not apply." + (
                 " Cross-attention's last column is the decoder's own residual stream." if kind == "cross" else ""))
-    amap = figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
+    amap = trace_figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
     name = name if measure == "weights" else f"{name}-{measure}"
-    fig = figures.map_heatmap(amap)
+    fig = trace_figures.map_heatmap(amap)
     widgets.chart(fig, name, key="heatmap_chart")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
                "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
                "(shown on hover).")
-    widgets.exports(fig, name, "heatmap", csv=lambda: figures.map_dataframe(amap))
+    widgets.exports(fig, name, "heatmap", csv=lambda: trace_figures.map_dataframe(amap))
 
 elif view == "model":
     aggregate_options = ["heads", "mean", "max"]
@@ -123,7 +123,7 @@ elif view == "model":
                 format_func={"heads": "Every head", "mean": "Mean over heads, per layer",
                              "max": "Max over heads, per layer"}.get)
     aggregate = None if own.aggregate.get() == "heads" else own.aggregate.get()
-    fig = figures.model_view(trace, kind, aggregate, selected=(layer, head))
+    fig = trace_figures.model_view(trace, kind, aggregate, selected=(layer, head))
     widgets.chart(fig, f"{kind}-model-view", key=own.model_view.key, on_select=open_from_model_view)
     st.caption("Click a map to open it in the head heatmap.")
     widgets.exports(fig, f"{kind}-model-view", "model")
@@ -147,7 +147,7 @@ elif view == "head":
                                   and 0 <= focus[1] < len(queries if focus[0] == "query" else keys)):
         focus = None
         own.focus.set(None)
-    fig = figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()))
+    fig = trace_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()))
     widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key=own.head_view.key, on_select=focus_from_head_view)
     if focus is not None:
         st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=own.focus.set, args=(None,))
@@ -172,7 +172,7 @@ else:  # token focus
     state.bound(st.selectbox, "Token", own.token, options, format_func=describe)
     choice = own.token.get()
     side = "query" if choice[0] == "q" else "key"
-    fig = figures.token_focus(trace, kind, side, int(choice[1:]), head)
+    fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head)
     widgets.chart(fig, f"{kind}-token-focus", key="focus_chart")
     st.caption("Each row is a layer. Left: the token's own row of the map (where it attends); right: its column "
                "(which tokens attend to it).")

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from ..api import TranslationModel
 from ..config import ModelConfig
+from ..config.checks import check_int
 from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
 from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
@@ -44,9 +45,8 @@ def all_heads(config: ModelConfig) -> list[Head]:
 
 
 def _index(value: object, size: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-        raise ValueError(f"{what} must be an integer from 0 to {size - 1}, got {value!r}")
-    return value
+    return check_int(what, value, 0, size - 1, error=ValueError,
+                     message=f"{what} must be an integer from 0 to {size - 1}, got {value!r}")
 
 
 def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:

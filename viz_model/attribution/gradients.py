@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..config.checks import check_int
 from ..nn.model import Transformer
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
@@ -58,9 +59,8 @@ class GradientResult:
 
 
 def check_steps(steps: object) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise ValueError(f"integrated-gradient steps must be an integer from 1 to {MAX_STEPS}, got {steps!r}")
-    return steps
+    return check_int("steps", steps, 1, MAX_STEPS, error=ValueError,
+                     message=f"integrated-gradient steps must be an integer from 1 to {MAX_STEPS}, got {steps!r}")
 
 
 def check_tolerance(tolerance: object, steps: int = MAX_STEPS) -> float:

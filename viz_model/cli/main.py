@@ -320,7 +320,7 @@ def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] |
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from ..analysis.corpus import analyze_corpus
+    from ..analysis.corpus_attention import analyze_corpus
     from ..analysis.tables import write_table
 
     out, src, tgt = _corpus_args(args)
@@ -357,10 +357,10 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from ..analysis.alignment import read_pharaoh
     from ..analysis.tables import check_table_path, write_table
+    from ..analysis.word_alignment import read_pharaoh
     from ..attribution import check_methods
-    from ..attribution.corpus import (
+    from ..attribution.corpus_scores import (
         check_draws,
         completeness_summary,
         corpus_faithfulness,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checks import ConfigError, _check_bool, _check_choice, _check_float, _check_int, from_dict
+from .checks import ConfigError, _check_bool, _check_choice, _check_float, check_int, from_dict
 from .data_root import resolve_data_dir
 from .model import ModelConfig
 
@@ -59,9 +59,9 @@ class CorpusConfig:
         _check_float("weight", self.weight, -math.inf, 1000.0)
         if self.weight <= 0:
             raise ConfigError(f"weight must be above 0, got {self.weight} (leave the corpus out instead)")
-        _check_int("holdout_val", self.holdout_val, 0, 10_000_000)
-        _check_int("holdout_test", self.holdout_test, 0, 10_000_000)
-        _check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
+        check_int("holdout_val", self.holdout_val, 0, 10_000_000)
+        check_int("holdout_test", self.holdout_test, 0, 10_000_000)
+        check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
         _check_choice("holdout_rule", self.holdout_rule, HOLDOUT_RULE_NAMES)
         if self.holdout and (self.train or self.val or self.test):
             raise ConfigError("with holdout, the train, val and test parts come from the split: leave train, val "
@@ -161,7 +161,7 @@ class TrainConfig:
                                 ("keep_epoch_checkpoints", 1, 1000), ("average_last", 1, 1000),
                                 ("eval_every_epochs", 0, 100_000), ("eval_bleu_sentences", 0, 10_000_000),
                                 ("eval_beam", 1, 64), ("threads", 0, 1024)):
-            _check_int(name, getattr(self, name), low, high)
+            check_int(name, getattr(self, name), low, high)
         for name, low, high in (("lr_scale", 0.0, 1e3), ("lr_peak", 0.0, 1.0), ("adam_beta1", 0.0, 0.9999),
                                 ("adam_beta2", 0.0, 0.99999), ("adam_eps", 0.0, 1.0),
                                 ("weight_decay", 0.0, 1.0), ("label_smoothing", 0.0, 0.99),

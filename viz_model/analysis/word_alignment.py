@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from ..api import TranslationModel
+from ..config.checks import check_int
 from ..data.textfiles import open_text
 from ..tokenization.tokenizer import WORD_START, word_ids
-from .corpus import iter_attentions
+from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS
 
 Link = tuple[int, int]  # (source word, target word)
@@ -110,8 +111,8 @@ def check_rows(rows: str) -> str:
 def layer_word_attention(record: CrossRecord, layer: int, rows: str = "output") -> WordAttention:
     """The word-level maps ``(heads, target_words, source_words)`` of one cross-attention layer of a record."""
     maps = record.cross_attentions
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
-        raise ValueError(f"layer must be an integer from 0 to {len(maps) - 1}, got {layer!r}")
+    check_int("layer", layer, 0, len(maps) - 1, error=ValueError,
+              message=f"layer must be an integer from 0 to {len(maps) - 1}, got {layer!r}")
     tokens = record.output_tokens if check_rows(rows) == "output" else record.target_tokens
     return word_attention(maps[layer], record.source_tokens, tokens)
 
