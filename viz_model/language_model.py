@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
-from .modeldir.checkpoint import CheckpointError, load_model_dir, read_card
+from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, window_mask
 from .search.causal import beam_continuation
@@ -75,7 +75,12 @@ class LanguageModel:
     def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
         """The decoder-only model directory `directory` on `device`; errors name the file at fault."""
         directory = Path(directory)
-        network, tokenizer, _ = load_model_dir(directory)
+        if has_weight_source(directory):  # weights read where they are, in the dtype the device computes in
+            from .hf.mapped_load import mapped_model
+
+            network, tokenizer = mapped_model(directory, device)
+        else:
+            network, tokenizer, _ = load_model_dir(directory)
         if isinstance(tokenizer, Tokenizer):  # a model `viz-model train` trained: this project's SentencePiece
             tokenizer = SentencePieceLM(tokenizer)
         if not isinstance(network, CausalLM) or not isinstance(tokenizer, (LMTokenizer, SentencePieceLM)):
