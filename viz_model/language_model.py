@@ -19,7 +19,7 @@ import torch
 from .config import ModelConfig
 from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
-from .nn.causal_lm import CausalLM, window_mask
+from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
 from .search.causal import beam_continuation
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
@@ -118,18 +118,28 @@ class LanguageModel:
         """The greedy continuation of `ids` (as ``generate(do_sample=False)``): up to `max_new_tokens` ids, the
         end-of-text id that stopped it included."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        return self._decoded(ids, max_new_tokens, record=False)[0]
+
+    def _decoded(self, ids: list[int], max_new_tokens: int, record: bool) -> tuple[list[int], list[CausalLMOutput]]:
+        """The greedy continuation of `ids` with the KV cache, and with `record` each call's output with its maps
+        and every position's logits (the last new token run too: its maps and the choice after it)."""
         new: list[int] = []
+        calls: list[CausalLMOutput] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
-        while len(new) < max_new_tokens:
-            out = self.network(step, cache=cache)
+        while record or len(new) < max_new_tokens:
+            out = self.network(step, need_weights="maps" if record else False, cache=cache, last_logits=not record)
             cache = out.cache
+            if record:
+                calls.append(out)
+                if len(new) == max_new_tokens or (new and new[-1] in self.tokenizer.eos_ids):
+                    break
             token = int(out.logits[0, -1].argmax())
             new.append(token)
-            if token in self.tokenizer.eos_ids:
+            if not record and token in self.tokenizer.eos_ids:
                 break
             step = torch.tensor([[token]], device=self.device)
-        return new
+        return new, calls
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
         """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
@@ -168,11 +178,13 @@ class LanguageModel:
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(prompt_ids, max_new_tokens)
+        new, calls = self._decoded(prompt_ids, max_new_tokens, record=True)
         decoded = time.perf_counter()
         ids = prompt_ids + new
-        out = self.network(torch.tensor([ids], device=self.device), need_weights=True)
-        probabilities = torch.softmax(out.logits[0].float(), dim=-1)
+        attentions = recorded_maps(calls, len(ids))
+        logits = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
+        del calls
+        probabilities = logits.sub_(logits.logsumexp(-1, keepdim=True)).exp_()  # softmax in place: one n x vocab
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)
         top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
@@ -190,7 +202,7 @@ class LanguageModel:
             source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
             source_words=[], target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens),
             output_ids=outputs, output_tokens=self.tokenizer.pieces(outputs), encoder_attentions=[],
-            decoder_attentions=[a[0].float().cpu().numpy() for a in out.attentions], cross_attentions=[],
+            decoder_attentions=attentions, cross_attentions=[],
             encoder_mask=np.zeros((0, 0), dtype=bool),
             decoder_mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
             cross_mask=np.zeros((n, 0), dtype=bool), source_positional=np.zeros((0, d), dtype=np.float32),
@@ -198,10 +210,27 @@ class LanguageModel:
             target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
             log_probability=log_probability,
             settings={"search": "greedy", "beam": 1, "top_k": top_k, "max_new_tokens": max_new_tokens,
-                      "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None},
+                      "prompt_length": len(prompt_ids), "kv_heads": self.network.layers[0].self_attn.query_kv_heads()},
             config=self.config.to_dict(), model_name=self.name,
             device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
             timings={"decode_ms": 1000 * (decoded - start), "trace_ms": 1000 * (time.perf_counter() - decoded),
                      "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
         return trace
+
+
+def recorded_maps(calls: list[CausalLMOutput], n: int) -> list[np.ndarray]:
+    """Per layer ``(heads, n, n)`` float32: the rows each cached call recorded (the prompt's, then one per new token)
+    one under the other, the keys after a row's own (never attended) zero. Each call's maps are let go once copied
+    (one call's: taken as they are, no copy)."""
+    if len(calls) == 1:
+        return [weights[0].float().cpu().numpy() for weights in calls[0].attentions]
+    maps = [np.zeros((weights.shape[1], n, n), dtype=np.float32) for weights in calls[0].attentions]
+    row = 0
+    for out in calls:
+        for layer, weights in zip(maps, out.attentions):
+            weights = weights[0]
+            layer[:, row:row + weights.shape[1], :weights.shape[2]] = weights.float().cpu().numpy()
+        row += out.logits.shape[1]
+        out.maps.clear()
+    return maps

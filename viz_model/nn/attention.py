@@ -269,6 +269,10 @@ class MultiHeadAttention(nn.Module):
         group = self.heads // self.kv_heads
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
+    def query_kv_heads(self) -> list[int] | None:
+        """Per query head, the key/value head it reads; None where every query head has its own."""
+        return None if self.kv_heads == self.heads else [h // (self.heads // self.kv_heads) for h in range(self.heads)]
+
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
         batch, _, length, _ = x.shape
@@ -319,8 +323,7 @@ class MultiHeadAttention(nn.Module):
                 record.position_bias = record.scores - attention_scores(
                     _unrotated(q, position.rotation), _unrotated(key, position.key_rotation), self.scale,
                     self.softcap)
-            if self.kv_heads != self.heads:
-                record.kv_heads = [h // (self.heads // self.kv_heads) for h in range(self.heads)]
+            record.kv_heads = self.query_kv_heads()
             record = record if need_weights else None
         else:
             out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
