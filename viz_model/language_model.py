@@ -182,9 +182,10 @@ class LanguageModel:
         decoded = time.perf_counter()
         ids = prompt_ids + new
         attentions = recorded_maps(calls, len(ids))
-        logits = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
+        probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
         del calls
-        probabilities = logits.sub_(logits.logsumexp(-1, keepdim=True)).exp_()  # softmax in place: one n x vocab
+        for rows in probabilities.split(64):  # softmax in place, 64 rows at a time: one (n, vocab) tensor in all
+            rows.copy_(torch.softmax(rows, dim=-1))
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)
         top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)

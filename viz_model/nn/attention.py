@@ -81,8 +81,8 @@ def attention_scores(q: Tensor, k: Tensor, scale: bool | float = True, softcap: 
     """Q K^T, divided by sqrt(d_k) when `scale` is True (the paper's scaled dot product), by sqrt(`scale`) where it
     is a number (Gemma's query_pre_attn_scalar); then ``softcap * tanh(scores / softcap)`` where a cap is given."""
     scores = q @ k.transpose(-2, -1)
-    if scale is not False:
-        scores = scores / math.sqrt(q.shape[-1] if scale is True else scale)
+    if scale is not False:  # in place on the product's own tensor: one (.., len, keys) tensor, not two
+        scores = scores.div_(math.sqrt(q.shape[-1] if scale is True else scale))
     return scores if softcap is None else torch.tanh(scores / softcap) * softcap
 
 
@@ -94,7 +94,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax in float32, back in the scores' dtype; rows with every key masked become zeros."""
     weights = torch.softmax(masked.float(), dim=-1)
-    return (weights if mask is None else weights.nan_to_num(0.0)).to(masked.dtype)
+    if mask is not None:  # in place where no gradient needs the softmax's output
+        weights = weights.nan_to_num(0.0) if weights.requires_grad else weights.nan_to_num_(0.0)
+    return weights.to(masked.dtype)
 
 
 @dataclass
