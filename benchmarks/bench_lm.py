@@ -15,8 +15,9 @@ weights in the same precision. Runs alternate between the systems (`bench_trace.
 
 Each side's continuation is checked identical to the others' (a benchmark of different outputs is void: the run
 stops). The long-prompt case: ours ``trace(LONG_PROMPT, max_new_tokens=0)`` against transformers' forward with
-``output_attentions=True`` over the same ids, time and the peak memory each call adds (CPU: the process's peak
-resident set, reset before each call; CUDA: the allocator's peak).
+``output_attentions=True`` over the same ids: the time, and the peak memory one call adds, each side in a fresh
+process that loads both models and warms the call once (CPU: the peak resident set, reset before the call with
+freed memory handed back; CUDA: the allocator's peak).
 
 Targets (issue 51): the full trace 2x faster at GPT-2-small size, 1.5x at the Qwen size; the long prompt no slower,
 with no more peak memory. Results: ``benchmarks/results/bench_lm.json`` (``--out`` elsewhere).
@@ -32,6 +33,7 @@ import argparse
 import ctypes
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,18 +129,36 @@ def summary(times: dict[str, list[float]], ours: str = "ours") -> dict:
     return found
 
 
-def model_case(label: str, root: Path, args: argparse.Namespace, device: torch.device) -> dict:
-    """Both systems on one model size: the full trace and the long prompt."""
+def load_pair(folder: Path, out: Path, model_class: str, args: argparse.Namespace,
+              device: torch.device) -> tuple[viz_model.LanguageModel, Any, Any]:
+    """Our import of `folder` (`out`), transformers' model of it (eager attention) and its tokenizer."""
     import transformers
 
-    name, model_class, target = MODELS[label]
-    folder = build_folder(root, name, model_class, args.quick, DTYPES[args.dtype])
-    out = root / f"{name}-imported"
-    import_model(str(folder), out)
     ours = viz_model.load(out, device=device)
     theirs = getattr(transformers, model_class).from_pretrained(folder, attn_implementation="eager",
                                                               dtype=DTYPES[args.dtype]).to(device).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    return ours, theirs, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def model_case(label: str, root: Path, args: argparse.Namespace, device: torch.device) -> dict:
+    """Both systems on one model size: the full trace and the long prompt."""
+    name, model_class, _ = MODELS[label]
+    folder = build_folder(root, name, model_class, args.quick, DTYPES[args.dtype])
+    out = root / f"{name}-imported"
+    import_model(str(folder), out)
+    found = timed(label, folder, out, args, device)
+    lp = found["long_prompt"]
+    for side in ("ours", "transformers_forward"):  # each in a fresh process, the models here let go
+        lp[f"{side}_peak_added_mb"] = memory_child(side, folder, out, model_class, args)
+    if lp["ours_peak_added_mb"] is not None and lp["transformers_forward_peak_added_mb"] is not None:
+        lp["no_more_memory"] = lp["ours_peak_added_mb"] <= lp["transformers_forward_peak_added_mb"]
+    return found
+
+
+def timed(label: str, folder: Path, out: Path, args: argparse.Namespace, device: torch.device) -> dict:
+    """The systems' times, runs alternating: the full trace (continuations checked identical), the long prompt."""
+    _, model_class, target = MODELS[label]
+    ours, theirs, tokenizer = load_pair(folder, out, model_class, args, device)
     new = args.new_tokens
     prompt = tokenizer(PROMPT, return_tensors="pt").input_ids.to(device)
     if ours.encode(PROMPT) != prompt[0].tolist():
@@ -170,16 +190,23 @@ def model_case(label: str, root: Path, args: argparse.Namespace, device: torch.d
         "target_speedup": target, **summary(times)}
     found["target_met"] = found["speedup_vs_transformers_eager"]["median"] >= target
     found["ours_phases_ms"] = {k: round(v, 1) for k, v in trace.timings.items()}
-    found["long_prompt"] = long_prompt(ours, theirs, tokenizer, args, device)
+    systems = long_prompt_systems(ours, theirs, tokenizer, args, device)
+    times = time_interleaved({n: synchronized(fn, device) for n, fn in systems.items()}, args.runs, args.warmup)
+    lp = found["long_prompt"] = {"tokens": len(tokenizer(long_text(tokenizer, args)).input_ids), **summary(times)}
+    lp["no_slower"] = lp["speedup_vs_transformers_forward"]["median"] >= 1.0
     return found
 
 
-def long_prompt(ours: viz_model.LanguageModel, theirs: Any, tokenizer: Any, args: argparse.Namespace,
-                device: torch.device) -> dict:
-    """Ours tracing a `args.long_tokens`-token prompt against transformers' forward with its attentions."""
-    ids = tokenizer(LONG_WORDS * (args.long_tokens // 20 + 1)).input_ids[:args.long_tokens]
-    text = tokenizer.decode(ids)
-    ids = tokenizer(text).input_ids  # the decoded text's own ids (a cut can join pieces differently)
+def long_text(tokenizer: Any, args: argparse.Namespace) -> str:
+    """About `args.long_tokens` tokens of text (cut at a token, decoded: its own ids may join pieces differently)."""
+    return tokenizer.decode(tokenizer(LONG_WORDS * (args.long_tokens // 20 + 1)).input_ids[:args.long_tokens])
+
+
+def long_prompt_systems(ours: viz_model.LanguageModel, theirs: Any, tokenizer: Any, args: argparse.Namespace,
+                        device: torch.device) -> dict[str, Callable[[], Any]]:
+    """Ours tracing the long prompt, transformers' forward over its ids with its attentions."""
+    text = long_text(tokenizer, args)
+    ids = tokenizer(text).input_ids
     if ours.encode(text) != ids:
         raise SystemExit("the two tokenizers give different ids for the long prompt")
     source = torch.tensor([ids], device=device)
@@ -187,17 +214,27 @@ def long_prompt(ours: viz_model.LanguageModel, theirs: Any, tokenizer: Any, args
     def forward() -> Any:
         with torch.inference_mode():
             return theirs(source, output_attentions=True)
+    return {"ours": lambda: ours.trace(text, max_new_tokens=0), "transformers_forward": forward}
 
-    systems = {"ours": lambda: ours.trace(text, max_new_tokens=0), "transformers_forward": forward}
-    for fn in systems.values():  # warm before the memory is measured
-        fn()
-    memory = {f"{n}_peak_added_mb": peak_added_mb(fn, device) for n, fn in systems.items()}
-    times = time_interleaved({n: synchronized(fn, device) for n, fn in systems.items()}, args.runs, args.warmup)
-    found = {"tokens": len(ids), **summary(times), **memory}
-    found["no_slower"] = found["speedup_vs_transformers_forward"]["median"] >= 1.0
-    if None not in memory.values():
-        found["no_more_memory"] = memory["ours_peak_added_mb"] <= memory["transformers_forward_peak_added_mb"]
-    return found
+
+def memory_child(side: str, folder: Path, out: Path, model_class: str, args: argparse.Namespace) -> float | None:
+    """The peak memory one long-prompt call of `side` adds, in a fresh process that loads both and warms it once."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--memory-child", side, str(folder), str(out),
+               model_class, "--long-tokens", str(args.long_tokens), "--threads", str(args.threads), "--device",
+               args.device, "--dtype", args.dtype]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"the memory child ({side}) failed: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])["peak_added_mb"]
+
+
+def run_memory_child(args: argparse.Namespace, device: torch.device) -> int:
+    side, folder, out, model_class = args.memory_child
+    ours, theirs, tokenizer = load_pair(Path(folder), Path(out), model_class, args, device)
+    fn = long_prompt_systems(ours, theirs, tokenizer, args, device)[side]
+    fn()  # warm: what a first call allocates once is not the call's
+    print(json.dumps({"peak_added_mb": peak_added_mb(fn, device)}))
+    return 0
 
 
 def table(found: dict) -> str:
@@ -227,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 1 run, short prompts")
     parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    parser.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/"
                         "bench_lm.json; none with --quick)")
     args = parser.parse_args(argv)
@@ -238,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--dtype bf16 is for --device cuda (on the CPU a language model computes in fp32)")
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if args.memory_child:
+        return run_memory_child(args, device)
     monitor = CpuMonitor()
     found: dict[str, Any] = {"prompt": PROMPT, "runs": args.runs, "warmup": args.warmup, "threads": args.threads,
                              "device": args.device, "dtype": args.dtype, "quick": args.quick,

@@ -198,6 +198,7 @@ class CausalLM(nn.Module):
             out.cache.append(kv)
             if record is not None:
                 out.maps.append(record.weights) if maps_only else out.records.append(record)
+            record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
         out.logits = self.logits(normed(self.final_norm, x[:, -1:] if last_logits else x))
         return out
