@@ -1,0 +1,68 @@
+"""What `viz_model.load` must not ignore or mix up (a review of issues 50 and 51): a search precision given for a
+language model (it has no such choice), two processes importing one hub model into the cache at once, and
+language codes that would make two choices one cache entry. Small random GPT-2 built by transformers; CPU, fp32."""
+
+from __future__ import annotations
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf_lm import build_lm_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.hf import hub_cache  # noqa: E402
+from viz_model.hf.hub_cache import CACHE_ENV, cache_name  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+from viz_model.language_model import LanguageModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    """A small random GPT-2 folder, as save_pretrained writes it."""
+    return build_lm_folder(tmp_path_factory.mktemp("hf"), "gpt2")
+
+
+def test_a_language_model_refuses_a_search_precision_instead_of_ignoring_it(gpt2, tmp_path):
+    directory = import_model(str(gpt2), tmp_path / "lm")
+    assert isinstance(viz_model.load(directory, device="cpu"), LanguageModel)  # "auto": nothing chosen
+    for precision in ("int8", "fp32", "int4"):
+        with pytest.raises(ValueError, match=rf"^precision='{precision}': .*language model") as info:
+            viz_model.load(directory, device="cpu", precision=precision)
+        assert "\n" not in str(info.value)
+
+
+def test_two_processes_importing_one_hub_model_both_get_it(gpt2, tmp_path, monkeypatch):
+    """The other process's import lands between this one's look into the cache and its own rename."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    real = hub_cache.import_model
+
+    def raced(source, out, *args, **kwargs):
+        real(str(gpt2), out, label="the other process")  # finished first
+        return real(str(gpt2), out, *args, **kwargs)
+
+    monkeypatch.setattr(hub_cache, "import_model", raced)
+    monkeypatch.setattr(hub_cache, "is_hub_id", lambda source: source == "owner/gpt2")
+    directory = hub_cache.cached_import("owner/gpt2")
+    assert directory == tmp_path / "cache" / "owner--gpt2"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["owner--gpt2"]  # no staging folder left
+    assert isinstance(viz_model.load(directory, device="cpu"), LanguageModel)
+
+
+def test_a_failed_import_is_still_an_error_when_nothing_is_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+
+    def failing(source, out, *args, **kwargs):
+        raise HFImportError(f"{out}: could not be written (no space left on device)")
+
+    monkeypatch.setattr(hub_cache, "import_model", failing)
+    monkeypatch.setattr(hub_cache, "is_hub_id", lambda source: True)
+    with pytest.raises(HFImportError, match="could not be written"):
+        hub_cache.cached_import("owner/gpt2")
+
+
+@pytest.mark.parametrize("source_lang, target_lang", [("en__to-de", None), ("en", "de__fp16")])
+def test_language_codes_that_would_share_another_choice_s_cache_entry_are_refused(source_lang, target_lang):
+    with pytest.raises(HFImportError, match="not a language code"):
+        cache_name("owner/name", source_lang, target_lang)
+    assert cache_name("owner/name", "deu_Latn", "zh-Hant") == "owner--name__from-deu_Latn__to-zh-Hant"
