@@ -66,3 +66,18 @@ def test_language_codes_that_would_share_another_choice_s_cache_entry_are_refuse
     with pytest.raises(HFImportError, match="not a language code"):
         cache_name("owner/name", source_lang, target_lang)
     assert cache_name("owner/name", "deu_Latn", "zh-Hant") == "owner--name__from-deu_Latn__to-zh-Hant"
+
+
+def test_the_cli_says_a_language_model_is_not_its_kind_whatever_search_precision_is_given(gpt2, tmp_path, capsys):
+    from viz_model.cli.main import main
+
+    directory = import_model(str(gpt2), tmp_path / "lm")
+    for flags in ([], ["--search", "int8"]):
+        assert main(["translate", "A dog.", "--model", str(directory), "--device", "cpu", *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"{directory}: a decoder-only language model; this command works on translation models "
+                            "(in Python: viz_model.load(...).complete(prompt) or .trace(prompt))"), err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["translate", "A dog.", "--model", str(empty), "--device", "cpu"]) == 2
+    assert "config.json" in capsys.readouterr().err
