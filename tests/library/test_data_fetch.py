@@ -380,3 +380,13 @@ def test_a_second_fetch_of_a_set_being_fetched_is_refused_and_leaves_the_first_w
                          "run the command again")
     assert leftovers(tmp_path / "multi30k") == ["train.de.gz", "train.en.gz"]
     assert not [p for p in tmp_path.rglob("*.part")]
+
+
+def test_a_relative_to_is_said_as_the_absolute_root_the_configs_need(tmp_path, capsys, monkeypatch, server):
+    monkeypatch.setitem(catalogue.DATA_SETS, "multi30k", captions_set())
+    server.files = {f"/multi30k/{n}": b for n, b in CAPTIONS.items()}
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fetch", "multi30k", "--to", "corpora", "--mirror", server.url)
+    assert code == 0, err
+    assert f"multi30k is in {tmp_path / 'corpora' / 'multi30k'}\n" in out  # training runs from elsewhere too
+    assert out.endswith(f"with VIZ_MODEL_DATA={tmp_path / 'corpora'}\n")
