@@ -81,3 +81,10 @@ def test_the_cli_says_a_language_model_is_not_its_kind_whatever_search_precision
     empty.mkdir()
     assert main(["translate", "A dog.", "--model", str(empty), "--device", "cpu"]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_a_folder_given_as_dot_is_named_by_its_own_name(gpt2, tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.chdir(gpt2)
+    model = viz_model.load(".", device="cpu")
+    assert model.card.startswith(f"# {gpt2.name} (imported)"), model.card[:80]

@@ -87,7 +87,7 @@ def cached_import(source: str, source_lang: str | None = None, target_lang: str 
     if not directory.is_dir():
         try:
             import_model(source, directory, source_lang, target_lang, dtype or "fp32",
-                         label=source if is_hub_id(source) else Path(source).name)
+                         label=source if is_hub_id(source) else Path(source).resolve().name)
         except HFImportError:
             if not directory.is_dir():
                 raise
