@@ -1,14 +1,23 @@
 """What `viz_model.load` must not ignore or mix up (a review of issues 50 and 51): a search precision given for a
-language model (it has no such choice), two processes importing one hub model into the cache at once, and
-language codes that would make two choices one cache entry. Small random GPT-2 built by transformers; CPU, fp32."""
+language model (it has no such choice), two processes importing one hub model into the cache at once, language
+codes that would make two choices one cache entry, and what a hub id fetches (one set of weights, a byte-level BPE's
+merges.txt). Small random GPT-2 and Qwen2 built by transformers; the hub replaced by a local folder; CPU, fp32."""
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import shutil
+from pathlib import Path
+
 import pytest
+import torch
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
+from support.hf import randomise  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
+from support.published import FIXTURES, unpacked  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.hf import hub_cache  # noqa: E402
@@ -88,3 +97,56 @@ def test_a_folder_given_as_dot_is_named_by_its_own_name(gpt2, tmp_path, monkeypa
     monkeypatch.chdir(gpt2)
     model = viz_model.load(".", device="cpu")
     assert model.card.startswith(f"# {gpt2.name} (imported)"), model.card[:80]
+
+
+def hub_serving(repo: Path, snapshot: Path, monkeypatch) -> list[list[str]]:
+    """The hub replaced by `repo`: ``snapshot_download`` copies the repository's files that `allow_patterns` match
+    into `snapshot` (as the hub's cache does) and returns it; the patterns of each call."""
+    import huggingface_hub
+
+    asked: list[list[str]] = []
+
+    def download(repo_id, allow_patterns=None, **kwargs):
+        asked.append(list(allow_patterns))
+        snapshot.mkdir(parents=True, exist_ok=True)
+        for file in repo.iterdir():
+            if any(fnmatch.fnmatch(file.name, p) for p in allow_patterns) and not (snapshot / file.name).exists():
+                shutil.copy(file, snapshot)
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
+    return asked
+
+
+def test_a_hub_id_fetches_one_set_of_weights_and_the_merges_of_a_byte_level_bpe(tmp_path, monkeypatch):
+    """Qwen2.5's tokenizer as published in vocab.json + merges.txt, safetensors and a pytorch_model.bin beside them
+    (as many repositories publish both): merges.txt was not fetched (the import failed), the .bin copy was."""
+    repo = unpacked(FIXTURES / "lm" / "qwen2.5-0.5b-instruct", tmp_path / "repo")
+    config = json.loads((repo / "config.json").read_text()) | {
+        "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_window_layers": 2}
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config.from_dict(config))
+    randomise(model)
+    model.save_pretrained(repo)
+    (repo / "config.json").write_text(json.dumps(config))
+    shutil.copy(FIXTURES / "lm" / "qwen2.5-0.5b-instruct" / "generation_config.json", repo)
+    torch.save(model.state_dict(), repo / "pytorch_model.bin")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    hub_serving(repo, tmp_path / "hub" / "snapshot", monkeypatch)
+    lm = viz_model.load("Qwen/Qwen2.5-0.5B-Instruct", device="cpu")
+    assert isinstance(lm, LanguageModel) and (tmp_path / "hub" / "snapshot" / "merges.txt").is_file()
+    assert not (tmp_path / "hub" / "snapshot" / "pytorch_model.bin").exists()  # the safetensors are read
+    ids = transformers.AutoTokenizer.from_pretrained(repo)("Hello world, café")["input_ids"]
+    assert lm.tokenizer.encode("Hello world, café") == ids
+
+
+def test_a_hub_id_published_as_pytorch_model_bin_only_still_fetches_it(gpt2, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    shutil.copytree(gpt2, repo)
+    model = transformers.GPT2LMHeadModel.from_pretrained(gpt2)
+    (repo / "model.safetensors").unlink()
+    torch.save(model.state_dict(), repo / "pytorch_model.bin")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    hub_serving(repo, tmp_path / "hub" / "snapshot", monkeypatch)
+    lm = viz_model.load("openai-community/gpt2", device="cpu")
+    assert isinstance(lm, LanguageModel) and (tmp_path / "hub" / "snapshot" / "pytorch_model.bin").is_file()
