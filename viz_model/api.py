@@ -416,8 +416,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
         if precision != "auto":  # refused, not ignored: it has no search precision to choose
-            raise CheckpointError(f"precision={precision!r}: {directory} is a language model, which has no search "
-                                  "precision to choose (fp32 on the CPU, its weights' dtype on a GPU); leave it out")
+            raise CheckpointError(f"precision={precision!r}: a language model has no search precision to choose "
+                                  "(fp32 on the CPU, its weights' dtype on a GPU); leave it out")
         return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)

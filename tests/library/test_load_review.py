@@ -150,3 +150,13 @@ def test_a_hub_id_published_as_pytorch_model_bin_only_still_fetches_it(gpt2, tmp
     hub_serving(repo, tmp_path / "hub" / "snapshot", monkeypatch)
     lm = viz_model.load("openai-community/gpt2", device="cpu")
     assert isinstance(lm, LanguageModel) and (tmp_path / "hub" / "snapshot" / "pytorch_model.bin").is_file()
+
+
+def test_from_transformers_refuses_a_language_model_s_precision_without_naming_its_temporary_folder(gpt2):
+    model = transformers.GPT2LMHeadModel.from_pretrained(gpt2)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gpt2)
+    with pytest.raises(ValueError) as info:
+        viz_model.from_transformers(model, tokenizer, device="cpu", precision="int8")
+    assert str(info.value) == ("precision='int8': a language model has no search precision to choose (fp32 on the "
+                               "CPU, its weights' dtype on a GPU); leave it out")
+    assert isinstance(viz_model.from_transformers(model, tokenizer, device="cpu"), LanguageModel)
