@@ -390,3 +390,26 @@ def test_a_relative_to_is_said_as_the_absolute_root_the_configs_need(tmp_path, c
     assert code == 0, err
     assert f"multi30k is in {tmp_path / 'corpora' / 'multi30k'}\n" in out  # training runs from elsewhere too
     assert out.endswith(f"with VIZ_MODEL_DATA={tmp_path / 'corpora'}\n")
+
+
+def test_a_read_only_root_whose_sets_are_verified_still_fetches_nothing_and_succeeds(tmp_path, capsys, monkeypatch,
+                                                                                     server):
+    """A shared copy no one may write into (the lock beside the folder cannot be made there)."""
+    import os as os_module
+
+    from viz_model.data import fetch as fetch_module
+
+    monkeypatch.setitem(catalogue.DATA_SETS, "multi30k", captions_set())
+    server.files = {f"/multi30k/{n}": b for n, b in CAPTIONS.items()}
+    assert run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)[0] == 0
+    real_open = os_module.open
+
+    def read_only(path, flags, *args, **kwargs):
+        if flags & os_module.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_module.os, "open", read_only)
+    (tmp_path / ".multi30k.lock").unlink()
+    code, out, err = run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)
+    assert code == 0 and "(2 were there already)" in err, err
