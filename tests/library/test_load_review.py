@@ -160,3 +160,10 @@ def test_from_transformers_refuses_a_language_model_s_precision_without_naming_i
     assert str(info.value) == ("precision='int8': a language model has no search precision to choose (fp32 on the "
                                "CPU, its weights' dtype on a GPU); leave it out")
     assert isinstance(viz_model.from_transformers(model, tokenizer, device="cpu"), LanguageModel)
+
+
+def test_chat_refuses_a_string_rather_than_continuing_it_without_the_template(gpt2, tmp_path):
+    lm = viz_model.load(import_model(str(gpt2), tmp_path / "lm"), device="cpu")
+    with pytest.raises(ValueError, match=r"^messages must be a list of .* got a string \(to continue text as it is, "
+                                         r"without the chat template, use complete\)$"):
+        lm.chat("Hello there")
