@@ -114,6 +114,21 @@ def test_the_sliding_window_hides_the_keys_before_it(family, imported):
         assert hidden == (imported.network.window(layer) is not None)
 
 
+def test_the_trace_carries_each_layers_own_mask_and_the_decoders_heads(family, imported):
+    trace = imported.trace(PROMPTS[-1], max_new_tokens=4)
+    assert trace.num_heads == imported.config.heads > 0
+    n = len(trace.target_ids)
+    q, k = np.arange(n)[:, None], np.arange(n)[None, :]
+    assert np.array_equal(trace.decoder_mask, k <= q)
+    for layer, weights in enumerate(trace.decoder_attentions):
+        window = imported.network.window(layer)
+        mask = trace.mask("decoder", layer)
+        assert np.array_equal(mask, (k <= q) & (k > q - (window or n)))
+        assert (weights[:, ~mask] == 0).all()
+    sliding = [imported.network.window(i) is not None for i in range(imported.config.decoder_layers)]
+    assert any(sliding) == (family in ("mistral", "qwen2", "gemma2", "gemma3"))
+
+
 def test_greedy_continuations_equal_generate(hf, imported):
     model, tok = hf
     for prompt in SEARCHED:
