@@ -125,15 +125,12 @@ class LanguageModel:
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
         """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
-        length_penalty 1, early_stopping False); one line for a model with several end-of-text ids."""
+        length_penalty 1, early_stopping False), ending at any of the model's end-of-text ids."""
         beam = check_count(beam, "beam", 1, MAX_BEAM)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         if beam == 1 or max_new_tokens == 0:
             return self.continue_ids(ids, max_new_tokens)
-        if len(self.tokenizer.eos_ids) > 1:
-            raise ValueError(f"beam search with several end-of-text ids ({self.tokenizer.eos_ids}) is not implemented; "
-                             "use beam=None (greedy)")
-        return beam_continuation(self.network, ids, beam, max_new_tokens).tokens
+        return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids).tokens
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
         """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:

@@ -337,3 +337,31 @@ def test_load_of_a_hugging_face_folder_gives_a_language_model(tmp_path, monkeypa
     with pytest.raises(ValueError, match="source_lang= / target_lang= choose a translation model's pair") as err:
         viz_model.load(str(folder), device="cpu", source_lang="en")
     assert "\n" not in str(err.value)
+
+
+def test_beam_search_ends_at_any_of_several_end_of_text_ids_as_generate(tmp_path):
+    """A Llama whose generation config names two end-of-text ids (as Llama 3's and Qwen2.5's instruct models do), the
+    second a token its searches pick often: greedy and beam (4) continuations end at either, as generate()'s."""
+    folder = build_lm_folder(tmp_path, "llama")
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        picks = [model.generate(tok(p, return_tensors="pt").input_ids, do_sample=False, num_beams=4,
+                                max_new_tokens=6)[0, -6:] for p in PROMPTS]
+    ends = [model.config.eos_token_id, int(torch.cat(picks).mode().values)]
+    generation = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": ends}))
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    lm = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cpu")
+    assert lm.tokenizer.eos_ids == ends
+    ended = 0
+    for prompt in SEARCHED[::2]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        for beam in (1, 4):
+            with torch.no_grad():
+                new = model.generate(ids, do_sample=False, num_beams=beam, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+            stop = [i for i, token in enumerate(new) if token in ends]
+            new = new[:stop[0] + 1] if stop else new  # generate pads after the end
+            assert lm.beam_ids(ids[0].tolist(), beam, 10) == new, (prompt, beam)
+            ended += bool(new) and new[-1] == ends[1]
+    assert ended >= 5, ended

@@ -42,9 +42,10 @@ class CausalScorer:
 
 
 @torch.inference_mode()
-def beam_continuation(network: CausalLM, prompt: list[int], beam: int, max_new_tokens: int) -> Hypothesis:
+def beam_continuation(network: CausalLM, prompt: list[int], beam: int, max_new_tokens: int,
+                      eos_ids: list[int]) -> Hypothesis:
     """The best continuation of `prompt` as transformers' ``generate(num_beams=beam, do_sample=False)`` finds it
-    (length_penalty 1, early_stopping False), ending at the config's ``eos_id`` or after `max_new_tokens`."""
+    (length_penalty 1, early_stopping False), ending at any of `eos_ids` or after `max_new_tokens`."""
     settings = HFGeneration(num_beams=beam, max_length=max_new_tokens + 1)
     return transformers_search(network, CausalScorer(network, prompt, beam), 1, settings, beam,  # type: ignore[arg-type]
-                               settings.length_penalty)[0]
+                               settings.length_penalty, eos_ids=eos_ids)[0]
