@@ -20,7 +20,7 @@ from .config import ModelConfig
 from .modeldir.checkpoint import CheckpointError, load_model_dir, read_card
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, window_mask
-from .search.causal import beam_continuation
+from .search.causal import LMSearch, beam_continuation
 from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import word_ids
 from .trace import AttentionTrace, DecodingStep
@@ -61,6 +61,8 @@ class LanguageModel:
     :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
     :ivar device: where it runs
     :ivar card: its model card's text
+    :ivar search: its generation config's search settings (beam width, penalties), applied as ``generate`` applies
+        them
     """
 
     def __init__(self, network: CausalLM, tokenizer: LMTokenizer, name: str = "", directory: Path | None = None,
@@ -68,6 +70,11 @@ class LanguageModel:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
+        try:
+            self.search = LMSearch(**tokenizer.rules["generation"])
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{tokenizer.path or name}: lm_tokenizer.json's generation settings: "
+                                  f"{err}") from None
         self._sampling_said = False
 
     @classmethod
@@ -107,8 +114,9 @@ class LanguageModel:
 
     @torch.inference_mode()
     def continue_ids(self, ids: list[int], max_new_tokens: int = 20) -> list[int]:
-        """The greedy continuation of `ids` (as ``generate(do_sample=False)``): up to `max_new_tokens` ids, the
-        end-of-text id that stopped it included."""
+        """The greedy continuation of `ids` (as ``generate(do_sample=False, num_beams=1)``, the generation config's
+        repetition penalty and n-gram ban applied): up to `max_new_tokens` ids, the end-of-text id that stopped it
+        included."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         new: list[int] = []
         cache: list[KVCache] | None = None
@@ -116,7 +124,7 @@ class LanguageModel:
         while len(new) < max_new_tokens:
             out = self.network(step, cache=cache)
             cache = out.cache
-            token = int(out.logits[0, -1].argmax())
+            token = int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax())
             new.append(token)
             if token in self.tokenizer.eos_ids:
                 break
@@ -124,25 +132,28 @@ class LanguageModel:
         return new
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
-        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
-        length_penalty 1, early_stopping False), ending at any of the model's end-of-text ids."""
+        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``, with
+        the generation config's length penalty, early stopping, repetition penalty and n-gram ban), ending at any of
+        the model's end-of-text ids."""
         beam = check_count(beam, "beam", 1, MAX_BEAM)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         if beam == 1 or max_new_tokens == 0:
             return self.continue_ids(ids, max_new_tokens)
-        return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids).tokens
+        return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids, self.search).tokens
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
-        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:
-        greedy, or with `beam` transformers' beam search."""
+        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,
+        as ``generate(do_sample=False)`` finds it: with `beam` beams (None: the generation config's num_beams, greedy
+        where it sets none)."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(ids, max_new_tokens) if beam is None else self.beam_ids(ids, beam, max_new_tokens)
+        new = self.beam_ids(ids, self.search.num_beams if beam is None else beam, max_new_tokens)
         return self.tokenizer.decode(new)
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
         """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
-        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; greedy."""
+        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; searched as
+        `complete` searches."""
         return self.complete(messages, max_new_tokens)
 
     @torch.inference_mode()

@@ -40,7 +40,7 @@ class Processors:
         """`scores` ``(rows, vocab)`` of the rows whose `sequences` (start token included) are `cur_len` long."""
         n = self.hf.no_repeat_ngram_size
         if n and cur_len >= n:
-            rows, tokens = _repeated_ngram_ends(sequences, n)
+            rows, tokens = repeated_ngram_ends(sequences, n)
             if rows:
                 index = (torch.tensor(rows, device=scores.device), torch.tensor(tokens, device=scores.device))
                 scores = scores.index_put(index, torch.tensor(float("-inf"), device=scores.device))
@@ -70,7 +70,7 @@ def _forced(scores: Tensor, token: int) -> Tensor:
     return out
 
 
-def _repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int], list[int]]:
+def repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int], list[int]]:
     """Per row, the tokens that would repeat an n-gram of the sequence (transformers' no_repeat_ngram_size)."""
     rows, tokens = [], []
     for r, seq in enumerate(sequences):
@@ -85,15 +85,16 @@ def _repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int],
 @torch.inference_mode()
 def transformers_search(model: Transformer, scorer: StepScorer | TableScorer, batch: int, hf: HFGeneration,
                         beam: int, alpha: float, record: list[BeamStep] | None = None,
-                        eos_ids: list[int] | None = None) -> list[Hypothesis]:
+                        eos_ids: list[int] | None = None, processors: Processors | None = None) -> list[Hypothesis]:
     """The best hypothesis of each of `batch` sources as transformers' ``generate`` finds it: greedy search for
     one beam, its beam search otherwise, with `hf`'s settings and `alpha` as its length_penalty; the logits come
     from `scorer` (`batch * beam` rows, see `viz_model.search.next_token`). `record` (one sentence) gets a `BeamStep`
     per
-    step; `eos_ids`: the ids that end an output (default the config's ``eos_id``; a language model may have several).
-    Called by `viz_model.search.decoding.beam_search`."""
+    step; `eos_ids`: the ids that end an output (default the config's ``eos_id``; a language model may have several);
+    `processors`: what edits each step's scores (default: `hf`'s `Processors`). Called by
+    `viz_model.search.decoding.beam_search`."""
     max_new = hf.max_new_tokens(model.config)
-    processors = Processors(hf, model, max_new, next(model.parameters()).device)
+    processors = processors or Processors(hf, model, max_new, next(model.parameters()).device)
     ends = [model.config.eos_id] if eos_ids is None else list(eos_ids)
     if beam == 1:
         return _greedy(model, scorer, batch, processors, max_new, alpha, record, ends)
