@@ -24,6 +24,8 @@ from viz_model.analysis import (  # noqa: E402
 )
 from viz_model.analysis.word_alignment import Alignment  # noqa: E402
 from viz_model.attribution import attribute  # noqa: E402
+from viz_model.attribution.corpus_scores import corpus_faithfulness  # noqa: E402
+from viz_model.attribution.method_aer import attribution_aer  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
 
 PROMPT = "The red dog reads a book in the park"
@@ -174,7 +176,7 @@ def test_value_weighted_equals_a_hand_computation_on_one_layer(model, attributio
     assert np.allclose(attribution.value_weighted["decoder"][0], expected.double().numpy(), atol=1e-5)
 
 
-def test_what_reads_cross_attention_refuses_in_one_line(model):
+def test_what_reads_cross_attention_refuses_in_one_line(model, attribution):
     for method in ("attention", "rollout"):
         with pytest.raises(ValueError, match=f"'{method}' reads cross-attention.*language model") as err:
             attribute(model, PROMPT, methods=[method, "alti"])
@@ -183,6 +185,12 @@ def test_what_reads_cross_attention_refuses_in_one_line(model):
         corpus_aer(model, PROMPTS[:1], CONTINUATIONS[:1], [Alignment()])
     with pytest.raises(ValueError, match="attention_aer .* does not apply to a language model"):
         attention_aer([model.trace(PROMPT, 2)], [Alignment()])
+    with pytest.raises(ValueError, match=r"attribution_aer \(word alignment\) does not apply to a language model"):
+        attribution_aer([attribution], [Alignment()])
+    with pytest.raises(ValueError, match="'attention_mean' reads cross-attention; a language model's attribution"):
+        attribution.source_scores("attention_mean")
+    with pytest.raises(ValueError, match="corpus_faithfulness does not apply to a language model"):
+        corpus_faithfulness(model, PROMPTS)
     with pytest.raises(ValueError, match="analyze_corpus does not apply to a language model"):
         analyze_corpus(model, PROMPTS)
     with pytest.raises(ValueError, match="head kind must be one of decoder; got 'cross'.*decoder self-attention"):
@@ -191,3 +199,10 @@ def test_what_reads_cross_attention_refuses_in_one_line(model):
         head_importance(model, PROMPTS, CONTINUATIONS, bleu=True)
     with pytest.raises(ValueError, match="foil, beam, alpha and rule do not apply"):
         attribute(model, PROMPT, foil="dog")
+
+
+def test_a_language_models_attribution_round_trips_through_a_file(attribution, tmp_path):
+    loaded = type(attribution).load(attribution.save(tmp_path / "lm.npz"))
+    assert loaded.methods == attribution.methods and loaded.attentions == []
+    for method in attribution.methods:
+        assert np.array_equal(loaded.source_scores(method), attribution.source_scores(method))
