@@ -11,9 +11,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
-from support.hf_lm import CONFIGS, build_lm_folder  # noqa: E402
+from support.hf_lm import CONFIGS, build_lm_folder, import_lm  # noqa: E402
 
-import viz_model  # noqa: E402
 from viz_model.analysis import (  # noqa: E402
     ablate,
     analyze_corpus,
@@ -26,7 +25,6 @@ from viz_model.analysis.word_alignment import Alignment  # noqa: E402
 from viz_model.attribution import attribute  # noqa: E402
 from viz_model.attribution.corpus_scores import corpus_faithfulness  # noqa: E402
 from viz_model.attribution.method_aer import attribution_aer  # noqa: E402
-from viz_model.cli.main import main  # noqa: E402
 
 PROMPT = "The red dog reads a book in the park"
 PROMPTS = ["The old man runs in the snow", "A small girl sees the dog", "The dog reads a red book"]
@@ -54,9 +52,7 @@ def folder(family, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model(folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ours") / folder.name
-    assert main(["import", str(folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu")
+    return import_lm(folder, tmp_path_factory.mktemp("ours"))
 
 
 def test_continuation_log_probs_equal_transformers(family, folder, model):

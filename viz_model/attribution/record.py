@@ -33,7 +33,7 @@ class Attribution:
     :ivar attentions: cross-attention per layer, ``(heads, outputs, src_len)``
     :ivar encoder_attentions: encoder self-attention per layer, ``(heads, src_len, src_len)``, for the rollout
     :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention
-    :ivar alti: ALTI+ ``(outputs, src_len + outputs)``: source columns, then prefix columns; None: not computed
+    :ivar alti: ALTI+ ``(outputs, src_len + prefix_len)``: source columns, then prefix columns; None: not computed
     :ivar encoder_alti: ``(src_len, src_len)`` the ALTI rollout of the encoder
     :ivar alti_layers: ALTI of each sub-layer alone, kind -> per layer ``(queries, keys)``; cross-attention's
         have one more column, the residual
