@@ -373,8 +373,9 @@ class TranslationModel:
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
          target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
-         search: str | None = None) -> TranslationModel:
-    """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
+         search: str | None = None) -> TranslationModel | LanguageModel:
+    """Load a model directory (default: the shipped model in ``assets/``): a `TranslationModel`, or a `LanguageModel`
+    for a decoder-only one; errors name the file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32`` (`search`: its old name, deprecated). Traces are always computed in full precision.
@@ -413,7 +414,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
         path = root / DEFAULT_MODEL
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
-        return LanguageModel.load(directory, resolve_device(device))  # type: ignore[return-value]
+        return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)
     try:
@@ -441,12 +442,12 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
-                      precision: str = "auto", search: str | None = None) -> TranslationModel:
+                      precision: str = "auto", search: str | None = None) -> TranslationModel | LanguageModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
-    `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
-    disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
-    written. `source_lang` / `target_lang` / `dtype`: as for `load` of a hub id; `precision`: the search's (`search`:
-    its old name, deprecated)."""
+    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied), exactly as their saved
+    folder imported with ``viz-model import`` loads; nothing is kept on disk (`directory` is None). Anything else:
+    ``HFImportError`` (a ValueError) in one line, before anything is written. `source_lang` / `target_lang` /
+    `dtype`: as for `load` of a hub id; `precision`: the search's (`search`: its old name, deprecated)."""
     import tempfile
 
     from .hf.arguments import keyword_arguments, renamed_precision

@@ -18,13 +18,14 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
-from .modeldir.checkpoint import CheckpointError, load_model_dir, read_card
+from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
 from .nn.model import HeadMask
 from .search.causal import beam_continuation
+from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
-from .tokenization.tokenizer import word_ids
+from .tokenization.tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
 MAX_PROMPT_CHARS = 20_000
@@ -58,15 +59,15 @@ class LanguageModel:
     """A decoder-only language model and its tokenizer.
 
     :ivar network: the `CausalLM`
-    :ivar tokenizer: its `LMTokenizer`
+    :ivar tokenizer: its `LMTokenizer` (an imported model's) or `SentencePieceLM` (one `viz-model train` trained)
     :ivar name: the model directory's name
     :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
     :ivar device: where it runs
     :ivar card: its model card's text
     """
 
-    def __init__(self, network: CausalLM, tokenizer: LMTokenizer, name: str = "", directory: Path | None = None,
-                 device: torch.device | None = None, card: str = "") -> None:
+    def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
+                 directory: Path | None = None, device: torch.device | None = None, card: str = "") -> None:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
@@ -76,10 +77,17 @@ class LanguageModel:
     def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
         """The decoder-only model directory `directory` on `device`; errors name the file at fault."""
         directory = Path(directory)
-        network, tokenizer, _ = load_model_dir(directory)
-        if not isinstance(network, CausalLM) or not isinstance(tokenizer, LMTokenizer):
-            raise CheckpointError(f"{directory}: a decoder-only config without an imported language model's "
-                                  f"tokenizer ({type(tokenizer).__name__}); only imported language models load")
+        if has_weight_source(directory):  # weights read where they are, in the dtype the device computes in
+            from .hf.mapped_load import mapped_model
+
+            network, tokenizer = mapped_model(directory, device)
+        else:
+            network, tokenizer, _ = load_model_dir(directory)
+        if isinstance(tokenizer, Tokenizer):  # a model `viz-model train` trained: this project's SentencePiece
+            tokenizer = SentencePieceLM(tokenizer)
+        if not isinstance(network, CausalLM) or not isinstance(tokenizer, (LMTokenizer, SentencePieceLM)):
+            raise CheckpointError(f"{directory}: a decoder-only config with a translator's tokenizer "
+                                  f"({type(tokenizer).__name__}); a language model has its own or this project's")
         return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
 
     @property

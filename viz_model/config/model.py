@@ -28,6 +28,9 @@ ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type value
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base")
+SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
+                   "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
+DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -282,12 +285,17 @@ class ModelConfig:
                 raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
             for i in self.sliding_layers:
                 check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
-        if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
-                                       or self.rope_scaling != "default" or self.qk_norm or self.sandwich_norm
-                                       or (self.query_scalar, self.attention_softcap, self.logit_softcap)
-                                       != (None, None, None)):
-            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling, qk_norm, query_scalar, the soft caps "
-                              "and sandwich_norm are options of the decoder-only kind")
+        if self.kind == "seq2seq" and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
+                                                 and f.name != "kind" and getattr(self, f.name) != f.default]):
+            raise ConfigError(f"{', '.join(given)}: options of the decoder-only kind (kind = \"decoder\"), not of "
+                              "an encoder-decoder model")
+        if self.kind == "decoder" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
+                                                 if getattr(self, name) != default]):
+            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); a "
+                              "decoder-only model reads none of them")
+        if self.kind == "decoder" and self.positional not in DECODER_POSITIONS:
+            raise ConfigError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
+                              f"{self.positional!r}")
 
     @property
     def kv_group(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Self
 
 import sentencepiece as spm
 
@@ -48,6 +49,23 @@ def processor(data: bytes, path: Path) -> spm.SentencePieceProcessor:
     except (OSError, RuntimeError) as err:
         raise TokenizerError(f"{path}: not a readable SentencePiece model ({err})") from None
     return sp
+
+
+class FolderFiles:
+    """A tokenizer read from named files of a folder: `FILES`, described as `WHAT` in messages, built by
+    `from_files`."""
+
+    FILES: tuple[str, ...] = ()
+    WHAT = "a tokenizer"
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Self:
+        directory = Path(directory)
+        return cls.from_files(read_files(directory, cls.FILES, cls.WHAT), directory)
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes], directory: Path) -> Self:
+        raise NotImplementedError
 
 
 def read_json(data: bytes, path: Path) -> object:
@@ -157,7 +175,7 @@ class MarianTokenizer(VocabTokenizer):
         return self._text(self.target, ids, {self.pad_id, self.eos_id})
 
 
-class M2M100Tokenizer(VocabTokenizer):
+class M2M100Tokenizer(FolderFiles, VocabTokenizer):
     """The tokenizer of an M2M100 or NLLB model: one ``sentencepiece.bpe.model`` for both sides, ``vocab.json``
     for the pieces' ids (an NLLB model's written at import from its tokenizer.json) and ``language_codes.json``
     (written at import: every code's id, the chosen source and target language, and the size of the model's id
@@ -165,6 +183,7 @@ class M2M100Tokenizer(VocabTokenizer):
     give them."""
 
     FILES = ("sentencepiece.bpe.model", "vocab.json", "language_codes.json")
+    WHAT = "an M2M100 tokenizer"
     MARKER = "language_codes.json"
 
     def __init__(self, sp: spm.SentencePieceProcessor, vocab: dict[str, int], codes: dict[str, int], source: str,
@@ -184,11 +203,6 @@ class M2M100Tokenizer(VocabTokenizer):
         largest = max(max(self.decoder), max(self.code_pieces))
         if ids <= largest:
             raise TokenizerError(f"{path or 'language_codes.json'}: {ids} ids, but the tokenizer uses id {largest}")
-
-    @classmethod
-    def load(cls, directory: str | Path) -> M2M100Tokenizer:
-        directory = Path(directory)
-        return cls.from_files(read_files(directory, cls.FILES, "an M2M100 tokenizer"), directory)
 
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> M2M100Tokenizer:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.checks import is_int
-from .pretrained import read_files, read_json
+from .pretrained import FolderFiles, read_json
 from .tokenizer import WORD_START, TokenizerError
 
 RULES = "tokenizer_rules.json"
@@ -66,7 +66,7 @@ def clean_up_spaces(text: str) -> str:
     return text
 
 
-class JsonTokenizer:
+class JsonTokenizer(FolderFiles):
     """Text to the model's ids and back through a ``tokenizer.json``, with the rules of its family.
 
     :ivar rules: ``tokenizer_rules.json``: ``before`` (tokens before the pieces on both sides, BART's ``<s>``),
@@ -88,6 +88,7 @@ class JsonTokenizer:
     """
 
     FILES = ("tokenizer.json", RULES)
+    WHAT = "an imported tokenizer"
     MARKER = RULES
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
@@ -119,11 +120,6 @@ class JsonTokenizer:
         if rules["ids"] < backend.get_vocab_size(with_added_tokens=True):
             raise TokenizerError(f"{name}: {rules['ids']} ids, but the tokenizer has "
                                  f"{backend.get_vocab_size(with_added_tokens=True)}")
-
-    @classmethod
-    def load(cls, directory: str | Path) -> JsonTokenizer:
-        directory = Path(directory)
-        return cls.from_files(read_files(directory, cls.FILES, "an imported tokenizer"), directory)
 
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> JsonTokenizer:
