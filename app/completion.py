@@ -99,9 +99,13 @@ def kv_group(trace: AttentionTrace, head: int) -> int | None:
     return None if not groups or len(set(groups)) == len(groups) else int(groups[head])
 
 
-def grouped_head_label(trace: AttentionTrace):
-    """The head picker's labels: "Head 3 of 4 · key/value head 2" where query heads share key/value heads."""
+def grouped_head_label(trace: AttentionTrace, short: bool = False):
+    """The head picker's labels: "Head 3 of 4 · key/value head 2" where query heads share key/value heads (`short`,
+    for the head view's 0-based heads: "Head 3 · kv 2")."""
     def label(value: int | str) -> str:
+        if short:
+            group = kv_group(trace, int(value))
+            return f"Head {int(value) + 1}" + ("" if group is None else f" · kv {group + 1}")
         text = head_label(value, trace.num_heads)
         group = kv_group(trace, value - 1) if isinstance(value, int) else None
         return text if group is None else f"{text} · key/value head {group + 1}"

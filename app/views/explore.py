@@ -16,6 +16,7 @@ if language_model:
     st.caption("Type a prompt: see the language model continue it, and every attention head of every layer as it "
                "reads the prompt and writes the continuation.")
     state.page_link(own)
+    state.show_url_problems()
 else:
     st.title("Translate & explore")
     st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
@@ -157,7 +158,9 @@ elif view == "head":
     own.drawn_heads.set([h for h in own.drawn_heads.get([head if isinstance(head, int) else 0]) if h in heads])
     pick, threshold = st.columns([3, 1])
     with pick:
-        state.bound(st.multiselect, "Heads to draw", own.drawn_heads, heads, format_func=lambda h: f"Head {h + 1}")
+        state.bound(st.multiselect, "Heads to draw", own.drawn_heads, heads,
+                    format_func=completion.grouped_head_label(trace, short=True) if language_model else
+                    lambda h: f"Head {h + 1}")
     with threshold:
         own.min_weight.init()
         state.bound(st.slider, "Hide lines below weight", own.min_weight, 0.0, 0.5, step=0.01)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from streamlit.testing.v1 import AppTest
 from support.app import APP, charts, messages, ok, start, titles
 from support.hf_lm import build_lm_folder, import_lm
-from streamlit.testing.v1 import AppTest
 
 from app import completion
 from viz_model.modeldir.shipped import DEFAULT_MODEL
@@ -70,6 +70,9 @@ def test_grouped_heads_are_labelled_by_their_key_value_head(lm_app):
     labels = [at.selectbox(key="w_head").format_func(h) for h in (1, 2, 3, 4)]
     assert labels == ["Head 1 of 4 · key/value head 1", "Head 2 of 4 · key/value head 1",
                       "Head 3 of 4 · key/value head 2", "Head 4 of 4 · key/value head 2"]
+    at = open_lm(view="head")
+    assert at.multiselect(key="w_hv_heads").options == ["Head 1 · kv 1", "Head 2 · kv 1", "Head 3 · kv 2",
+                                                         "Head 4 · kv 2"]
 
 
 @pytest.mark.parametrize("view", ["model", "head", "focus"])
