@@ -141,8 +141,9 @@ class AttentionTrace:
 
     @property
     def num_heads(self) -> int:
-        """Heads per layer (0 for a trace without maps)."""
-        return int(self.encoder_attentions[0].shape[0]) if self.encoder_attentions else 0
+        """Heads per layer (a language model's: its query heads; 0 for a trace without maps)."""
+        maps = self.encoder_attentions or self.decoder_attentions
+        return int(maps[0].shape[0]) if maps else 0
 
     def attentions(self, kind: str) -> list[np.ndarray]:
         """The maps of one kind: "encoder", "decoder" or "cross"."""
