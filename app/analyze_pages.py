@@ -14,9 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from app import sessions, texts
-from viz_model.analysis import ablation, alignment, rollout, store
+from viz_model.analysis import ablation, rollout, store, word_alignment
 from viz_model.analysis.ablation import AblationResult, Head, TokenEdit
-from viz_model.analysis.corpus import CorpusAnalysis, analyze_corpus
+from viz_model.analysis.corpus_attention import CorpusAnalysis, analyze_corpus
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.nn import kinds
 
@@ -110,12 +110,12 @@ def parse_sentences(text: str, limit: int = MAX_LIVE_SENTENCES) -> list[str]:
     return lines
 
 
-def parse_gold(text: str, source_words: int, target_words: int) -> alignment.Alignment:
+def parse_gold(text: str, source_words: int, target_words: int) -> word_alignment.Alignment:
     """A Pharaoh line (``0-0 1-2 ...``, source word - target word, from 0) for this sentence, checked against its
     word counts; a `ValueError` that says which link is wrong."""
     if len(text) > MAX_GOLD_CHARS:
         raise ValueError(f"the alignment is {len(text):,} characters long; at most {MAX_GOLD_CHARS:,}")
-    gold = alignment.parse_pharaoh(text)
+    gold = word_alignment.parse_pharaoh(text)
     if not gold.possible:
         raise ValueError("no links given: type pairs such as 0-0 1-2 (source word - target word, from 0)")
     outside = sorted((i, j) for i, j in gold.possible if i >= source_words or j >= target_words)

@@ -13,12 +13,11 @@ from app.page_settings import POSITIONAL_ENCODING as own
 from viz_model.api import TranslationModel
 from viz_model.config import ModelConfig
 from viz_model.config.model import INPUT_POSITIONS, POSITIONAL_KINDS
-from viz_model.lessons import position_schemes as ps
+from viz_model.lessons import position_parts
 from viz_model.lessons.position_experiment import TASKS, LengthExperiment, run_length_experiment
-from viz_model.lessons.watch import WatchError
+from viz_model.lessons.watch_trainer import WatchError
 from viz_model.nn.alibi import alibi_slopes
-from viz_model.plot import position_schemes as pf
-from viz_model.plot import positions as experiment_figures
+from viz_model.plot import length_figures, position_figures
 from viz_model.trace import AttentionTrace
 
 SCHEME_NAMES = {"sinusoidal": "Sinusoidal (the paper)", "learned": "Learned table (BERT, GPT-2, BART)",
@@ -29,7 +28,8 @@ DEFAULTS = ModelConfig()
 
 def scheme_caption(config: ModelConfig) -> str:
     """One line: this model's scheme and where its position enters."""
-    return f"This model's positions: {SCHEME_NAMES[config.positional]}, {ps.WHERE_POSITION_ENTERS[config.positional]}."
+    where = position_parts.WHERE_POSITION_ENTERS[config.positional]
+    return f"This model's positions: {SCHEME_NAMES[config.positional]}, {where}."
 
 
 def content_term(config: ModelConfig) -> str:
@@ -48,10 +48,12 @@ def schemes_tab(config: ModelConfig) -> None:
                "position. Sinusoidal and learned: PE(p)·PE(j)/√d_model before any projection (the model's W_Q and "
                "W_K then mix it with the tokens). RoPE: one all-ones query and key. ALiBi: head 1's penalty. T5: the "
                "bucket of each pair (its value per bucket is learned).")
-    panels = [(s, ps.default_offset_part(s, length, heads, d_model)[0]) for s in POSITIONAL_KINDS]
-    fig = pf.offset_parts_figure(panels[:3], "Position in the score, each scheme at its defaults (1 of 2)")
+    panels = [(s, position_parts.default_offset_part(s, length, heads, d_model)[0]) for s in POSITIONAL_KINDS]
+    fig = position_figures.offset_parts_figure(panels[:3],
+                                               "Position in the score, each scheme at its defaults (1 of 2)")
     widgets.chart(fig, "schemes-absolute", key="pe_schemes_a_chart")
-    fig = pf.offset_parts_figure(panels[3:], "Position in the score, each scheme at its defaults (2 of 2)")
+    fig = position_figures.offset_parts_figure(panels[3:],
+                                               "Position in the score, each scheme at its defaults (2 of 2)")
     widgets.chart(fig, "schemes-relative", key="pe_schemes_b_chart")
     st.caption("Along every diagonal (p − j fixed) RoPE, ALiBi and T5's values are constant: the score's positional "
                "part depends on the offset only. PE(p)·PE(j) of the sinusoids also does, but the projections let "
@@ -60,17 +62,17 @@ def schemes_tab(config: ModelConfig) -> None:
     state.bound(st.radio, "Scheme", own.scheme, list(POSITIONAL_KINDS), format_func=SCHEME_NAMES.get,
                 horizontal=True)
     scheme = own.scheme.get()
-    st.markdown(f"**Where position enters:** {ps.WHERE_POSITION_ENTERS[scheme]}.")
+    st.markdown(f"**Where position enters:** {position_parts.WHERE_POSITION_ENTERS[scheme]}.")
     if scheme == "rope":
         st.latex(r"q_p \cdot k_j = (R_{p\theta}\, q)\cdot(R_{j\theta}\, k) = q \cdot R_{(j-p)\theta}\, k,\qquad "
                  r"\theta_i = \mathrm{base}^{-2i/d_{head}}")
-        fig = pf.rope_angles_figure(ps.rope_angles_table(length, d_head, DEFAULTS.rope_base))
+        fig = position_figures.rope_angles_figure(position_parts.rope_angles_table(length, d_head, DEFAULTS.rope_base))
         widgets.chart(fig, "rope-angles", key="pe_rope_angles_chart")
         widths = sorted({d_head, 128})
-        decays = {width: ps.rope_decay(width, DEFAULTS.rope_base, max(length, 256)) for width in widths}
-        fig = pf.rope_decay_figure(decays, DEFAULTS.rope_base)
+        decays = {width: position_parts.rope_decay(width, DEFAULTS.rope_base, max(length, 256)) for width in widths}
+        fig = position_figures.rope_decay_figure(decays, DEFAULTS.rope_base)
         widgets.chart(fig, "rope-decay", key="pe_rope_decay_chart")
-        wavelengths = ps.rope_wavelengths(d_head, DEFAULTS.rope_base)
+        wavelengths = position_parts.rope_wavelengths(d_head, DEFAULTS.rope_base)
         wide = decays[128] / decays[128][0]
         st.caption(f"Each of the {d_head // 2} pairs of this model's heads turns by its own angle per position "
                    f"(wavelengths from {wavelengths[0]:.2f} to {wavelengths[-1]:,.0f} positions); this project pairs "
@@ -80,13 +82,14 @@ def schemes_tab(config: ModelConfig) -> None:
                    "mostly oscillate.")
     elif scheme == "alibi":
         st.latex(rf"\mathrm{{score}}_h(p, j) = {content_term(config)} - m_h\,|p - j|")
-        fig = pf.alibi_slopes_figure(alibi_slopes(heads, DEFAULTS.alibi_max_bias).numpy())
+        fig = position_figures.alibi_slopes_figure(alibi_slopes(heads, DEFAULTS.alibi_max_bias).numpy())
         widgets.chart(fig, "alibi-slopes", key="pe_alibi_chart")
         st.caption("Steep heads look near, flat heads far. Built for causal attention (the distance to earlier "
                    "tokens); this project's encoder uses the same distance in both directions.")
     elif scheme == "relative":
         st.latex(rf"\mathrm{{score}}_h(p, j) = {content_term(config)} + b_h[\mathrm{{bucket}}(j - p)]")
-        fig = pf.relative_buckets_figure(ps.relative_buckets_by_offset(DEFAULTS, max(length, 160)))
+        buckets = position_parts.relative_buckets_by_offset(DEFAULTS, max(length, 160))
+        fig = position_figures.relative_buckets_figure(buckets)
         widgets.chart(fig, "relative-buckets", key="pe_buckets_chart")
         divides = "this model divides it by √d_k" if config.scale_scores else "so does this model"
         st.caption(f"T5 leaves q·k undivided; {divides}. "
@@ -106,10 +109,10 @@ def model_scheme_part(network_config: ModelConfig, model: TranslationModel, trac
     if network_config.positional == "rope":
         if trace is None:
             return
-        shown = ps.model_position_part(model.network, "encoder", len(trace.source_ids), trace.source_ids,
+        shown = position_parts.model_position_part(model.network, "encoder", len(trace.source_ids), trace.source_ids,
                                        trace.target_ids)
     else:
-        shown = ps.model_position_part(model.network, "encoder",
+        shown = position_parts.model_position_part(model.network, "encoder",
                                        min(int(own.scheme_length.get()), network_config.max_positions))
     head = int(own.split_head.get()) - 1
     if shown.exact:
@@ -118,12 +121,13 @@ def model_scheme_part(network_config: ModelConfig, model: TranslationModel, trac
     else:
         st.info(shown.note)
         panels = [("this model's encoder", shown.part[0])]
-    fig = pf.offset_parts_figure(panels, f"This model's encoder: {shown.what}")
+    fig = position_figures.offset_parts_figure(panels, f"This model's encoder: {shown.what}")
     widgets.chart(fig, "model-positional-part", key="pe_model_part_chart")
     if shown.exact:
         st.caption(shown.note)
     if network_config.positional == "relative":
-        fig = pf.relative_values_figure(ps.relative_values(model.network, "encoder"), "encoder")
+        fig = position_figures.relative_values_figure(position_parts.relative_values(model.network, "encoder"),
+                                                      "encoder")
         widgets.chart(fig, "relative-values", key="pe_rel_values_chart")
 
 
@@ -158,12 +162,13 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     try:
         split = sessions.compute_score_split(session.ref, tuple(trace.source_ids), tuple(trace.target_ids), stack,
                                              layer, head)
-    except ps.LessonError as err:
+    except position_parts.LessonError as err:
         st.info(str(err))
         return
     queries, keys = trace.axes(stack)
-    fig = pf.score_split_figure(split, queries, keys, f"{stacks[stack]}, layer {layer + 1}, head {head + 1}: "
-                                                      "score = sum of the parts")
+    fig = position_figures.score_split_figure(split, queries, keys,
+                                              f"{stacks[stack]}, layer {layer + 1}, head {head + 1}: "
+                                              "score = sum of the parts")
     widgets.chart(fig, "score-split", key="pe_split_chart")
     widgets.exports(fig, "score-split", "pe_split")
     state.clamp_choice(own.split_query, list(range(len(queries))), 0, "Query")
@@ -242,13 +247,13 @@ def length_tab() -> None:
     if result is None:
         st.info("Press Train and test: about a minute for the five schemes on a laptop CPU.")
         return
-    fig = experiment_figures.accuracy_figure(result)
+    fig = length_figures.accuracy_figure(result)
     widgets.chart(fig, "length-accuracy", key="pe_len_accuracy_chart")
     widgets.exports(fig, "length-accuracy", "pe_len_accuracy")
     st.markdown(result.summary())
     state.clamp_choice(own.length_kind, list(LENGTH_KINDS), "cross", "Attention")
     state.bound(st.selectbox, "Attention at the unseen length", own.length_kind, list(LENGTH_KINDS),
                 format_func=LENGTH_KINDS.get)
-    fig = experiment_figures.maps_figure(result, own.length_kind.get(), head=None)
+    fig = length_figures.maps_figure(result, own.length_kind.get(), head=None)
     widgets.chart(fig, "length-maps", key="pe_len_maps_chart")
     widgets.exports(fig, "length-maps", "pe_len_maps")

@@ -37,7 +37,7 @@ def main() -> None:
 
     import viz_model
     from viz_model.analysis.tables import write_table
-    from viz_model.attribution.corpus import corpus_faithfulness, default_workers, faithfulness_table
+    from viz_model.attribution.corpus_scores import corpus_faithfulness, default_workers, faithfulness_table
     from viz_model.data.textfiles import find_split, open_text
 
     model = viz_model.load(args.model, device="cpu")

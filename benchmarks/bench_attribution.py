@@ -53,7 +53,7 @@ def main() -> None:
 
     import viz_model
     from viz_model.attribution import attribute_ids
-    from viz_model.attribution.corpus import corpus_faithfulness, default_workers
+    from viz_model.attribution.corpus_scores import corpus_faithfulness, default_workers
     from viz_model.attribution.gradients import gradient_attributions
     from viz_model.data.textfiles import find_split, open_text
 

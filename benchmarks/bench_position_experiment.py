@@ -41,7 +41,7 @@ def main() -> None:
     import torch
 
     from viz_model.lessons.position_experiment import PAGE_SECONDS, LengthExperiment, run_length_experiment
-    from viz_model.lessons.watch import target_of
+    from viz_model.lessons.watch_trainer import target_of
 
     torch.set_num_threads(args.threads)
     settings = LengthExperiment(task=args.task)

@@ -172,7 +172,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
         dims["vocab_size"] = tokenizer.vocab_size
     torch.manual_seed(args.seed)
     network = Transformer(ModelConfig(**dims, dropout=0.1, max_positions=256))
-    model = TranslationModel(network, tokenizer, "random-init", None, "cpu", search=args.search)
+    model = TranslationModel(network, tokenizer, "random-init", None, "cpu", precision=args.search)
     return model, "random", "random-init (--random)" if args.random else "random-init (no shipped model found)"
 
 

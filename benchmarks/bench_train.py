@@ -52,7 +52,8 @@ from viz_model.nn.model import Transformer
 from viz_model.nn.positional import sinusoidal_table
 from viz_model.tokenization.tokenizer import EOS_ID, Tokenizer
 from viz_model.train.data import Batch, EncodedPairs, collate, encode_pairs, make_batches
-from viz_model.train.loop import LabelSmoothedLoss, learning_rate, make_optimizer, train_step
+from viz_model.train.loop import learning_rate, make_optimizer, train_step
+from viz_model.train.objectives import LabelSmoothedLoss
 from viz_model.train.runtime import autocast_for, bf16_autocast_used, native_bf16
 
 DEFAULT_CONFIG = REPO / "configs" / "multi30k-en-de.toml"

@@ -22,7 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="budget of each run (the page's default: 30)")
     args = parser.parse_args()
-    from viz_model.lessons.watch import WatchConfig, train_watch
+    from viz_model.lessons.watch_trainer import WatchConfig, train_watch
 
     monitor = CpuMonitor()
     found: dict = {"budget_s": args.seconds, "runs": {}}

@@ -75,7 +75,7 @@ def main() -> int:
                              "bleu": round(sacrebleu.corpus_bleu([tokenizer.decode(t, skip_special_tokens=True)
                                                                   for t in theirs], [references]).score, 2)}}
         for name, (rule, precision) in SEARCHES.items():
-            searching = model.with_search(precision)
+            searching = model.with_precision(precision)
             started = time.perf_counter()
             ours = [searching.trace(text, rule=rule, top_k=1).output_ids for text in sources]
             seconds = time.perf_counter() - started

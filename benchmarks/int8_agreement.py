@@ -76,7 +76,7 @@ def main() -> int:
     rows["fp32"] = {"identical": len(texts), "ms_per_sentence": round((time.perf_counter() - started) * 1000 /
                                                                         len(texts), 1)}
     for name, network, reduce_range in variants(model):
-        view = model.with_search("fp32")
+        view = model.with_precision("fp32")
         view.search_network = network
         for module in network.modules():
             if isinstance(module, Int8Linear):

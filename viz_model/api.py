@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import multiprocessing
 import os
-import threading
 import time
-import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +24,7 @@ import torch
 
 from .config import ModelConfig
 from .data.batching import DEFAULT_BATCH_TOKENS, ForcedBatch
+from .data.typed_text import MAX_INPUT_CHARS, check_text
 from .language_model import LanguageModel
 from .modeldir.checkpoint import CheckpointError, is_decoder_only, load_model_dir, model_file, read_card
 from .modeldir.coverage import (
@@ -39,160 +36,35 @@ from .modeldir.coverage import (
     load_training_stats,
 )
 from .modeldir.languages import LanguagePair, LanguagesError, read_languages
+from .modeldir.shipped import ASSETS_DIR, DEFAULT_MODEL, PACKAGED_ASSETS, asset_roots, available_models, model_root
 from .modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
-from .nn.attention import causal_mask
+from .nn.devices import DEVICE_ENV, device_from_env, device_label, resolve_device
 from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
-from .nn.quantize import int8_search_network, rows_interact, search_network_for
+from .nn.quantize import LazyInt8Copy, rows_interact, search_network_for
 from .search import forced as forcing
-from .search.batched import encode_source, source_end, translate_ids
+from .search import requests
+from .search.batched import translate_ids
 from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
 from .search.next_token import draft_pays
-from .search.settings import (
-    MAX_BEAM,
-    MAX_LENGTH_PENALTY,
-    PROJECT_ALPHA,
-    PROJECT_BEAM,
-    RULES,
-    GenerationError,
-    ModelGeneration,
-    Search,
-    export_generation,
-    load_generation,
-)
+from .search.requests import MAX_TASK_PREFIX_CHARS, MAX_TOP_K, Request, TooLong, check_decoding, check_positions_flag
+from .search.settings import MAX_BEAM, GenerationError, ModelGeneration, Search, export_generation, load_generation
 from .tokenization.imported import decoder_start
 from .tokenization.pretrained import M2M100Tokenizer
-from .tokenization.tokenizer import Tokenizer, word_ids
+from .tokenization.tokenizer import Tokenizer
 from .tokenization.tokenizer_json import JsonTokenizer
-from .trace import AttentionTrace, DecodingStep
+from .trace import AttentionTrace
+from .workers import start_worker, worker_model
+
+__all__ = ["ASSETS_DIR", "DEFAULT_MODEL", "DEVICE_ENV", "MAX_BATCH", "MAX_BEAM", "MAX_INPUT_CHARS",
+           "MAX_TASK_PREFIX_CHARS", "MAX_TOP_K", "PACKAGED_ASSETS", "Request", "TooLong", "TranslationModel",
+           "asset_roots", "available_models", "check_decoding", "check_positions_flag", "check_text",
+           "device_from_env", "device_label", "from_transformers", "load", "model_root", "resolve_device",
+           "start_worker", "worker_model"]
 
 MANY_TO_MANY = (M2M100Tokenizer, JsonTokenizer)  # tokenizers whose target language can be chosen
 
-PACKAGED_ASSETS = Path(__file__).resolve().parent / "_assets"  # an installed wheel's copy of the default model
-# the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
-ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
-"""The model `load()` opens without a path: the shipped captions + everyday sentences English-German model."""
-MAX_INPUT_CHARS = 2000
-MAX_TASK_PREFIX_CHARS = 200
-"""The longest task prefix `TranslationModel.with_task_prefix` takes (T5's run to ~30 characters)."""
-MAX_TOP_K = 50
 MAX_BATCH = 10_000
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """"auto" = the GPU when torch sees one, else the CPU."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
-        raise ValueError(f"device must be auto, cpu, cuda or cuda:N; got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU")
-    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
-    return torch.device(device)
-
-
-DEVICE_ENV = "VIZ_MODEL_DEVICE"  # the explorer's device: auto (the default), cpu, cuda or cuda:N
-
-
-def device_from_env() -> str:
-    """The device the explorer loads models on: ``VIZ_MODEL_DEVICE`` (``viz-model app --device`` sets it), checked
-    with `resolve_device`; ``auto`` when unset."""
-    value = os.environ.get(DEVICE_ENV, "").strip() or "auto"
-    try:
-        resolve_device(value)
-    except ValueError as err:
-        raise ValueError(f"{DEVICE_ENV}={value}: {err}") from None
-    return value
-
-
-def device_label(device: torch.device) -> str:
-    """'CPU' or the GPU's name."""
-    if device.type == "cuda":
-        return f"GPU: {torch.cuda.get_device_name(device)}"
-    return "CPU"
-
-
-def asset_roots() -> list[Path]:
-    """The folders whose model directories the app and `load()` find: those ``VIZ_MODEL_ASSETS`` lists (several
-    separated by ``os.pathsep``; the first holding a name wins), else the shipped models' folder."""
-    value = os.environ.get("VIZ_MODEL_ASSETS")
-    return [Path(part) for part in value.split(os.pathsep) if part] if value else [ASSETS_DIR]
-
-
-def available_models(assets: str | Path | None = None) -> list[str]:
-    """Names of the model directories (holding a config.json) in `assets` (default: every folder of
-    `asset_roots`, a name once), default model first."""
-    names: list[str] = []
-    for root in [Path(assets)] if assets else asset_roots():
-        if root.is_dir():
-            names += sorted(p.name for p in root.iterdir() if p.name not in names and p.is_dir()
-                            and not p.is_symlink() and (p / "config.json").is_file())
-    return sorted(names, key=lambda n: n != DEFAULT_MODEL)
-
-
-def model_root(name: str) -> Path | None:
-    """The folder of `asset_roots` whose model directory `name` is found first, or None."""
-    return next((root for root in asset_roots() if name in available_models(root)), None)
-
-
-def check_text(text: object, what: str = "text") -> str:
-    """Reject what no model can translate, with a message that says why."""
-    if not isinstance(text, str):
-        raise ValueError(f"{what} must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{what} is empty: type a sentence to translate")
-    if len(text) > MAX_INPUT_CHARS:
-        raise ValueError(f"{what} has {len(text)} characters; the limit is {MAX_INPUT_CHARS}")
-    bad = sorted({c for c in text if unicodedata.category(c) == "Cc" and c not in "\t\n\r"})
-    if bad:
-        names = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
-        raise ValueError(f"{what} contains control characters ({names}); remove them")
-    lone = sorted({c for c in text if unicodedata.category(c) == "Cs"})
-    if lone:  # half of a UTF-16 pair: not text at all, and SentencePiece cannot encode it
-        names = ", ".join(f"U+{ord(c):04X}" for c in lone[:5])
-        raise ValueError(f"{what} contains unpaired surrogate code points ({names}); it is not valid Unicode text")
-    return text
-
-
-def check_decoding(beam: object, alpha: object, top_k: object = 5, rule: str = "project") -> tuple[int, float, int]:
-    """Checked search settings; `alpha` is GNMT's exponent (0 to 5) by this project's rule, transformers'
-    length_penalty (-5 to 5: negative values favour short outputs) by its rule."""
-    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= MAX_BEAM:
-        raise ValueError(f"beam must be an integer from 1 to {MAX_BEAM}, got {beam!r}")
-    low = -MAX_LENGTH_PENALTY if rule == "transformers" else 0.0
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
-            or not low <= alpha <= MAX_LENGTH_PENALTY:
-        raise ValueError(f"alpha (length penalty) must be a number from {low:g} to 5, got {alpha!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    return beam, float(alpha), top_k
-
-
-def check_positions_flag(positions: object) -> bool:
-    if not isinstance(positions, bool):
-        raise ValueError(f"positions must be True or False, got {positions!r}")
-    return positions
-
-
-class TooLong(ValueError):
-    """A text longer than the model reads: `tokens` of it (pieces + </s>), `limit` at most; `side` "source" or
-    "target"."""
-
-    def __init__(self, message: str, side: str, tokens: int, limit: int) -> None:
-        super().__init__(message)
-        self.side, self.tokens, self.limit = side, tokens, limit
-
-
-@dataclass(frozen=True)
-class Request:
-    """A checked translation request: the source ids (pieces + </s>) and, when forced, the output ids (+ </s>)."""
-
-    source_ids: list[int]
-    forced_ids: list[int] | None = None
 
 
 def _with_config(network: Transformer, config: ModelConfig) -> Transformer:
@@ -221,21 +93,25 @@ class TranslationModel:
 
     def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
                  device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
-                 search: str = "auto", languages: LanguagePair | None = None,
-                 training_facts: TrainingFacts | None = None, generation: ModelGeneration | None = None) -> None:
+                 precision: str = "auto", languages: LanguagePair | None = None,
+                 training_facts: TrainingFacts | None = None, generation: ModelGeneration | None = None, *,
+                 search: str | None = None) -> None:
+        if search is not None:  # its name until 0.3
+            warnings.warn("TranslationModel(search=) is deprecated: pass precision=", DeprecationWarning, stacklevel=2)
+            precision = search
         self.device = resolve_device(device)
         self.network = network.to(self.device).eval()
         # how it searches by default: this project's rule, or (an imported model) transformers' with its settings
         self.generation = generation or ModelGeneration("project", export_generation(network.config))
         # what beam search runs: int8 on the CPU by default for this project's models (see viz_model.nn.quantize), full
         # precision for a model that searches as transformers does (int8 can change its answer); traces are fp32
-        if search == "auto" and self.generation.rule == "transformers":
-            search = "fp32"
+        if precision == "auto" and self.generation.rule == "transformers":
+            precision = "fp32"
         # a full-precision search on the CPU runs on the packed copy (viz_model.nn.packed) where a step's weights fit
         # the caches; a larger model's is drafted in int8 and verified in one pass (draft_network): packing gains
         # nothing there (benchmarks/bench_peers.py at opus-mt's size) and would hold its matrices twice
-        self.search_network = search_network_for(self.network, search, packed=not draft_pays(self.network.config))
-        self._draft = _DraftHolder()  # the int8 draft of full-precision searches, built on first use
+        self.search_network = search_network_for(self.network, precision, packed=not draft_pays(self.network.config))
+        self._draft = LazyInt8Copy()  # the int8 draft of full-precision searches, built on first use
         self.tokenizer = tokenizer
         self.name = name
         self.directory = directory
@@ -249,15 +125,21 @@ class TranslationModel:
         """The network's `ModelConfig`."""
         return self.network.config
 
-    def with_search(self, search: str) -> TranslationModel:
-        """The same model (network, tokenizer and card shared, not copied) searching in another precision; itself
-        when it searches in that precision already (no second copy of the network for the search)."""
-        if search == self.search_precision:
+    def with_precision(self, precision: str) -> TranslationModel:
+        """The same model (network, tokenizer and card shared, not copied) searching in another precision ("auto",
+        "int8" or "fp32"); itself when it searches in that precision already (no second copy of the network)."""
+        if precision == self.search_precision:
             return self
         view = TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
-                                self.training_stats, search, self.languages, self.training_facts, self.generation)
+                                self.training_stats, precision, self.languages, self.training_facts, self.generation)
         view._draft = self._draft  # one int8 draft per network, shared by every view
         return view
+
+    def with_search(self, search: str) -> TranslationModel:
+        """Deprecated (its name until 0.3): `with_precision`."""
+        warnings.warn("TranslationModel.with_search is deprecated: use with_precision", DeprecationWarning,
+                      stacklevel=2)
+        return self.with_precision(search)
 
     def draft_network(self) -> Transformer | None:
         """The int8 copy that drafts a full-precision search of one sentence
@@ -277,14 +159,7 @@ class TranslationModel:
         """The settings of one search, checked: `rule` "project" or "transformers" (default: the model's own),
         `beam` and `alpha` (default: the rule's: beam 4 and alpha 0.6 by this project's rule, the generation
         config's num_beams and length_penalty by transformers')."""
-        rule = self.generation.rule if rule is None else rule
-        if rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-        hf = self.generation.transformers if rule == "transformers" else None
-        beam = (hf.num_beams if hf else PROJECT_BEAM) if beam is None else beam
-        alpha = (hf.length_penalty if hf else PROJECT_ALPHA) if alpha is None else alpha
-        beam, alpha, _ = check_decoding(beam, alpha, rule=rule)
-        return Search(beam, alpha, hf)
+        return requests.search_settings(self.generation, rule, beam, alpha)
 
     @property
     def imported(self) -> bool:
@@ -337,15 +212,7 @@ class TranslationModel:
         if self.task_prefix is None:
             raise ValueError(f"{self.name or 'this model'} reads no task from its text: only a T5-family model takes "
                              "a task prefix")
-        if not isinstance(prefix, str):
-            raise ValueError(f"the task prefix must be a string, got {type(prefix).__name__}")
-        if len(prefix) > MAX_TASK_PREFIX_CHARS:
-            raise ValueError(f"the task prefix has {len(prefix)} characters; the limit is {MAX_TASK_PREFIX_CHARS}")
-        if "\n" in prefix or "\r" in prefix:
-            raise ValueError("the task prefix is one line: remove its line breaks")
-        if prefix.strip():  # its characters as a sentence's (an empty prefix is the text as given)
-            check_text(prefix, "the task prefix")
-        if prefix == self.task_prefix:
+        if requests.check_task_prefix(prefix) == self.task_prefix:
             return self
         view = copy.copy(self)
         assert isinstance(self.tokenizer, JsonTokenizer)
@@ -373,29 +240,13 @@ class TranslationModel:
         """Source ids (pieces + ``</s>``, and the source language's code after it where the tokenizer puts it there:
         the original mBART's); too long is a `TooLong` naming the limit, unless `truncate` (the pieces are cut, the
         end kept); `what` names the text in errors."""
-        ids = encode_source(self.tokenizer, check_text(text, what))
-        end = source_end(self.tokenizer)
-        limit = self.config.max_positions
-        if len(ids) > limit:
-            if not truncate:
-                raise TooLong(f"the text is {len(ids)} tokens long; this model reads at most {limit} "
-                              "(max_positions). Shorten it or pass truncate=True", "source", len(ids), limit)
-            ids = ids[:limit - len(end)] + end
-        return ids
+        return requests.source_ids(self.tokenizer, self.config, text, truncate, what)
 
     def request(self, text: str, target: str | None = None, truncate: bool = False,
                 names: tuple[str, str] = ("text", "target")) -> Request:
         """The one check of a translation request (`trace` and the app call it): both texts are text, and fit the
         model; errors are `ValueError`s that say why (`TooLong` for a length), naming the texts by `names`."""
-        source_ids = self.encode(text, truncate, names[0])
-        if target is None:
-            return Request(source_ids)
-        forced = self.tokenizer.encode_target(check_text(target, names[1])) + [self.config.eos_id]
-        limit = self.config.max_positions
-        if len(forced) > limit:
-            raise TooLong(f"the target is {len(forced)} tokens long; this model reads at most {limit} "
-                          "(max_positions)", "target", len(forced), limit)
-        return Request(source_ids, forced)
+        return requests.request(self.tokenizer, self.config, text, target, truncate, names)
 
     def assess(self, text: str) -> InputAssessment:
         """How far `text` is from the training data: unknown characters, rare pieces, unseen length."""
@@ -438,8 +289,7 @@ class TranslationModel:
         if target is not None and forced_ids is not None:
             raise ValueError("give the forced output as target text or as forced_ids, not both")
         checked = self.request(text, target, truncate)
-        src_ids = checked.source_ids
-        src = torch.tensor([src_ids], device=self.device)
+        src = torch.tensor([checked.source_ids], device=self.device)
         with torch.inference_mode():
             # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
             # search encodes with need_weights=True too: the same numbers as searching from scratch)
@@ -447,7 +297,7 @@ class TranslationModel:
             encoded = net.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
             if forced_ids is not None:
-                output_ids = self._checked_output_ids(forced_ids)
+                output_ids = requests.forced_output_ids(self.config, forced_ids)
                 max_len = self.config.max_positions
             elif target is None:
                 max_len = output_limits(src, self.network, search.hf)[0]
@@ -461,54 +311,17 @@ class TranslationModel:
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
             out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
-            log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
-            steps, total = self._steps(log_probs, target_ids, output_ids, top_k)
-            source_pe = _np(net.positional_encodings(len(src_ids), "source"))
-            target_pe = _np(net.positional_encodings(len(target_ids), "target"))
-            if not positions:
-                source_pe, target_pe = np.zeros_like(source_pe), np.zeros_like(target_pe)
-            trace = AttentionTrace(
-                source_text=text, translation=self.tokenizer.decode(output_ids),
-                source_ids=src_ids, source_tokens=self.tokenizer.pieces(src_ids),
-                source_words=word_ids(self.tokenizer.pieces(src_ids)),
-                target_ids=target_ids, target_tokens=self.tokenizer.pieces(target_ids),
-                target_words=word_ids(self.tokenizer.pieces(target_ids)),
-                output_ids=output_ids, output_tokens=self.tokenizer.pieces(output_ids),
-                encoder_attentions=[_np(a[0]) for a in out.encoder_attentions],
-                decoder_attentions=[_np(a[0]) for a in out.decoder_attentions],
-                cross_attentions=[_np(a[0]) for a in out.cross_attentions],
-                encoder_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(src_ids), len(src_ids))).copy(),
-                decoder_mask=_np(causal_mask(len(target_ids))[0, 0]),
-                cross_mask=np.broadcast_to(_np(out.source_mask[0, 0]), (len(target_ids), len(src_ids))).copy(),
-                source_positional=source_pe, target_positional=target_pe,
-                source_embeddings=_np(net.token_embeddings(src, "source")[0]),
-                target_embeddings=_np(net.token_embeddings(tgt, "target")[0]),
-                steps=steps, log_probability=total,
-                settings={"beam": beam, "alpha": alpha, "top_k": top_k,
-                          "forced": forced, "max_output_length": max_len,
-                          "head_mask": head_mask is not None, "positions": positions,
-                          "search": "forced" if forced else self.search_precision,
-                          "rule": "forced" if forced else search.rule},
-                config=self.config.to_dict(), model_name=self.name, device=self.device_label,
-            )
+            settings = {"beam": beam, "alpha": alpha, "top_k": top_k, "forced": forced, "max_output_length": max_len,
+                        "head_mask": head_mask is not None, "positions": positions,
+                        "search": "forced" if forced else self.search_precision,
+                        "rule": "forced" if forced else search.rule}
+            trace = AttentionTrace.recorded(net, self.tokenizer, text, src, tgt, output_ids, out, top_k, positions,
+                                            settings, self.name, self.device_label)
         finished = time.perf_counter()
         trace.timings = {"decode_ms": round((decoded - started) * 1000, 2),
                          "trace_ms": round((finished - decoded) * 1000, 2),
                          "total_ms": round((finished - started) * 1000, 2)}
         return trace
-
-    def _checked_output_ids(self, ids: object) -> list[int]:
-        """Forced output ids: integers of the vocabulary, ``</s>`` appended if missing, within max_positions."""
-        vocab = self.config.vocab_size
-        if not isinstance(ids, (list, tuple)) or not ids or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in ids):
-            raise ValueError(f"forced_ids must be a non-empty list of piece ids from 0 to {vocab - 1}")
-        eos = self.config.eos_id
-        out = list(ids) if ids[-1] == eos else [*ids, eos]
-        if len(out) > self.config.max_positions:
-            raise ValueError(f"the target is {len(out)} tokens long; this model reads at most "
-                             f"{self.config.max_positions} (max_positions)")
-        return out
 
     def beam_tree(self, text: str, beam: int | None = None, alpha: float | None = None, truncate: bool = False,
                   positions: bool = True, rule: str | None = None) -> BeamTree:
@@ -553,62 +366,16 @@ class TranslationModel:
         if self.directory is None:
             raise ValueError(f"{self.name or 'this model'} has no directory for worker processes to load it from")
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,
-                                   initargs=(str(self.directory), max(1, torch.get_num_threads() // workers)))
+                                   initargs=(load, str(self.directory), max(1, torch.get_num_threads() // workers)))
         pool.submit(int)  # start them now (an executor starts its processes with the first task)
         return pool
-
-    def _steps(self, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int], top_k: int
-               ) -> tuple[list[DecodingStep], float]:
-        top = log_probs.topk(min(top_k, log_probs.shape[-1]), dim=-1)
-        chosen = log_probs.gather(1, torch.tensor(output_ids, device=log_probs.device)[:, None])[:, 0]
-        top_ids, top_probabilities = top.indices.tolist(), top.values.exp().tolist()  # one copy each, not one a step
-        steps = []
-        for t, (inp, out, probability) in enumerate(zip(target_ids, output_ids, chosen.exp().tolist())):
-            steps.append(DecodingStep(
-                position=t, input_id=inp, input_token=self.tokenizer.piece(inp), token_id=out,
-                token=self.tokenizer.piece(out), probability=probability, top_ids=top_ids[t],
-                top_tokens=self.tokenizer.pieces(top_ids[t]), top_probabilities=top_probabilities[t]))
-        return steps, float(chosen.sum())
-
-
-class _DraftHolder:
-    """One network's int8 draft, built once on first use (thread-safe: one model serves many sessions)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._built = False
-        self._draft: Transformer | None = None
-
-    def get(self, network: Transformer) -> Transformer | None:
-        with self._lock:
-            if not self._built:
-                self._draft, self._built = int8_search_network(network), True
-        return self._draft
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
-
-
-_WORKER: dict[str, TranslationModel] = {}  # in a process of `TranslationModel.worker_pool`: the model it loaded
-
-
-def start_worker(directory: str, threads: int) -> None:
-    """What a process of `TranslationModel.worker_pool` runs first: load the model in `directory` on the CPU, with
-    `threads` intra-op threads."""
-    torch.set_num_threads(threads)
-    _WORKER["model"] = load(directory, device="cpu")
-
-
-def worker_model() -> TranslationModel:
-    """In a process of `TranslationModel.worker_pool`, the model it loaded."""
-    return _WORKER["model"]
 
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
          target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
-         search: str | None = None) -> TranslationModel:
-    """Load a model directory (default: the shipped model in ``assets/``); errors name the file at fault.
+         search: str | None = None) -> TranslationModel | LanguageModel:
+    """Load a model directory (default: the shipped model in ``assets/``): a `TranslationModel`, or a `LanguageModel`
+    for a decoder-only one; errors name the file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32`` (`search`: its old name, deprecated). Traces are always computed in full precision.
@@ -647,7 +414,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
         path = root / DEFAULT_MODEL
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
-        return LanguageModel.load(directory, resolve_device(device))  # type: ignore[return-value]
+        return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)
     try:
@@ -675,12 +442,12 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
-                      precision: str = "auto", search: str | None = None) -> TranslationModel:
+                      precision: str = "auto", search: str | None = None) -> TranslationModel | LanguageModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
-    `TranslationModel`, exactly as their saved folder imported with ``viz-model import`` loads; nothing is kept on
-    disk (`directory` is None). Anything else: ``HFImportError`` (a ValueError) in one line, before anything is
-    written. `source_lang` / `target_lang` / `dtype`: as for `load` of a hub id; `precision`: the search's (`search`:
-    its old name, deprecated)."""
+    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied), exactly as their saved
+    folder imported with ``viz-model import`` loads; nothing is kept on disk (`directory` is None). Anything else:
+    ``HFImportError`` (a ValueError) in one line, before anything is written. `source_lang` / `target_lang` /
+    `dtype`: as for `load` of a hub id; `precision`: the search's (`search`: its old name, deprecated)."""
     import tempfile
 
     from .hf.arguments import keyword_arguments, renamed_precision

@@ -11,18 +11,21 @@ from __future__ import annotations
 import time
 import unicodedata
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .config import ModelConfig
-from .modeldir.checkpoint import CheckpointError, load_model_dir, read_card
+from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
-from .nn.causal_lm import CausalLM, window_mask
+from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
+from .nn.model import HeadMask
 from .search.causal import LMSearch, beam_continuation
+from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
-from .tokenization.tokenizer import word_ids
+from .tokenization.tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
 MAX_PROMPT_CHARS = 20_000
@@ -56,7 +59,7 @@ class LanguageModel:
     """A decoder-only language model and its tokenizer.
 
     :ivar network: the `CausalLM`
-    :ivar tokenizer: its `LMTokenizer`
+    :ivar tokenizer: its `LMTokenizer` (an imported model's) or `SentencePieceLM` (one `viz-model train` trained)
     :ivar name: the model directory's name
     :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
     :ivar device: where it runs
@@ -65,13 +68,13 @@ class LanguageModel:
         them
     """
 
-    def __init__(self, network: CausalLM, tokenizer: LMTokenizer, name: str = "", directory: Path | None = None,
-                 device: torch.device | None = None, card: str = "") -> None:
+    def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
+                 directory: Path | None = None, device: torch.device | None = None, card: str = "") -> None:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
         try:
-            self.search = LMSearch(**tokenizer.rules["generation"])
+            self.search = LMSearch(**tokenizer.rules.get("generation", {}))  # none: a model trained here
         except (TypeError, ValueError) as err:
             raise CheckpointError(f"{tokenizer.path or name}: lm_tokenizer.json's generation settings: "
                                   f"{err}") from None
@@ -81,10 +84,17 @@ class LanguageModel:
     def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
         """The decoder-only model directory `directory` on `device`; errors name the file at fault."""
         directory = Path(directory)
-        network, tokenizer, _ = load_model_dir(directory)
-        if not isinstance(network, CausalLM) or not isinstance(tokenizer, LMTokenizer):
-            raise CheckpointError(f"{directory}: a decoder-only config without an imported language model's "
-                                  f"tokenizer ({type(tokenizer).__name__}); only imported language models load")
+        if has_weight_source(directory):  # weights read where they are, in the dtype the device computes in
+            from .hf.mapped_load import mapped_model
+
+            network, tokenizer = mapped_model(directory, device)
+        else:
+            network, tokenizer, _ = load_model_dir(directory)
+        if isinstance(tokenizer, Tokenizer):  # a model `viz-model train` trained: this project's SentencePiece
+            tokenizer = SentencePieceLM(tokenizer)
+        if not isinstance(network, CausalLM) or not isinstance(tokenizer, (LMTokenizer, SentencePieceLM)):
+            raise CheckpointError(f"{directory}: a decoder-only config with a translator's tokenizer "
+                                  f"({type(tokenizer).__name__}); a language model has its own or this project's")
         return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
 
     @property
@@ -112,17 +122,28 @@ class LanguageModel:
                           "is untested", stacklevel=3)
         return ids
 
+    def layer_mask(self, head_mask: HeadMask | None) -> torch.Tensor | None:
+        """The network's ``(layers, heads)`` multipliers of a `HeadMask`; one line where it names encoder or cross
+        heads, which a language model has none of."""
+        if head_mask is None:
+            return None
+        if head_mask.encoder is not None or head_mask.cross is not None:
+            raise ValueError("a language model (decoder-only) has decoder self-attention heads only: no encoder or "
+                             "cross heads to switch off")
+        return None if head_mask.decoder is None else head_mask.decoder.to(self.device)
+
     @torch.inference_mode()
-    def continue_ids(self, ids: list[int], max_new_tokens: int = 20) -> list[int]:
+    def continue_ids(self, ids: list[int], max_new_tokens: int = 20, head_mask: HeadMask | None = None) -> list[int]:
         """The greedy continuation of `ids` (as ``generate(do_sample=False, num_beams=1)``, the generation config's
         repetition penalty and n-gram ban applied): up to `max_new_tokens` ids, the end-of-text id that stopped it
-        included."""
+        included; `head_mask` switches heads off."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        mask = self.layer_mask(head_mask)
         new: list[int] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
         while len(new) < max_new_tokens:
-            out = self.network(step, cache=cache)
+            out = self.network(step, cache=cache, head_mask=mask)
             cache = out.cache
             token = int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax())
             new.append(token)
@@ -141,6 +162,47 @@ class LanguageModel:
             return self.continue_ids(ids, max_new_tokens)
         return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids, self.search).tokens
 
+    # --- the door of the layers above (analysis, attribution): prompt + continuation, teacher-forced -----------------
+    def forced_pass(self, ids: Sequence[int], *, head_mask: HeadMask | None = None, need_weights: bool = False,
+                    token_embeddings: torch.Tensor | None = None) -> CausalLMOutput:
+        """The full-precision network over `ids` (a prompt and a continuation, one sequence), batch 1 (or the batch of
+        `token_embeddings` ``(batch, len, d_model)``, given in place of the ids' own: gradients); `need_weights`:
+        every layer's record. Gradients flow where the caller enables them."""
+        tensor = torch.tensor([list(ids)], device=self.device)
+        if token_embeddings is not None:
+            tensor = tensor.expand(token_embeddings.shape[0], -1)
+        return self.network(tensor, need_weights=need_weights, head_mask=self.layer_mask(head_mask),
+                            token_embeddings=token_embeddings)
+
+    def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
+        """``(1, len, d_model)`` the token embeddings the network adds its input positions to (scaled where the
+        config scales them)."""
+        return self.network.token_embeddings(torch.tensor([list(ids)], device=self.device))
+
+    def continuation_ids(self, text: str) -> list[int]:
+        """The ids of `text` as it follows a prompt: no special tokens added; one line where it gives none."""
+        ids = self.tokenizer.backend.encode(check_prompt(text), add_special_tokens=False).ids
+        if not ids:
+            raise ValueError(f"the continuation {text!r} gives no tokens")
+        return ids
+
+    @torch.inference_mode()
+    def sequence_log_probs(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]],
+                           head_mask: HeadMask | None = None) -> np.ndarray:
+        """``log P(continuation | prompt)`` of each (prompt ids, continuation ids) pair under the full-precision
+        network, teacher-forced, in input order."""
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations: the lists must align")
+        result = np.zeros(len(prompts), dtype=np.float64)
+        for i, (prompt, continuation) in enumerate(zip(prompts, continuations)):
+            if not prompt or not continuation:
+                raise ValueError(f"pair {i + 1}: a prompt and a continuation of at least one token each are needed")
+            ids = [*prompt, *continuation]
+            logits = self.forced_pass(ids[:-1], head_mask=head_mask).logits[0, len(prompt) - 1:].float()
+            chosen = torch.log_softmax(logits, dim=-1)[torch.arange(len(continuation)), torch.tensor(continuation)]
+            result[i] = float(chosen.sum())
+        return result
+
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
         """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,
         as ``generate(do_sample=False)`` finds it: with `beam` beams (None: the generation config's num_beams, greedy
@@ -157,21 +219,28 @@ class LanguageModel:
         return self.complete(messages, max_new_tokens)
 
     @torch.inference_mode()
-    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5) -> AttentionTrace:
+    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5, *,
+              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None) -> AttentionTrace:
         """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
-        continuation (``max_new_tokens=0``: the prompt alone).
+        continuation (``max_new_tokens=0``: the prompt alone; `forced_ids`: this continuation instead, its length
+        `max_new_tokens`); `head_mask` switches heads off.
 
         ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
         read token t and names the token after it (the next one of the text, then the model's choice after the
         last) with the top-k candidates."""
+        if forced_ids is not None:
+            vocab = self.config.vocab_size
+            if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab for i in forced_ids):
+                raise ValueError(f"forced_ids must be token ids from 0 to {vocab - 1}")
+            max_new_tokens = len(forced_ids)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(prompt_ids, max_new_tokens)
+        new = self.continue_ids(prompt_ids, max_new_tokens, head_mask) if forced_ids is None else list(forced_ids)
         decoded = time.perf_counter()
         ids = prompt_ids + new
-        out = self.network(torch.tensor([ids], device=self.device), need_weights=True)
+        out = self.forced_pass(ids, head_mask=head_mask, need_weights=True)
         probabilities = torch.softmax(out.logits[0].float(), dim=-1)
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)
@@ -197,7 +266,8 @@ class LanguageModel:
             target_positional=positional.float().cpu().numpy(), source_embeddings=np.zeros((0, d), dtype=np.float32),
             target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
             log_probability=log_probability,
-            settings={"search": "greedy", "beam": 1, "top_k": top_k, "max_new_tokens": max_new_tokens,
+            settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
+                      "max_new_tokens": max_new_tokens,
                       "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None,
                       "windows": [self.network.window(i) for i in range(len(self.network.layers))]},
             config=self.config.to_dict(), model_name=self.name,

@@ -19,8 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from .nn.arrays import to_numpy
+from .nn.attention import causal_mask
 from .nn.kinds import check_kind
+from .nn.model import Seq2SeqOutput, Transformer
+from .tokenization.tokenizer import Tokenizer, word_ids
 
 FORMAT_VERSION = 1
 ARRAY_LIST_FIELDS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
@@ -137,7 +142,7 @@ class AttentionTrace:
 
     @property
     def num_heads(self) -> int:
-        """Heads per layer (query heads; 0 for a trace without maps)."""
+        """Heads per layer (a language model's: its query heads; 0 for a trace without maps)."""
         maps = self.encoder_attentions or self.decoder_attentions
         return int(maps[0].shape[0]) if maps else 0
 
@@ -352,3 +357,53 @@ class AttentionTrace:
         if path.suffix == ".npz":
             return cls.from_npz_bytes(path.read_bytes())
         raise TraceError(f"{path}: unknown trace format {path.suffix!r}; use .json or .npz")
+
+    @classmethod
+    def recorded(cls, network: Transformer, tokenizer: Tokenizer, text: str, source: torch.Tensor,
+                 prefix: torch.Tensor, output_ids: list[int], out: Seq2SeqOutput, top_k: int, positions: bool,
+                 settings: dict[str, Any], model_name: str, device: str) -> AttentionTrace:
+        """The trace of one translation of `text`: `out` is `network`'s recorded pass over the `source` ids and the
+        decoder's inputs `prefix` (``<s>`` and the output but its last; each a batch of one) teacher-forced on
+        `output_ids`; ``positions=False`` leaves its positional encodings zeros."""
+        src_ids, target_ids = source[0].tolist(), prefix[0].tolist()
+        log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
+        steps, total = decoding_steps(tokenizer, log_probs, target_ids, output_ids, top_k)
+        source_pe = to_numpy(network.positional_encodings(len(src_ids), "source"))
+        target_pe = to_numpy(network.positional_encodings(len(target_ids), "target"))
+        if not positions:
+            source_pe, target_pe = np.zeros_like(source_pe), np.zeros_like(target_pe)
+        source_mask = to_numpy(out.source_mask[0, 0])
+        return cls(
+            source_text=text, translation=tokenizer.decode(output_ids),
+            source_ids=src_ids, source_tokens=tokenizer.pieces(src_ids),
+            source_words=word_ids(tokenizer.pieces(src_ids)),
+            target_ids=target_ids, target_tokens=tokenizer.pieces(target_ids),
+            target_words=word_ids(tokenizer.pieces(target_ids)),
+            output_ids=output_ids, output_tokens=tokenizer.pieces(output_ids),
+            encoder_attentions=[to_numpy(a[0]) for a in out.encoder_attentions],
+            decoder_attentions=[to_numpy(a[0]) for a in out.decoder_attentions],
+            cross_attentions=[to_numpy(a[0]) for a in out.cross_attentions],
+            encoder_mask=np.broadcast_to(source_mask, (len(src_ids), len(src_ids))).copy(),
+            decoder_mask=to_numpy(causal_mask(len(target_ids))[0, 0]),
+            cross_mask=np.broadcast_to(source_mask, (len(target_ids), len(src_ids))).copy(),
+            source_positional=source_pe, target_positional=target_pe,
+            source_embeddings=to_numpy(network.token_embeddings(source, "source")[0]),
+            target_embeddings=to_numpy(network.token_embeddings(prefix, "target")[0]),
+            steps=steps, log_probability=total, settings=settings, config=network.config.to_dict(),
+            model_name=model_name, device=device)
+
+
+def decoding_steps(tokenizer: Tokenizer, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int],
+                   top_k: int) -> tuple[list[DecodingStep], float]:
+    """Each step's `DecodingStep` from the teacher-forced ``(steps, vocab)`` log-probabilities, and the output's
+    log-probability."""
+    top = log_probs.topk(min(top_k, log_probs.shape[-1]), dim=-1)
+    chosen = log_probs.gather(1, torch.tensor(output_ids, device=log_probs.device)[:, None])[:, 0]
+    top_ids, top_probabilities = top.indices.tolist(), top.values.exp().tolist()  # one copy each, not one a step
+    steps = []
+    for t, (inp, out, probability) in enumerate(zip(target_ids, output_ids, chosen.exp().tolist())):
+        steps.append(DecodingStep(
+            position=t, input_id=inp, input_token=tokenizer.piece(inp), token_id=out,
+            token=tokenizer.piece(out), probability=probability, top_ids=top_ids[t],
+            top_tokens=tokenizer.pieces(top_ids[t]), top_probabilities=top_probabilities[t]))
+    return steps, float(chosen.sum())

@@ -10,7 +10,7 @@ from app import analyze_pages, sessions, state, texts, tracing, widgets
 from app.page_settings import ABLATION as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, layer_counts
-from viz_model.plot import analysis as af
+from viz_model.plot import analysis_figures
 
 IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLEU drop"}
 
@@ -51,8 +51,9 @@ state.bound(st.multiselect, "Heads to switch off", own.heads, everything, format
             placeholder="Pick heads, or click them in the grid below")
 chosen = sorted(own.heads.get(), key=everything.index)
 grid = {kind: np.zeros((count, head_count)) for kind, count in layers.items()}
-fig = af.head_grid(grid, f"Heads switched off: {len(chosen)} of {len(everything)} (click a head to add or remove it)",
-                   "switched off", [[0, "#f0f2f6"], [1, "#f0f2f6"]], selected=chosen, showscale=False)
+fig = analysis_figures.head_grid(grid, f"Heads switched off: {len(chosen)} of {len(everything)} (click a head to add "
+                                       "or remove it)", "switched off", [[0, "#f0f2f6"], [1, "#f0f2f6"]],
+                                 selected=chosen, showscale=False)
 clickable_grid(fig, "ablation-heads", "abl_grid")
 
 # --- this sentence with and without them -------------------------------------------------------------------------
@@ -100,9 +101,9 @@ else:
     state.clamp_choice(own.metric, columns, columns[0], "Measure")
     state.bound(st.radio, "Measure", own.metric, columns, horizontal=True, format_func=IMPORTANCE_COLUMNS.get)
     metric = own.metric.get()
-    fig = af.head_grid(af.table_grid(importance, metric, layers, head_count),
-                       f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off", IMPORTANCE_COLUMNS[metric],
-                       "RdBu_r", selected=chosen, zmid=0.0)
+    fig = analysis_figures.head_grid(analysis_figures.table_grid(importance, metric, layers, head_count),
+                                     f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off",
+                                     IMPORTANCE_COLUMNS[metric], "RdBu_r", selected=chosen, zmid=0.0)
     clickable_grid(fig, f"head-importance-{metric}", "abl_importance")
     st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
                "become less likely; blue ones even help when removed. Click a head to switch it off above.")

@@ -6,9 +6,9 @@ import streamlit as st
 
 from app import analyze_pages, sessions, state, texts, tracing, widgets
 from app.page_settings import ALIGNMENT as own
-from viz_model.analysis import alignment, rollout
+from viz_model.analysis import rollout, word_alignment
 from viz_model.nn import kinds
-from viz_model.plot import analysis as af
+from viz_model.plot import analysis_figures
 
 ROWS = {"output": "the query that predicted it", "input": "the query that read it (shifted)"}
 SELF_KINDS = ("encoder", "decoder")
@@ -42,13 +42,13 @@ with columns[3]:
                 help="Each target word is linked to its most attended source word when that weight reaches this.")
 layer, rows, threshold = int(own.layer.get()) - 1, own.rows.get(), float(own.threshold.get())
 head = state.head_index(own.head.get())
-words = alignment.layer_word_attention(trace, layer, rows)
+words = word_alignment.layer_word_attention(trace, layer, rows)
 source_words, target_words = words.source_words, words.target_words
 if not source_words or not target_words:
     st.info("This sentence or its translation has no words to align.")
 else:
     weights = words.weights.mean(axis=0) if head == "mean" else words.weights[head]
-    links = alignment.alignment_links(weights, threshold)
+    links = word_alignment.alignment_links(weights, threshold)
     st.caption("Words, numbered from 0 as in the gold alignment below.")
     for side, side_words in (("Source", source_words), ("Target", target_words)):
         st.caption(f"{side}: " + texts.md_escape(" · ".join(f"{i} {w}" for i, w in enumerate(side_words))))
@@ -67,18 +67,19 @@ else:
     name = f"alignment-layer{layer + 1}-{own.head.get()}"
     title = f"Cross-attention links, layer {layer + 1}, {'mean over heads' if head == 'mean' else f'head {head + 1}'}"
     gold_links = gold.possible if gold is not None else ()
-    fig = af.alignment_figure(weights, source_words, target_words, links, title, gold_links)
+    fig = analysis_figures.alignment_figure(weights, source_words, target_words, links, title, gold_links)
     widgets.chart(fig, name, key="al_links_chart")
     st.caption("Each target word links to the source word it attended to most; thicker = more weight. "
                + ("Dashed green: the gold links." if gold is not None else ""))
     widgets.exports(fig, name, "al_links")
-    fig = af.word_map_figure(weights, source_words, target_words, layer, head, links, gold_links, rows)
+    fig = analysis_figures.word_map_figure(weights, source_words, target_words, layer, head, links, gold_links, rows)
     widgets.chart(fig, f"{name}-map", key="al_map_chart")
     widgets.exports(fig, f"{name}-map", "al_map")
     if gold is not None:
-        table = alignment.attention_aer([trace], [gold], rows, threshold)
-        fig = af.aer_grid(table, cross_layers, head_count, "Alignment error rate of every cross-attention head "
-                                                           "(lower is better)")
+        table = word_alignment.attention_aer([trace], [gold], rows, threshold)
+        fig = analysis_figures.aer_grid(table, cross_layers, head_count,
+                                        "Alignment error rate of every cross-attention head "
+                                        "(lower is better)")
         widgets.chart(fig, "aer", key="al_aer_chart")
         widgets.exports(fig, "aer", "al_aer")
         st.dataframe(analyze_pages.display_aer(table), hide_index=True, width="stretch")
@@ -120,7 +121,7 @@ for index, (what, weights, title) in enumerate(panels):
     if index % 2 == 0:
         row = st.columns(2)
     with row[index % 2]:
-        fig = af.token_map_figure(weights, queries, keys, kind, layer, title)
+        fig = analysis_figures.token_map_figure(weights, queries, keys, kind, layer, title)
         widgets.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
         widgets.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")
 if len(keys) > analyze_pages.FLOW_MAX_TOKENS:

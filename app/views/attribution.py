@@ -9,7 +9,7 @@ from app.page_settings import ATTRIBUTION as own
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, MAX_STEPS
-from viz_model.plot import attribution as pa
+from viz_model.plot import attribution_figures
 
 CHOICES = {"attention": "Attention weights (cross, heads and layers averaged)",
            "rollout": "Attention rollout through the encoder",
@@ -64,7 +64,7 @@ except ValueError as err:
 
 # --- source or prefix ----------------------------------------------------------------------------------------------
 st.subheader("From the source, or from the translation so far?")
-fig = pa.share_figure(result)
+fig = attribution_figures.share_figure(result)
 widgets.chart(fig, "source-share", key="at_share_chart")
 share = result.source_share()
 st.caption(f"ALTI+ follows every layer's attention, residual connection and LayerNorm: on average "
@@ -79,12 +79,12 @@ outputs = list(range(len(result.output_tokens)))
 state.clamp_choice(own.output, outputs, 0, "Output token")
 state.bound(st.selectbox, "Output token", own.output, outputs, format_func=lambda i: f"{i}: {result.output_tokens[i]}")
 output = int(own.output.get())
-fig = pa.methods_figure(result, output, ranked)
+fig = attribution_figures.methods_figure(result, output, ranked)
 widgets.chart(fig, "methods", key="at_methods_chart")
 st.caption("Each method's scores over the source tokens for this output token, scaled so that its largest magnitude "
            "is 1 (hover for the raw score). Gradient methods are signed: negative = evidence against the token.")
 widgets.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
-    {pa.method_label(m): result.source_scores(m)[output] for m in ranked},
+    {attribution_figures.method_label(m): result.source_scores(m)[output] for m in ranked},
     index=[f"{j}:{t}" for j, t in enumerate(result.source_tokens)]))
 if result.relative_gap is not None:
     gap = result.relative_gap
@@ -114,7 +114,7 @@ with st.expander("Contrastive: why this word and not another?"):
                                      if m in chosen) or ("input_x_gradient",)
             with st.spinner("Computing the contrastive attributions…"):
                 contrast = session.attribution(trace, contrast_methods, steps, pieces[0], tolerance)
-            fig = pa.methods_figure(contrast, output, contrast_methods)
+            fig = attribution_figures.methods_figure(contrast, output, contrast_methods)
             widgets.chart(fig, "contrastive", key="at_contrast_chart")
             st.caption(f"Scores of log p({result.output_tokens[output]}) − log p({contrast.foil}) at output {output}: "
                        "the source tokens that made this word more likely than the foil.")
@@ -122,8 +122,8 @@ with st.expander("Contrastive: why this word and not another?"):
 # --- the full matrix ------------------------------------------------------------------------------------------------
 st.subheader("Every output token from every input token")
 state.clamp_choice(own.matrix, list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
-state.bound(st.selectbox, "Method", own.matrix, list(ranked), format_func=pa.method_label)
-fig = pa.contribution_figure(result, own.matrix.get())
+state.bound(st.selectbox, "Method", own.matrix, list(ranked), format_func=attribution_figures.method_label)
+fig = attribution_figures.contribution_figure(result, own.matrix.get())
 widgets.chart(fig, f"matrix-{own.matrix.get()}", key="at_matrix_chart")
 st.caption("ALTI+ and the gradient methods also score the target prefix (right of the line); attention-based "
            "methods score the source only.")
@@ -139,10 +139,10 @@ if st.button("Check by deleting tokens", icon=":material/science:", key="at_chec
 if own.checked.get() == (tuple(trace.source_ids), tuple(trace.output_ids)):
     with st.spinner("Deleting tokens…"):
         deletions = session.deletions(trace, computed, ranked, DEFAULT_KS, steps, tolerance)
-    fig = pa.deletion_figure(deletions)
+    fig = attribution_figures.deletion_figure(deletions)
     widgets.chart(fig, "faithfulness", key="at_deletion_chart")
     table = summarise(deletions)
-    table["method"] = table["method"].map(pa.method_label)
+    table["method"] = table["method"].map(attribution_figures.method_label)
     st.dataframe(table, hide_index=True, width="stretch")
     widgets.exports(fig, "faithfulness", "at_deletion_fig", csv=lambda: deletions)
 

@@ -10,31 +10,30 @@ from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
 from viz_model.nn import kinds
-from viz_model.plot import analysis as af
-from viz_model.plot import attention as figures
+from viz_model.plot import analysis_figures, trace_figures
 from viz_model.trace import AttentionTrace
 
-View = tuple[str, int, figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
+View = tuple[str, int, trace_figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
 
 session = sessions.require_session()
 
 
 def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: tuple[str, str], key: str) -> None:
     """The `view` map of both traces side by side, then their difference when both have the same token axes."""
-    maps = [figures.attention_map(t, *view) for t in (first, second)]
+    maps = [trace_figures.attention_map(t, *view) for t in (first, second)]
     for column, amap, trace_, name, n in zip(st.columns(2), maps, (first, second), names, (1, 2)):
         with column:
             widgets.show_text(name, f"{trace_.source_text} → {trace_.translation}")
-            fig = af.column_heatmap(amap)
+            fig = analysis_figures.column_heatmap(amap)
             widgets.chart(fig, f"{key}-{n}", key=f"{key}_{n}_chart")
-            widgets.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: figures.map_dataframe(amap))
+            widgets.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: trace_figures.map_dataframe(amap))
     if maps[0].weights.shape != maps[1].weights.shape:
         st.info(f"No difference map: the maps have {maps[0].weights.shape[0]} × {maps[0].weights.shape[1]} and "
                 f"{maps[1].weights.shape[0]} × {maps[1].weights.shape[1]} tokens. A difference subtracts weight from "
                 "weight cell by cell, so it needs the same number of query and key tokens on both sides; compare "
                 "them side by side above (or change a word for one of the same length).")
         return
-    fig = af.difference_figure(maps[0], maps[1], f"{names[0]} − {names[1]}: {maps[0].title}")
+    fig = analysis_figures.difference_figure(maps[0], maps[1], f"{names[0]} − {names[1]}: {maps[0].title}")
     widgets.chart(fig, f"{key}-difference", key=f"{key}_diff_chart")
     st.caption(f"Red: more weight in {names[0]}; blue: more in {names[1]}. Where the tokens differ the label shows "
                "both (first / second).")

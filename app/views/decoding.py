@@ -7,7 +7,7 @@ from app import sessions, state, texts, tracing, widgets
 from app.page_settings import DECODING as own
 from app.shared_settings import SHARED
 from viz_model.api import MAX_BEAM
-from viz_model.plot import teaching as tf
+from viz_model.plot import learn_figures
 from viz_model.search.decoding import BeamTree
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
@@ -39,7 +39,7 @@ if note is not None:
 
 left, right = st.columns([2, 3])
 with left:
-    fig = tf.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
+    fig = learn_figures.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
     widgets.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
     widgets.exports(fig, f"step{t + 1}-top-k", "dec_topk")
     if step.token_id not in step.top_ids:
@@ -52,13 +52,13 @@ with right:
                  format_func=lambda v: f"Layer {v} of {layer_count}")
     layer = int(own.layer.get()) - 1
     rows = trace.cross_attentions[layer][:, t, :]
-    fig = tf.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
+    fig = learn_figures.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
     widgets.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
     widgets.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
     st.caption(f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in "
                "the source.")
 
-fig = tf.causal_growth_figure(trace.target_tokens, t)
+fig = learn_figures.causal_growth_figure(trace.target_tokens, t)
 widgets.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
 widgets.exports(fig, f"step{t + 1}-causal-mask", "dec_mask")
 st.caption("Row t is the query of step t: it may attend to the decoder inputs 0..t; later rows do not exist yet.")
@@ -106,7 +106,7 @@ except ValueError as err:
     st.error(f"The search cannot run on this sentence: {err}")
     st.stop()
 pieces = session.model.tokenizer.piece
-fig = tf.beam_tree_figure(tree, pieces, int(own.pruned.get()) or None)
+fig = learn_figures.beam_tree_figure(tree, pieces, int(own.pruned.get()) or None)
 widgets.chart(fig, "beam-tree", key="dec_tree_chart")
 widgets.exports(fig, "beam-tree", "dec_tree")
 

@@ -9,7 +9,7 @@ from app.page_settings import HEAD_ROLES as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
 from viz_model.analysis.head_stats import ROLE_RULES, STATISTICS, role_summary
-from viz_model.plot import analysis as af
+from viz_model.plot import analysis_figures
 
 STAT_HELP = {
     "entropy": "Entropy of each query's weights, in nats (0 = all weight on one key).",
@@ -75,7 +75,8 @@ else:
 state.clamp_choice(own.statistic, list(STATISTICS), "entropy", "Statistic")
 state.bound(st.selectbox, "Statistic", own.statistic, list(STATISTICS), format_func=lambda s: s.replace("_", " "))
 stat = own.statistic.get()
-fig = af.head_grid(af.table_grid(table, stat, layers, heads), f"{stat.replace('_', ' ')} of every head", stat)
+fig = analysis_figures.head_grid(analysis_figures.table_grid(table, stat, layers, heads),
+                                 f"{stat.replace('_', ' ')} of every head", stat)
 widgets.chart(fig, f"head-{stat}", key="hr_stat_chart")
 st.caption(STAT_HELP[stat] + " Blank cells: the statistic is not defined for that kind of attention.")
 widgets.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze_pages.display_heads(table))
@@ -89,7 +90,7 @@ st.subheader("Roles")
 st.caption("A head takes the first role whose statistic reaches its threshold: "
            + "; ".join(f"{r.role}: {r.statistic.replace('_', ' ')} ≥ {r.threshold:g}" for r in ROLE_RULES)
            + "; otherwise “other”.")
-fig = af.role_grid(table, layers, heads, "The role of every head")
+fig = analysis_figures.role_grid(table, layers, heads, "The role of every head")
 widgets.chart(fig, "head-roles", key="hr_role_chart")
 widgets.exports(fig, "head-roles", "hr_roles")
 usable = examples if examples is not None and int(table["example_sentence"].max()) < len(examples) else None

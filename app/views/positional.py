@@ -10,10 +10,10 @@ import streamlit as st
 from app import position_tabs, sessions, state, texts, tracing, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.shared_settings import SHARED
-from viz_model.lessons import teaching
+from viz_model.lessons import learn_pages
+from viz_model.nn.arrays import to_numpy
 from viz_model.nn.positional import wave
-from viz_model.plot import attention as figures
-from viz_model.plot import teaching as tf
+from viz_model.plot import learn_figures, trace_figures
 
 session = sessions.require_session()
 config = session.model.config
@@ -38,7 +38,7 @@ st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model
               f"exactly 10000·2π), and position p reads row p + {config.position_offset} of the table (fairseq counts "
               "from the pad id); the first two tabs draw the model's own values."
               if config.sinusoid_frequencies == "fairseq" else ""))
-own_table = functools.partial(teaching.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
+own_table = functools.partial(learn_pages.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
                               first=config.position_offset)
 trace = tracing.sentence_and_trace(session)
 
@@ -56,7 +56,7 @@ with theory:
     length = int(own.length.get())
     table = own_table(length, d_model)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
-    fig = tf.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
+    fig = learn_figures.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
     widgets.chart(fig, "pe-matrix", key="pe_matrix_chart")
     widgets.exports(fig, "pe-matrix", "pe_matrix")
     st.caption("Low dimensions oscillate fast (short wavelengths), high dimensions barely move: each position gets a "
@@ -71,16 +71,16 @@ with theory:
     state.bound(st.multiselect, "Dimensions", own.dims, dims, max_selections=12,
                  format_func=lambda d: f"{d} ({wave(d, d_model, layout)})")
     if own.dims.get():
-        fig = figures.sinusoid_figure(table, own.dims.get(), marked=len(trace.source_tokens) if trace else 0,
-                                      layout=layout)
+        fig = trace_figures.sinusoid_figure(table, own.dims.get(), marked=len(trace.source_tokens) if trace else 0,
+                                            layout=layout)
         widgets.chart(fig, "sinusoids", key="sin_chart")
         widgets.exports(fig, "sinusoids", "sin")
     else:
         st.info("Pick at least one dimension.")
 
-    wl = teaching.pair_wavelengths(d_model, config.sinusoid_frequencies)
-    fig = tf.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
-                               config.sinusoid_frequencies)
+    wl = learn_pages.pair_wavelengths(d_model, config.sinusoid_frequencies)
+    fig = learn_figures.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
+                                          config.sinusoid_frequencies)
     widgets.chart(fig, "wavelengths", key="wl_chart")
     widgets.exports(fig, "wavelengths", "wl")
     fairseq = config.sinusoid_frequencies == "fairseq"
@@ -93,16 +93,16 @@ with theory:
 # --- similarity and shift-linearity ------------------------------------------------------------------------------
 with shift:
     length = int(own.length.get())
-    table = teaching.pe_table(length, d_model)
-    similarity = teaching.dot_similarity(table)
+    table = learn_pages.pe_table(length, d_model)
+    similarity = learn_pages.dot_similarity(table)
     left, right = st.columns(2)
     with left:
-        fig = tf.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
+        fig = learn_figures.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
         widgets.chart(fig, "pe-similarity", key="pe_sim_chart")
         widgets.exports(fig, "pe-similarity", "pe_sim")
     with right:
-        profile = teaching.similarity_profile(similarity)
-        fig = tf.profile_figure(profile, d_model)
+        profile = learn_pages.similarity_profile(similarity)
+        fig = learn_figures.profile_figure(profile, d_model)
         widgets.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
         widgets.exports(fig, "pe-similarity-profile", "pe_profile")
         spread = float((profile["max"] - profile["min"]).max())
@@ -123,17 +123,17 @@ with shift:
     with c2:
         state.bound(st.slider, "Dimensions of M_k to draw", own.zoom, 2, d_model, step=2)
     try:
-        check = teaching.shift_check(own.offset.get(), length, d_model)
-    except teaching.InputError as err:
+        check = learn_pages.shift_check(own.offset.get(), length, d_model)
+    except learn_pages.InputError as err:
         widgets.input_problem(err, "the shift cannot be checked: ")
     else:
         left, right = st.columns(2)
         with left:
-            fig = tf.shift_matrix_figure(check.matrix, check.k, int(own.zoom.get()))
+            fig = learn_figures.shift_matrix_figure(check.matrix, check.k, int(own.zoom.get()))
             widgets.chart(fig, "shift-matrix", key="shift_matrix_chart")
             widgets.exports(fig, "shift-matrix", "shift_matrix")
         with right:
-            fig = tf.shift_error_figure(check)
+            fig = learn_figures.shift_error_figure(check)
             widgets.chart(fig, "shift-error", key="shift_error_chart")
             widgets.exports(fig, "shift-error", "shift_error")
         a, b = st.columns(2)
@@ -144,8 +144,8 @@ with shift:
 
 # --- beyond the training length ----------------------------------------------------------------------------------
 with beyond:
-    longest, where = teaching.training_max_length(session.model.directory, session.model.training_facts,
-                                                   session.model.training_stats)
+    longest, where = learn_pages.training_max_length(session.model.directory, session.model.training_facts,
+                                                     session.model.training_stats)
     if longest is not None:
         st.caption(f"The longest training sequence had {longest} tokens (from {where}).")
     else:
@@ -158,14 +158,15 @@ with beyond:
     if longest is not None:
         marks = {f"longest training sentence = {longest}": longest, **marks}
     chosen = own.dims.get() or [0, 1]
-    fig = tf.dimension_curves_figure(far, chosen, marks, title=f"The chosen dimensions for positions 0–{horizon - 1}",
-                                     layout=layout)
+    fig = learn_figures.dimension_curves_figure(far, chosen, marks,
+                                                title=f"The chosen dimensions for positions 0–{horizon - 1}",
+                                                layout=layout)
     widgets.chart(fig, "pe-extrapolation", key="pe_far_chart")
     widgets.exports(fig, "pe-extrapolation", "pe_far")
     seen = longest or max_positions
     window = min(seen, 128)
-    inside = teaching.similarity_profile(teaching.dot_similarity(far[:window]))
-    outside = teaching.similarity_profile(teaching.dot_similarity(far[seen:seen + window]))
+    inside = learn_pages.similarity_profile(learn_pages.dot_similarity(far[:window]))
+    outside = learn_pages.similarity_profile(learn_pages.dot_similarity(far[seen:seen + window]))
     difference = float(np.abs(inside["mean"].to_numpy() - outside["mean"].to_numpy()).max())
     st.metric(f"Distance profile of positions {seen}–{seen + window - 1} vs 0–{window - 1}: largest difference",
               f"{difference:.1e}")
@@ -177,7 +178,7 @@ with beyond:
     st.subheader("Learned vs sinusoidal")
     kinds = {}
     for model_name in sessions.model_names():
-        kinds |= teaching.positional_kinds(sessions.root_of(model_name), [model_name])
+        kinds |= learn_pages.positional_kinds(sessions.root_of(model_name), [model_name])
     learned = sorted(name for name, kind in kinds.items() if kind == "learned")
     if not learned:
         st.info("No learned-position model is shipped yet, so there is nothing to compare with (training one takes "
@@ -198,15 +199,15 @@ with beyond:
             st.error(f"The model {name} cannot be loaded: {err}")
         else:
             rows = min(other.config.max_positions, int(own.length.get()))
-            learned_table = other.network.positional_encodings(rows, "source").detach().float().cpu().numpy()
-            reference = teaching.pe_table(rows, other.config.d_model)
-            fig = tf.side_by_side_figure([(f"learned ({name})", learned_table),
-                                          (f"sinusoidal (d_model {other.config.d_model})", reference)])
+            learned_table = to_numpy(other.network.positional_encodings(rows, "source"))
+            reference = learn_pages.pe_table(rows, other.config.d_model)
+            fig = learn_figures.side_by_side_figure([(f"learned ({name})", learned_table),
+                                                     (f"sinusoidal (d_model {other.config.d_model})", reference)])
             widgets.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
             widgets.exports(fig, "learned-vs-sinusoidal", "learned")
-            fig = tf.side_by_side_figure([("learned: PE(p)·PE(q)", teaching.dot_similarity(learned_table)),
-                                          ("sinusoidal: PE(p)·PE(q)", teaching.dot_similarity(reference))],
-                                         x_title="position", height=440)
+            panels = [("learned: PE(p)·PE(q)", learn_pages.dot_similarity(learned_table)),
+                      ("sinusoidal: PE(p)·PE(q)", learn_pages.dot_similarity(reference))]
+            fig = learn_figures.side_by_side_figure(panels, x_title="position", height=440)
             widgets.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
             widgets.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
             st.caption("Paper Table 3, row E: learned position embeddings instead of sinusoids gave nearly identical "
@@ -226,15 +227,17 @@ with sentence_tab:
         tokens = trace.source_tokens if side == "source" else trace.target_tokens
         pe = trace.source_positional if side == "source" else trace.target_positional
         embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
-        fig = figures.positional_heatmap(pe, tokens, f"Positional encodings of the {len(tokens)} {side} positions "
-                                         f"(d_model = {pe.shape[1]})", layout)
+        fig = trace_figures.positional_heatmap(pe, tokens,
+                                               f"Positional encodings of the {len(tokens)} {side} positions "
+                                               f"(d_model = {pe.shape[1]})", layout)
         widgets.chart(fig, f"{side}-positional-encodings", key="pe_chart")
         widgets.exports(fig, f"{side}-positional-encodings", "pe")
         options = list(range(len(tokens)))
         state.clamp_choice(own.token, options, min(1, len(tokens) - 1), "Token")
         state.bound(st.selectbox, "Token", own.token, options, format_func=lambda i: f"{i}: {tokens[i]}")
         index = int(own.token.get())
-        fig = figures.embedding_figure(embeddings[index], pe[index], tokens[index], index, config.scale_embeddings)
+        fig = trace_figures.embedding_figure(embeddings[index], pe[index], tokens[index], index,
+                                             config.scale_embeddings)
         widgets.chart(fig, "embedding-vs-pe", key="emb_chart")
         widgets.exports(fig, "embedding-vs-pe", "emb")
         st.caption("The first layer reads the sum. "
@@ -242,7 +245,7 @@ with sentence_tab:
                       "meaning." if config.scale_embeddings else
                       "This model does not scale its embeddings by √d_model (BART's choice); its learned positions "
                       "are trained at their scale."))
-        fig = figures.positional_similarity(pe, tokens)
+        fig = trace_figures.positional_similarity(pe, tokens)
         widgets.chart(fig, "positional-similarity", key="sim_chart")
         widgets.exports(fig, "positional-similarity", "sim")
 
@@ -268,8 +271,8 @@ with experiment:
             own.shuffle_seed.init()
             state.bound(st.number_input, "Shuffle seed", own.shuffle_seed, min_value=0, max_value=2**31 - 1, step=1)
             try:
-                changed_text = teaching.shuffle_words(text, own.shuffle_seed.get())
-            except teaching.InputError as err:
+                changed_text = learn_pages.shuffle_words(text, own.shuffle_seed.get())
+            except learn_pages.InputError as err:
                 problem = f"The words cannot be shuffled: {err}."
         if problem:
             st.warning(texts.md_escape(problem))
@@ -305,8 +308,9 @@ with experiment:
                 for label, t in (("original", trace), (EXPERIMENTS[mode].lower(), changed)):
                     queries, keys = t.axes(kind)
                     panels.append((label, t.attentions(kind)[layer].mean(axis=0), queries, keys))
-                fig = tf.attention_pair_figure(panels, f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
-                                                       f"{trace.num_heads} heads")
+                fig = learn_figures.attention_pair_figure(panels,
+                                                          f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
+                                                          f"{trace.num_heads} heads")
                 widgets.chart(fig, "pe-experiment", key="pe_exp_chart")
                 widgets.exports(fig, "pe-experiment", "pe_exp")
 

@@ -7,20 +7,20 @@ import streamlit as st
 
 from app import sessions, state, tracing, widgets
 from app.page_settings import TRAINING as own
-from viz_model.lessons import teaching
+from viz_model.lessons import learn_pages
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TRAINING_FACTS
 from viz_model.nn.shapes import architecture
-from viz_model.plot import teaching as tf
+from viz_model.plot import learn_figures
 
 session = sessions.require_session()
 model = session.model
 config = model.config
 facts = model.training_facts  # training_facts.json: the recipe as data (None for a model without one)
 try:
-    events = teaching.training_events(model.directory)
+    events = learn_pages.training_events(model.directory)
     log_problem = None
-except teaching.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
+except learn_pages.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
     events, log_problem = [], str(err)
 
 st.title("The training recipe")
@@ -75,23 +75,23 @@ logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
                        if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
 try:
     cooldown = int(own.cooldown.get())
-    cfg = teaching.schedule_config(own.d_model.get(), own.warmup.get(),
-                                   lr_scale=own.scale.get() if own.mode.get() == "scale" else 1.0,
-                                   lr_peak=own.peak.get() if own.mode.get() == "peak" else 0.0,
-                                   epochs=own.epochs.get() if cooldown else 1, cooldown_epochs=cooldown)
+    cfg = learn_pages.schedule_config(own.d_model.get(), own.warmup.get(),
+                                      lr_scale=own.scale.get() if own.mode.get() == "scale" else 1.0,
+                                      lr_peak=own.peak.get() if own.mode.get() == "peak" else 0.0,
+                                      epochs=own.epochs.get() if cooldown else 1, cooldown_epochs=cooldown)
     epoch_steps = int(own.epoch_steps.get())
     cooldown_start = (cfg.epochs - cooldown) * epoch_steps if cooldown else None
     last = int(logged["step"].max()) if len(logged) else 0
     total = cfg.epochs * epoch_steps if cooldown else max(int(own.steps.get()), last)
-    steps = teaching.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
-    lr = teaching.schedule(cfg, steps, epoch_steps)
-except teaching.InputError as err:
+    steps = learn_pages.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
+    lr = learn_pages.schedule(cfg, steps, epoch_steps)
+except learn_pages.InputError as err:
     widgets.input_problem(err)
 else:
     label = ((f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
               f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
              + (f", cooldown {cooldown} of {cfg.epochs} epochs" if cooldown else ""))
-    fig = tf.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps, cooldown_start)
+    fig = learn_figures.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps, cooldown_start)
     widgets.chart(fig, "learning-rate", key="tr_lr_chart")
     widgets.exports(fig, "learning-rate", "tr_lr")
     top = int(np.argmax(lr))
@@ -99,12 +99,12 @@ else:
                + (f" The cooldown starts after step {cooldown_start:,} and decays linearly to zero at the end of "
                   f"the run's last step, {total:,}." if cooldown else ""))
     if len(logged):
-        expected = teaching.schedule(cfg, logged["step"].to_numpy(), epoch_steps)
+        expected = learn_pages.schedule(cfg, logged["step"].to_numpy(), epoch_steps)
         gap = float(np.abs(expected - logged["lr"].to_numpy()).max())
         st.metric(f"Largest gap between this curve and the {len(logged)} learning rates the model logged", f"{gap:.1e}",
                   help="0 when the settings above are the ones the model was trained with.")
         if facts:
-            st.caption(f"This model's {TRAINING_FACTS}: {teaching.recipe_summary(facts)}. The red dots are the "
+            st.caption(f"This model's {TRAINING_FACTS}: {learn_pages.recipe_summary(facts)}. The red dots are the "
                        "learning rates its training log recorded.")
     else:
         st.info(f"This model directory has no {TRAINING_LOG}, so its actual schedule cannot be drawn.")
@@ -124,11 +124,11 @@ with c:
     state.bound(st.number_input, "Correct token id", own.target, min_value=1, max_value=999_999, step=1,
                  help="Token 0 is <pad>, which the loss skips.")
 try:
-    target = teaching.smoothed_target(own.epsilon.get(), own.vocab.get(), own.target.get())
-except teaching.InputError as err:
+    target = learn_pages.smoothed_target(own.epsilon.get(), own.vocab.get(), own.target.get())
+except learn_pages.InputError as err:
     widgets.input_problem(err)
 else:
-    fig = tf.smoothing_figure(target, int(own.target.get()))
+    fig = learn_figures.smoothing_figure(target, int(own.target.get()))
     widgets.chart(fig, "label-smoothing", key="tr_ls_chart")
     widgets.exports(fig, "label-smoothing", "tr_ls")
     st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(own.target.get())]:.6f}; every other token ε/V = "
@@ -139,7 +139,7 @@ st.subheader("How this model trained")
 if model.imported and not events:
     st.info("Its source documents how it trained: see the model card below.")
 elif events:
-    fig = tf.training_curves_figure(events)
+    fig = learn_figures.training_curves_figure(events)
     widgets.chart(fig, "training-curves", key="tr_curves_chart")
     widgets.exports(fig, "training-curves", "tr_curves")
     start = next((e for e in events if e.get("event") == "start"), {})
@@ -161,7 +161,7 @@ st.subheader("The architecture, with the shapes for your sentence")
 trace = tracing.sentence_and_trace(session)
 if trace is not None:
     stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
-    fig = tf.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
+    fig = learn_figures.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
     widgets.chart(fig, "architecture", key="tr_arch_chart")
     widgets.exports(fig, "architecture", "tr_arch")
     st.caption(f"{len(trace.source_tokens)} source tokens, {len(trace.target_tokens)} decoder inputs; "
@@ -175,7 +175,7 @@ if trace is not None:
 st.subheader("Why self-attention")
 st.caption("Per layer, for n positions of width d (paper Table 1): self-attention connects every pair of positions "
            "in one step, at a cost quadratic in n; a recurrent layer needs n sequential steps.")
-st.dataframe(teaching.COMPLEXITY, hide_index=True, width="stretch")
+st.dataframe(learn_pages.COMPLEXITY, hide_index=True, width="stretch")
 a, b, c, d = st.columns(4)
 with a:
     state.bound(st.multiselect, "Sequence lengths n", own.lengths, [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
@@ -188,15 +188,16 @@ with d:
 if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure"):
     bar = st.progress(0.0, text="Measuring…")
     try:
-        own.measured.set(teaching.measure_layers(own.lengths.get(), own.width.get(), own.heads.get(), own.kernel.get(),
-                                                 progress=lambda f: bar.progress(f, text="Measuring…")))
-    except teaching.InputError as err:
+        own.measured.set(learn_pages.measure_layers(own.lengths.get(), own.width.get(), own.heads.get(),
+                                                    own.kernel.get(),
+                                                    progress=lambda f: bar.progress(f, text="Measuring…")))
+    except learn_pages.InputError as err:
         widgets.input_problem(err)
     finally:
         bar.empty()
 measured = own.measured.get()
 if measured is not None:
-    fig = tf.complexity_figure(measured)
+    fig = learn_figures.complexity_figure(measured)
     widgets.chart(fig, "why-self-attention", key="tr_complexity_chart")
     widgets.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
     st.caption("Median of 5 forward passes, after a warm-up of every layer at every length, on the CPU of the "

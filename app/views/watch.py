@@ -1,6 +1,6 @@
 """Learn: watch attention form while a tiny Transformer trains on a synthetic task, with and without positional
-encoding side by side (`viz_model.lessons.watch`). Training runs on the server, bounded in time and size, one per
-session."""
+encoding side by side (`viz_model.lessons.watch_trainer`). Training runs on the server, bounded in time and size,
+one per session."""
 
 import dataclasses
 import io
@@ -11,7 +11,7 @@ import streamlit as st
 from app import figure_files, sessions, state, widgets
 from app.page_settings import HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
 from app.page_settings import WATCH as own
-from viz_model.lessons.watch import (
+from viz_model.lessons.watch_trainer import (
     LIMITS,
     POSITIONAL,
     TASKS,
@@ -22,7 +22,7 @@ from viz_model.lessons.watch import (
     probe_maps,
     train_watch,
 )
-from viz_model.plot import watch as wf
+from viz_model.plot import watch_figures
 
 TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "shift": "shift (rotate left by k)",
                "every_other": "every other symbol"}
@@ -80,7 +80,7 @@ def train(plans: dict[str, WatchConfig]) -> None:
             bar.progress(min(1.0, (number + min(done, 1.0)) / len(plans)),
                          text=f"{name}: step {result.snapshots[-1].step}, held-out accuracy "
                               f"{100 * result.history[-1]['sequence_accuracy']:.0f}%")
-            curves.plotly_chart(wf.curves_figure(own.runs.get()), width="stretch")
+            curves.plotly_chart(watch_figures.curves_figure(own.runs.get()), width="stretch")
         train_watch(cfg, on_progress=progress)
     for live in (stop, bar, curves):  # the finished run is drawn below, with the scrubber
         live.empty()
@@ -112,7 +112,7 @@ if not runs:
 
 first = next(iter(runs.values()))
 cfg = first.config
-st.plotly_chart(wf.curves_figure(runs), width="stretch", key="watch_curves")
+st.plotly_chart(watch_figures.curves_figure(runs), width="stretch", key="watch_curves")
 st.caption(" · ".join(f"{name}: {100 * r.final_accuracy:.0f}% of held-out sequences exactly right after "
                       f"{r.history[-1]['step']} steps ({r.seconds:.1f} s)" for name, r in runs.items()))
 
@@ -129,14 +129,16 @@ layer = right.selectbox("Layer", list(range(cfg.layers)), cfg.layers - 1, key=ow
 head_choice = right.selectbox("Head", ["mean", *range(cfg.heads)], key=own.head.key,
                               format_func=lambda h: "mean of heads" if h == "mean" else f"head {h + 1}")
 head = None if head_choice == "mean" else int(head_choice)
-fig = wf.snapshot_figure(runs, index, kind, layer, head)
+fig = watch_figures.snapshot_figure(runs, index, kind, layer, head)
 widgets.chart(fig, "watch-maps", key="watch_maps")
-outputs = " · ".join(f"{name}: {''.join(wf.symbol(t) for t in r.snapshots[min(index, len(r.snapshots) - 1)].output)}"
-                     for name, r in runs.items())
-st.caption(f"Probe {''.join(wf.symbol(t) for t in first.probe)} → {outputs}")
+outputs = " · ".join(
+    f"{name}: {''.join(watch_figures.symbol(t) for t in r.snapshots[min(index, len(r.snapshots) - 1)].output)}"
+    for name, r in runs.items())
+st.caption(f"Probe {''.join(watch_figures.symbol(t) for t in first.probe)} → {outputs}")
 with st.expander("Play the snapshots as an animation", icon=":material/animation:"):
     shown = st.selectbox("Run", list(runs), key=own.animated.key)
-    widgets.chart(wf.animation_figure(runs[shown], kind, layer, head), "watch-animation", key="watch_animation")
+    widgets.chart(watch_figures.animation_figure(runs[shown], kind, layer, head), "watch-animation",
+                  key="watch_animation")
 if WITHOUT in runs and len(runs) > 1:
     expected = expected_source(cfg.task, len(first.probe), cfg.shift)
     st.markdown("**Why the model without positional encoding fails.** Attention is a weighted sum over a *set*: "
@@ -149,7 +151,7 @@ if WITHOUT in runs and len(runs) > 1:
 
 st.subheader("Try your own sequence")
 text = st.text_input(f"Letters A–{chr(ord('A') + cfg.symbols - 1)}, {cfg.min_length} to {cfg.max_length} of them",
-                     "".join(wf.symbol(t) for t in first.probe), max_chars=4 * LIMITS["length"][1],
+                     "".join(watch_figures.symbol(t) for t in first.probe), max_chars=4 * LIMITS["length"][1],
                      key=own.own_sequence.key)
 try:
     sequence = parse_sequence(text, cfg)
@@ -160,8 +162,8 @@ else:
     for name, result in runs.items():
         shot = probe_maps(result.model, result.config, sequence, result.snapshots[-1].step)
         mine[name] = dataclasses.replace(result, probe=sequence, snapshots=[shot])
-        st.write(f"{name}: **{''.join(wf.symbol(t) for t in shot.output)}**")
-    widgets.chart(wf.snapshot_figure(mine, 0, kind, layer, head), "watch-own", key="watch_own_maps")
+        st.write(f"{name}: **{''.join(watch_figures.symbol(t) for t in shot.output)}**")
+    widgets.chart(watch_figures.snapshot_figure(mine, 0, kind, layer, head), "watch-own", key="watch_own_maps")
 
 st.subheader("Export the snapshots")
 for name, result in runs.items():
@@ -172,5 +174,6 @@ for name, result in runs.items():
                             file_name=f"watch-{cfg.task}-{name.replace(' ', '-')}.npz", key=f"watch_npz_{name}",
                             on_click="ignore", icon=":material/download:")
     cols[1].download_button(f"{name}: animation (HTML)", lambda r=result: figure_files.figure_html(
-        wf.animation_figure(r, kind, layer, head)), file_name=f"watch-{cfg.task}-{name.replace(' ', '-')}.html",
+        watch_figures.animation_figure(r, kind, layer,
+                                       head)), file_name=f"watch-{cfg.task}-{name.replace(' ', '-')}.html",
         mime="text/html", key=f"watch_html_{name}", on_click="ignore", icon=":material/animation:")

@@ -12,11 +12,10 @@ import pytest
 from support.app import INJECTION, arr  # noqa: E402
 
 from app import analyze_pages  # noqa: E402
-from viz_model.analysis import alignment, rollout  # noqa: E402
+from viz_model.analysis import rollout, word_alignment  # noqa: E402
 from viz_model.analysis.ablation import TokenEdit, all_heads, layer_counts  # noqa: E402
-from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
-from viz_model.plot import analysis as af  # noqa: E402
-from viz_model.plot import attention as figures  # noqa: E402
+from viz_model.analysis.corpus_attention import analyze_corpus  # noqa: E402
+from viz_model.plot import analysis_figures, trace_figures  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def test_table_grid_places_each_head_and_leaves_the_rest_blank(model):
     table = pd.DataFrame([{"kind": "cross", "layer": counts["cross"] - 1, "head": heads - 1, "v": 0.25},
                           {"kind": "encoder", "layer": 0, "head": 0, "v": 1.5},
                           {"kind": "encoder", "layer": counts["encoder"], "head": 0, "v": 9.0}])  # out of range
-    grids = af.table_grid(table, "v", counts, heads)
+    grids = analysis_figures.table_grid(table, "v", counts, heads)
     assert {k: g.shape for k, g in grids.items()} == {k: (n, heads) for k, n in counts.items()}
     assert grids["cross"][-1, -1] == 0.25 and grids["encoder"][0, 0] == 1.5
     assert np.isnan(grids["decoder"]).all() and np.isfinite(grids["encoder"]).sum() == 1
@@ -57,11 +56,11 @@ def test_table_grid_places_each_head_and_leaves_the_rest_blank(model):
 
 def test_head_grid_one_heatmap_per_kind_with_clickable_cells(model, heads_table):
     counts, heads = layer_counts(model.config), model.config.heads
-    values = af.table_grid(heads_table, "entropy", counts, heads)
+    values = analysis_figures.table_grid(heads_table, "entropy", counts, heads)
     chosen = [("decoder", counts["decoder"] - 1, heads - 1)]
-    fig = spec(af.head_grid(values, "entropy of <b>every</b> head", "entropy", selected=chosen))
+    fig = spec(analysis_figures.head_grid(values, "entropy of <b>every</b> head", "entropy", selected=chosen))
     maps = [t for t in fig["data"] if t["type"] == "heatmap"]
-    assert [m["name"] for m in maps] == list(figures.KINDS)
+    assert [m["name"] for m in maps] == list(trace_figures.KINDS)
     for m in maps:
         np.testing.assert_allclose(arr(m["z"]), values[m["name"]])
     cells = [t for t in fig["data"] if t.get("name", "").endswith(" heads")]
@@ -74,12 +73,13 @@ def test_head_grid_one_heatmap_per_kind_with_clickable_cells(model, heads_table)
 
 
 def test_head_grid_centres_a_diverging_scale_and_refuses_unknown_kinds():
-    fig = spec(af.head_grid({"encoder": np.array([[-1.0, 3.0]])}, "t", "rise", "RdBu_r", zmid=0.0))
+    fig = spec(analysis_figures.head_grid({"encoder": np.array([[-1.0, 3.0]])}, "t", "rise", "RdBu_r", zmid=0.0))
     assert (fig["layout"]["coloraxis"]["cmin"], fig["layout"]["coloraxis"]["cmax"]) == (-3.0, 3.0)
-    blank = spec(af.head_grid({"cross": np.full((2, 2), np.nan)}, "t", "v"))  # nothing defined: still a figure
+    blank = spec(analysis_figures.head_grid({"cross": np.full((2, 2), np.nan)}, "t",
+                                            "v"))  # nothing defined: still a figure
     assert "not defined here" in blank["data"][1]["hovertext"][0]
     with pytest.raises(ValueError, match="head grid"):
-        af.head_grid({"attention": np.zeros((1, 1))}, "t", "v")
+        analysis_figures.head_grid({"attention": np.zeros((1, 1))}, "t", "v")
 
 
 def test_role_grid_numbers_every_head_and_names_the_role_in_the_legend_and_hover(model, heads_table):
@@ -88,16 +88,16 @@ def test_role_grid_numbers_every_head_and_names_the_role_in_the_legend_and_hover
     counts, heads = layer_counts(model.config), model.config.heads
     table = heads_table.copy()
     table.loc[0, "role"] = INJECTION
-    fig = af.role_grid(table, counts, heads, "roles")
+    fig = analysis_figures.role_grid(table, counts, heads, "roles")
     data = spec(fig)
     roles = list(dict.fromkeys(table["role"]))
     texts = [t for m in data["data"] if m["type"] == "heatmap" for row in m["text"] for t in row]
     assert len(texts) == len(table) and all(1 <= len(t) <= 2 for t in texts)
     assert sorted(set(texts), key=int) == [str(i + 1) for i in range(len(roles))]
     ticks = data["layout"]["coloraxis"]["colorbar"]["ticktext"]
-    assert ticks[roles.index(INJECTION)] == f"{roles.index(INJECTION) + 1} {figures.escape(INJECTION)}"
+    assert ticks[roles.index(INJECTION)] == f"{roles.index(INJECTION) + 1} {trace_figures.escape(INJECTION)}"
     hovers = [h for m in data["data"] if m["type"] == "scatter" for h in m.get("hovertext") or []]
-    assert any(f"role {roles.index(INJECTION) + 1}: {figures.escape(INJECTION)}" in h for h in hovers)
+    assert any(f"role {roles.index(INJECTION) + 1}: {trace_figures.escape(INJECTION)}" in h for h in hovers)
     assert no_markup(fig)
 
 
@@ -105,7 +105,7 @@ def test_role_grid_numbers_every_head_and_names_the_role_in_the_legend_and_hover
 def test_token_map_figure_draws_rollout_like_the_explorer(trace):
     result = rollout.attention_rollout(trace.encoder_attentions)[-1]
     queries, keys = trace.axes("encoder")
-    fig = spec(af.token_map_figure(result, queries, keys, "encoder", 0, "Rollout <x>"))
+    fig = spec(analysis_figures.token_map_figure(result, queries, keys, "encoder", 0, "Rollout <x>"))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), result, atol=1e-6)
     assert fig["layout"]["title"]["text"] == "Rollout &lt;x&gt;"
     assert fig["layout"]["xaxis"]["ticktext"][-1] == "&lt;/s&gt;"
@@ -113,44 +113,45 @@ def test_token_map_figure_draws_rollout_like_the_explorer(trace):
 
 
 def test_difference_figure_subtracts_and_merges_labels(trace):
-    first = figures.attention_map(trace, "encoder", 0, 0)
-    second = figures.attention_map(trace, "encoder", trace.num_layers["encoder"] - 1, "mean")
+    first = trace_figures.attention_map(trace, "encoder", 0, 0)
+    second = trace_figures.attention_map(trace, "encoder", trace.num_layers["encoder"] - 1, "mean")
     second.key_labels = [*second.key_labels[:-1], "<other>"]
-    fig = spec(af.difference_figure(first, second, "difference"))
+    fig = spec(analysis_figures.difference_figure(first, second, "difference"))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), first.weights - second.weights, atol=1e-6)
     assert fig["layout"]["xaxis"]["ticktext"][-1] == "&lt;/s&gt; / &lt;other&gt;"
     assert fig["data"][0]["zmid"] == 0.0 and "difference" in fig["data"][0]["hovertemplate"]
-    assert af.merged_labels(["a", "b"], ["a", "c"]) == ["a", "b / c"]
-    shorter = figures.AttentionMap(first.weights[:-1, :-1], first.query_labels[:-1], first.key_labels[:-1],
-                                   first.query_notes[:-1], "encoder", 0, 0, "piece")
+    assert analysis_figures.merged_labels(["a", "b"], ["a", "c"]) == ["a", "b / c"]
+    shorter = trace_figures.AttentionMap(first.weights[:-1, :-1], first.query_labels[:-1], first.key_labels[:-1],
+                                         first.query_notes[:-1], "encoder", 0, 0, "piece")
     with pytest.raises(ValueError, match="same number of tokens"):
-        af.difference_figure(first, shorter, "t")
+        analysis_figures.difference_figure(first, shorter, "t")
 
 
 # --- alignment ---------------------------------------------------------------------------------------------------
 def test_alignment_figure_draws_one_line_per_link_and_the_gold_links(trace):
-    words = alignment.layer_word_attention(trace, trace.num_layers["cross"] - 1)
+    words = word_alignment.layer_word_attention(trace, trace.num_layers["cross"] - 1)
     weights = words.weights.mean(axis=0)
-    links = alignment.alignment_links(weights)
+    links = word_alignment.alignment_links(weights)
     gold = {(0, 0), (1, 1)}
-    fig = spec(af.alignment_figure(weights, words.source_words, words.target_words, links, "links", gold))
+    fig = spec(analysis_figures.alignment_figure(weights, words.source_words, words.target_words, links, "links", gold))
     assert sum(t.get("name") == "link" for t in fig["data"]) == len(links)
     assert sum(t.get("name") == "gold" for t in fig["data"]) == len(gold)
     source = next(t for t in fig["data"] if t.get("name") == "source words")
-    assert source["text"] == [figures.escape(w) for w in words.source_words]
+    assert source["text"] == [trace_figures.escape(w) for w in words.source_words]
     with pytest.raises(ValueError, match="does not fit"):
-        af.alignment_figure(weights[:, :-1], words.source_words, words.target_words, links, "t")
+        analysis_figures.alignment_figure(weights[:, :-1], words.source_words, words.target_words, links, "t")
 
 
 def test_alignment_figure_escapes_words():
-    fig = af.alignment_figure(np.array([[1.0]]), [INJECTION], ["<b>"], {(0, 0)}, INJECTION)
+    fig = analysis_figures.alignment_figure(np.array([[1.0]]), [INJECTION], ["<b>"], {(0, 0)}, INJECTION)
     assert no_markup(fig) and "&lt;b&gt;" in fig.to_json()
 
 
 def test_word_map_figure_marks_links_and_gold(trace):
-    words = alignment.layer_word_attention(trace, 0)
-    links = alignment.alignment_links(words.weights[0])
-    fig = spec(af.word_map_figure(words.weights[0], words.source_words, words.target_words, 0, 0, links, {(0, 0)}))
+    words = word_alignment.layer_word_attention(trace, 0)
+    links = word_alignment.alignment_links(words.weights[0])
+    fig = spec(analysis_figures.word_map_figure(words.weights[0], words.source_words, words.target_words, 0, 0, links,
+                                                {(0, 0)}))
     assert fig["layout"]["title"]["text"] == "Cross-attention (decoder → encoder): layer 1, head 1, words"
     marked = next(t for t in fig["data"] if t.get("name") == "alignment link")
     assert sorted(zip(arr(marked["x"]), arr(marked["y"]))) == sorted(links)
@@ -158,11 +159,11 @@ def test_word_map_figure_marks_links_and_gold(trace):
 
 
 def test_aer_grid_shows_every_cross_head(trace):
-    words = alignment.layer_word_attention(trace, 0)
-    gold = alignment.Alignment(frozenset({(0, 0)}))
+    words = word_alignment.layer_word_attention(trace, 0)
+    gold = word_alignment.Alignment(frozenset({(0, 0)}))
     assert len(words.source_words) and len(words.target_words)
-    table = alignment.attention_aer([trace], [gold])
-    fig = spec(af.aer_grid(table, trace.num_layers["cross"], trace.num_heads, "AER"))
+    table = word_alignment.attention_aer([trace], [gold])
+    fig = spec(analysis_figures.aer_grid(table, trace.num_layers["cross"], trace.num_heads, "AER"))
     heat = fig["data"][0]
     expected = table[table["head"].notna()].sort_values(["layer", "head"])["aer"].to_numpy()
     np.testing.assert_allclose(arr(heat["z"]).ravel(), expected)

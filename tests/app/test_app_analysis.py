@@ -14,7 +14,7 @@ import viz_model  # noqa: E402
 from app import analyze_pages, sessions, texts  # noqa: E402
 from viz_model.analysis import rollout, store  # noqa: E402
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts  # noqa: E402
-from viz_model.analysis.corpus import analyze_corpus  # noqa: E402
+from viz_model.analysis.corpus_attention import analyze_corpus  # noqa: E402
 from viz_model.config import ModelConfig  # noqa: E402
 from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
 from viz_model.nn.model import Transformer  # noqa: E402

@@ -13,7 +13,7 @@ from test_app_teaching import SENTENCE, captions, chart, charts, messages, ok, o
 
 import viz_model
 from viz_model.config.model import POSITIONAL_KINDS
-from viz_model.lessons.position_schemes import model_offset_part, model_position_part, split_scores
+from viz_model.lessons.position_parts import model_offset_part, model_position_part, split_scores
 from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.nn.alibi import alibi_slopes
 from viz_model.nn.model import Transformer

@@ -14,9 +14,8 @@ from support.app import APP, TINY_MODEL, arr  # noqa: E402
 import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
 from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
-from viz_model.lessons import teaching
-from viz_model.plot import analysis as analysis_figures  # noqa: E402
-from viz_model.plot import attention as figures  # noqa: E402
+from viz_model.lessons import learn_pages
+from viz_model.plot import analysis_figures, trace_figures  # noqa: E402
 
 GRANDMOTHER = "My grandmother bakes bread every Sunday morning."
 
@@ -91,7 +90,7 @@ def test_a_paste_over_the_limit_is_named_not_dropped(tiny):
 def test_positional_page_and_input_warnings_agree_on_the_training_length(tiny):
     model = viz_model.load(tiny / TINY_MODEL, device="cpu")
     longest = model.training_stats.max_source_tokens
-    assert teaching.training_max_length(model.directory, model.card, model.training_stats)[0] == longest
+    assert learn_pages.training_max_length(model.directory, model.card, model.training_stats)[0] == longest
     at = start(sentence="Two dogs play.")
     ok(at.switch_page("views/positional.py").run())
     shown = "\n".join(c.value for c in at.caption)
@@ -102,40 +101,40 @@ def test_positional_page_and_input_warnings_agree_on_the_training_length(tiny):
 
 
 # --- 6. measure on this machine --------------------------------------------------------------------------------------
-def test_measurement_warms_every_layer_at_every_length_before_timing(monkeypatch):
-    calls: list[tuple[str, int]] = []
-    real = teaching._layers
+def test_measurement_warms_every_layer_at_every_length_before_timing():
+    """What a layer given to `measure_layers` sees: every length once before any timed pass, then `repeats` timed
+    passes and one for memory, in the table under its own name."""
+    seen: list[tuple[str, int]] = []
 
-    def counted(d_model, heads, kernel):
-        return {name: (lambda x, name=name, run=run: calls.append((name, x.shape[1])) or run(x))
-                for name, run in real(d_model, heads, kernel).items()}
+    def layer(name: str):
+        return lambda x: seen.append((name, x.shape[1])) or x * 2
 
-    monkeypatch.setattr(teaching, "_layers", counted)
-    table = teaching.measure_layers([16, 32], 16, 2, repeats=3)
-    layers = len(teaching.LAYER_NAMES)
-    warm_up = calls[:2 * layers]
-    assert sorted(warm_up) == sorted((name, n) for name in teaching.LAYER_NAMES for n in (16, 32))
-    assert len(calls) == 2 * layers + 2 * layers * (3 + 1)  # warm-up, then 3 timed runs and 1 memory run each
-    assert list(table["n"].unique()) == [16, 32]
+    table = learn_pages.measure_layers([32, 16], 16, 2, repeats=3, layers={"a": layer("a"), "b": layer("b")})
+    assert sorted(seen[:4]) == [("a", 16), ("a", 32), ("b", 16), ("b", 32)]  # the warm-up
+    assert seen[4:] == [(name, n) for n in (16, 32) for name in "ab" for _ in range(3 + 1)]
+    assert table[["layer", "n"]].values.tolist() == [["a", 16], ["b", 16], ["a", 32], ["b", 32]]
+    assert (table["peak_mib"] > 0).all()  # x * 2 makes a tensor, counted as the layer's memory
+    assert list(learn_pages.compared_layers(16, 2, 3)) == list(learn_pages.LAYER_NAMES)  # what the page measures
 
 
 def test_measurement_refuses_more_memory_than_the_server_allows():
-    with pytest.raises(teaching.InputError, match="limit per request is 256 MB"):
-        teaching.measure_layers([2048], 2048, 256)
-    assert teaching.measure_memory_bytes(1024, 512, 8, 3) < teaching.MAX_MEASURE_BYTES  # the page's defaults fit
+    with pytest.raises(learn_pages.InputError, match="limit per request is 256 MB"):
+        learn_pages.measure_layers([2048], 2048, 256)
+    assert learn_pages.measure_memory_bytes(1024, 512, 8, 3) < learn_pages.MAX_MEASURE_BYTES  # the page's defaults fit
 
 
 # --- 7. rows labelled by the token they predict say so ---------------------------------------------------------------
 def test_rows_labelled_by_the_predicted_token(app_trace):
     trace = app_trace
-    amap = figures.attention_map(trace, "cross", 0, 0, rows="output")
+    amap = trace_figures.attention_map(trace, "cross", 0, 0, rows="output")
     assert amap.query_labels == trace.output_tokens
-    fig = figures.map_heatmap(amap)
+    fig = trace_figures.map_heatmap(amap)
     assert "predicted" in fig.layout.yaxis.title.text
-    assert list(fig.layout.yaxis.ticktext) == [figures.escape(t) for t in trace.output_tokens]
-    assert "decoder inputs" in figures.map_heatmap(figures.attention_map(trace, "cross", 0, 0)).layout.yaxis.title.text
+    assert list(fig.layout.yaxis.ticktext) == [trace_figures.escape(t) for t in trace.output_tokens]
+    heatmap = trace_figures.map_heatmap(trace_figures.attention_map(trace, "cross", 0, 0))
+    assert "decoder inputs" in heatmap.layout.yaxis.title.text
     with pytest.raises(ValueError, match="rows must be one of"):
-        figures.attention_map(trace, "cross", 0, 0, rows="both")
+        trace_figures.attention_map(trace, "cross", 0, 0, rows="both")
     words = analysis_figures.word_map_figure(np.eye(2), ["a", "b"], ["x", "y"], 0, 0, [], rows="output")
     assert "predicted" in words.layout.yaxis.title.text
 
@@ -145,7 +144,7 @@ def test_explorer_offers_rows_by_predicted_token(tiny, app_model):
     at.radio(key="w_rows").set_value("output").run()
     heatmap = chart(ok(at), "Cross-attention")
     trace = app_model.trace("Two dogs play.", beam=1)
-    assert heatmap["layout"]["yaxis"]["ticktext"] == [figures.escape(t) for t in trace.output_tokens]
+    assert heatmap["layout"]["yaxis"]["ticktext"] == [trace_figures.escape(t) for t in trace.output_tokens]
     assert "predicted" in heatmap["layout"]["yaxis"]["title"]["text"]
 
 
@@ -157,21 +156,21 @@ def test_counts_say_one_head_not_one_heads():
 
 
 def test_wide_beam_tree_is_capped_and_its_legend_keeps_the_end_token(app_model):
-    from viz_model.plot import teaching as tf
+    from viz_model.plot import learn_figures
 
     tree = app_model.beam_tree(GRANDMOTHER, beam=16)
-    fig = tf.beam_tree_figure(tree, app_model.tokenizer.piece)
-    assert fig.layout.height <= 120 + 26 * tf.MAX_TREE_NODES
+    fig = learn_figures.beam_tree_figure(tree, app_model.tokenizer.piece)
+    assert fig.layout.height <= 120 + 26 * learn_figures.MAX_TREE_NODES
     per_step = [sum(1 for x in t.x if x == step) for t in fig.data if t.mode == "markers+text" for step in set(t.x)]
-    assert max(per_step) <= tf.MAX_TREE_NODES
+    assert max(per_step) <= learn_figures.MAX_TREE_NODES
     assert "not drawn" in fig.layout.title.text
     assert any(t.name == "finished (&lt;/s&gt; or length limit)" for t in fig.data if t.name)
 
 
 def test_top_k_bars_leave_room_for_their_labels():
-    from viz_model.plot import teaching as tf
+    from viz_model.plot import learn_figures
 
-    fig = tf.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
+    fig = learn_figures.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
     assert fig.layout.xaxis.range[1] >= 0.97 * 1.1  # the "0.970" printed outside the bar fits
 
 

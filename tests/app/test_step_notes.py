@@ -29,7 +29,7 @@ def shipped() -> viz_model.TranslationModel:
 
 
 def test_every_greedy_step_shows_its_choice_first_or_says_why(shipped):
-    searches = {"int8": shipped.with_search("int8"), "fp32": shipped.with_search("fp32")}
+    searches = {"int8": shipped.with_precision("int8"), "fp32": shipped.with_precision("fp32")}
     flagged = 0
     for text in SENTENCES:
         for precision, model in searches.items():

@@ -17,8 +17,7 @@ from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import figure_files  # noqa: E402
-from viz_model.plot import attention as figures  # noqa: E402
-from viz_model.plot import teaching as teaching_figures  # noqa: E402
+from viz_model.plot import learn_figures, trace_figures  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
 pytestmark = [
@@ -60,24 +59,24 @@ def traces(assets) -> dict[str, AttentionTrace]:
     return {"pieces": real, "payloads": whole}
 
 
-def trace_figures(trace: AttentionTrace) -> dict[str, object]:
+def figures_of(trace: AttentionTrace) -> dict[str, object]:
     """One figure of each way the app puts tokens on screen: tick labels, hover data, scatter text, subplot titles,
     bar labels and titles (each exported page inlines plotly.js, so opening one costs a second or more)."""
     src, tgt = trace.source_tokens, trace.target_tokens
     return {
-        "heatmap": figures.head_heatmap(trace, "cross", trace.num_layers["cross"] - 1, 0),
-        "model-view": figures.model_view(trace, "decoder"),
-        "head-view": figures.head_view(trace, "cross", 0, list(range(trace.num_heads))),
-        "token-focus": figures.token_focus(trace, "cross", "query", 1),
-        "mask": figures.mask_matrix_figure(trace.decoder_mask, tgt, tgt, tgt[-1]),
-        "top-k": teaching_figures.topk_figure(src[:4], [0.4, 0.3, 0.2, 0.1], src[0], 0),
-        "heads": teaching_figures.heads_figure(trace.encoder_attentions[0], src, src[2]),
+        "heatmap": trace_figures.head_heatmap(trace, "cross", trace.num_layers["cross"] - 1, 0),
+        "model-view": trace_figures.model_view(trace, "decoder"),
+        "head-view": trace_figures.head_view(trace, "cross", 0, list(range(trace.num_heads))),
+        "token-focus": trace_figures.token_focus(trace, "cross", "query", 1),
+        "mask": trace_figures.mask_matrix_figure(trace.decoder_mask, tgt, tgt, tgt[-1]),
+        "top-k": learn_figures.topk_figure(src[:4], [0.4, 0.3, 0.2, 0.1], src[0], 0),
+        "heads": learn_figures.heads_figure(trace.encoder_attentions[0], src, src[2]),
     }
 
 
 @pytest.mark.parametrize("which", ["pieces", "payloads"])
 def test_exported_html_never_runs_markup_from_the_input(traces, page, tmp_path, which):
-    built = trace_figures(traces[which])
+    built = figures_of(traces[which])
     names = list(built) if which == "payloads" else ["heatmap", "head-view", "token-focus"]
     for name in names:
         fig = built[name]

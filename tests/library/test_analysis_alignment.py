@@ -1,4 +1,4 @@
-"""Cross-attention as word alignment (viz_model.analysis.alignment): merging, links, Pharaoh files, AER by hand."""
+"""Cross-attention as word alignment (viz_model.analysis.word_alignment): merging, links, Pharaoh files, AER by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support.data import make_pairs
 
-from viz_model.analysis.alignment import (
+from viz_model.analysis.word_alignment import (
     Alignment,
     alignment_error_rate,
     alignment_links,

@@ -1,4 +1,5 @@
-"""Corpus-level attention analysis (viz_model.analysis.corpus, teacher-forced batches, tables), `viz-model analyze`."""
+"""Corpus-level attention analysis (viz_model.analysis.corpus_attention, teacher-forced batches, tables),
+`viz-model analyze`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from support.cli import assert_user_error, run
 from support.data import make_pairs, write_lines
 
-from viz_model.analysis.corpus import analyze_corpus, iter_attentions
+from viz_model.analysis.corpus_attention import analyze_corpus, iter_attentions
 from viz_model.analysis.head_stats import STATISTICS, corpus_statistics, head_roles, sentence_statistics
 from viz_model.analysis.tables import write_table
 from viz_model.data.batching import length_batches

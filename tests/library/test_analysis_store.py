@@ -13,7 +13,7 @@ from support.data import make_pairs, write_lines
 
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts
-from viz_model.analysis.corpus import analyze_corpus
+from viz_model.analysis.corpus_attention import analyze_corpus
 from viz_model.analysis.head_stats import STATISTICS
 from viz_model.modeldir.checkpoint import CheckpointError
 

@@ -455,7 +455,7 @@ def test_cli_reports_integrated_gradients_completeness_per_token(capsys, model_d
 
 @pytest.mark.slow
 def test_corpus_rows_are_the_same_with_worker_processes(model_dir):
-    from viz_model.attribution.corpus import corpus_faithfulness
+    from viz_model.attribution.corpus_scores import corpus_faithfulness
 
     model = viz_model.load(model_dir, device="cpu")
     sources = ["A man is running.", "Two dogs are playing in the snow.", "A woman sits.", "The dog runs."]
@@ -492,8 +492,8 @@ def test_cli_errors_are_named(capsys, model_dir, tmp_path, extra, fragment):
 
 # --- alignment: which method aligns best ---------------------------------------------------------------------------
 def test_aer_of_every_method_and_layer(tiny_model):
-    from viz_model.analysis.alignment import Alignment, alignment_links, format_pharaoh, word_attention
-    from viz_model.attribution.alignment import attribution_aer, method_maps
+    from viz_model.analysis.word_alignment import Alignment, alignment_links, format_pharaoh, word_attention
+    from viz_model.attribution.method_aer import attribution_aer, method_maps
 
     result = attribute(tiny_model, "A man is running.", target="Ein Mann läuft.", methods=list(METHODS), steps=4)
     maps = method_maps(result)

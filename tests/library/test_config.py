@@ -208,3 +208,23 @@ def test_train_config_round_trips_through_json():
                       test_prefixes=("a", "b"), epochs=2)
     again = TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
+
+
+def test_the_one_bounded_integer_check():
+    """`check_int` / `is_int`: what every guard of the library calls, a bool never an integer, numpy's where asked."""
+    import numpy as np
+
+    from viz_model.config.checks import check_int, is_int
+
+    assert check_int("n", 3, 1, 3) == 3 and type(check_int("n", np.int64(2), kinds=(int, np.integer))) is int
+    assert is_int(0, 0) and not is_int(True) and not is_int(2.0) and not is_int(np.int64(2)) and not is_int(-1, 0)
+    assert is_int(10**9, 1) and not is_int(5, high=4)
+    for value, message in [(True, r"n must be an integer, got True \(bool\)"), ("2", "n must be an integer, got '2'"),
+                           (0, r"n must be in \[1, 3\], got 0"), (4, r"n must be in \[1, 3\], got 4")]:
+        with pytest.raises(ConfigError, match=message):
+            check_int("n", value, 1, 3)
+    with pytest.raises(ConfigError, match="n must be >= 1, got -2"):
+        check_int("n", -2, 1)
+    with pytest.raises(ValueError, match="^pick 1 to 3$") as raised:
+        check_int("n", 9, 1, 3, error=ValueError, message="pick 1 to 3")
+    assert type(raised.value) is ValueError

@@ -140,7 +140,7 @@ def test_kv_cache_decoding_equals_the_full_teacher_forced_pass(trained_net, toke
 def test_beam_log_prob_equals_the_teacher_forced_pass(tiny_model, trained_net, tokenizer):
     """The trace of the final hypothesis is what a full teacher-forced pass over it computes (both searches in full
     precision: the model's default on the CPU searches with int8 weights)."""
-    tiny_model = tiny_model.with_search("fp32")
+    tiny_model = tiny_model.with_precision("fp32")
     for text in SENTENCES[:4]:
         src = torch.tensor([tiny_model.encode(text)])
         for beam, alpha in ((1, 0.0), (4, 0.6), (3, 1.0)):

@@ -204,11 +204,11 @@ def test_the_rule_is_switchable_and_recorded(exported, tmp_path_factory):
     tree = imported.beam_tree(text)
     assert tree.rule == "transformers" and tree.best.tokens == trace.output_ids
     assert any(c.status == "finished" for s in tree.steps for c in s.candidates)
-    assert imported.with_search("int8").trace(text).settings["search"] == "int8"
+    assert imported.with_precision("int8").trace(text).settings["search"] == "int8"
     # this project's own model keeps its rule, and can search as transformers
     shipped = viz_model.load(SHIPPED, device="cpu")
     assert shipped.trace(text).settings["rule"] == "project"
-    assert shipped.with_search("fp32").translate(text, rule="transformers") == trace.translation
+    assert shipped.with_precision("fp32").translate(text, rule="transformers") == trace.translation
     with pytest.raises(ValueError, match="rule must be one of project, transformers"):
         imported.translate(text, rule="marian")
 

@@ -165,6 +165,7 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
     assert trace.translation == imported.complete(prompt, max_new_tokens=5)
     heads = imported.config.heads
     assert [a.shape for a in trace.decoder_attentions] == [(heads, n, n)] * imported.config.decoder_layers
+    assert trace.num_heads == heads  # the query heads, with no encoder to count them from
     with torch.no_grad():
         theirs = model(torch.tensor([trace.target_ids]), output_attentions=True).attentions
     for ours, their in zip(trace.decoder_attentions, theirs):

@@ -112,16 +112,16 @@ def test_built_only_where_it_runs_and_pays(tiny_config, monkeypatch):
 def test_a_translation_model_searches_and_traces_on_the_copy_as_on_the_network(tokenizer, tiny_config, monkeypatch,
                                                                                rule):
     network = tiny(tiny_config)
-    model = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
+    model = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", precision="fp32")
     assert model.search_precision == "fp32" and isinstance(model.search_network.output_projection, PackedLinear)
-    assert model.recording_network is model.search_network and model.with_search("int8").recording_network is network
-    assert model.with_search("fp32") is model  # no second packed copy for a view in the same precision
+    assert model.recording_network is model.search_network and model.with_precision("int8").recording_network is network
+    assert model.with_precision("fp32") is model  # no second packed copy for a view in the same precision
     with monkeypatch.context() as patched:  # a model whose step outgrows the caches: drafted in int8 instead
         patched.setattr(next_token, "DRAFT_MIN_PARAMETERS", 0)
-        drafted = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
+        drafted = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", precision="fp32")
         assert drafted.search_network is network and drafted.draft_network() is not None
     monkeypatch.setattr(packing, "PACKED_MAX_BYTES", 0)
-    plain = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", search="fp32")
+    plain = viz_model.TranslationModel(network, tokenizer, "tiny", device="cpu", precision="fp32")
     assert plain.search_network is network and plain.recording_network is network
     for text in ("a man reads a book .", "the dog runs", "two women"):
         ours, theirs = model.trace(text, beam=4, rule=rule), plain.trace(text, beam=4, rule=rule)

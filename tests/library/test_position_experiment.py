@@ -15,9 +15,9 @@ from viz_model.lessons.position_experiment import (
     SchemeRun,
     run_length_experiment,
 )
-from viz_model.lessons.watch import POSITIONAL, Snapshot, WatchError
+from viz_model.lessons.watch_trainer import POSITIONAL, Snapshot, WatchError
 from viz_model.nn.model import Transformer
-from viz_model.plot.positions import accuracy_figure, maps_figure
+from viz_model.plot.length_figures import accuracy_figure, maps_figure
 
 TINY = LengthExperiment(schemes=POSITIONAL, min_length=2, max_length=4, test_length=8, probe_length=6, layers=1,
                         heads=2, d_model=16, steps=20, seconds=120.0, test_size=6)

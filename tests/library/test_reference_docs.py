@@ -15,7 +15,7 @@ import pytest
 from viz_model.analysis import AblationResult, Alignment, CorpusAnalysis, RoleRule, SentenceAttention
 from viz_model.attribution import Attribution
 from viz_model.config import ModelConfig
-from viz_model.lessons.watch import Snapshot, WatchConfig, WatchResult
+from viz_model.lessons.watch_trainer import Snapshot, WatchConfig, WatchResult
 from viz_model.nn.attention import AttentionRecord
 from viz_model.nn.model import DecoderOutput, EncoderOutput, HeadMask, Seq2SeqOutput
 from viz_model.search.settings import HFGeneration, ModelGeneration, Search
@@ -32,8 +32,8 @@ PUBLIC = (
     "viz_model.trace.AttentionTrace", "viz_model.trace.AttentionTrace.save", "viz_model.trace.AttentionTrace.load",
     "viz_model.trace.DecodingStep", "viz_model.nn.model.Transformer", "viz_model.nn.model.Transformer.forward",
     "viz_model.config.ModelConfig", "viz_model.nn.model.HeadMask", "viz_model.nn.attention",
-    "viz_model.nn.attention.attention", "viz_model.nn.attention.AttentionRecord", "viz_model.lessons.watch",
-    "viz_model.lessons.watch.train_watch", "viz_model.analysis", "viz_model.analysis.analyze_corpus",
+    "viz_model.nn.attention.attention", "viz_model.nn.attention.AttentionRecord", "viz_model.lessons.watch_trainer",
+    "viz_model.lessons.watch_trainer.train_watch", "viz_model.analysis", "viz_model.analysis.analyze_corpus",
     "viz_model.analysis.ablate", "viz_model.attribution", "viz_model.attribution.attribute",
     "viz_model.attribution.Attribution", "viz_model.plot", "viz_model.plot.heatmap", "viz_model.plot.model_view",
 )
@@ -47,8 +47,8 @@ DATACLASSES = {  # the anchor each is rendered under
     "viz_model.search.settings.Search": Search, "viz_model.attribution.Attribution": Attribution,
     "viz_model.analysis.AblationResult": AblationResult, "viz_model.analysis.Alignment": Alignment,
     "viz_model.analysis.CorpusAnalysis": CorpusAnalysis, "viz_model.analysis.SentenceAttention": SentenceAttention,
-    "viz_model.analysis.RoleRule": RoleRule, "viz_model.lessons.watch.WatchConfig": WatchConfig,
-    "viz_model.lessons.watch.Snapshot": Snapshot, "viz_model.lessons.watch.WatchResult": WatchResult,
+    "viz_model.analysis.RoleRule": RoleRule, "viz_model.lessons.watch_trainer.WatchConfig": WatchConfig,
+    "viz_model.lessons.watch_trainer.Snapshot": Snapshot, "viz_model.lessons.watch_trainer.WatchResult": WatchResult,
 }
 # a name with a leading underscore, not inside a word or a dotted name's middle (d_model, *_positional are fine)
 PRIVATE = re.compile(r"(?<![\w*])_{1,2}[A-Za-z]\w*")

@@ -17,9 +17,14 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 
 
+def module_of(path: Path) -> str:
+    """The dotted module a file of the repository is ("" for a file outside it)."""
+    return ".".join(path.relative_to(REPO).with_suffix("").parts) if path.is_relative_to(REPO) else ""
+
+
 def package_of(path: Path) -> str:
     """The dotted package a file of the repository is in (what its relative imports start from)."""
-    return ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    return module_of(path).rpartition(".")[0]
 
 
 def from_module(package: str, node: ast.ImportFrom) -> str:
@@ -81,7 +86,10 @@ def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path):
     found = dict(imported_modules(REPO / "viz_model" / "cli" / "main.py"))
     assert found.get("viz_model.train.command") == "cmd_train" and "viz_model.data.textfiles" in found
     assert ("viz_model.data.batching", "") in imported_modules(REPO / "viz_model" / "search" / "forced.py")
-    assert "viz_model.plot.attention._links" in private_names(REPO / "viz_model" / "plot" / "analysis.py")
+    module = tmp_path / "uses_private.py"
+    module.write_text("from viz_model.nn.model import Transformer, _hidden\nfrom viz_model import _version\n"
+                      "from viz_model.nn import __doc__\n")
+    assert private_names(module) == ["viz_model.nn.model._hidden", "viz_model._version"]
 
 
 # The library's layers, lowest first: a module imports modules of its own layer or of layers below, never above.
@@ -95,7 +103,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("search", ["viz_model.search.*"]),
     ("Hugging Face folders", ["viz_model.hf.*"]),
     ("face", ["viz_model.trace", "viz_model.language_model", "viz_model.api", "viz_model.translation_tasks",
-              "viz_model", "viz_model.command_line"]),
+              "viz_model", "viz_model.command_line", "viz_model.renamed", "viz_model.workers"]),
     ("analysis", ["viz_model.analysis.*"]),
     ("attribution", ["viz_model.attribution.*"]),
     ("lessons", ["viz_model.lessons.*"]),
@@ -237,7 +245,7 @@ def within(module: str, packages: tuple[str, ...]) -> bool:
 
 def private_names(path: Path) -> list[str]:
     """The private names (``_x``) a file imports from another module of the library, as "module._x"."""
-    own = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    own = module_of(path)
     return [f"{module}.{name}" for module, name in imported_names(path)
             if name.startswith("_") and not name.startswith("__") and module.startswith("viz_model")
             and module != own]
@@ -310,7 +318,7 @@ def walk_faults(chain: tuple[Frame, ...]) -> list[str]:
 
 def app_library_calls(function: str) -> list[str]:
     """The library functions `app/analyze_pages.py`'s `function` calls, dotted (e.g.
-    "viz_model.analysis.corpus.analyze_corpus")."""
+    "viz_model.analysis.corpus_attention.analyze_corpus")."""
     tree = ast.parse((REPO / "app" / "analyze_pages.py").read_text(encoding="utf-8"))
     names = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in tree.body
              if isinstance(node, ast.ImportFrom) and within(node.module or "", ("viz_model",)) for alias in node.names}
@@ -333,20 +341,22 @@ def library_function(dotted: str) -> Callable[..., object]:
 def test_the_walk_check_finds_a_climb_and_a_way_around_the_face():
     """The check of the walk below, on chains the library once had: the corpus statistics searching and running the
     network themselves, and the search calling back up into the ablation's view of the network."""
-    around = (("viz_model.analysis.corpus", "output_ids_for"), ("viz_model.search.batched", "translate_ids"))
-    assert walk_faults(around) == ["goes around the face: analysis.corpus:output_ids_for (analysis) -> "
+    around = (("viz_model.analysis.corpus_attention", "output_ids_for"), ("viz_model.search.batched", "translate_ids"))
+    assert walk_faults(around) == ["goes around the face: analysis.corpus_attention:output_ids_for (analysis) -> "
                                    "search.batched:translate_ids (search)"]
-    forward = (("viz_model.analysis.corpus", "forced_attentions"), ("viz_model.nn.model", "Transformer.forward"))
+    forward = (("viz_model.analysis.corpus_attention", "forced_attentions"),
+               ("viz_model.nn.model", "Transformer.forward"))
     assert walk_faults(forward)[0].startswith("goes around the face")
     climb = (("viz_model.analysis.ablation", "ablate"), ("viz_model.search.decoding", "beam_search"),
              ("viz_model.analysis.ablation", "HeadMaskedNetwork.encode"))
     assert walk_faults(climb)[1] == ("climbs back up: search.decoding:beam_search (search) -> "
                                      "analysis.ablation:HeadMaskedNetwork.encode (analysis)")
-    record = (("viz_model.analysis.corpus", "forced_attentions"), ("viz_model.nn.model", "Seq2SeqOutput.records"))
-    door = (("viz_model.analysis.corpus", "f"), ("viz_model.api", "TranslationModel.translate"),
+    record = (("viz_model.analysis.corpus_attention", "forced_attentions"),
+              ("viz_model.nn.model", "Seq2SeqOutput.records"))
+    door = (("viz_model.analysis.corpus_attention", "f"), ("viz_model.api", "TranslationModel.translate"),
             ("viz_model.search.batched", "translate_ids"), ("viz_model.nn.model", "Transformer.forward"))
     assert walk_faults(record) == walk_faults(door) == []
-    assert app_library_calls("compute_head_stats") == ["viz_model.analysis.corpus.analyze_corpus"]
+    assert app_library_calls("compute_head_stats") == ["viz_model.analysis.corpus_attention.analyze_corpus"]
 
 
 @pytest.mark.parametrize("function", ["compute_head_stats", "compute_ablation"])

@@ -115,8 +115,8 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     monkeypatch.setattr(viz_model.search.decoding, "verified_search",
                         lambda *a, **k: used.append(1) or original(*a, **k))
     model = viz_model.load(SHIPPED, device="cpu", precision="fp32")
-    assert model.draft_network() is not None and model.with_search("fp32").draft_network() is model.draft_network()
-    assert model.with_search("int8").draft_network() is None  # an int8 search needs no draft
+    assert model.draft_network() is not None and model.with_precision("fp32").draft_network() is model.draft_network()
+    assert model.with_precision("int8").draft_network() is None  # an int8 search needs no draft
     trace = model.trace(FALLBACK[1])
     assert used and trace.translation == shipped.trace(FALLBACK[1]).translation
     assert model.translate(FALLBACK[:3]) == shipped.translate(FALLBACK[:3])  # a batch searches step by step

@@ -8,7 +8,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from viz_model.lessons.watch import FIRST_SYMBOL, WatchConfig, WatchError, expected_source, target_of, train_watch
+from viz_model.lessons.watch_trainer import (
+    FIRST_SYMBOL,
+    WatchConfig,
+    WatchError,
+    expected_source,
+    target_of,
+    train_watch,
+)
 
 STEPS_ONLY = WatchConfig(seconds=120.0, snapshot_every=100)  # the default steps, not cut short by a slow machine
 

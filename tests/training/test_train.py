@@ -35,7 +35,8 @@ from viz_model.modeldir import checkpoint
 from viz_model.train import loop, runtime
 from viz_model.train import resume as resume_policy
 from viz_model.train.data import EncodedPairs, collate, encode_pairs, make_batches
-from viz_model.train.loop import LabelSmoothedLoss, train
+from viz_model.train.loop import train
+from viz_model.train.objectives import LabelSmoothedLoss
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 REPO = Path(__file__).resolve().parents[2]

@@ -10,28 +10,17 @@
     corpus_aer(model, sources, references, read_pharaoh("gold.align"))   # AER per cross head and layer
     read_head_stats(model.directory, model.config)       # the model directory's analysis/head_stats.csv, or None
 
-Modules: `head_stats` (per-head statistics of maps, roles), `corpus` (batched maps of many sentences), `alignment`
-(word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `inputs` (checks of
-sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model directory, ``analysis/*.csv``),
-`layer_scores` (one layer's attention step by step). Heads are ``(kind, layer, head)`` with kind "encoder", "decoder"
-or "cross" and 0-based indices; nothing here changes the model. What runs the model goes through its door,
-`viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`), never around it to the
-search.
+Modules: `head_stats` (per-head statistics of maps, roles), `corpus_attention` (batched maps of many sentences),
+`word_alignment` (word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `inputs`
+(checks of sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model directory,
+``analysis/*.csv``), `layer_scores` (one layer's attention step by step). Heads are ``(kind, layer, head)`` with kind
+"encoder", "decoder" or "cross" and 0-based indices; nothing here changes the model. What runs the model goes
+through its door, `viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`),
+never around it to the search.
 """
 
 from .ablation import AblationResult, HeadMaskedNetwork, ablate, all_heads, head_importance, head_mask_for
-from .alignment import (
-    Alignment,
-    alignment_error_rate,
-    alignment_links,
-    attention_aer,
-    corpus_aer,
-    format_pharaoh,
-    parse_pharaoh,
-    read_pharaoh,
-    word_attention,
-)
-from .corpus import CorpusAnalysis, SentenceAttention, analyze_corpus, iter_attentions
+from .corpus_attention import CorpusAnalysis, SentenceAttention, analyze_corpus, iter_attentions
 from .head_stats import (
     ROLE_RULES,
     STATISTICS,
@@ -54,6 +43,17 @@ from .store import (
     write_head_stats,
 )
 from .tables import write_table
+from .word_alignment import (
+    Alignment,
+    alignment_error_rate,
+    alignment_links,
+    attention_aer,
+    corpus_aer,
+    format_pharaoh,
+    parse_pharaoh,
+    read_pharaoh,
+    word_attention,
+)
 
 __all__ = ["AblationResult", "Alignment", "CorpusAnalysis", "HEAD_IMPORTANCE_FILE", "HEAD_STATS_FILE",
            "HEAD_STATS_SENTENCES_FILE", "HeadMaskedNetwork", "ROLE_RULES", "RoleRule",

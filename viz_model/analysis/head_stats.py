@@ -31,6 +31,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from ..config.checks import check_int
 from ..nn.kinds import ATTENTION_KINDS
 from ..tokenization.tokenizer import WORD_START
 
@@ -241,8 +242,7 @@ def role_summary(roles: pd.DataFrame, sentences: Sequence[str] | None = None, to
     """One row per role found: how many heads, the `top` heads by role score, and the best head's example
     sentence (its index, value and, given `sentences`, its text). Roles appear in order of first appearance in
     `ROLE_RULES`, then the others, "other" last."""
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be an integer >= 1, got {top!r}")
+    check_int("top", top, 1, error=ValueError, message=f"top must be an integer >= 1, got {top!r}")
     found = list(dict.fromkeys(roles["role"]))
     known = [rule.role for rule in ROLE_RULES]
     order = sorted(found, key=lambda r: (r == OTHER_ROLE, known.index(r) if r in known else len(known)))

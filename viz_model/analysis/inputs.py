@@ -8,13 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..api import TranslationModel, check_text
+from ..config.checks import check_int
+from ..language_model import LanguageModel
+
+
+def refuse_language_model(model: object, method: str, reason: str = "reads cross-attention, which a decoder-only "
+                          "model has none of") -> None:
+    """One line naming `method` and the model kind where `model` is a `LanguageModel`, which `method` does not fit."""
+    if isinstance(model, LanguageModel):
+        raise ValueError(f"{method} does not apply to a language model (decoder-only): it {reason}")
 
 
 def check_limit(limit: object) -> int | None:
     """None (no limit) or an integer >= 1."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1 (or None for all sentences), got {limit!r}")
-    return limit
+    return None if limit is None else check_int("limit", limit, 1, error=ValueError, message="limit must be an "
+                                                f"integer >= 1 (or None for all sentences), got {limit!r}")
 
 
 def _check_list(texts: object, what: str) -> list[str]:

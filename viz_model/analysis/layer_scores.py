@@ -14,7 +14,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..config.checks import check_int
 from ..data.batching import pad
+from ..nn.arrays import to_numpy
 from ..nn.attention import AttentionRecord, causal_mask
 from ..nn.kinds import check_kind
 from ..nn.model import Transformer
@@ -52,8 +54,8 @@ def layer_scores(network: Transformer, source_ids: Sequence[Sequence[int]], kind
     check_kind(kind)
     cfg = network.config
     count = cfg.encoder_layers if kind == "encoder" else cfg.decoder_layers
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
-        raise ValueError(f"{kind} layer must be an integer from 0 to {count - 1}, got {layer!r}")
+    check_int("layer", layer, 0, count - 1, error=ValueError,
+              message=f"{kind} layer must be an integer from 0 to {count - 1}, got {layer!r}")
     if kind != "encoder" and target_ids is None:
         raise ValueError(f"the {kind} kind needs target_ids (decoder inputs)")
     if target_ids is not None and len(target_ids) != len(source_ids):
@@ -83,13 +85,9 @@ def _from_record(record: AttentionRecord, kind: str, layer: int, src: Tensor, tg
     # Q K^T of the (rotated, under RoPE) queries and keys: an added bias (ALiBi, relative) is taken out first
     content = record.scores - record.position_bias if bias_added and record.position_bias is not None else record.scores
     return LayerScores(
-        kind=kind, layer=layer, query_ids=_np(queries), key_ids=_np(keys),
-        raw=_np(content) * (np.sqrt(d_k) if scale else 1.0), scaled=_np(record.scores),
-        position_bias=None if record.position_bias is None else _np(record.position_bias),
-        mask=_np(mask[:, 0]), padding_mask=_np(keys != pad_id),
-        causal_mask=_np(causal_mask(query_len)[0, 0]) if kind == "decoder" else None,
-        weights=_np(record.weights), d_k=d_k)
-
-
-def _np(t: Tensor) -> np.ndarray:
-    return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+        kind=kind, layer=layer, query_ids=to_numpy(queries), key_ids=to_numpy(keys),
+        raw=to_numpy(content) * (np.sqrt(d_k) if scale else 1.0), scaled=to_numpy(record.scores),
+        position_bias=None if record.position_bias is None else to_numpy(record.position_bias),
+        mask=to_numpy(mask[:, 0]), padding_mask=to_numpy(keys != pad_id),
+        causal_mask=to_numpy(causal_mask(query_len)[0, 0]) if kind == "decoder" else None,
+        weights=to_numpy(record.weights), d_k=d_k)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..config.checks import check_int
+
 DEFAULT_RESOLUTION = 10**6
 
 
@@ -80,8 +82,8 @@ def flow_graph(mixed: np.ndarray, resolution: int = DEFAULT_RESOLUTION) -> Any:
 def attention_flow(attentions: Sequence[np.ndarray], residual: float = 0.5,
                    resolution: int = DEFAULT_RESOLUTION) -> np.ndarray:
     """``(n, n)``: ``flow[i, j]`` = maximum flow from input token j to output position i of the whole stack."""
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or not 1 <= resolution <= 10**8:
-        raise ValueError(f"resolution must be an integer from 1 to 10**8, got {resolution!r}")
+    check_int("resolution", resolution, 1, 10**8, error=ValueError,
+              message=f"resolution must be an integer from 1 to 10**8, got {resolution!r}")
     mixed = residual_attention(attentions, residual)
     layers, n, _ = mixed.shape
     graph = flow_graph(mixed, resolution)

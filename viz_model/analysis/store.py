@@ -22,7 +22,7 @@ from ..config import ModelConfig
 from ..modeldir.checkpoint import CheckpointError, model_file
 from ..nn.kinds import ATTENTION_KINDS
 from .ablation import layer_counts
-from .corpus import CorpusAnalysis
+from .corpus_attention import CorpusAnalysis
 from .head_stats import HEAD_COLUMNS, STATISTICS, head_roles
 from .tables import write_table
 

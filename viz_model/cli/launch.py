@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
+from ..config.checks import check_int
 from ..modeldir.checkpoint import CheckpointError, check_model_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]  # viz_model/
@@ -64,8 +65,7 @@ def model_folders(extra: list[str]) -> list[Path]:
 
 def check_port(port: int, address: str) -> None:
     """That `port` is a port number nothing listens on at `address`."""
-    if not 1 <= port <= 65535:
-        raise LaunchError(f"--port must be from 1 to 65535, got {port}")
+    check_int("--port", port, 1, 65535, error=LaunchError, message=f"--port must be from 1 to 65535, got {port}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((address, port))

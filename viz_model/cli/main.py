@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
                    help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
                         "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
+    p.add_argument("--copy", action="store_true",
+                   help="language models: write the weights into the model directory (a self-contained copy, "
+                        "within the 2 GiB weight-file limit) instead of reading them where they are")
 
     p = sub.add_parser("export-hf", help="write one of this project's models as a Hugging Face MarianMTModel folder "
                                          "(transformers' from_pretrained, CTranslate2's converter)")
@@ -317,7 +320,7 @@ def _corpus_args(args: argparse.Namespace) -> tuple[Path, list[str], list[str] |
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from ..analysis.corpus import analyze_corpus
+    from ..analysis.corpus_attention import analyze_corpus
     from ..analysis.tables import write_table
 
     out, src, tgt = _corpus_args(args)
@@ -354,10 +357,10 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from ..analysis.alignment import read_pharaoh
     from ..analysis.tables import check_table_path, write_table
+    from ..analysis.word_alignment import read_pharaoh
     from ..attribution import check_methods
-    from ..attribution.corpus import (
+    from ..attribution.corpus_scores import (
         check_draws,
         completeness_summary,
         corpus_faithfulness,
@@ -426,7 +429,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ..hf.importer import import_model
     from ..search.settings import load_generation
 
-    out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype)
+    out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype, copy=args.copy)
     notes = load_generation(out, ModelConfig.load(out / "config.json")).transformers.notes
     if notes:
         print(f"viz-model: note: generation settings not implemented (used as stated): {'; '.join(notes)}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -13,11 +14,24 @@ class ConfigError(ValueError):
     """A configuration value or key is wrong; the message names it."""
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
+def is_int(value: object, low: int | None = None, high: int | None = None, kinds: tuple[type, ...] = (int,)) -> bool:
+    """Whether `value` is an integer of `kinds` (never a bool) within ``[low, high]``; a bound left None is open."""
+    return isinstance(value, kinds) and not isinstance(value, bool) and \
+        (low is None or value >= low) and (high is None or value <= high)  # type: ignore[operator]
+
+
+def check_int(name: str, value: object, low: int | None = None, high: int | None = None, *,
+              error: Callable[[str], Exception] = ConfigError, message: str | None = None,
+              kinds: tuple[type, ...] = (int,)) -> int:
+    """`value` as an int where `is_int`, else `error` of `message` (by default "NAME must be an integer, got ..." or
+    "NAME must be in [LOW, HIGH], got ...")."""
+    if not is_int(value, kinds=kinds):
+        raise error(message or f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if not is_int(value, low, high, kinds):
+        bounds = f"in [{low}, {high}]" if low is not None and high is not None else \
+            f">= {low}" if low is not None else f"<= {high}"
+        raise error(message or f"{name} must be {bounds}, got {value}")
+    return int(value)  # type: ignore[call-overload]
 
 
 def _check_float(name: str, value: Any, low: float, high: float) -> None:

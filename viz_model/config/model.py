@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import ConfigError, _check_bool, _check_choice, _check_float, _check_int, from_dict
+from .checks import ConfigError, _check_bool, _check_choice, _check_float, check_int, from_dict
 
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope", "alibi", "relative")
 INPUT_POSITIONS = ("sinusoidal", "learned")  # added to the input; the other schemes put position into the scores
@@ -28,6 +28,9 @@ ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type value
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base")
+SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
+                   "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
+DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -182,8 +185,8 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
                      "max_positions"):
             low = 0 if name == "encoder_layers" and self.kind == "decoder" else 1
-            _check_int(name, getattr(self, name), low, LIMITS[name])
-        _check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
+            check_int(name, getattr(self, name), low, LIMITS[name])
+        check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
         _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
         _check_choice("positional", self.positional, POSITIONAL_KINDS)
@@ -191,23 +194,23 @@ class ModelConfig:
         _check_bool("share_embeddings", self.share_embeddings)
         _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
         _check_choice("sinusoid_frequencies", self.sinusoid_frequencies, SINUSOID_FREQUENCIES)
-        _check_int("position_offset", self.position_offset, 0, MAX_POSITION_OFFSET)
+        check_int("position_offset", self.position_offset, 0, MAX_POSITION_OFFSET)
         if self.position_offset and self.positional not in INPUT_POSITIONS:
             raise ConfigError(f"position_offset needs positions added to the input (sinusoidal or learned), not "
                               f"{self.positional}")
         if self.forced_first_id is not None:
-            _check_int("forced_first_id", self.forced_first_id, 0, self.vocab_size - 1)
+            check_int("forced_first_id", self.forced_first_id, 0, self.vocab_size - 1)
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_bool("output_bias", self.output_bias)
         _check_bool("eos_at_limit", self.eos_at_limit)
         for name in ("bos_id", "eos_id", "unk_id"):
-            _check_int(name, getattr(self, name), 0, self.vocab_size - 1)
+            check_int(name, getattr(self, name), 0, self.vocab_size - 1)
         if isinstance(self.never_emitted, list):  # read from JSON
             object.__setattr__(self, "never_emitted", tuple(self.never_emitted))
         if not isinstance(self.never_emitted, tuple):
             raise ConfigError(f"never_emitted must be a list of token ids, got {self.never_emitted!r}")
         for i in self.never_emitted:
-            _check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
+            check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
         if self.eos_id in self.never_emitted:
             raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
         if self.forced_first_id is not None and self.forced_first_id in self.never_emitted:
@@ -225,7 +228,7 @@ class ModelConfig:
         _check_choice("normalization", self.normalization, NORMALIZATIONS)
         _check_float("norm_eps", self.norm_eps, *NORM_EPS_RANGE)
         if self.d_kv is not None:
-            _check_int("d_kv", self.d_kv, 1, LIMITS["d_model"])
+            check_int("d_kv", self.d_kv, 1, LIMITS["d_model"])
         for name in ("scale_embeddings", "embedding_norm", "scale_scores", "attention_bias", "ffn_bias", "gated_ffn",
                      "tied_head", "head_rescale"):
             _check_bool(name, getattr(self, name))
@@ -237,9 +240,9 @@ class ModelConfig:
         """The settings of RoPE, ALiBi and the relative bias, each within its bounds."""
         _check_float("rope_base", self.rope_base, *ROPE_BASE_RANGE)
         _check_float("alibi_max_bias", self.alibi_max_bias, *ALIBI_MAX_BIAS_RANGE)
-        _check_int("relative_buckets", self.relative_buckets, *RELATIVE_BUCKETS_RANGE)
+        check_int("relative_buckets", self.relative_buckets, *RELATIVE_BUCKETS_RANGE)
         low = self.relative_buckets // 2 + 1  # the log-spaced buckets start at buckets/2 (one sign) and need room
-        _check_int("relative_max_distance", self.relative_max_distance, low, MAX_RELATIVE_DISTANCE)
+        check_int("relative_max_distance", self.relative_max_distance, low, MAX_RELATIVE_DISTANCE)
         if self.positional == "rope" and self.d_head % 2:
             raise ConfigError(f"rope positions need an even head width d_model / heads, got {self.d_head}")
 
@@ -249,7 +252,7 @@ class ModelConfig:
             raise ConfigError(f"a decoder-only model has no encoder: encoder_layers must be 0, got "
                               f"{self.encoder_layers}")
         if self.kv_heads is not None:
-            _check_int("kv_heads", self.kv_heads, 1, self.heads)
+            check_int("kv_heads", self.kv_heads, 1, self.heads)
             if self.heads % self.kv_heads:
                 raise ConfigError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.qkv_bias is not None:
@@ -270,24 +273,29 @@ class ModelConfig:
         _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             _check_float(name, getattr(self, name), *ROPE_FACTOR_RANGE)
-        _check_int("rope_original_max_positions", self.rope_original_max_positions, 1, LIMITS["max_positions"])
+        check_int("rope_original_max_positions", self.rope_original_max_positions, 1, LIMITS["max_positions"])
         if self.rope_scaling == "llama3" and self.rope_high_freq_factor <= self.rope_low_freq_factor:
             raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
         if self.sliding_window is not None:
-            _check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
+            check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
         if isinstance(self.sliding_layers, list):  # read from JSON
             object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
         if self.sliding_layers is not None:
             if not isinstance(self.sliding_layers, tuple):
                 raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
             for i in self.sliding_layers:
-                _check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
-        if self.kind == "seq2seq" and ((self.kv_heads, self.qkv_bias, self.sliding_window) != (None, None, None)
-                                       or self.rope_scaling != "default" or self.qk_norm or self.sandwich_norm
-                                       or (self.query_scalar, self.attention_softcap, self.logit_softcap)
-                                       != (None, None, None)):
-            raise ConfigError("kv_heads, qkv_bias, sliding_window, rope_scaling, qk_norm, query_scalar, the soft caps "
-                              "and sandwich_norm are options of the decoder-only kind")
+                check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
+        if self.kind == "seq2seq" and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
+                                                 and f.name != "kind" and getattr(self, f.name) != f.default]):
+            raise ConfigError(f"{', '.join(given)}: options of the decoder-only kind (kind = \"decoder\"), not of "
+                              "an encoder-decoder model")
+        if self.kind == "decoder" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
+                                                 if getattr(self, name) != default]):
+            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); a "
+                              "decoder-only model reads none of them")
+        if self.kind == "decoder" and self.positional not in DECODER_POSITIONS:
+            raise ConfigError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
+                              f"{self.positional!r}")
 
     @property
     def kv_group(self) -> int:

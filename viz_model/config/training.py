@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checks import ConfigError, _check_bool, _check_choice, _check_float, _check_int, from_dict
+from .checks import ConfigError, _check_bool, _check_choice, _check_float, check_int, from_dict
 from .data_root import resolve_data_dir
 from .model import ModelConfig
 
 HOLDOUT_RULE_NAMES = ("source", "connected")  # see viz_model/train/splits.py
 HOLDOUT_SEED = 20180513  # default seed of held-out splits: the Tatoeba export's date (see viz_model/train/splits.py)
+TRANSLATION_SETTINGS = ("src_lang", "tgt_lang", "eval_bleu_sentences", "eval_beam")  # what a decoder-only run refuses
 CORPUS_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -59,9 +60,9 @@ class CorpusConfig:
         _check_float("weight", self.weight, -math.inf, 1000.0)
         if self.weight <= 0:
             raise ConfigError(f"weight must be above 0, got {self.weight} (leave the corpus out instead)")
-        _check_int("holdout_val", self.holdout_val, 0, 10_000_000)
-        _check_int("holdout_test", self.holdout_test, 0, 10_000_000)
-        _check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
+        check_int("holdout_val", self.holdout_val, 0, 10_000_000)
+        check_int("holdout_test", self.holdout_test, 0, 10_000_000)
+        check_int("holdout_seed", self.holdout_seed, 0, 2**63 - 1)
         _check_choice("holdout_rule", self.holdout_rule, HOLDOUT_RULE_NAMES)
         if self.holdout and (self.train or self.val or self.test):
             raise ConfigError("with holdout, the train, val and test parts come from the split: leave train, val "
@@ -100,6 +101,9 @@ class TrainConfig:
     `init_from` (a model directory, relative to the working directory) warm-starts a new run from its weights and
     tokenizer; its model config must equal `model`. `bf16` trains under bf16 autocast (fp32 weights, optimizer and
     loss) on CUDA and on CPUs that multiply bf16 in hardware (AVX512-BF16, AMX); other CPUs train in fp32.
+    A decoder-only model (``[model] kind = "decoder"``) learns next-token prediction on plain text lines: the
+    ``{prefix}.{text_lang}`` files of each split (one side of a parallel corpus, or a folder of text files),
+    validated and scored by its loss.
     `cooldown_epochs` > 0 ends the schedule with a linear decay of the learning rate to zero over the last that many
     epochs (a "warm-up, stable, decay" schedule).
     """
@@ -140,6 +144,7 @@ class TrainConfig:
     compile: bool = False
     bf16: bool = True
     init_from: str = ""
+    text_lang: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -161,7 +166,7 @@ class TrainConfig:
                                 ("keep_epoch_checkpoints", 1, 1000), ("average_last", 1, 1000),
                                 ("eval_every_epochs", 0, 100_000), ("eval_bleu_sentences", 0, 10_000_000),
                                 ("eval_beam", 1, 64), ("threads", 0, 1024)):
-            _check_int(name, getattr(self, name), low, high)
+            check_int(name, getattr(self, name), low, high)
         for name, low, high in (("lr_scale", 0.0, 1e3), ("lr_peak", 0.0, 1.0), ("adam_beta1", 0.0, 0.9999),
                                 ("adam_beta2", 0.0, 0.99999), ("adam_eps", 0.0, 1.0),
                                 ("weight_decay", 0.0, 1.0), ("label_smoothing", 0.0, 0.99),
@@ -185,6 +190,7 @@ class TrainConfig:
         if self.average_last > self.keep_epoch_checkpoints:
             raise ConfigError(f"average_last ({self.average_last}) exceeds keep_epoch_checkpoints "
                               f"({self.keep_epoch_checkpoints})")
+        self._check_kind()
         if self.corpora is not None:
             object.__setattr__(self, "corpora", _read_corpora(self.corpora))
             single = [f.name for f in dataclasses.fields(self)
@@ -193,6 +199,26 @@ class TrainConfig:
             if single:
                 raise ConfigError(f"{', '.join(single)} belong(s) to the single-corpus format; with [[corpora]] "
                                   "set data_dir, train, val and test in each corpus table")
+
+    def _check_kind(self) -> None:
+        """A decoder-only model learns the lines of one language's files (`text_lang`); what only a translation run
+        reads is refused on it, and `text_lang` on a translator."""
+        if not isinstance(self.text_lang, str):
+            raise ConfigError(f"text_lang must be a file ending such as \"en\" (a string), got {self.text_lang!r}")
+        if self.model.kind == "seq2seq":
+            if self.text_lang:
+                raise ConfigError(f"text_lang ({self.text_lang!r}) is a setting of decoder-only runs ([model] kind = "
+                                  "\"decoder\"); a translation run reads src_lang and tgt_lang")
+            return
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        if given := [name for name in TRANSLATION_SETTINGS if getattr(self, name) != defaults[name]]:
+            raise ConfigError(f"{', '.join(given)}: settings of translation runs; a decoder-only run learns the lines "
+                              "of its text_lang files and is scored by its loss")
+        if not self.text_lang:
+            raise ConfigError("a decoder-only run learns plain text lines: set text_lang, the ending of its files "
+                              "(\"en\" reads train.en of a parallel corpus, \"txt\" a folder's train.txt)")
+        if self.init_from:
+            raise ConfigError("init_from: warm starts are implemented for translation runs only")
 
     @property
     def corpus_list(self) -> tuple[CorpusConfig, ...]:
@@ -210,8 +236,8 @@ class TrainConfig:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
         else:
             data["corpora"] = [c.to_dict() for c in self.corpora]
-        for name in ("init_from", "cooldown_epochs"):  # runs without them keep their original form (saved runs
-            if not data[name]:                          # from before these settings existed compare equal)
+        for name in ("init_from", "cooldown_epochs", "text_lang"):  # runs without them keep their original form
+            if not data[name]:  # (saved runs from before these settings existed compare equal)
                 del data[name]
         return data
 

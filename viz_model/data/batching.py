@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config.checks import check_int
 from ..tokenization.tokenizer import PAD_ID
 from . import shard
 
@@ -37,8 +38,8 @@ def decoder_input(output_ids: Sequence[int], bos_id: int) -> list[int]:
 def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     """Indices sorted by length (stable), cut into batches whose padded size (longest x count) fits `batch_tokens`;
     a sentence longer than `batch_tokens` gets a batch of its own."""
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be an integer >= 1, got {batch_tokens!r}")
+    check_int("batch_tokens", batch_tokens, 1, error=ValueError,
+              message=f"batch_tokens must be an integer >= 1, got {batch_tokens!r}")
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []

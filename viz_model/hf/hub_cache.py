@@ -1,14 +1,17 @@
 """Hub ids and Hugging Face folders imported on first use into a cache of model directories (``$VIZ_MODEL_CACHE``,
 else ``~/.cache/viz-model``), reused afterwards: one directory per source and import choices (language pair, dtype),
-``owner--name`` for a hub id imported as it is."""
+``owner--name`` for a hub id imported as it is. A language model's directory holds no weights: it reads them in the
+hub's own cache (or the folder), and is imported again when the hub's files it names are gone or changed."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 
+from ..modeldir.checkpoint import CheckpointError, has_weight_source, weight_source
 from .arguments import argument
 from .common import MAX_HF_CONFIG_BYTES, HFImportError, read_json_file
 from .importer import HUB_ID, check_dtype, import_model
@@ -74,6 +77,11 @@ def cached_import(source: str, source_lang: str | None = None, target_lang: str 
     `cache_root`; imported first if it is not there. `HFImportError` in one line otherwise (the hub cannot be
     reached, huggingface_hub is not installed, a choice the model cannot take), with nothing written to the cache."""
     directory = cache_root() / cache_name(source, source_lang, target_lang, dtype)
+    if directory.is_dir() and is_hub_id(source) and has_weight_source(directory):
+        try:
+            weight_source(directory)
+        except CheckpointError:  # the hub's cache lost or replaced the files it reads: imported again
+            shutil.rmtree(directory)
     if not directory.is_dir():
         import_model(source, directory, source_lang, target_lang, dtype or "fp32",
                      label=source if is_hub_id(source) else Path(source).name)

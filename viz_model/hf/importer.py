@@ -164,7 +164,8 @@ def check_dtype(dtype: object) -> None:
 
 
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
-                 target_lang: str | None = None, dtype: str = "fp32", label: str | None = None) -> Path:
+                 target_lang: str | None = None, dtype: str = "fp32", label: str | None = None,
+                 copy: bool = False) -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
     The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.search.settings`):
     the imported model translates as ``generate`` does.
@@ -172,7 +173,9 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     `source_lang` / `target_lang`: the language pair of an M2M100 model (default: its tokenizer_config.json's).
     `dtype` "fp16" stores the weights in half precision (loaded into fp32; no longer exact): for models whose fp32
     weights exceed the weight-file limit, such as NLLB-600M. `label`: the name the card and the language guess give
-    the source (default `source`)."""
+    the source (default `source`). A decoder-only language model's safetensors weights are read where they are
+    (the directory names them, see `viz_model.modeldir.weight_source`) unless `copy` asks for a self-contained
+    directory."""
     out = Path(out)
     check_dtype(dtype)
     if out.exists():
@@ -182,7 +185,7 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"
     if family.decoder_only:
         return import_language_model(family, folder, hf, out, source if label is None else label, read_weights, dtype,
-                                     source_lang, target_lang)
+                                     source_lang, target_lang, copy)
     family.model_config(hf, path, 0, None)  # config.json's faults are named before the tokenizer's
     tokenizer = family.tokenizer(folder, hf, source_lang, target_lang)
     cfg = family.model_config(hf, path, tokenizer.unk_id, tokenizer.target_code)

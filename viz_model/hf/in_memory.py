@@ -60,4 +60,5 @@ def import_loaded(model: Any, tokenizer: Any, parent: Path, source_lang: str | N
         except Exception as err:  # a model transformers cannot save (quantized, offloaded): one line
             raise HFImportError(f"{type(model).__name__}: could not be saved for import "
                                 f"({type(err).__name__}: {err})") from None
-        return import_model(str(folder), parent / name, source_lang, target_lang, dtype, label=label)
+        # its own weights file: the saved folder is removed on return, so nothing may be read from it later
+        return import_model(str(folder), parent / name, source_lang, target_lang, dtype, label=label, copy=True)

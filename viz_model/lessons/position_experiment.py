@@ -17,7 +17,7 @@ import torch
 
 from ..config.model import POSITIONAL_KINDS
 from ..tokenization.tokenizer import PAD_ID
-from .watch import (
+from .watch_trainer import (
     FIRST_SYMBOL,
     MAX_POSITIONS,
     POSITIONAL,

@@ -1,4 +1,5 @@
-"""Model directories: ``model.safetensors`` + ``config.json`` + ``tokenizer.model`` (+ ``MODEL_CARD.md``).
+"""Model directories: ``model.safetensors`` + ``config.json`` + ``tokenizer.model`` (+ ``MODEL_CARD.md``); an
+imported language model's has ``weight_source.json`` instead of weights (see `viz_model.modeldir.weight_source`).
 
 Weights are only ever read with safetensors (no pickle: a downloaded ``torch.load`` file can run code).
 Loading validates every file and fails with a `CheckpointError` naming the file and the mismatch: files may not
@@ -26,6 +27,7 @@ from ..nn.causal_lm import CausalLM
 from ..nn.model import Transformer
 from ..tokenization.imported import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
 from ..tokenization.tokenizer import Tokenizer, TokenizerError
+from .weight_source import MAX_SOURCE_BYTES, WEIGHT_SOURCE, WeightSource, WeightSourceError, read_weight_source
 
 WEIGHTS, CONFIG, TOKENIZER, CARD, TRAINING_LOG = (
     "model.safetensors", "config.json", "tokenizer.model", "MODEL_CARD.md", "training_log.jsonl")
@@ -265,12 +267,21 @@ def save_model_dir(model: Transformer, tokenizer: Tokenizer | PretrainedTokenize
                    card: str | None = None, dtype: torch.dtype | None = None) -> Path:
     """Write a complete model directory (weights, config, tokenizer files, optional model card)."""
     directory = Path(directory)
+    save_weights(model, directory / WEIGHTS, dtype, saved_digests(model.config, tokenizer))
+    return save_model_files(model.config, tokenizer, directory, card)
+
+
+def saved_digests(config: ModelConfig, tokenizer: Tokenizer | PretrainedTokenizer) -> dict[str, str]:
+    """The config's and tokenizer's digests a directory's weights (or weight source) record."""
+    return {TOKENIZER_DIGEST: tokenizer_digest(tokenizer.files()), CONFIG_DIGEST: config_digest(config)}
+
+
+def save_model_files(config: ModelConfig, tokenizer: Tokenizer | PretrainedTokenizer, directory: Path,
+                     card: str | None = None) -> Path:
+    """Write a model directory's config, tokenizer files and optional card (all but the weights)."""
     directory.mkdir(parents=True, exist_ok=True)
-    files = tokenizer.files()
-    save_weights(model, directory / WEIGHTS, dtype, {TOKENIZER_DIGEST: tokenizer_digest(files),
-                                                     CONFIG_DIGEST: config_digest(model.config)})
-    atomic_write_bytes(directory / CONFIG, (json.dumps(model.config.to_dict(), indent=2) + "\n").encode())
-    for name, data in files.items():
+    atomic_write_bytes(directory / CONFIG, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
+    for name, data in tokenizer.files().items():
         atomic_write_bytes(directory / name, data)
     if card is not None:
         atomic_write_bytes(directory / CARD, card.encode("utf-8"))
@@ -347,13 +358,15 @@ def check_model_dir(directory: str | Path) -> tuple[ModelConfig, Tokenizer | Pre
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: model directory not found")
-    config_path, weights = (model_file(directory, name) for name in (CONFIG, WEIGHTS))
+    config_path = model_file(directory, CONFIG)
+    source = weight_source(directory)
+    weights = directory / WEIGHT_SOURCE if source is not None else model_file(directory, WEIGHTS)
     try:
         config = ModelConfig.load(config_path)
     except ConfigError as err:
         raise CheckpointError(str(err)) from None
     expected, needed = planned_model(config)
-    if needed > MAX_MODEL_BYTES:
+    if source is None and needed > MAX_MODEL_BYTES:  # weights read where they are are mapped, not loaded
         raise CheckpointError(f"{config_path}: this config describes a model of {needed / 1024**3:.1f} GiB, above the "
                               f"{MAX_MODEL_BYTES / 1024**3:.0f} GiB limit (a damaged or foreign config?)")
     tokenizer, tokenizer_files = load_tokenizer(directory)
@@ -361,23 +374,47 @@ def check_model_dir(directory: str | Path) -> tuple[ModelConfig, Tokenizer | Pre
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(f"{tokenizer_path}: vocabulary of {tokenizer.vocab_size} pieces, but "
                               f"{CONFIG} says vocab_size {config.vocab_size}: tokenizer from another model?")
-    with _reading(weights), safe_open(str(weights), framework="pt") as f:
-        check_header(weights, f, expected)
-        metadata = f.metadata() or {}
+    if source is None:
+        with _reading(weights), safe_open(str(weights), framework="pt") as f:
+            check_header(weights, f, expected)
+            metadata = f.metadata() or {}
+    else:  # the names are the source's: the import's mapping checks them as it places them
+        metadata = source.digests
     recorded = metadata.get(CONFIG_DIGEST)
     if recorded is not None and recorded != config_digest(config):
-        raise CheckpointError(f"{config_path}: differs from the config {WEIGHTS} was saved with (an edited or "
+        raise CheckpointError(f"{config_path}: differs from the config {weights.name} was saved with (an edited or "
                               "damaged file?)")
     recorded = metadata.get(TOKENIZER_DIGEST)
     if recorded is not None and recorded != tokenizer_digest({n: p.read_bytes() for n, p in tokenizer_files.items()}):
-        raise CheckpointError(f"{tokenizer_path}: not the tokenizer {WEIGHTS} was saved with (SHA-256 differs): "
+        raise CheckpointError(f"{tokenizer_path}: not the tokenizer {weights.name} was saved with (SHA-256 differs): "
                               "a tokenizer from another model, or a damaged file?")
     return config, tokenizer
 
 
+def has_weight_source(directory: Path) -> bool:
+    """Whether a model directory reads its weights where they are (``weight_source.json``, no weights file)."""
+    return (directory / WEIGHT_SOURCE).is_file() and not (directory / WEIGHTS).exists()
+
+
+def weight_source(directory: Path) -> WeightSource | None:
+    """The checked `WeightSource` of a directory whose weights are read where they are (None where it holds its own
+    weights file); a missing, changed or malformed source is a `CheckpointError` in one line."""
+    if not has_weight_source(directory):
+        return None
+    model_file(directory, WEIGHT_SOURCE, MAX_SOURCE_BYTES)  # inside the directory, bounded size
+    try:
+        return read_weight_source(directory)
+    except WeightSourceError as err:
+        raise CheckpointError(str(err)) from None
+
+
 def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | PretrainedTokenizer, ModelConfig]:
     """Load and validate a model directory (`check_model_dir`, then the weights); every problem is a
-    `CheckpointError` naming the file. A decoder-only directory's network is a `CausalLM`."""
+    `CheckpointError` naming the file. A decoder-only directory's network is a `CausalLM`; one whose weights are
+    read where they are is loaded by `viz_model.hf.mapped_load` (it knows the source's names)."""
+    if weight_source(Path(directory)) is not None:
+        raise CheckpointError(f"{directory}: its weights are read from the folder it was imported from; load it "
+                              "with viz_model.load")
     config, tokenizer = check_model_dir(directory)
     model = network_class(config).for_loading(config)
     load_weights(model, Path(directory) / WEIGHTS)

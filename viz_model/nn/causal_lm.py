@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from ..config.model import DECODER_POSITIONS
 from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .linear import Linear, linear
@@ -25,8 +26,6 @@ from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 from .rope_scaling import scaled_frequencies
 from .rotary import Rotary
 from .score_position import ScorePosition
-
-DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")
 
 
 class CausalLayer(EncoderLayer):
@@ -82,6 +81,7 @@ class CausalLM(nn.Module):
     :ivar embedding: the token embeddings (the output projection too where the head is tied)
     :ivar positions: the learned or sinusoidal positions added to the input, else None (RoPE, ALiBi)
     :ivar embedding_norm: the norm on the embeddings (BLOOM's word_embeddings_layernorm), else None
+    :ivar dropout: on the embeddings while training (the sub-layers' own is in each `Residual`)
     :ivar layers: the `CausalLayer` stack
     :ivar final_norm: the norm after the last layer
     :ivar lm_head: the output projection where it has its own matrix, else None
@@ -105,6 +105,7 @@ class CausalLM(nn.Module):
             self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.sinusoid_layout,
                                                  cfg.sinusoid_frequencies, cfg.position_offset)
         self.embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.embedding_norm else None
+        self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(CausalLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
         self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -153,21 +154,24 @@ class CausalLM(nn.Module):
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
         return x
 
-    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """`token_embeddings` plus the input positions, normed where the config says (``embedding_norm``)."""
-        x = self.token_embeddings(ids)
+    def embed(self, ids: Tensor, offset: int = 0, tokens: Tensor | None = None) -> Tensor:
+        """`token_embeddings` (or `tokens` in their place) plus the input positions, normed where the config says
+        (``embedding_norm``); dropout while training."""
+        x = self.token_embeddings(ids) if tokens is None else tokens
         if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
-        return x if self.embedding_norm is None else normed(self.embedding_norm, x)
+        x = x if self.embedding_norm is None else normed(self.embedding_norm, x)
+        return self.dropout(x) if self.training else x
 
     def forward(self, ids: Tensor, need_weights: bool = False, cache: list[KVCache] | None = None,
-                head_mask: Tensor | None = None) -> CausalLMOutput:
+                head_mask: Tensor | None = None, token_embeddings: Tensor | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
-        `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it off)."""
+        `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it off); `token_embeddings`
+        ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated gradients' path)."""
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
-        x = self.embed(ids, offset)
+        x = self.embed(ids, offset, token_embeddings)
         position = local = None
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from ..config.checks import check_int
 from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask, combine_masks, padding_mask
 from .kinds import check_kind
@@ -502,8 +503,8 @@ class Transformer(nn.Module):
         the parameters contribution methods (ALTI) need beside a layer's `AttentionRecord`."""
         check_kind(kind)
         layers = self.encoder_layers if kind == "encoder" else self.decoder_layers
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers):
-            raise ValueError(f"{kind} layer must be an integer from 0 to {len(layers) - 1}, got {layer!r}")
+        check_int("layer", layer, 0, len(layers) - 1, error=ValueError,
+                  message=f"{kind} layer must be an integer from 0 to {len(layers) - 1}, got {layer!r}")
         block = layers[layer]
         if kind == "encoder":
             return block.self_attn, block.attn_residual

@@ -17,6 +17,7 @@ int8 copies stale. PyTorch marks its quantized-tensor API as deprecated; where a
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import torch
@@ -140,3 +141,19 @@ def search_network_for(network: Transformer, precision: str = "auto", packed: bo
         except QuantizationUnavailable as err:
             raise ValueError(f"{err}; use search precision fp32 or auto") from None
     return int8_search_network(network) or full()
+
+
+class LazyInt8Copy:
+    """One network's `int8_search_network`, built on first use and kept (thread-safe: one model serves many
+    sessions); it drafts the network's full-precision searches."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._built = False
+        self._copy: Transformer | None = None
+
+    def get(self, network: Transformer) -> Transformer | None:
+        with self._lock:
+            if not self._built:
+                self._copy, self._built = int8_search_network(network), True
+        return self._copy

@@ -7,8 +7,9 @@
     heatmap(trace, "cross", layer=2)          # one layer, heads averaged (layers and heads count from 0)
     model_view(trace, "encoder")              # every layer x head
 
-The builders live in `attention` (maps of a trace), `teaching` (positional encodings, beam tree, training) and
-`analysis` (per-head grids over a corpus); this module names the ones a notebook needs most.
+The builders live in `trace_figures` (maps of a trace), `learn_figures` (positional encodings, beam tree,
+training), `analysis_figures` (per-head grids over a corpus) and the other ``*_figures`` modules; this module names
+the ones a notebook needs most.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from ..analysis.ablation import layer_counts
 from ..api import TranslationModel
 from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
-from .analysis import role_grid
-from .attention import Head, head_heatmap, head_view, model_view, positional_heatmap, sinusoid_figure, token_focus
-from .teaching import beam_tree_figure
+from .analysis_figures import role_grid
+from .learn_figures import beam_tree_figure
+from .trace_figures import Head, head_heatmap, head_view, model_view, positional_heatmap, sinusoid_figure, token_focus
 
 __all__ = ["beam_tree", "head_roles", "head_view", "heatmap", "model_view", "positional_encodings", "sinusoids",
            "token_focus"]

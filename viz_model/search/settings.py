@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, ModelConfig
+from ..config.checks import check_int, is_int
 from ..modeldir.checkpoint import optional_json
 
 GENERATION = "generation.json"
@@ -147,12 +148,11 @@ class HFGeneration:
 
 
 def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value, 0)
 
 
 def _int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+    check_int(name, value, low, message=f"{name} must be an integer >= {low}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ def _lengths(settings: dict[str, Any], hf_config: dict[str, Any], fail) -> tuple
     """max_length and min_length as ``generate`` resolves them for an encoder-decoder (one start token)."""
     for key in ("max_length", "max_new_tokens", "min_length", "min_new_tokens"):
         value = settings.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        if value is not None and not is_int(value, 0):
             raise fail(f"{key} must be a whole number >= 0, got {value!r}")
     if settings.get("max_new_tokens") is not None:
         max_length = settings["max_new_tokens"] + 1

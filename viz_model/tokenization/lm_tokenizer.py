@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .pretrained import read_files, read_json
+from .pretrained import FolderFiles, read_json
 from .tokenizer import TokenizerError
 from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
 
@@ -18,9 +18,10 @@ RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens",
 OPTIONAL_RULES = {"generation": {}}  # what a model imported before the rule existed reads as
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 MAX_MESSAGES = 200
+NO_CHAT_TEMPLATE = "this model has no chat template (a base model): give it a prompt to continue instead"
 
 
-class LMTokenizer:
+class LMTokenizer(FolderFiles):
     """Text to a language model's ids and back, as transformers' tokenizer of its folder.
 
     :ivar rules: ``ids`` (the model's id table), ``eos`` (the ids that end a continuation), ``clean_up_spaces``,
@@ -32,6 +33,7 @@ class LMTokenizer:
     """
 
     FILES = ("tokenizer.json", RULES)
+    WHAT = "an imported tokenizer"
     MARKER = RULES
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
@@ -43,11 +45,6 @@ class LMTokenizer:
         size = backend.get_vocab_size(with_added_tokens=True)
         if rules["ids"] < size:
             raise TokenizerError(f"{path or RULES}: {rules['ids']} ids, but the tokenizer has {size}")
-
-    @classmethod
-    def load(cls, directory: str | Path) -> LMTokenizer:
-        directory = Path(directory)
-        return cls.from_files(read_files(directory, cls.FILES, "an imported tokenizer"), directory)
 
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> LMTokenizer:
@@ -86,7 +83,7 @@ class LMTokenizer:
         so transformers must be installed); one line where the model has no template or a message is malformed."""
         template = self.rules["chat_template"]
         if template is None:
-            raise ValueError("this model has no chat template (a base model): give it a prompt to continue instead")
+            raise ValueError(NO_CHAT_TEMPLATE)
         check_messages(messages)
         try:
             from transformers.utils.chat_template_utils import render_jinja_template

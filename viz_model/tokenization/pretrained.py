@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Self
 
 import sentencepiece as spm
 
+from ..config.checks import is_int
 from .tokenizer import TokenizerError
 
 # the language codes of M2M100 checkpoints, in the order their ids follow the vocabulary (fairseq's dictionary)
@@ -49,6 +51,23 @@ def processor(data: bytes, path: Path) -> spm.SentencePieceProcessor:
     return sp
 
 
+class FolderFiles:
+    """A tokenizer read from named files of a folder: `FILES`, described as `WHAT` in messages, built by
+    `from_files`."""
+
+    FILES: tuple[str, ...] = ()
+    WHAT = "a tokenizer"
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Self:
+        directory = Path(directory)
+        return cls.from_files(read_files(directory, cls.FILES, cls.WHAT), directory)
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes], directory: Path) -> Self:
+        raise NotImplementedError
+
+
 def read_json(data: bytes, path: Path) -> object:
     try:
         return json.loads(data.decode("utf-8"))
@@ -59,8 +78,7 @@ def read_json(data: bytes, path: Path) -> object:
 def id_table(data: bytes, path: Path) -> dict[str, int]:
     """``vocab.json``: pieces to ids >= 0."""
     vocab = read_json(data, path)
-    if not isinstance(vocab, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                                              and v >= 0 for k, v in vocab.items()):
+    if not isinstance(vocab, dict) or not all(isinstance(k, str) and is_int(v, 0) for k, v in vocab.items()):
         raise TokenizerError(f"{path}: expected a mapping of pieces to ids >= 0")
     return vocab
 
@@ -157,7 +175,7 @@ class MarianTokenizer(VocabTokenizer):
         return self._text(self.target, ids, {self.pad_id, self.eos_id})
 
 
-class M2M100Tokenizer(VocabTokenizer):
+class M2M100Tokenizer(FolderFiles, VocabTokenizer):
     """The tokenizer of an M2M100 or NLLB model: one ``sentencepiece.bpe.model`` for both sides, ``vocab.json``
     for the pieces' ids (an NLLB model's written at import from its tokenizer.json) and ``language_codes.json``
     (written at import: every code's id, the chosen source and target language, and the size of the model's id
@@ -165,6 +183,7 @@ class M2M100Tokenizer(VocabTokenizer):
     give them."""
 
     FILES = ("sentencepiece.bpe.model", "vocab.json", "language_codes.json")
+    WHAT = "an M2M100 tokenizer"
     MARKER = "language_codes.json"
 
     def __init__(self, sp: spm.SentencePieceProcessor, vocab: dict[str, int], codes: dict[str, int], source: str,
@@ -186,19 +205,14 @@ class M2M100Tokenizer(VocabTokenizer):
             raise TokenizerError(f"{path or 'language_codes.json'}: {ids} ids, but the tokenizer uses id {largest}")
 
     @classmethod
-    def load(cls, directory: str | Path) -> M2M100Tokenizer:
-        directory = Path(directory)
-        return cls.from_files(read_files(directory, cls.FILES, "an M2M100 tokenizer"), directory)
-
-    @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> M2M100Tokenizer:
         """The tokenizer of its three files' bytes (`directory`: where they are, for messages)."""
         path = directory / "language_codes.json"
         data = read_json(files["language_codes.json"], path)
         if not (isinstance(data, dict) and isinstance(data.get("codes"), dict) and all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                for k, v in data["codes"].items()) and isinstance(data.get("source"), str)
-                and isinstance(data.get("target"), str) and isinstance(data.get("ids"), int)):
+                isinstance(k, str) and is_int(v, 0) for k, v in data["codes"].items())
+                and isinstance(data.get("source"), str) and isinstance(data.get("target"), str)
+                and isinstance(data.get("ids"), int)):
             raise TokenizerError(f"{path}: expected codes (language -> id), source, target and ids")
         return cls(processor(files["sentencepiece.bpe.model"], directory / "sentencepiece.bpe.model"),
                    id_table(files["vocab.json"], directory / "vocab.json"), data["codes"], data["source"],

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .pretrained import read_files, read_json
+from ..config.checks import is_int
+from .pretrained import FolderFiles, read_json
 from .tokenizer import WORD_START, TokenizerError
 
 RULES = "tokenizer_rules.json"
@@ -65,7 +66,7 @@ def clean_up_spaces(text: str) -> str:
     return text
 
 
-class JsonTokenizer:
+class JsonTokenizer(FolderFiles):
     """Text to the model's ids and back through a ``tokenizer.json``, with the rules of its family.
 
     :ivar rules: ``tokenizer_rules.json``: ``before`` (tokens before the pieces on both sides, BART's ``<s>``),
@@ -87,6 +88,7 @@ class JsonTokenizer:
     """
 
     FILES = ("tokenizer.json", RULES)
+    WHAT = "an imported tokenizer"
     MARKER = RULES
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
@@ -118,11 +120,6 @@ class JsonTokenizer:
         if rules["ids"] < backend.get_vocab_size(with_added_tokens=True):
             raise TokenizerError(f"{name}: {rules['ids']} ids, but the tokenizer has "
                                  f"{backend.get_vocab_size(with_added_tokens=True)}")
-
-    @classmethod
-    def load(cls, directory: str | Path) -> JsonTokenizer:
-        directory = Path(directory)
-        return cls.from_files(read_files(directory, cls.FILES, "an imported tokenizer"), directory)
 
     @classmethod
     def from_files(cls, files: dict[str, bytes], directory: Path) -> JsonTokenizer:
@@ -231,7 +228,7 @@ class JsonTokenizer:
 def _valid_rules(rules: dict[str, Any]) -> bool:
     """``tokenizer_rules.json`` has every key with a value of its type."""
     def is_id(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return is_int(value, 0)
 
     return (isinstance(rules.get("before"), list) and all(isinstance(t, str) for t in rules["before"])
             and isinstance(rules.get("text_prefix"), str) and isinstance(rules.get("codes"), dict)

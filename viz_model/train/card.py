@@ -1,4 +1,5 @@
-"""The model card: what a model is, how it was trained and how well it translates, written from the run's log."""
+"""The model card: what a model is, how it was trained and how well it translates (a language model: how well it
+predicts its held-out lines), written from the run's log."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def data_section(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
         own = [f"{split_of(name)} ({n['sentences']:,} sentences, {n['references']:,} references)"
                for name, n in sets.items() if name.partition(":")[0] == corpus.name]
         if corpus.name in trained:
-            what = f"{trained[corpus.name]['train_pairs']:,} training pairs, weight {corpus.weight:g}"
+            unit = "pairs" if cfg.model.kind == "seq2seq" else "lines"
+            what = f"{trained[corpus.name]['train_pairs']:,} training {unit}, weight {corpus.weight:g}"
         else:
             what = "evaluation only"
         lines.append(f"- **{corpus.name}** (`{corpus.data_dir}`): {what}; evaluated on {', '.join(own) or 'nothing'}")
@@ -58,8 +60,11 @@ def data_section(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
 
 
 def paper_section(cfg: TrainConfig, results: dict[str, dict[str, float]], start: dict[str, Any]) -> list[str]:
-    """Markdown lines comparing our score on the paper's test set with the paper's, and why they differ."""
-    lines = []
+    """Markdown lines comparing our score on the paper's test set with the paper's, and why they differ (none for a
+    language model)."""
+    lines: list[str] = []
+    if cfg.model.kind != "seq2seq":
+        return lines
     pairs = start.get("train_pairs")
     size = f"{pairs:,}" if isinstance(pairs, int) else "?"
     corpora = trained_on(cfg, start, weights=False)
@@ -93,8 +98,48 @@ def tokenizer_line(cfg: TrainConfig) -> str:
     """The vocabulary in words: trained by the run (training data only), or copied from the warm-start model."""
     if cfg.init_from:
         return f"joint SentencePiece vocabulary of {cfg.model.vocab_size} pieces (copied from `{cfg.init_from}`)"
-    return (f"joint SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {cfg.model.vocab_size} pieces (training "
+    joint = "joint " if cfg.model.kind == "seq2seq" else ""
+    return (f"{joint}SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {cfg.model.vocab_size} pieces (training "
             f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
+
+
+def what_it_is(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
+    """The card's first lines: a translator, or a decoder-only language model, and what it was trained on."""
+    if cfg.model.kind == "decoder":
+        return [f"Decoder-only Transformer language model, trained with `viz-model train` to predict each next piece "
+                f"of the `{cfg.text_lang}` lines of {trained_on(cfg, start)} ({start.get('train_pairs', '?')} "
+                "training lines)."]
+    return [f"English -> German Transformer (\"Attention Is All You Need\" architecture), trained with `viz-model "
+            f"train` on {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training pairs)."]
+
+
+def architecture_lines(cfg: TrainConfig) -> list[str]:
+    """The stacks, widths, heads, norms and positions, the vocabulary and how the embeddings are tied."""
+    m = cfg.model
+    norm = {"layer": "LN", "rms": "RMSNorm", "gemma": "RMSNorm"}[m.normalization]
+    ffn = f"gated ({m.activation}) " if m.gated_ffn else ""
+    widths = (f"d_model {m.d_model}, {m.heads} heads (d_k = {m.d_head}), {ffn}d_ff {m.d_ff}, {m.norm}-{norm}, "
+              f"{m.positional} positions, max {m.max_positions} positions")
+    if m.kind == "decoder":
+        grouped = f", {m.kv_heads} key/value heads" if m.kv_heads else ""
+        head = "the output projection tied to the embeddings" if m.tied_head else "its own output projection"
+        return [f"- {m.decoder_layers} causal self-attention layers{grouped}, {widths}",
+                f"- {tokenizer_line(cfg)}, {head}"]
+    return [f"- {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, {widths}",
+            f"- {tokenizer_line(cfg)}, {'3-way tied embeddings' if m.share_embeddings else 'separate embeddings'}"]
+
+
+def quality_lines(cfg: TrainConfig, results: dict[str, dict[str, float]]) -> list[str]:
+    """The scores: a translator's BLEU and chrF per set, a language model's loss and perplexity per set."""
+    if cfg.model.kind == "seq2seq":
+        return ["## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
+                results_table(results) if results else "(not evaluated yet)"]
+    rows = ["| set | lines | NLL per piece | perplexity |", "|---|---|---|---|"]
+    rows += [f"| {name} | {r.get('lines', '-')} | {r.get('nll', '-')} | {r.get('perplexity', '-')} |"
+             for name, r in sorted(results.items(), key=lambda item: (not split_of(item[0]).startswith("val"),
+                                                                        item[0]))]
+    return ["## Quality (next-piece loss on held-out lines, `</s>` included)",
+            "\n".join(rows) if results else "(not evaluated yet)"]
 
 
 def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, Any]], facts: TrainingFacts,
@@ -111,14 +156,10 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
     lines = [
         f"# Model card: {name}",
         "",
-        f"English -> German Transformer (\"Attention Is All You Need\" architecture), trained with `viz-model train` "
-        f"on {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training pairs).",
+        *what_it_is(cfg, start),
         "",
         "## Architecture",
-        f"- {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, d_model {m.d_model}, {m.heads} heads "
-        f"(d_k = {m.d_head}), d_ff {m.d_ff}, {m.norm}-LN, {m.positional} positions, max {m.max_positions} positions",
-        f"- {tokenizer_line(cfg)}, "
-        f"{'3-way tied embeddings' if m.share_embeddings else 'separate embeddings'}",
+        *architecture_lines(cfg),
         f"- {params:,} parameters",
         "",
         *(data_section(cfg, start) if cfg.corpora is not None else []),
@@ -130,16 +171,15 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         + (f", peak lr {facts.lr_peak}" if facts.lr_peak else f", lr scale {facts.lr_scale}")
         + (f", then a linear cooldown to zero over the last {facts.cooldown_epochs} "
            f"epoch{'s' if facts.cooldown_epochs > 1 else ''}" if facts.cooldown_epochs else ""),
-        f"- dropout {facts.dropout}, label smoothing {facts.label_smoothing}, seed {facts.seed}, sentences of at "
-        f"most {facts.max_len} pieces",
+        f"- dropout {facts.dropout}, label smoothing {facts.label_smoothing}, seed {facts.seed}, "
+        f"{'sentences' if m.kind == 'seq2seq' else 'lines'} of at most {facts.max_len} pieces",
         f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
         + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
            f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads, host {start.get('host', '?')}), "
         f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{facts.precision_note()}",
         "",
-        "## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
-        results_table(results) if results else "(not evaluated yet)",
+        *quality_lines(cfg, results),
         "",
         *paper_section(cfg, results, start),
     ]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from tqdm import tqdm
 
 from ..config import ConfigError, CorpusConfig, TrainConfig
 from ..config.data_root import DATA_ENV, is_data_set_name
 from ..data.catalogue import by_folder
-from ..data.textfiles import DataError, read_parallel
+from ..data.textfiles import DataError, find_split, open_text, read_parallel
 from .data import EvalSet
 from .splits import HOLDOUT_RULES
 
@@ -36,15 +37,28 @@ def set_name(cfg: TrainConfig, corpus: str, split: str) -> str:
 
 
 def read_split(cfg: TrainConfig, corpus: CorpusConfig, prefix: str) -> tuple[list[str], list[str]]:
-    """The aligned source and target lines of one split of `corpus`; a data set missing from the data root is an
-    error naming the command that fetches it."""
+    """The aligned source and target lines of one split of `corpus` (of a decoder-only run: its text lines, as
+    both); a data set missing from the data root is an error naming the command that fetches it."""
     folder = corpus.path
     if not folder.is_dir() and is_data_set_name(corpus.data_dir):
         known = by_folder(corpus.data_dir)
         how = f"`viz-model data fetch {known.name}` downloads it there" if known else "put the corpus there"
         raise DataError(f"{folder}: data directory not found; {how}, or set ${DATA_ENV} to the folder that holds "
                         f"{corpus.data_dir}/")
+    if cfg.text_lang:
+        return read_text(folder, prefix, cfg.text_lang)
     return read_parallel(folder, prefix, cfg.src_lang, cfg.tgt_lang)
+
+
+def read_text(folder: Path, prefix: str, lang: str) -> tuple[list[str], list[str]]:
+    """A decoder-only run's split: the lines of ``{prefix}.{lang}`` as both what is read and what is predicted."""
+    if not folder.is_dir():
+        raise DataError(f"{folder}: data directory not found")
+    path = find_split(folder, prefix, lang)
+    lines = open_text(path)
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty")
+    return lines, lines
 
 
 def read_eval_set(cfg: TrainConfig, corpus: CorpusConfig, prefix: str) -> EvalSet:

@@ -42,7 +42,8 @@ class EvalSet:
 
 @dataclass
 class EncodedPairs:
-    """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch)."""
+    """Token ids of aligned sentences: source ``x </s>``, target ``y`` (``<s>``/``</s>`` added per batch); a
+    language model's lines are targets with empty sources (`encode_texts`)."""
 
     src: list[list[int]]
     tgt: list[list[int]]
@@ -67,20 +68,29 @@ def encode_pairs(tokenizer: Tokenizer, src: list[str], tgt: list[str], max_len: 
     return EncodedPairs(keep_src, keep_tgt)
 
 
+def encode_texts(tokenizer: Tokenizer, lines: list[str], max_len: int) -> EncodedPairs:
+    """A decoder-only run's lines as pairs with no source: the model reads ``<s> y`` and predicts ``y </s>``; empty
+    lines and lines longer than `max_len` - 1 pieces are dropped."""
+    kept = [ids for ids in tokenizer.encode_batch(lines) if ids and len(ids) + 1 <= max_len]
+    return EncodedPairs([[] for _ in kept], kept)
+
+
 @dataclass
 class Batch:
-    src: torch.Tensor  # (batch, src_len) ids ending in </s>, padded
+    src: torch.Tensor | None  # (batch, src_len) ids ending in </s>, padded; None: a language model's text
     tgt_in: torch.Tensor  # (batch, tgt_len) <s> y
     tgt_out: torch.Tensor  # (batch, tgt_len) y </s>
     target_tokens: int  # non-padding target tokens
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
+        src = None if self.src is None else self.src.to(device, non_blocking=True)
+        return Batch(src, self.tgt_in.to(device, non_blocking=True),
                      self.tgt_out.to(device, non_blocking=True), self.target_tokens)
 
 
 def collate(data: EncodedPairs, indices: list[int]) -> Batch:
-    src = pad([data.src[i] for i in indices])
+    """The padded batch of `indices`; pairs without a source (a language model's lines) give ``src`` None."""
+    src = pad([data.src[i] for i in indices]) if data.src[indices[0]] else None
     tgt_in = pad([[BOS_ID] + data.tgt[i] for i in indices])
     tgt_out = pad([data.tgt[i] + [EOS_ID] for i in indices])
     return Batch(src, tgt_in, tgt_out, int((tgt_out != PAD_ID).sum()))

@@ -11,26 +11,32 @@ from tqdm import tqdm
 
 from ..config import ConfigError, TrainConfig
 from ..data.textfiles import DataError
-from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, save_model_dir
+from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, network_class, save_model_dir
 from ..modeldir.coverage import TRAINING_STATS, TrainingStats, training_stats
 from ..modeldir.training_facts import TRAINING_FACTS, facts_from_run, read_log
-from ..nn.model import Transformer
+from ..nn.causal_lm import CausalLM
 from ..tokenization.tokenizer import Tokenizer
 from .card import model_card
 from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
 from .corpora import load_corpora, select_eval_sets
 from .data import EvalSet
-from .evaluate import evaluate_bleu
+from .evaluate import evaluate_bleu, evaluate_loss
+from .objectives import Network
 
 RESULTS_FILE = "results.json"
 EXPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def evaluate_sets(model: Transformer, tokenizer: Tokenizer, sets: list[EvalSet], device: torch.device,
+def evaluate_sets(model: Network, tokenizer: Tokenizer, sets: list[EvalSet], device: torch.device,
                   beams: tuple[int, ...] = (1, 4)) -> dict[str, dict[str, float]]:
-    """BLEU/chrF of each evaluation set (all its references), keyed "set/beamN" (e.g. "tatoeba:test/beam4")."""
+    """BLEU/chrF of each evaluation set (all its references), keyed "set/beamN" (e.g. "tatoeba:test/beam4"); a
+    language model's NLL and perplexity of each set, keyed by the set's name."""
     results: dict[str, dict[str, float]] = {}
     for data in sets:
+        if isinstance(model, CausalLM):
+            results[data.name] = evaluate_loss(model, tokenizer, data, device)
+            tqdm.write(f"{data.name}: NLL {results[data.name]['nll']}, perplexity {results[data.name]['perplexity']}")
+            continue
         for beam in beams:
             scores = evaluate_bleu(model, tokenizer, data, beam, device)
             results[f"{data.name}/beam{beam}"] = scores
@@ -51,7 +57,7 @@ def write_training_stats(cfg: TrainConfig, tokenizer: Tokenizer, out_dir: Path) 
     return stats
 
 
-def write_model_dir(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
+def write_model_dir(model: Network, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
                     results: dict[str, dict[str, float]], averaged: list[str], notes: str = "",
                     dtype: str = "fp32") -> Path:
     """Weights (stored as `dtype`), config, tokenizer, training log and facts, results and model card into
@@ -89,7 +95,7 @@ def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: 
     tokenizer = Tokenizer.load(run_dir / TOKENIZER_FILE)
     model_cfg = cfg.model if cfg.model.vocab_size == tokenizer.vocab_size else TrainConfig.from_dict(
         {**cfg.to_dict(), "model": {**cfg.model.to_dict(), "vocab_size": tokenizer.vocab_size}}).model
-    model = Transformer(model_cfg)
+    model = network_class(model_cfg)(model_cfg)
     used = checkpoints[-last:]
     average_checkpoints(used, model)
     model.eval()

@@ -34,11 +34,11 @@ from torch import nn
 from tqdm import tqdm
 
 from ..config import ConfigError, TrainConfig
-from ..config.recipe import cooldown_factor, label_smoothed_loss, learning_rate
+from ..config.recipe import cooldown_factor, learning_rate
 from ..data.shard import Distributed, setup_distributed
-from ..modeldir.checkpoint import atomic_write_bytes, save_weights
+from ..modeldir.checkpoint import atomic_write_bytes, network_class, save_weights
 from ..nn.model import Transformer
-from ..tokenization.tokenizer import PAD_ID, Tokenizer, train_tokenizer
+from ..tokenization.tokenizer import Tokenizer, train_tokenizer
 from .checkpoints import (
     CONFIG_FILE,
     LATEST,
@@ -50,28 +50,22 @@ from .checkpoints import (
     training_state,
 )
 from .corpora import load_corpora
-from .data import Batch, EncodedPairs, EvalSet, collate, concat_pairs, encode_pairs, make_batches, sample_epoch
+from .data import (
+    Batch,
+    EncodedPairs,
+    EvalSet,
+    collate,
+    concat_pairs,
+    encode_pairs,
+    encode_texts,
+    make_batches,
+    sample_epoch,
+)
 from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
+from .objectives import Network, mean_nll, objective
 from .resume import load_init, prepare_run, resumed_batch_index, resumed_bf16, run_lock
 from .runtime import autocast_for, bf16_autocast_used, pick_device
-
-
-class LabelSmoothedLoss(nn.Module):
-    """The model's summed label-smoothed loss (`label_smoothed_loss`) and plain NLL over non-padding target positions;
-    only those positions go through the output projection."""
-
-    def __init__(self, model: Transformer, smoothing: float) -> None:
-        super().__init__()
-        self.model = model
-        self.smoothing = smoothing
-
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        encoded = self.model.encode(src)
-        hidden = self.model.decode(tgt_in, encoded).hidden
-        keep = tgt_out != PAD_ID
-        return label_smoothed_loss(self.model.logits(hidden[keep]), tgt_out[keep], self.smoothing)
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Adam:
@@ -137,17 +131,16 @@ def build_tokenizer(cfg: TrainConfig, run_dir: Path, ctx: Distributed, src: list
     return Tokenizer.load(path)
 
 
-@torch.no_grad()
-def validation_loss(model: Transformer, data: EncodedPairs, cfg: TrainConfig, device: torch.device) -> float:
-    model.eval()
-    total, tokens = 0.0, 0
-    objective = LabelSmoothedLoss(model, 0.0)
-    for indices in make_batches(data, cfg.batch_tokens, cfg.seed, 0):
-        batch = collate(data, indices).to(device)
-        _, nll = objective(batch.src, batch.tgt_in, batch.tgt_out)
-        total += float(nll)
-        tokens += batch.target_tokens
-    return total / max(tokens, 1)
+def validation_loss(model: Network, data: EncodedPairs, cfg: TrainConfig, device: torch.device) -> float:
+    """The validation set's negative log-likelihood per target token."""
+    return mean_nll(model, data, cfg.batch_tokens, cfg.seed, device)
+
+
+def encode_part(cfg: TrainConfig, tokenizer: Tokenizer, src: list[str], tgt: list[str]) -> EncodedPairs:
+    """A part of the data as the run's model reads it: sentence pairs, or (a decoder-only run) the text lines."""
+    if cfg.model.kind == "decoder":
+        return encode_texts(tokenizer, tgt, cfg.max_len)
+    return encode_pairs(tokenizer, src, tgt, cfg.max_len)
 
 
 def train(cfg: TrainConfig | None, run_dir: str | Path, resume: bool = False, changes: list[str] | None = None
@@ -224,18 +217,19 @@ def prepare_data(cfg: TrainConfig, run_dir: Path, ctx: Distributed, corpora: lis
     """The tokenizer (trained on the union of the training parts, or the warm start's), the config with its
     vocabulary size, and the encoded data; refused when nothing would be trained on."""
     training = [c for c in corpora if c.config.trains]
+    texts = cfg.model.kind == "decoder"  # its sources are its targets: the tokenizer learns each line once
     tokenizer = build_tokenizer(cfg, run_dir, ctx, [s for c in training for s in c.train_src],
-                                [t for c in training for t in c.train_tgt], init_tokenizer)
+                                [] if texts else [t for c in training for t in c.train_tgt], init_tokenizer)
     if tokenizer.vocab_size != cfg.model.vocab_size:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(),
                                                                "vocab_size": tokenizer.vocab_size}})
-    parts = [encode_pairs(tokenizer, c.train_src, c.train_tgt, cfg.max_len) for c in training]
+    parts = [encode_part(cfg, tokenizer, c.train_src, c.train_tgt) for c in training]
     data = RunData(tokenizer, parts, [c.config.name for c in training], [c.config.weight for c in training],
                    concat_pairs(parts),
-                   [ValSet(c.val, encode_pairs(tokenizer, *c.val.pairs(), cfg.max_len)) for c in corpora if c.val],
+                   [ValSet(c.val, encode_part(cfg, tokenizer, *c.val.pairs())) for c in corpora if c.val],
                    [s for c in corpora for s in c.eval_sets])
     if len(data.train) == 0:
-        raise ConfigError("no training pair fits max_len; nothing to train on")
+        raise ConfigError(f"no training {'line' if texts else 'pair'} fits max_len; nothing to train on")
     if len(sample_epoch([len(p) for p in parts], data.weights, cfg.seed, 0)) == 0:
         raise ConfigError("the corpus weights sample no training pair per epoch; raise a weight")
     return cfg, data
@@ -261,7 +255,7 @@ class Progress:
 class Run:
     """The model and optimizer being trained, the precision and where the run is."""
 
-    model: Transformer
+    model: Network
     optimizer: torch.optim.Optimizer
     progress: Progress
     bf16: bool
@@ -279,7 +273,7 @@ def start_or_restore(cfg: TrainConfig, device: torch.device, init: Transformer |
     """A fresh model (seeded; or the warm start's weights) and optimizer, or those of `state` with its step, epoch,
     RNG and precision."""
     torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model).to(device)
+    model = network_class(cfg.model)(cfg.model).to(device)
     if init is not None:  # a warm start: the source's weights (fp32 after loading), a fresh optimizer and schedule
         model.load_state_dict(init.state_dict())
     optimizer = make_optimizer(model, cfg, device)
@@ -317,11 +311,10 @@ def train_epochs(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
     """Train until `epochs` epochs (or max_steps when set), logging every 20 steps, saving latest.pt every
     `checkpoint_every_steps` and at each epoch's end. With fractional corpus weights epochs differ in size, so the
     total (progress bar, last log line) is re-estimated at the start of each epoch."""
-    objective: nn.Module = LabelSmoothedLoss(run.model, cfg.label_smoothing)
+    loss: nn.Module = objective(run.model, cfg.label_smoothing)
     if ctx.world > 1:
-        objective = nn.parallel.DistributedDataParallel(objective, device_ids=[device.index] if device.type == "cuda"
-                                                        else None)
-    step_fn = torch.compile(objective) if cfg.compile else objective
+        loss = nn.parallel.DistributedDataParallel(loss, device_ids=[device.index] if device.type == "cuda" else None)
+    step_fn = torch.compile(loss) if cfg.compile else loss
     params = list(run.model.parameters())
     autocast = autocast_for(device, run.bf16)
     p = run.progress
@@ -374,7 +367,7 @@ class ValSet:
         return sum(len(t) + 1 for t in self.data.tgt)
 
 
-def end_of_epoch(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, epoch: int, step: int,
+def end_of_epoch(model: Network, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, epoch: int, step: int,
                  val_sets: list[ValSet], device: torch.device, log: RunLog, wall: float) -> None:
     """Save this epoch's weights (keeping the last K) and log validation loss, BLEU and chrF of every validation set.
 
@@ -386,18 +379,19 @@ def end_of_epoch(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run
     for old in sorted(epochs_dir.glob("epoch_*.safetensors"))[:-cfg.keep_epoch_checkpoints]:
         old.unlink()
     fields: dict[str, Any] = {"epoch": epoch, "step": step, "wall_time": round(wall, 1)}
+    bleu = cfg.eval_bleu_sentences and cfg.model.kind == "seq2seq"  # a language model is scored by its loss alone
     if cfg.eval_every_epochs and epoch % cfg.eval_every_epochs == 0 and val_sets:
         per_set = []
         for val in val_sets:
             scores = {"loss": validation_loss(model, val.data, cfg, device)}
-            if cfg.eval_bleu_sentences:
+            if bleu:
                 scores.update(evaluate_bleu(model, tokenizer, val.texts.head(cfg.eval_bleu_sentences), cfg.eval_beam,
                                             device))
             per_set.append(scores)
         tokens = [v.target_tokens for v in val_sets]
         overall = sum(s["loss"] * n for s, n in zip(per_set, tokens)) / max(sum(tokens), 1)
         fields["val_loss"] = round(per_set[0]["loss"] if len(per_set) == 1 else overall, 4)
-        if cfg.eval_bleu_sentences:
+        if bleu:
             for metric in ("bleu", "chrf"):
                 fields[f"val_{metric}"] = round(sum(s[metric] for s in per_set) / len(per_set), 2)
         if cfg.corpora is not None:
@@ -408,7 +402,7 @@ def end_of_epoch(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run
     log.write("val", **fields)
 
 
-def finish(model: Transformer, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
+def finish(model: Network, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path, out_dir: Path,
            sets: list[EvalSet], device: torch.device, log: RunLog) -> None:
     """Average the last K epoch checkpoints, score the validation and test sets, export the model directory."""
     checkpoints = sorted((run_dir / "epochs").glob("epoch_*.safetensors"))[-cfg.average_last:]

@@ -14,7 +14,7 @@ import math
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..config import ConfigError, ModelConfig, TrainConfig, recipe
+from ..config.checks import check_int
 from ..config.recipe import cooldown_factor, label_smoothed_loss, learning_rate
 from ..modeldir.checkpoint import CONFIG, TRAINING_LOG, CheckpointError, model_file
 from ..modeldir.coverage import TRAINING_STATS, TrainingStats
@@ -91,17 +92,17 @@ def resized(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
-def check_int(value: object, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or (
-            isinstance(value, float) and not value.is_integer()):
-        raise InputError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
-    value = int(value)
-    if not low <= value <= high:
-        raise InputError(f"{name} must be from {low} to {high}, got {value}")
-    return value
+def whole_number(name: str, value: object, low: int, high: int) -> int:
+    """A number typed on a page as a whole number (3.0 counts) from `low` to `high`, else an `InputError` naming it."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    check_int(name, value, error=InputError, kinds=(int, np.integer),
+              message=f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return check_int(name, value, low, high, error=InputError, kinds=(int, np.integer),
+                     message=f"{name} must be from {low} to {high}, got {value}")
 
 
-def check_float(value: object, name: str, low: float, high: float) -> float:
+def check_float(name: str, value: object, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
         raise InputError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
     if not low <= float(value) <= high:
@@ -208,11 +209,11 @@ def multi_head_by_hand(x: np.ndarray, heads: int, seed: int = 0, causal: bool = 
     """Split, attend, concatenate, project, with the library's `MultiHeadAttention` (random weights from `seed`,
     zero biases), and its own forward pass as the check."""
     d_model = x.shape[1]
-    heads = check_int(heads, "the number of heads", 1, d_model)
+    heads = whole_number("the number of heads", heads, 1, d_model)
     if d_model % heads:
         raise InputError(f"d_model = {d_model} (the width of X) is not divisible by {heads} heads; "
                          f"pick one of {', '.join(str(h) for h in range(1, d_model + 1) if d_model % h == 0)}")
-    seed = check_int(seed, "the seed", 0, 2**31 - 1)
+    seed = whole_number("the seed", seed, 0, 2**31 - 1)
     module = MultiHeadAttention(d_model, heads).double().eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -239,15 +240,15 @@ def saturation(dims: Sequence[int], keys: int = 10, samples: int = 2000, seed: i
 
     Scores and softmax are the library's (`attention_scores`, `masked_softmax`). One row per (d_k, scaled).
     """
-    keys = check_int(keys, "the number of keys", 2, 512)
-    samples = check_int(samples, "the number of samples", 10, 20_000)
-    seed = check_int(seed, "the seed", 0, 2**31 - 1)
+    keys = whole_number("the number of keys", keys, 2, 512)
+    samples = whole_number("the number of samples", samples, 10, 20_000)
+    seed = whole_number("the seed", seed, 0, 2**31 - 1)
     if not dims:
         raise InputError("pick at least one d_k")
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for d in dims:
-        d = check_int(d, "d_k", 1, 4096)
+        d = whole_number("d_k", d, 1, 4096)
         q = torch.randn(samples, 1, 1, d, generator=generator)
         k = torch.randn(samples, 1, keys, d, generator=generator)
         for scale in (False, True):
@@ -294,8 +295,8 @@ def similarity_profile(similarity: np.ndarray) -> pd.DataFrame:
 
 def shift_check(k: int, length: int, d_model: int) -> ShiftCheck:
     """The shift-linearity of the sinusoids, checked numerically with `shift_matrix` and `sinusoidal_table`."""
-    k = check_int(k, "the offset k", -100_000, 100_000)
-    length = check_int(length, "the number of positions", 1, 100_000)
+    k = whole_number("the offset k", k, -100_000, 100_000)
+    length = whole_number("the number of positions", length, 1, 100_000)
     matrix = shift_matrix(k, d_model)
     start = max(0, -k)
     if start >= length:
@@ -344,7 +345,7 @@ def positional_kinds(root: Path, names: Sequence[str]) -> dict[str, str]:
 
 def shuffle_words(text: str, seed: int) -> str:
     """The sentence with its words (whitespace-separated) in another order, the same for the same seed."""
-    seed = check_int(seed, "the seed", 0, 2**31 - 1)
+    seed = whole_number("the seed", seed, 0, 2**31 - 1)
     words = text.split()
     if len(set(words)) < 2:
         raise InputError("shuffling needs at least two different words in the sentence")
@@ -371,12 +372,12 @@ def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: f
                     cooldown_epochs: int = 0) -> TrainConfig:
     """A TrainConfig carrying only what the trainer's schedule reads (d_model, warm-up, scale or peak, and the
     run's epochs with its cooldown)."""
-    d_model = check_int(d_model, "d_model", 1, 16_384)
-    warmup = check_int(warmup, "warm-up steps", 1, 10_000_000)
-    lr_scale = check_float(lr_scale, "the lr scale", 0.0, 1000.0)
-    lr_peak = check_float(lr_peak, "the peak learning rate", 0.0, 1.0)
-    epochs = check_int(epochs, "the number of epochs", 1, 100_000)
-    cooldown_epochs = check_int(cooldown_epochs, "the cooldown epochs", 0, 100_000)
+    d_model = whole_number("d_model", d_model, 1, 16_384)
+    warmup = whole_number("warm-up steps", warmup, 1, 10_000_000)
+    lr_scale = check_float("the lr scale", lr_scale, 0.0, 1000.0)
+    lr_peak = check_float("the peak learning rate", lr_peak, 0.0, 1.0)
+    epochs = whole_number("the number of epochs", epochs, 1, 100_000)
+    cooldown_epochs = whole_number("the cooldown epochs", cooldown_epochs, 0, 100_000)
     try:
         return recipe.schedule_config(d_model, warmup, lr_scale, lr_peak, epochs, cooldown_epochs)
     except ConfigError as err:
@@ -386,7 +387,7 @@ def schedule_config(d_model: int, warmup: int, lr_scale: float = 1.0, lr_peak: f
 def schedule(cfg: TrainConfig, steps: Sequence[int], epoch_steps: int = 1) -> np.ndarray:
     """The learning rate the trainer uses at each 1-based step: `learning_rate` times `cooldown_factor`, for a run
     of `cfg.epochs` epochs of `epoch_steps` steps each."""
-    epoch_steps = check_int(epoch_steps, "the steps per epoch", 1, 10_000_000)
+    epoch_steps = whole_number("the steps per epoch", epoch_steps, 1, 10_000_000)
     return np.array([learning_rate(int(s), cfg) * cooldown_factor((int(s) - 1) // epoch_steps,
                                                                    (int(s) - 1) % epoch_steps, epoch_steps, cfg)
                      for s in steps], dtype=np.float64)
@@ -394,7 +395,7 @@ def schedule(cfg: TrainConfig, steps: Sequence[int], epoch_steps: int = 1) -> np
 
 def schedule_steps(total: int, points: int = 400, marks: Sequence[int] = ()) -> np.ndarray:
     """Steps 1..total to draw a schedule at (`points` of them, plus `marks`, e.g. the warm-up, where it peaks)."""
-    total = check_int(total, "the number of steps", 10, 10_000_000)
+    total = whole_number("the number of steps", total, 10, 10_000_000)
     grid = np.linspace(1, total, points).round().astype(int)
     return np.unique(np.concatenate([grid, [m for m in marks if 1 <= m <= total]]).astype(int))
 
@@ -405,9 +406,9 @@ def smoothed_target(epsilon: float, vocab: int, target: int = 1) -> np.ndarray:
     `label_smoothed_loss` (the trainer's) is differentiated at uniform logits: its gradient is ``p − q``, so the
     target is ``q = p − grad``. Analytically ``q = (1 − ε) one_hot(target) + ε / V``.
     """
-    epsilon = check_float(epsilon, "ε (label smoothing)", 0.0, 0.99)
-    vocab = check_int(vocab, "the vocabulary size", 2, 1_000_000)
-    target = check_int(target, "the target token", 0, vocab - 1)
+    epsilon = check_float("ε (label smoothing)", epsilon, 0.0, 0.99)
+    vocab = whole_number("the vocabulary size", vocab, 2, 1_000_000)
+    target = whole_number("the target token", target, 0, vocab - 1)
     if target == PAD_ID:
         raise InputError(f"token {PAD_ID} is <pad>, which the loss skips; pick another target token")
     logits = torch.zeros(1, vocab, dtype=torch.float64, requires_grad=True)
@@ -487,7 +488,8 @@ class PeakTensorMemory(TorchFunctionMode):
         self._seen.discard(key)
 
 
-def _layers(d_model: int, heads: int, kernel: int) -> dict[str, Callable[[torch.Tensor], Any]]:
+def compared_layers(d_model: int, heads: int, kernel: int) -> dict[str, Callable[[torch.Tensor], Any]]:
+    """The four layers the page compares, by their `LAYER_NAMES`, each a function of a ``(1, n, d_model)`` input."""
     attn = MultiHeadAttention(d_model, heads).eval()
     rnn = nn.RNN(d_model, d_model, batch_first=True).eval()
     conv = nn.Conv1d(d_model, d_model, kernel, padding=kernel // 2).eval()
@@ -506,24 +508,26 @@ def measure_memory_bytes(n: int, d_model: int, heads: int, kernel: int) -> int:
 
 
 def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int = 3, repeats: int = 5,
-                   progress: Callable[[float], None] | None = None) -> pd.DataFrame:
+                   progress: Callable[[float], None] | None = None,
+                   layers: Mapping[str, Callable[[torch.Tensor], Any]] | None = None) -> pd.DataFrame:
     """Time (median of `repeats`) and peak activation memory of one forward pass of each layer kind, per length.
 
     Self-attention is the library's `MultiHeadAttention`, with the weights materialised (the instrumented path)
     and without (the fused kernel inference uses); the recurrent layer is `nn.RNN`, the convolution `nn.Conv1d`.
     Every layer first runs on every length (a warm-up: thread pools, kernel choice and allocations happen then),
-    so the first size timed pays no one-off cost. A request whose tensors would exceed MAX_MEASURE_BYTES (a server
-    every session shares) is refused with the limit named.
+    so the first size timed pays no one-off cost; then each runs `repeats` timed passes and one counted for memory.
+    `layers` (name -> function of a ``(1, n, d_model)`` input) measures others instead. A request whose tensors
+    would exceed MAX_MEASURE_BYTES (a server every session shares) is refused with the limit named.
     """
     if not lengths:
         raise InputError("pick at least one sequence length")
-    lengths = sorted({check_int(n, "a sequence length", 1, MAX_MEASURE_LENGTH) for n in lengths})
-    d_model = check_int(d_model, "d", 2, 2048)
-    heads = check_int(heads, "heads", 1, d_model)
+    lengths = sorted({whole_number("a sequence length", n, 1, MAX_MEASURE_LENGTH) for n in lengths})
+    d_model = whole_number("d", d_model, 2, 2048)
+    heads = whole_number("heads", heads, 1, d_model)
     if d_model % heads:
         raise InputError(f"d = {d_model} is not divisible by {heads} heads")
-    kernel = check_int(kernel, "the kernel width k", 1, 31)
-    repeats = check_int(repeats, "repeats", 1, 20)
+    kernel = whole_number("the kernel width k", kernel, 1, 31)
+    repeats = whole_number("repeats", repeats, 1, 20)
     needed = measure_memory_bytes(lengths[-1], d_model, heads, kernel)
     if needed > MAX_MEASURE_BYTES:
         raise InputError(f"n = {lengths[-1]} with d = {d_model} and {heads} heads needs about {needed / 2**20:,.0f} MB "
@@ -532,7 +536,7 @@ def measure_layers(lengths: Sequence[int], d_model: int, heads: int, kernel: int
     generator = torch.Generator().manual_seed(0)
     with torch.random.fork_rng(devices=[]):  # the layers' random init must not move the process's RNG
         torch.manual_seed(0)
-        layers = _layers(d_model, heads, kernel)
+        layers = compared_layers(d_model, heads, kernel) if layers is None else dict(layers)
     inputs = {n: torch.randn(1, n, d_model, generator=generator) for n in lengths}
     rows = []
     total, done = len(lengths) * len(layers), 0

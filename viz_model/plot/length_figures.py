@@ -9,9 +9,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..lessons.position_experiment import LengthResult
-from ..lessons.watch import target_of
-from .attention import HEAD_COLORS, WEIGHT_SCALE, escape
-from .watch import KIND_AXES, head_mean, probe_labels
+from ..lessons.watch_trainer import target_of
+from .trace_figures import HEAD_COLORS, WEIGHT_SCALE, escape
+from .watch_figures import KIND_AXES, head_mean, probe_labels
 
 MEASURES = {"sequence_accuracy": "exact-sequence accuracy (greedy)",
             "token_accuracy": "token accuracy (teacher-forced)"}

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import ModelConfig
+from ..config.checks import is_int
 from ..config.model import POSITIONAL_KINDS
 from ..data.batching import pad
 from ..nn.model import Transformer
@@ -111,8 +112,7 @@ class WatchConfig:
         if not 1 <= self.shift < self.min_length:
             raise WatchError(f"shift must be in [1, min_length - 1 = {self.min_length - 1}], got {self.shift}")
         positions = self.max_positions
-        if isinstance(positions, bool) or not isinstance(positions, int) or \
-                positions and not self.max_length + 2 <= positions <= MAX_POSITIONS:
+        if not is_int(positions) or positions and not is_int(positions, self.max_length + 2, MAX_POSITIONS):
             raise WatchError(f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, "
                              f"{MAX_POSITIONS}], got {self.max_positions!r}")
         if not 0 < self.learning_rate <= 0.1:

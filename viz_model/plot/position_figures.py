@@ -10,9 +10,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..lessons.position_schemes import ScoreSplit
-from .attention import HEAD_COLORS, _token_axis, escape
-from .teaching import MARGIN, side_by_side_figure
+from ..lessons.position_parts import ScoreSplit
+from .learn_figures import MARGIN, side_by_side_figure
+from .trace_figures import HEAD_COLORS, _token_axis, escape
 
 
 def offset_parts_figure(panels: Sequence[tuple[str, np.ndarray]], title: str, height: int = 400) -> go.Figure:

@@ -28,10 +28,12 @@ import numpy as np
 import pandas as pd
 
 from ..api import TranslationModel
+from ..config.checks import check_int
 from ..data.textfiles import open_text
 from ..tokenization.tokenizer import WORD_START, word_ids
-from .corpus import iter_attentions
+from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS
+from .inputs import refuse_language_model
 
 Link = tuple[int, int]  # (source word, target word)
 ROW_CHOICES = ("output", "input")
@@ -110,8 +112,8 @@ def check_rows(rows: str) -> str:
 def layer_word_attention(record: CrossRecord, layer: int, rows: str = "output") -> WordAttention:
     """The word-level maps ``(heads, target_words, source_words)`` of one cross-attention layer of a record."""
     maps = record.cross_attentions
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
-        raise ValueError(f"layer must be an integer from 0 to {len(maps) - 1}, got {layer!r}")
+    check_int("layer", layer, 0, len(maps) - 1, error=ValueError,
+              message=f"layer must be an integer from 0 to {len(maps) - 1}, got {layer!r}")
     tokens = record.output_tokens if check_rows(rows) == "output" else record.target_tokens
     return word_attention(maps[layer], record.source_tokens, tokens)
 
@@ -200,6 +202,9 @@ def attention_aer(records: Iterable[CrossRecord], gold: Sequence[Alignment], row
     counts: dict[tuple[int, int | None], np.ndarray] = {}
     seen = 0
     for position, record in enumerate(records):
+        if not record.cross_attentions:
+            raise ValueError("attention_aer (word alignment) does not apply to a language model (decoder-only): "
+                             "its records have no cross-attention")
         index = getattr(record, "index", position)
         if not 0 <= index < len(gold):
             raise ValueError(f"sentence {index + 1} has no gold alignment ({len(gold)} given)")
@@ -227,6 +232,7 @@ def corpus_aer(model: TranslationModel, sources: Sequence[str], references: Sequ
                gold: Sequence[Alignment], rows: str = "output", threshold: float = 0.0, progress: bool = False
                ) -> pd.DataFrame:
     """`attention_aer` of `model` teacher-forced on `references` (the gold alignments' target side)."""
+    refuse_language_model(model, "corpus_aer (word alignment)")
     check_rows(rows)
     if len(gold) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(gold)} gold alignments")

@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.ablation import Head
-from ..analysis.alignment import Link
-from .attention import (
+from ..analysis.word_alignment import Link
+from .trace_figures import (
     HEAD_COLORS,
     KIND_TITLES,
     KINDS,

@@ -9,9 +9,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..lessons.watch import FIRST_SYMBOL, WatchResult, target_of
-from .attention import WEIGHT_SCALE, escape
-from .teaching import attention_pair_figure
+from ..lessons.watch_trainer import FIRST_SYMBOL, WatchResult, target_of
+from .learn_figures import attention_pair_figure
+from .trace_figures import WEIGHT_SCALE, escape
 
 KIND_AXES = {"cross": ("decoder input", "source"), "decoder": ("decoder input", "decoder input"),
              "encoder": ("source", "source")}

@@ -15,10 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..config.checks import check_int
 from ..nn.positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
 from ..nn.shapes import Stage
 from ..search.hypotheses import BeamTree
-from .attention import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
+from .trace_figures import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 
 MARGIN = dict(l=10, r=10, t=60, b=10)
 STATUS_COLORS = {"kept": "#3182bd", "finished": "#31a354", "pruned": "#c8c8c8", "chosen": "#e4572e"}
@@ -62,8 +63,8 @@ def dimension_curves_figure(table: np.ndarray, dims: Sequence[int], marks: dict[
     length, d = table.shape
     fig = go.Figure()
     for n, dim in enumerate(dims):
-        if not 0 <= dim < d:
-            raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
+        check_int("dimension", dim, 0, d - 1, error=ValueError, kinds=(int, np.integer),
+                  message=f"dimension {dim} is out of range (d_model = {d})")
         fig.add_trace(go.Scatter(x=np.arange(length), y=table[:, dim], mode="lines",
                                  name=f"dim {dim} ({wave(dim, d, layout)})",
                                  line=dict(color=HEAD_COLORS[n % len(HEAD_COLORS)]),

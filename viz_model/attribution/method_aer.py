@@ -1,5 +1,5 @@
 """Which attribution method aligns words best: AER of every method (and of every layer, for the per-layer ones)
-against gold Pharaoh alignments, with the alignment tooling of `viz_model.analysis.alignment`.
+against gold Pharaoh alignments, with the alignment tooling of `viz_model.analysis.word_alignment`.
 
 Each method's ``(outputs, source tokens)`` scores are merged into words (sum over source pieces, mean over target
 pieces) and each target word is linked to its highest-scoring source word. Signed scores (input x gradient,
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.alignment import (
+from ..analysis.word_alignment import (
     Alignment,
     aer_counts,
     aer_from_counts,
@@ -23,7 +23,7 @@ from ..analysis.alignment import (
     check_gold_fits,
     word_attention,
 )
-from . import Attribution
+from .record import Attribution
 
 SIGNED = ("input_x_gradient", "integrated_gradients")
 
@@ -78,6 +78,9 @@ def attribution_aer(results: Iterable[Attribution], gold: Sequence[Alignment]) -
     for index, result in enumerate(results):
         if index >= len(gold):
             raise ValueError(f"sentence {index + 1} has no gold alignment ({len(gold)} given)")
+        if not result.attentions:
+            raise ValueError("attribution_aer (word alignment) does not apply to a language model (decoder-only): "
+                             "its attributions have no cross-attention")
         counter.add(result, gold[index])
     if counter.sentences != len(gold):
         raise ValueError(f"{counter.sentences} sentences but {len(gold)} gold alignments")

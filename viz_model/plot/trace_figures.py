@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis.layer_scores import LayerScores
 from ..attribution import Attribution
+from ..config.checks import check_int
 from ..nn.kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
 from ..nn.positional import dimension_axis, wave
 from ..trace import AttentionTrace
@@ -69,8 +70,8 @@ def axis_names(kind: str) -> tuple[str, str]:
 
 def check_layer(trace: AttentionTrace, kind: str, layer: int) -> None:
     count = trace.num_layers[kind]
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < count:
-        raise ValueError(f"the model has {count} {kind} layers; layer index {layer!r} is out of range")
+    check_int("layer", layer, 0, count - 1, error=ValueError, kinds=(int, np.integer),
+              message=f"the model has {count} {kind} layers; layer index {layer!r} is out of range")
 
 
 def check_head(trace: AttentionTrace, head: Head) -> None:
@@ -78,8 +79,8 @@ def check_head(trace: AttentionTrace, head: Head) -> None:
         if head not in AGGREGATES:
             raise ValueError(f"head must be a head index, 'mean' or 'max'; got {head!r}")
         return
-    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < trace.num_heads:
-        raise ValueError(f"the model has {trace.num_heads} heads; head index {head!r} is out of range")
+    check_int("head", head, 0, trace.num_heads - 1, error=ValueError, kinds=(int, np.integer),
+              message=f"the model has {trace.num_heads} heads; head index {head!r} is out of range")
 
 
 def reduce_heads(weights: np.ndarray, head: Head) -> np.ndarray:
@@ -423,8 +424,8 @@ def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: H
     if side not in ("query", "key"):
         raise ValueError(f"side must be 'query' or 'key'; got {side!r}")
     labels = queries if side == "query" else keys
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(labels):
-        raise ValueError(f"token index {index!r} is out of range (0 to {len(labels) - 1})")
+    check_int("index", index, 0, len(labels) - 1, error=ValueError, kinds=(int, np.integer),
+              message=f"token index {index!r} is out of range (0 to {len(labels) - 1})")
     maps = [reduce_heads(w, head) for w in trace.attentions(kind)]
     layers = len(maps)
     token = labels[index]
@@ -581,8 +582,8 @@ def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0, lay
     length, d = table.shape
     fig = go.Figure()
     for n, dim in enumerate(dims):
-        if not 0 <= dim < d:
-            raise ValueError(f"dimension {dim} is out of range (d_model = {d})")
+        check_int("dimension", dim, 0, d - 1, error=ValueError, kinds=(int, np.integer),
+                  message=f"dimension {dim} is out of range (d_model = {d})")
         color = HEAD_COLORS[n % len(HEAD_COLORS)]
         kind = wave(dim, d, layout)
         fig.add_trace(go.Scatter(x=list(range(length)), y=table[:, dim], mode="lines", line=dict(color=color),

@@ -11,13 +11,16 @@ from typing import Any, NamedTuple
 import pandas as pd
 from tqdm import tqdm
 
-from ..analysis.alignment import Alignment
+from ..analysis.inputs import refuse_language_model
+from ..analysis.word_alignment import Alignment
 from ..api import worker_model
+from ..config.checks import check_int
 from ..data import shard
-from . import DEFAULT_STEPS, Attribution, attribute_ids, check_methods
-from .alignment import AerCounter
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
-from .gradients import DEFAULT_TOLERANCE, check_steps, check_tolerance
+from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, check_steps, check_tolerance
+from .method_aer import AerCounter
+from .record import Attribution
+from .scoring import attribute_ids, check_methods
 
 CORPUS_DEFAULT_METHODS = ("value_weighted", "alti")
 MAX_WORKERS = 16
@@ -72,9 +75,8 @@ def _work(job: tuple) -> tuple[list[dict], Attribution]:
 
 def check_draws(draws: int, name: str = "draws") -> int:
     """The random baseline's sets per sentence and k, bounded (each is a full decoder pass); `name` for the message."""
-    if not 1 <= draws <= MAX_DRAWS:
-        raise ValueError(f"{name} must be from 1 to {MAX_DRAWS}, got {draws}")
-    return draws
+    return check_int(name, draws, 1, MAX_DRAWS, error=ValueError,
+                     message=f"{name} must be from 1 to {MAX_DRAWS}, got {draws}")
 
 
 def default_workers(model: Any) -> int:
@@ -101,6 +103,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
     Returns ``(faithfulness, aer, completeness)``: with `gold` alignments (of `targets`, which they need) `aer` is
     the AER of every method and layer (`alignment.AerCounter`), else None; with integrated gradients (at most
     `steps` points until every gap is within `tolerance`) `completeness` has every output token's gap, else None."""
+    refuse_language_model(model, "corpus_faithfulness", "deletes source tokens from an encoder's input (not "
+                          "implemented for decoder-only models)")
     methods = check_methods(methods)
     tolerance = check_tolerance(tolerance, check_steps(steps))
     if targets is not None and len(targets) != len(sources):
@@ -113,8 +117,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
                          + ("" if targets is not None else " and no targets"))
     check_draws(draws)
     search = model.search_settings(rule, beam, alpha)
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    check_int("workers", workers, 1, MAX_WORKERS, error=ValueError,
+              message=f"workers must be from 1 to {MAX_WORKERS}, got {workers}")
     if workers > 1 and getattr(model, "directory", None) is None:
         raise ValueError("several workers load the model from its directory; this model has none")
     source_ids = [model.encode(text) for text in sources]
@@ -123,7 +127,7 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
         if workers > 1:  # started first: the workers load the model while this process translates
             pool = stack.enter_context(model.worker_pool(workers))
         if targets is None:  # searched by the full-precision network, which every attribution reads
-            outputs = model.with_search("fp32").translate_ids(source_ids, search)
+            outputs = model.with_precision("fp32").translate_ids(source_ids, search)
         else:
             outputs = [model.tokenizer.encode_target(t) + [model.config.eos_id] for t in targets]
         names = ranking_methods(methods, model.config.decoder_layers)

@@ -12,8 +12,10 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..nn.alibi import alibi_bias, alibi_slopes
+from ..nn.arrays import to_numpy
 from ..nn.model import Transformer
 from ..nn.positional import sinusoidal_table
 from ..nn.relative_bias import relative_position_bucket
@@ -41,9 +43,8 @@ def check_scheme(scheme: str) -> str:
 
 
 def _check_length(length: int, low: int = 1, high: int = 4096) -> int:
-    if isinstance(length, bool) or not isinstance(length, int) or not low <= length <= high:
-        raise LessonError(f"the number of positions must be an integer in [{low}, {high}], got {length!r}")
-    return length
+    return check_int("length", length, low, high, error=LessonError,
+                     message=f"the number of positions must be an integer in [{low}, {high}], got {length!r}")
 
 
 # --- each scheme at its defaults ---------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def relative_values(network: Transformer, stack: str) -> np.ndarray:
     table = network.encoder_position_bias if stack == "encoder" else network.decoder_position_bias
     if table is None:
         raise LessonError(f"this model's positions are {network.config.positional}: it has no relative bias table")
-    return table.embedding.weight.detach().float().cpu().numpy()
+    return to_numpy(table.embedding.weight)
 
 
 def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarray:
@@ -127,7 +128,7 @@ def model_offset_part(network: Transformer, stack: str, length: int) -> np.ndarr
     positions = torch.arange(length, device=network.src_embedding.weight.device)[None]
     with torch.no_grad():
         bias = scheme.score_position(positions, positions, False).bias
-    return bias[0].float().cpu().numpy()
+    return to_numpy(bias[0])
 
 
 @dataclass
@@ -242,17 +243,17 @@ def split_scores(network: Transformer, source_ids: list[int], target_ids: list[i
     _stack(stack)
     cfg = network.config
     layers = cfg.encoder_layers if stack == "encoder" else cfg.decoder_layers
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
-        raise LessonError(f"layer must be in [0, {layers - 1}], got {layer!r}")
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < cfg.heads:
-        raise LessonError(f"head must be in [0, {cfg.heads - 1}], got {head!r}")
+    check_int("layer", layer, 0, layers - 1, error=LessonError,
+              message=f"layer must be in [0, {layers - 1}], got {layer!r}")
+    check_int("head", head, 0, cfg.heads - 1, error=LessonError,
+              message=f"head must be in [0, {cfg.heads - 1}], got {head!r}")
     device = network.src_embedding.weight.device
     src, tgt = torch.tensor([source_ids], device=device), torch.tensor([target_ids], device=device)
     tolerance = 1e-4 if network.src_embedding.weight.dtype in (torch.float32, torch.float64) else 2e-2
     with torch.no_grad():
         out = network(src, tgt, need_weights=True)
         record = (out.encoder_records if stack == "encoder" else out.decoder_records)[layer]
-        score = record.scores[0, head].float().cpu().numpy()
+        score = to_numpy(record.scores[0, head])
         scheme = network.score_scheme(SIDES[stack])
         if scheme is not None:
             q, k, scale = _unpositioned_queries_keys(network, record.residual, stack, layer)
@@ -314,4 +315,4 @@ def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str,
     q = {"content": project(attention.w_q, tokens, True), "position": project(attention.w_q, positions, False)}
     k = {"content": project(attention.w_k, tokens, True), "position": project(attention.w_k, positions, False)}
     scale = math.sqrt(attention.d_head) if attention.scale else 1.0
-    return {f"{a}·{b}": (q[a] @ k[b].T / scale).float().cpu().numpy() for a in q for b in k}
+    return {f"{a}·{b}": to_numpy(q[a] @ k[b].T / scale) for a in q for b in k}

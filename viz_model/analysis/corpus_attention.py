@@ -22,9 +22,10 @@ from tqdm import tqdm
 from ..api import Search, TranslationModel
 from ..data import shard
 from ..data.batching import DEFAULT_BATCH_TOKENS, decoder_input
+from ..nn.arrays import to_numpy
 from ..tokenization.tokenizer import word_ids
 from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics
-from .inputs import check_corpus, reference_ids, source_ids
+from .inputs import check_corpus, reference_ids, refuse_language_model, source_ids
 
 
 @dataclass
@@ -78,10 +79,6 @@ def _strip(maps: list[np.ndarray], row: int, q_len: int, k_len: int) -> list[np.
     return [np.ascontiguousarray(m[row, :, :q_len, :k_len]) for m in maps]
 
 
-def _numpy(maps: list[torch.Tensor]) -> list[np.ndarray]:
-    return [m.float().cpu().numpy() for m in maps]
-
-
 @torch.inference_mode()
 def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs: list[list[int]],
                       batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False) -> Iterator[SentenceAttention]:
@@ -91,8 +88,8 @@ def forced_attentions(model: TranslationModel, sources: list[list[int]], outputs
     with tqdm(total=len(sources), desc="attention", unit="sent", disable=not progress, file=sys.stderr) as bar:
         bos = model.config.bos_id
         for batch, out in model.forced_passes(sources, outputs, batch_tokens, need_weights=True):
-            encoder, decoder, cross = (_numpy(out.encoder_attentions), _numpy(out.decoder_attentions),
-                                       _numpy(out.cross_attentions))
+            encoder, decoder, cross = ([to_numpy(m) for m in maps] for maps in
+                                       (out.encoder_attentions, out.decoder_attentions, out.cross_attentions))
             for row, i in enumerate(batch.indices):
                 s, t = len(sources[i]), len(outputs[i])
                 target = decoder_input(outputs[i], bos)
@@ -130,6 +127,7 @@ def iter_attentions(model: TranslationModel, sources: Sequence[str], references:
                     batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                     ) -> Iterator[SentenceAttention]:
     """Translate `sources` (or force `references`) and yield each sentence's maps, in batch order (see ``index``)."""
+    refuse_language_model(model, "iter_attentions", "translates sources (not implemented for decoder-only models)")
     prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
                               rule=rule)
     yield from forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
@@ -163,6 +161,7 @@ def analyze_corpus(model: TranslationModel, sources: Sequence[str], references: 
                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                    ) -> CorpusAnalysis:
     """Statistics of every head over the first `limit` `sources` (translated, or teacher-forced on `references`)."""
+    refuse_language_model(model, "analyze_corpus", "translates sources (not implemented for decoder-only models)")
     prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
                               rule=rule)
     records = forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)

@@ -1,0 +1,64 @@
+"""The module paths 0.3 renamed: each old path still imports, as its new module, and warns that it is deprecated."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from viz_model.renamed import MOVED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_is_its_new_module_with_a_deprecation_warning(old):
+    sys.modules.pop(old, None)
+    package, _, name = old.rpartition(".")
+    vars(importlib.import_module(package)).pop(name, None)  # as if this process had never imported the old path
+    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated .*: import {MOVED[old]}$"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(MOVED[old])
+    assert module.__spec__.name == MOVED[old] and module.__name__ == MOVED[old]  # its own identity kept
+
+
+def test_no_old_path_is_a_file_and_no_two_modules_of_the_four_share_a_name():
+    folders = ("lessons", "plot", "analysis", "attribution")
+    names = [p.stem for folder in folders for p in (ROOT / "viz_model" / folder).glob("*.py") if p.stem != "__init__"]
+    assert sorted(set(names)) == sorted(names), sorted(n for n in set(names) if names.count(n) > 1)
+    assert not set(names) & set(folders)  # plot/analysis.py beside analysis/ was a second read too
+    assert not [old for old in MOVED if (ROOT / (old.replace(".", "/") + ".py")).exists()]
+
+
+def test_the_old_names_import_in_a_fresh_process_as_a_user_of_0_2_wrote_them():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "from viz_model.lessons.learn_pages import attention_by_hand\n"
+            "try:\n    from viz_model.lessons.teaching import attention_by_hand as old\n"
+            "except DeprecationWarning as warning:\n    print(warning)\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "from viz_model.plot import attention\n"
+            "import viz_model.analysis.corpus as corpus\n"
+            "print(attention.__name__, corpus.analyze_corpus.__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.splitlines() == [
+        "viz_model.lessons.teaching is deprecated and goes in the next release: import viz_model.lessons.learn_pages",
+        "viz_model.plot.trace_figures viz_model.analysis.corpus_attention"]
+
+
+def test_search_meaning_a_precision_is_precision_and_the_old_names_warn(random_net, tokenizer):
+    """CPU, float32: `with_precision` / ``precision=`` are what `with_search` / ``search=`` were, which still work for
+    one release with a DeprecationWarning."""
+    from viz_model import TranslationModel
+
+    model = TranslationModel(random_net, tokenizer, "tiny", device="cpu", precision="fp32")
+    assert model.search_precision == "fp32" and model.with_precision("fp32") is model
+    with pytest.warns(DeprecationWarning, match="with_search is deprecated: use with_precision"):
+        assert model.with_search("fp32") is model
+    with pytest.warns(DeprecationWarning, match=r"TranslationModel\(search=\) is deprecated: pass precision="):
+        old = TranslationModel(random_net, tokenizer, "tiny", device="cpu", search="fp32")
+    assert old.search_precision == "fp32"
+    with pytest.raises(ValueError, match="search precision must be one of"):
+        model.with_precision("fp16")

@@ -1,0 +1,42 @@
+"""Which torch device a model runs on: "auto", "cpu", "cuda" or "cuda:N", checked, and named for people."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+DEVICE_ENV = "VIZ_MODEL_DEVICE"  # the explorer's device: auto (the default), cpu, cuda or cuda:N
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" = the GPU when torch sees one, else the CPU."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N; got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} asked for, but torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+    return torch.device(device)
+
+
+def device_from_env() -> str:
+    """The device the explorer loads models on: ``VIZ_MODEL_DEVICE`` (``viz-model app --device`` sets it), checked
+    with `resolve_device`; ``auto`` when unset."""
+    value = os.environ.get(DEVICE_ENV, "").strip() or "auto"
+    try:
+        resolve_device(value)
+    except ValueError as err:
+        raise ValueError(f"{DEVICE_ENV}={value}: {err}") from None
+    return value
+
+
+def device_label(device: torch.device) -> str:
+    """'CPU' or the GPU's name."""
+    if device.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(device)}"
+    return "CPU"
