@@ -22,7 +22,7 @@ from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
 from .nn.model import HeadMask
-from .search.causal import beam_continuation
+from .search.causal import LMSearch, beam_continuation
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
@@ -64,6 +64,8 @@ class LanguageModel:
     :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
     :ivar device: where it runs
     :ivar card: its model card's text
+    :ivar search: its generation config's search settings (beam width, penalties), applied as ``generate`` applies
+        them
     """
 
     def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
@@ -71,6 +73,11 @@ class LanguageModel:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
+        try:
+            self.search = LMSearch(**tokenizer.rules.get("generation", {}))  # none: a model trained here
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{tokenizer.path or name}: lm_tokenizer.json's generation settings: "
+                                  f"{err}") from None
         self._sampling_said = False
 
     @classmethod
@@ -127,8 +134,9 @@ class LanguageModel:
 
     @torch.inference_mode()
     def continue_ids(self, ids: list[int], max_new_tokens: int = 20, head_mask: HeadMask | None = None) -> list[int]:
-        """The greedy continuation of `ids` (as ``generate(do_sample=False)``): up to `max_new_tokens` ids, the
-        end-of-text id that stopped it included; `head_mask` switches heads off."""
+        """The greedy continuation of `ids` (as ``generate(do_sample=False, num_beams=1)``, the generation config's
+        repetition penalty and n-gram ban applied): up to `max_new_tokens` ids, the end-of-text id that stopped it
+        included; `head_mask` switches heads off."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         mask = self.layer_mask(head_mask)
         new: list[int] = []
@@ -137,7 +145,7 @@ class LanguageModel:
         while len(new) < max_new_tokens:
             out = self.network(step, cache=cache, head_mask=mask)
             cache = out.cache
-            token = int(out.logits[0, -1].argmax())
+            token = int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax())
             new.append(token)
             if token in self.tokenizer.eos_ids:
                 break
@@ -145,16 +153,14 @@ class LanguageModel:
         return new
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
-        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
-        length_penalty 1, early_stopping False); one line for a model with several end-of-text ids."""
+        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``, with
+        the generation config's length penalty, early stopping, repetition penalty and n-gram ban), ending at any of
+        the model's end-of-text ids."""
         beam = check_count(beam, "beam", 1, MAX_BEAM)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         if beam == 1 or max_new_tokens == 0:
             return self.continue_ids(ids, max_new_tokens)
-        if len(self.tokenizer.eos_ids) > 1:
-            raise ValueError(f"beam search with several end-of-text ids ({self.tokenizer.eos_ids}) is not implemented; "
-                             "use beam=None (greedy)")
-        return beam_continuation(self.network, ids, beam, max_new_tokens).tokens
+        return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids, self.search).tokens
 
     # --- the door of the layers above (analysis, attribution): prompt + continuation, teacher-forced -----------------
     def forced_pass(self, ids: Sequence[int], *, head_mask: HeadMask | None = None, need_weights: bool = False,
@@ -198,16 +204,18 @@ class LanguageModel:
         return result
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
-        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:
-        greedy, or with `beam` transformers' beam search."""
+        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,
+        as ``generate(do_sample=False)`` finds it: with `beam` beams (None: the generation config's num_beams, greedy
+        where it sets none)."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(ids, max_new_tokens) if beam is None else self.beam_ids(ids, beam, max_new_tokens)
+        new = self.beam_ids(ids, self.search.num_beams if beam is None else beam, max_new_tokens)
         return self.tokenizer.decode(new)
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
         """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
-        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; greedy."""
+        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; searched as
+        `complete` searches."""
         return self.complete(messages, max_new_tokens)
 
     @torch.inference_mode()
@@ -260,7 +268,8 @@ class LanguageModel:
             log_probability=log_probability,
             settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
                       "max_new_tokens": max_new_tokens,
-                      "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None},
+                      "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None,
+                      "windows": [self.network.window(i) for i in range(len(self.network.layers))]},
             config=self.config.to_dict(), model_name=self.name,
             device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
             timings={"decode_ms": 1000 * (decoded - start), "trace_ms": 1000 * (time.perf_counter() - decoded),
