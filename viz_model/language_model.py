@@ -215,7 +215,10 @@ class LanguageModel:
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
         """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
         by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; searched as
-        `complete` searches."""
+        `complete` searches. A string is refused (it would be continued as it is, without the template)."""
+        if isinstance(messages, str):
+            raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts, got a string (to "
+                             "continue text as it is, without the chat template, use complete)")
         return self.complete(messages, max_new_tokens)
 
     @torch.inference_mode()
