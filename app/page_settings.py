@@ -14,6 +14,7 @@ from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
+LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
 
 
@@ -42,6 +43,8 @@ class ExploreSettings(PageSettings):
     head_view: Setting[dict | None] = Setting("hv_chart", None)  # the head view's selection
     focus: Setting[tuple[str, int] | None] = Setting("hv_focus", None)  # the head view's clicked token
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
+    new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
+        "new_tokens", whole_number(1, MAX_LM_NEW_TOKENS), omit_default=True))  # a language model's continuation
 
 
 @dataclass(frozen=True)

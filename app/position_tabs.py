@@ -186,7 +186,7 @@ def why_tab(session: sessions.Session, trace: AttentionTrace | None) -> None:
     rows += [{"part": "sum of the parts", "value": float(sum(p[i, j] for p in split.parts.values()))},
              {"part": "the score the softmax saw", "value": float(split.score[i, j])}]
     widgets.matrix_table(pd.DataFrame(rows).set_index("part"), digits=5)
-    visible = int(trace.mask(stack)[i].sum())
+    visible = int(trace.mask(stack, layer)[i].sum())
     st.caption(f"{split.note}. Query {i} ({queries[i]}) gives key {j} ({keys[j]}) weight {weights[i, j]:.4f} after "
                f"the softmax over its {visible} visible keys.")
     if split.adds_up:

@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 import viz_model
+from viz_model import LanguageModel
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
 from viz_model.api import TranslationModel, asset_roots, device_from_env, model_root
 from viz_model.attribution import Attribution, attribute_ids
@@ -24,7 +25,7 @@ from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.lessons import learn_pages
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
-from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
+from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, is_decoder_only
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
@@ -32,6 +33,7 @@ from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
 from viz_model.translation_tasks import translation_tasks, with_translation_task
 
+LANGUAGE_MODEL = "language model"  # what the model picker says of a decoder-only model directory
 TRACE_CACHE_ENTRIES = 12
 TRAINING_SLOTS = 2  # synthetic trainings (Learn: watch attention form) the server runs at once, for every session
 TRAINING_BUSY = (f"The server is already training {TRAINING_SLOTS} models for other visitors; try again in a "
@@ -103,13 +105,13 @@ class ModelRef:
         return replace(self, search=search, lang=lang, prefix=prefix)
 
 
-def load_model(ref: ModelRef) -> TranslationModel:
+def load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
     """The model of `ref`'s directory version, loaded once per process and shared by every session."""
     return _load_model(ref.stored)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def _load_model(ref: ModelRef) -> TranslationModel:
+def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
     if ref.name not in viz_model.available_models(ref.root):  # only ever a real directory directly under the root
         raise CheckpointError(f"no model directory named {ref.name!r} in {ref.root}")
     return viz_model.load(ref.directory, device=device_from_env())
@@ -190,6 +192,12 @@ def compute_trace(ref: ModelRef, text: str, beam: int, alpha: float, target: str
         text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions, rule=rule))
 
 
+def compute_completion(ref: ModelRef, prompt: str, max_new_tokens: int, top_k: int) -> AttentionTrace:
+    """A language model's trace of `prompt` and its greedy continuation, from the shared `TraceCache`."""
+    key = (ref.stored, "complete", prompt, max_new_tokens, top_k)
+    return trace_cache().get(key, lambda: load_model(ref).trace(prompt, max_new_tokens, top_k))
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(ref: ModelRef, text: str, beam: int, alpha: float, truncate: bool,
                       rule: str | None = None) -> BeamTree:
@@ -240,9 +248,9 @@ def compute_saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int
 
 @dataclass
 class Session:
-    """The loaded model and the decoding settings chosen in the sidebar."""
+    """The loaded model (a translation or a language model) and the decoding settings chosen in the sidebar."""
 
-    model: TranslationModel
+    model: TranslationModel | LanguageModel
     ref: ModelRef  # the model as the caches key it, searching as the sidebar says
     beam: int
     alpha: float
@@ -253,6 +261,14 @@ class Session:
     @property
     def name(self) -> str:
         return self.ref.name
+
+    @property
+    def is_language_model(self) -> bool:
+        return isinstance(self.model, LanguageModel)
+
+    def completion(self, prompt: str, max_new_tokens: int) -> AttentionTrace:
+        """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached."""
+        return compute_completion(self.ref, prompt, max_new_tokens, self.top_k)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
@@ -304,7 +320,10 @@ def training_slot() -> Iterator[bool]:
 
 
 def model_languages(directory: Path) -> str:
-    """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable)."""
+    """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable); "language
+    model" for a decoder-only one."""
+    if is_decoder_only(directory):
+        return LANGUAGE_MODEL
     try:
         return read_languages(directory).label
     except (OSError, ValueError):

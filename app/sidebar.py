@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.sessions import ModelRef, Session, load_model, model_languages, roots_label, searching_model
+from app.sessions import LANGUAGE_MODEL, ModelRef, Session, load_model, model_languages, roots_label, searching_model
 from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHARED
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
+from viz_model import LanguageModel
 from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
@@ -21,16 +22,20 @@ TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switc
 def sidebar(models: list[str]) -> Session | None:
     """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
     with st.sidebar:
-        bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}")
+        kinds = {name: model_languages(ModelRef.of(name).directory) for name in models}
+        bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}",
+              format_func=lambda n: f"{n} (language model)" if kinds.get(n) == LANGUAGE_MODEL else n)
         name = SHARED.model.get()
         ref = ModelRef.of(name)
         # the full name and the language pair below the picker: a long name is cut inside the box
-        st.caption(f"{md_escape(name)} · {model_languages(ref.directory)}")
+        st.caption(f"{md_escape(name)} · {kinds.get(name) or model_languages(ref.directory)}")
         try:
             model = load_model(ref)
         except (CheckpointError, OSError, ValueError, RuntimeError) as err:
             st.error(f"This model cannot be loaded: {err}")
             return None
+        if isinstance(model, LanguageModel):
+            return language_model_sidebar(model, ref)
         cfg = model.config
         color = "green" if model.device.type == "cuda" else "gray"
         st.badge(model.device_label, icon=":material/memory:", color=color)
@@ -60,6 +65,23 @@ def sidebar(models: list[str]) -> Session | None:
         decoding_settings(model, rule)
     return Session(model, ref, search_beam(), float(SHARED.alpha.get()), int(SHARED.top_k.get()),
                    bool(SHARED.truncate.get()), None if SHARED.rule.get() == "auto" else rule)
+
+
+def language_model_sidebar(model: LanguageModel, ref: ModelRef) -> Session:
+    """A language model's sidebar: its kind and shape, its card and the top-k (it continues greedily)."""
+    cfg = model.config
+    st.badge(f"Language model · {'CPU' if model.device.type == 'cpu' else 'GPU'}", icon=":material/memory:",
+             color="green" if model.device.type == "cuda" else "gray")
+    shared = f" sharing {count(cfg.kv_heads, 'key/value head')}" if cfg.kv_heads else ""
+    st.caption(f"{cfg.decoder_layers} decoder layers · {count(cfg.heads, 'query head')}{shared} · "
+               f"d_model {cfg.d_model} · {cfg.positional} positions · at most {cfg.max_positions} tokens · "
+               "continues greedily")
+    if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
+                                help="Opens the model card in a wide window"):
+        show_card(model.name, model.card)
+    st.subheader("Decoding")
+    bound(st.slider, "Top-k candidates per step", SHARED.top_k, 1, MAX_TOP_K_SHOWN)
+    return Session(model, ref, 1, 0.0, int(SHARED.top_k.get()), False)
 
 
 def decoding_settings(model: TranslationModel, rule: str) -> None:

@@ -45,6 +45,8 @@ PAGES = {
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
+LANGUAGE_MODEL_PAGES = ("explore", "watch")  # the pages that run with a language model open (Watch needs no model)
+LANGUAGE_MODEL_TITLES = {PAGES[key].title for key in LANGUAGE_MODEL_PAGES}
 
 models = sessions.model_names()
 if not models:
@@ -57,7 +59,10 @@ else:
     state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
         with sessions.serving(session):  # the page gets this run's session from require_session
-            page.run()
+            if session is not None and session.is_language_model and page.title not in LANGUAGE_MODEL_TITLES:
+                widgets.translation_only(page.title)
+            else:
+                page.run()
     except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
         tracing.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers

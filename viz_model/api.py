@@ -378,7 +378,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     for a decoder-only one; errors name the file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
-    ``fp32`` (`search`: its old name, deprecated). Traces are always computed in full precision.
+    ``fp32`` (`search`: its old name, deprecated); a language model has none to choose (only ``auto``). Traces are
+    always computed in full precision.
 
     A hub id ``owner/name`` (a string that is no folder here) or a Hugging Face model folder (what
     ``save_pretrained`` or ``hf download`` writes) is imported on first use into a cache (``$VIZ_MODEL_CACHE``, else
@@ -414,6 +415,9 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
         path = root / DEFAULT_MODEL
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
+        if precision != "auto":  # refused, not ignored: it has no search precision to choose
+            raise CheckpointError(f"precision={precision!r}: a language model has no search precision to choose "
+                                  "(fp32 on the CPU, its weights' dtype on a GPU); leave it out")
         return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)

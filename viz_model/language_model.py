@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import unicodedata
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from .config import ModelConfig
 from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
-from .search.causal import beam_continuation
+from .nn.model import HeadMask
+from .search.causal import LMSearch, beam_continuation
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
@@ -62,6 +64,8 @@ class LanguageModel:
     :ivar directory: where it was loaded from (None once that is gone: `from_transformers`)
     :ivar device: where it runs
     :ivar card: its model card's text
+    :ivar search: its generation config's search settings (beam width, penalties), applied as ``generate`` applies
+        them
     """
 
     def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
@@ -69,6 +73,11 @@ class LanguageModel:
         self.device = torch.device("cpu") if device is None else device
         self.network = network.to(self.device).eval()
         self.tokenizer, self.name, self.directory, self.card = tokenizer, name, directory, card
+        try:
+            self.search = LMSearch(**tokenizer.rules.get("generation", {}))  # none: a model trained here
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{tokenizer.path or name}: lm_tokenizer.json's generation settings: "
+                                  f"{err}") from None
         self._sampling_said = False
 
     @classmethod
@@ -113,28 +122,43 @@ class LanguageModel:
                           "is untested", stacklevel=3)
         return ids
 
-    @torch.inference_mode()
-    def continue_ids(self, ids: list[int], max_new_tokens: int = 20) -> list[int]:
-        """The greedy continuation of `ids` (as ``generate(do_sample=False)``): up to `max_new_tokens` ids, the
-        end-of-text id that stopped it included."""
-        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
-        return self._decoded(ids, max_new_tokens, record=False)[0]
+    def layer_mask(self, head_mask: HeadMask | None) -> torch.Tensor | None:
+        """The network's ``(layers, heads)`` multipliers of a `HeadMask`; one line where it names encoder or cross
+        heads, which a language model has none of."""
+        if head_mask is None:
+            return None
+        if head_mask.encoder is not None or head_mask.cross is not None:
+            raise ValueError("a language model (decoder-only) has decoder self-attention heads only: no encoder or "
+                             "cross heads to switch off")
+        return None if head_mask.decoder is None else head_mask.decoder.to(self.device)
 
-    def _decoded(self, ids: list[int], max_new_tokens: int, record: bool) -> tuple[list[int], list[CausalLMOutput]]:
-        """The greedy continuation of `ids` with the KV cache, and with `record` each call's output with its maps
-        and every position's logits (the last new token run too: its maps and the choice after it)."""
+    @torch.inference_mode()
+    def continue_ids(self, ids: list[int], max_new_tokens: int = 20, head_mask: HeadMask | None = None) -> list[int]:
+        """The greedy continuation of `ids` (as ``generate(do_sample=False, num_beams=1)``, the generation config's
+        repetition penalty and n-gram ban applied): up to `max_new_tokens` ids, the end-of-text id that stopped it
+        included; `head_mask` switches heads off."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        return self._decoded(ids, max_new_tokens, False, self.layer_mask(head_mask))[0]
+
+    def _decoded(self, ids: list[int], max_new_tokens: int, record: bool, mask: torch.Tensor | None,
+                 forced: Sequence[int] | None = None) -> tuple[list[int], list[CausalLMOutput]]:
+        """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
+        call's output with its maps and every position's logits (the last new token run too: its maps and the
+        choice after it)."""
         new: list[int] = []
         calls: list[CausalLMOutput] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
         while record or len(new) < max_new_tokens:
-            out = self.network(step, need_weights="maps" if record else False, cache=cache, last_logits=not record)
+            out = self.network(step, need_weights="maps" if record else False, cache=cache, head_mask=mask,
+                               last_logits=not record)
             cache = out.cache
             if record:
                 calls.append(out)
-                if len(new) == max_new_tokens or (new and new[-1] in self.tokenizer.eos_ids):
+                if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
                     break
-            token = int(out.logits[0, -1].argmax())
+            token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None
+                     else int(forced[len(new)]))
             new.append(token)
             if not record and token in self.tokenizer.eos_ids:
                 break
@@ -142,43 +166,94 @@ class LanguageModel:
         return new, calls
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
-        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``,
-        length_penalty 1, early_stopping False); one line for a model with several end-of-text ids."""
+        """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``, with
+        the generation config's length penalty, early stopping, repetition penalty and n-gram ban), ending at any of
+        the model's end-of-text ids."""
         beam = check_count(beam, "beam", 1, MAX_BEAM)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         if beam == 1 or max_new_tokens == 0:
             return self.continue_ids(ids, max_new_tokens)
-        if len(self.tokenizer.eos_ids) > 1:
-            raise ValueError(f"beam search with several end-of-text ids ({self.tokenizer.eos_ids}) is not implemented; "
-                             "use beam=None (greedy)")
-        return beam_continuation(self.network, ids, beam, max_new_tokens).tokens
+        return beam_continuation(self.network, ids, beam, max_new_tokens, self.tokenizer.eos_ids, self.search).tokens
+
+    # --- the door of the layers above (analysis, attribution): prompt + continuation, teacher-forced -----------------
+    def forced_pass(self, ids: Sequence[int], *, head_mask: HeadMask | None = None, need_weights: bool = False,
+                    token_embeddings: torch.Tensor | None = None) -> CausalLMOutput:
+        """The full-precision network over `ids` (a prompt and a continuation, one sequence), batch 1 (or the batch of
+        `token_embeddings` ``(batch, len, d_model)``, given in place of the ids' own: gradients); `need_weights`:
+        every layer's record. Gradients flow where the caller enables them."""
+        tensor = torch.tensor([list(ids)], device=self.device)
+        if token_embeddings is not None:
+            tensor = tensor.expand(token_embeddings.shape[0], -1)
+        return self.network(tensor, need_weights=need_weights, head_mask=self.layer_mask(head_mask),
+                            token_embeddings=token_embeddings)
+
+    def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
+        """``(1, len, d_model)`` the token embeddings the network adds its input positions to (scaled where the
+        config scales them)."""
+        return self.network.token_embeddings(torch.tensor([list(ids)], device=self.device))
+
+    def continuation_ids(self, text: str) -> list[int]:
+        """The ids of `text` as it follows a prompt: no special tokens added; one line where it gives none."""
+        ids = self.tokenizer.backend.encode(check_prompt(text), add_special_tokens=False).ids
+        if not ids:
+            raise ValueError(f"the continuation {text!r} gives no tokens")
+        return ids
+
+    @torch.inference_mode()
+    def sequence_log_probs(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]],
+                           head_mask: HeadMask | None = None) -> np.ndarray:
+        """``log P(continuation | prompt)`` of each (prompt ids, continuation ids) pair under the full-precision
+        network, teacher-forced, in input order."""
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations: the lists must align")
+        result = np.zeros(len(prompts), dtype=np.float64)
+        for i, (prompt, continuation) in enumerate(zip(prompts, continuations)):
+            if not prompt or not continuation:
+                raise ValueError(f"pair {i + 1}: a prompt and a continuation of at least one token each are needed")
+            ids = [*prompt, *continuation]
+            logits = self.forced_pass(ids[:-1], head_mask=head_mask).logits[0, len(prompt) - 1:].float()
+            chosen = torch.log_softmax(logits, dim=-1)[torch.arange(len(continuation)), torch.tensor(continuation)]
+            result[i] = float(chosen.sum())
+        return result
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
-        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens:
-        greedy, or with `beam` transformers' beam search."""
+        """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,
+        as ``generate(do_sample=False)`` finds it: with `beam` beams (None: the generation config's num_beams, greedy
+        where it sets none)."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(ids, max_new_tokens) if beam is None else self.beam_ids(ids, beam, max_new_tokens)
+        new = self.beam_ids(ids, self.search.num_beams if beam is None else beam, max_new_tokens)
         return self.tokenizer.decode(new)
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 20) -> str:
         """The assistant's reply to `messages` ({"role": system, user, assistant or tool, "content": text}), rendered
-        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; greedy."""
+        by the model's own chat template as ``apply_chat_template(add_generation_prompt=True)``; searched as
+        `complete` searches. A string is refused (it would be continued as it is, without the template)."""
+        if isinstance(messages, str):
+            raise ValueError("messages must be a list of {'role': ..., 'content': ...} dicts, got a string (to "
+                             "continue text as it is, without the chat template, use complete)")
         return self.complete(messages, max_new_tokens)
 
     @torch.inference_mode()
-    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5) -> AttentionTrace:
+    def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5, *,
+              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None) -> AttentionTrace:
         """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
-        continuation (``max_new_tokens=0``: the prompt alone).
+        continuation (``max_new_tokens=0``: the prompt alone; `forced_ids`: this continuation instead, its length
+        `max_new_tokens`); `head_mask` switches heads off.
 
         ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
         read token t and names the token after it (the next one of the text, then the model's choice after the
         last) with the top-k candidates."""
+        if forced_ids is not None:
+            vocab = self.config.vocab_size
+            if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab for i in forced_ids):
+                raise ValueError(f"forced_ids must be token ids from 0 to {vocab - 1}")
+            max_new_tokens = len(forced_ids)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new, calls = self._decoded(prompt_ids, max_new_tokens, record=True)
+        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids)
         decoded = time.perf_counter()
         ids = prompt_ids + new
         attentions = recorded_maps(calls, len(ids))
@@ -210,8 +285,10 @@ class LanguageModel:
             target_positional=positional.float().cpu().numpy(), source_embeddings=np.zeros((0, d), dtype=np.float32),
             target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
             log_probability=log_probability,
-            settings={"search": "greedy", "beam": 1, "top_k": top_k, "max_new_tokens": max_new_tokens,
-                      "prompt_length": len(prompt_ids), "kv_heads": self.network.layers[0].self_attn.query_kv_heads()},
+            settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
+                      "max_new_tokens": max_new_tokens,
+                      "prompt_length": len(prompt_ids), "kv_heads": self.network.layers[0].self_attn.query_kv_heads(),
+                      "windows": [self.network.window(i) for i in range(len(self.network.layers))]},
             config=self.config.to_dict(), model_name=self.name,
             device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
             timings={"decode_ms": 1000 * (decoded - start), "trace_ms": 1000 * (time.perf_counter() - decoded),

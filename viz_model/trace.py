@@ -82,7 +82,7 @@ class AttentionTrace:
     :ivar decoder_attentions: per layer, ``(heads, tgt_len, tgt_len)`` masked decoder self-attention weights
     :ivar cross_attentions: per layer, ``(heads, tgt_len, src_len)`` encoder-decoder attention weights
     :ivar encoder_mask: ``(src_len, src_len)`` bool, True = may attend
-    :ivar decoder_mask: ``(tgt_len, tgt_len)`` bool, the causal mask
+    :ivar decoder_mask: ``(tgt_len, tgt_len)`` bool, the causal mask (a sliding-window layer's own: `mask`)
     :ivar cross_mask: ``(tgt_len, src_len)`` bool
     :ivar source_positional: ``(src_len, d_model)`` what is added to the source embeddings: sinusoids (the paper,
         Marian, M2M100 / NLLB), a learned table's rows (BART, mBART: from row 2), zeros where position enters the
@@ -95,7 +95,8 @@ class AttentionTrace:
     :ivar steps: one `DecodingStep` per output token, with its top-k candidates
     :ivar log_probability: the output's log-probability, summed over its tokens
     :ivar settings: how it was searched: beam, alpha, top_k, forced, max_output_length, search (int8, fp32 or
-        forced), rule, head_mask, positions
+        forced), rule, head_mask, positions; a language model's: windows (per decoder layer, its sliding window or
+        None), kv_heads, prompt_length
     :ivar config: the model's `ModelConfig` as a dict
     :ivar model_name: the model directory's name
     :ivar device: where it ran: "CPU" or the GPU's name
@@ -141,8 +142,9 @@ class AttentionTrace:
 
     @property
     def num_heads(self) -> int:
-        """Heads per layer (0 for a trace without maps)."""
-        return int(self.encoder_attentions[0].shape[0]) if self.encoder_attentions else 0
+        """Heads per layer (a language model's: its query heads; 0 for a trace without maps)."""
+        maps = self.encoder_attentions or self.decoder_attentions
+        return int(maps[0].shape[0]) if maps else 0
 
     def attentions(self, kind: str) -> list[np.ndarray]:
         """The maps of one kind: "encoder", "decoder" or "cross"."""
@@ -218,9 +220,13 @@ class AttentionTrace:
                     "the full-precision choice")
         return f"the search chose {chosen}, where this pass ranks {top} first (rounding in the search's cache)"
 
-    def mask(self, kind: str) -> np.ndarray:
-        """The mask of one kind's maps, True = may attend."""
-        return {"encoder": self.encoder_mask, "decoder": self.decoder_mask, "cross": self.cross_mask}[kind]
+    def mask(self, kind: str, layer: int | None = None) -> np.ndarray:
+        """The mask of one kind's maps, True = may attend; with `layer`, that layer's own: a language model's
+        sliding-window layer (``settings["windows"]``, a window or None per decoder layer) sees its last keys only."""
+        mask = {"encoder": self.encoder_mask, "decoder": self.decoder_mask, "cross": self.cross_mask}[kind]
+        windows = self.settings.get("windows") or []
+        window = windows[layer] if kind == "decoder" and layer is not None and windows else None
+        return mask if window is None else mask & ~np.tri(*mask.shape, -window, dtype=bool)
 
     def validate(self) -> None:
         """Check that every map's axes match the token lists; raise `TraceError` naming the mismatch."""

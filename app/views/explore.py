@@ -2,30 +2,47 @@
 
 import streamlit as st
 
-from app import sessions, state, tracing, widgets
+from app import completion, sessions, state, tracing, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
 from viz_model.nn import kinds
 from viz_model.plot import trace_figures
 
 session = sessions.require_session()
+language_model = session.is_language_model
 
-st.title("Translate & explore")
-st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
-state.show_url_problems()
-widgets.domain_notice(session.model)
+if language_model:
+    st.title("Complete & explore")
+    st.caption("Type a prompt: see the language model continue it, and every attention head of every layer as it "
+               "reads the prompt and writes the continuation.")
+    state.page_link(own)
+    state.show_url_problems()
+else:
+    st.title("Translate & explore")
+    st.caption("Type a sentence: see every attention head of every layer of the Transformer that translates it.")
+    state.show_url_problems()
+    widgets.domain_notice(session.model)
 form_column, result_column = st.columns([3, 2], gap="large")
 with form_column:
-    widgets.sentence_form(session)
+    if language_model:
+        completion.prompt_form()
+    else:
+        widgets.sentence_form(session)
 with result_column:
-    trace = tracing.current_trace(session)
+    trace = completion.current_completion(session) if language_model else tracing.current_trace(session)
     if trace is not None:
-        widgets.input_warnings(session, trace.source_text)
-        widgets.translation_panel(trace)
+        if language_model:
+            completion.completion_panel(trace)
+        else:
+            widgets.input_warnings(session, trace.source_text)
+            widgets.translation_panel(trace)
         with st.container(horizontal=True):
             state.link_popover()
             widgets.trace_downloads(trace)
-        widgets.steps_table(trace)
+        if language_model:
+            completion.completion_steps(trace)
+        else:
+            widgets.steps_table(trace)
 if trace is None:
     st.stop()
 
@@ -34,9 +51,12 @@ state.bound(st.segmented_control, "View", SHARED.view, list(VIEWS), format_func=
 view = SHARED.view.get() or "heatmap"
 notices = []
 columns = st.columns(4)
+kind_options = ["decoder"] if language_model else list(kinds.KIND_LABELS)  # a language model has no encoder
 with columns[0]:
-    notices.append(state.clamp_choice(SHARED.kind, list(kinds.KIND_LABELS), "encoder", "Attention kind"))
-    state.bound(st.selectbox, "Attention", SHARED.kind, list(kinds.KIND_LABELS), format_func=kinds.KIND_LABELS.get)
+    fallback = "decoder" if language_model else "encoder"
+    kind_notice = state.clamp_choice(SHARED.kind, kind_options, fallback, "Attention kind")
+    notices.append(None if language_model else kind_notice)
+    state.bound(st.selectbox, "Attention", SHARED.kind, kind_options, format_func=kinds.KIND_LABELS.get)
 kind = SHARED.kind.get()
 layer_count = trace.num_layers[kind]
 head_count = trace.num_heads
@@ -53,7 +73,8 @@ if view in ("heatmap", "head"):
 if view in ("heatmap", "focus"):
     with columns[2]:
         state.bound(st.selectbox, "Head", SHARED.head, head_options,
-                    format_func=lambda v: state.head_label(v, head_count))
+                    format_func=completion.grouped_head_label(trace) if language_model else
+                    lambda v: state.head_label(v, head_count))
 if view == "heatmap":
     with columns[3]:
         state.clamp_choice(SHARED.level, list(LEVEL_LABELS), "piece", "Granularity")
@@ -64,7 +85,9 @@ if view == "heatmap" and kind != "encoder":
                 format_func={"input": "the token each row reads (decoder input)",
                              "output": "the token each row predicts"}.get,
                 help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
-if view == "heatmap":
+if view == "heatmap" and language_model:
+    own.measure.set("weights")  # value-weighted maps and contributions: translation models for now
+elif view == "heatmap":
     own.measure.init()
     state.bound(st.radio, "Show", own.measure, list(trace_figures.MEASURES), horizontal=True,
                 format_func={"weights": "attention weights", "value_weighted": "value-weighted",
@@ -110,6 +133,8 @@ if view == "heatmap":
     amap = trace_figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
     name = name if measure == "weights" else f"{name}-{measure}"
     fig = trace_figures.map_heatmap(amap)
+    if language_model and level == "piece":
+        completion.mark_boundary(fig, trace)
     widgets.chart(fig, name, key="heatmap_chart")
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
                "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
@@ -133,7 +158,9 @@ elif view == "head":
     own.drawn_heads.set([h for h in own.drawn_heads.get([head if isinstance(head, int) else 0]) if h in heads])
     pick, threshold = st.columns([3, 1])
     with pick:
-        state.bound(st.multiselect, "Heads to draw", own.drawn_heads, heads, format_func=lambda h: f"Head {h + 1}")
+        state.bound(st.multiselect, "Heads to draw", own.drawn_heads, heads,
+                    format_func=completion.grouped_head_label(trace, short=True) if language_model else
+                    lambda h: f"Head {h + 1}")
     with threshold:
         own.min_weight.init()
         state.bound(st.slider, "Hide lines below weight", own.min_weight, 0.0, 0.5, step=0.01)

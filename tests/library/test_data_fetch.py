@@ -11,6 +11,7 @@ import socket
 import tarfile
 import threading
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,11 +36,13 @@ def gz(text: str) -> bytes:
 
 
 class Server:
-    """Fixture files by URL path; `cut` paths announce more bytes than they send, then close the connection."""
+    """Fixture files by URL path; `cut` paths announce more bytes than they send, then close the connection;
+    `midway` paths call their function when half the body is sent."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.cut: set[str] = set()
+        self.midway: dict[str, Callable[[], None]] = {}
         self.requests: list[str] = []
         outer = self
 
@@ -53,7 +56,12 @@ class Server:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body) + (1000 if self.path in outer.cut else 0)))
                 self.end_headers()
-                self.wfile.write(body[: len(body) // 2] if self.path in outer.cut else body)
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                if self.path in outer.midway:
+                    outer.midway.pop(self.path)()
+                if self.path not in outer.cut:
+                    self.wfile.write(body[len(body) // 2:])
                 self.wfile.flush()
                 self.close_connection = True
 
@@ -346,3 +354,62 @@ def test_a_set_with_no_convert_and_no_recorded_download_sum_still_checks_the_tex
     code, out, err = run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)
     assert code == 2 and "is not the recorded text of train.de.gz; nothing was kept" in err
     assert leftovers(tmp_path / "multi30k") == ["train.en.gz"]
+
+
+def test_a_second_fetch_of_a_set_being_fetched_is_refused_and_leaves_the_first_whole(tmp_path, capsys, monkeypatch,
+                                                                                     server):
+    """The second starts while the first's first file is downloading (it used to remove the first's temporary
+    files as a killed fetch's, and the first then failed on its own vanished file)."""
+    from viz_model.data.fetch import FetchError, fetch
+
+    monkeypatch.setitem(catalogue.DATA_SETS, "multi30k", captions_set())
+    second: list[str] = []
+
+    def fetch_again() -> None:
+        try:
+            fetch(captions_set(), tmp_path, server.url, say=lambda line: None)
+            second.append("ran")
+        except FetchError as err:
+            second.append(str(err))
+
+    server.files = {f"/multi30k/{n}": b for n, b in CAPTIONS.items()}
+    server.midway["/multi30k/train.en.gz"] = fetch_again
+    code, out, err = run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)
+    assert code == 0, err
+    assert second[0] == (f"another `viz-model data fetch` is writing {tmp_path / 'multi30k'}; let it finish, then "
+                         "run the command again")
+    assert leftovers(tmp_path / "multi30k") == ["train.de.gz", "train.en.gz"]
+    assert not [p for p in tmp_path.rglob("*.part")]
+
+
+def test_a_relative_to_is_said_as_the_absolute_root_the_configs_need(tmp_path, capsys, monkeypatch, server):
+    monkeypatch.setitem(catalogue.DATA_SETS, "multi30k", captions_set())
+    server.files = {f"/multi30k/{n}": b for n, b in CAPTIONS.items()}
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fetch", "multi30k", "--to", "corpora", "--mirror", server.url)
+    assert code == 0, err
+    assert f"multi30k is in {tmp_path / 'corpora' / 'multi30k'}\n" in out  # training runs from elsewhere too
+    assert out.endswith(f"with VIZ_MODEL_DATA={tmp_path / 'corpora'}\n")
+
+
+def test_a_read_only_root_whose_sets_are_verified_still_fetches_nothing_and_succeeds(tmp_path, capsys, monkeypatch,
+                                                                                     server):
+    """A shared copy no one may write into (the lock beside the folder cannot be made there)."""
+    import os as os_module
+
+    from viz_model.data import fetch as fetch_module
+
+    monkeypatch.setitem(catalogue.DATA_SETS, "multi30k", captions_set())
+    server.files = {f"/multi30k/{n}": b for n, b in CAPTIONS.items()}
+    assert run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)[0] == 0
+    real_open = os_module.open
+
+    def read_only(path, flags, *args, **kwargs):
+        if flags & os_module.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_module.os, "open", read_only)
+    (tmp_path / ".multi30k.lock").unlink()
+    code, out, err = run(capsys, "fetch", "multi30k", "--to", tmp_path, "--mirror", server.url)
+    assert code == 0 and "(2 were there already)" in err, err

@@ -114,6 +114,21 @@ def test_the_sliding_window_hides_the_keys_before_it(family, imported):
         assert hidden == (imported.network.window(layer) is not None)
 
 
+def test_the_trace_carries_each_layers_own_mask_and_the_decoders_heads(family, imported):
+    trace = imported.trace(PROMPTS[-1], max_new_tokens=4)
+    assert trace.num_heads == imported.config.heads > 0
+    n = len(trace.target_ids)
+    q, k = np.arange(n)[:, None], np.arange(n)[None, :]
+    assert np.array_equal(trace.decoder_mask, k <= q)
+    for layer, weights in enumerate(trace.decoder_attentions):
+        window = imported.network.window(layer)
+        mask = trace.mask("decoder", layer)
+        assert np.array_equal(mask, (k <= q) & (k > q - (window or n)))
+        assert (weights[:, ~mask] == 0).all()
+    sliding = [imported.network.window(i) is not None for i in range(imported.config.decoder_layers)]
+    assert any(sliding) == (family in ("mistral", "qwen2", "gemma2", "gemma3"))
+
+
 def test_greedy_continuations_equal_generate(hf, imported):
     model, tok = hf
     for prompt in SEARCHED:
@@ -150,6 +165,7 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
     assert trace.translation == imported.complete(prompt, max_new_tokens=5)
     heads = imported.config.heads
     assert [a.shape for a in trace.decoder_attentions] == [(heads, n, n)] * imported.config.decoder_layers
+    assert trace.num_heads == heads  # the query heads, with no encoder to count them from
     with torch.no_grad():
         theirs = model(torch.tensor([trace.target_ids]), output_attentions=True).attentions
     for ours, their in zip(trace.decoder_attentions, theirs):
@@ -322,3 +338,76 @@ def test_load_of_a_hugging_face_folder_gives_a_language_model(tmp_path, monkeypa
     with pytest.raises(ValueError, match="source_lang= / target_lang= choose a translation model's pair") as err:
         viz_model.load(str(folder), device="cpu", source_lang="en")
     assert "\n" not in str(err.value)
+
+
+def test_beam_search_ends_at_any_of_several_end_of_text_ids_as_generate(tmp_path):
+    """A Llama whose generation config names two end-of-text ids (as Llama 3's and Qwen2.5's instruct models do), the
+    second a token its searches pick often: greedy and beam (4) continuations end at either, as generate()'s."""
+    folder = build_lm_folder(tmp_path, "llama")
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        picks = [model.generate(tok(p, return_tensors="pt").input_ids, do_sample=False, num_beams=4,
+                                max_new_tokens=6)[0, -6:] for p in PROMPTS]
+    ends = [model.config.eos_token_id, int(torch.cat(picks).mode().values)]
+    generation = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": ends}))
+    model = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    lm = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cpu")
+    assert lm.tokenizer.eos_ids == ends
+    ended = 0
+    for prompt in SEARCHED[::2]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        for beam in (1, 4):
+            with torch.no_grad():
+                new = model.generate(ids, do_sample=False, num_beams=beam, max_new_tokens=10)[0, ids.shape[1]:].tolist()
+            stop = [i for i, token in enumerate(new) if token in ends]
+            new = new[:stop[0] + 1] if stop else new  # generate pads after the end
+            assert lm.beam_ids(ids[0].tolist(), beam, 10) == new, (prompt, beam)
+            ended += bool(new) and new[-1] == ends[1]
+    assert ended >= 5, ended
+
+
+SEARCH = {"repetition_penalty": 1.3, "no_repeat_ngram_size": 2, "num_beams": 3, "length_penalty": 0.7,
+          "early_stopping": True}
+
+
+def test_the_generation_configs_search_settings_apply_as_generate_applies_them(tmp_path):
+    """A GPT-2 folder whose generation config sets a repetition penalty, an n-gram ban, its own beam width, length
+    penalty and early stopping: complete() finds generate(do_sample=False)'s continuation (its num_beams), and so
+    do greedy and 4 beams, the penalties applied over prompt and continuation."""
+    folder = build_lm_folder(tmp_path, "gpt2")
+    generation = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**generation, **SEARCH}))
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    lm = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cpu")
+    assert (lm.search.num_beams, lm.search.repetition_penalty, lm.search.no_repeat_ngram_size) == (3, 1.3, 2)
+    changed = 0
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        for beam in (None, 1, 4):
+            with torch.no_grad():
+                new = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=10,
+                                     **({} if beam is None else {"num_beams": beam}))[0, ids.shape[1]:].tolist()
+            assert lm.beam_ids(ids[0].tolist(), beam or 3, 10) == new, (prompt, beam)
+            if beam is None:
+                assert lm.complete(prompt, max_new_tokens=10) == tok.decode(new, skip_special_tokens=True)
+        plain = viz_model.LanguageModel(lm.network, lm.tokenizer)
+        plain.search = type(lm.search)()
+        changed += plain.continue_ids(ids[0].tolist(), 10) != lm.continue_ids(ids[0].tolist(), 10)
+    assert changed >= 3, changed  # the settings change the continuations: the comparison can fail
+
+
+@pytest.mark.parametrize("setting, said", [
+    ({"min_new_tokens": 3}, "min_new_tokens = 3 is not implemented"),
+    ({"sequence_bias": [[[5], 1.0]]}, "sequence_bias = "), ({"suppress_tokens": [7]}, r"suppress_tokens = \[7\]"),
+    ({"repetition_penalty": 0}, "repetition_penalty must be a number above 0"),
+    ({"num_beams": 0}, "num_beams must be an integer >= 1")])
+def test_generation_settings_not_applied_are_refused_in_one_line(setting, said, tmp_path):
+    folder = build_lm_folder(tmp_path, "qwen2")
+    generation = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**generation, **setting}))
+    with pytest.raises(HFImportError, match=said) as err:
+        import_model(str(folder), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()

@@ -161,3 +161,33 @@ def test_the_chat_template_is_the_published_one_and_its_text_encodes_as_transfor
     assert text.endswith("<|im_start|>assistant\n")
     theirs = hf_tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)
     assert imported.tokenizer.encode(text) == theirs["input_ids"]
+
+
+def test_chat_reads_the_templates_ids_and_replies_as_generate(real):
+    """Qwen2.5's published template and generation config (two end-of-text ids, a repetition penalty of 1.1): chat()
+    continues apply_chat_template(add_generation_prompt=True)'s ids as generate(do_sample=False) does, and its trace
+    shows the template's tokens."""
+    import warnings
+
+    import torch
+
+    name, hf_tok, imported = real
+    if name == "gpt2":
+        pytest.skip("GPT-2 has no chat template")
+    messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Wie heißt du? 🙂"}]
+    text = hf_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = hf_tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert imported.encode(messages) == ids == imported.tokenizer.chat_ids(messages)
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config.from_dict(published(QWEN) | SMALL[QWEN]))
+    randomise(model)  # the fixture's weights (seeded)
+    model.generation_config = transformers.GenerationConfig.from_dict(published(QWEN, "generation_config.json"))
+    with torch.no_grad():
+        out = model.eval().generate(torch.tensor([ids]), do_sample=False, max_new_tokens=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the config samples: decoded greedily, said once (tested)
+        reply = imported.chat(messages, max_new_tokens=8)
+        trace = imported.trace(messages, max_new_tokens=3)
+    assert reply == hf_tok.decode(out[0, len(ids):], skip_special_tokens=True)
+    assert trace.source_text == text and trace.target_ids[:len(ids)] == ids
+    assert trace.target_tokens[:len(ids)] == their_pieces(hf_tok, ids, byte_level=True)
+    assert trace.target_tokens.count("<|im_start|>") == 3 and trace.target_tokens.count("<|im_end|>") == 2

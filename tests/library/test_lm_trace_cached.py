@@ -81,3 +81,15 @@ def test_last_logits_and_maps_only_compute_what_a_full_call_does(lm):
         assert torch.equal(ours, whole)
     with pytest.raises(ValueError, match="need_weights must be False, True or 'maps', got 'all'"):
         lm.network(ids, need_weights="all")
+
+
+def test_a_forced_trace_records_the_given_continuation_end_of_text_and_all(lm):
+    prompt = PROMPTS[3]
+    eos = lm.tokenizer.eos_ids[0]
+    forced = [5, eos, 7, 9]  # an end-of-text id inside: forced ids run on past it
+    trace = lm.trace(prompt, forced_ids=forced)
+    assert trace.target_ids == lm.encode(prompt) + forced and trace.settings["search"] == "forced"
+    with torch.inference_mode():
+        full = lm.network(torch.tensor([trace.target_ids]), need_weights=True)
+    for ours, whole in zip(trace.decoder_attentions, full.attentions, strict=True):
+        assert np.abs(ours - whole[0].numpy()).max() <= 1e-6

@@ -62,3 +62,18 @@ def test_search_meaning_a_precision_is_precision_and_the_old_names_warn(random_n
     assert old.search_precision == "fp32"
     with pytest.raises(ValueError, match="search precision must be one of"):
         model.with_precision("fp16")
+
+
+@pytest.mark.parametrize("package, name", [("viz_model.plot", "attention"), ("viz_model.plot", "teaching"),
+                                           ("viz_model.plot", "analysis"), ("viz_model.analysis", "alignment"),
+                                           ("viz_model.analysis", "corpus")])
+def test_a_submodule_0_2_reached_as_its_package_s_attribute_still_is_one(package, name):
+    """0.2's package __init__ imported these, so ``viz_model.plot.attention`` worked without importing it."""
+    code = (f"import warnings; warnings.simplefilter('error', DeprecationWarning)\nimport {package} as package\n"
+            f"try:\n    package.{name}\nexcept DeprecationWarning as warning:\n    print(warning)\n"
+            f"warnings.simplefilter('ignore', DeprecationWarning)\nprint(package.{name}.__name__)\n"
+            "try:\n    package.no_such_module\nexcept AttributeError as err:\n    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    old = f"{package}.{name}"
+    assert out.stdout.splitlines() == [f"{old} is deprecated and goes in the next release: import {MOVED[old]}",
+                                       MOVED[old], f"module '{package}' has no attribute 'no_such_module'"], out.stderr

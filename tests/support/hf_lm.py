@@ -79,3 +79,13 @@ def build_lm_folder(root, name: str, seed: int = 0):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def import_lm(folder, root):
+    """`folder` imported with ``viz-model import`` into `root`, loaded on the CPU (a `LanguageModel`)."""
+    import viz_model
+    from viz_model.cli.main import main
+
+    out = root / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")

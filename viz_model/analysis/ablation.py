@@ -23,6 +23,7 @@ from ..config import ModelConfig
 from ..config.checks import check_int
 from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
+from ..language_model import LanguageModel
 from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import HeadMask
@@ -33,14 +34,16 @@ Head = tuple[str, int, int]  # (kind, layer, head), 0-based
 
 
 def layer_counts(config: ModelConfig) -> dict[str, int]:
-    """How many layers each attention kind has in a model of `config`."""
+    """How many layers each attention kind has in a model of `config` (a language model: decoder only)."""
+    if config.kind == "decoder":
+        return {"decoder": config.decoder_layers}
     return {"encoder": config.encoder_layers, "decoder": config.decoder_layers, "cross": config.decoder_layers}
 
 
 def all_heads(config: ModelConfig) -> list[Head]:
     """Every head of the model, kind by kind (encoder, decoder, cross), then layer, then head."""
     counts = layer_counts(config)
-    return [(kind, layer, head) for kind in ATTENTION_KINDS for layer in range(counts[kind])
+    return [(kind, layer, head) for kind in ATTENTION_KINDS if kind in counts for layer in range(counts[kind])
             for head in range(config.heads)]
 
 
@@ -57,7 +60,8 @@ def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:
             raise ValueError(f"a head is (kind, layer, head), e.g. ('cross', 0, 3); got {item!r}")
         kind, layer, head = item
         if kind not in counts:
-            raise ValueError(f"head kind must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+            raise ValueError(f"head kind must be one of {', '.join(counts)}; got {kind!r}" + (
+                " (a language model has decoder self-attention heads only)" if config.kind == "decoder" else ""))
         checked.add((kind, _index(layer, counts[kind], f"{kind} layer"), _index(head, config.heads, "head")))
     return sorted(checked, key=lambda h: (ATTENTION_KINDS.index(h[0]), h[1], h[2]))
 
@@ -65,7 +69,7 @@ def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:
 def head_mask_for(config: ModelConfig, heads: Iterable[Head], device: torch.device | str | None = None) -> HeadMask:
     """A `HeadMask` with every kind's ``(layers, heads)`` multipliers 1, and 0 for each of `heads`."""
     counts = layer_counts(config)
-    masks = {kind: torch.ones(counts[kind], config.heads, device=device) for kind in ATTENTION_KINDS}
+    masks = {kind: torch.ones(counts[kind], config.heads, device=device) for kind in counts}
     for kind, layer, head in check_heads(config, heads):
         masks[kind][layer, head] = 0.0
     return HeadMask(**masks)
@@ -125,13 +129,19 @@ class AblationResult:
         return self.log_prob_ablated - self.log_prob_intact
 
 
-def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int | None = None,
-           alpha: float | None = None, rule: str | None = None) -> AblationResult:
+def ablate(model: TranslationModel | LanguageModel, text: str, heads: Iterable[Head], beam: int | None = None,
+           alpha: float | None = None, rule: str | None = None, *, max_new_tokens: int = 20) -> AblationResult:
     """Translate `text` with and without `heads` (same search: `rule`, `beam`, `alpha`, see
-    `TranslationModel.search_settings`) and score the original output under both models."""
+    `TranslationModel.search_settings`) and score the original output under both models. A `LanguageModel`:
+    continue the prompt `text` greedily (`max_new_tokens`) with and without the heads, ``("decoder", layer, head)``."""
     chosen = check_heads(model.config, heads)
     if not chosen:
         raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
+    if isinstance(model, LanguageModel):
+        if (beam, alpha, rule) != (None, None, None):
+            raise ValueError("ablate continues a language model's prompt greedily: beam, alpha and rule are "
+                             "translation search settings")
+        return ablate_continuation(model, text, chosen, max_new_tokens)
     search = model.search_settings(rule, beam, alpha)
     mask = head_mask_for(model.config, chosen, model.device)
     intact = model.trace(text, beam=beam, alpha=alpha, rule=rule)
@@ -146,7 +156,47 @@ def ablate(model: TranslationModel, text: str, heads: Iterable[Head], beam: int 
         float(model.sequence_log_probs(*pair)[0]), float(model.sequence_log_probs(*pair, mask)[0]))
 
 
-def head_importance(model: TranslationModel, sources: Sequence[str], references: Sequence[str],
+def ablate_continuation(model: LanguageModel, prompt: str, heads: list[Head], max_new_tokens: int) -> AblationResult:
+    """`ablate` of a language model: its greedy continuation of `prompt` with and without `heads` (checked), and
+    the intact continuation's log-probability under both."""
+    mask = head_mask_for(model.config, heads, model.device)
+    intact = model.trace(prompt, max_new_tokens)
+    prompt_ids = intact.target_ids[:intact.settings["prompt_length"]]
+    new = intact.target_ids[len(prompt_ids):]
+    if not new:
+        raise ValueError("max_new_tokens is 0: there is no continuation to compare an ablation with")
+    ablated = model.trace(prompt, forced_ids=new, head_mask=mask)
+    output = model.continue_ids(prompt_ids, max_new_tokens, mask)
+    tokens = model.tokenizer.pieces(output)
+    pair = ([prompt_ids], [new])
+    return AblationResult(
+        heads, intact, ablated, model.tokenizer.decode(output), tokens,
+        token_diff(model.tokenizer.pieces(new), tokens), float(model.sequence_log_probs(*pair)[0]),
+        float(model.sequence_log_probs(*pair, mask)[0]))
+
+
+def continuation_importance(model: LanguageModel, prompts: Sequence[str], continuations: Sequence[str],
+                            limit: int | None, progress: bool) -> pd.DataFrame:
+    """`head_importance` of a language model: the NLL of each prompt's given continuation with each head off."""
+    texts, checked = check_corpus(prompts, continuations, limit, ("prompt", "continuation"))
+    prompt_ids = [model.encode(text) for text in texts]
+    continuation_ids = [model.continuation_ids(text) for text in checked or []]
+    tokens = sum(len(c) for c in continuation_ids)
+
+    def nll(mask: HeadMask | None) -> float:
+        return float(-model.sequence_log_probs(prompt_ids, continuation_ids, mask).sum() / tokens)
+
+    base = nll(None)
+    rows = []
+    for kind, layer, head in tqdm(all_heads(model.config), desc="heads", unit="head", disable=not progress,
+                                  file=sys.stderr):
+        ablated = nll(head_mask_for(model.config, [(kind, layer, head)], model.device))
+        rows.append({"kind": kind, "layer": layer, "head": head, "nll": ablated, "nll_intact": base,
+                     "nll_rise": ablated - base})
+    return pd.DataFrame(rows)
+
+
+def head_importance(model: TranslationModel | LanguageModel, sources: Sequence[str], references: Sequence[str],
                     limit: int | None = None, *, bleu: bool = False, beam: int = 1, alpha: float | None = None,
                     batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                     ) -> pd.DataFrame:
@@ -154,10 +204,16 @@ def head_importance(model: TranslationModel, sources: Sequence[str], references:
 
     Columns: nll (ablated), nll_intact, nll_rise (= nll - nll_intact, nats per token); with `bleu` also the corpus
     BLEU of decoding (`beam`, 1 = greedy; `rule`, `alpha`: see `TranslationModel.search_settings`) with the head
-    off, bleu_intact and bleu_drop (slow: one search per head).
+    off, bleu_intact and bleu_drop (slow: one search per head). A `LanguageModel`: `sources` are prompts and
+    `references` the continuations whose NLL is measured (BLEU and the search settings do not apply).
     """
     if references is None:
         raise ValueError("head_importance needs the reference translations of the sources")
+    if isinstance(model, LanguageModel):
+        if bleu or (beam, alpha, rule) != (1, None, None):
+            raise ValueError("head_importance of a language model measures the NLL of the given continuations: "
+                             "bleu, beam, alpha and rule are translation settings")
+        return continuation_importance(model, sources, references, limit, progress)
     search_settings = model.search_settings(rule, beam, alpha)
     texts, checked = check_corpus(sources, references, limit)
     refs = list(checked or [])

@@ -9,6 +9,14 @@ from collections.abc import Iterable, Sequence
 
 from ..api import TranslationModel, check_text
 from ..config.checks import check_int
+from ..language_model import LanguageModel
+
+
+def refuse_language_model(model: object, method: str, reason: str = "reads cross-attention, which a decoder-only "
+                          "model has none of") -> None:
+    """One line naming `method` and the model kind where `model` is a `LanguageModel`, which `method` does not fit."""
+    if isinstance(model, LanguageModel):
+        raise ValueError(f"{method} does not apply to a language model (decoder-only): it {reason}")
 
 
 def check_limit(limit: object) -> int | None:

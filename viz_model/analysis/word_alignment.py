@@ -33,6 +33,7 @@ from ..data.textfiles import open_text
 from ..tokenization.tokenizer import WORD_START, word_ids
 from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS
+from .inputs import refuse_language_model
 
 Link = tuple[int, int]  # (source word, target word)
 ROW_CHOICES = ("output", "input")
@@ -201,6 +202,9 @@ def attention_aer(records: Iterable[CrossRecord], gold: Sequence[Alignment], row
     counts: dict[tuple[int, int | None], np.ndarray] = {}
     seen = 0
     for position, record in enumerate(records):
+        if not record.cross_attentions:
+            raise ValueError("attention_aer (word alignment) does not apply to a language model (decoder-only): "
+                             "its records have no cross-attention")
         index = getattr(record, "index", position)
         if not 0 <= index < len(gold):
             raise ValueError(f"sentence {index + 1} has no gold alignment ({len(gold)} given)")
@@ -228,6 +232,7 @@ def corpus_aer(model: TranslationModel, sources: Sequence[str], references: Sequ
                gold: Sequence[Alignment], rows: str = "output", threshold: float = 0.0, progress: bool = False
                ) -> pd.DataFrame:
     """`attention_aer` of `model` teacher-forced on `references` (the gold alignments' target side)."""
+    refuse_language_model(model, "corpus_aer (word alignment)")
     check_rows(rows)
     if len(gold) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(gold)} gold alignments")

@@ -16,6 +16,10 @@ the target prefix too):
 - ``alti``: ALTI+ (Ferrando et al., 2022), see `contributions`;
 - ``saliency``, ``input_x_gradient``, ``integrated_gradients``: see `gradients`.
 
+A `viz_model.LanguageModel`: `attribute(model, prompt)` attributes each token of its continuation to the prompt's
+tokens and the continuation's earlier ones (value_weighted, alti, the gradient methods; the cross-attention methods
+refuse in one line).
+
 `faithfulness.deletion_scores` checks which ranking the prediction really depends on. Modules: `record` (the
 `Attribution` and its files), `scoring` (`attribute`, `attribute_ids`), `contributions`, `gradients`, `faithfulness`,
 `corpus_scores` (faithfulness over a corpus), `method_aer` (each method's word-alignment error).
@@ -23,7 +27,17 @@ the target prefix too):
 
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from .record import FORMAT_VERSION, Attribution, AttributionError
-from .scoring import CONTRIBUTION_METHODS, DEFAULT_METHODS, METHODS, attribute, attribute_ids, check_methods
+from .scoring import (
+    CONTRIBUTION_METHODS,
+    DEFAULT_METHODS,
+    LANGUAGE_MODEL_DEFAULTS,
+    METHODS,
+    attribute,
+    attribute_continuation,
+    attribute_ids,
+    check_methods,
+)
 
 __all__ = ["CONTRIBUTION_METHODS", "DEFAULT_METHODS", "DEFAULT_STEPS", "DEFAULT_TOLERANCE", "FORMAT_VERSION",
-           "METHODS", "Attribution", "AttributionError", "attribute", "attribute_ids", "check_methods"]
+           "LANGUAGE_MODEL_DEFAULTS", "METHODS", "Attribution", "AttributionError", "attribute",
+           "attribute_continuation", "attribute_ids", "check_methods"]

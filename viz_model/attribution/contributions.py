@@ -19,9 +19,10 @@ projection), so the layer's attention output for query i is ``sum_h sum_j alpha_
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ..nn.attention import AttentionRecord
+from ..nn.attention import AttentionRecord, MultiHeadAttention
+from ..nn.causal_lm import CausalLM, CausalLMOutput
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Seq2SeqOutput, Transformer
 from ..nn.norms import RMSNorm
@@ -29,9 +30,15 @@ from ..nn.norms import RMSNorm
 TINY = 1e-12
 
 
-def transformed_values(network: Transformer, record: AttentionRecord, kind: str, layer: int) -> Tensor:
+def attention_block(network: Transformer | CausalLM, kind: str, layer: int) -> tuple[MultiHeadAttention, nn.Module]:
+    """The attention module of one sub-layer and the residual connection around it (a language model's: its
+    decoder self-attention)."""
+    return network.attention_block(layer) if isinstance(network, CausalLM) else network.attention_block(kind, layer)
+
+
+def transformed_values(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """``f_h(x_j)``: every head's value vectors through its slice of W_O, ``(batch, heads, key_len, d_model)``."""
-    attention, _ = network.attention_block(kind, layer)
+    attention, _ = attention_block(network, kind, layer)
     heads, d_head, d_model = attention.heads, attention.d_head, attention.d_model
     if record.values.shape[1:] != (heads, record.values.shape[2], d_head):
         raise ValueError(f"the record's values {tuple(record.values.shape)} are not (batch, heads={heads}, "
@@ -40,13 +47,13 @@ def transformed_values(network: Transformer, record: AttentionRecord, kind: str,
     return torch.einsum("bhkc,hcd->bhkd", record.values.to(per_head.dtype), per_head)
 
 
-def value_weighted(network: Transformer, record: AttentionRecord, kind: str, layer: int) -> Tensor:
+def value_weighted(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """``alpha_hij * ||f_h(x_j)||_2``, ``(batch, heads, query_len, key_len)``."""
     norms = transformed_values(network, record, kind, layer).norm(dim=-1)  # (batch, heads, key_len)
     return record.weights.to(norms.dtype) * norms[:, :, None, :]
 
 
-def token_vectors(network: Transformer, record: AttentionRecord, kind: str, layer: int) -> Tensor:
+def token_vectors(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """``T_i(x_j)``: the vector each input token adds to query i's sub-layer output, ``(batch, q, k, d_model)``;
     for cross-attention one more "token" at the end, the decoder's own residual stream."""
     if record.residual is None or record.output is None:
@@ -63,7 +70,10 @@ def token_vectors(network: Transformer, record: AttentionRecord, kind: str, laye
                              f"{parts.shape[2]} keys (decompose a full pass, not one decoding step)")
         index = torch.arange(parts.shape[1], device=parts.device)
         parts[:, index, index] += residual
-    attention, connection = network.attention_block(kind, layer)
+    attention, connection = attention_block(network, kind, layer)
+    if getattr(connection, "post_norm", None) is not None:
+        raise ValueError(f"ALTI does not decompose {kind} layer {layer}'s sandwich norm (Gemma 2 / 3's norm of the "
+                         "attention output): its parts do not add up to the output")
     if connection.pre:  # y = x + attention(LayerNorm(x)): already a sum of the parts (and the bias)
         return parts
     total = parts.sum(dim=2)  # what the norm normalised
@@ -78,7 +88,7 @@ def token_vectors(network: Transformer, record: AttentionRecord, kind: str, laye
     return centred / std[:, :, None, None] * norm.weight.to(f.dtype)
 
 
-def alti_block(network: Transformer, record: AttentionRecord, kind: str, layer: int) -> Tensor:
+def alti_block(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """ALTI contributions of one attention sub-layer: ``(batch, q, k)`` (``k + 1`` for cross-attention, the last
     column the residual stream), non-negative, each row summing to 1."""
     parts = token_vectors(network, record, kind, layer)
@@ -98,7 +108,7 @@ def alti_blocks(network: Transformer, out: Seq2SeqOutput) -> dict[str, list[Tens
 def rollout(blocks: list[Tensor]) -> Tensor:
     """The product of a stack's per-layer contributions, last layer leftmost."""
     if not blocks:
-        raise ValueError("the forward pass recorded no encoder layer (run it with need_weights=True)")
+        raise ValueError("the forward pass recorded no layer (run it with need_weights=True)")
     rolled = blocks[0]
     for block in blocks[1:]:
         rolled = block @ rolled
@@ -127,3 +137,10 @@ def alti_plus(network: Transformer, out: Seq2SeqOutput, blocks: dict[str, list[T
         mix = self_block @ mix
         mix = cross[:, :, :src_len] @ source_rows + cross[:, :, src_len:] * mix
     return mix
+
+
+def self_alti(network: CausalLM, out: CausalLMOutput) -> tuple[Tensor, list[Tensor]]:
+    """A language model's ALTI: ``(batch, len, len)``, each position's share of every token up to it, rolled out
+    over the layers' self-attention (rows sum to 1), and each layer's own block."""
+    blocks = [alti_block(network, record, "decoder", layer) for layer, record in enumerate(out.records)]
+    return rollout(blocks), blocks

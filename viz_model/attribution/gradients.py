@@ -28,6 +28,8 @@ import torch
 from torch import Tensor
 
 from ..config.checks import check_int
+from ..language_model import LanguageModel
+from ..nn.causal_lm import CausalLM
 from ..nn.model import Transformer
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
@@ -173,13 +175,14 @@ class _Path:
         self.network, self.src, self.tgt, self.outputs, self.foil = network, src, tgt, outputs, foil
         self.e_src = network.token_embeddings(src, "source").detach()
         self.e_tgt = network.token_embeddings(tgt, "target").detach()
+        self.like = self.e_src  # the dtype and device of the path's points
         self.points: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # alpha -> (scores, products)
 
     def add(self, alphas: Sequence[float]) -> None:
         """Evaluate the path at `alphas`, `BATCH_POINTS` at a time."""
         for first in range(0, len(alphas), BATCH_POINTS):
             chunk = list(alphas[first:first + BATCH_POINTS])
-            scores, products = self._evaluate(torch.tensor(chunk, dtype=self.e_src.dtype, device=self.e_src.device))
+            scores, products = self._evaluate(torch.tensor(chunk, dtype=self.like.dtype, device=self.like.device))
             self.points.update(zip(chunk, zip(scores, products)))
 
     def _evaluate(self, alphas: Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -194,6 +197,12 @@ class _Path:
                                 for g_s, g_t in grads], dim=1)
         return scores.detach().double().cpu().numpy(), products.detach().double().cpu().numpy()
 
+    def end_scores(self, scale: float) -> Tensor:
+        """``(outputs,)`` the scores at one point of the path (0: the baseline, 1: the input)."""
+        with torch.no_grad():
+            return output_scores(self.network, self.src, self.tgt, self.outputs, scale * self.e_src,
+                                 scale * self.e_tgt, self.foil)[0]
+
     def sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The points in path order: alphas, scores ``(points, outputs)``, products ``(points, outputs, tokens)``."""
         alphas = sorted(self.points)
@@ -206,9 +215,7 @@ def _gauss_legendre_ig(path: _Path, steps: int) -> tuple[np.ndarray, np.ndarray]
     nodes, weights = gauss_legendre(steps)
     path.add(nodes.tolist())
     products = np.stack([path.points[a][1] for a in nodes.tolist()])
-    with torch.no_grad():
-        ends = [output_scores(path.network, path.src, path.tgt, path.outputs, scale * path.e_src,
-                              scale * path.e_tgt, path.foil)[0] for scale in (1.0, 0.0)]
+    ends = [path.end_scores(scale) for scale in (1.0, 0.0)]
     return np.tensordot(weights.numpy(), products, axes=1), (ends[0] - ends[1]).double().cpu().numpy()
 
 
@@ -236,22 +243,12 @@ def gradient_attributions(network: Transformer, source_ids: list[int], output_id
     """The chosen `methods` for every output token of `output_ids` (ending in ``</s>``) given `source_ids`.
     Integrated gradients use at most `steps` points, adaptively until every output's completeness gap is within
     `tolerance` of its score change (0: exactly `steps` Gauss-Legendre points)."""
-    unknown = [m for m in methods if m not in GRADIENT_METHODS]
-    if unknown:
-        raise ValueError(f"unknown gradient method {unknown[0]!r}; choose from {', '.join(GRADIENT_METHODS)}")
-    steps = check_steps(steps)
-    tolerance = check_tolerance(tolerance, steps)
-    if foil is not None and not 0 <= foil < network.config.vocab_size:
-        raise ValueError(f"the foil must be a piece id from 0 to {network.config.vocab_size - 1}, got {foil}")
-    if network.training:
-        raise ValueError("attribute with the network in eval mode (dropout would make the gradients random)")
+    steps, tolerance = check_settings(network, methods, steps, foil, tolerance)
     device = next(network.parameters()).device
     src = torch.tensor([source_ids], device=device)
     tgt = torch.tensor([[network.config.bos_id, *output_ids[:-1]]], device=device)
     outputs = torch.tensor([output_ids], device=device)
     scores: dict[str, np.ndarray] = {}
-    gap = change = None
-    used = 0
     with torch.enable_grad():
         path = _Path(network, src, tgt, outputs, foil)
         if {"saliency", "input_x_gradient"} & set(methods):
@@ -266,11 +263,90 @@ def gradient_attributions(network: Transformer, source_ids: list[int], output_id
                 scores["input_x_gradient"] = np.stack([_joined((e_src * g_s).sum(-1), (e_tgt * g_t).sum(-1))
                                                        for g_s, g_t in grads])
         if "integrated_gradients" in methods:
-            ig, change = _adaptive_ig(path, steps, tolerance) if tolerance else _gauss_legendre_ig(path, steps)
-            scores["integrated_gradients"] = ig
-            gap = np.abs(ig.sum(axis=1) - change)
-            used = len(path.points)
-    return GradientResult(scores, used, gap, change, tolerance)
+            return integrated(path, scores, steps, tolerance)
+    return GradientResult(scores, 0, None, None, tolerance)
+
+
+def check_settings(network: Transformer | CausalLM, methods: tuple[str, ...], steps: int, foil: int | None,
+                   tolerance: float) -> tuple[int, float]:
+    """`steps` and `tolerance` checked (with the methods, the foil and the network's mode), one line at fault."""
+    unknown = [m for m in methods if m not in GRADIENT_METHODS]
+    if unknown:
+        raise ValueError(f"unknown gradient method {unknown[0]!r}; choose from {', '.join(GRADIENT_METHODS)}")
+    steps = check_steps(steps)
+    tolerance = check_tolerance(tolerance, steps)
+    if foil is not None and not 0 <= foil < network.config.vocab_size:
+        raise ValueError(f"the foil must be a piece id from 0 to {network.config.vocab_size - 1}, got {foil}")
+    if network.training:
+        raise ValueError("attribute with the network in eval mode (dropout would make the gradients random)")
+    return steps, tolerance
+
+
+def integrated(path: _Path, scores: dict[str, np.ndarray], steps: int, tolerance: float) -> GradientResult:
+    """`scores` with integrated gradients along `path` added (adaptive to `tolerance`, else `steps` fixed points)."""
+    ig, change = _adaptive_ig(path, steps, tolerance) if tolerance else _gauss_legendre_ig(path, steps)
+    scores["integrated_gradients"] = ig
+    return GradientResult(scores, len(path.points), np.abs(ig.sum(axis=1) - change), change, tolerance)
+
+
+def continuation_gradients(model: LanguageModel, ids: list[int], first: int, outputs: Tensor,
+                           inputs: Tensor, foil: int | None) -> tuple[Tensor, list[Tensor]]:
+    """A language model's scores ``(batch, outputs)`` given the token embeddings `inputs` ``(batch, len, d_model)``
+    of `ids`, and per output the gradient of its score (summed over the batch) with respect to `inputs`. Output i
+    is read at position ``first + i``."""
+    logits = model.forced_pass(ids, token_embeddings=inputs).logits[:, first:first + outputs.shape[-1]]
+    scores = _scores(torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1),
+                     outputs, foil)
+    count = scores.shape[1]
+    return scores, [torch.autograd.grad(scores[:, i].sum(), inputs, retain_graph=i + 1 < count)[0]
+                    for i in range(count)]
+
+
+class ContinuationPath(_Path):
+    """A language model's path: from all-zero token embeddings of a prompt and its continuation (every input
+    position, so every column) to the real ones; the input positions stay."""
+
+    def __init__(self, model: LanguageModel, ids: list[int], first: int, outputs: Tensor, foil: int | None) -> None:
+        self.model, self.ids, self.first, self.outputs, self.foil = model, ids, first, outputs, foil
+        self.embedded = model.embeddings(ids).detach()
+        self.like = self.embedded
+        self.points = {}
+
+    def _evaluate(self, alphas: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        inputs = (alphas[:, None, None] * self.embedded).requires_grad_()
+        scores, grads = continuation_gradients(self.model, self.ids, self.first, self.outputs, inputs, self.foil)
+        products = torch.stack([(self.embedded * g).sum(-1) for g in grads], dim=1)
+        return scores.detach().double().cpu().numpy(), products.detach().double().cpu().numpy()
+
+    def end_scores(self, scale: float) -> Tensor:
+        with torch.no_grad():
+            logits = self.model.forced_pass(self.ids, token_embeddings=scale * self.embedded).logits
+            log_probs = torch.log_softmax(logits[:, self.first:self.first + self.outputs.shape[-1]].float(), dim=-1)
+            return _scores(log_probs, self.outputs, self.foil)[0]
+
+
+def language_model_gradients(model: LanguageModel, prompt_ids: list[int], continuation_ids: list[int],
+                             methods: tuple[str, ...] = GRADIENT_METHODS, steps: int = DEFAULT_STEPS,
+                             foil: int | None = None, tolerance: float = DEFAULT_TOLERANCE) -> GradientResult:
+    """`gradient_attributions` of a language model: each continuation token's score attributed to every input
+    token before it, ``(continuation, prompt + continuation - 1)`` (the prompt's columns first)."""
+    steps, tolerance = check_settings(model.network, methods, steps, foil, tolerance)
+    ids = [*prompt_ids, *continuation_ids[:-1]]
+    outputs = torch.tensor([continuation_ids], device=model.device)
+    scores: dict[str, np.ndarray] = {}
+    with torch.enable_grad():
+        path = ContinuationPath(model, ids, len(prompt_ids) - 1, outputs, foil)
+        if {"saliency", "input_x_gradient"} & set(methods):
+            _, grads = continuation_gradients(model, ids, path.first, outputs, path.embedded.clone().requires_grad_(),
+                                              foil)
+            if "saliency" in methods:
+                scores["saliency"] = np.stack([g[0].norm(dim=-1).detach().double().cpu().numpy() for g in grads])
+            if "input_x_gradient" in methods:
+                scores["input_x_gradient"] = np.stack([(path.embedded[0] * g[0]).sum(-1).detach().double().cpu()
+                                                       .numpy() for g in grads])
+        if "integrated_gradients" in methods:
+            return integrated(path, scores, steps, tolerance)
+    return GradientResult(scores, 0, None, None, tolerance)
 
 
 def _joined(source: Tensor, target: Tensor) -> np.ndarray:

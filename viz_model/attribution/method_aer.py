@@ -78,6 +78,9 @@ def attribution_aer(results: Iterable[Attribution], gold: Sequence[Alignment]) -
     for index, result in enumerate(results):
         if index >= len(gold):
             raise ValueError(f"sentence {index + 1} has no gold alignment ({len(gold)} given)")
+        if not result.attentions:
+            raise ValueError("attribution_aer (word alignment) does not apply to a language model (decoder-only): "
+                             "its attributions have no cross-attention")
         counter.add(result, gold[index])
     if counter.sentences != len(gold):
         raise ValueError(f"{counter.sentences} sentences but {len(gold)} gold alignments")

@@ -24,7 +24,8 @@ class Attribution:
     """Every method's scores for one translation (teacher-forced on its output); arrays are float64.
 
     :ivar source_tokens: the source pieces, ``</s>`` last
-    :ivar prefix_tokens: the decoder's inputs ``<s> y_1 .. y_{n-1}``
+    :ivar prefix_tokens: the decoder's inputs ``<s> y_1 .. y_{n-1}`` (a language model's: ``y_1 .. y_{n-1}``, its
+        source the prompt)
     :ivar output_tokens: ``y_1 .. y_n``, ``</s>`` last
     :ivar source_ids: the source piece ids
     :ivar output_ids: the output piece ids
@@ -32,7 +33,7 @@ class Attribution:
     :ivar attentions: cross-attention per layer, ``(heads, outputs, src_len)``
     :ivar encoder_attentions: encoder self-attention per layer, ``(heads, src_len, src_len)``, for the rollout
     :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention
-    :ivar alti: ALTI+ ``(outputs, src_len + outputs)``: source columns, then prefix columns; None: not computed
+    :ivar alti: ALTI+ ``(outputs, src_len + prefix_len)``: source columns, then prefix columns; None: not computed
     :ivar encoder_alti: ``(src_len, src_len)`` the ALTI rollout of the encoder
     :ivar alti_layers: ALTI of each sub-layer alone, kind -> per layer ``(queries, keys)``; cross-attention's
         have one more column, the residual
@@ -70,7 +71,8 @@ class Attribution:
     @property
     def methods(self) -> list[str]:
         """The ranking methods this record can score sources with."""
-        names = ["attention_mean", *(f"attention_layer{i + 1}" for i in range(len(self.attentions))), "rollout"]
+        names = ["attention_mean", *(f"attention_layer{i + 1}" for i in range(len(self.attentions))), "rollout"
+                 ] if self.attentions else []  # a language model's: no cross-attention
         if self.value_weighted:
             names.append("value_weighted")
         if self.alti is not None:
@@ -80,6 +82,8 @@ class Attribution:
     def source_scores(self, method: str) -> np.ndarray:
         """``(outputs, src_len)``: how much each source token mattered to each output token, by `method`."""
         src = len(self.source_tokens)
+        if (method.startswith("attention") or method == "rollout") and not self.attentions:
+            raise ValueError(f"{method!r} reads cross-attention; a language model's attribution has none")
         if method == "attention_mean":
             return np.mean([a.mean(axis=0) for a in self.attentions], axis=0)
         if method.startswith("attention_layer"):
@@ -90,9 +94,12 @@ class Attribution:
         if method == "rollout":
             encoder = attention_rollout(self.encoder_attentions)[-1]
             return self.attentions[-1].mean(axis=0) @ encoder
-        if method == "value_weighted" and self.value_weighted:
+        if method == "value_weighted" and "cross" in self.value_weighted:
             maps = np.mean([m.mean(axis=0) for m in self.value_weighted["cross"]], axis=0)
             return maps / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
+        if method == "value_weighted" and self.value_weighted:  # a language model's: output i is read at row src-1+i
+            maps = np.mean([m.mean(axis=0) for m in self.value_weighted["decoder"]], axis=0)[src - 1:]
+            return maps[:, :src] / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
         if method == "alti" and self.alti is not None:
             return self.alti[:, :src]
         if method in self.gradients:

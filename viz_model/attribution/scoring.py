@@ -1,5 +1,5 @@
 """Scoring one translation with every chosen method: `attribute` (a loaded model and a text) and `attribute_ids` (a
-network and ids), into an `Attribution`."""
+network and ids), into an `Attribution`; a language model's continuation of a prompt: `attribute_continuation`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..language_model import LanguageModel
 from ..nn.arrays import to_numpy
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Transformer
-from .contributions import alti_blocks, alti_plus, rollout, value_weighted
+from .contributions import alti_blocks, alti_plus, rollout, self_alti, value_weighted
 from .gradients import (
     DEFAULT_STEPS,
     DEFAULT_TOLERANCE,
@@ -21,6 +22,7 @@ from .gradients import (
     check_steps,
     check_tolerance,
     gradient_attributions,
+    language_model_gradients,
 )
 from .record import Attribution
 
@@ -29,6 +31,10 @@ METHODS = ("attention", "rollout", *CONTRIBUTION_METHODS, *GRADIENT_METHODS)
 """What `attribute` can compute (its `methods`)."""
 DEFAULT_METHODS = ("attention", "rollout", "value_weighted", "alti", "saliency", "input_x_gradient")
 """What `attribute` computes unless told: every method but integrated gradients."""
+CROSS_METHODS = ("attention", "rollout")
+"""The methods that read cross-attention: a language model (decoder-only) has none."""
+LANGUAGE_MODEL_DEFAULTS = tuple(m for m in DEFAULT_METHODS if m not in CROSS_METHODS)
+"""What `attribute` computes for a language model unless told."""
 
 
 def _float64(tensor: torch.Tensor) -> np.ndarray:
@@ -87,6 +93,51 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
         foil=None if foil is None else (name([foil])[0]))
 
 
+def attribute_continuation(model: LanguageModel, prompt: str, continuation: str | None = None,
+                           methods: Sequence[str] = LANGUAGE_MODEL_DEFAULTS, steps: int = DEFAULT_STEPS,
+                           tolerance: float = DEFAULT_TOLERANCE, max_new_tokens: int = 20) -> Attribution:
+    """A language model's greedy continuation of `prompt` (or the forced `continuation`), each of its tokens
+    attributed to the prompt's tokens and the continuation's earlier ones (as inseq does for decoder-only models).
+    The record's source is the prompt, its prefix the continuation's inputs (all but its last token)."""
+    methods = check_methods(methods)
+    cross = [m for m in methods if m in CROSS_METHODS]
+    if cross:
+        raise ValueError(f"attribution method {cross[0]!r} reads cross-attention, which a language model "
+                         f"(decoder-only) has none of; choose from {', '.join(LANGUAGE_MODEL_DEFAULTS)}, "
+                         "integrated_gradients")
+    if continuation is None:
+        trace = model.trace(prompt, max_new_tokens, top_k=1)
+        prompt_ids = trace.target_ids[:trace.settings["prompt_length"]]
+        new = trace.target_ids[len(prompt_ids):]
+    else:
+        new = model.continuation_ids(continuation)
+        prompt_ids = model.encode(prompt, len(new))
+    if not new:
+        raise ValueError("max_new_tokens is 0: there is no continuation to attribute")
+    ids = [*prompt_ids, *new[:-1]]
+    first = len(prompt_ids) - 1
+    with torch.inference_mode():
+        out = model.forced_pass(ids, need_weights=True)
+        log_probs = torch.log_softmax(out.logits[0, first:].float(), dim=-1)
+        chosen = log_probs[torch.arange(len(new)), torch.tensor(new, device=log_probs.device)]
+        vw = ({"decoder": [_float64(value_weighted(model.network, r, "decoder", i)[0])
+                           for i, r in enumerate(out.records)]} if "value_weighted" in methods else {})
+        alti, alti_layers = None, {}
+        if "alti" in methods:
+            rolled, blocks = self_alti(model.network, out)
+            alti, alti_layers = _float64(rolled[0, first:]), {"decoder": [_float64(b[0]) for b in blocks]}
+    gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
+    grads = (language_model_gradients(model, prompt_ids, new, gradient_methods, steps, None, tolerance)
+             if gradient_methods else GradientResult({}, 0, None, None))
+    pieces = model.tokenizer.pieces
+    return Attribution(
+        source_tokens=pieces(prompt_ids), prefix_tokens=pieces(new[:-1]), output_tokens=pieces(new),
+        source_ids=list(prompt_ids), output_ids=list(new), log_probs=_float64(chosen), attentions=[],
+        encoder_attentions=[], value_weighted=vw, alti=alti, alti_layers=alti_layers, gradients=grads.scores,
+        steps=grads.steps, completeness_gap=grads.completeness_gap, score_change=grads.score_change,
+        tolerance=grads.tolerance, model_name=model.name)
+
+
 def attribute(model: Any, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
               steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int | None = None,
               alpha: float | None = None, rule: str | None = None, tolerance: float = DEFAULT_TOLERANCE
@@ -97,7 +148,17 @@ def attribute(model: Any, text: str, target: str | None = None, methods: Sequenc
     points used: ``result.steps``; the gaps: ``result.relative_gap``); ``tolerance=0``: `steps` fixed points.
 
     Input errors are those of `TranslationModel.trace` (empty, too long, ...). `foil`: one piece of the target
-    vocabulary; the scores then explain ``log p(y_i) - log p(foil)`` (contrastive)."""
+    vocabulary; the scores then explain ``log p(y_i) - log p(foil)`` (contrastive).
+
+    A `LanguageModel`: `text` is the prompt, `target` a forced continuation (see `attribute_continuation`); the
+    cross-attention methods, `foil` and the search settings do not apply, and its default methods are
+    `LANGUAGE_MODEL_DEFAULTS`."""
+    if isinstance(model, LanguageModel):
+        if (foil, beam, alpha, rule) != (None, None, None, None):
+            raise ValueError("attribute of a language model continues its prompt greedily: foil, beam, alpha and "
+                             "rule do not apply")
+        return attribute_continuation(model, text, target, LANGUAGE_MODEL_DEFAULTS if methods is DEFAULT_METHODS
+                                      else methods, steps, tolerance)
     methods = check_methods(methods)
     steps = check_steps(steps)
     tolerance = check_tolerance(tolerance, steps)

@@ -56,7 +56,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         return 0
     if args.mirror and urllib.parse.urlsplit(args.mirror).scheme not in ("http", "https"):
         raise ValueError(f"--mirror must be an http:// or https:// URL, got {args.mirror!r}")
-    root = Path(args.to).expanduser() if args.to else data_root()
+    root = Path(args.to).expanduser().absolute() if args.to else data_root()  # said as the configs need it
     for name in dict.fromkeys(args.names):
         data = data_set(name)
         fetch(data, root, args.mirror, say=lambda line: print(line, file=sys.stderr))

@@ -209,11 +209,15 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace):
     from ..api import TranslationModel, load
+    from ..modeldir.checkpoint import is_decoder_only
 
+    language_model = ValueError(f"{args.model}: a decoder-only language model; this command works on translation "
+                                "models (in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
+    if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --search is refused
+        raise language_model
     model = load(args.model, device=args.device, precision=args.search)
-    if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel
-        raise ValueError(f"{args.model}: a decoder-only language model; this command works on translation models "
-                         "(in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
+    if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel (a hub id's)
+        raise language_model
     return model
 
 

@@ -12,7 +12,8 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm import tqdm
@@ -140,14 +141,48 @@ def write_gzip(path: Path, data: bytes) -> None:
         raise
 
 
+@contextmanager
+def only_fetch(folder: Path) -> Iterator[None]:
+    """Held while one fetch writes `folder` (a lock on ``.FOLDER.lock`` beside it, let go when the process ends,
+    however it ends; none where that file cannot be made: a read-only root); a second fetch of the same folder is
+    refused in one line."""
+    lock = folder.parent / f".{folder.name}.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # a read-only root (a shared copy): no fetch can write there, a verified set needs nothing
+        yield
+        return
+    try:
+        try:
+            if sys.platform == "win32":
+                import msvcrt
+
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            else:
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise FetchError(f"another `viz-model data fetch` is writing {folder}; let it finish, then run the "
+                             "command again") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def fetch(data: DataSet, root: Path, mirror: str = "", say: Callable[[str], None] = print) -> Path:
     """Download `data` into ``root/FOLDER`` and check every file against the catalogue; files already there and
-    verified are kept, a file there that differs is an error. Returns the folder."""
+    verified are kept, a file there that differs is an error. One fetch of a folder at a time. Returns the folder."""
     folder = root / data.folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise FetchError(f"cannot create {folder} ({err.strerror or err})") from None
+    with only_fetch(folder):
+        return _fetch_into(data, folder, mirror, say)
+
+
+def _fetch_into(data: DataSet, folder: Path, mirror: str, say: Callable[[str], None]) -> Path:
     for name in [*data.files, *(d.file for d in data.downloads)]:  # left by a fetch that was killed
         for stale in folder.glob(f".{name}.*.part"):
             stale.unlink(missing_ok=True)

@@ -11,6 +11,8 @@ from typing import Any
 from torch import Tensor
 
 from ..config import ModelConfig
+from ..search.causal import LMSearch
+from ..search.settings import NEUTRAL
 from ..tokenization.lm_tokenizer import LMTokenizer
 from .arguments import argument
 from .common import HFImportError, checked_config, need, read_json_file, tokenizer_settings
@@ -18,6 +20,11 @@ from .json_tokenizer import tokenizer_source
 
 ROPE_TYPES = ("default", "linear", "llama3")
 MAX_GENERATION_CONFIG_BYTES = 1024**2
+SEARCH_SETTINGS = ("num_beams", "length_penalty", "early_stopping", "repetition_penalty", "no_repeat_ngram_size")
+# what generate(do_sample=False) would apply beside them, with the value that changes nothing: refused otherwise
+NOT_APPLIED = {**{k: v for k, v in NEUTRAL.items() if k != "repetition_penalty"}, "min_length": 0,
+               "min_new_tokens": None, "bad_words_ids": None, "suppress_tokens": None, "forced_bos_token_id": None,
+               "forced_eos_token_id": None, "renormalize_logits": False}
 
 
 def rope_settings(hf: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -53,6 +60,23 @@ def generation_config(folder: Path) -> dict[str, Any]:
         return {}
     generation = read_json_file(path, MAX_GENERATION_CONFIG_BYTES, "not a generation config")
     return generation if isinstance(generation, dict) else {}
+
+
+def search_settings(folder: Path) -> dict[str, Any]:
+    """The generation config's settings `LMSearch` applies as ``generate(do_sample=False)`` does (those set); one
+    line for any other it would apply that is set to change the output."""
+    generation = generation_config(folder)
+    path = folder / "generation_config.json"
+    for key, neutral in NOT_APPLIED.items():
+        if generation.get(key) not in (None, neutral, [], {}):
+            raise HFImportError(f"{path}: {key} = {generation[key]!r} is not implemented for a language model's "
+                                "search; it is refused rather than searched differently from generate()")
+    settings = {key: generation[key] for key in SEARCH_SETTINGS if generation.get(key) is not None}
+    try:
+        LMSearch(**settings)
+    except ValueError as err:
+        raise HFImportError(f"{path}: {err}") from None
+    return settings
 
 
 def chat_settings(folder: Path) -> tuple[str | None, dict[str, str]]:
@@ -98,7 +122,8 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
     rules = LMTokenizer.rules_file(ids=hf.get("vocab_size", 0), eos=end_ids(folder, hf),
                                    clean_up_spaces=bool(settings.get("clean_up_tokenization_spaces", False)),
                                    chat_template=template, special_tokens=specials,
-                                   sampling=bool(generation_config(folder).get("do_sample", False)))
+                                   sampling=bool(generation_config(folder).get("do_sample", False)),
+                                   generation=search_settings(folder))
     try:
         return LMTokenizer.from_files({"tokenizer.json": data, LMTokenizer.MARKER: rules}, folder)
     except ValueError as err:

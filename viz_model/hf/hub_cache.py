@@ -17,7 +17,8 @@ from .common import MAX_HF_CONFIG_BYTES, HFImportError, read_json_file
 from .importer import HUB_ID, check_dtype, import_model
 
 CACHE_ENV = "VIZ_MODEL_CACHE"
-LANGUAGE_CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")  # en, de_DE, deu_Latn: safe in a directory name
+# en, de_DE, deu_Latn, zh-Hant: safe in a directory name, and never "__" (the separator of the name's choices)
+LANGUAGE_CODE = re.compile(r"(?=.{1,32}$)[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
 
 
 def cache_root() -> Path:
@@ -58,7 +59,8 @@ def cache_name(source: str, source_lang: str | None = None, target_lang: str | N
     check_dtype(dtype or "fp32")
     for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
         if code is not None and not (isinstance(code, str) and LANGUAGE_CODE.fullmatch(code)):
-            raise HFImportError(f"{argument(name, code)}: not a language code (letters, digits, _ and -)")
+            raise HFImportError(f"{argument(name, code)}: not a language code (letters and digits, parts joined "
+                                "by _ or -)")
     if is_hub_id(source):
         key = source.replace("/", "--")
     else:
@@ -83,6 +85,11 @@ def cached_import(source: str, source_lang: str | None = None, target_lang: str 
         except CheckpointError:  # the hub's cache lost or replaced the files it reads: imported again
             shutil.rmtree(directory)
     if not directory.is_dir():
-        import_model(source, directory, source_lang, target_lang, dtype or "fp32",
-                     label=source if is_hub_id(source) else Path(source).name)
+        try:
+            import_model(source, directory, source_lang, target_lang, dtype or "fp32",
+                         label=source if is_hub_id(source) else Path(source).resolve().name)
+        except HFImportError:
+            if not directory.is_dir():
+                raise
+            # another process imported it meanwhile (renamed into place whole): its directory serves
     return directory

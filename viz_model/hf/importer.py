@@ -37,6 +37,9 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
                                "gemma3_text": gemma3.FAMILY, "bloom": bloom.FAMILY}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")
+"""What the import reads from a hub repository besides the weights: configs, tokenizers (a byte-level BPE's merges
+too), the card; the weights are its safetensors, else its ``*.bin`` (never both: many repositories publish both)."""
 __all__ = ["FAMILIES", "HFImportError", "check_dtype", "import_model", "model_config"]
 
 
@@ -56,8 +59,10 @@ def resolve_source(source: str) -> Path:
         raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed "
                             f'(pip install "viz-model[hf]"), or {fetch}') from None
     try:
-        return Path(snapshot_download(source, allow_patterns=["*.json", "*.spm", "*.model", "*.safetensors", "*.bin",
-                                                                "*.md"]))
+        folder = Path(snapshot_download(source, allow_patterns=[*HUB_FILES, "*.safetensors"]))
+        if not any(folder.glob("*.safetensors")):  # published as pytorch_model.bin only: fetched where no other
+            folder = Path(snapshot_download(source, allow_patterns=[*HUB_FILES, "*.bin"]))
+        return folder
     except Exception as err:  # offline, unknown repository, gated model: one line either way
         raise HFImportError(f"{source}: the hub could not be reached or has no such model "
                            f"({type(err).__name__}); {fetch}") from None

@@ -156,28 +156,30 @@ class CausalLM(nn.Module):
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
         return x
 
-    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """`token_embeddings` plus the input positions, normed where the config says (``embedding_norm``); dropout
-        while training."""
-        x = self.token_embeddings(ids)
+    def embed(self, ids: Tensor, offset: int = 0, tokens: Tensor | None = None) -> Tensor:
+        """`token_embeddings` (or `tokens` in their place) plus the input positions, normed where the config says
+        (``embedding_norm``); dropout while training."""
+        x = self.token_embeddings(ids) if tokens is None else tokens
         if self.positions is not None:  # a table: nothing past its last row (RoPE and ALiBi run on)
             x = x + self.positions(ids.shape[1], offset)
         x = x if self.embedding_norm is None else normed(self.embedding_norm, x)
         return self.dropout(x) if self.training else x
 
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
-                head_mask: Tensor | None = None, last_logits: bool = False) -> CausalLMOutput:
+                head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
+                last_logits: bool = False) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
-        off); `last_logits`: the last position's logits alone (what a search step reads)."""
+        off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
+        gradients' path); `last_logits`: the last position's logits alone (what a search step reads)."""
         if need_weights not in (False, True, "maps"):
             raise ValueError(f"need_weights must be False, True or 'maps', got {need_weights!r}")
         maps_only, need_weights = need_weights == "maps", bool(need_weights)
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
-        x = self.embed(ids, offset)
+        x = self.embed(ids, offset, token_embeddings)
         position = local = None
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)

@@ -40,7 +40,7 @@ class Processors:
         """`scores` ``(rows, vocab)`` of the rows whose `sequences` (start token included) are `cur_len` long."""
         n = self.hf.no_repeat_ngram_size
         if n and cur_len >= n:
-            rows, tokens = _repeated_ngram_ends(sequences, n)
+            rows, tokens = repeated_ngram_ends(sequences, n)
             if rows:
                 index = (torch.tensor(rows, device=scores.device), torch.tensor(tokens, device=scores.device))
                 scores = scores.index_put(index, torch.tensor(float("-inf"), device=scores.device))
@@ -70,7 +70,7 @@ def _forced(scores: Tensor, token: int) -> Tensor:
     return out
 
 
-def _repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int], list[int]]:
+def repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int], list[int]]:
     """Per row, the tokens that would repeat an n-gram of the sequence (transformers' no_repeat_ngram_size)."""
     rows, tokens = [], []
     for r, seq in enumerate(sequences):
@@ -84,22 +84,26 @@ def _repeated_ngram_ends(sequences: list[list[int]], n: int) -> tuple[list[int],
 
 @torch.inference_mode()
 def transformers_search(model: Transformer, scorer: StepScorer | TableScorer, batch: int, hf: HFGeneration,
-                        beam: int, alpha: float, record: list[BeamStep] | None = None) -> list[Hypothesis]:
+                        beam: int, alpha: float, record: list[BeamStep] | None = None,
+                        eos_ids: list[int] | None = None, processors: Processors | None = None) -> list[Hypothesis]:
     """The best hypothesis of each of `batch` sources as transformers' ``generate`` finds it: greedy search for
     one beam, its beam search otherwise, with `hf`'s settings and `alpha` as its length_penalty; the logits come
     from `scorer` (`batch * beam` rows, see `viz_model.search.next_token`). `record` (one sentence) gets a `BeamStep`
     per
-    step. Called by `viz_model.search.decoding.beam_search`."""
+    step; `eos_ids`: the ids that end an output (default the config's ``eos_id``; a language model may have several);
+    `processors`: what edits each step's scores (default: `hf`'s `Processors`). Called by
+    `viz_model.search.decoding.beam_search`."""
     max_new = hf.max_new_tokens(model.config)
-    processors = Processors(hf, model, max_new, next(model.parameters()).device)
+    processors = processors or Processors(hf, model, max_new, next(model.parameters()).device)
+    ends = [model.config.eos_id] if eos_ids is None else list(eos_ids)
     if beam == 1:
-        return _greedy(model, scorer, batch, processors, max_new, alpha, record)
-    return _beam(model, scorer, batch, processors, max_new, beam, alpha, hf.early_stopping, record)
+        return _greedy(model, scorer, batch, processors, max_new, alpha, record, ends)
+    return _beam(model, scorer, batch, processors, max_new, beam, alpha, hf.early_stopping, record, ends)
 
 
 def _greedy(model: Transformer, scorer: StepScorer | TableScorer, batch: int, processors: Processors, max_new: int,
-            alpha: float, record: list[BeamStep] | None) -> list[Hypothesis]:
-    """transformers' greedy search: the arg-max of the processed logits until ``</s>`` or the limit."""
+            alpha: float, record: list[BeamStep] | None, ends: list[int]) -> list[Hypothesis]:
+    """transformers' greedy search: the arg-max of the processed logits until an id of `ends` or the limit."""
     cfg = model.config
     sequences = [[cfg.bos_id] for _ in range(batch)]
     log_probs = [0.0] * batch
@@ -115,7 +119,7 @@ def _greedy(model: Transformer, scorer: StepScorer | TableScorer, batch: int, pr
             before = log_probs[b]
             sequences[b].append(token)
             log_probs[b] += lp
-            done[b] = token == cfg.eos_id or step + 1 == max_new
+            done[b] = token in ends or step + 1 == max_new
             if record is not None:  # one row, one continuation a step
                 ended = done[b]
                 candidate = BeamCandidate(0, token, log_probs[b], log_probs[b] / (step + 1) ** alpha,
@@ -128,12 +132,15 @@ def _greedy(model: Transformer, scorer: StepScorer | TableScorer, batch: int, pr
 
 
 def _beam(model: Transformer, scorer: StepScorer | TableScorer, batch: int, processors: Processors, max_new: int,
-          beam: int, alpha: float, early_stopping: bool | str, record: list[BeamStep] | None) -> list[Hypothesis]:
-    """transformers' beam search (``_beam_search``), a batch of sentences at once."""
+          beam: int, alpha: float, early_stopping: bool | str, record: list[BeamStep] | None,
+          ends: list[int]) -> list[Hypothesis]:
+    """transformers' beam search (``_beam_search``), a batch of sentences at once; an output ends at an id of
+    `ends`."""
     cfg = model.config
     device = next(model.parameters()).device
     max_length = max_new + 1
-    keep = 2 * beam  # transformers: max(2, 1 + number of eos ids) * num_beams
+    keep = max(2, 1 + len(ends)) * beam  # as transformers: room for each end id beside a continuation
+    end_ids = torch.tensor(ends, dtype=torch.long, device=device)
     top_beams = torch.arange(keep, device=device) < beam
     running_scores = torch.zeros((batch, beam), dtype=torch.float, device=device)
     running_scores[:, 1:] = NEG
@@ -151,7 +158,7 @@ def _beam(model: Transformer, scorer: StepScorer | TableScorer, batch: int, proc
         log_probs = (log_probs.view(batch, beam, vocab) + running_scores[:, :, None]).reshape(batch, -1)
         top_log_probs, top_index = torch.topk(log_probs, k=keep)
         parents, tokens = top_index // vocab, top_index % vocab
-        hits = (tokens == cfg.eos_id) | (cur_len + 1 >= max_length)
+        hits = torch.isin(tokens, end_ids) | (cur_len + 1 >= max_length)
         # the best `beam` continuations that did not end go on
         previous_scores = running_scores
         running_log_probs = top_log_probs + hits.to(torch.float32) * NEG

@@ -14,7 +14,8 @@ from .tokenizer import TokenizerError
 from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
 
 RULES = "lm_tokenizer.json"
-RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling")
+RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling", "generation")
+OPTIONAL_RULES = {"generation": {}}  # what a model imported before the rule existed reads as
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 MAX_MESSAGES = 200
 NO_CHAT_TEMPLATE = "this model has no chat template (a base model): give it a prompt to continue instead"
@@ -25,7 +26,8 @@ class LMTokenizer(FolderFiles):
 
     :ivar rules: ``ids`` (the model's id table), ``eos`` (the ids that end a continuation), ``clean_up_spaces``,
         ``chat_template`` (the folder's Jinja chat template or None), ``special_tokens`` (the names the template
-        reads, such as ``bos_token``, and their text), ``sampling`` (the folder's generation config samples)
+        reads, such as ``bos_token``, and their text), ``sampling`` (the folder's generation config samples),
+        ``generation`` (the generation config's search settings `viz_model.search.causal.LMSearch` applies)
     :ivar eos_ids: the ids that end a continuation
     :ivar skipped: the special tokens' ids, left out of decoded text
     """
@@ -49,6 +51,8 @@ class LMTokenizer(FolderFiles):
         """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
         backend = read_backend(files, directory)
         rules = read_json(files[RULES], directory / RULES)
+        if isinstance(rules, dict):
+            rules = {**OPTIONAL_RULES, **rules}
         if not isinstance(rules, dict) or set(rules) != set(RULE_KEYS):
             raise TokenizerError(f"{directory / RULES}: expected the keys {', '.join(RULE_KEYS)}")
         return cls(backend, rules, files, str(directory))
