@@ -138,19 +138,32 @@ class LanguageModel:
         repetition penalty and n-gram ban applied): up to `max_new_tokens` ids, the end-of-text id that stopped it
         included; `head_mask` switches heads off."""
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
-        mask = self.layer_mask(head_mask)
+        return self._decoded(ids, max_new_tokens, False, self.layer_mask(head_mask))[0]
+
+    def _decoded(self, ids: list[int], max_new_tokens: int, record: bool, mask: torch.Tensor | None,
+                 forced: Sequence[int] | None = None) -> tuple[list[int], list[CausalLMOutput]]:
+        """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
+        call's output with its maps and every position's logits (the last new token run too: its maps and the
+        choice after it)."""
         new: list[int] = []
+        calls: list[CausalLMOutput] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
-        while len(new) < max_new_tokens:
-            out = self.network(step, cache=cache, head_mask=mask)
+        while record or len(new) < max_new_tokens:
+            out = self.network(step, need_weights="maps" if record else False, cache=cache, head_mask=mask,
+                               last_logits=not record)
             cache = out.cache
-            token = int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax())
+            if record:
+                calls.append(out)
+                if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
+                    break
+            token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None
+                     else int(forced[len(new)]))
             new.append(token)
-            if token in self.tokenizer.eos_ids:
+            if not record and token in self.tokenizer.eos_ids:
                 break
             step = torch.tensor([[token]], device=self.device)
-        return new
+        return new, calls
 
     def beam_ids(self, ids: list[int], beam: int, max_new_tokens: int = 20) -> list[int]:
         """The continuation of `ids` by transformers' beam search (``generate(num_beams=beam, do_sample=False)``, with
@@ -240,11 +253,14 @@ class LanguageModel:
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new = self.continue_ids(prompt_ids, max_new_tokens, head_mask) if forced_ids is None else list(forced_ids)
+        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids)
         decoded = time.perf_counter()
         ids = prompt_ids + new
-        out = self.forced_pass(ids, head_mask=head_mask, need_weights=True)
-        probabilities = torch.softmax(out.logits[0].float(), dim=-1)
+        attentions = recorded_maps(calls, len(ids))
+        probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
+        del calls
+        for rows in probabilities.split(64):  # softmax in place, 64 rows at a time: one (n, vocab) tensor in all
+            rows.copy_(torch.softmax(rows, dim=-1))
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)
         top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
@@ -262,7 +278,7 @@ class LanguageModel:
             source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
             source_words=[], target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens),
             output_ids=outputs, output_tokens=self.tokenizer.pieces(outputs), encoder_attentions=[],
-            decoder_attentions=[a[0].float().cpu().numpy() for a in out.attentions], cross_attentions=[],
+            decoder_attentions=attentions, cross_attentions=[],
             encoder_mask=np.zeros((0, 0), dtype=bool),
             decoder_mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
             cross_mask=np.zeros((n, 0), dtype=bool), source_positional=np.zeros((0, d), dtype=np.float32),
@@ -271,7 +287,7 @@ class LanguageModel:
             log_probability=log_probability,
             settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
                       "max_new_tokens": max_new_tokens,
-                      "prompt_length": len(prompt_ids), "kv_heads": out.records[0].kv_heads if out.records else None,
+                      "prompt_length": len(prompt_ids), "kv_heads": self.network.layers[0].self_attn.query_kv_heads(),
                       "windows": [self.network.window(i) for i in range(len(self.network.layers))]},
             config=self.config.to_dict(), model_name=self.name,
             device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
@@ -279,3 +295,20 @@ class LanguageModel:
                      "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
         return trace
+
+
+def recorded_maps(calls: list[CausalLMOutput], n: int) -> list[np.ndarray]:
+    """Per layer ``(heads, n, n)`` float32: the rows each cached call recorded (the prompt's, then one per new token)
+    one under the other, the keys after a row's own (never attended) zero. Each call's maps are let go once copied
+    (one call's: taken as they are, no copy)."""
+    if len(calls) == 1:
+        return [weights[0].float().cpu().numpy() for weights in calls[0].attentions]
+    maps = [np.zeros((weights.shape[1], n, n), dtype=np.float32) for weights in calls[0].attentions]
+    row = 0
+    for out in calls:
+        for layer, weights in zip(maps, out.attentions):
+            weights = weights[0]
+            layer[:, row:row + weights.shape[1], :weights.shape[2]] = weights.float().cpu().numpy()
+        row += out.logits.shape[1]
+        out.maps.clear()
+    return maps

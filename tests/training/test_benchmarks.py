@@ -69,3 +69,21 @@ def test_library_imports_finds_imports_inside_functions(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import os\ndef main():\n    from viz_model.hf.importer import import_marian\n")
     assert _library_imports(script) == [("viz_model.hf.importer", "import_marian")]
+
+
+@pytest.mark.slow
+def test_bench_lm_compares_identical_continuations_and_reports_ratios():
+    """Tiny GPT-2 and Qwen2 models (fp32, CPU): both systems' continuations equal, each ratio the medians' order,
+    the long prompt's time and peak memory on both sides."""
+    r = run_benchmark("bench_lm.py", "--quick", "--threads", "1")
+    assert r["quick"] and r["device"] == "cpu" and r["dtype"] == "fp32" and set(r["models"]) == {"gpt2-small",
+                                                                                                 "qwen2.5-0.5b"}
+    for found in r["models"].values():
+        assert found["continuations_identical"] and found["new_tokens"] >= 1 and found["prompt_tokens"] >= 30
+        for other in ("transformers_eager", "transformers_sdpa_generate"):
+            ratio = found[f"speedup_vs_{other}"]
+            assert ratio["min"] <= ratio["median"] <= ratio["max"]
+            assert ratio["median"] == pytest.approx(found[f"{other}_p50_ms"] / found["ours_p50_ms"], rel=0.02)
+        long = found["long_prompt"]
+        assert 40 <= long["tokens"] <= 48 and long["ours_p50_ms"] > 0 and long["transformers_forward_p50_ms"] > 0
+        assert long["ours_peak_added_mb"] is None or long["ours_peak_added_mb"] >= 0

@@ -81,8 +81,8 @@ def attention_scores(q: Tensor, k: Tensor, scale: bool | float = True, softcap: 
     """Q K^T, divided by sqrt(d_k) when `scale` is True (the paper's scaled dot product), by sqrt(`scale`) where it
     is a number (Gemma's query_pre_attn_scalar); then ``softcap * tanh(scores / softcap)`` where a cap is given."""
     scores = q @ k.transpose(-2, -1)
-    if scale is not False:
-        scores = scores / math.sqrt(q.shape[-1] if scale is True else scale)
+    if scale is not False:  # in place on the product's own tensor: one (.., len, keys) tensor, not two
+        scores = scores.div_(math.sqrt(q.shape[-1] if scale is True else scale))
     return scores if softcap is None else torch.tanh(scores / softcap) * softcap
 
 
@@ -94,7 +94,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax in float32, back in the scores' dtype; rows with every key masked become zeros."""
     weights = torch.softmax(masked.float(), dim=-1)
-    return (weights if mask is None else weights.nan_to_num(0.0)).to(masked.dtype)
+    if mask is not None:  # in place where no gradient needs the softmax's output
+        weights = weights.nan_to_num(0.0) if weights.requires_grad else weights.nan_to_num_(0.0)
+    return weights.to(masked.dtype)
 
 
 @dataclass
@@ -269,6 +271,10 @@ class MultiHeadAttention(nn.Module):
         group = self.heads // self.kv_heads
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
+    def query_kv_heads(self) -> list[int] | None:
+        """Per query head, the key/value head it reads; None where every query head has its own."""
+        return None if self.kv_heads == self.heads else [h // (self.heads // self.kv_heads) for h in range(self.heads)]
+
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
         batch, _, length, _ = x.shape
@@ -319,8 +325,7 @@ class MultiHeadAttention(nn.Module):
                 record.position_bias = record.scores - attention_scores(
                     _unrotated(q, position.rotation), _unrotated(key, position.key_rotation), self.scale,
                     self.softcap)
-            if self.kv_heads != self.heads:
-                record.kv_heads = [h // (self.heads // self.kv_heads) for h in range(self.heads)]
+            record.kv_heads = self.query_kv_heads()
             record = record if need_weights else None
         else:
             out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)

@@ -50,17 +50,19 @@ class CausalLMOutput:
     :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``)
     :ivar cache: per layer, the keys and values so far (what the next call continues from)
     :ivar mask: the self-attention mask of the last layer, True = may attend (None: every key visible)
+    :ivar maps: per layer, the attention weights alone (with ``need_weights="maps"``: no records kept)
     """
 
     logits: Tensor
     records: list[AttentionRecord] = field(default_factory=list)
     cache: list[KVCache] = field(default_factory=list)
     mask: Tensor | None = None
+    maps: list[Tensor] = field(default_factory=list)
 
     @property
     def attentions(self) -> list[Tensor]:
         """Per layer ``(batch, heads, len, keys)``."""
-        return [record.weights for record in self.records]
+        return [record.weights for record in self.records] or self.maps
 
 
 def window_mask(length: int, offset: int, window: int | None, device: torch.device) -> Tensor:
@@ -163,11 +165,17 @@ class CausalLM(nn.Module):
         x = x if self.embedding_norm is None else normed(self.embedding_norm, x)
         return self.dropout(x) if self.training else x
 
-    def forward(self, ids: Tensor, need_weights: bool = False, cache: list[KVCache] | None = None,
-                head_mask: Tensor | None = None, token_embeddings: Tensor | None = None) -> CausalLMOutput:
+    def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
+                head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
+                last_logits: bool = False) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
-        `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it off); `token_embeddings`
-        ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated gradients' path)."""
+        `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
+        positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
+        off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
+        gradients' path); `last_logits`: the last position's logits alone (what a search step reads)."""
+        if need_weights not in (False, True, "maps"):
+            raise ValueError(f"need_weights must be False, True or 'maps', got {need_weights!r}")
+        maps_only, need_weights = need_weights == "maps", bool(need_weights)
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
@@ -176,8 +184,9 @@ class CausalLM(nn.Module):
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
             keys = where if not cache else torch.cat([cache[0].positions, where], dim=1)
-            position = self.scheme.score_position(where, keys, need_weights)
-            local = None if self.local_scheme is None else self.local_scheme.score_position(where, keys, need_weights)
+            parts = need_weights and not maps_only  # a record's positional part
+            position = self.scheme.score_position(where, keys, parts)
+            local = None if self.local_scheme is None else self.local_scheme.score_position(where, keys, parts)
         out = CausalLMOutput(x)
         masks: dict[int | None, Tensor | None] = {}
         for i, layer in enumerate(self.layers):
@@ -190,9 +199,10 @@ class CausalLM(nn.Module):
                                   None if head_mask is None else head_mask[i])
             out.cache.append(kv)
             if record is not None:
-                out.records.append(record)
+                out.maps.append(record.weights) if maps_only else out.records.append(record)
+            record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
-        out.logits = self.logits(normed(self.final_norm, x))
+        out.logits = self.logits(normed(self.final_norm, x[:, -1:] if last_logits else x))
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:

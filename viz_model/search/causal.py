@@ -75,7 +75,7 @@ class CausalScorer:
     def __init__(self, network: CausalLM, prompt: list[int], rows: int) -> None:
         self.network = network
         device = next(network.parameters()).device
-        out = network(torch.tensor([prompt] * rows, device=device))
+        out = network(torch.tensor([prompt] * rows, device=device), last_logits=True)
         self.cache: list[KVCache] = out.cache
         self.logits: Tensor = out.logits[:, -1].float()
         self.pending: Tensor | None = None
@@ -83,7 +83,7 @@ class CausalScorer:
     def scores(self, live: list[bool] | None = None) -> Tensor:
         """``(rows, vocab)`` float32 logits of each row's next token."""
         if self.pending is not None:
-            out = self.network(self.pending, cache=self.cache)
+            out = self.network(self.pending, cache=self.cache, last_logits=True)
             self.cache, self.logits, self.pending = out.cache, out.logits[:, -1].float(), None
         return self.logits
 
