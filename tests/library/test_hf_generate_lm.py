@@ -15,8 +15,8 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from support.hf import WORDS_EN, import_folder, word_for_word  # noqa: E402
-from support.hf_lm import CONFIGS, build_lm_folder  # noqa: E402
+from support.hf import WORDS_EN, word_for_word  # noqa: E402
+from support.hf_lm import CONFIGS, build_lm_folder, import_lm  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def fitted(request, tmp_path_factory):
     fit_lm(model, tokenizer, config.eos_token_id, steps=300, lr=RATE.get(name, 1e-2))
     model.save_pretrained(folder)
     model = model_class.from_pretrained(folder, attn_implementation="eager").eval()
-    return model, tokenizer, import_folder(folder, tmp_path_factory, folder.name)
+    return model, tokenizer, import_lm(folder, tmp_path_factory.mktemp("assets"))
 
 
 def generated(model, tokenizer, prompt: str, eos: list[int], **settings) -> tuple[list[int], list[int]]:
