@@ -39,7 +39,8 @@ def repo_label(path: str | Path) -> str:
 
 
 def machine() -> dict:
-    """What a result was measured on: CPU model, cores, vector ISA, UTC date, torch and Python versions, load."""
+    """What a result was measured on: CPU model, cores, vector ISA, UTC date, torch and Python versions, load, and the
+    GPU torch sees, if any."""
     name, flags = "unknown", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -50,14 +51,17 @@ def machine() -> dict:
                 flags = set(value.split())
     except OSError:
         name = platform.processor() or "unknown"
+    gpu = None
     try:
         import torch
         torch_version = torch.__version__
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
     except ImportError:
         torch_version = None
     return {"cpu": name, "cores": os.cpu_count(), "isa": [label for flag, label in ISA_FLAGS if flag in flags],
             "date": datetime.datetime.now(datetime.UTC).date().isoformat(), "torch": torch_version,
-            "python": platform.python_version(), "load_average": load_average()}
+            "python": platform.python_version(), "load_average": load_average()} | ({"gpu": gpu} if gpu else {})
 
 
 def describe_machine(record: dict | str) -> str:
@@ -65,8 +69,8 @@ def describe_machine(record: dict | str) -> str:
     if isinstance(record, str):  # results written before the record existed
         return record
     isa = [x for x in record.get("isa", []) if x not in ("AVX2", "AVX512-VNNI")] or record.get("isa", [])
-    return (f"{record['cores']}-core {record['cpu']}" + (f" ({', '.join(isa)})" if isa else "")
-            + f", {record['date']}")
+    host = f"{record['cores']}-core {record['cpu']}" + (f" ({', '.join(isa)})" if isa else "")
+    return (f"{record['gpu']} beside a {host}" if record.get("gpu") else host) + f", {record['date']}"
 
 
 def load_average() -> float | None:
