@@ -10,9 +10,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = sorted((REPO / "benchmarks" / "results").glob("*.json"))
-# Files written before the record that still await a re-run of their script, each with the reason. A file listed
-# here that has its record fails too: take it off the list once it is re-run.
-AWAITING_RERUN: dict[str, str] = {}
 
 
 def machine_problems(data: object) -> list[str]:
@@ -39,9 +36,6 @@ def test_there_are_results_files():
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
 def test_each_results_file_names_its_machine_torch_and_date(path):
     problems = machine_problems(json.loads(path.read_text(encoding="utf-8")))
-    if path.name in AWAITING_RERUN:
-        assert problems, f"{path.name} has its machine record now: take it off AWAITING_RERUN"
-        pytest.skip(f"{path.name} awaits a re-run: {AWAITING_RERUN[path.name]}")
     assert not problems, f"{path.name}: " + "; ".join(problems) + " (re-run its script: bench_common.write_results)"
 
 
