@@ -367,12 +367,6 @@ def check_assets(assets: Path | None, model: str | None) -> str:
     return str(root)
 
 
-def assets_name(root: Path) -> str:
-    """The assets folder as a results file names it: from the repository root, or by its own name (never a path
-    of the machine it ran on)."""
-    return str(root.relative_to(REPO)) if root.is_relative_to(REPO) else f"a folder named {root.name}"
-
-
 # --- the browser -------------------------------------------------------------------------------------------------
 class Browser:
     """Headless Chromium through Playwright; fresh contexts carry the page probes and count off-host requests."""
@@ -756,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             log_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_app-"))) / "streamlit.log"
         try:
-            result["assets"] = assets_name(Path(check_assets(args.model_assets, args.model)))
+            result["assets"] = check_assets(args.model_assets, args.model)
             run_benchmark(args, result, log_path)
         except (BenchError, PlaywrightError) as err:  # the server and the browser are stopped by now
             log = f"\n--- server log (tail) ---\n{_tail(log_path)}" if log_path.is_file() else ""
