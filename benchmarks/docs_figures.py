@@ -3,10 +3,13 @@
 
 A measured figure carries a marker right after its number, invisible on GitHub and in the site:
 ``189<!-- fig bench_peers.json ours_transformers_fp32.p50_ms .0f --> ms``. The marker names a results file
-(a bare name is in ``benchmarks/results/``, else a path from the repository root), a key path in it (keys joined by
-``.``; quote a path with spaces) and a format spec (Python's, plus ``x100`` or ``/1000`` to scale first). A figure
-without a unit-like word after it needs no marker; one that looks measured (``12 s``, ``3.1x``, ``41.8 BLEU``)
-needs a marker or an entry in ``NOT_MEASURED`` (limits, settings, targets).
+(a bare name is in ``benchmarks/results/``, or for a model card in its own model directory; else a path from the
+repository root), a key path in it (keys joined by ``.``; quote a path with spaces; ``*`` takes every record of a
+list, as of a ``.jsonl`` log, that has the rest of the path) and a format spec (Python's, after ``x100`` or ``/1000``
+to scale and ``max`` or ``median`` to reduce a list). A figure without a unit-like word after it needs no marker; one
+that looks measured (``12 s``, ``3.1x``, ``41.8 BLEU``) needs a marker or an entry in ``NOT_MEASURED`` (limits,
+settings, targets). The model cards under ``assets/`` (what the explorer's "Model card" shows) are checked as the
+docs are.
 
 A machine is named between two markers: ``<!-- machine FILE -->2-core AMD EPYC (AVX-512), 2026-11-26<!-- /machine -->``.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,17 +39,20 @@ MEASURED = re.compile(rf"{TARGET}(?<![\w.<>=-])(\d[\d,]*(?:\.\d+)?)(?:-\d[\d,]*(
 # Figures that look measured but are settings, limits, targets or facts of the code, by page.
 NOT_MEASURED: dict[str, tuple[str, ...]] = {
     "README.md": ("one Translate every 30 s", "p50 under 1 s"),
-    "docs/attributions.md": ("within 1%", "(default 1%)", "under 1% (worst"),
+    "docs/attributions.md": ("within 1%", "(default 1%)", "under 1% (at most"),
     "docs/benchmarks.md": ("within 1%", "p50 < 1 s", "per 30 s", "misses 150 ms", "Under 150 ms", "misses 3 s",
                            "Below 3 s", "99% held-out accuracy", "99% after", "30 s for both runs"),
-    "docs/deploy.md": ("10 s (", "raised 1.4x", "under 1 s", "within 1.4x", "every 30 s", "x 30 s", "400 MB per",
-                       "about 1 GB", "2 GB at"),
+    "docs/deploy.md": ("10 s (", "raised 1.4x", "under 1 s", "within 1.4x", "rate, 1.4x higher", "every 30 s", "x 30 s",
+                       "400 MB per", "about 1 GB", "2 GB at"),
     "docs/explorer.md": ("a 5-60 s budget",),
     "docs/models.md": ("beam 4 BLEU", "under 50% (20%)"),
     "docs/pretrained.md": ("weights (2.46 GB)",),  # the published checkpoint's size
     # sizes computed from the arrays' shapes, and the fuzzer's settings
     "docs/reliability.md": ("(400 MB", "~0.17 MB", "~25 MB", "~150 MB", "5 s deadline"),
     "docs/troubleshooting.md": ("bounded at 400 MB",),  # TRACE_CACHE_BYTES
+    # the weights' file size (parameters x 2 bytes), the warm-up's share of the steps, the project's target
+    "assets/multi30k-en-de/MODEL_CARD.md": ("(15 MB;", "the 40 BLEU the"),
+    "assets/multi30k-en-de-epoch13/MODEL_CARD.md": ("(15 MB;", "(about 14% of the 3,660-step budget)"),
 }
 
 
@@ -61,14 +68,35 @@ class Problem:
 
 
 def pages() -> list[Path]:
-    """README.md and every docs page but the generated API reference."""
-    return [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "reference.md")]
+    """README.md, every docs page but the generated API reference, and every shipped model's card."""
+    return [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "reference.md"),
+            *cards()]
+
+
+def cards() -> list[Path]:
+    """The shipped models' cards: the explorer's "Model card" shows them and the wheel carries one."""
+    return sorted((REPO / "assets").glob("*/MODEL_CARD.md"))
+
+
+def base_of(page: Path) -> Path:
+    """Where a page's bare file names are: a model card's own directory, else ``benchmarks/results/``."""
+    return page.parent if page.name == "MODEL_CARD.md" else RESULTS
 
 
 def lookup(data: object, path: str) -> object:
     """`data` at a dotted key path; a key that itself holds dots is matched whole (longest first)."""
     parts = path.split(".")
     while parts:
+        if parts[0] == "*" and isinstance(data, list):
+            found = []
+            for item in data:
+                try:
+                    found.append(lookup(item, ".".join(parts[1:])) if parts[1:] else item)
+                except KeyError:
+                    continue
+            if not found:
+                raise KeyError(f"no record has {'.'.join(parts[1:])!r} (at {path!r})")
+            return found
         for n in range(len(parts), 0, -1):
             key = ".".join(parts[:n])
             if isinstance(data, dict) and key in data:
@@ -82,37 +110,54 @@ def lookup(data: object, path: str) -> object:
     return data
 
 
-def load(name: str) -> object:
-    path = RESULTS / name if "/" not in name else REPO / name
-    return json.loads(path.read_text(encoding="utf-8"))
+def file_path(name: str, base: Path | None = None) -> Path:
+    """A marker's file: a bare name in `base` (default ``benchmarks/results/``), else a path from the repository
+    root."""
+    return (RESULTS if base is None else base) / name if "/" not in name else REPO / name
 
 
-def render(value: float, spec: str) -> str:
-    """`value` formatted by `spec`: a format spec, optionally first scaled (``x100 .1f``, ``/1000 .2f``)."""
+def load(name: str, base: Path | None = None) -> object:
+    """A results file's data; a ``.jsonl`` file (a run's log) is the list of its records."""
+    text = file_path(name, base).read_text(encoding="utf-8")
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
+
+
+REDUCERS = {"max": max, "min": min, "median": statistics.median}
+
+
+def render(value: float | list[float], spec: str) -> str:
+    """`value` formatted by `spec`: a format spec, optionally first reduced (``max``, ``median``: a list to one
+    number) and scaled (``x100 .1f``, ``/1000 .2f``)."""
     for part in spec.split()[:-1]:
-        value = value * float(part[1:]) if part.startswith("x") else value / float(part[1:])
+        if part in REDUCERS:
+            value = REDUCERS[part](value)
+        else:
+            value = value * float(part[1:]) if part.startswith("x") else value / float(part[1:])
     return format(value, spec.split()[-1])
 
 
-def expected(marker: str) -> str:
-    """What a marker's figure must read: FILE PATH [SCALE] SPEC."""
+def expected(marker: str, base: Path | None = None) -> str:
+    """What a marker's figure must read: FILE PATH [REDUCER] [SCALE] SPEC."""
     file, path, *spec = shlex.split(marker)
-    value = lookup(load(file), path)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    value = lookup(load(file, base), path)
+    numbers = value if isinstance(value, list) and spec and spec[0] in REDUCERS else [value]
+    if not numbers or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in numbers):
         raise ValueError(f"{file} {path} is {value!r}, not a number")
     return render(value, " ".join(spec) or "g")
 
 
-def machine_text(name: str) -> str:
+def machine_text(name: str, base: Path | None = None) -> str:
     """The machine a results file was measured on, in words; for files older than the record, what they recorded
     and the date the file was committed."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_common import describe_machine
 
-    record = load(name).get("machine")
+    record = load(name, base).get("machine")
     if isinstance(record, dict):
         return describe_machine(record)
-    path = RESULTS / name if "/" not in name else REPO / name
+    path = file_path(name, base)
     try:
         git = ["git", "-C", str(REPO)]
         shallow = subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True,
@@ -130,12 +175,12 @@ def undated(text: str) -> str:
     return text.endswith((", file of unknown", ", file of not committed")) or text.endswith(SHALLOW)
 
 
-def check_machines(text: str, page: str) -> list[Problem]:
+def check_machines(text: str, page: str, base: Path | None = None) -> list[Problem]:
     problems = []
     for match in MACHINE.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         try:
-            want = machine_text(match.group(1))
+            want = machine_text(match.group(1), base)
         except (OSError, ValueError) as err:
             problems.append(Problem(page, line, match.group(0), f"cannot read the file: {err}"))
             continue
@@ -145,30 +190,30 @@ def check_machines(text: str, page: str) -> list[Problem]:
     return problems
 
 
-def fix(text: str) -> str:
+def fix(text: str, base: Path | None = None) -> str:
     """`text` with every marked figure and machine rewritten from its results file."""
     def figure(match: re.Match) -> str:
         try:
-            return expected(match.group(2)) + match.group(0)[len(match.group(1)):]
+            return expected(match.group(2), base) + match.group(0)[len(match.group(1)):]
         except (OSError, KeyError, ValueError, IndexError):
             return match.group(0)  # left for the check to report
 
     def machine(match: re.Match) -> str:
         try:
-            return f"<!-- machine {match.group(1)} -->{machine_text(match.group(1))}<!-- /machine -->"
+            return f"<!-- machine {match.group(1)} -->{machine_text(match.group(1), base)}<!-- /machine -->"
         except (OSError, ValueError):
             return match.group(0)
 
     return MACHINE.sub(machine, MARKER.sub(figure, text))
 
 
-def check_markers(text: str, page: str) -> list[Problem]:
+def check_markers(text: str, page: str, base: Path | None = None) -> list[Problem]:
     text = without_code(text)
-    problems = check_machines(text, page)
+    problems = check_machines(text, page, base)
     for match in MARKER.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         try:
-            want = expected(match.group(2))
+            want = expected(match.group(2), base)
         except (OSError, KeyError, ValueError, IndexError) as err:
             problems.append(Problem(page, line, match.group(0), f"cannot read the figure: {err}"))
             continue
@@ -209,7 +254,7 @@ def problems() -> list[Problem]:
     found = []
     for path in pages():
         text, page = path.read_text(encoding="utf-8"), str(path.relative_to(REPO))
-        found += check_markers(text, page) + unmarked(text, page)
+        found += check_markers(text, page, base_of(path)) + unmarked(text, page)
     return found
 
 
@@ -217,8 +262,8 @@ def main() -> int:
     if "--fix" in sys.argv:
         for path in pages():
             text = path.read_text(encoding="utf-8")
-            if fix(text) != text:
-                path.write_text(fix(text), encoding="utf-8")
+            if fix(text, base_of(path)) != text:
+                path.write_text(fix(text, base_of(path)), encoding="utf-8")
                 print(f"rewrote the figures of {path.relative_to(REPO)}")
     found = problems()
     for problem in found:

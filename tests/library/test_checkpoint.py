@@ -10,6 +10,7 @@ import pickle
 import random
 import resource
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,11 +30,14 @@ from viz_model.modeldir.checkpoint import (
     atomic_write_bytes,
     load_model_dir,
     load_weights,
+    read_card,
     save_model_dir,
     state_dict_for_saving,
 )
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import Tokenizer, TokenizerError, train_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -429,3 +433,19 @@ def test_a_bad_value_is_found_in_any_block_of_the_read(tiny_model, tmp_path, mon
     with pytest.raises(CheckpointError, match=f"{name} contains NaN or infinite values"):
         checkpoint.load_weights(network, path)
     assert all(torch.equal(before[k], v) for k, v in network.state_dict().items())
+
+
+def test_a_cards_figure_markers_are_not_read_as_its_text(tmp_path):
+    """The markers naming each figure's file (for the figure check) stay in the file, not in what a reader sees."""
+    (tmp_path / CARD).write_text("wall time 2.50<!-- fig training_log.jsonl *.wall_time max /3600 .2f --> h on "
+                                 "<!-- machine bench_trace_mixed.json -->2-core X, 2026-11-26<!-- /machine -->.\n"
+                                 "<!-- a comment the author wrote -->\n")
+    assert read_card(tmp_path) == "wall time 2.50 h on 2-core X, 2026-11-26.\n<!-- a comment the author wrote -->\n"
+
+
+def test_the_shipped_cards_carry_markers_and_read_without_them():
+    shipped = sorted(p.parent for p in (REPO / "assets").glob("*/MODEL_CARD.md"))
+    assert shipped
+    for directory in shipped:
+        assert "<!-- fig " in (directory / CARD).read_text(), directory.name
+        assert "<!-- fig " not in read_card(directory) and read_card(directory).startswith("# Model card")

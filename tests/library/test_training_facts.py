@@ -132,3 +132,29 @@ def test_no_page_reads_the_card_for_facts():
     for path in (REPO / "app").rglob("*.py"):
         text = path.read_text()
         assert not re.search(r"re\.\w+\([^)]*card", text), f"{path} searches the model card"
+
+
+def test_an_exported_card_names_the_file_of_each_figure(finished_run, tmp_path):
+    """The card export writes passes the figure check against its own directory's files (as the shipped cards
+    are checked), and names no host."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import docs_figures
+
+    from viz_model.train.card import paper_section
+
+    model_dir = finished_run / "model"
+    card = (model_dir / "MODEL_CARD.md").read_text()
+    assert "<!-- fig training_log.jsonl *.wall_time max /3600 .2f --> h" in card
+    assert "<!-- fig training_log.jsonl *.tokens_per_s median ,.0f --> target tokens/s" in card
+    assert "host" not in card
+    problems = docs_figures.check_markers(card, "MODEL_CARD.md", model_dir) + docs_figures.unmarked(card, "card")
+    assert not problems, "\n".join(map(str, problems))
+    results = {"wmt:newstest2014/beam1": {"bleu": 4.01}, "wmt:newstest2014/beam4": {"bleu": 4.4}}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    cfg = TrainConfig.from_dict(json.loads((finished_run / "config.json").read_text()))
+    section = "\n".join(paper_section(cfg, results, {"train_pairs": 1000}))
+    assert "**4.40<!-- fig results.json wmt:newstest2014/beam4.bleu .2f --> BLEU**" in section
+    assert docs_figures.check_markers(section, "MODEL_CARD.md", tmp_path) == []
+    assert docs_figures.unmarked(section, "card") == []

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,8 @@ MAX_FILE_BYTES = {WEIGHTS: MAX_WEIGHTS_BYTES, CONFIG: MAX_CONFIG_BYTES, TOKENIZE
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 SAFETENSORS_DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64}
 WEIGHTS_DIGEST, TOKENIZER_DIGEST, CONFIG_DIGEST = "weights_sha256", "tokenizer_sha256", "config_sha256"
+# The markers that name each measured figure's file for the figure check (benchmarks/docs_figures.py): not for readers
+FIGURE_MARKER = re.compile(r"<!-- (?:fig [^\n]+?|machine \S+|/machine) -->")
 
 
 class CheckpointError(ValueError):
@@ -334,10 +337,11 @@ def is_decoder_only(directory: str | Path) -> bool:
 
 
 def read_card(directory: Path) -> str:
-    """The model card's text ("" when there is none), read under the same checks as every model file."""
+    """The model card's text ("" when there is none), read under the same checks as every model file, without the
+    figure check's markers."""
     if not (directory / CARD).is_file():
         return ""
-    return model_file(directory, CARD).read_text(encoding="utf-8", errors="replace")
+    return FIGURE_MARKER.sub("", model_file(directory, CARD).read_text(encoding="utf-8", errors="replace"))
 
 
 def load_tokenizer(directory: Path) -> tuple[Tokenizer | PretrainedTokenizer, dict[str, Path]]:

@@ -1,8 +1,12 @@
 """The model card: what a model is, how it was trained and how well it translates (a language model: how well it
-predicts its held-out lines), written from the run's log."""
+predicts its held-out lines), written from the run's log.
+
+Each measured figure carries the marker ``benchmarks/docs_figures.py`` checks (``<!-- fig FILE KEY FORMAT -->``, a
+file of the model directory): the card of a shipped model is checked against its files as the docs are."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,18 @@ from ..modeldir.training_facts import TrainingFacts
 PAPER_BLEU = {"newstest2014": (27.3, "the paper's base Transformer (Vaswani et al., 2017), beam 4, after training on "
                                      "4.5M WMT14 English-German sentence pairs")}
 PAPER_TRAIN_PAIRS = 4_500_000
+
+
+def figure(value: float, file: str, key: str, spec: str) -> str:
+    """`value` as the card prints it (`spec`: a reducer and a scale, then a format spec), followed by the marker
+    that names the model directory's `file` and `key` it was read from."""
+    return f"{format(value, spec.split()[-1])}<!-- fig {file} {key} {spec} -->"
+
+
+def bleu_figure(results: dict[str, dict[str, float]], key: str) -> str:
+    """The BLEU of results.json's `key` ("set/beamN") with its marker, "-" where it was not scored."""
+    value = results.get(key, {}).get("bleu")
+    return "-" if value is None else figure(value, "results.json", f"{key}.bleu", ".2f")
 
 
 def split_of(name: str) -> str:
@@ -74,7 +90,7 @@ def paper_section(cfg: TrainConfig, results: dict[str, dict[str, float]], start:
         if split_of(name) not in PAPER_BLEU:
             continue
         bleu, source = PAPER_BLEU[split_of(name)]
-        ours = {beam: results.get(f"{name}/beam{beam}", {}).get("bleu", "-") for beam in (1, 4)}
+        ours = {beam: bleu_figure(results, f"{name}/beam{beam}") for beam in (1, 4)}
         lines += ["## Compared with the paper",
                   f"{split_of(name)}: **{ours[4]} BLEU** with beam 4 ({ours[1]} greedy), against **{bleu}** for "
                   f"{source}.",
@@ -148,11 +164,11 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
     `facts` (the data the app reads), in words."""
     m = cfg.model
     start = next((e for e in events if e.get("event") == "start"), {})
-    vals = [e for e in events if e.get("event") == "val"]
-    trains = [e for e in events if e.get("event") == "train"]
-    wall = max((e.get("wall_time", 0) for e in trains + vals), default=0)
-    speed = sorted(e["tokens_per_s"] for e in trains if "tokens_per_s" in e)
-    median_speed = speed[len(speed) // 2] if speed else 0
+    walls = [e["wall_time"] for e in events if isinstance(e.get("wall_time"), (int, float))]
+    speeds = [e["tokens_per_s"] for e in events if isinstance(e.get("tokens_per_s"), (int, float))]
+    wall = figure(max(walls) / 3600, "training_log.jsonl", "*.wall_time", "max /3600 .2f") if walls else "?"
+    speed = (figure(statistics.median(speeds), "training_log.jsonl", "*.tokens_per_s", "median ,.0f")
+             if speeds else "?")
     lines = [
         f"# Model card: {name}",
         "",
@@ -176,8 +192,8 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
         + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
            f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
-        f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads, host {start.get('host', '?')}), "
-        f"wall time {wall / 3600:.2f} h, median {median_speed:,.0f} target tokens/s{facts.precision_note()}",
+        f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads), wall time {wall} h, median "
+        f"{speed} target tokens/s{facts.precision_note()}",
         "",
         *quality_lines(cfg, results),
         "",
