@@ -46,7 +46,12 @@ SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
 LANGUAGE_MODEL_PAGES = ("explore", "watch")  # the pages that run with a language model open (Watch needs no model)
-LANGUAGE_MODEL_TITLES = {PAGES[key].title for key in LANGUAGE_MODEL_PAGES}
+
+
+def opens_with_language_model(page: st.Page) -> bool:
+    """Whether `page` runs with a language model open (titles are read only here: they need Streamlit's runtime)."""
+    return page.title in {PAGES[key].title for key in LANGUAGE_MODEL_PAGES}
+
 
 models = sessions.model_names()
 if not models:
@@ -59,7 +64,7 @@ else:
     state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
         with sessions.serving(session):  # the page gets this run's session from require_session
-            if session is not None and session.is_language_model and page.title not in LANGUAGE_MODEL_TITLES:
+            if session is not None and session.is_language_model and not opens_with_language_model(page):
                 widgets.translation_only(page.title)
             else:
                 page.run()
