@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.link_values import number, number_text, one_of, url_number, whole_number
+from app.link_values import number, number_text, one_line, one_of, url_number, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM
@@ -15,6 +15,7 @@ from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
+LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model prompted to translate
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
 
 
@@ -45,6 +46,10 @@ class ExploreSettings(PageSettings):
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
     new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
         "new_tokens", whole_number(1, MAX_LM_NEW_TOKENS), omit_default=True))  # a language model's continuation
+    chat: Setting[bool] = Setting("lm_chat", False, Link("chat", one_of([True, False]), lambda v: str(bool(v)),
+                                                         omit_default=True))  # through the chat template
+    system: Setting[str] = Setting("lm_system", "", Link("system", one_line(500, "a system message"),
+                                                         omit_default=True))  # the chat's system message
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class MasksSettings(PageSettings):
     layer: Setting[int] = Setting("m_layer", 1)
     head: Setting[int] = Setting("m_head", 1)
     row: Setting[int] = Setting("m_row", 0)  # by default the padded one
+    padding_side: Setting[str | None] = Setting("m_pad_side", None)  # a language model's batch: by default its own
 
 
 # --- Analyze -----------------------------------------------------------------------------------------------------
@@ -117,6 +123,11 @@ class CompareSettings(PageSettings):
     other: Setting[str] = Setting("cmp_other", "")
     other_for: Setting[str | None] = Setting("cmp_other_for", None)
     model: Setting[str] = Setting("cmp_model", "")
+    source: Setting[str | None] = Setting("cmp_source", None)  # a language model beside a translator: the text
+    template: Setting[str] = Setting("cmp_template", LM_TRANSLATE_PROMPT)  # how the language model is asked
+    translator: Setting[str] = Setting("cmp_translator", "")
+    lm_layer: Setting[int] = Setting("cmp_lm_layer", 1)
+    lm_head: Setting[int | str] = Setting("cmp_lm_head", "mean")
 
 
 # --- Learn -------------------------------------------------------------------------------------------------------

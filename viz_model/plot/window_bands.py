@@ -12,7 +12,7 @@ WINDOW_COLOR = "#9467bd"  # the window's edge on every map
 
 def windows(trace: AttentionTrace) -> list[int | None]:
     """Each layer's sliding window (None: the layer sees every earlier token), the trace's record."""
-    recorded = trace.settings.get("windows") or []
+    recorded = trace.settings.get("windows") or [None] * trace.num_layers["decoder"]
     return [None if w is None else int(w) for w in recorded]
 
 
