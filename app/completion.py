@@ -65,15 +65,19 @@ def current_completion(session: Session) -> AttentionTrace | None:
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")
         return None
-    new_tokens = int(EXPLORE.new_tokens.get())
-    chat = chat_messages(prompt) if EXPLORE.chat.get() else None
+    return completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
+
+
+def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:
+    """The cached trace of `prompt` (text, or chat messages) and its continuation, or None after one line saying why
+    there is none (the library's warnings said once each)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # the library's checks, before the cached trace
             warnings.simplefilter("always")
-            session.model.encode(prompt if chat is None else chat, new_tokens)
+            session.model.encode(prompt, new_tokens)
             with st.spinner("Completing…"):
-                trace = (session.completion(prompt, new_tokens) if chat is None
-                         else chat_completion(session, chat, new_tokens))
+                trace = (session.completion(prompt, new_tokens) if isinstance(prompt, str)
+                         else chat_completion(session, prompt, new_tokens))
     except TemplateError as err:  # the template's own refusal (such as "system role not supported")
         st.error(f"The model's chat template fails on this message: {err}. Turn chat off or change the message.")
         return None

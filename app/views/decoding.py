@@ -1,9 +1,10 @@
 """Decoding step by step: scrub through the output of the user's sentence (tokens so far, top-k, cross-attention of
-every head, the growing causal mask), then the beam search tree and greedy vs beam."""
+every head, the growing causal mask), then the beam search tree and greedy vs beam (a language model's:
+`lm_decoding`)."""
 
 import streamlit as st
 
-from app import sessions, state, texts, tracing, widgets
+from app import lm_decoding, sessions, state, texts, tracing, widgets
 from app.page_settings import DECODING as own
 from app.shared_settings import SHARED
 from viz_model.api import MAX_BEAM
@@ -12,6 +13,9 @@ from viz_model.search.decoding import BeamTree
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_decoding.page(session)
+    st.stop()
 
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
