@@ -60,10 +60,13 @@ def continuation_map(trace: AttentionTrace, layer: int, head: trace_figures.Head
                                       head, "piece", "continuation (row t reads token t, predicts t + 1)")
 
 
-def map_column(title: str, text: str, amap: trace_figures.AttentionMap, name: str, key: str) -> None:
-    """One side of the comparison: the output, then its map."""
+def map_column(title: str, text: str, amap: trace_figures.AttentionMap, name: str, key: str,
+               heading: str | None = None) -> None:
+    """One side of the comparison: the output, then its map (`heading`: its title in place of the map's own)."""
     widgets.show_text(title, text)
     fig = analysis_figures.column_heatmap(amap)
+    if heading is not None:
+        fig.update_layout(title=dict(text=trace_figures.escape(heading)))
     widgets.chart(fig, name, key=f"{key}_chart")
     widgets.exports(fig, name, key, csv=lambda: trace_figures.map_dataframe(amap))
 
@@ -99,7 +102,7 @@ def page(session: Session) -> None:
     own.source.init(texts.EXAMPLES[0])
     own.template.init()
     state.bound(st.text_input, "Text to translate", own.source)
-    state.bound(st.text_input, "The language model's prompt ({src} stands for the text)", own.template,
+    state.bound(st.text_area, "The language model's prompt ({src} stands for the text)", own.template, height=68,
                 help="A base model continues text: a prompt that ends where the translation starts asks it to "
                      "translate.")
     state.clamp_choice(own.translator, names, names[0], "Translation model")
@@ -132,7 +135,9 @@ def page(session: Session) -> None:
     with right:
         lm_layer, lm_head = layer_and_head(completed, "decoder", own.lm_layer, own.lm_head, "Language model")
         amap = continuation_map(completed, lm_layer, lm_head, span)
-        map_column(f"{session.name}: continuation", completed.translation, amap, "lm-onto-source", "cmp_lm")
+        map_column(f"{session.name}: continuation", completed.translation, amap, "lm-onto-source", "cmp_lm",
+                   f"Self-attention of the continuation onto the text: layer {lm_layer + 1}, "
+                   f"{trace_figures.head_name(lm_head)}")
         share = float(amap.weights.sum(axis=1).mean()) if amap.weights.size else 0.0
         st.caption(f"The language model's rows over the text's {texts.count(span[1] - span[0], 'token')} of its "
                    f"prompt only: on average {share:.0%} of a row's attention lands there; the rest goes to the "

@@ -175,7 +175,7 @@ def test_compare_puts_a_translator_beside_the_language_model():
 
 def test_compare_template_without_the_text_is_one_line():
     at = open_page("compare")
-    at.text_input(key="w_cmp_template").set_value("German:").run()
+    at.text_area(key="w_cmp_template").set_value("German:").run()
     assert "must hold {src} exactly once" in messages(ok(at))
 
 

@@ -32,7 +32,7 @@ def group_colors(groups: Sequence[int]) -> list[str]:
     colors = [""] * len(groups)
     for group, heads in kv_groups(groups).items():
         scale = GROUP_SCALES[group % len(GROUP_SCALES)]
-        shades = [0.9] if len(heads) == 1 else [0.95 - 0.5 * i / (len(heads) - 1) for i in range(len(heads))]
+        shades = [0.9] if len(heads) == 1 else [0.95 - 0.4 * i / (len(heads) - 1) for i in range(len(heads))]
         for head, color in zip(heads, sample_colorscale(scale, shades)):
             colors[head] = color
     return colors
@@ -55,11 +55,11 @@ def frame_groups(fig: go.Figure, trace: AttentionTrace, kind: str = "decoder") -
     palette = qualitative.Dark2
     for group, heads in kv_groups(groups).items():
         first, last = min(heads), max(heads)
-        fig.add_shape(type="rect", x0=first * tile_w - 0.9, x1=last * tile_w + k - 0.1, y0=-0.9,
-                      y1=layers * tile_h - 1.1, line=dict(color=palette[group % len(palette)], width=2),
+        fig.add_shape(type="rect", x0=first * tile_w - 0.45, x1=last * tile_w + k - 0.55, y0=-0.45,
+                      y1=layers * tile_h - 1.55, line=dict(color=palette[group % len(palette)], width=3),
                       name=f"kv head {group + 1}")
     fig.update_xaxes(ticktext=[f"H{h + 1}<br>kv {g + 1}" for h, g in enumerate(groups)])
     title = fig.layout.title.text or ""
-    fig.update_layout(title=dict(text=f"{title} · framed: the query heads that share a key/value head"),
-                      margin=dict(t=80))
+    fig.update_layout(title=dict(text=f"{title} · framed by shared key/value head", y=0.99, yanchor="top"),
+                      margin=dict(t=110))
     return fig
