@@ -83,7 +83,10 @@ else:
 
 # --- two models --------------------------------------------------------------------------------------------------
 st.subheader("Two models, one sentence")
-others = [m for m in sessions.model_names() if m != session.name]
+others = [m for m in lm_compare.translators() if m != session.name]  # a language model: from its own Compare
+if len(others) < len(sessions.model_names()) - 1:
+    st.caption("Language models are compared with a translator from their own Compare page: open one in the "
+               "sidebar, and it is prompted to translate this sentence's language beside a translator.")
 if not others:
     st.info(f"Only one model is available ({session.name}): put a second model directory into "
             f"{sessions.roots_label()} to compare two models on the same sentence.")

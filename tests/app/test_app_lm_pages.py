@@ -204,3 +204,11 @@ def test_a_prompt_past_the_positions_is_one_line_on_every_page():
 def test_window_edges_by_hand():
     xs, ys = window_bands.window_edge(2, 4)
     assert list(zip(xs, ys)) == [(0.5, 1.5), (0.5, 2.5), (1.5, 2.5), (1.5, 2.5), (1.5, 3.5)]
+
+
+def test_a_translators_compare_page_offers_translators_only():
+    at = open_page("compare", model=DEFAULT_MODEL, sentence="Two dogs play in the snow.")
+    assert at.title[0].value == "Compare"
+    assert "Only one model is available" in messages(at)  # the only other models are language models
+    assert "Language models are compared with a translator from their own Compare page" in "\n".join(
+        c.value for c in at.caption)
