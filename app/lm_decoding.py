@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import completion, state, texts, widgets
+from app import completion, decoding_steps, state, texts
 from app.page_settings import DECODING as own
 from app.page_settings import EXPLORE
 from app.sessions import ModelRef, Session, load_model
 from viz_model.language_model import MAX_BEAM
-from viz_model.plot import learn_figures, window_bands
+from viz_model.plot import window_bands
 from viz_model.search.causal_tree import causal_beam_tree
 from viz_model.search.hypotheses import BeamTree
 from viz_model.search.settings import MAX_LENGTH_PENALTY
@@ -44,33 +44,14 @@ def steps_section(trace) -> None:
     shown = read if len(read) <= SHOWN_PROMPT_TOKENS else ["…", *read[-SHOWN_PROMPT_TOKENS:]]
     st.markdown(f"**Step {s} of {count}.** The model has read {texts.count(t + 1, 'token')}: " + " · ".join(shown)
                 + f" → it writes **{texts.md_escape(step.token)}** (p = {step.probability:.3f})")
-    left, right = st.columns([2, 3])
-    with left:
-        fig = learn_figures.topk_figure(step.top_tokens, step.top_probabilities, step.token, s - 1)
-        widgets.chart(fig, f"step{s}-top-k", key="dec_topk_chart")
-        widgets.exports(fig, f"step{s}-top-k", "dec_topk")
-        if step.token_id not in step.top_ids:
-            st.caption(f"The chosen token is not among the top {len(step.top_tokens)} shown.")
-    with right:
-        layer_count = trace.num_layers["decoder"]
-        layers = list(range(1, layer_count + 1))
-        state.clamp_choice(own.layer, layers, layer_count, "Layer")
-        state.bound(st.selectbox, "Self-attention layer", own.layer, layers,
-                    format_func=lambda v: f"Layer {v} of {layer_count}")
-        layer = int(own.layer.get()) - 1
-        rows = trace.decoder_attentions[layer][:, t, :t + 1]
-        fig = learn_figures.cross_rows_figure(rows, trace.target_tokens[:t + 1], layer, s - 1, step.token,
-                                              kind_title="Self-attention", side="earlier")
-        widgets.chart(fig, f"step{s}-self-attention", key="dec_self_chart")
-        widgets.exports(fig, f"step{s}-self-attention", "dec_self")
-        window = window_bands.windows(trace)[layer]
-        st.caption(f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks "
-                   "among the prompt and the tokens written so far."
-                   + ("" if window is None else f" This layer's sliding window shows it the last {window} only."))
-    fig = learn_figures.causal_growth_figure(trace.target_tokens, t)
-    widgets.chart(fig, f"step{s}-causal-mask", key="dec_mask_chart")
-    widgets.exports(fig, f"step{s}-causal-mask", "dec_mask")
-    st.caption("Row t is the query of position t: it may attend to tokens 0..t; later rows do not exist yet.")
+    windows = window_bands.windows(trace)
+    decoding_steps.step_panels(
+        trace, t, s, "decoder", trace.target_tokens[:t + 1],
+        lambda layer: f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks "
+        "among the prompt and the tokens written so far." + ("" if windows[layer] is None else
+                                                             f" This layer's sliding window shows it the last "
+                                                             f"{windows[layer]} only."),
+        "Row t is the query of position t: it may attend to tokens 0..t; later rows do not exist yet.")
 
 
 def beam_section(session: Session, trace) -> None:
@@ -105,20 +86,7 @@ def beam_section(session: Session, trace) -> None:
     except ValueError as err:
         st.error(f"The search cannot run on this prompt: {err}")
         return
-    fig = learn_figures.beam_tree_figure(tree, model.tokenizer.piece, int(own.pruned.get()) or None)
-    widgets.chart(fig, "beam-tree", key="dec_tree_chart")
-    widgets.exports(fig, "beam-tree", "dec_tree")
-    decode = model.tokenizer.decode
-    left, right = st.columns(2)
-    for column, result, label in ((left, greedy, "Greedy (beam 1)"), (right, tree, f"Beam {beam}, α {alpha:g}")):
-        with column, st.container(border=True):
-            widgets.show_text(label, decode(result.best.tokens))
-            st.caption(f"{texts.count(len(result.best.tokens), 'token')} · log p = {result.best.log_prob:.3f} · "
-                       f"score (log p / lp) = {result.best.score:.3f} · {texts.count(len(result.steps), 'step')}")
-    finished = sorted(tree.finished, key=lambda h: -h.score)
-    st.dataframe([{"rank": r + 1, "continuation": decode(h.tokens), "tokens": len(h.tokens),
-                   "log p": round(h.log_prob, 4), "score": round(h.score, 4), "chosen": h.tokens == tree.best.tokens}
-                  for r, h in enumerate(finished)], hide_index=True, width="stretch")
+    decoding_steps.search_results(tree, greedy, model.tokenizer.piece, model.tokenizer.decode, "continuation")
 
 
 def page(session: Session) -> None:
