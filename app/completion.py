@@ -27,8 +27,9 @@ def _submit() -> None:
     SHARED.sentence.set(FORM.sentence_box.get(""))
 
 
-def prompt_form() -> None:
-    """The prompt box, the continuation's length (in the link) and the Complete button."""
+def prompt_form(session: Session) -> None:
+    """The prompt box, the continuation's length (in the link), the Complete button and the chat toggle (greyed out
+    for a model without a chat template)."""
     FORM.sentence_box.init(SHARED.sentence.get(""))
     EXPLORE.new_tokens.init()
     with st.form("prompt_form", border=False):
@@ -38,9 +39,12 @@ def prompt_form() -> None:
           help="How many tokens the model adds to the prompt (greedy: its most likely token each time).")
     EXPLORE.chat.init()
     EXPLORE.system.init()
+    templated = session.model.tokenizer.rules.get("chat_template") is not None
     bound(st.toggle, "Chat: the prompt as a user's message, through the model's chat template", EXPLORE.chat,
+          disabled=not templated and not EXPLORE.chat.get(),
           help="The model's own template wraps the message in its role tokens and opens the assistant's turn; the "
-               "maps show the template's tokens too.")
+               "maps show the template's tokens too." if templated else
+               "This model has no chat template (a base model): it continues the prompt as it is.")
     if EXPLORE.chat.get():
         bound(st.text_input, "System message (optional)", EXPLORE.system, max_chars=500,
               help="Sent before the user's message as the system's turn (some templates refuse one).")

@@ -107,6 +107,8 @@ def test_a_chat_template_that_fails_is_one_line():
     assert not at.get("plotly_chart")
     at = open_page("explore", model=GPT2, chat="True")  # a base model: no template at all
     assert "has no chat template" in messages(at)
+    assert open_page("explore", model=GPT2).toggle(key="w_lm_chat").disabled is True  # greyed out there
+    assert open_page("explore", model=MISTRAL).toggle(key="w_lm_chat").disabled is False
 
 
 def test_the_masks_page_shows_causal_window_and_padding():
