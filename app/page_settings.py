@@ -119,6 +119,20 @@ class CompareSettings(PageSettings):
     model: Setting[str] = Setting("cmp_model", "")
 
 
+@dataclass(frozen=True)
+class SinksSettings(PageSettings):
+    """Attention sinks: the head whose keys are drawn (1-based) and the switch that hides the first token (in the
+    link), the other heavy tokens hidden too (0-based positions) and the grid's redraw count (the prompt form's
+    continuation length is Complete & explore's)."""
+
+    layer: Setting[int] = Setting("sk_layer", 1, Link("sink_layer", whole_number(1, 1_000), omit_default=True))
+    head: Setting[int] = Setting("sk_head", 1, Link("sink_head", whole_number(1, 1_000), omit_default=True))
+    switch: Setting[bool] = Setting("sk_switch", False, Link("hide_first", one_of([True, False]),
+                                                             lambda v: str(bool(v)), omit_default=True))
+    also: Setting[list[int]] = Setting("sk_also", [])
+    redraws: Setting[int] = Setting("sk_grid_n", 0)
+
+
 # --- Learn -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PositionalSettings(PageSettings):
@@ -258,9 +272,10 @@ EXPLORE, MASKS = ExploreSettings(), MasksSettings()
 ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), AblationSettings()
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
-TRAINING, WATCH = TrainingSettings(), WatchSettings()
+TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
 BY_PAGE: dict[str, PageSettings] = {  # the page files of app/streamlit_app.py
     "views/explore.py": EXPLORE, "views/masks.py": MASKS, "views/attribution.py": ATTRIBUTION,
     "views/head_roles.py": HEAD_ROLES, "views/ablation.py": ABLATION, "views/alignment.py": ALIGNMENT,
     "views/compare.py": COMPARE, "views/positional.py": POSITIONAL_ENCODING, "views/attention_by_hand.py": BY_HAND,
-    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH}
+    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH,
+    "views/sinks.py": SINKS}
