@@ -76,7 +76,9 @@ def shares_grid(shares: SinkShares, what: str) -> None:
     c.metric("Tokens", f"{len(shares.tokens)}")
     st.caption("A head's share on a token is its mean weight on it over the queries after it (the token's own row "
                "left out: the first query can only see itself); in a sliding-window layer, over the queries whose "
-               "window still holds it. Click a head to see its share on every token.")
+               "window still holds it. Models that put a start token first (Llama) keep their sink there; GPT-2 and "
+               "Qwen put none first, and the first word takes its place. Click a head to see its share on every "
+               "token.")
 
 
 def heavy_table(shares: SinkShares) -> None:
@@ -119,11 +121,10 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     widgets.chart(fig, "token-shares")
 
 
-def switch_section(shares: SinkShares) -> None:
-    """The switch: the first token (and chosen heavy tokens) hidden from every later query; what changes."""
+def switch_section(shares: SinkShares, prompt: str, new_tokens: int, prompt_length: int) -> None:
+    """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes."""
     st.subheader("Remove the sink")
     state.bound(st.toggle, "Hide the first token from every later query", own.switch)
-    prompt_length = int(completion.prompt_length(trace))
     heavy = [t.position for t in shares.heavy if t.position < prompt_length]
     own.also.set([k for k in own.also.get() if k in heavy])
     if heavy:
@@ -137,7 +138,7 @@ def switch_section(shares: SinkShares) -> None:
     keys = (0, *sorted(own.also.get()))
     try:
         with st.spinner("Running the prompt without the sink…"):
-            result = compute_switch(session.ref.stored, completion_prompt, new_tokens, keys)
+            result = compute_switch(session.ref.stored, prompt, new_tokens, keys)
     except ValueError as err:
         widgets.input_problem(err, "The switch cannot run: ")
         return
@@ -167,7 +168,6 @@ if session.is_language_model:
     trace = completion.current_completion(session)
     if trace is None:
         st.stop()
-    completion_prompt, new_tokens = SHARED.sentence.get(""), int(EXPLORE.new_tokens.get())
     what = "(prompt and continuation)"
 else:
     trace = tracing.trace_or_stop(session)
@@ -183,6 +183,6 @@ head_detail(shares, completion.prompt_length(trace) if session.is_language_model
 with st.expander("Why a head needs a place to put attention it does not want to use", expanded=False):
     st.markdown(WHY)
 if session.is_language_model:
-    switch_section(shares)
+    switch_section(shares, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()), completion.prompt_length(trace))
 else:
     st.info("The switch that removes the sink runs with a language model: pick one in the sidebar.")
