@@ -81,18 +81,12 @@ def test_bad_inputs_get_one_line(call, said):
 
 # --- the switch on tiny imported models ---------------------------------------------------------------------------
 @pytest.fixture(scope="module", params=["llama", "gpt2", "mistral"])
-def family(request):
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def folder(family, tmp_path_factory):
-    return build_lm_folder(tmp_path_factory.mktemp("hf"), family)
-
-
-@pytest.fixture(scope="module")
-def models(family, folder, tmp_path_factory):
-    """transformers' eager model and ours, imported with ``viz-model import``, on the CPU in fp32."""
+def models(request, tmp_path_factory):
+    """A tiny model of each family (Llama: grouped-query heads and a start token; GPT-2: learned positions, no start
+    token; Mistral: a sliding window): transformers' eager model and ours, imported with ``viz-model import``, on the
+    CPU in fp32."""
+    family = request.param
+    folder = build_lm_folder(tmp_path_factory.mktemp("hf"), family)
     hf = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager").eval()
     return hf, import_lm(folder, tmp_path_factory.mktemp("ours"))
 
