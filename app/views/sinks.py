@@ -14,6 +14,7 @@ from app.page_settings import SINKS as own
 from app.shared_settings import SHARED
 from viz_model.analysis.sinks import HEAVY_SHARE, SinkShares, SinkSwitch, remove_sink, trace_sink_shares
 from viz_model.plot import analysis_figures
+from viz_model.trace import AttentionTrace
 
 WHY = """
 Softmax turns a head's scores into weights that **must sum to 1**: a head has no way to say "nothing here is worth
@@ -121,8 +122,9 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     widgets.chart(fig, "token-shares")
 
 
-def switch_section(shares: SinkShares, prompt: str, new_tokens: int, prompt_length: int) -> None:
+def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str, new_tokens: int) -> None:
     """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes."""
+    prompt_length = completion.prompt_length(trace)
     st.subheader("Remove the sink")
     state.bound(st.toggle, "Hide the first token from every later query", own.switch)
     heavy = [t.position for t in shares.heavy if t.position < prompt_length]
@@ -157,6 +159,10 @@ def switch_section(shares: SinkShares, prompt: str, new_tokens: int, prompt_leng
         widgets.show_text(f"Continuation, {hidden} hidden", result.continuation_switched)
         st.dataframe([{"next token": repr(t.token), "probability": round(t.first, 4), "intact": round(t.second, 4)}
                       for t in result.top_switched], hide_index=True, width="stretch")
+    windows = trace.settings.get("windows") or []
+    if result.kl == 0 and windows and all(w is not None for w in windows):
+        st.info("Nothing changed: every layer of this model attends through a sliding window, and the last "
+                "token's windows, layer after layer, no longer reach the hidden tokens.")
     if result.ids == result.ids_switched:
         st.success("The greedy continuation did not change.")
     else:
@@ -183,6 +189,6 @@ head_detail(shares, completion.prompt_length(trace) if session.is_language_model
 with st.expander("Why a head needs a place to put attention it does not want to use", expanded=False):
     st.markdown(WHY)
 if session.is_language_model:
-    switch_section(shares, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()), completion.prompt_length(trace))
+    switch_section(shares, trace, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()))
 else:
     st.info("The switch that removes the sink runs with a language model: pick one in the sidebar.")

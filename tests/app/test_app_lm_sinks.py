@@ -22,12 +22,12 @@ PAGE = "views/sinks.py"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """A models folder: the shipped translator (copied), a tiny Llama and a GPT-2 imported with ``viz-model import``;
-    and the two language models loaded here."""
+    """A models folder: the shipped translator (copied), a tiny Llama, a GPT-2 and a Mistral (sliding window) imported
+    with ``viz-model import``; and the language models loaded here."""
     root = tmp_path_factory.mktemp("sink-app-models")
     shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
     loaded = {family: import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
-              for family in ("llama", "gpt2")}
+              for family in ("llama", "gpt2", "mistral")}
     return root, loaded
 
 
@@ -105,3 +105,10 @@ def test_with_a_translator_it_measures_the_decoders_self_attention(lm_app):
     at = open_sinks(DEFAULT_MODEL, sentence="Two dogs play in the snow.")
     assert titles(at)[0].endswith("(the decoder's self-attention over the translation)")
     assert "The switch that removes the sink runs with a language model" in messages(at)
+
+
+def test_a_sliding_window_that_no_longer_reaches_the_first_token_is_said(lm_app):
+    at = open_sinks("mistral", sentence=PROMPT, hide_first="True")
+    assert remove_sink(lm_app["mistral"], PROMPT).kl == 0.0
+    assert "Nothing changed: every layer of this model attends through a sliding window" in messages(at)
+    assert [s.value for s in at.success] == ["The greedy continuation did not change."]

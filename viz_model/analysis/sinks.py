@@ -109,12 +109,12 @@ def remove_sink(model: LanguageModel, prompt: str, max_new_tokens: int = 20, key
 
     def top(first: torch.Tensor, second: torch.Tensor) -> list[NextToken]:
         chosen = first.topk(top_k).indices.tolist()
-        return [NextToken(model.tokenizer.decode([i]), i, float(first[i]), float(second[i])) for i in chosen]
+        return [NextToken(model.tokenizer.piece(i), i, float(first[i]), float(second[i])) for i in chosen]
 
     intact = model.continue_ids(ids, max_new_tokens)
     switched = model.continue_with_key_mask(ids, max_new_tokens, mask)
-    pieces = [model.tokenizer.decode([i]) for i in ids]
-    return SinkSwitch(pieces, sorted(set(keys)), kl, float(0.5 * (p - q).abs().sum()), top(p, q), top(q, p),
+    return SinkSwitch(model.tokenizer.pieces(ids), sorted(set(keys)), kl, float(0.5 * (p - q).abs().sum()),
+                      top(p, q), top(q, p),
                       model.tokenizer.decode(intact), model.tokenizer.decode(switched), intact, switched)
 
 
@@ -177,8 +177,8 @@ class SinkShares:
 
 @dataclass(frozen=True)
 class NextToken:
-    """A next-token candidate: its text, id and probability with and without the switch (`first` is the list's
-    own ordering side)."""
+    """A next-token candidate: its display label (the tokenizer's `piece`), id and probability with and without the
+    switch (`first`: the side the list is ordered by)."""
 
     token: str
     id: int
@@ -190,7 +190,7 @@ class NextToken:
 class SinkSwitch:
     """What hiding the sink changes after a prompt.
 
-    :ivar tokens: the prompt's tokens
+    :ivar tokens: the prompt's tokens (display labels, as a trace's)
     :ivar hidden: the 0-based positions hidden from every later query
     :ivar kl: KL(intact || switched) of the next-token distributions, in nats
     :ivar total_variation: half the L1 distance between them
