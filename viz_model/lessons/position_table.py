@@ -11,10 +11,12 @@ from .position_parts import LessonError
 
 
 def learned_table(model: LanguageModel) -> np.ndarray:
-    """``(max_positions, d_model)`` float64: the model's learned position vectors, row p for position p."""
+    """``(max_positions, d_model)`` float64: the position vectors the model adds to its input (a learned table, or
+    sinusoids where it was trained with them), row p for position p."""
     config = model.config
-    if config.positional != "learned" or model.network.positions is None:
-        raise LessonError(f"this model's positions are {config.positional}: it has no learned table")
+    if model.network.positions is None:
+        raise LessonError(f"this model's positions are {config.positional}: it adds no table of positions to its "
+                          "input")
     return to_numpy(model.network.positions(config.max_positions, 0)).astype(np.float64)
 
 
