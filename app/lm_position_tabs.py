@@ -75,6 +75,7 @@ def table_tab(model: LanguageModel) -> None:
     with right:
         profile = learn_pages.similarity_profile(learn_pages.dot_similarity(table))
         fig = learn_figures.profile_figure(profile, width)
+        fig.update_layout(title=dict(text="Its PE(p)·PE(q) against the distance |p − q|: mean and range"))
         widgets.chart(fig, "lm-position-profile", key="pe_lm_profile_chart")
         spread = float((profile["max"] - profile["min"]).max())
         st.caption(f"Unlike the sinusoids' PE(p)·PE(q), a learned table's depends on where the pair sits, not only "
@@ -85,9 +86,9 @@ def table_tab(model: LanguageModel) -> None:
                                                 f"in the first {len(explained)})")
     widgets.chart(fig, "lm-position-components", key="pe_lm_pca_chart")
     widgets.exports(fig, "lm-position-components", "pe_lm_pca")
-    st.caption("Each component is one direction of the table's rows, largest spread first. In trained GPT-2 the "
-               "first components are smooth waves over the positions, like low-frequency sinusoids the model found "
-               "for itself; a model with random weights shows noise.")
+    st.caption("Each component is one direction of the table's rows, largest spread first. Where its curve is "
+               "smooth, neighbouring positions have similar vectors, as the sinusoids' low frequencies give them; "
+               "a table of random weights shows noise.")
 
 
 def frequencies_tab(model: LanguageModel) -> None:
@@ -147,7 +148,8 @@ def bands_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> Non
     high = int((measures.bands == "high").sum())
     st.caption(f"Each pair's share of Σᵢ mean|qᵢ|·mean|kᵢ|, the most its term of q·k can reach (Barbero et al. 2024, "
                f"\"Round and Round We Go! What makes Rotary Positional Encodings useful?\"). {count(high, 'pair')} "
-               f"of {len(measures.bands)} are high (they turn within the trained length), the rest low. Measured on "
+               f"of {len(measures.bands)} {'is' if high == 1 else 'are'} high (turning within the trained length), "
+               "the rest low. Measured on "
                f"the first {count(measures.tokens, 'token')} of the page's text.")
     fig = lm_position_figures.band_share_figure(measures.band_share("low"),
                                                 "Share of each head's q·k in the low (semantic) band",
@@ -162,9 +164,9 @@ def bands_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> Non
     top = np.unravel_index(int(np.argmax(low)), low.shape)
     bottom = np.unravel_index(int(np.argmin(low)), low.shape)
     st.caption(f"Most semantic: layer {top[0] + 1}, head {top[1] + 1} ({low[top]:.0%} low band). Most positional: "
-               f"layer {bottom[0] + 1}, head {bottom[1] + 1} ({1 - low[bottom]:.0%} high band). Barbero et al. found "
-               "Gemma's heads put their largest norms in the lowest frequencies, and a few heads use the highest "
-               "ones for position.")
+               f"layer {bottom[0] + 1}, head {bottom[1] + 1} ({1 - low[bottom]:.0%} high band). Barbero et al. report "
+               "that Gemma 7B prefers its lowest frequencies (they suspect: to carry meaning) and builds positional "
+               "heads from its highest.")
 
 
 def alibi_tab(model: LanguageModel) -> None:
@@ -183,8 +185,9 @@ def alibi_tab(model: LanguageModel) -> None:
     reach = position_alibi.half_distance(config)
     st.caption(f"{config.heads} heads, slopes from {slopes.max():.4g} to {slopes.min():.4g} (BLOOM's rule for "
                f"{config.heads} heads: a geometric sequence, with every other slope of the next power of two when "
-               f"the count is not one). A head's bias takes 1 off a score (a factor e off its weight, all else equal) "
-               f"{reach.min():.3g} to {reach.max():,.0f} tokens back: steep heads look near, flat heads far.")
+               f"the count is not a power of two). A head's bias takes 1 off a score (a factor e off its weight, "
+               f"all else equal) {reach.min():.3g} to {reach.max():,.0f} tokens back: steep heads look near, flat "
+               "heads far.")
 
 
 def split_prompt(model: LanguageModel) -> tuple[list[int], str]:
@@ -305,6 +308,7 @@ def language_model_page(session: Session) -> None:
     config = model.config
     st.title("Positional encoding")
     st.caption(f"{session.name}, a language model. {position_tabs.scheme_caption(config)}")
+    position_tabs.open_on_own_scheme(session.name, config)  # Today's schemes too starts on the model's own
     labels = tab_labels(config.positional)
     tabs = dict(zip(labels, st.tabs(labels, default=labels[0])))
     if config.positional in ("learned", "sinusoidal"):

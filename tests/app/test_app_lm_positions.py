@@ -84,7 +84,7 @@ def test_the_decay_and_the_bands_are_the_models_own_heads(lm_app):
     np.testing.assert_allclose(arr(bands["data"][0]["z"]), measures.band_share("low"), atol=1e-9)
     pairs = chart(at, "Layer 2: each frequency pair's share")
     assert pairs["data"][0]["x"] == ["0 (high)", "1 (low)", "2 (low)", "3 (low)"]
-    assert "1 pair of 4 are high" in captions(at).replace("pairs", "pair")
+    assert "1 pair of 4 is high" in captions(at)
 
 
 def test_the_score_split_of_a_rope_head_adds_up(lm_app):
