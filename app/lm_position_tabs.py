@@ -126,18 +126,17 @@ def decay_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> Non
     """q·k by distance in the model's real heads: measured on the text, and the rotation alone."""
     layer = layer_choice(own.lm_layer, model.config.decoder_layers)
     st.caption(f"Measured on the first {count(measures.tokens, 'token')} of the page's text ({TITLE}).")
-    fig = lm_position_figures.head_curves_figure(measures.measured[layer],
-                                                 f"Layer {layer + 1}: mean score of a query on the key that far back",
-                                                 "mean score")
-    widgets.chart(fig, "rope-measured-decay", key="pe_lm_measured_chart")
-    widgets.exports(fig, "rope-measured-decay", "pe_lm_measured")
-    st.caption("What the model computed: the score of every query on the key Δ tokens before it, averaged over the "
-               "text (rotation and tokens together).")
-    fig = lm_position_figures.head_curves_figure(measures.rotation[layer],
-                                                 f"Layer {layer + 1}: the mean query and mean key, turned Δ apart",
-                                                 "score")
-    widgets.chart(fig, "rope-rotation-decay", key="pe_lm_rotation_chart")
-    widgets.exports(fig, "rope-rotation-decay", "pe_lm_rotation")
+    measured = (measures.measured[layer], f"Layer {layer + 1}: mean score of a query on the key that far back",
+                "mean score", "rope-measured-decay", "pe_lm_measured")
+    rotated = (measures.rotation[layer], f"Layer {layer + 1}: the mean query and mean key, turned Δ apart", "score",
+               "rope-rotation-decay", "pe_lm_rotation")
+    for curves, title, y_title, name, key in (measured, rotated):
+        fig = lm_position_figures.head_curves_figure(curves, title, y_title)
+        widgets.chart(fig, name, key=f"{key}_chart")
+        widgets.exports(fig, name, key)
+        if name == "rope-measured-decay":
+            st.caption("What the model computed: the score of every query on the key Δ tokens before it, averaged "
+                       "over the text (rotation and tokens together).")
     st.caption("The rotation alone: each head's average query against its average key, rotated as if they sat Δ "
                "positions apart (RoFormer's long-term decay, for this head's real vectors instead of all-ones). A "
                "curve that falls favours near keys; a flat one ignores distance; ripples come from fast pairs.")

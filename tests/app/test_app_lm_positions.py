@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from support.app import arr, build_scheme_assets
-from support.hf_lm import build_lm_folder, import_lm
+from support.hf_lm import lm_models_folder
 from test_app_teaching import captions, chart, messages, metrics, ok, open_page, tables, titles
 
 import viz_model
@@ -19,15 +19,12 @@ LLAMA, GPT2, BLOOM = "llama", "gpt2", "bloom"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """A models folder holding the three imported language models."""
-    root = tmp_path_factory.mktemp("lm-position-models")
-    for family in (LLAMA, GPT2, BLOOM):
-        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
-    return root
+    return lm_models_folder(tmp_path_factory, (LLAMA, GPT2, BLOOM))
 
 
 @pytest.fixture
 def lm_app(models, monkeypatch):
+    """The app's models folder: the three imported language models."""
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
     return models
 
