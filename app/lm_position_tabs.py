@@ -255,6 +255,9 @@ def length_tab(session: Session) -> None:
                + (f"This model's config records a trained length of {trained} (max_position_embeddings)."
                   if trained is not None else "This model's config records no trained length (BLOOM's names no "
                   "limit: ALiBi has no table)."))
+    if trained is not None and len(ids) <= trained:
+        st.caption(f"The text is shorter than this model's {trained} trained positions: the loss is drawn within "
+                   "them only.")
     with st.form("pe_lm_length_form"):
         left, right = st.columns(2)
         left.number_input("Tokens of the text", 2, limit, key=own.lm_tokens.key,

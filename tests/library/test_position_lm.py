@@ -202,3 +202,13 @@ def test_a_learned_table_refuses_past_its_rows_and_bloom_records_no_length(folde
 
 def test_the_page_text_is_long_prose():
     assert 1400 <= len(LONG_TEXT.split()) <= 1600 and len(LONG_TEXT) < 20_000
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gemma", "gemma3", "mistral", "qwen2"])
+def test_the_split_adds_up_in_every_layer_of_every_rope_family(tmp_path_factory, family):
+    """Query/key norms (Qwen3), Gemma's scale, Gemma 3's sliding layers turning with their own base, windows."""
+    model = import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), family), tmp_path_factory.mktemp("lm"))
+    ids = position_length.text_ids(model)[:30]
+    for layer in range(model.config.decoder_layers):
+        split = position_split.split_lm_scores(model, ids, layer, 1)
+        assert split.adds_up and split.residual < 1e-4, (layer, split.residual)
