@@ -163,6 +163,13 @@ class PositionalSettings(PageSettings):
     length_seed: Setting[int] = Setting("pe_len_seed", 0)
     length_result: Setting[object | None] = Setting("pe_len_result", None)
     length_kind: Setting[str] = Setting("pe_len_kind", "cross")
+    scheme_model: Setting[str] = Setting("pe_scheme_model", "")  # the model the scheme was last opened for
+    lm_layer: Setting[int] = Setting("pe_lm_layer", 1)  # a language model's layer: RoPE's decay
+    lm_band_layer: Setting[int] = Setting("pe_lm_band_layer", 1)  # and its frequency pairs
+    lm_distances: Setting[int] = Setting("pe_lm_distances", 64)
+    lm_tokens: Setting[int] = Setting("pe_lm_tokens", 0)  # by default twice the trained length, within the text
+    lm_window: Setting[int] = Setting("pe_lm_window", 16)
+    lm_loss: Setting[object | None] = Setting("pe_lm_loss", None)  # (model, tokens, PositionLoss)
 
 
 @dataclass(frozen=True)

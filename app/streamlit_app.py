@@ -47,7 +47,7 @@ PAGES = {
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare", "sinks"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
-LANGUAGE_MODEL_PAGES = ("explore", "watch", "sinks")  # the pages that run with a language model open (Watch: no model)
+LANGUAGE_MODEL_PAGES = ("explore", "watch", "sinks", "positional")  # the pages that run with a language model
 
 
 def opens_with_language_model(page: st.Page) -> bool:
