@@ -388,7 +388,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     task its config lists), `dtype` ``fp16`` stores the weights in half precision (default ``fp32``); the cache keeps
     one directory per choice. A choice the model cannot take is refused in one line naming the argument, with nothing
     written to the cache."""
-    from .hf.arguments import keyword_arguments, renamed_precision
+    from .hf.arguments import argument, keyword_arguments, renamed_precision
 
     precision = renamed_precision(precision, search, "load")
     chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype}
@@ -416,8 +416,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
         if precision != "auto":  # refused, not ignored: it has no search precision to choose
-            raise CheckpointError(f"precision={precision!r}: a language model has no search precision to choose "
-                                  "(fp32 on the CPU, its weights' dtype on a GPU); leave it out")
+            raise CheckpointError(f"{argument('precision', precision, quoted=False)}: a language model has no search "
+                                  "precision to choose (fp32 on the CPU, its weights' dtype on a GPU); leave it out")
         return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)

@@ -98,7 +98,7 @@ def test_two_processes_write_the_same_table_as_one(capsys, tmp_path, model_dir, 
 def test_eval_under_torchrun_scores_as_one_process_even_with_more_ranks_than_sentences(capsys, tmp_path, model_dir,
                                                                                      corpus_files, one_thread):
     src, ref = corpus_files
-    args = ["eval", "--src", src, "--ref", ref, "--model", model_dir, "--device", "cpu", "--search", "fp32",
+    args = ["eval", "--src", src, "--ref", ref, "--model", model_dir, "--device", "cpu", "--precision", "fp32",
             "--beam", "2"]  # full precision: sentences searched in padded batches
     code, single, stderr = run(capsys, *args)
     assert code == 0, stderr

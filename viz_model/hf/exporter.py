@@ -30,6 +30,7 @@ from ..modeldir.languages import read_languages
 from ..nn.model import Transformer
 from ..search.settings import HFGeneration, export_generation
 from ..tokenization.tokenizer import Tokenizer
+from .arguments import argument
 from .fairseq import DECODER_NAMES, ENCODER_NAMES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
@@ -142,7 +143,7 @@ def export_hf(model_dir: str | Path, out: str | Path) -> Path:
     `HFExportError` in one line otherwise, with nothing written."""
     model_dir, out = Path(model_dir), Path(out)
     if out.exists():
-        raise HFExportError(f"{out}: already exists; choose another --out or remove it first")
+        raise HFExportError(f"{out}: already exists; choose another {argument('out')} or remove it first")
     try:
         network, tokenizer, config = load_model_dir(model_dir)
         languages = read_languages(model_dir)
