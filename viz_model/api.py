@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import multiprocessing
 import os
 import time
 import warnings
@@ -54,7 +53,7 @@ from .tokenization.pretrained import M2M100Tokenizer
 from .tokenization.tokenizer import Tokenizer
 from .tokenization.tokenizer_json import JsonTokenizer
 from .trace import AttentionTrace
-from .workers import start_worker, worker_model
+from .workers import WorkerContext, start_worker, worker_model
 
 __all__ = ["ASSETS_DIR", "DEFAULT_MODEL", "DEVICE_ENV", "MAX_BATCH", "MAX_BEAM", "MAX_INPUT_CHARS",
            "MAX_TASK_PREFIX_CHARS", "MAX_TOP_K", "PACKAGED_ASSETS", "Request", "TooLong", "TranslationModel",
@@ -365,7 +364,7 @@ class TranslationModel:
         of this process's threads; a task gets its process's model from `worker_model`."""
         if self.directory is None:
             raise ValueError(f"{self.name or 'this model'} has no directory for worker processes to load it from")
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,
+        pool = ProcessPoolExecutor(workers, mp_context=WorkerContext(), initializer=start_worker,
                                    initargs=(load, str(self.directory), max(1, torch.get_num_threads() // workers)))
         pool.submit(int)  # start them now (an executor starts its processes with the first task)
         return pool
