@@ -33,8 +33,9 @@ def test_a_moved_name_still_imports_from_its_old_module_with_a_deprecation_warni
     assert moved is getattr(importlib.import_module(new), name)
     assert record[0].filename == __file__  # the warning points at the line that asked for it
     assert name not in vars(importlib.import_module(old))  # no copy kept: each use warns
-    with pytest.raises(AttributeError, match=f"^module '{old}' has no attribute 'no_such_name'$"):
-        getattr(importlib.import_module(old), "no_such_name")
+    missing = "no_such_name"
+    with pytest.raises(AttributeError, match=f"^module '{old}' has no attribute '{missing}'$"):
+        getattr(importlib.import_module(old), missing)
 
 
 def test_no_old_path_is_a_file_and_no_two_modules_of_the_four_share_a_name():
