@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.cli import run
-from support.data import make_pairs, write_lines
+from support.data import make_pairs, write_corpus, write_lines
 
 from viz_model.data import shard
 
@@ -47,9 +47,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("shard")
-    return (write_lines(directory / "src.en", [en for en, _ in PAIRS]),
-            write_lines(directory / "ref.de", [de for _, de in PAIRS]))
+    return write_corpus(tmp_path_factory.mktemp("shard"), PAIRS, source="src.en")
 
 
 def torchrun(ranks: int, *args, script: Path | None = None) -> subprocess.CompletedProcess:
