@@ -15,14 +15,7 @@ import pytest
 import sacrebleu
 import torch
 from support.data import make_pairs, tiny_train_config, write_lines, write_split
-from support.training import (
-    Killed,
-    assert_same_training_state,
-    fresh_run_dir,
-    kill_at_step,
-    read_log,
-    trained_run,
-)
+from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log, trained_run
 
 from viz_model.cli.main import main
 from viz_model.config import HOLDOUT_SEED, ConfigError, CorpusConfig, TrainConfig, apply_override

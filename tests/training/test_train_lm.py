@@ -13,14 +13,7 @@ import torch
 import torch.nn.functional as F
 from support.cli import assert_user_error, run
 from support.data import TINY_ARCHITECTURE, tiny_train_config, write_toml
-from support.training import (
-    Killed,
-    assert_same_training_state,
-    fresh_run_dir,
-    kill_at_step,
-    read_log,
-    trained_run,
-)
+from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log, trained_run
 
 import viz_model
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
