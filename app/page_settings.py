@@ -130,6 +130,20 @@ class CompareSettings(PageSettings):
     lm_head: Setting[int | str] = Setting("cmp_lm_head", "mean")
 
 
+@dataclass(frozen=True)
+class SinksSettings(PageSettings):
+    """Attention sinks: the head whose keys are drawn (1-based) and the switch that hides the first token (in the
+    link), the other heavy tokens hidden too (0-based positions) and the grid's redraw count (the prompt form's
+    continuation length is Complete & explore's)."""
+
+    layer: Setting[int] = Setting("sk_layer", 1, Link("sink_layer", whole_number(1, 1_000), omit_default=True))
+    head: Setting[int] = Setting("sk_head", 1, Link("sink_head", whole_number(1, 1_000), omit_default=True))
+    switch: Setting[bool] = Setting("sk_switch", False, Link("hide_first", one_of([True, False]),
+                                                             lambda v: str(bool(v)), omit_default=True))
+    also: Setting[list[int]] = Setting("sk_also", [])
+    redraws: Setting[int] = Setting("sk_grid_n", 0)
+
+
 # --- Learn -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PositionalSettings(PageSettings):
@@ -160,6 +174,13 @@ class PositionalSettings(PageSettings):
     length_seed: Setting[int] = Setting("pe_len_seed", 0)
     length_result: Setting[object | None] = Setting("pe_len_result", None)
     length_kind: Setting[str] = Setting("pe_len_kind", "cross")
+    scheme_model: Setting[str] = Setting("pe_scheme_model", "")  # the model the scheme was last opened for
+    lm_layer: Setting[int] = Setting("pe_lm_layer", 1)  # a language model's layer: RoPE's decay
+    lm_band_layer: Setting[int] = Setting("pe_lm_band_layer", 1)  # and its frequency pairs
+    lm_distances: Setting[int] = Setting("pe_lm_distances", 64)
+    lm_tokens: Setting[int] = Setting("pe_lm_tokens", 0)  # by default twice the trained length, within the text
+    lm_window: Setting[int] = Setting("pe_lm_window", 16)
+    lm_loss: Setting[object | None] = Setting("pe_lm_loss", None)  # (model, tokens, PositionLoss)
 
 
 @dataclass(frozen=True)
@@ -269,9 +290,10 @@ EXPLORE, MASKS = ExploreSettings(), MasksSettings()
 ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), AblationSettings()
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
-TRAINING, WATCH = TrainingSettings(), WatchSettings()
+TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
 BY_PAGE: dict[str, PageSettings] = {  # the page files of app/streamlit_app.py
     "views/explore.py": EXPLORE, "views/masks.py": MASKS, "views/attribution.py": ATTRIBUTION,
     "views/head_roles.py": HEAD_ROLES, "views/ablation.py": ABLATION, "views/alignment.py": ALIGNMENT,
     "views/compare.py": COMPARE, "views/positional.py": POSITIONAL_ENCODING, "views/attention_by_hand.py": BY_HAND,
-    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH}
+    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH,
+    "views/sinks.py": SINKS}

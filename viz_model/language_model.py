@@ -177,15 +177,36 @@ class LanguageModel:
 
     # --- the door of the layers above (analysis, attribution): prompt + continuation, teacher-forced -----------------
     def forced_pass(self, ids: Sequence[int], *, head_mask: HeadMask | None = None, need_weights: bool = False,
-                    token_embeddings: torch.Tensor | None = None) -> CausalLMOutput:
+                    token_embeddings: torch.Tensor | None = None, key_mask: torch.Tensor | None = None
+                    ) -> CausalLMOutput:
         """The full-precision network over `ids` (a prompt and a continuation, one sequence), batch 1 (or the batch of
         `token_embeddings` ``(batch, len, d_model)``, given in place of the ids' own: gradients); `need_weights`:
-        every layer's record. Gradients flow where the caller enables them."""
+        every layer's record; `key_mask` ``(len, len)`` (True = may attend): keys hidden beyond the causal mask.
+        Gradients flow where the caller enables them."""
         tensor = torch.tensor([list(ids)], device=self.device)
         if token_embeddings is not None:
             tensor = tensor.expand(token_embeddings.shape[0], -1)
         return self.network(tensor, need_weights=need_weights, head_mask=self.layer_mask(head_mask),
-                            token_embeddings=token_embeddings)
+                            token_embeddings=token_embeddings, key_mask=key_mask)
+
+    @torch.inference_mode()
+    def continue_with_key_mask(self, ids: list[int], max_new_tokens: int, key_mask: torch.Tensor) -> list[int]:
+        """The greedy continuation of `ids` as `continue_ids` finds it, every call's keys also masked by `key_mask`
+        ``(m, m)``, m >= len(ids) + max_new_tokens (row i: the keys position i may see, True = may attend)."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        if key_mask.dim() != 2 or min(key_mask.shape) < len(ids) + max_new_tokens:
+            raise ValueError(f"key_mask must be (m, m) with m >= {len(ids) + max_new_tokens} (prompt and new "
+                             f"tokens), got {tuple(key_mask.shape)}")
+        new: list[int] = []
+        cache, step = None, torch.tensor([ids], device=self.device)
+        while len(new) < max_new_tokens and not (new and new[-1] in self.tokenizer.eos_ids):
+            offset = len(ids) + len(new) - step.shape[1]
+            out = self.network(step, cache=cache, last_logits=True,
+                               key_mask=key_mask[offset:offset + step.shape[1], :offset + step.shape[1]])
+            cache = out.cache
+            new.append(int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()))
+            step = torch.tensor([new[-1:]], device=self.device)
+        return new
 
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
         """``(1, len, d_model)`` the token embeddings the network adds its input positions to (scaled where the

@@ -94,3 +94,11 @@ def import_lm(folder, root):
     out = root / folder.name
     assert main(["import", str(folder), "--out", str(out)]) == 0
     return viz_model.load(out, device="cpu")
+
+
+def lm_models_folder(tmp_path_factory, families: tuple[str, ...]):
+    """A models folder holding each family of `families` built and imported (``viz-model import``); returns it."""
+    root = tmp_path_factory.mktemp("lm-models")
+    for family in families:
+        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
+    return root

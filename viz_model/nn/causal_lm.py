@@ -76,6 +76,22 @@ def window_mask(length: int, offset: int, window: int | None, device: torch.devi
     return visible[None, None]
 
 
+def with_key_mask(mask: Tensor, key_mask: Tensor, offset: int, layer: int) -> Tensor:
+    """`mask` ``(1, 1, len, keys)`` and `key_mask` (``(len, keys)`` or 4D, True = may attend) together; one line
+    naming the first query (0-based position) they leave with no key to attend to."""
+    if key_mask.dtype != torch.bool or key_mask.dim() not in (2, 4) or key_mask.shape[-2:] != mask.shape[-2:]:
+        raise ValueError(f"key_mask must be a bool tensor of shape (queries={mask.shape[-2]}, keys={mask.shape[-1]}) "
+                         f"or 4D ending so, got {key_mask.dtype} {tuple(key_mask.shape)}")
+    extra = key_mask.to(mask.device)
+    joined = mask & (extra if extra.dim() == 4 else extra[None, None])
+    empty = ~joined.any(-1)
+    if bool(empty.any()):
+        query = offset + int(empty.nonzero()[0, -1])
+        raise ValueError(f"key_mask leaves query {query} (0-based position) with no key to attend to in layer "
+                         f"{layer}: keep at least one key it can see")
+    return joined
+
+
 class CausalLM(nn.Module):
     """A decoder-only Transformer language model.
 
@@ -167,12 +183,13 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
-                last_logits: bool = False) -> CausalLMOutput:
+                last_logits: bool = False, key_mask: Tensor | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
         off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
-        gradients' path); `last_logits`: the last position's logits alone (what a search step reads)."""
+        gradients' path); `last_logits`: the last position's logits alone (what a search step reads); `key_mask`
+        ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask."""
         if need_weights not in (False, True, "maps"):
             raise ValueError(f"need_weights must be False, True or 'maps', got {need_weights!r}")
         maps_only, need_weights = need_weights == "maps", bool(need_weights)
@@ -194,6 +211,9 @@ class CausalLM(nn.Module):
             if window not in masks:
                 needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)
                 masks[window] = window_mask(ids.shape[1], offset, window, ids.device) if needed else None
+                if key_mask is not None:
+                    masks[window] = with_key_mask(window_mask(ids.shape[1], offset, window, ids.device), key_mask,
+                                                  offset, i)
             scheme = local if local is not None and window is not None else position
             x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, scheme,
                                   None if head_mask is None else head_mask[i])
