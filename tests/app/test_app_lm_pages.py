@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from support.app import APP, arr, charts, messages, ok, start, titles
-from support.hf_lm import STRICT_TEMPLATE, build_lm_folder, import_lm
+from support.hf_lm import STRICT_TEMPLATE, build_lm_folder, import_lm, lm_models_folder
 
 from app import lm_compare, lm_masks
 from viz_model.modeldir.shipped import DEFAULT_MODEL
@@ -24,10 +24,8 @@ WINDOW = 5  # the Mistral fixture's sliding window
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """The shipped translator (copied) and three tiny language models imported with ``viz-model import``."""
-    root = tmp_path_factory.mktemp("lm-pages-models")
+    root = lm_models_folder(tmp_path_factory, (LLAMA, GPT2))
     shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
-    for family in (LLAMA, GPT2):
-        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
     import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), MISTRAL, chat_template=STRICT_TEMPLATE), root)
     return root
 

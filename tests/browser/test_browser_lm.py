@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 from support.app import APP
 from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, shot, streamlit_server, tick_labels
-from support.hf_lm import build_lm_folder, import_lm
+from support.hf_lm import lm_models_folder
 from test_browser_walk import CLIPPED
 
 from app import widgets
@@ -49,9 +49,7 @@ def language_model_pages() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lm_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser-lm-models")
-    for family in FIXTURES:
-        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
+    root = lm_models_folder(tmp_path_factory, FIXTURES)
     for name in [DEFAULT_MODEL, *shipped_language_models()]:
         shutil.copytree(ASSETS / name, root / name)
     with streamlit_server(root, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
