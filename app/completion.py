@@ -12,7 +12,7 @@ import torch
 from jinja2 import TemplateError
 
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
-from app.sessions import Session, load_model, trace_cache
+from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label
 from app.texts import count
@@ -27,7 +27,7 @@ def _submit() -> None:
     SHARED.sentence.set(FORM.sentence_box.get(""))
 
 
-def prompt_form(session: Session) -> None:
+def prompt_form() -> None:
     """The prompt box, the continuation's length (in the link), the Complete button and the chat toggle (greyed out
     for a model without a chat template)."""
     FORM.sentence_box.init(SHARED.sentence.get(""))
@@ -39,7 +39,7 @@ def prompt_form(session: Session) -> None:
           help="How many tokens the model adds to the prompt (greedy: its most likely token each time).")
     EXPLORE.chat.init()
     EXPLORE.system.init()
-    templated = session.model.tokenizer.rules.get("chat_template") is not None
+    templated = require_session().model.tokenizer.rules.get("chat_template") is not None
     bound(st.toggle, "Chat: the prompt as a user's message, through the model's chat template", EXPLORE.chat,
           disabled=not templated and not EXPLORE.chat.get(),
           help="The model's own template wraps the message in its role tokens and opens the assistant's turn; the "

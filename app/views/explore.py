@@ -25,7 +25,7 @@ else:
 form_column, result_column = st.columns([3, 2], gap="large")
 with form_column:
     if language_model:
-        completion.prompt_form(session)
+        completion.prompt_form()
     else:
         widgets.sentence_form(session)
 with result_column:
