@@ -25,6 +25,7 @@ FULL_MAPS_MAX_TOKENS = 512
 recipes. A named constant for `benchmarks/bench_long_prompt.py` to settle."""
 
 
+@torch.inference_mode()
 def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: slice | None = None) -> Tensor:
     """``(len(heads), rows, m)`` float32: the softmax the layer computed for those heads (all: None) and query rows
     (all: None), as its explicit path computes it (`attention_scores`, the bias, `masked_softmax`)."""
