@@ -64,3 +64,21 @@ def test_a_translators_trace_made_on_demand_equals_its_full_trace(translator):
         assert isinstance(lazy.attentions(kind), OnDemandMaps)
         for layer, (made, kept) in enumerate(zip(lazy.attentions(kind), full.attentions(kind))):
             np.testing.assert_allclose(made, kept, rtol=0, atol=ATOL, err_msg=f"{kind} layer {layer}")
+
+
+def test_a_1024_token_trace_past_the_threshold_keeps_layers_x_n_x_d_bytes(tmp_path_factory):
+    from viz_model.on_demand import FULL_MAPS_MAX_TOKENS
+
+    lm = import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), "llama"), tmp_path_factory.mktemp("lm"))
+    words = PROMPT.split()
+    text = " ".join(words[i % len(words)] + str(i % 7) for i in range(240))  # about 1,024 tokens
+    with pytest.warns(UserWarning, match="past the 256 this model was trained on"):
+        trace = lm.trace(text, max_new_tokens=0)  # maps="auto"
+    n, cfg = len(trace.target_ids), lm.config
+    assert 1000 <= n <= 1200 and n > FULL_MAPS_MAX_TOKENS and isinstance(trace.decoder_attentions, OnDemandMaps)
+    per_layer = (cfg.heads + cfg.kv_heads) * n * cfg.d_head * 4 + 2 * n * 8  # queries, keys, positions
+    assert trace.decoder_attentions.nbytes == cfg.decoder_layers * per_layer
+    assert trace.decoder_attentions.nbytes * 50 < cfg.decoder_layers * cfg.heads * n * n * 4
+    with torch.inference_mode():
+        full = lm.network(torch.tensor([trace.target_ids]), need_weights=True).attentions
+    np.testing.assert_allclose(trace.head_map("decoder", 1, 3), full[1][0, 3].numpy(), rtol=0, atol=ATOL)
