@@ -165,6 +165,8 @@ class AttentionTrace:
         """``(queries, keys)`` float32: one head's map (`rows`: those query rows alone), made alone where the maps
         are made on demand."""
         maps = self.attentions(kind)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
+            raise ValueError(f"layer must be an integer from 0 to {len(maps) - 1} ({kind}), got {layer!r}")
         heads, _, _ = self.map_shape(kind, layer)
         if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads:
             raise ValueError(f"head must be an integer from 0 to {heads - 1}, got {head!r}")

@@ -170,6 +170,8 @@ def test_a_trace_reads_maps_made_on_demand_as_it_reads_lists():
     assert trace.nbytes > trace.decoder_attentions.nbytes > 0
     with pytest.raises(ValueError, match="head must be an integer from 0 to 5"):
         trace.head_map("decoder", 0, 6)
+    with pytest.raises(ValueError, match=r"layer must be an integer from 0 to 2 \(decoder\), got 3"):
+        trace.head_map("decoder", 3, 0)
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".json"])

@@ -34,6 +34,8 @@ def test_a_language_models_trace_made_on_demand_equals_its_full_trace(language_m
     for layer, (made, kept) in enumerate(zip(lazy.decoder_attentions, full.decoder_attentions)):
         np.testing.assert_allclose(made, kept, rtol=0, atol=ATOL, err_msg=f"layer {layer}")
     assert lazy.nbytes < full.nbytes
+    np.testing.assert_allclose(lazy.head_map("decoder", 0, 1, slice(2, 6)), full.head_map("decoder", 0, 1)[2:6],
+                               rtol=0, atol=ATOL)
     again = AttentionTrace.from_npz_bytes(lazy.to_npz_bytes())
     np.testing.assert_array_equal(again.head_map("decoder", 1, 0), lazy.head_map("decoder", 1, 0))
 
