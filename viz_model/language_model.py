@@ -22,7 +22,7 @@ from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
 from .nn.model import HeadMask
-from .nn.score_recipe import merged
+from .nn.score_recipe import merged, queries_only
 from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps
 from .search.causal import LMSearch, beam_continuation
 from .tokenization.lm_sentencepiece import SentencePieceLM
@@ -158,6 +158,8 @@ class LanguageModel:
             cache = out.cache
             if record:
                 calls.append(out)
+                if len(calls) > 1:  # the last call's cache (and recipes) hold every key: the earlier ones' go
+                    calls[-2].cache, calls[-2].recipes = [], [queries_only(r) for r in calls[-2].recipes]
                 if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
                     break
             token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None

@@ -84,3 +84,13 @@ def test_a_1024_token_trace_past_the_threshold_keeps_layers_x_n_x_d_bytes(tmp_pa
     with torch.inference_mode():
         full = lm.network(torch.tensor([trace.target_ids]), need_weights=True).attentions
     np.testing.assert_allclose(trace.head_map("decoder", 1, 3), full[1][0, 3].numpy(), rtol=0, atol=ATOL)
+
+
+@torch.inference_mode()
+def test_a_cached_continuation_holds_the_keys_once_not_once_a_step(language_model):
+    ids = language_model.encode(PROMPT)
+    _, calls = language_model._decoded(ids, 6, True, None, None, "recipe")
+    assert len(calls) == 7
+    for out in calls[:-1]:  # each step's keys and cache let go once the next step holds them all
+        assert out.cache == [] and all(r.keys.shape[1] == 0 for r in out.recipes)
+    assert all(r.keys.shape[1] == len(ids) + 6 for r in calls[-1].recipes)

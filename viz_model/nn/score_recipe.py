@@ -171,3 +171,9 @@ def merged(recipes: Sequence[ScoreRecipe]) -> ScoreRecipe:
     last = recipes[-1]
     return dataclasses.replace(last, queries=torch.cat([r.queries for r in recipes], dim=1),
                                query_positions=torch.cat([r.query_positions for r in recipes]))
+
+
+def queries_only(recipe: ScoreRecipe) -> ScoreRecipe:
+    """`recipe` without its keys (none: a later cached call of the same layer holds every key), for `merged`."""
+    return dataclasses.replace(recipe, keys=recipe.keys.new_empty((recipe.keys.shape[0], 0, recipe.keys.shape[2])),
+                               key_positions=recipe.key_positions.new_empty(0), key_mask=None)
