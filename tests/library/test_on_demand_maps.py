@@ -257,3 +257,12 @@ def test_the_model_views_summaries_equal_those_of_the_full_maps():
         block_mean_grid(trace, "decoder", size=0)
     with pytest.raises(ValueError, match="this trace has no encoder attention"):
         block_mean_grid(trace, "encoder")
+
+
+def test_a_recipe_refuses_a_per_query_key_mask_it_cannot_keep():
+    network = language_model("rope")
+    ids = torch.randint(3, 64, (1, 6))
+    with pytest.raises(ValueError, match="need_weights='recipe' records no key_mask"):
+        network(ids, need_weights="recipe", key_mask=torch.ones(6, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match="a score recipe records a batch of one, got a batch of 2"):
+        network(torch.randint(3, 64, (2, 6)), need_weights="recipe")
