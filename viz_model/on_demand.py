@@ -89,9 +89,8 @@ class OnDemandMaps(Sequence[np.ndarray]):
 
 def translator_recipes(network: Transformer, src: Tensor, tgt: Tensor, out: Seq2SeqOutput,
                        positions: bool = True) -> dict[str, list[ScoreRecipe]]:
-    """Per kind ("encoder", "decoder", "cross"), the recipes of a translator's teacher-forced pass `out` over `src`
-    and `tgt` (batch of one, run with ``need_weights="recipe"``), with their masks and position biases laid out as
-    `Transformer.encode` and `decode` lay them (``positions=False``: no position bias)."""
+    """Per kind, the recipes of a translator's pass `out` over `src` and `tgt` (``need_weights="recipe"``, batch of
+    one) with the masks and position biases `Transformer.encode` and `decode` use (``positions=False``: no bias)."""
     pad = network.config.pad_id
     source_keys = src[0] != pad
     target_keys = tgt[0] != pad
