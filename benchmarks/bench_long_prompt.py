@@ -182,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         import_model(str(folder), out)
         config = json.loads((folder / "config.json").read_text()) | (QUICK[QWEN] if args.quick else {})
         for n in args.lengths:
-            estimate = round(maps_gb(config, n), 2)
-            sides = found["lengths"][n] = {"maps_estimate_gb": estimate}
+            estimate = maps_gb(config, n)
+            sides = found["lengths"][n] = {"maps_estimate_gb": round(estimate, 3)}
             for side in args.sides:
                 if side != "ours_on_demand" and estimate > limit:
-                    sides[side] = {"not_run": f"not run: would need {estimate} GB of maps (limit {limit} GB)"}
+                    sides[side] = {"not_run": f"not run: would need {estimate:.3g} GB of maps (limit {limit} GB)"}
                 else:
                     sides[side] = child(side, folder, out, n, args)
                 print(n, side, json.dumps(sides[side]), file=sys.stderr, flush=True)
