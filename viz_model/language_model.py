@@ -22,6 +22,8 @@ from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_
 from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
 from .nn.model import HeadMask
+from .nn.score_recipe import merged, queries_only
+from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps
 from .search.causal import LMSearch, beam_continuation
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
@@ -33,6 +35,7 @@ MAX_NEW_TOKENS = 1024
 MAX_TOP_K = 50
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
+MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
 
 
 def check_prompt(prompt: object) -> str:
@@ -141,20 +144,22 @@ class LanguageModel:
         return self._decoded(ids, max_new_tokens, False, self.layer_mask(head_mask))[0]
 
     def _decoded(self, ids: list[int], max_new_tokens: int, record: bool, mask: torch.Tensor | None,
-                 forced: Sequence[int] | None = None) -> tuple[list[int], list[CausalLMOutput]]:
+                 forced: Sequence[int] | None = None, weights: str = "maps") -> tuple[list[int], list[CausalLMOutput]]:
         """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
         call's output with its maps and every position's logits (the last new token run too: its maps and the
-        choice after it)."""
+        choice after it; ``weights="recipe"``: each layer's recipe in place of its maps)."""
         new: list[int] = []
         calls: list[CausalLMOutput] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
         while record or len(new) < max_new_tokens:
-            out = self.network(step, need_weights="maps" if record else False, cache=cache, head_mask=mask,
+            out = self.network(step, need_weights=weights if record else False, cache=cache, head_mask=mask,
                                last_logits=not record)
             cache = out.cache
             if record:
                 calls.append(out)
+                if len(calls) > 1:  # the last call's cache (and recipes) hold every key: the earlier ones' go
+                    calls[-2].cache, calls[-2].recipes = [], [queries_only(r) for r in calls[-2].recipes]
                 if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
                     break
             token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None
@@ -257,14 +262,16 @@ class LanguageModel:
 
     @torch.inference_mode()
     def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5, *,
-              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None) -> AttentionTrace:
+              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None,
+              maps: str = "auto") -> AttentionTrace:
         """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
         continuation (``max_new_tokens=0``: the prompt alone; `forced_ids`: this continuation instead, its length
         `max_new_tokens`); `head_mask` switches heads off.
 
         ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
         read token t and names the token after it (the next one of the text, then the model's choice after the
-        last) with the top-k candidates."""
+        last) with the top-k candidates. `maps`: "full" keeps every map, "on_demand" keeps each layer's recipe and
+        makes a map when it is read (`OnDemandMaps`), "auto" the first up to `FULL_MAPS_MAX_TOKENS` tokens."""
         if forced_ids is not None:
             vocab = self.config.vocab_size
             if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab for i in forced_ids):
@@ -272,12 +279,16 @@ class LanguageModel:
             max_new_tokens = len(forced_ids)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
+        if maps not in MAP_MODES:
+            raise ValueError(f"maps must be one of {', '.join(MAP_MODES)}, got {maps!r}")
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids)
+        on_demand = maps == "on_demand" or (maps == "auto" and len(prompt_ids) + max_new_tokens > FULL_MAPS_MAX_TOKENS)
+        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids,
+                                   "recipe" if on_demand else "maps")
         decoded = time.perf_counter()
         ids = prompt_ids + new
-        attentions = recorded_maps(calls, len(ids))
+        attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
         probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
         del calls
         for rows in probabilities.split(64):  # softmax in place, 64 rows at a time: one (n, vocab) tensor in all
@@ -316,6 +327,12 @@ class LanguageModel:
                      "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
         return trace
+
+
+def recorded_recipes(calls: list[CausalLMOutput]) -> OnDemandMaps:
+    """Per layer, one recipe of the cached calls' (the prompt's, then one per new token): their maps made on
+    demand."""
+    return OnDemandMaps([merged([out.recipes[layer] for out in calls]) for layer in range(len(calls[0].recipes))])
 
 
 def recorded_maps(calls: list[CausalLMOutput], n: int) -> list[np.ndarray]:

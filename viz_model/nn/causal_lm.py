@@ -26,6 +26,7 @@ from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 from .rope_scaling import scaled_frequencies
 from .rotary import Rotary
 from .score_position import ScorePosition
+from .score_recipe import ScoreRecipe, laid_out
 
 
 class CausalLayer(EncoderLayer):
@@ -51,6 +52,7 @@ class CausalLMOutput:
     :ivar cache: per layer, the keys and values so far (what the next call continues from)
     :ivar mask: the self-attention mask of the last layer, True = may attend (None: every key visible)
     :ivar maps: per layer, the attention weights alone (with ``need_weights="maps"``: no records kept)
+    :ivar recipes: per layer, what its scores need (with ``need_weights="recipe"``: no maps made)
     """
 
     logits: Tensor
@@ -58,6 +60,7 @@ class CausalLMOutput:
     cache: list[KVCache] = field(default_factory=list)
     mask: Tensor | None = None
     maps: list[Tensor] = field(default_factory=list)
+    recipes: list[ScoreRecipe] = field(default_factory=list)
 
     @property
     def attentions(self) -> list[Tensor]:
@@ -189,10 +192,14 @@ class CausalLM(nn.Module):
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
         off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
         gradients' path); `last_logits`: the last position's logits alone (what a search step reads); `key_mask`
-        ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask."""
-        if need_weights not in (False, True, "maps"):
-            raise ValueError(f"need_weights must be False, True or 'maps', got {need_weights!r}")
-        maps_only, need_weights = need_weights == "maps", bool(need_weights)
+        ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask;
+        "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made."""
+        if need_weights not in (False, True, "maps", "recipe"):
+            raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
+        recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
+        if recipe and key_mask is not None:
+            raise ValueError("need_weights='recipe' records no key_mask (a per-query mask): use True or 'maps'")
+        maps_only, need_weights = need_weights in ("maps", "recipe"), bool(need_weights)
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
@@ -215,10 +222,12 @@ class CausalLM(nn.Module):
                     masks[window] = with_key_mask(window_mask(ids.shape[1], offset, window, ids.device), key_mask,
                                                   offset, i)
             scheme = local if local is not None and window is not None else position
-            x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, scheme,
-                                  None if head_mask is None else head_mask[i])
+            x, record, kv = layer(x, masks[window], "recipe" if recipe else need_weights, cache[i] if cache else None,
+                                  scheme, None if head_mask is None else head_mask[i])
             out.cache.append(kv)
-            if record is not None:
+            if recipe:
+                out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
+            elif record is not None:
                 out.maps.append(record.weights) if maps_only else out.records.append(record)
             record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
