@@ -373,8 +373,9 @@ class TranslationModel:
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
          target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
          search: str | None = None) -> TranslationModel | LanguageModel:
-    """Load a model directory (default: the shipped model in ``assets/``): a `TranslationModel`, or a `LanguageModel`
-    for a decoder-only one; errors name the file at fault.
+    """Load a model directory (default: the shipped model in ``assets/``; a bare name such as ``multi30k-lm-en``: that
+    model of `available_models`): a `TranslationModel`, or a `LanguageModel` for a decoder-only one; errors name the
+    file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32`` (`search`: its old name, deprecated); a language model has none to choose (only ``auto``). Traces are
@@ -394,6 +395,9 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     if path is not None:
         from .hf.hub_cache import cached_import, imported_on_load
         from .hf.importer import HFImportError
+        from .modeldir.shipped import named_model
+
+        path = named_model(path)  # a shipped model (or one of $VIZ_MODEL_ASSETS) by its name
 
         if imported_on_load(path):
             try:
