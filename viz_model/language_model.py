@@ -220,7 +220,7 @@ class LanguageModel:
 
     def continuation_ids(self, text: str) -> list[int]:
         """The ids of `text` as it follows a prompt: no special tokens added; one line where it gives none."""
-        ids = self.tokenizer.backend.encode(check_prompt(text), add_special_tokens=False).ids
+        ids = self.tokenizer.continuation_ids(check_prompt(text))
         if not ids:
             raise ValueError(f"the continuation {text!r} gives no tokens")
         return ids

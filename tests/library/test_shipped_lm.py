@@ -79,3 +79,16 @@ def test_the_held_out_perplexity_is_in_its_results_file_and_card():
     test = results["test_2016_flickr"]
     assert test["lines"] == 1000 and 1 < test["perplexity"] < 4000  # far below a uniform guess over the vocabulary
     assert "| test_2016_flickr |" in (DIRECTORY / "MODEL_CARD.md").read_text()  # the row: test_shipped_figures.py
+
+
+def test_a_continuation_is_scored_as_it_follows_the_prompt(shipped):
+    """`continuation_ids` on a SentencePiece language model: the prompt's ids plus these are the whole text's, and
+    the ablation's scorer reads them (it raised AttributeError on this tokenizer)."""
+    prompt, continuation = "Two dogs", "are playing in the snow"
+    assert shipped.encode(prompt) + shipped.continuation_ids(continuation) == shipped.encode(f"{prompt} {continuation}")
+    ids = shipped.encode(f"{prompt} {continuation}")
+    logits = shipped.forced_pass(ids).logits[0].detach().float().log_softmax(-1)
+    start = len(shipped.encode(prompt))
+    expected = sum(float(logits[i - 1, ids[i]]) for i in range(start, len(ids)))
+    got = shipped.sequence_log_probs([shipped.encode(prompt)], [shipped.continuation_ids(continuation)])
+    assert float(got[0]) == pytest.approx(expected, abs=1e-4)
