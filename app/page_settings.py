@@ -75,12 +75,15 @@ class AttributionSettings(PageSettings):
 
 @dataclass(frozen=True)
 class HeadRolesSettings(PageSettings):
-    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic."""
+    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic; with
+    a language model, what its scores are measured on and the score drawn."""
 
     source: Setting[str] = Setting("hr_source", "stored")
     text: Setting[str] = Setting("hr_text", "\n".join(EXAMPLES))
     text_box: Setting[str] = Setting("hr_text_input", "")
     statistic: Setting[str] = Setting("hr_stat", "entropy")
+    lm_source: Setting[str] = Setting("hr_lm_source", "repeated")
+    lm_score: Setting[str] = Setting("hr_lm_score", "induction")
 
 
 @dataclass(frozen=True)

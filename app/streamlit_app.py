@@ -45,7 +45,7 @@ PAGES = {
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
-LANGUAGE_MODEL_PAGES = ("explore", "watch")  # the pages that run with a language model open (Watch needs no model)
+LANGUAGE_MODEL_PAGES = ("explore", "watch", "head_roles", "ablation")  # open with a language model (Watch: no model)
 
 
 def opens_with_language_model(page: st.Page) -> bool:
