@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import ModelConfig
-from ..config.checks import is_int
+from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..data.batching import pad
 from ..nn.model import Transformer
@@ -49,11 +49,15 @@ class WatchError(ValueError):
 
 def check_bounds(settings: object, bounds: dict[str, tuple[float, float]],
                  kinds: tuple[type, ...] = (int, float)) -> None:
-    """Each named setting is a number of `kinds` within its ``(low, high)``, else a `WatchError` naming it."""
+    """Each named setting is within its ``(low, high)``: an integer (`check_int`) where both bounds are, else a
+    number of `kinds`; else a `WatchError` naming it."""
     for name, (low, high) in bounds.items():
         value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
-            raise WatchError(f"{name} must be in [{low}, {high}], got {value!r}")
+        message = f"{name} must be in [{low}, {high}], got {value!r}"
+        if isinstance(low, int) and isinstance(high, int):
+            check_int(name, value, low, high, error=WatchError, message=message)
+        elif isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            raise WatchError(message)
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,10 @@ class WatchConfig:
             raise WatchError(f"d_model ({self.d_model}) must split into {self.heads} heads of even width")
         if not 1 <= self.shift < self.min_length:
             raise WatchError(f"shift must be in [1, min_length - 1 = {self.min_length - 1}], got {self.shift}")
-        positions = self.max_positions
-        if not is_int(positions) or positions and not is_int(positions, self.max_length + 2, MAX_POSITIONS):
-            raise WatchError(f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, "
-                             f"{MAX_POSITIONS}], got {self.max_positions!r}")
+        message = (f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, {MAX_POSITIONS}], got "
+                   f"{self.max_positions!r}")
+        if check_int("max_positions", self.max_positions, 0, MAX_POSITIONS, error=WatchError, message=message):
+            check_int("max_positions", self.max_positions, self.max_length + 2, error=WatchError, message=message)
         if not 0 < self.learning_rate <= 0.1:
             raise WatchError(f"learning_rate must be in (0, 0.1], got {self.learning_rate}")
 
