@@ -8,10 +8,10 @@ import gzip
 
 import numpy as np
 import pytest
-import viz_model
 from support.app import arr, charts, messages, ok, start, titles
 from support.hf_lm import build_lm_folder, import_lm
 
+import viz_model
 from viz_model.analysis import lm_head_roles
 
 LM, GPT2 = "llama", "gpt2"
