@@ -24,7 +24,7 @@ from ..analysis.lm_head_roles import induction_score, previous_token_score, repe
 from ..config import ModelConfig
 from ..config.checks import check_int
 from ..nn.causal_lm import CausalLM
-from .watch_trainer import _SEEDING, WatchError, one_thread
+from .watch_trainer import _SEEDING, WatchError, one_thread, training_steps
 
 START_ID = 0  # the start token; symbols are ids 1..symbols, padding symbols + 1
 PROBES = 8
@@ -222,29 +222,16 @@ def train_induction(cfg: InductionConfig, should_stop: Callable[[], bool] = lamb
             if on_progress is not None:
                 on_progress(result)
 
-        step = 0
-        while True:
-            if step % cfg.snapshot_every == 0 or step == cfg.steps:
-                record(step)
-            if step == cfg.steps:
-                break
-            stop = should_stop()
-            if stop or time.perf_counter() - started > cfg.seconds:
-                result.stopped = "stopped" if stop else "seconds"
-                if result.snapshots[-1].step != step:
-                    record(step)
-                break
+        def batch_loss() -> torch.Tensor:
             model.train()
             batch = sequences(cfg, cfg.batch, generator)
             logits = model(batch[:, :-1]).logits
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1),
                                    ignore_index=pad_id(cfg))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            warmup.step()
-            step += 1
-            result.history.append({"step": step, "loss": float(loss.detach())})
+            result.history.append({"step": len(result.history) + 1, "loss": float(loss.detach())})
+            return loss
+
+        result.stopped = training_steps(cfg, started, should_stop, record, batch_loss, optimizer, warmup)
         model.eval()
         result.seconds = time.perf_counter() - started
         return result

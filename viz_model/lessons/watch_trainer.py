@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -278,6 +279,40 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+class StepBudget(Protocol):
+    """What `training_steps` reads of a run's settings (a `WatchConfig`, an induction run's config)."""
+
+    steps: int
+    snapshot_every: int
+    seconds: float
+
+
+def training_steps(cfg: StepBudget, started: float, should_stop: Callable[[], bool],
+                   record: Callable[[int], None], batch_loss: Callable[[], torch.Tensor],
+                   optimizer: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LRScheduler) -> str:
+    """Up to ``cfg.steps`` optimizer steps on `batch_loss`, with `record(step)` every ``cfg.snapshot_every`` steps,
+    at the last and where training ends early (``cfg.seconds`` after `started`, or `should_stop`); returns why it
+    ended: "steps", "seconds" or "stopped"."""
+    step, recorded = 0, -1
+    while True:
+        if step % cfg.snapshot_every == 0 or step == cfg.steps:
+            record(step)
+            recorded = step
+        if step == cfg.steps:
+            return "steps"
+        stop = should_stop()
+        if stop or time.perf_counter() - started > cfg.seconds:
+            if recorded != step:
+                record(step)
+            return "stopped" if stop else "seconds"
+        loss = batch_loss()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        step += 1
+
+
 def train_watch(cfg: WatchConfig, should_stop: Callable[[], bool] = lambda: False,
                 on_progress: Callable[[WatchResult], None] | None = None, eval_size: int = 128) -> WatchResult:
     """Train a tiny model on `cfg`'s task from scratch, keeping loss and accuracy and a snapshot of the probe's maps
@@ -314,30 +349,18 @@ def _train_watch(cfg: WatchConfig, should_stop: Callable[[], bool],
         if on_progress is not None:
             on_progress(result)
 
-    step = 0
-    while True:
-        if step % cfg.snapshot_every == 0 or step == cfg.steps:
-            record(step)
-        if step == cfg.steps:
-            break
-        stop = should_stop()
-        if stop or time.perf_counter() - started > cfg.seconds:
-            result.stopped = "stopped" if stop else "seconds"
-            if result.snapshots[-1].step != step:
-                record(step)
-            break
+    def batch_loss() -> torch.Tensor:
+        nonlocal loss_value, token_accuracy
         model.train()
         src, tgt_in, gold = batch_tensors(cfg, sample(cfg, cfg.batch, generator))
         logits = model(src, tgt_in, positions=cfg.uses_positions).logits
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=PAD_ID)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
         real = gold != PAD_ID
         loss_value = float(loss.detach())
         token_accuracy = float(((logits.detach().argmax(-1) == gold) & real).sum() / real.sum())
-        step += 1
+        return loss
+
+    result.stopped = training_steps(cfg, started, should_stop, record, batch_loss, optimizer, schedule)
     model.eval()
     result.seconds = time.perf_counter() - started
     return result
