@@ -11,12 +11,15 @@ from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.config.model import POSITIONAL_KINDS
+from viz_model.lessons.induction_run import InductionConfig
 from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
 LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model prompted to translate
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
+EXPERIMENTS = ("task", "induction")  # Watch attention form: a translation task, or induction heads in a language model
+INDUCTION_STEPS = [500, 1000, 2000, 3000, 5000]
 
 
 def lengths_from(raw: str) -> tuple[int, int]:
@@ -81,12 +84,15 @@ class AttributionSettings(PageSettings):
 
 @dataclass(frozen=True)
 class HeadRolesSettings(PageSettings):
-    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic."""
+    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic; with
+    a language model, what its scores are measured on and the score drawn."""
 
     source: Setting[str] = Setting("hr_source", "stored")
     text: Setting[str] = Setting("hr_text", "\n".join(EXAMPLES))
     text_box: Setting[str] = Setting("hr_text_input", "")
     statistic: Setting[str] = Setting("hr_stat", "entropy")
+    lm_source: Setting[str] = Setting("hr_lm_source", "repeated")
+    lm_score: Setting[str] = Setting("hr_lm_score", "induction")
 
 
 @dataclass(frozen=True)
@@ -284,6 +290,18 @@ class WatchSettings(PageSettings):
     head: Setting[int | str] = Setting("watch_head", "mean")
     animated: Setting[str] = Setting("watch_animated", "")
     own_sequence: Setting[str] = Setting("watch_own", "")
+    experiment: Setting[str] = Setting("watch_experiment", "task", Link("experiment", one_of(EXPERIMENTS),
+                                                                        omit_default=True))
+    ind_steps: Setting[int] = Setting("watch_ind_steps", InductionConfig.steps, Link(
+        "induction_steps", one_of(INDUCTION_STEPS), omit_default=True))
+    ind_seconds: Setting[int] = Setting("watch_ind_seconds", int(InductionConfig.seconds), Link(
+        "induction_seconds", whole_number(5, 120), omit_default=True))
+    ind_seed: Setting[int] = Setting("watch_ind_seed", 0, Link("induction_seed", whole_number(0, 1_000_000),
+                                                               omit_default=True))
+    induction: Setting[object | None] = Setting("watch_induction", None)  # the last InductionResult
+    ind_running: Setting[bool] = Setting("watch_ind_running", False)
+    ind_layer: Setting[int] = Setting("watch_ind_layer", -1)  # -1: the strongest induction head's
+    ind_head: Setting[int] = Setting("watch_ind_head", -1)
 
 
 EXPLORE, MASKS = ExploreSettings(), MasksSettings()

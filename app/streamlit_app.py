@@ -48,7 +48,7 @@ SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare", "sinks"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
 LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks",
-                        "positional")  # the pages that run with a language model open
+                        "positional", "head_roles", "ablation")  # the pages that run with a language model open
 
 
 def opens_with_language_model(page: st.Page) -> bool:

@@ -27,7 +27,9 @@ OTHER_VALUES = {
                           "tree_alpha": (-1.5, "-1.5"), "tree_pruned": (5, "5")},
     "views/watch.py": {"task": ("reverse", "reverse"), "lengths": ((3, 9), "3-9"), "k": (4, "4"),
                        "layers": (2, "2"), "heads": (4, "4"), "d_model": (64, "64"), "pe": ("none", "none"),
-                       "compare": (False, "False"), "steps": (200, "200"), "seconds": (5, "5"), "seed": (7, "7")},
+                       "compare": (False, "False"), "steps": (200, "200"), "seconds": (5, "5"), "seed": (7, "7"),
+                       "experiment": ("induction", "induction"), "induction_steps": (1000, "1000"),
+                       "induction_seconds": (90, "90"), "induction_seed": (3, "3")},
 }
 # link name -> (a bad link value, the message that names it); the texts of the hand-written parsing they replaced
 BAD_VALUES = {
@@ -59,7 +61,11 @@ BAD_VALUES = {
                        "compare": ("yes", "use one of True, False"),
                        "steps": ("100", "use one of 200, 400, 800, 1600, 3200"),
                        "seconds": ("61", "use a whole number from 5 to 60"),
-                       "seed": ("-1", "use a whole number from 0 to 1000000")},
+                       "seed": ("-1", "use a whole number from 0 to 1000000"),
+                       "experiment": ("sinks", "use one of task, induction"),
+                       "induction_steps": ("7", "use one of 500, 1000, 2000, 3000, 5000"),
+                       "induction_seconds": ("121", "use a whole number from 5 to 120"),
+                       "induction_seed": ("x", "use a whole number from 0 to 1000000")},
 }
 ANY_TEXT = {"sentence", "target", "lang"}  # free text: no value is bad (the model checks the language code)
 

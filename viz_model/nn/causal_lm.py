@@ -30,7 +30,13 @@ from .score_recipe import ScoreRecipe, laid_out
 
 
 class CausalLayer(EncoderLayer):
-    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes."""
+    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes
+    (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        if cfg.attention_only:
+            self.ffn = self.ffn_residual = None
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,  # type: ignore[override]
                 cache: KVCache | None = None, position: ScorePosition | None = None,
@@ -40,6 +46,8 @@ class CausalLayer(EncoderLayer):
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
                                          append_to_cache=True, position=position)
         y = self.attn_residual.leave(x, out)
+        if self.ffn is None:  # attention-only
+            return y, _with_stream(record, x, y), kv
         return self.ffn_residual.forward(y, self.ffn), _with_stream(record, x, y), kv
 
 
