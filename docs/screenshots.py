@@ -2,8 +2,9 @@
 of other docs pages (`ELSEWHERE`: a tab of a page, e.g. docs/positions/*.webp).
 
 ``python docs/screenshots.py`` starts ``streamlit run app`` with the shipped models on a free port, opens every link
-of docs/gallery.md and docs/language-models-tour.md in headless Chromium (/usr/bin/chromium, as the browser tests do) and saves each page's picture
-where the gallery shows it; the first link also gives docs/screenshot.png. Takes a few minutes.
+of docs/gallery.md and docs/language-models-tour.md in headless Chromium (/usr/bin/chromium, as the browser tests
+do) and saves each page's picture where the page shows it; the gallery's first link also gives docs/screenshot.png.
+Takes a few minutes.
 ``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file: ``schemes why`` for the
 Positional encodings page's, ``tour/sinks`` for the language models tour's).
 """
