@@ -80,6 +80,7 @@ class AttributionSettings(PageSettings):
     foil: Setting[str] = Setting("at_foil", "")
     matrix: Setting[str] = Setting("at_matrix", "alti")
     checked: Setting[tuple | None] = Setting("at_checked", None)  # (source ids, output ids)
+    target: Setting[str] = Setting("at_target", "")  # a language model's forced continuation
 
 
 @dataclass(frozen=True)

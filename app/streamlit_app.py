@@ -47,8 +47,8 @@ PAGES = {
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare", "sinks"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
-LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks",
-                        "positional", "head_roles", "ablation")  # the pages that run with a language model open
+LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks", "alignment", "training",
+                        "positional", "head_roles", "ablation", "attribution", "by_hand")  # every page runs with one
 
 
 def opens_with_language_model(page: st.Page) -> bool:
