@@ -208,6 +208,9 @@ class AttentionByHandSettings(PageSettings):
     heads: Setting[int] = Setting("abh_heads", 2)  # by default the second divisor of the width
     head_seed: Setting[int] = Setting("abh_mh_seed", 0)
     head_causal: Setting[bool] = Setting("abh_mh_causal", False)
+    lm_layer: Setting[int] = Setting("abh_lm_layer", 1)  # a language model's head (1-based) and query (0-based)
+    lm_head: Setting[int] = Setting("abh_lm_head", 1)
+    lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
 
     @staticmethod
     def editor(name: str) -> Setting:
