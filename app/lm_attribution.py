@@ -26,7 +26,7 @@ def choices(all_choices: dict[str, str]) -> dict[str, str]:
 def continuation_attribution(ref: ModelRef, prompt: str, continuation: str, new_tokens: int,
                              methods: tuple[str, ...], steps: int, tolerance: float) -> Attribution:
     """The attributions of the model's greedy continuation of `prompt` (`new_tokens` long), or of the forced
-    `continuation` where it is not empty."""
+    `continuation` where it is not empty (as typed: a leading space is part of its first token)."""
     model = load_model(ref)
     result = attribute_continuation(model, prompt, continuation or None, methods, steps, tolerance, new_tokens)
     result.model_name = ref.name

@@ -115,7 +115,10 @@ def page(session: Session) -> None:
         scores = np.where(steps.visible, steps.scores, np.nan)
         fig = analysis_figures.token_map_figure(scores, trace.target_tokens, trace.target_tokens, "decoder", layer,
                                                 f"Masked scores, layer {layer + 1}, head {head + 1}")
-        fig.update_traces(zmin=None, zmax=None, selector=dict(type="heatmap"))
+        fig.update_traces(zmin=float(np.nanmin(scores)), zmax=float(np.nanmax(scores)), colorscale="RdBu_r",
+                          colorbar=dict(title=dict(text="score")), selector=dict(type="heatmap"),
+                          hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>score %{z:.4f}"
+                                        "<extra>masked: blank</extra>")
         widgets.chart(fig, f"scores-layer{layer + 1}-head{head + 1}", key="abh_lm_scores_chart")
     with right:
         fig = analysis_figures.token_map_figure(steps.weights, trace.target_tokens, trace.target_tokens, "decoder",

@@ -17,11 +17,11 @@ def page(session: Session) -> None:
     st.title("Alignment & rollout")
     st.caption("Rollout and flow follow attention through every layer at once: how much each later position draws, "
                "layer after layer, on each earlier token of the prompt and its continuation.")
+    st.info(NO_ALIGNMENT)
     completion.prompt_form()
     trace = completion.current_completion(session)
     if trace is None:
         st.stop()
-    st.info(NO_ALIGNMENT)
     rollout_section.rollout_section(
         trace, ("decoder",), "A layer's attention mixes tokens that earlier layers already mixed. Rollout multiplies "
         "the layers' head-averaged causal maps (with the residual connection as the identity, as for the encoder), "

@@ -41,7 +41,8 @@ if language_model:
     own.target.init()
     state.bound(st.text_input, "Forced continuation (optional: attribute this text in place of the model's own)",
                 own.target, max_chars=200, placeholder="e.g. in the park",
-                help="Its tokens as they follow the prompt; empty: the greedy continuation above.")
+                help="Its tokens as they follow the prompt (a leading space counts); empty: the greedy continuation "
+                     "above.")
     if completion.EXPLORE.chat.get():
         st.info("Attribution reads the prompt as plain text: the chat template is not applied here.")
 else:
@@ -76,8 +77,9 @@ ranked = tuple("attention_mean" if m == "attention" else m for m in chosen)
 try:
     with st.spinner("Computing the attributions…"):
         if language_model:
+            forced = own.target.get() if own.target.get().strip() else ""
             result = lm_attribution.continuation_attribution(
-                session.ref.stored, completion.SHARED.sentence.get(""), own.target.get().strip(),
+                session.ref.stored, completion.SHARED.sentence.get(""), forced,
                 len(trace.target_tokens) - completion.prompt_length(trace), computed, steps, tolerance)
         else:
             result = session.attribution(trace, computed, steps, tolerance=tolerance)
