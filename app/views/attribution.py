@@ -110,8 +110,9 @@ state.bound(st.selectbox, "Output token", own.output, outputs, format_func=lambd
 output = int(own.output.get())
 fig = attribution_figures.methods_figure(result, output, ranked)
 widgets.chart(fig, "methods", key="at_methods_chart")
-st.caption("Each method's scores over the source tokens for this output token, scaled so that its largest magnitude "
-           "is 1 (hover for the raw score). Gradient methods are signed: negative = evidence against the token.")
+st.caption(f"Each method's scores over the {'prompt' if language_model else 'source'} tokens for this output token, "
+           "scaled so that its largest magnitude is 1 (hover for the raw score). Gradient methods are signed: "
+           "negative = evidence against the token.")
 widgets.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
     {attribution_figures.method_label(m): result.source_scores(m)[output] for m in ranked},
     index=[f"{j}:{t}" for j, t in enumerate(result.source_tokens)]))

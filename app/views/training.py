@@ -156,7 +156,8 @@ elif events:
     if facts and facts.precision:
         st.caption("Precision: " + facts.precision_summary() + f" ({TRAINING_FACTS}).")
     if isinstance(start.get("params"), int):
-        st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training pairs · "
+        st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training "
+                   f"{'texts' if language_model else 'pairs'} · "
                    f"device {start.get('device', '?')}, {start.get('threads', '?')} threads")
 else:
     st.info(f"This model directory has no training log ({TRAINING_LOG}), so there are no curves to draw.")

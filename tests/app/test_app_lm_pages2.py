@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from support.app import APP, arr, charts, messages, ok, start, titles
+from support.app import APP, arr, charts, messages, ok, open_lm_page, titles
 from support.hf_lm import build_lm_folder, import_lm, lm_models_folder
 
 import viz_model
@@ -37,10 +37,8 @@ def lm_app(models, monkeypatch):
     return models
 
 
-def open_page(page: str, model: str = LLAMA, sentence: str = PROMPT, **params: str):
-    at = ok(start(model=model, sentence=sentence, **params))
-    at.switch_page(f"views/{page}.py").run()
-    return ok(at)
+def open_page(page: str, model: str = LLAMA):
+    return open_lm_page(page, model, PROMPT)
 
 
 def lm(models, name: str):
