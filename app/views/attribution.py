@@ -6,6 +6,8 @@ import streamlit as st
 
 from app import completion, lm_attribution, sessions, state, texts, tracing, widgets
 from app.page_settings import ATTRIBUTION as own
+from app.page_settings import EXPLORE
+from app.shared_settings import SHARED
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, MAX_STEPS
@@ -43,7 +45,7 @@ if language_model:
                 own.target, max_chars=200, placeholder="e.g. in the park",
                 help="Its tokens as they follow the prompt (a leading space counts); empty: the greedy continuation "
                      "above.")
-    if completion.EXPLORE.chat.get():
+    if EXPLORE.chat.get():
         st.info("Attribution reads the prompt as plain text: the chat template is not applied here.")
 else:
     trace = tracing.trace_or_stop(session)
@@ -79,7 +81,7 @@ try:
         if language_model:
             forced = own.target.get() if own.target.get().strip() else ""
             result = lm_attribution.continuation_attribution(
-                session.ref.stored, completion.SHARED.sentence.get(""), forced,
+                session.ref.stored, SHARED.sentence.get(""), forced,
                 len(trace.target_tokens) - completion.prompt_length(trace), computed, steps, tolerance)
         else:
             result = session.attribution(trace, computed, steps, tolerance=tolerance)
