@@ -80,6 +80,7 @@ class AttributionSettings(PageSettings):
     foil: Setting[str] = Setting("at_foil", "")
     matrix: Setting[str] = Setting("at_matrix", "alti")
     checked: Setting[tuple | None] = Setting("at_checked", None)  # (source ids, output ids)
+    target: Setting[str] = Setting("at_target", "")  # a language model's forced continuation
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,9 @@ class AttentionByHandSettings(PageSettings):
     heads: Setting[int] = Setting("abh_heads", 2)  # by default the second divisor of the width
     head_seed: Setting[int] = Setting("abh_mh_seed", 0)
     head_causal: Setting[bool] = Setting("abh_mh_causal", False)
+    lm_layer: Setting[int] = Setting("abh_lm_layer", 1)  # a language model's head (1-based) and query (0-based)
+    lm_head: Setting[int] = Setting("abh_lm_head", 1)
+    lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
 
     @staticmethod
     def editor(name: str) -> Setting:

@@ -47,13 +47,8 @@ PAGES = {
 SECTIONS = {"Explore": ["explore", "masks"],
             "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare", "sinks"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
-LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks",
-                        "positional", "head_roles", "ablation")  # the pages that run with a language model open
-
-
-def opens_with_language_model(page: st.Page) -> bool:
-    """Whether `page` runs with a language model open (titles are read only here: they need Streamlit's runtime)."""
-    return page.title in {PAGES[key].title for key in LANGUAGE_MODEL_PAGES}
+LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks", "alignment", "training",
+                        "positional", "head_roles", "ablation", "attribution", "by_hand")  # all run with one open
 
 
 models = sessions.model_names()
@@ -67,10 +62,7 @@ else:
     state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
         with sessions.serving(session):  # the page gets this run's session from require_session
-            if session is not None and session.is_language_model and not opens_with_language_model(page):
-                widgets.translation_only(page.title)
-            else:
-                page.run()
+            page.run()  # every page runs with a language model too (a part that does not: one line there)
     except torch.cuda.OutOfMemoryError:  # not a bug: the request was too big for the GPU (freed; the next one runs)
         tracing.out_of_memory()
     except Exception as err:  # a bug, not a user error: say so plainly, log the traceback for the developers

@@ -147,13 +147,6 @@ def steps_table(trace: AttentionTrace) -> None:
 
 
 # --- charts and exports ------------------------------------------------------------------------------------------
-def translation_only(title: str) -> None:
-    """What a page that reads a translation model says when a language model is open: one line, and where to go."""
-    st.title(title)
-    st.info(f"{title} is for translation models for now: with a language model, use Translate & explore (it "
-            "becomes Complete & explore), or pick a translation model in the sidebar.", icon=":material/info:")
-
-
 def chart(fig: go.Figure, name: str, key: str | None = None, on_select=None, selection_mode="points"):
     """Draw a figure (client-side PNG in the mode bar too); returns the selection state when `on_select`."""
     config = dict(PLOTLY_CONFIG, toImageButtonOptions={"format": "png", "filename": name, "scale": 2})

@@ -4,12 +4,15 @@ mask on it, and multi-head attention opened up. Every number comes from `viz_mod
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, widgets
+from app import lm_by_hand, sessions, state, widgets
 from app.page_settings import BY_HAND as own
 from viz_model.lessons import learn_pages
 from viz_model.plot import learn_figures
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_by_hand.page(session)
+    st.stop()
 config = session.model.config
 MATRICES = {"X": ("X: one row per input x1, x2, …", "d"), "W_q": ("W_q: one row per column of X", "q"),
             "W_k": ("W_k: one row per column of X", "k"), "W_v": ("W_v: one row per column of X", "v")}

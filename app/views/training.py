@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import sessions, state, tracing, widgets
+from app import lm_training, sessions, state, tracing, widgets
 from app.page_settings import TRAINING as own
 from viz_model.lessons import learn_pages
 from viz_model.modeldir.checkpoint import TRAINING_LOG
@@ -16,9 +16,12 @@ from viz_model.plot import learn_figures
 session = sessions.require_session()
 model = session.model
 config = model.config
-facts = model.training_facts  # training_facts.json: the recipe as data (None for a model without one)
+language_model = session.is_language_model
+# training_facts.json: the recipe as data (None for a model without one)
+facts = lm_training.facts_of(model) if language_model else model.training_facts
+imported = lm_training.imported(model) if language_model else model.imported
 try:
-    events = learn_pages.training_events(model.directory)
+    events = learn_pages.training_events(model.directory) if model.directory is not None else []
     log_problem = None
 except learn_pages.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
     events, log_problem = [], str(err)
@@ -26,7 +29,14 @@ except learn_pages.InputError as err:  # a log that fails the model-file checks:
 st.title("The training recipe")
 if log_problem:
     st.warning(f"The training log is not read: {log_problem}")
-if model.imported:
+if language_model and not events:
+    st.info(lm_training.no_log_line(model))
+    st.stop()
+if language_model:
+    st.caption("How this language model was trained (next-token prediction on its corpus), next to "
+               "the paper's recipe: Adam with a warm-up schedule and dropout; its curves show loss and perplexity "
+               "(BLEU measures translations).")
+elif imported:
     st.info(f"{model.name} was not trained by this project: it was imported from another framework, and its "
             "training is documented where it came from (its model card, at the bottom of this page, names the "
             "source). The figures below teach the paper's recipe, with the settings you choose.")
@@ -136,17 +146,18 @@ else:
 
 # --- training curves and the card --------------------------------------------------------------------------------
 st.subheader("How this model trained")
-if model.imported and not events:
+if imported and not events:
     st.info("Its source documents how it trained: see the model card below.")
 elif events:
-    fig = learn_figures.training_curves_figure(events)
+    fig = learn_figures.training_curves_figure(events, perplexity=language_model)
     widgets.chart(fig, "training-curves", key="tr_curves_chart")
     widgets.exports(fig, "training-curves", "tr_curves")
     start = next((e for e in events if e.get("event") == "start"), {})
     if facts and facts.precision:
         st.caption("Precision: " + facts.precision_summary() + f" ({TRAINING_FACTS}).")
     if isinstance(start.get("params"), int):
-        st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training pairs · "
+        st.caption(f"{start['params']:,} parameters · {start.get('train_pairs', '?')} training "
+                   f"{'texts' if language_model else 'pairs'} · "
                    f"device {start.get('device', '?')}, {start.get('threads', '?')} threads")
 else:
     st.info(f"This model directory has no training log ({TRAINING_LOG}), so there are no curves to draw.")
@@ -157,9 +168,12 @@ with st.expander("Model card", expanded=False):
         st.info("This model directory has no MODEL_CARD.md.")
 
 # --- architecture ------------------------------------------------------------------------------------------------
-st.subheader("The architecture, with the shapes for your sentence")
-trace = tracing.sentence_and_trace(session)
-if trace is not None:
+if language_model:
+    lm_training.architecture_section(session)
+else:
+    st.subheader("The architecture, with the shapes for your sentence")
+    trace = tracing.sentence_and_trace(session)
+if not language_model and trace is not None:
     stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
     fig = learn_figures.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
     widgets.chart(fig, "architecture", key="tr_arch_chart")

@@ -1,6 +1,6 @@
 """Streamlit AppTest tests of a language model in the app (CPU, fp32): a models folder holding an imported tiny Llama
-(grouped-query heads) and the shipped translator; the picker lists both, Complete & explore draws every map, every
-other page says in one line that it is for translation models, and switching back to the translator works."""
+(grouped-query heads) and the shipped translator; the picker lists both, Complete & explore draws every map (the
+other pages: test_app_lm_pages*.py), and switching back to the translator works."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 LM, GPT2 = "llama", "gpt2"  # GPT-2: a learned table of 128 positions
 PROMPT = "a man plays in the snow"
-OTHER_PAGES = ["attention_by_hand", "training", "alignment", "attribution"]
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +77,6 @@ def test_grouped_heads_are_labelled_by_their_key_value_head(lm_app):
 def test_every_view_draws_the_language_models_maps(lm_app, view):
     at = open_lm(view=view)
     assert charts(at), view
-
-
-def test_every_other_page_says_it_is_for_translation_models(lm_app):
-    for page in OTHER_PAGES:
-        at = open_lm()
-        at.switch_page(f"views/{page}.py").run()
-        ok(at)
-        assert "is for translation models for now" in messages(at), page
-        assert not at.get("plotly_chart"), page
 
 
 def test_a_prompt_past_a_learned_tables_positions_is_one_line(lm_app):

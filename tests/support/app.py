@@ -124,6 +124,15 @@ IMPORTED_MODEL_PAGES = ["explore", "masks", "positional", "attention_by_hand", "
                         "ablation", "alignment", "compare", "attribution"]
 
 
+def open_lm_page(page: str, model: str, sentence: str, **params: str) -> AppTest:
+    """The app opened on `model` (a language model) with the prompt `sentence`, then on ``views/PAGE.py`` (explore:
+    the page it opens on), without an exception."""
+    at = ok(start(model=model, sentence=sentence, **params))
+    if page != "explore":
+        at.switch_page(f"views/{page}.py").run()
+    return ok(at)
+
+
 def open_page(page: str, sentence: str, timeout: int = 240) -> AppTest:
     """The app run with `sentence` in the URL (greedy), on ``views/PAGE.py`` (explore: the page it opens on), without
     an exception."""

@@ -456,11 +456,15 @@ def smoothing_figure(target: np.ndarray, correct: int, shown: int = 40) -> go.Fi
     return fig
 
 
-def training_curves_figure(events: Sequence[dict[str, Any]]) -> go.Figure:
-    """Loss (train, val), validation BLEU, tokens/s and learning rate against the step, from the run log."""
+def training_curves_figure(events: Sequence[dict[str, Any]], perplexity: bool = False) -> go.Figure:
+    """Loss (train, val), validation BLEU (`perplexity`: exp(validation NLL), a language model's), tokens/s and
+    learning rate against the step, from the run log."""
     train = pd.DataFrame([e for e in events if e.get("event") == "train" and "step" in e])
     val = pd.DataFrame([e for e in events if e.get("event") == "val" and "step" in e])
-    fig = make_subplots(rows=2, cols=2, subplot_titles=["loss (per target token)", "validation BLEU",
+    if perplexity and "val_loss" in val:
+        val["val_perplexity"] = np.exp(val["val_loss"])
+    second = "validation perplexity" if perplexity else "validation BLEU"
+    fig = make_subplots(rows=2, cols=2, subplot_titles=["loss (per target token)", second,
                                                         "training speed (target tokens/s)", "learning rate"],
                         vertical_spacing=0.16, horizontal_spacing=0.08)
 
@@ -474,7 +478,7 @@ def training_curves_figure(events: Sequence[dict[str, Any]]) -> go.Figure:
     line(train, "loss", "train loss (label-smoothed)", "#636efa", 1, 1)
     line(train, "nll", "train NLL", "#00cc96", 1, 1)
     line(val, "val_loss", "validation NLL", "#ef553b", 1, 1, "lines+markers")
-    line(val, "val_bleu", "validation BLEU", "#ab63fa", 1, 2, "lines+markers")
+    line(val, "val_perplexity" if perplexity else "val_bleu", second, "#ab63fa", 1, 2, "lines+markers")
     line(train, "tokens_per_s", "tokens/s", "#ffa15a", 2, 1)
     line(train, "lr", "learning rate", "#19d3f3", 2, 2)
     fig.update_xaxes(title=dict(text="step"))

@@ -1,0 +1,127 @@
+"""One head of a language model worked through by hand on a prompt: the layer's normed input, its query and the key
+of the key/value head it reads (projected, normed where the model norms them, rotated where it uses RoPE), the
+scaled scores, the causal (and window) mask and the softmax; built from the layer's own weights and checked against
+the map the network records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from viz_model.language_model import LanguageModel
+from viz_model.nn.causal_lm import window_mask
+from viz_model.nn.rotary import Rotary, rotate
+
+
+@dataclass
+class HeadSteps:
+    """Every intermediate of one head on ``n`` tokens (float64 copies of what the layer computed).
+
+    :ivar x: ``(n, d_model)`` the layer's input after its norm: what W_q and W_k read
+    :ivar q_projected: ``(n, d_head)`` x W_q (+ bias), this head's columns
+    :ivar k_projected: ``(n, d_head)`` x W_k (+ bias), the columns of the key/value head it reads
+    :ivar q_normed: ``(n, d_head)`` after the per-head query norm, None where the model has none (the same for k)
+    :ivar q: ``(n, d_head)`` the query the scores use (after the norm and the rotation where there are)
+    :ivar k: ``(n, d_head)`` the key the scores use
+    :ivar kv_head: the key/value head read (0-based); None where every query head has its own
+    :ivar divisor: what the dot products are divided by (sqrt(d_head); 1 for unscaled scores)
+    :ivar dots: ``(n, n)`` q_i · k_j
+    :ivar softcap: the scores' cap (Gemma 2), else None
+    :ivar bias: ``(n, n)`` the position bias added to the scores (ALiBi), else None
+    :ivar scores: ``(n, n)`` dots / divisor (capped, plus the bias): what the mask and softmax see
+    :ivar visible: ``(n, n)`` True = may attend (causal, within the window)
+    :ivar weights: ``(n, n)`` the softmax of the visible scores of each row
+    :ivar recorded: ``(n, n)`` the map the network recorded for this head in the same pass
+    :ivar rotated: whether RoPE turned q and k
+    :ivar window: the layer's sliding window, else None
+    """
+
+    x: np.ndarray
+    q_projected: np.ndarray
+    k_projected: np.ndarray
+    q_normed: np.ndarray | None
+    k_normed: np.ndarray | None
+    q: np.ndarray
+    k: np.ndarray
+    kv_head: int | None
+    divisor: float
+    dots: np.ndarray
+    softcap: float | None
+    bias: np.ndarray | None
+    scores: np.ndarray
+    visible: np.ndarray
+    weights: np.ndarray
+    recorded: np.ndarray
+    rotated: bool
+    window: int | None
+
+    @property
+    def difference(self) -> float:
+        """The largest gap between the weights worked out here and the recorded map."""
+        return float(np.abs(self.weights - self.recorded).max())
+
+
+def _f64(t: Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
+
+
+def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int) -> HeadSteps:
+    """Query head `head` (0-based) of `layer` worked through on the tokens `ids` (one pass, from position 0)."""
+    network = model.network
+    if not 0 <= layer < len(network.layers):
+        raise ValueError(f"layer must be from 0 to {len(network.layers) - 1}, got {layer}")
+    attn = network.layers[layer].self_attn
+    if not 0 <= head < attn.heads:
+        raise ValueError(f"head must be from 0 to {attn.heads - 1}, got {head}")
+    captured: dict[str, Tensor] = {}
+
+    def grab(_module: object, args: tuple) -> None:  # returns None: the call goes on with its own arguments
+        captured.setdefault("x", args[0])
+
+    handle = attn.register_forward_pre_hook(grab)
+    try:
+        with torch.inference_mode():
+            out = network(torch.tensor([ids], device=model.device), need_weights=True)
+    finally:
+        handle.remove()
+    x = captured["x"]
+    owners = attn.query_kv_heads()
+    kv_head = None if owners is None else owners[head]
+    with torch.inference_mode():
+        q = attn.split_heads(attn.w_q(x))[:, head:head + 1]
+        k = attn.split_heads(attn.w_k(x))[:, (head if kv_head is None else kv_head):][:, :1]
+        q_projected, k_projected = q, k
+        q_normed = k_normed = None
+        if attn.q_norm is not None and attn.k_norm is not None:
+            q = q_normed = attn.q_norm(q)
+            k = k_normed = attn.k_norm(k)
+        window = network.window(layer)
+        scheme = network.local_scheme if network.local_scheme is not None and window is not None else network.scheme
+        n = len(ids)
+        where = torch.arange(n, device=x.device)[None]
+        position = None if scheme is None else scheme.score_position(where, where, False)
+        rotated = isinstance(scheme, Rotary)
+        if rotated:
+            q, k = rotate(q, *position.rotation), rotate(k, *position.rotation)
+        q64, k64 = _f64(q[0, 0]), _f64(k[0, 0])
+    divisor = 1.0 if attn.scale is False else math.sqrt(q64.shape[-1] if attn.scale is True else attn.scale)
+    dots = q64 @ k64.T
+    scores = dots / divisor
+    if attn.softcap is not None:
+        scores = np.tanh(scores / attn.softcap) * attn.softcap
+    bias = None if position is None or position.bias is None else _f64(position.bias[0, head])
+    if bias is not None:
+        scores = scores + bias
+    visible = window_mask(n, 0, window, torch.device("cpu"))[0, 0].numpy()
+    masked = np.where(visible, scores, -np.inf)
+    weights = np.exp(masked - masked.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    recorded = _f64(out.records[layer].weights[0, head])
+    return HeadSteps(_f64(x[0]), _f64(q_projected[0, 0]), _f64(k_projected[0, 0]),
+                     None if q_normed is None else _f64(q_normed[0, 0]),
+                     None if k_normed is None else _f64(k_normed[0, 0]), q64, k64, kv_head, divisor, dots,
+                     attn.softcap, bias, scores, visible, weights, recorded, rotated, window)

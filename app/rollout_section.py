@@ -1,0 +1,56 @@
+"""Attention rollout and flow through a trace's self-attention layers next to the raw attention (the Alignment &
+rollout page's second half; a language model's: its causal layers alone)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from app import analyze_pages, state, widgets
+from app.page_settings import ALIGNMENT as own
+from viz_model.analysis import rollout
+from viz_model.nn import kinds
+from viz_model.plot import analysis_figures
+from viz_model.trace import AttentionTrace
+
+
+def rollout_section(trace: AttentionTrace, self_kinds: tuple[str, ...], caption: str) -> None:
+    """The kind (of `self_kinds`), layer and residual share, then the raw map, rollout and (short inputs) flow."""
+    st.subheader("Attention rollout and attention flow")
+    st.caption(caption)
+    columns = st.columns(3)
+    with columns[0]:
+        state.clamp_choice(own.rollout_kind, list(self_kinds), self_kinds[0], "Attention kind")
+        state.bound(st.radio, "Self-attention", own.rollout_kind, list(self_kinds), horizontal=True,
+                    format_func=kinds.KIND_LABELS.get)
+    kind = own.rollout_kind.get()
+    kind_layers = trace.num_layers[kind]
+    with columns[1]:
+        options = list(range(1, kind_layers + 1))
+        state.clamp_choice(own.rollout_layer, options, kind_layers, "Layer")
+        state.bound(st.selectbox, "Through layer", own.rollout_layer, options,
+                    format_func=lambda v: f"Layer {v} of {kind_layers}")
+    with columns[2]:
+        own.residual.init()
+        state.bound(st.slider, "Residual share (identity)", own.residual, 0.0, 1.0, step=0.05,
+                    help="How much of each position passes a layer unchanged through the residual connection.")
+    layer, residual = int(own.rollout_layer.get()) - 1, float(own.residual.get())
+    maps = trace.attentions(kind)
+    queries, keys = trace.axes(kind)
+    panels = [("raw", maps[layer].mean(axis=0), f"Raw attention, layer {layer + 1} (mean over heads)"),
+              ("rollout", rollout.attention_rollout(maps, residual)[layer], f"Rollout through layers 1–{layer + 1}")]
+    if len(keys) <= analyze_pages.FLOW_MAX_TOKENS:
+        with st.spinner("Computing attention flow…"):
+            flow = analyze_pages.compute_flow([np.asarray(m) for m in maps[:layer + 1]], residual)
+        panels.append(("flow", flow, f"Flow through layers 1–{layer + 1}"))
+    # side by side only two fit: three columns squeezed each map to ~80 px, so one row of two and one below
+    for index, (what, weights, title) in enumerate(panels):
+        if index % 2 == 0:
+            row = st.columns(2)
+        with row[index % 2]:
+            fig = analysis_figures.token_map_figure(weights, queries, keys, kind, layer, title)
+            widgets.chart(fig, f"{kind}-{what}-layer{layer + 1}", key=f"ro_{what}_chart")
+            widgets.exports(fig, f"{kind}-{what}-layer{layer + 1}", f"ro_{what}")
+    if len(keys) > analyze_pages.FLOW_MAX_TOKENS:
+        st.info(f"Attention flow is shown for up to {analyze_pages.FLOW_MAX_TOKENS} tokens: it solves one "
+                f"maximum-flow problem per pair of tokens ({len(keys)}² here). Shorten the input to see it.")
