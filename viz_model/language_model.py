@@ -306,7 +306,7 @@ class LanguageModel:
         attentions = recorded_maps(calls, len(ids))
         probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
         del calls
-        for rows in probabilities.split(64):  # softmax in place, 64 rows at a time: one (n, vocab) tensor in all
+        for rows in probabilities.split(16):  # softmax in place, 16 rows at a time: one (n, vocab) tensor in all
             rows.copy_(torch.softmax(rows, dim=-1))
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)

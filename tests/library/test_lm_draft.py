@@ -95,13 +95,14 @@ def test_a_draft_that_disagrees_at_a_known_step_still_gives_the_networks_continu
 
 def test_a_draft_that_is_always_wrong_costs_time_not_tokens(lm, monkeypatch):
     ids = lm.encode(PROMPTS[4])
-    plain = traced(lm, "off", PROMPTS[4], max_new_tokens=9)
+    plain = traced(lm, "off", PROMPTS[4], max_new_tokens=12)
     for wrong in (0, 5):
         draft = WrongAt(lm.network, set(range(200)), wrong)
-        found = verified_greedy(lm.network, draft, ids, 9, lm._choice, lm.tokenizer.eos_ids, record=True)
+        found = verified_greedy(lm.network, draft, ids, 12, lm._choice, lm.tokenizer.eos_ids, record=True)
         assert found.tokens == plain.target_ids[len(ids):]
+        assert 4 <= found.drafted <= 5 and found.rounds == 13  # no drafting once 4 went to waste; the last run too
         monkeypatch.setattr(lm, "draft_network", lambda draft=draft: draft)
-        assert_same_trace(lm.trace(PROMPTS[4], max_new_tokens=9), plain)
+        assert_same_trace(lm.trace(PROMPTS[4], max_new_tokens=12), plain)
 
 
 def test_a_drafted_trace_ends_at_the_end_of_text_with_its_last_row(lm, monkeypatch):

@@ -111,8 +111,9 @@ def beam_continuation(network: CausalLM, prompt: list[int], beam: int, max_new_t
                                processors=CausalProcessors(search, prompt))[0]  # type: ignore[arg-type]
 
 
-DRAFT_TOKENS = 4  # a round's first draft length; +2 after a round the network accepts whole, -1 after one it cuts
+DRAFT_TOKENS = 2  # a round's first draft length; +2 after a round the network accepts whole, -1 after one it cuts
 MAX_DRAFT_TOKENS = 16
+MIN_AGREEMENT = 0.6  # below this share of agreeing next tokens (once 4 are drafted) a draft costs more than it saves
 Choice = Callable[[Tensor, list[int]], int]
 """The id chosen from ``(1, vocab)`` logits after the ids so far (the search settings applied, then argmax)."""
 
@@ -126,6 +127,7 @@ class Verified:
     :ivar drafted: the tokens the draft proposed
     :ivar accepted: those the network chose too
     :ivar rounds: the full-precision calls
+    :ivar cuts: the calls that cut a proposal short (a disagreement)
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -133,6 +135,7 @@ class Verified:
     drafted: int = 0
     accepted: int = 0
     rounds: int = 0
+    cuts: int = 0
 
 
 def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
@@ -160,7 +163,8 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
     """`network`'s greedy continuation of `ids` with fewer full-precision weight reads: `draft` (an int8 copy) proposes
     a few tokens, one `network` call runs them all (with `record`, its maps) and keeps the longest prefix on which its
     own `choose` agrees, then its own token at the first disagreement (or after the last); drafting goes on from
-    there. Each token is `network`'s choice on its own logits; with `record` every token is run (the last too), the
+    there; where it agrees on less than `MIN_AGREEMENT` of its tokens, `network` decodes alone from there. Each token
+    is `network`'s choice on its own logits; with `record` every token is run (the last too), the
     first call's maps into ``maps_block(rows)`` where given (see `CausalLM.forward`'s `maps_into`)."""
     device = next(network.parameters()).device
     found, seq = Verified(), list(ids)
@@ -200,5 +204,9 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
         drafts = _cut(drafts, drafted_ran)
         found.drafted, found.accepted, found.rounds = found.drafted + len(proposal), found.accepted + accepted, \
             found.rounds + 1
-        length = min(length + 2, MAX_DRAFT_TOKENS) if proposal and accepted == len(proposal) else max(1, length - 1)
+        found.cuts += accepted < len(proposal)
+        if found.drafted >= 4 and found.accepted < MIN_AGREEMENT * (found.accepted + found.cuts):
+            length = 0  # stays 0: no more drafting
+        elif length:
+            length = min(length + 2, MAX_DRAFT_TOKENS) if accepted == len(proposal) else max(1, length - 1)
     return found
