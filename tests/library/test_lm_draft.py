@@ -13,11 +13,9 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import build_lm_folder  # noqa: E402
+from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
-import viz_model  # noqa: E402
 from viz_model import language_model  # noqa: E402
-from viz_model.hf.importer import import_model  # noqa: E402
 from viz_model.nn.causal_lm import CausalLMOutput, maps_block  # noqa: E402
 from viz_model.nn.fused import FusedSelfAttention  # noqa: E402
 from viz_model.nn.model import HeadMask  # noqa: E402
@@ -29,8 +27,7 @@ PROMPTS = sentences(WORDS_EN, 6, 52)
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "bloom", "gemma2"])
 def lm(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("hf")
-    return viz_model.load(import_model(str(build_lm_folder(root, request.param)), root / "ours"), device="cpu")
+    return import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), request.param), tmp_path_factory.mktemp("ours"))
 
 
 def traced(lm, draft: str, prompt: str, **kwargs):
