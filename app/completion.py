@@ -1,5 +1,6 @@
-"""Complete & explore, the explorer's form with a language model open: the prompt, its continuation (a cached
-`LanguageModel.trace`), the decoding steps split at the prompt's end, and the grouped query heads' labels."""
+"""Complete & explore, the explorer's form with a language model open: the prompt (or a chat turn through the model's
+template), its continuation (a cached `LanguageModel.trace`), the decoding steps split at the prompt's end, and the
+grouped query heads' labels."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import warnings
 import plotly.graph_objects as go
 import streamlit as st
 import torch
+from jinja2 import TemplateError
 
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
-from app.sessions import Session
+from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label
 from app.texts import count
 from app.widgets import show_text
+from viz_model.plot import head_groups
 from viz_model.trace import AttentionTrace
 
 BOUNDARY_COLOR = "#d62728"  # the line between the prompt and the continuation on every map
@@ -25,7 +28,8 @@ def _submit() -> None:
 
 
 def prompt_form() -> None:
-    """The prompt box, the continuation's length (in the link) and the Complete button."""
+    """The prompt box, the continuation's length (in the link), the Complete button and the chat toggle (greyed out
+    for a model without a chat template)."""
     FORM.sentence_box.init(SHARED.sentence.get(""))
     EXPLORE.new_tokens.init()
     with st.form("prompt_form", border=False):
@@ -33,6 +37,30 @@ def prompt_form() -> None:
         st.form_submit_button("Complete", type="primary", on_click=_submit, icon=":material/edit_note:")
     bound(st.slider, "New tokens", EXPLORE.new_tokens, 1, MAX_LM_NEW_TOKENS,
           help="How many tokens the model adds to the prompt (greedy: its most likely token each time).")
+    EXPLORE.chat.init()
+    EXPLORE.system.init()
+    templated = require_session().model.tokenizer.rules.get("chat_template") is not None
+    bound(st.toggle, "Chat: the prompt as a user's message, through the model's chat template", EXPLORE.chat,
+          disabled=not templated and not EXPLORE.chat.get(),
+          help="The model's own template wraps the message in its role tokens and opens the assistant's turn; the "
+               "maps show the template's tokens too." if templated else
+               "This model has no chat template (a base model): it continues the prompt as it is.")
+    if EXPLORE.chat.get():
+        bound(st.text_input, "System message (optional)", EXPLORE.system, max_chars=500,
+              help="Sent before the user's message as the system's turn (some templates refuse one).")
+
+
+def chat_messages(prompt: str) -> list[dict[str, str]]:
+    """The chat turn the form asks for: the optional system message, then the prompt as the user's."""
+    system = EXPLORE.system.get("").strip()
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+
+
+def chat_completion(session: Session, messages: list[dict[str, str]], max_new_tokens: int) -> AttentionTrace:
+    """A language model's trace of `messages` through its chat template and the reply, from the shared cache."""
+    key = (session.ref.stored, "chat", tuple((m["role"], m["content"]) for m in messages), max_new_tokens,
+           session.top_k)
+    return trace_cache().get(key, lambda: load_model(session.ref).trace(messages, max_new_tokens, session.top_k))
 
 
 def current_completion(session: Session) -> AttentionTrace | None:
@@ -41,13 +69,22 @@ def current_completion(session: Session) -> AttentionTrace | None:
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")
         return None
-    new_tokens = int(EXPLORE.new_tokens.get())
+    return completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
+
+
+def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:
+    """The cached trace of `prompt` (text, or chat messages) and its continuation, or None after one line saying why
+    there is none (the library's warnings said once each)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # the library's checks, before the cached trace
             warnings.simplefilter("always")
             session.model.encode(prompt, new_tokens)
             with st.spinner("Completing…"):
-                trace = session.completion(prompt, new_tokens)
+                trace = (session.completion(prompt, new_tokens) if isinstance(prompt, str)
+                         else chat_completion(session, prompt, new_tokens))
+    except TemplateError as err:  # the template's own refusal (such as "system role not supported")
+        st.error(f"The model's chat template fails on this message: {err}. Turn chat off or change the message.")
+        return None
     except ValueError as err:
         st.error(f"This prompt cannot be completed: {err}.")
         return None
@@ -72,6 +109,9 @@ def completion_panel(trace: AttentionTrace) -> None:
         show_text("Continuation", trace.translation)
         n, p = len(trace.target_tokens), prompt_length(trace)
         timing = trace.timings.get("total_ms")
+        if EXPLORE.chat.get():
+            st.caption("Chat: the prompt went in as a user's message through the model's chat template; the maps "
+                       "show every token the template wrote (its role markers included).")
         st.caption(f"greedy · {count(p, 'prompt token')} + {count(n - p, 'new token')} (the red line on every map "
                    f"marks where the prompt ends) · log-probability of the continuation {trace.log_probability:.3f} · "
                    f"{trace.device}" + (f" · {timing:.0f} ms" if timing is not None else ""))
@@ -95,8 +135,8 @@ def completion_steps(trace: AttentionTrace) -> None:
 def kv_group(trace: AttentionTrace, head: int) -> int | None:
     """The 0-based key/value head that query head `head` (0-based) reads (the trace's record), None without grouped
     heads."""
-    groups = trace.settings.get("kv_heads")
-    return None if not groups or len(set(groups)) == len(groups) else int(groups[head])
+    groups = head_groups.kv_heads(trace)
+    return None if groups is None else groups[head]
 
 
 def grouped_head_label(trace: AttentionTrace, short: bool = False):

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.link_values import number, number_text, one_of, url_number, whole_number
+from app.link_values import number, number_text, one_line, one_of, url_number, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.config.model import POSITIONAL_KINDS
+from viz_model.lessons.induction_run import InductionConfig
 from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
+LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model prompted to translate
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
+EXPERIMENTS = ("task", "induction")  # Watch attention form: a translation task, or induction heads in a language model
+INDUCTION_STEPS = [500, 1000, 2000, 3000, 5000]
 
 
 def lengths_from(raw: str) -> tuple[int, int]:
@@ -45,6 +49,10 @@ class ExploreSettings(PageSettings):
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
     new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
         "new_tokens", whole_number(1, MAX_LM_NEW_TOKENS), omit_default=True))  # a language model's continuation
+    chat: Setting[bool] = Setting("lm_chat", False, Link("chat", one_of([True, False]), lambda v: str(bool(v)),
+                                                         omit_default=True))  # through the chat template
+    system: Setting[str] = Setting("lm_system", "", Link("system", one_line(500, "a system message"),
+                                                         omit_default=True))  # the chat's system message
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class MasksSettings(PageSettings):
     layer: Setting[int] = Setting("m_layer", 1)
     head: Setting[int] = Setting("m_head", 1)
     row: Setting[int] = Setting("m_row", 0)  # by default the padded one
+    padding_side: Setting[str | None] = Setting("m_pad_side", None)  # a language model's batch: by default its own
 
 
 # --- Analyze -----------------------------------------------------------------------------------------------------
@@ -75,12 +84,15 @@ class AttributionSettings(PageSettings):
 
 @dataclass(frozen=True)
 class HeadRolesSettings(PageSettings):
-    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic."""
+    """Head roles: stored or live statistics, the live sentences (submitted, and in their box), the statistic; with
+    a language model, what its scores are measured on and the score drawn."""
 
     source: Setting[str] = Setting("hr_source", "stored")
     text: Setting[str] = Setting("hr_text", "\n".join(EXAMPLES))
     text_box: Setting[str] = Setting("hr_text_input", "")
     statistic: Setting[str] = Setting("hr_stat", "entropy")
+    lm_source: Setting[str] = Setting("hr_lm_source", "repeated")
+    lm_score: Setting[str] = Setting("hr_lm_score", "induction")
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,25 @@ class CompareSettings(PageSettings):
     other: Setting[str] = Setting("cmp_other", "")
     other_for: Setting[str | None] = Setting("cmp_other_for", None)
     model: Setting[str] = Setting("cmp_model", "")
+    source: Setting[str | None] = Setting("cmp_source", None)  # a language model beside a translator: the text
+    template: Setting[str] = Setting("cmp_template", LM_TRANSLATE_PROMPT)  # how the language model is asked
+    translator: Setting[str] = Setting("cmp_translator", "")
+    lm_layer: Setting[int] = Setting("cmp_lm_layer", 1)
+    lm_head: Setting[int | str] = Setting("cmp_lm_head", "mean")
+
+
+@dataclass(frozen=True)
+class SinksSettings(PageSettings):
+    """Attention sinks: the head whose keys are drawn (1-based) and the switch that hides the first token (in the
+    link), the other heavy tokens hidden too (0-based positions) and the grid's redraw count (the prompt form's
+    continuation length is Complete & explore's)."""
+
+    layer: Setting[int] = Setting("sk_layer", 1, Link("sink_layer", whole_number(1, 1_000), omit_default=True))
+    head: Setting[int] = Setting("sk_head", 1, Link("sink_head", whole_number(1, 1_000), omit_default=True))
+    switch: Setting[bool] = Setting("sk_switch", False, Link("hide_first", one_of([True, False]),
+                                                             lambda v: str(bool(v)), omit_default=True))
+    also: Setting[list[int]] = Setting("sk_also", [])
+    redraws: Setting[int] = Setting("sk_grid_n", 0)
 
 
 # --- Learn -------------------------------------------------------------------------------------------------------
@@ -149,6 +180,13 @@ class PositionalSettings(PageSettings):
     length_seed: Setting[int] = Setting("pe_len_seed", 0)
     length_result: Setting[object | None] = Setting("pe_len_result", None)
     length_kind: Setting[str] = Setting("pe_len_kind", "cross")
+    scheme_model: Setting[str] = Setting("pe_scheme_model", "")  # the model the scheme was last opened for
+    lm_layer: Setting[int] = Setting("pe_lm_layer", 1)  # a language model's layer: RoPE's decay
+    lm_band_layer: Setting[int] = Setting("pe_lm_band_layer", 1)  # and its frequency pairs
+    lm_distances: Setting[int] = Setting("pe_lm_distances", 64)
+    lm_tokens: Setting[int] = Setting("pe_lm_tokens", 0)  # by default twice the trained length, within the text
+    lm_window: Setting[int] = Setting("pe_lm_window", 16)
+    lm_loss: Setting[object | None] = Setting("pe_lm_loss", None)  # (model, tokens, PositionLoss)
 
 
 @dataclass(frozen=True)
@@ -252,15 +290,28 @@ class WatchSettings(PageSettings):
     head: Setting[int | str] = Setting("watch_head", "mean")
     animated: Setting[str] = Setting("watch_animated", "")
     own_sequence: Setting[str] = Setting("watch_own", "")
+    experiment: Setting[str] = Setting("watch_experiment", "task", Link("experiment", one_of(EXPERIMENTS),
+                                                                        omit_default=True))
+    ind_steps: Setting[int] = Setting("watch_ind_steps", InductionConfig.steps, Link(
+        "induction_steps", one_of(INDUCTION_STEPS), omit_default=True))
+    ind_seconds: Setting[int] = Setting("watch_ind_seconds", int(InductionConfig.seconds), Link(
+        "induction_seconds", whole_number(5, 120), omit_default=True))
+    ind_seed: Setting[int] = Setting("watch_ind_seed", 0, Link("induction_seed", whole_number(0, 1_000_000),
+                                                               omit_default=True))
+    induction: Setting[object | None] = Setting("watch_induction", None)  # the last InductionResult
+    ind_running: Setting[bool] = Setting("watch_ind_running", False)
+    ind_layer: Setting[int] = Setting("watch_ind_layer", -1)  # -1: the strongest induction head's
+    ind_head: Setting[int] = Setting("watch_ind_head", -1)
 
 
 EXPLORE, MASKS = ExploreSettings(), MasksSettings()
 ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), AblationSettings()
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
-TRAINING, WATCH = TrainingSettings(), WatchSettings()
+TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
 BY_PAGE: dict[str, PageSettings] = {  # the page files of app/streamlit_app.py
     "views/explore.py": EXPLORE, "views/masks.py": MASKS, "views/attribution.py": ATTRIBUTION,
     "views/head_roles.py": HEAD_ROLES, "views/ablation.py": ABLATION, "views/alignment.py": ALIGNMENT,
     "views/compare.py": COMPARE, "views/positional.py": POSITIONAL_ENCODING, "views/attention_by_hand.py": BY_HAND,
-    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH}
+    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH,
+    "views/sinks.py": SINKS}

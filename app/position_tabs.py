@@ -24,6 +24,16 @@ SCHEME_NAMES = {"sinusoidal": "Sinusoidal (the paper)", "learned": "Learned tabl
                 "rope": "RoPE (Llama, Qwen, Mistral, Gemma)", "alibi": "ALiBi (BLOOM, MPT)",
                 "relative": "Relative bias (T5, Flan-T5)"}
 DEFAULTS = ModelConfig()
+OWN_TAB = {"sinusoidal": "The sinusoids", "learned": "On your sentence", "rope": "Today's schemes",
+           "alibi": "Today's schemes", "relative": "Today's schemes"}  # the tab a translator's page opens on
+
+
+def open_on_own_scheme(name: str, config: ModelConfig) -> None:
+    """Point the schemes tab's choice at the loaded model's own scheme when the page meets a model for the first
+    time (a choice made for this model stays)."""
+    if own.scheme_model.get() != name:
+        own.scheme_model.set(name)
+        own.scheme.set(config.positional)
 
 
 def scheme_caption(config: ModelConfig) -> str:

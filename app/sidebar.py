@@ -38,7 +38,7 @@ def sidebar(models: list[str]) -> Session | None:
             return language_model_sidebar(model, ref)
         cfg = model.config
         color = "green" if model.device.type == "cuda" else "gray"
-        st.badge(model.device_label, icon=":material/memory:", color=color)
+        st.badge(f"Translation model · {model.device_label}", icon=":material/memory:", color=color)
         ref = ref.searching(SHARED.search.get())
         try:
             model = searching_model(ref)

@@ -41,11 +41,14 @@ PAGES = {
                            url_path="attribution"),
     "watch": st.Page("views/watch.py", title="Watch attention form", icon=":material/play_circle:",
                      url_path="watch"),
+    "sinks": st.Page("views/sinks.py", title="Attention sinks", icon=":material/vertical_align_bottom:",
+                     url_path="sinks"),
 }
 SECTIONS = {"Explore": ["explore", "masks"],
-            "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare"],
+            "Analyze": ["attribution", "head_roles", "ablation", "alignment", "compare", "sinks"],
             "Learn": ["positional", "by_hand", "decoding", "training", "watch"]}
-LANGUAGE_MODEL_PAGES = ("explore", "watch")  # the pages that run with a language model open (Watch needs no model)
+LANGUAGE_MODEL_PAGES = ("explore", "masks", "decoding", "compare", "watch", "sinks",
+                        "positional", "head_roles", "ablation")  # the pages that run with a language model open
 
 
 def opens_with_language_model(page: st.Page) -> bool:

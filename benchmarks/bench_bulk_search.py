@@ -2,7 +2,7 @@
 """Bulk evaluation with the full-precision search (batched by length) against the int8 one (a sentence at a time).
 
 Runs ``viz-model eval`` on the Multi30K validation set with the shipped model, beam 4, twice in alternation per
-round: ``--search fp32`` and ``--search int8``, each a fresh process with 2 threads (start and load included).
+round: ``--precision fp32`` and ``--precision int8``, each a fresh process with 2 threads (start and load included).
 Writes the wall times, their ratio, both BLEU lines and the other cores' load to
 ``benchmarks/results/bench_bulk_search.json``.
 
@@ -32,7 +32,7 @@ OUT = REPO / "benchmarks" / "results" / "bench_bulk_search.json"
 def run_eval(search: str) -> tuple[float, dict]:
     """Wall seconds of one `viz-model eval` process and its JSON line."""
     command = [sys.executable, "-m", "viz_model", "eval", "--src", str(DATA / "val.en.gz"), "--ref",
-               str(DATA / "val.de.gz"), "--beam", "4", "--search", search]
+               str(DATA / "val.de.gz"), "--beam", "4", "--precision", search]
     env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO)}
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO)

@@ -143,6 +143,14 @@ def write_results(path: Path, result: dict) -> None:
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
+def publish(path: Path, result: dict, write: bool) -> None:
+    """Print `result` as JSON on stdout; a full run (`write`) also writes it as the results file `path`."""
+    print(json.dumps(result, indent=2))
+    if write:
+        write_results(path, result)
+        print(f"wrote {path}", file=sys.stderr)
+
+
 def report_results(model_dir: Path, found: dict, write: bool = True) -> None:
     """Print `found` as JSON and merge it into the model's results.json (other keys kept, written atomically)."""
     from viz_model.modeldir.checkpoint import atomic_write_bytes

@@ -35,7 +35,7 @@ OUT = REPO / "benchmarks" / "results" / "bench_torchrun.json"
 def commands(src: Path, ref: Path, attribute_limit: int) -> dict[str, list[str]]:
     """Each command on the whole (already cut) input; attribute on its first `attribute_limit` sentences."""
     return {
-        "eval": ["eval", "--src", str(src), "--ref", str(ref), "--search", "fp32"],
+        "eval": ["eval", "--src", str(src), "--ref", str(ref), "--precision", "fp32"],
         "analyze": ["analyze", "--src", str(src)],
         "importance": ["importance", "--src", str(src), "--tgt", str(ref)],
         "attribute": ["attribute", "--src", str(src), "--limit", str(attribute_limit), "--workers", "1"],

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import write_results
+from bench_common import publish
 
 from viz_model.config.data_root import data_root
 
@@ -86,10 +85,7 @@ def main() -> int:
     result = {"model": args.model.name, "set": "multi30k val", "sentences": len(sources), "beam": 4,
               "generation_config": model.generation.transformers.to_dict(), "searches": rows,
               "transformers": transformers.__version__, "torch": torch.__version__}
-    print(json.dumps(result, indent=2))
-    if args.limit is None:
-        write_results(OUT, result)
-        print(f"wrote {OUT}", file=sys.stderr)
+    publish(OUT, result, write=args.limit is None)
     return 0
 
 

@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import copy
 import gzip
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from bench_common import write_results
+from bench_common import publish
 
 from viz_model.config.data_root import data_root
 
@@ -91,10 +90,7 @@ def main() -> int:
     flags = Path("/proc/cpuinfo").read_text().split()
     result = {"model": args.model.name, "sentences": len(texts), "beam": 4, "rule": "project", "variants": rows,
               "cpu_avx512_vnni": "avx512_vnni" in flags, "torch": torch.__version__}
-    print(json.dumps(result, indent=2))
-    if args.limit is None:
-        write_results(OUT, result)
-        print(f"wrote {OUT}", file=sys.stderr)
+    publish(OUT, result, write=args.limit is None)
     return 0
 
 

@@ -2,10 +2,11 @@
 of other docs pages (`ELSEWHERE`: a tab of a page, e.g. docs/positions/*.webp).
 
 ``python docs/screenshots.py`` starts ``streamlit run app`` with the shipped models on a free port, opens every link
-of docs/gallery.md in headless Chromium (/usr/bin/chromium, as the browser tests do) and saves each page's picture
-where the gallery shows it; the first link also gives docs/screenshot.png. Takes a few minutes.
+of docs/gallery.md and docs/language-models-tour.md in headless Chromium (/usr/bin/chromium, as the browser tests
+do) and saves each page's picture where the page shows it; the gallery's first link also gives docs/screenshot.png.
+Takes a few minutes.
 ``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file: ``schemes why`` for the
-Positional encodings page's).
+Positional encodings page's, ``tour/sinks`` for the language models tour's).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path[:0] = [str(DOCS.parent), str(DOCS.parent / "tests")]  # the app, and the browser tests' server and Chromium
 
 from support.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
-from support.gallery import entries  # noqa: E402
+from support.gallery import TOUR, entries  # noqa: E402
 
 VIEWPORT = {"width": 1440, "height": 1000}
 TALLEST = 2000  # a picture grows down to its first figure's bottom, up to this height
@@ -115,7 +116,8 @@ def main(names: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
     gallery = entries()
-    chosen = [e for e in gallery if not names or e.image.stem in names]
+    chosen = [e for e in gallery + entries(TOUR) if not names or f"{e.image.parent.name}/{e.image.stem}" in names
+              or (e.image.parent.name == "gallery" and e.image.stem in names)]
     with tempfile.TemporaryDirectory() as tmp, streamlit_server(None, Path(tmp) / "streamlit.log") as url, \
             sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
+from support.training import trained_run
 
 import viz_model
 from viz_model.config import ModelConfig
 from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import train_tokenizer
-from viz_model.train.loop import train
 
 # The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.
 torch.set_num_threads(1)
@@ -102,9 +102,7 @@ def data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory, data_dir) -> Path:
     """A complete tiny training run directory (2 epochs), shared: tests copy it before changing anything."""
-    run_dir = tmp_path_factory.mktemp("runs") / "finished"
-    train(tiny_train_config(data_dir), run_dir)
-    return run_dir
+    return trained_run(tmp_path_factory.mktemp("runs") / "finished", tiny_train_config(data_dir))
 
 
 # --- the app's tiny model (tests/app/) ----------------------------------------------------------------------

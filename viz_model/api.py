@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import multiprocessing
 import os
 import time
 import warnings
@@ -54,7 +53,7 @@ from .tokenization.pretrained import M2M100Tokenizer
 from .tokenization.tokenizer import Tokenizer
 from .tokenization.tokenizer_json import JsonTokenizer
 from .trace import AttentionTrace
-from .workers import start_worker, worker_model
+from .workers import WorkerContext, start_worker, worker_model
 
 __all__ = ["ASSETS_DIR", "DEFAULT_MODEL", "DEVICE_ENV", "MAX_BATCH", "MAX_BEAM", "MAX_INPUT_CHARS",
            "MAX_TASK_PREFIX_CHARS", "MAX_TOP_K", "PACKAGED_ASSETS", "Request", "TooLong", "TranslationModel",
@@ -365,7 +364,7 @@ class TranslationModel:
         of this process's threads; a task gets its process's model from `worker_model`."""
         if self.directory is None:
             raise ValueError(f"{self.name or 'this model'} has no directory for worker processes to load it from")
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,
+        pool = ProcessPoolExecutor(workers, mp_context=WorkerContext(), initializer=start_worker,
                                    initargs=(load, str(self.directory), max(1, torch.get_num_threads() // workers)))
         pool.submit(int)  # start them now (an executor starts its processes with the first task)
         return pool
@@ -374,8 +373,9 @@ class TranslationModel:
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
          target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
          search: str | None = None) -> TranslationModel | LanguageModel:
-    """Load a model directory (default: the shipped model in ``assets/``): a `TranslationModel`, or a `LanguageModel`
-    for a decoder-only one; errors name the file at fault.
+    """Load a model directory (default: the shipped model in ``assets/``; a bare name such as ``multi30k-lm-en``: that
+    model of `available_models`): a `TranslationModel`, or a `LanguageModel` for a decoder-only one; errors name the
+    file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32`` (`search`: its old name, deprecated); a language model has none to choose (only ``auto``). Traces are
@@ -388,13 +388,16 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     task its config lists), `dtype` ``fp16`` stores the weights in half precision (default ``fp32``); the cache keeps
     one directory per choice. A choice the model cannot take is refused in one line naming the argument, with nothing
     written to the cache."""
-    from .hf.arguments import keyword_arguments, renamed_precision
+    from .hf.arguments import argument, keyword_arguments, renamed_precision
 
     precision = renamed_precision(precision, search, "load")
     chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype}
     if path is not None:
         from .hf.hub_cache import cached_import, imported_on_load
         from .hf.importer import HFImportError
+        from .modeldir.shipped import named_model
+
+        path = named_model(path)  # a shipped model (or one of $VIZ_MODEL_ASSETS) by its name
 
         if imported_on_load(path):
             try:
@@ -416,8 +419,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     directory = Path(path)
     if is_decoder_only(directory):  # a decoder-only language model: its own door
         if precision != "auto":  # refused, not ignored: it has no search precision to choose
-            raise CheckpointError(f"precision={precision!r}: a language model has no search precision to choose "
-                                  "(fp32 on the CPU, its weights' dtype on a GPU); leave it out")
+            raise CheckpointError(f"{argument('precision', precision, quoted=False)}: a language model has no search "
+                                  "precision to choose (fp32 on the CPU, its weights' dtype on a GPU); leave it out")
         return LanguageModel.load(directory, resolve_device(device))
     network, tokenizer, _ = load_model_dir(directory)
     card = read_card(directory)

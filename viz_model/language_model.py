@@ -23,6 +23,8 @@ from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from .nn.model import HeadMask
 from .nn.quantize import LazyInt8Copy, int8_causal_network
+from .nn.score_recipe import merged, queries_only
+from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps
 from .search.causal import LMSearch, beam_continuation, verified_greedy
 from .search.next_token import DRAFT_MIN_PARAMETERS
 from .tokenization.lm_sentencepiece import SentencePieceLM
@@ -35,6 +37,7 @@ MAX_NEW_TOKENS = 1024
 MAX_TOP_K = 50
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
+MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
 DRAFTS = ("auto", "int8", "off")
 
 
@@ -182,11 +185,12 @@ class LanguageModel:
         return int(self.search.processed(logits.float(), [ids]).argmax())
 
     def _decoded(self, ids: list[int], max_new_tokens: int, record: bool, mask: torch.Tensor | None,
-                 forced: Sequence[int] | None = None) -> tuple[list[int], list[CausalLMOutput]]:
+                 forced: Sequence[int] | None = None, weights: str = "maps") -> tuple[list[int], list[CausalLMOutput]]:
         """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
         call's output with its maps and every position's logits (the last new token run too: its maps and the
-        choice after it). Drafted in int8 and verified where `draft_network` says so."""
-        draft = self.draft_network() if forced is None and max_new_tokens else None
+        choice after it; ``weights="recipe"``: each layer's recipe in place of its maps). Drafted in int8 and
+        verified where `draft_network` says so (maps, not recipes)."""
+        draft = self.draft_network() if forced is None and max_new_tokens and weights == "maps" else None
         if draft is not None:
             found = verified_greedy(self.network, draft, ids, max_new_tokens, self._choice, self.tokenizer.eos_ids,
                                     record, mask, self._maps_block if record else None)
@@ -196,12 +200,14 @@ class LanguageModel:
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
         while record or len(new) < max_new_tokens:
-            out = self.network(step, need_weights="maps" if record else False, cache=cache, head_mask=mask,
-                               last_logits=not record,
-                               maps_into=self._maps_block(len(ids)) if record and cache is None else None)
+            out = self.network(step, need_weights=weights if record else False, cache=cache, head_mask=mask,
+                               last_logits=not record, maps_into=self._maps_block(len(ids)) if record and
+                               weights == "maps" and cache is None else None)
             cache = out.cache
             if record:
                 calls.append(out)
+                if len(calls) > 1:  # the last call's cache (and recipes) hold every key: the earlier ones' go
+                    calls[-2].cache, calls[-2].recipes = [], [queries_only(r) for r in calls[-2].recipes]
                 if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
                     break
             token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None
@@ -224,15 +230,36 @@ class LanguageModel:
 
     # --- the door of the layers above (analysis, attribution): prompt + continuation, teacher-forced -----------------
     def forced_pass(self, ids: Sequence[int], *, head_mask: HeadMask | None = None, need_weights: bool = False,
-                    token_embeddings: torch.Tensor | None = None) -> CausalLMOutput:
+                    token_embeddings: torch.Tensor | None = None, key_mask: torch.Tensor | None = None
+                    ) -> CausalLMOutput:
         """The full-precision network over `ids` (a prompt and a continuation, one sequence), batch 1 (or the batch of
         `token_embeddings` ``(batch, len, d_model)``, given in place of the ids' own: gradients); `need_weights`:
-        every layer's record. Gradients flow where the caller enables them."""
+        every layer's record; `key_mask` ``(len, len)`` (True = may attend): keys hidden beyond the causal mask.
+        Gradients flow where the caller enables them."""
         tensor = torch.tensor([list(ids)], device=self.device)
         if token_embeddings is not None:
             tensor = tensor.expand(token_embeddings.shape[0], -1)
         return self.network(tensor, need_weights=need_weights, head_mask=self.layer_mask(head_mask),
-                            token_embeddings=token_embeddings)
+                            token_embeddings=token_embeddings, key_mask=key_mask)
+
+    @torch.inference_mode()
+    def continue_with_key_mask(self, ids: list[int], max_new_tokens: int, key_mask: torch.Tensor) -> list[int]:
+        """The greedy continuation of `ids` as `continue_ids` finds it, every call's keys also masked by `key_mask`
+        ``(m, m)``, m >= len(ids) + max_new_tokens (row i: the keys position i may see, True = may attend)."""
+        max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
+        if key_mask.dim() != 2 or min(key_mask.shape) < len(ids) + max_new_tokens:
+            raise ValueError(f"key_mask must be (m, m) with m >= {len(ids) + max_new_tokens} (prompt and new "
+                             f"tokens), got {tuple(key_mask.shape)}")
+        new: list[int] = []
+        cache, step = None, torch.tensor([ids], device=self.device)
+        while len(new) < max_new_tokens and not (new and new[-1] in self.tokenizer.eos_ids):
+            offset = len(ids) + len(new) - step.shape[1]
+            out = self.network(step, cache=cache, last_logits=True,
+                               key_mask=key_mask[offset:offset + step.shape[1], :offset + step.shape[1]])
+            cache = out.cache
+            new.append(int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()))
+            step = torch.tensor([new[-1:]], device=self.device)
+        return new
 
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
         """``(1, len, d_model)`` the token embeddings the network adds its input positions to (scaled where the
@@ -241,7 +268,7 @@ class LanguageModel:
 
     def continuation_ids(self, text: str) -> list[int]:
         """The ids of `text` as it follows a prompt: no special tokens added; one line where it gives none."""
-        ids = self.tokenizer.backend.encode(check_prompt(text), add_special_tokens=False).ids
+        ids = self.tokenizer.continuation_ids(check_prompt(text))
         if not ids:
             raise ValueError(f"the continuation {text!r} gives no tokens")
         return ids
@@ -283,14 +310,16 @@ class LanguageModel:
 
     @torch.inference_mode()
     def trace(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, top_k: int = 5, *,
-              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None) -> AttentionTrace:
+              head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None,
+              maps: str = "auto") -> AttentionTrace:
         """Every attention map over `prompt` (text, or chat messages: then the template's tokens too) and its greedy
         continuation (``max_new_tokens=0``: the prompt alone; `forced_ids`: this continuation instead, its length
         `max_new_tokens`); `head_mask` switches heads off.
 
         ``decoder_attentions[layer]`` is ``(query heads, n, n)``; the encoder and cross lists are empty; step t
         read token t and names the token after it (the next one of the text, then the model's choice after the
-        last) with the top-k candidates."""
+        last) with the top-k candidates. `maps`: "full" keeps every map, "on_demand" keeps each layer's recipe and
+        makes a map when it is read (`OnDemandMaps`), "auto" the first up to `FULL_MAPS_MAX_TOKENS` tokens."""
         if forced_ids is not None:
             vocab = self.config.vocab_size
             if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab for i in forced_ids):
@@ -298,12 +327,16 @@ class LanguageModel:
             max_new_tokens = len(forced_ids)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
+        if maps not in MAP_MODES:
+            raise ValueError(f"maps must be one of {', '.join(MAP_MODES)}, got {maps!r}")
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids)
+        on_demand = maps == "on_demand" or (maps == "auto" and len(prompt_ids) + max_new_tokens > FULL_MAPS_MAX_TOKENS)
+        new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids,
+                                   "recipe" if on_demand else "maps")
         decoded = time.perf_counter()
         ids = prompt_ids + new
-        attentions = recorded_maps(calls, len(ids))
+        attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
         probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
         del calls
         for rows in probabilities.split(16):  # softmax in place, 16 rows at a time: one (n, vocab) tensor in all
@@ -342,6 +375,12 @@ class LanguageModel:
                      "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
         return trace
+
+
+def recorded_recipes(calls: list[CausalLMOutput]) -> OnDemandMaps:
+    """Per layer, one recipe of the cached calls' (the prompt's, then one per new token): their maps made on
+    demand."""
+    return OnDemandMaps([merged([out.recipes[layer] for out in calls]) for layer in range(len(calls[0].recipes))])
 
 
 def recorded_maps(calls: list[CausalLMOutput], n: int) -> list[np.ndarray]:

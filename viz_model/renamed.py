@@ -1,5 +1,5 @@
-"""Module paths renamed in 0.3: each old path still imports, for one release, as its new module, and warns that it
-is deprecated."""
+"""Module paths renamed in 0.3, and names moved to another module: each old path or name still imports, for one
+release, as its new module or the moved object, and warns that it is deprecated."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 MOVED = {
     "viz_model.lessons.teaching": "viz_model.lessons.learn_pages",
@@ -29,6 +30,11 @@ MOVED = {
     "viz_model.attribution.corpus": "viz_model.attribution.corpus_scores",
 }
 """Old module path -> the module that holds its code now."""
+
+MOVED_NAMES = {
+    ("viz_model.train.loop", "LabelSmoothedLoss"): "viz_model.train.objectives",
+}
+"""(old module, name) -> the module that holds the name now; the old module's ``__getattr__`` calls `moved_name`."""
 
 
 class RenamedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -53,3 +59,13 @@ def register() -> None:
     """Let the old paths of `MOVED` import (once per process)."""
     if not any(isinstance(finder, RenamedModules) for finder in sys.meta_path):
         sys.meta_path.append(RenamedModules())
+
+
+def moved_name(module: str, name: str) -> Any:
+    """`name` of `module` where `MOVED_NAMES` says it is now, with a DeprecationWarning; else AttributeError."""
+    new = MOVED_NAMES.get((module, name))
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(f"{module}.{name} is deprecated and goes in the next release: import it from {new}",
+                  DeprecationWarning, stacklevel=3)
+    return getattr(importlib.import_module(new), name)

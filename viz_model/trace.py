@@ -3,7 +3,9 @@
 Axes: source positions are ``source_tokens`` (pieces + ``</s>``); target positions are ``target_tokens``,
 the decoder's inputs (``<s> y1 .. y_{n-1}``); row t of a decoder or cross map is the query that predicted
 ``output_tokens[t]``. Attention maps are per layer ``(heads, query_len, key_len)``, never averaged.
-Saved losslessly as ``.npz`` (arrays + a JSON header) or ``.json`` (float32 values written exactly).
+Saved losslessly as ``.npz`` (arrays + a JSON header) or ``.json`` (float32 values written exactly). A long
+prompt's trace holds `OnDemandMaps` in place of lists of maps: each layer's map is made when read (`head_map` makes
+one head's alone), and a saved trace holds the recipes those maps are made from, with a digest of them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import html
 import io
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from .nn.arrays import to_numpy
 from .nn.attention import causal_mask
 from .nn.kinds import check_kind
 from .nn.model import Seq2SeqOutput, Transformer
+from .nn.score_recipe import ScoreRecipe
+from .on_demand import OnDemandMaps, recipe_arrays, recipe_from_arrays, recipes_digest, translator_recipes
 from .tokenization.tokenizer import Tokenizer, word_ids
 
 FORMAT_VERSION = 1
@@ -78,7 +82,8 @@ class AttentionTrace:
     :ivar output_ids: the output ids ``y1 .. y_n``, ending in ``</s>``: row t of a decoder or cross map is the query
         that predicted ``output_ids[t]``
     :ivar output_tokens: the output pieces
-    :ivar encoder_attentions: per layer, ``(heads, src_len, src_len)`` encoder self-attention weights
+    :ivar encoder_attentions: per layer, ``(heads, src_len, src_len)`` encoder self-attention weights (a list, or
+        `OnDemandMaps` that make a layer's when it is read; the same for the decoder and cross lists)
     :ivar decoder_attentions: per layer, ``(heads, tgt_len, tgt_len)`` masked decoder self-attention weights
     :ivar cross_attentions: per layer, ``(heads, tgt_len, src_len)`` encoder-decoder attention weights
     :ivar encoder_mask: ``(src_len, src_len)`` bool, True = may attend
@@ -114,9 +119,9 @@ class AttentionTrace:
     target_words: list[int]
     output_ids: list[int]
     output_tokens: list[str]
-    encoder_attentions: list[np.ndarray]
-    decoder_attentions: list[np.ndarray]
-    cross_attentions: list[np.ndarray]
+    encoder_attentions: list[np.ndarray] | OnDemandMaps
+    decoder_attentions: list[np.ndarray] | OnDemandMaps
+    cross_attentions: list[np.ndarray] | OnDemandMaps
     encoder_mask: np.ndarray
     decoder_mask: np.ndarray
     cross_mask: np.ndarray
@@ -144,12 +149,35 @@ class AttentionTrace:
     def num_heads(self) -> int:
         """Heads per layer (a language model's: its query heads; 0 for a trace without maps)."""
         maps = self.encoder_attentions or self.decoder_attentions
-        return int(maps[0].shape[0]) if maps else 0
+        return self.map_shape("encoder" if self.encoder_attentions else "decoder", 0)[0] if maps else 0
 
-    def attentions(self, kind: str) -> list[np.ndarray]:
-        """The maps of one kind: "encoder", "decoder" or "cross"."""
+    def attentions(self, kind: str) -> list[np.ndarray] | OnDemandMaps:
+        """The maps of one kind: "encoder", "decoder" or "cross" (`OnDemandMaps`: each layer's made when read)."""
         check_kind(kind)
         return getattr(self, f"{kind}_attentions")
+
+    def map_shape(self, kind: str, layer: int) -> tuple[int, int, int]:
+        """``(heads, queries, keys)`` of one layer's maps, without making them."""
+        maps = self.attentions(kind)
+        return maps.shape(layer) if isinstance(maps, OnDemandMaps) else tuple(maps[layer].shape)
+
+    def head_map(self, kind: str, layer: int, head: int, rows: slice | None = None) -> np.ndarray:
+        """``(queries, keys)`` float32: one head's map (`rows`: those query rows alone), made alone where the maps
+        are made on demand."""
+        maps = self.attentions(kind)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
+            raise ValueError(f"layer must be an integer from 0 to {len(maps) - 1} ({kind}), got {layer!r}")
+        heads, _, _ = self.map_shape(kind, layer)
+        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads:
+            raise ValueError(f"head must be an integer from 0 to {heads - 1}, got {head!r}")
+        if isinstance(maps, OnDemandMaps):
+            return maps.head(layer, head, rows)
+        return maps[layer][head] if rows is None else maps[layer][head, rows]
+
+    def recipes(self) -> dict[str, list[ScoreRecipe]]:
+        """Per kind whose maps are made on demand, its layers' recipes."""
+        return {kind: self.attentions(kind).recipes for kind in ("encoder", "decoder", "cross")
+                if isinstance(self.attentions(kind), OnDemandMaps)}
 
     def axes(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of a kind's maps."""
@@ -170,7 +198,9 @@ class AttentionTrace:
     @property
     def nbytes(self) -> int:
         """Bytes held by the trace's arrays (what a cache of traces must bound)."""
-        return sum(int(array.nbytes) for array in self._arrays())
+        return sum(int(array.nbytes) for array in self._arrays()) + sum(
+            maps.nbytes for maps in (self.encoder_attentions, self.decoder_attentions, self.cross_attentions)
+            if isinstance(maps, OnDemandMaps))
 
     def freeze(self) -> AttentionTrace:
         """The same trace with every array read-only (a trace shared between sessions must not be written)."""
@@ -235,9 +265,10 @@ class AttentionTrace:
             raise TraceError(f"token lists disagree: {s} source tokens / {len(self.source_ids)} ids, "
                              f"{t} target tokens / {len(self.target_ids)} ids / {len(self.output_ids)} outputs")
         for kind, (q, k) in (("encoder", (s, s)), ("decoder", (t, t)), ("cross", (t, s))):
-            for i, a in enumerate(self.attentions(kind)):
-                if a.ndim != 3 or a.shape[1:] != (q, k):
-                    raise TraceError(f"{kind}_attentions[{i}] has shape {a.shape}, expected (heads, {q}, {k})")
+            for i in range(len(self.attentions(kind))):
+                shape = self.map_shape(kind, i)
+                if len(shape) != 3 or shape[1:] != (q, k):
+                    raise TraceError(f"{kind}_attentions[{i}] has shape {shape}, expected (heads, {q}, {k})")
             if self.mask(kind).shape != (q, k):
                 raise TraceError(f"{kind}_mask has shape {self.mask(kind).shape}, expected ({q}, {k})")
         if len(self.steps) != t:
@@ -251,13 +282,19 @@ class AttentionTrace:
                 continue
             value = getattr(self, f.name)
             header[f.name] = [dataclasses.asdict(s) for s in value] if f.name == "steps" else value
+        recipes = self.recipes()
+        if recipes:
+            header["recipes"] = {kind: [r.settings() for r in layers] for kind, layers in recipes.items()}
+            header["recipes_digest"] = recipes_digest(recipes)
         return header
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (arrays as nested lists, float32 values kept exactly)."""
         data = self._header()
         for name in ARRAY_LIST_FIELDS:
-            data[name] = [a.tolist() for a in getattr(self, name)]
+            maps = getattr(self, name)
+            data[name] = ([{k: a.tolist() for k, a in recipe_arrays(r).items()} for r in maps.recipes]
+                          if isinstance(maps, OnDemandMaps) else [a.tolist() for a in maps])
         for name in ARRAY_FIELDS:
             data[name] = getattr(self, name).tolist()
         return data
@@ -276,11 +313,15 @@ class AttentionTrace:
                 raise TraceError(f"trace format version {data.get('version')!r}, expected {FORMAT_VERSION}")
             values = dict(data)
             values["steps"] = [DecodingStep(**s) for s in data["steps"]]
+            on_demand = _on_demand_maps(values, lambda name, i: data[name][i])
             for name in ARRAY_LIST_FIELDS:
-                values[name] = [np.asarray(a, dtype=np.float32) for a in data[name]]
+                values[name] = (on_demand[name] if name in on_demand
+                                else [np.asarray(a, dtype=np.float32) for a in data[name]])
             for name in ARRAY_FIELDS:
                 dtype = bool if name.endswith("mask") else np.float32
                 values[name] = np.asarray(data[name], dtype=dtype)
+                if values[name].shape == (0,):  # a language model's empty source side: JSON keeps no shape
+                    values[name] = values[name].reshape(0, 0 if name.endswith("mask") else data["config"]["d_model"])
             trace = cls(**values)
             trace.validate()
         except (KeyError, TypeError, ValueError) as err:
@@ -301,7 +342,12 @@ class AttentionTrace:
         """The trace as a compressed ``.npz`` (arrays as they are, the rest as a JSON header)."""
         arrays: dict[str, np.ndarray] = {"header": np.frombuffer(json.dumps(self._header()).encode(), np.uint8)}
         for name in ARRAY_LIST_FIELDS:
-            for i, a in enumerate(getattr(self, name)):
+            maps = getattr(self, name)
+            if isinstance(maps, OnDemandMaps):
+                arrays |= {f"{name}/{i}/{k}": a for i, r in enumerate(maps.recipes)
+                           for k, a in recipe_arrays(r).items()}
+                continue
+            for i, a in enumerate(maps):
                 arrays[f"{name}/{i}"] = a
         for name in ARRAY_FIELDS:
             arrays[name] = getattr(self, name)
@@ -318,9 +364,11 @@ class AttentionTrace:
                 if values.get("version") != FORMAT_VERSION:
                     raise TraceError(f"trace format version {values.get('version')!r}, expected {FORMAT_VERSION}")
                 values["steps"] = [DecodingStep(**s) for s in values["steps"]]
+                on_demand = _on_demand_maps(values, lambda name, i: {
+                    key.rpartition("/")[2]: npz[key] for key in npz.files if key.startswith(f"{name}/{i}/")})
                 for name in ARRAY_LIST_FIELDS:
                     count = sum(1 for key in npz.files if key.startswith(f"{name}/"))
-                    values[name] = [npz[f"{name}/{i}"] for i in range(count)]
+                    values[name] = on_demand[name] if name in on_demand else [npz[f"{name}/{i}"] for i in range(count)]
                 for name in ARRAY_FIELDS:
                     values[name] = npz[name]
             trace = cls(**values)
@@ -364,7 +412,8 @@ class AttentionTrace:
                  settings: dict[str, Any], model_name: str, device: str) -> AttentionTrace:
         """The trace of one translation of `text`: `out` is `network`'s recorded pass over the `source` ids and the
         decoder's inputs `prefix` (``<s>`` and the output but its last; each a batch of one) teacher-forced on
-        `output_ids`; ``positions=False`` leaves its positional encodings zeros."""
+        `output_ids`; ``positions=False`` leaves its positional encodings zeros. A pass run with
+        ``need_weights="recipe"`` gives `OnDemandMaps`."""
         src_ids, target_ids = source[0].tolist(), prefix[0].tolist()
         log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
         steps, total = decoding_steps(tokenizer, log_probs, target_ids, output_ids, top_k)
@@ -373,6 +422,9 @@ class AttentionTrace:
         if not positions:
             source_pe, target_pe = np.zeros_like(source_pe), np.zeros_like(target_pe)
         source_mask = to_numpy(out.source_mask[0, 0])
+        on_demand = bool(out.encoder_records) and isinstance(out.encoder_records[0], ScoreRecipe)
+        maps = {kind: OnDemandMaps(recipes) for kind, recipes in
+                translator_recipes(network, source, prefix, out, positions).items()} if on_demand else {}
         return cls(
             source_text=text, translation=tokenizer.decode(output_ids),
             source_ids=src_ids, source_tokens=tokenizer.pieces(src_ids),
@@ -380,9 +432,9 @@ class AttentionTrace:
             target_ids=target_ids, target_tokens=tokenizer.pieces(target_ids),
             target_words=word_ids(tokenizer.pieces(target_ids)),
             output_ids=output_ids, output_tokens=tokenizer.pieces(output_ids),
-            encoder_attentions=[to_numpy(a[0]) for a in out.encoder_attentions],
-            decoder_attentions=[to_numpy(a[0]) for a in out.decoder_attentions],
-            cross_attentions=[to_numpy(a[0]) for a in out.cross_attentions],
+            encoder_attentions=maps.get("encoder") or [to_numpy(a[0]) for a in out.encoder_attentions],
+            decoder_attentions=maps.get("decoder") or [to_numpy(a[0]) for a in out.decoder_attentions],
+            cross_attentions=maps.get("cross") or [to_numpy(a[0]) for a in out.cross_attentions],
             encoder_mask=np.broadcast_to(source_mask, (len(src_ids), len(src_ids))).copy(),
             decoder_mask=to_numpy(causal_mask(len(target_ids))[0, 0]),
             cross_mask=np.broadcast_to(source_mask, (len(target_ids), len(src_ids))).copy(),
@@ -391,6 +443,27 @@ class AttentionTrace:
             target_embeddings=to_numpy(network.token_embeddings(prefix, "target")[0]),
             steps=steps, log_probability=total, settings=settings, config=network.config.to_dict(),
             model_name=model_name, device=device)
+
+
+def _on_demand_maps(values: dict[str, Any], arrays_of: Callable[[str, int], dict[str, Any]]
+                    ) -> dict[str, OnDemandMaps]:
+    """The `OnDemandMaps` a saved trace's header names (its ``recipes``, popped from `values`), each layer's arrays
+    from `arrays_of(field, layer)`, checked against the header's digest; TraceError where they disagree."""
+    settings, digest = values.pop("recipes", None), values.pop("recipes_digest", None)
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict) or set(settings) - {"encoder", "decoder", "cross"}:
+        raise TraceError("not a valid trace: its recipes must be a mapping of encoder, decoder or cross to layers")
+    maps = {}
+    for kind, layers in settings.items():
+        name = f"{kind}_attentions"
+        try:
+            maps[name] = OnDemandMaps([recipe_from_arrays(layer, arrays_of(name, i)) for i, layer in enumerate(layers)])
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+            raise TraceError(f"not a valid trace: {name} recipe: {err}") from None
+    if digest != recipes_digest({name.removesuffix("_attentions"): m.recipes for name, m in maps.items()}):
+        raise TraceError("trace recipes do not match their digest: the file was changed or cut after it was saved")
+    return maps
 
 
 def decoding_steps(tokenizer: Tokenizer, log_probs: torch.Tensor, target_ids: list[int], output_ids: list[int],

@@ -1,13 +1,16 @@
 """Ablation: switch attention heads off for the current sentence and see what changes (translation, token diff,
-log-probability), and how much each head matters over a corpus (the model directory's importance table)."""
+log-probability), and how much each head matters over a corpus (the model directory's importance table). With a
+language model: the prompt's continuation, and each next token's log-probability and the KL along the prompt."""
 
 from functools import partial
 
 import numpy as np
 import streamlit as st
 
-from app import analyze_pages, sessions, state, texts, tracing, widgets
+from app import analyze_pages, completion, lm_head_pages, sessions, state, texts, tracing, widgets
 from app.page_settings import ABLATION as own
+from app.page_settings import EXPLORE
+from app.shared_settings import SHARED
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, layer_counts
 from viz_model.plot import analysis_figures
@@ -16,6 +19,8 @@ IMPORTANCE_COLUMNS = {"nll_rise": "NLL rise (nats per token)", "bleu_drop": "BLE
 
 session = sessions.require_session()
 config = session.model.config
+language_model = session.is_language_model
+output = "continuation" if language_model else "translation"
 layers, head_count = layer_counts(config), config.heads
 everything = all_heads(config)
 
@@ -37,16 +42,25 @@ def clickable_grid(fig, name: str, key: str) -> None:
 
 
 st.title("Ablation")
+again = "continue the prompt again" if language_model else "translate the sentence again"
 st.caption("Switch heads off (their output multiplied by 0, for this request only: the model every visitor shares "
-           "is not changed) and translate the sentence again: does the translation change, and how much less likely "
-           "does the original translation become?")
-trace = tracing.trace_or_stop(session)
-if trace.settings.get("forced"):
-    st.info("The forced target is not used here: the ablation compares the model's own translations.")
+           f"is not changed) and {again}: does the {output} change, and how much less likely does the original "
+           f"{output} become?" + (" Along the prompt: how likely each next token is, with and without them."
+                                  if language_model else ""))
+if language_model:
+    completion.prompt_form()
+    if completion.current_completion(session) is None:
+        st.stop()
+else:
+    trace = tracing.trace_or_stop(session)
+    if trace.settings.get("forced"):
+        st.info("The forced target is not used here: the ablation compares the model's own translations.")
 
 # --- which heads -------------------------------------------------------------------------------------------------
-own.heads.init([("cross", layers["cross"] - 1, 0)])
-own.heads.set([tuple(h) for h in own.heads.get() if tuple(h) in everything])  # another model may be smaller
+default = ("decoder", layers["decoder"] - 1, 0) if language_model else ("cross", layers["cross"] - 1, 0)
+own.heads.init([default])
+kept = [tuple(h) for h in own.heads.get() if tuple(h) in everything]  # another model may be smaller, or have no
+own.heads.set(kept if kept or not own.heads.get() else [default])  # cross heads: then its own default
 state.bound(st.multiselect, "Heads to switch off", own.heads, everything, format_func=analyze_pages.head_label,
             placeholder="Pick heads, or click them in the grid below")
 chosen = sorted(own.heads.get(), key=everything.index)
@@ -60,9 +74,14 @@ clickable_grid(fig, "ablation-heads", "abl_grid")
 if not chosen:
     st.info("Pick at least one head to switch off.")
 else:
+    logits = None
     try:
-        with st.spinner(f"Translating without {len(chosen)} heads…"):
-            result = analyze_pages.ablate(session, trace.source_text, tuple(chosen))
+        with st.spinner(f"{'Continuing' if language_model else 'Translating'} without {len(chosen)} heads…"):
+            if language_model:
+                result, logits = lm_head_pages.compute_ablation(session.ref.stored, SHARED.sentence.get(""),
+                                                                tuple(chosen), int(EXPLORE.new_tokens.get()))
+            else:
+                result = analyze_pages.ablate(session, trace.source_text, tuple(chosen))
     except ValueError as err:
         widgets.input_problem(err, "This ablation cannot be run: ")
         result = None
@@ -70,22 +89,24 @@ else:
         off = "1 head" if len(chosen) == 1 else f"{len(chosen)} heads"
         left, right = st.columns(2)
         with left, st.container(border=True):
-            widgets.show_text("Translation, every head on", result.translation)
+            widgets.show_text(f"{output.capitalize()}, every head on", result.translation)
         with right, st.container(border=True):
-            widgets.show_text(f"Translation, {off} off", result.ablated_translation)
+            widgets.show_text(f"{output.capitalize()}, {off} off", result.ablated_translation)
         st.caption("Token diff (intact → heads off): :red-background[~~deleted~~] pieces are only in the intact "
-                   "translation, :green-background[inserted] ones only in the ablated one.")
+                   f"{output}, :green-background[inserted] ones only in the ablated one.")
         st.markdown(analyze_pages.diff_markdown(result.diff))
         if result.changed:
             st.dataframe(analyze_pages.diff_table(result.diff), hide_index=True, width="stretch")
         else:
-            st.success("The translation did not change: these heads are not needed for this sentence's output.")
+            st.success(f"The {output} did not change: these heads are not needed for this output.")
         a, b = st.columns(2)
-        a.metric("log P(original translation), every head on", f"{result.log_prob_intact:.3f}")
-        b.metric(f"log P(original translation), {off} off", f"{result.log_prob_ablated:.3f}",
+        a.metric(f"log P(original {output}), every head on", f"{result.log_prob_intact:.3f}")
+        b.metric(f"log P(original {output}), {off} off", f"{result.log_prob_ablated:.3f}",
                  delta=f"{result.log_prob_change:+.3f}",
-                 help="The intact model's translation scored by the model without these heads (teacher-forced); "
+                 help=f"The intact model's {output} scored by the model without these heads (teacher-forced); "
                       "the change below is negative when it became less likely.")
+    if logits is not None:
+        lm_head_pages.logit_change_section(logits, off)
 
 # --- over a corpus -----------------------------------------------------------------------------------------------
 st.subheader("Head importance over a corpus")

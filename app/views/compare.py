@@ -1,9 +1,9 @@
 """Compare: the same attention map for two sentences side by side (and their difference when the tokens line up),
-and for two models on the same sentence."""
+and for two models on the same sentence (a language model beside a translator: `lm_compare`)."""
 
 import streamlit as st
 
-from app import analyze_pages, sessions, state, texts, tracing, widgets
+from app import analyze_pages, lm_compare, sessions, state, texts, tracing, widgets
 from app.page_settings import COMPARE as own
 from app.shared_settings import SHARED
 from viz_model.api import MAX_INPUT_CHARS, check_text
@@ -16,6 +16,9 @@ from viz_model.trace import AttentionTrace
 View = tuple[str, int, trace_figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_compare.page(session)
+    st.stop()
 
 
 def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: tuple[str, str], key: str) -> None:
@@ -80,7 +83,10 @@ else:
 
 # --- two models --------------------------------------------------------------------------------------------------
 st.subheader("Two models, one sentence")
-others = [m for m in sessions.model_names() if m != session.name]
+others = [m for m in lm_compare.translators() if m != session.name]  # a language model: from its own Compare
+if len(others) < len(sessions.model_names()) - 1:
+    st.caption("Language models are compared with a translator from their own Compare page: open one in the "
+               "sidebar, and it is prompted to translate this sentence's language beside a translator.")
 if not others:
     st.info(f"Only one model is available ({session.name}): put a second model directory into "
             f"{sessions.roots_label()} to compare two models on the same sentence.")

@@ -1,17 +1,20 @@
 """Decoding step by step: scrub through the output of the user's sentence (tokens so far, top-k, cross-attention of
-every head, the growing causal mask), then the beam search tree and greedy vs beam."""
+every head, the growing causal mask), then the beam search tree and greedy vs beam (a language model's:
+`lm_decoding`)."""
 
 import streamlit as st
 
-from app import sessions, state, texts, tracing, widgets
+from app import decoding_steps, lm_decoding, sessions, state, texts, tracing, widgets
 from app.page_settings import DECODING as own
 from app.shared_settings import SHARED
 from viz_model.api import MAX_BEAM
-from viz_model.plot import learn_figures
 from viz_model.search.decoding import BeamTree
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_decoding.page(session)
+    st.stop()
 
 st.title("Decoding step by step")
 st.caption("The decoder writes the translation one token at a time: at step t it reads the tokens so far, attends to "
@@ -37,31 +40,10 @@ note = trace.step_note(t)
 if note is not None:
     st.warning(f"Not the top candidate below: {texts.md_escape(note)}.", icon=":material/info:")
 
-left, right = st.columns([2, 3])
-with left:
-    fig = learn_figures.topk_figure(step.top_tokens, step.top_probabilities, step.token, t)
-    widgets.chart(fig, f"step{t + 1}-top-k", key="dec_topk_chart")
-    widgets.exports(fig, f"step{t + 1}-top-k", "dec_topk")
-    if step.token_id not in step.top_ids:
-        st.caption(f"The chosen token is not among the top {len(step.top_tokens)} shown.")
-with right:
-    layer_count = trace.num_layers["cross"]
-    layers = list(range(1, layer_count + 1))
-    state.clamp_choice(own.layer, layers, layer_count, "Layer")
-    state.bound(st.selectbox, "Cross-attention layer", own.layer, layers,
-                 format_func=lambda v: f"Layer {v} of {layer_count}")
-    layer = int(own.layer.get()) - 1
-    rows = trace.cross_attentions[layer][:, t, :]
-    fig = learn_figures.cross_rows_figure(rows, trace.source_tokens, layer, t, step.token)
-    widgets.chart(fig, f"step{t + 1}-cross-attention", key="dec_cross_chart")
-    widgets.exports(fig, f"step{t + 1}-cross-attention", "dec_cross")
-    st.caption(f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in "
-               "the source.")
-
-fig = learn_figures.causal_growth_figure(trace.target_tokens, t)
-widgets.chart(fig, f"step{t + 1}-causal-mask", key="dec_mask_chart")
-widgets.exports(fig, f"step{t + 1}-causal-mask", "dec_mask")
-st.caption("Row t is the query of step t: it may attend to the decoder inputs 0..t; later rows do not exist yet.")
+decoding_steps.step_panels(
+    trace, t, t + 1, "cross", trace.source_tokens,
+    lambda layer: f"{texts.count(trace.num_heads, 'head', 'Each of the')}: where the query of this step looks in the "
+    "source.", "Row t is the query of step t: it may attend to the decoder inputs 0..t; later rows do not exist yet.")
 
 # --- beam search -------------------------------------------------------------------------------------------------
 st.subheader("Beam search")
@@ -105,22 +87,7 @@ try:
 except ValueError as err:
     st.error(f"The search cannot run on this sentence: {err}")
     st.stop()
-pieces = session.model.tokenizer.piece
-fig = learn_figures.beam_tree_figure(tree, pieces, int(own.pruned.get()) or None)
-widgets.chart(fig, "beam-tree", key="dec_tree_chart")
-widgets.exports(fig, "beam-tree", "dec_tree")
-
-decode = session.model.tokenizer.decode
-left, right = st.columns(2)
-for column, result, label in ((left, greedy, "Greedy (beam 1)"), (right, tree, f"Beam {beam}, α {alpha:g}")):
-    with column, st.container(border=True):
-        widgets.show_text(label, decode(result.best.tokens))
-        st.caption(f"{len(result.best.tokens)} tokens · log p = {result.best.log_prob:.3f} ({precision} search) · "
-                   f"score (log p / lp) = {result.best.score:.3f} · {len(result.steps)} steps")
-finished = sorted(tree.finished, key=lambda h: -h.score)
-st.dataframe([{"rank": r + 1, "translation": decode(h.tokens), "tokens": len(h.tokens),
-               "log p": round(h.log_prob, 4), "length penalty": round(h.log_prob / h.score, 4) if h.score else None,
-               "score": round(h.score, 4), "chosen": h.tokens == tree.best.tokens}
-              for r, h in enumerate(finished)], hide_index=True, width="stretch")
+decoding_steps.search_results(tree, greedy, session.model.tokenizer.piece, session.model.tokenizer.decode,
+                              "translation", precision)
 if SHARED.target.get():
     st.caption("The steps above follow the forced target; the search below translates the sentence freely.")

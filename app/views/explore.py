@@ -6,7 +6,7 @@ from app import completion, sessions, state, tracing, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
 from viz_model.nn import kinds
-from viz_model.plot import trace_figures
+from viz_model.plot import head_groups, trace_figures, window_bands
 
 session = sessions.require_session()
 language_model = session.is_language_model
@@ -135,7 +135,11 @@ if view == "heatmap":
     fig = trace_figures.map_heatmap(amap)
     if language_model and level == "piece":
         completion.mark_boundary(fig, trace)
+        window_bands.mark_window(fig, window_bands.windows(trace)[layer], len(trace.target_tokens))
     widgets.chart(fig, name, key="heatmap_chart")
+    if language_model and any(w is not None for w in window_bands.windows(trace)):
+        st.caption(window_bands.window_note(window_bands.windows(trace)[layer], len(trace.target_tokens))
+                   + ("" if level == "piece" else " The window's edge is drawn on the token-level map."))
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
                "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
                "(shown on hover).")
@@ -149,8 +153,16 @@ elif view == "model":
                              "max": "Max over heads, per layer"}.get)
     aggregate = None if own.aggregate.get() == "heads" else own.aggregate.get()
     fig = trace_figures.model_view(trace, kind, aggregate, selected=(layer, head))
+    if language_model:
+        if aggregate is None:
+            head_groups.frame_groups(fig, trace, kind)
+        window_bands.windowed_model_view(fig, trace, head_count if aggregate is None else 1)
     widgets.chart(fig, f"{kind}-model-view", key=own.model_view.key, on_select=open_from_model_view)
-    st.caption("Click a map to open it in the head heatmap.")
+    st.caption("Click a map to open it in the head heatmap." + (
+        " Query heads framed together share one key/value head (grouped-query attention): their keys and values "
+        "are the same, only their queries differ." if language_model and head_groups.kv_heads(trace) else "") + (
+        " Purple steps: a sliding-window layer's edge (each query sees only its last W tokens)."
+        if language_model and any(w is not None for w in window_bands.windows(trace)) else ""))
     widgets.exports(fig, f"{kind}-model-view", "model")
 
 elif view == "head":
@@ -174,12 +186,18 @@ elif view == "head":
                                   and 0 <= focus[1] < len(queries if focus[0] == "query" else keys)):
         focus = None
         own.focus.set(None)
-    fig = trace_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()))
+    groups = head_groups.kv_heads(trace) if language_model else None
+    fig = trace_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
+                                  colors=None if groups is None else head_groups.group_colors(groups),
+                                  names=None if groups is None else head_groups.group_names(groups))
     widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key=own.head_view.key, on_select=focus_from_head_view)
     if focus is not None:
         st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=own.focus.set, args=(None,))
     st.caption("Left: queries, right: keys. Line opacity = attention weight; each head has its colour. Hover a "
-               "token to list its strongest links; click it to keep only its lines (click it again to undo).")
+               "token to list its strongest links; click it to keep only its lines (click it again to undo)."
+               + (" Heads that share a key/value head are drawn in shades of one colour." if groups else ""))
+    if language_model and window_bands.windows(trace)[layer] is not None:
+        st.caption(window_bands.window_note(window_bands.windows(trace)[layer], len(trace.target_tokens)))
     widgets.exports(fig, f"{kind}-layer{layer + 1}-head-view", "head")
 
 else:  # token focus

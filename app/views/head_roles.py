@@ -1,10 +1,11 @@
 """Head roles: per-head attention statistics over a corpus as layer x head maps, a sortable table, and the role of
-each head with example sentences (the model directory's precomputed table, or computed live over typed sentences)."""
+each head with example sentences (the model directory's precomputed table, or computed live over typed sentences).
+A language model's page is `app.lm_head_pages`'s."""
 
 import pandas as pd
 import streamlit as st
 
-from app import analyze_pages, sessions, state, texts, widgets
+from app import analyze_pages, lm_head_pages, sessions, state, texts, widgets
 from app.page_settings import HEAD_ROLES as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
@@ -25,6 +26,9 @@ STAT_HELP = {
 SOURCES = {"stored": "Precomputed table of this model", "live": "Computed over my sentences"}
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_head_pages.head_roles_page(session)
+    st.stop()
 config = session.model.config
 layers, heads = layer_counts(config), config.heads
 

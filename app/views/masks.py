@@ -1,9 +1,10 @@
-"""Masks: the padding and causal masks of a two-sentence batch, and one head's scores step by step."""
+"""Masks: the padding and causal masks of a two-sentence batch, and one head's scores step by step (a language
+model's: `lm_masks`)."""
 
 import numpy as np
 import streamlit as st
 
-from app import sessions, state, texts, tracing, widgets
+from app import lm_masks, sessions, state, texts, tracing, widgets
 from app.page_settings import MASKS as own
 from app.shared_settings import SHARED
 from viz_model.api import check_text
@@ -12,6 +13,9 @@ from viz_model.nn.attention import causal_mask
 from viz_model.plot import trace_figures
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_masks.page(session)
+    st.stop()
 
 st.title("Masks")
 st.caption("A batch pads its sentences to the same length; the padding mask keeps every query away from the "

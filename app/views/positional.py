@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import streamlit as st
 
-from app import position_tabs, sessions, state, texts, tracing, widgets
+from app import lm_position_tabs, position_tabs, sessions, state, texts, tracing, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.shared_settings import SHARED
 from viz_model.lessons import learn_pages
@@ -16,6 +16,9 @@ from viz_model.nn.positional import wave
 from viz_model.plot import learn_figures, trace_figures
 
 session = sessions.require_session()
+if session.is_language_model:
+    lm_position_tabs.language_model_page(session)
+    st.stop()
 config = session.model.config
 d_model, max_positions = config.d_model, config.max_positions
 sinusoidal = config.positional == "sinusoidal"
@@ -42,9 +45,11 @@ own_table = functools.partial(learn_pages.pe_table, layout=layout, frequencies=c
                               first=config.position_offset)
 trace = tracing.sentence_and_trace(session)
 
+labels = ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment",
+          "Today's schemes", "Why did this head look there", "Longer than trained"]
+position_tabs.open_on_own_scheme(session.name, config)
 theory, shift, beyond, sentence_tab, experiment, schemes_tab, why_tab, length_tab = st.tabs(
-    ["The sinusoids", "Similarity and shifts", "Beyond the training length", "On your sentence", "Experiment",
-     "Today's schemes", "Why did this head look there", "Longer than trained"])
+    labels, default=position_tabs.OWN_TAB[config.positional])
 
 # --- the sinusoids -----------------------------------------------------------------------------------------------
 with theory:

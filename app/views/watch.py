@@ -1,6 +1,6 @@
 """Learn: watch attention form while a tiny Transformer trains on a synthetic task, with and without positional
-encoding side by side (`viz_model.lessons.watch_trainer`). Training runs on the server, bounded in time and size,
-one per session."""
+encoding side by side (`viz_model.lessons.watch_trainer`), or while induction heads form in a 2-layer attention-only
+language model (`app.induction_watch`). Training runs on the server, bounded in time and size, one per session."""
 
 import dataclasses
 import io
@@ -8,8 +8,8 @@ import io
 import numpy as np
 import streamlit as st
 
-from app import figure_files, sessions, state, widgets
-from app.page_settings import HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
+from app import figure_files, induction_watch, sessions, state, widgets
+from app.page_settings import EXPERIMENTS, HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
 from app.page_settings import WATCH as own
 from viz_model.lessons.watch_trainer import (
     LIMITS,
@@ -29,6 +29,7 @@ TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "sh
 PE_LABELS = {"sinusoidal": "sinusoidal (the paper's)", "learned": "learned", "rope": "RoPE (rotated q and k)",
              "alibi": "ALiBi (distance penalty)", "relative": "relative bias (T5)", "none": "none"}
 WITHOUT = "without PE"
+EXPERIMENT_LABELS = {"task": "A task (encoder-decoder)", "induction": "Induction heads (a language model)"}
 
 st.title("Watch attention form")
 st.caption("Every other page shows a finished model. Here a tiny Transformer learns a task from scratch while you "
@@ -38,6 +39,10 @@ st.caption("Every other page shows a finished model. Here a tiny Transformer lea
 for setting in own.linked():  # the training form
     setting.init()
 state.page_link(own)
+st.radio("Experiment", EXPERIMENTS, key=own.experiment.key, horizontal=True, format_func=EXPERIMENT_LABELS.get)
+if own.experiment.get() == "induction":
+    induction_watch.induction_experiment()
+    st.stop()
 
 with st.form("watch_form"):
     left, middle, right = st.columns(3)

@@ -16,8 +16,7 @@ from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 LM, GPT2 = "llama", "gpt2"  # GPT-2: a learned table of 128 positions
 PROMPT = "a man plays in the snow"
-OTHER_PAGES = ["masks", "positional", "attention_by_hand", "decoding", "training", "head_roles", "ablation",
-               "alignment", "compare", "attribution"]
+OTHER_PAGES = ["attention_by_hand", "training", "alignment", "attribution"]
 
 
 @pytest.fixture(scope="module")

@@ -137,7 +137,9 @@ def test_the_split_follows_the_chosen_stack_layer_head_and_tokens(schemes):
 
 def test_each_scheme_at_its_defaults(schemes):
     at = open_page("positional", model="tiny-alibi")
-    assert at.radio(key="w_pe_scheme").value == "rope"
+    assert at.radio(key="w_pe_scheme").value == "alibi"  # the loaded model's own scheme first
+    at.radio(key="w_pe_scheme").set_value("rope").run()
+    ok(at)
     chart(at, "RoPE: each pair's angle at each position")
     decay = chart(at, "RoPE: q·k of one vector with itself at a distance")
     assert [t["name"] for t in decay["data"]] == [f"d_head {TINY_CONFIG['d_model'] // TINY_CONFIG['heads']}",

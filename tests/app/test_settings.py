@@ -21,12 +21,15 @@ OTHER_VALUES = {
                "head": ("max", "max"), "level": ("word", "word"), "rule": ("transformers", "transformers"),
                "beam": (1, "1"), "alpha": (1.4, "1.4"), "search": ("int8", "int8"), "top_k": (20, "20"),
                "lang": ("fr", "fr"), "prefix": ("translate English to French: ", "translate English to French: ")},
-    "views/explore.py": {"new_tokens": (50, "50")},
+    "views/explore.py": {"new_tokens": (50, "50"), "chat": (True, "True"), "system": ("Be brief.", "Be brief.")},
+    "views/sinks.py": {"sink_layer": (2, "2"), "sink_head": (3, "3"), "hide_first": (True, "True")},
     "views/decoding.py": {"step": (3, "3"), "cross_layer": (2, "2"), "tree_beam": (6, "6"),
                           "tree_alpha": (-1.5, "-1.5"), "tree_pruned": (5, "5")},
     "views/watch.py": {"task": ("reverse", "reverse"), "lengths": ((3, 9), "3-9"), "k": (4, "4"),
                        "layers": (2, "2"), "heads": (4, "4"), "d_model": (64, "64"), "pe": ("none", "none"),
-                       "compare": (False, "False"), "steps": (200, "200"), "seconds": (5, "5"), "seed": (7, "7")},
+                       "compare": (False, "False"), "steps": (200, "200"), "seconds": (5, "5"), "seed": (7, "7"),
+                       "experiment": ("induction", "induction"), "induction_steps": (1000, "1000"),
+                       "induction_seconds": (90, "90"), "induction_seed": (3, "3")},
 }
 # link name -> (a bad link value, the message that names it); the texts of the hand-written parsing they replaced
 BAD_VALUES = {
@@ -39,7 +42,12 @@ BAD_VALUES = {
                "search": ("fp16", "use one of auto, int8, fp32"),
                "top_k": ("99", "use a number of candidates from 1 to 20"),
                "prefix": ("x" * 201, "use a task prefix of one line, at most 200 characters")},
-    "views/explore.py": {"new_tokens": ("201", "use a whole number from 1 to 200")},
+    "views/explore.py": {"new_tokens": ("201", "use a whole number from 1 to 200"),
+                         "chat": ("yes", "use one of True, False"),
+                         "system": ("x" * 501, "use a system message of one line, at most 500 characters")},
+    "views/sinks.py": {"sink_layer": ("0", "use a whole number from 1 to 1000"),
+                       "sink_head": ("x", "use a whole number from 1 to 1000"),
+                       "hide_first": ("yes", "use one of True, False")},
     "views/decoding.py": {"step": ("x", "use a whole number from 1 to 100000"),
                           "cross_layer": ("0", "use a whole number from 1 to 1000"),
                           "tree_beam": ("99", "use a whole number from 1 to 16"),
@@ -53,7 +61,11 @@ BAD_VALUES = {
                        "compare": ("yes", "use one of True, False"),
                        "steps": ("100", "use one of 200, 400, 800, 1600, 3200"),
                        "seconds": ("61", "use a whole number from 5 to 60"),
-                       "seed": ("-1", "use a whole number from 0 to 1000000")},
+                       "seed": ("-1", "use a whole number from 0 to 1000000"),
+                       "experiment": ("sinks", "use one of task, induction"),
+                       "induction_steps": ("7", "use one of 500, 1000, 2000, 3000, 5000"),
+                       "induction_seconds": ("121", "use a whole number from 5 to 120"),
+                       "induction_seed": ("x", "use a whole number from 0 to 1000000")},
 }
 ANY_TEXT = {"sentence", "target", "lang"}  # free text: no value is bad (the model checks the language code)
 

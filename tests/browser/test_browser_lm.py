@@ -1,26 +1,72 @@
-"""A language model in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a models folder holding
-an imported tiny Llama; Complete & explore draws its heatmap with the prompt's end marked, another page says in one
-line that it is for translation models."""
+"""Language models in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a models folder holding
+an imported tiny Llama, a GPT-2, the shipped translator and any language model the assets ship; Complete & explore
+draws its heatmap with the prompt's end marked, every page that runs with a language model open is walked with each
+of them (no exception box, no "something went wrong", no clipped figure), another page says in one line that it is
+for translation models."""
 
 from __future__ import annotations
 
+import ast
+import shutil
+import time
+from urllib.parse import urlencode
+
 import pytest
+from support.app import APP
 from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, shot, streamlit_server, tick_labels
-from support.hf_lm import build_lm_folder, import_lm
+from support.hf_lm import lm_models_folder
+from test_browser_walk import CLIPPED
+
+from app import widgets
+from app.sessions import LANGUAGE_MODEL, model_languages
+from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                                                      "(apt-get install chromium); CI installs it"),
 ]
+FIXTURES = ("llama", "gpt2")
+ASSETS = APP.parents[1] / "assets"
+
+
+def shipped_language_models() -> list[str]:
+    """The language models the repository's assets folder ships (none before one is trained)."""
+    return sorted(d.name for d in ASSETS.iterdir() if d.is_dir() and model_languages(d) == LANGUAGE_MODEL)
+
+
+def language_model_pages() -> dict[str, str]:
+    """Page key -> its URL path, for every page the app runs with a language model open (its LANGUAGE_MODEL_PAGES,
+    read from the app's source: importing it would run the app)."""
+    tree = ast.parse(APP.read_text(encoding="utf-8"))
+    values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name)}
+    keys = ast.literal_eval(values["LANGUAGE_MODEL_PAGES"])
+    paths = {ast.literal_eval(key): next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "url_path"), "")
+             for key, call in zip(values["PAGES"].keys, values["PAGES"].values)}
+    return {key: paths[key] for key in keys}
 
 
 @pytest.fixture(scope="module")
 def lm_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser-lm-models")
-    import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), "llama"), root)
+    root = lm_models_folder(tmp_path_factory, FIXTURES)
+    for name in [DEFAULT_MODEL, *shipped_language_models()]:
+        shutil.copytree(ASSETS / name, root / name)
     with streamlit_server(root, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
+
+
+def settle(page) -> None:
+    """Wait until Streamlit has finished running the page (its status widget gone for a second)."""
+    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
+    deadline = time.monotonic() + FIRST_LOAD_S
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        if not page.locator('[data-testid="stStatusWidget"]').count():
+            time.sleep(1.0)  # late plots of the same run
+            if not page.locator('[data-testid="stStatusWidget"]').count():
+                return
+    pytest.fail(f"{page.url} did not finish running in {FIRST_LOAD_S} s")
 
 
 def test_complete_and_explore_in_a_real_browser(lm_server, page):
@@ -34,6 +80,35 @@ def test_complete_and_explore_in_a_real_browser(lm_server, page):
     assert "Language model · CPU" in page.locator("section[data-testid='stSidebar']").inner_text()
     shot(page, "lm-complete-and-explore.png")
 
-    page.goto(f"{lm_server}/masks?model=llama")
-    page.get_by_text("Masks is for translation models for now").wait_for(timeout=FIRST_LOAD_S * 1000)
+    page.goto(f"{lm_server}/alignment?model=llama")  # cross-attention: not for a language model
+    page.get_by_text("is for translation models for now").wait_for(timeout=FIRST_LOAD_S * 1000)
     assert page.locator(".js-plotly-plot").count() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [*FIXTURES, *shipped_language_models()])
+def test_every_language_model_page_in_a_real_browser(lm_server, page, model):
+    """Each page of LANGUAGE_MODEL_PAGES, and each Explore view, opened with `model`: no exception box, no unexpected
+    error, no figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
+    pages = language_model_pages()
+    assert {"explore", "masks", "decoding", "compare"} <= set(pages)
+    visits = [(key, path, {}) for key, path in pages.items()]
+    visits += [("explore", "", {"view": view}) for view in ("model", "head", "focus")]
+    for key, path, extra in visits:
+        query = urlencode({"model": model, "sentence": "Two dogs play in the snow.", "new_tokens": "6", "beam": "1",
+                           **extra})
+        page.goto(f"{lm_server}/{path}?{query}")
+        settle(page)
+        name = "-".join([key, *extra.values()])
+        shot(page, f"lm-walk-{model}-{name}.png")
+        assert page.locator('[data-testid="stException"]').count() == 0, f"{model} {name}: an exception box"
+        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+        assert not errors, f"{model} {name}: {errors}"
+        assert "is for translation models for now" not in page.locator('[data-testid="stMain"]').inner_text(), name
+        figures = page.evaluate(CLIPPED)
+        assert figures or key == "watch", f"{model} {name}: no figure drawn"
+        clipped = [f for f in figures if f["clipped"]]
+        assert not clipped, f"{model} {name}: tick labels outside their figure: {clipped}"
+        narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
+        assert not narrow, f"{model} {name}: figures squeezed under 200 px: {narrow}"
+        assert widgets.UNEXPECTED not in page.locator('[data-testid="stMain"]').inner_text(), name

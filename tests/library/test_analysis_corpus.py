@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from support.cli import assert_user_error, run
-from support.data import make_pairs, write_lines
+from support.data import make_pairs, write_corpus, write_lines
 
 from viz_model.analysis.corpus_attention import analyze_corpus, iter_attentions
 from viz_model.analysis.head_stats import STATISTICS, corpus_statistics, head_roles, sentence_statistics
@@ -109,8 +109,7 @@ def test_write_table(tmp_path):
 # --- viz-model analyze ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("analyze")
-    return write_lines(directory / "src.en.gz", TEXTS), write_lines(directory / "ref.de", REFS)
+    return write_corpus(tmp_path_factory.mktemp("analyze"), PAIRS)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])

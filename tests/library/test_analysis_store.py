@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from support.cli import assert_user_error, run
-from support.data import make_pairs, write_lines
+from support.data import make_pairs, write_corpus, write_lines
 
 from viz_model.analysis import store
 from viz_model.analysis.ablation import all_heads, head_importance, layer_counts
@@ -117,8 +117,7 @@ def test_links_out_of_the_directory_and_huge_files_are_refused(directory, tmp_pa
 # --- viz-model importance ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("importance")
-    return write_lines(directory / "src.en.gz", TEXTS), write_lines(directory / "ref.de", REFS)
+    return write_corpus(tmp_path_factory.mktemp("importance"), PAIRS)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])

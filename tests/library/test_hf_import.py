@@ -156,17 +156,12 @@ def test_an_imported_model_opens_on_every_page(marian_folder, tmp_path, monkeypa
 
 
 def test_the_pe_lab_draws_the_layout_the_imported_model_uses(marian_folder, tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-    from support.app import APP, arr
+    from support.app import arr, open_page
 
     assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
     model = viz_model.load(tmp_path / "opus-mt-tiny", device="cpu")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = AppTest.from_file(str(APP), default_timeout=240)
-    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
-    at.run()
-    at.switch_page("views/positional.py").run()
-    assert not at.exception
+    at = open_page("positional", "A man reads a book.")
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     matrix = next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))
     drawn = arr(matrix["data"][0]["z"])
@@ -303,17 +298,12 @@ def test_forcing_another_token_at_the_limit_is_refused(marian_folder, tmp_path):
 
 def test_the_training_page_says_where_an_imported_models_training_is_documented(marian_folder, tmp_path,
                                                                                  monkeypatch):
-    from streamlit.testing.v1 import AppTest
-    from support.app import APP
+    from support.app import open_page
 
     assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
     assert viz_model.load(tmp_path / "opus-mt-tiny", device="cpu").imported
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = AppTest.from_file(str(APP), default_timeout=240)
-    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
-    at.run()
-    at.switch_page("views/training.py").run()
-    assert not at.exception
+    at = open_page("training", "A man reads a book.")
     shown = " ".join(m.value for m in [*at.info, *at.caption, *at.markdown])
     assert "was not trained by this project" in shown and "How the model on this page was trained" not in shown
     assert not viz_model.load(viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL).imported

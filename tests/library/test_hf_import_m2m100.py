@@ -141,18 +141,13 @@ def test_an_imported_m2m100_model_opens_on_every_page(m2m_folder, tmp_path, monk
 
 
 def test_the_pe_lab_draws_fairseqs_sinusoids_from_row_two(m2m_folder, imported, tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-    from support.app import APP, arr
+    from support.app import arr, open_page
 
     from viz_model.nn.positional import sinusoidal_table
 
     assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = AppTest.from_file(str(APP), default_timeout=240)
-    at.query_params.update({"beam": "1", "sentence": "A man reads a book."})
-    at.run()
-    at.switch_page("views/positional.py").run()
-    assert not at.exception
+    at = open_page("positional", "A man reads a book.")
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     drawn = arr(next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))["data"][0]["z"])
     own = imported.network.positional_encodings(drawn.shape[0]).numpy()

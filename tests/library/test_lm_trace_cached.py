@@ -79,7 +79,7 @@ def test_last_logits_and_maps_only_compute_what_a_full_call_does(lm):
     assert maps.records == [] and len(maps.maps) == lm.config.decoder_layers
     for ours, whole in zip(maps.attentions, full.attentions, strict=True):
         assert torch.equal(ours, whole)
-    with pytest.raises(ValueError, match="need_weights must be False, True or 'maps', got 'all'"):
+    with pytest.raises(ValueError, match="need_weights must be False, True, 'maps' or 'recipe', got 'all'"):
         lm.network(ids, need_weights="all")
 
 

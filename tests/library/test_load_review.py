@@ -81,7 +81,7 @@ def test_the_cli_says_a_language_model_is_not_its_kind_whatever_search_precision
     from viz_model.cli.main import main
 
     directory = import_model(str(gpt2), tmp_path / "lm")
-    for flags in ([], ["--search", "int8"]):
+    for flags in ([], ["--precision", "int8"]):
         assert main(["translate", "A dog.", "--model", str(directory), "--device", "cpu", *flags]) == 2
         err = capsys.readouterr().err.strip()
         assert err.endswith(f"{directory}: a decoder-only language model; this command works on translation models "

@@ -18,6 +18,7 @@ import pytest
 
 import viz_model
 from viz_model.cli.main import main
+from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "CHANGELOG.md", "CITATION.cff", "LICENSE", "README.md", "app",
@@ -86,19 +87,20 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_wheel_holds_the_library_the_explorer_and_the_default_model_and_nothing_else(built):
+def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_language_model_and_nothing_else(built):
     _, wheel = built
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"viz_model", f"viz_model-{viz_model.__version__}.dist-info"}  # no top-level app package
     assert {f"viz_model/_assets/{viz_model.DEFAULT_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
+    assert {f"viz_model/_assets/{SHIPPED_LANGUAGE_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
     assert {"viz_model/_app/app/streamlit_app.py", "viz_model/_app/app/icon.png",
             "viz_model/_app/app/views/explore.py", "viz_model/cli/main.py"} <= set(names)
     assert f"viz_model-{viz_model.__version__}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if any(part in n for part in ("tests/", "fixtures", "benchmarks", "__pycache__",
                                                                ".whl", "multi30k-en-de"))]
-    assert wheel.stat().st_size < 40 * 1024**2  # the library, the app and one fp16 model
+    assert wheel.stat().st_size < 40 * 1024**2  # the library, the app, one fp16 translator and the small LM
 
 
 @pytest.mark.slow

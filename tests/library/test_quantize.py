@@ -161,19 +161,19 @@ def test_translation_model_on_cpu_defaults_to_int8(random_net, tokenizer):
     assert isinstance(model.search_network.output_projection, Int8RowBlocks)
 
 
-def test_cli_search_flag(model_dir, capsys):
+def test_cli_precision_flag(model_dir, capsys):
     from viz_model.cli.main import main
 
     for precision in ("fp32", "int8"):
         # on the CPU: the int8 search exists there only
-        assert main(["trace", "A man is playing in the snow.", "--model", str(model_dir), "--search", precision,
+        assert main(["trace", "A man is playing in the snow.", "--model", str(model_dir), "--precision", precision,
                      "--device", "cpu", "--out", "-"]) == 0
         assert json.loads(capsys.readouterr().out)["settings"]["search"] == precision
-        assert main(["info", "--model", str(model_dir), "--search", precision, "--device", "cpu"]) == 0
+        assert main(["info", "--model", str(model_dir), "--precision", precision, "--device", "cpu"]) == 0
         info, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # the model card follows the JSON
         assert info["search"] == precision
     with pytest.raises(SystemExit) as err:
-        main(["translate", "x", "--model", str(model_dir), "--search", "int4"])
+        main(["translate", "x", "--model", str(model_dir), "--precision", "int4"])
     assert err.value.code == 2
     assert "invalid choice: 'int4'" in capsys.readouterr().err
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from viz_model.renamed import MOVED
+from viz_model.renamed import MOVED, MOVED_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +23,19 @@ def test_an_old_path_is_its_new_module_with_a_deprecation_warning(old):
         module = importlib.import_module(old)
     assert module is importlib.import_module(MOVED[old])
     assert module.__spec__.name == MOVED[old] and module.__name__ == MOVED[old]  # its own identity kept
+
+
+@pytest.mark.parametrize("old, name", sorted(MOVED_NAMES))
+def test_a_moved_name_still_imports_from_its_old_module_with_a_deprecation_warning(old, name):
+    new = MOVED_NAMES[old, name]
+    with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} is deprecated .*: import it from {new}$") as record:
+        moved = getattr(importlib.import_module(old), name)
+    assert moved is getattr(importlib.import_module(new), name)
+    assert record[0].filename == __file__  # the warning points at the line that asked for it
+    assert name not in vars(importlib.import_module(old))  # no copy kept: each use warns
+    missing = "no_such_name"
+    with pytest.raises(AttributeError, match=f"^module '{old}' has no attribute '{missing}'$"):
+        getattr(importlib.import_module(old), missing)
 
 
 def test_no_old_path_is_a_file_and_no_two_modules_of_the_four_share_a_name():

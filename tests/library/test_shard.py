@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.cli import run
-from support.data import make_pairs, write_lines
+from support.data import make_pairs, write_corpus, write_lines
 
 from viz_model.data import shard
 
@@ -47,9 +47,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("shard")
-    return (write_lines(directory / "src.en", [en for en, _ in PAIRS]),
-            write_lines(directory / "ref.de", [de for _, de in PAIRS]))
+    return write_corpus(tmp_path_factory.mktemp("shard"), PAIRS, source="src.en")
 
 
 def torchrun(ranks: int, *args, script: Path | None = None) -> subprocess.CompletedProcess:
@@ -98,7 +96,7 @@ def test_two_processes_write_the_same_table_as_one(capsys, tmp_path, model_dir, 
 def test_eval_under_torchrun_scores_as_one_process_even_with_more_ranks_than_sentences(capsys, tmp_path, model_dir,
                                                                                      corpus_files, one_thread):
     src, ref = corpus_files
-    args = ["eval", "--src", src, "--ref", ref, "--model", model_dir, "--device", "cpu", "--search", "fp32",
+    args = ["eval", "--src", src, "--ref", ref, "--model", model_dir, "--device", "cpu", "--precision", "fp32",
             "--beam", "2"]  # full precision: sentences searched in padded batches
     code, single, stderr = run(capsys, *args)
     assert code == 0, stderr

@@ -1,5 +1,6 @@
 """Every score a shipped model card prints in its quality table is the one its results.json holds (issue 24: the
-figures a reader sees come from the file the evaluation wrote, not typed by hand)."""
+figures a reader sees come from the file the evaluation wrote, not typed by hand): a translator's BLEU and chrF, a
+language model's lines, NLL and perplexity."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.parent for p in (REPO / "assets").glob("*/config.json"))
 COLUMNS = [("beam1", "bleu"), ("beam4", "bleu"), ("beam1", "chrf"), ("beam4", "chrf")]
+LM_COLUMNS = ["lines", "nll", "perplexity"]
 
 
 def quality_rows(card: str) -> dict[str, list[float]]:
@@ -24,6 +26,11 @@ def quality_rows(card: str) -> dict[str, list[float]]:
 def test_the_cards_quality_table_is_its_results_file(directory):
     results = json.loads((directory / "results.json").read_text())
     rows = quality_rows((directory / "MODEL_CARD.md").read_text())
+    if json.loads((directory / "config.json").read_text()).get("kind") == "decoder":  # a language model
+        assert rows and rows.keys() == results.keys(), f"{directory.name}: the card's sets are not its results'"
+        for name, values in rows.items():
+            assert values == [results[name][column] for column in LM_COLUMNS], f"{directory.name}: {name}"
+        return
     assert len(rows) >= 4, f"{directory.name}: no quality table in the card"
     for name, values in rows.items():
         expected = [results[f"{name}/{search}"][metric] for search, metric in COLUMNS]

@@ -96,7 +96,8 @@ def test_targets_of_each_task():
     ({"d_model": 512}, "d_model"), ({"heads": 3}, "heads"), ({"min_length": 9, "max_length": 5}, "min_length"),
     ({"max_length": 64}, "max_length"), ({"shift": 0}, "shift"), ({"seconds": 1e6}, "seconds"),
     ({"symbols": 1}, "symbols"), ({"max_positions": 9}, "max_positions"), ({"max_positions": 35}, "max_positions"),
-    ({"max_positions": 12.0}, "max_positions"),
+    ({"max_positions": 12.0}, "max_positions"), ({"steps": 800.5}, r"steps must be in \[1, 5000\], got 800.5"),
+    ({"batch": True}, "batch"),
 ])
 def test_every_setting_is_bounded_with_a_message_naming_it(change, names):
     with pytest.raises(WatchError, match=names):

@@ -124,16 +124,23 @@ IMPORTED_MODEL_PAGES = ["explore", "masks", "positional", "attention_by_hand", "
                         "ablation", "alignment", "compare", "attribution"]
 
 
+def open_page(page: str, sentence: str, timeout: int = 240) -> AppTest:
+    """The app run with `sentence` in the URL (greedy), on ``views/PAGE.py`` (explore: the page it opens on), without
+    an exception."""
+    at = AppTest.from_file(str(APP), default_timeout=timeout)
+    at.query_params.update({"beam": "1", "sentence": sentence})
+    at.run()
+    if page != "explore":
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, (page, [e.message for e in at.exception])
+    return at
+
+
 def check_every_page_opens(sentence: str, timeout: int = 240) -> None:
     """Every page in `IMPORTED_MODEL_PAGES` runs with `sentence` in the URL (the assets directory set through
     ``VIZ_MODEL_ASSETS``): no exception, no unexpected-error box, at least one figure."""
     for page in IMPORTED_MODEL_PAGES:
-        at = AppTest.from_file(str(APP), default_timeout=timeout)
-        at.query_params.update({"beam": "1", "sentence": sentence})
-        at.run()
-        if page != "explore":
-            at.switch_page(f"views/{page}.py").run()
-        assert not at.exception, (page, [e.message for e in at.exception])
+        at = open_page(page, sentence, timeout)
         errors = [e.value for e in at.error]
         assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
         assert at.get("plotly_chart"), f"{page}: no figure"

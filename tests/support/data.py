@@ -71,6 +71,13 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def write_corpus(directory: Path, pairs: list[tuple[str, str]], source: str = "src.en.gz",
+                 reference: str = "ref.de") -> tuple[Path, Path]:
+    """The sources and the references of `pairs` as two files of `directory` (`write_lines`)."""
+    return (write_lines(directory / source, [en for en, _ in pairs]),
+            write_lines(directory / reference, [de for _, de in pairs]))
+
+
 def write_split(directory: Path, prefix: str, pairs: list[tuple[str, str]], suffix: str = ".gz") -> None:
     write_lines(directory / f"{prefix}.en{suffix}", [en for en, _ in pairs])
     write_lines(directory / f"{prefix}.de{suffix}", [de for _, de in pairs])

@@ -44,11 +44,14 @@ CONFIGS = {
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
+STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
+                   "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 
-def build_lm_folder(root, name: str, seed: int = 0):
-    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer; returns it."""
+def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None):
+    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer
+    (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); returns it."""
     import torch
     import transformers
     from tokenizers import ByteLevelBPETokenizer, processors
@@ -76,6 +79,8 @@ def build_lm_folder(root, name: str, seed: int = 0):
     if name in CHAT:
         tokenizer.chat_template = CHAT_TEMPLATE
         model.generation_config.update(do_sample=True, temperature=0.6, top_p=0.9)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -89,3 +94,11 @@ def import_lm(folder, root):
     out = root / folder.name
     assert main(["import", str(folder), "--out", str(out)]) == 0
     return viz_model.load(out, device="cpu")
+
+
+def lm_models_folder(tmp_path_factory, families: tuple[str, ...]):
+    """A models folder holding each family of `families` built and imported (``viz-model import``); returns it."""
+    root = tmp_path_factory.mktemp("lm-models")
+    for family in families:
+        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
+    return root

@@ -1,4 +1,4 @@
-"""Reading run logs, comparing training states, and killing a run at a chosen moment."""
+"""Training a shared run, reading run logs, comparing training states, and killing a run at a chosen moment."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from viz_model.config import TrainConfig
 from viz_model.modeldir import checkpoint
 from viz_model.train import loop
+
+
+def trained_run(run_dir: Path, cfg: TrainConfig) -> Path:
+    """`run_dir` after a run of `cfg` trained to its end: what a shared run fixture holds."""
+    loop.train(cfg, run_dir)
+    return run_dir
 
 
 def read_log(run_dir: Path) -> list[dict]:

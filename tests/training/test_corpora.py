@@ -15,7 +15,7 @@ import pytest
 import sacrebleu
 import torch
 from support.data import make_pairs, tiny_train_config, write_lines, write_split
-from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log
+from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log, trained_run
 
 from viz_model.cli.main import main
 from viz_model.config import HOLDOUT_SEED, ConfigError, CorpusConfig, TrainConfig, apply_override
@@ -90,9 +90,7 @@ def mixed_config(root: Path, corpora: list[dict] | None = None, **overrides) -> 
 
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory, corpora_root) -> Path:
-    run_dir = tmp_path_factory.mktemp("runs") / "mixed"
-    train(mixed_config(corpora_root), run_dir)
-    return run_dir
+    return trained_run(tmp_path_factory.mktemp("runs") / "mixed", mixed_config(corpora_root))
 
 
 # --- config --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from support.cli import assert_user_error, run
 from support.data import TINY_ARCHITECTURE, tiny_train_config, write_toml
-from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log
+from support.training import Killed, assert_same_training_state, fresh_run_dir, kill_at_step, read_log, trained_run
 
 import viz_model
 from viz_model.config import ConfigError, ModelConfig, TrainConfig
@@ -43,9 +43,7 @@ def tiny_lm_config(data_dir: Path, **overrides) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def lm_run(tmp_path_factory, data_dir) -> Path:
-    run_dir = tmp_path_factory.mktemp("lm") / "run"
-    train(tiny_lm_config(data_dir), run_dir)
-    return run_dir
+    return trained_run(tmp_path_factory.mktemp("lm") / "run", tiny_lm_config(data_dir))
 
 
 def test_the_next_token_loss_is_cross_entropy_and_padding_changes_nothing(tokenizer):

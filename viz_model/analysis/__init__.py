@@ -13,8 +13,10 @@
 Modules: `head_stats` (per-head statistics of maps, roles), `corpus_attention` (batched maps of many sentences),
 `word_alignment` (word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `inputs`
 (checks of sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model directory,
-``analysis/*.csv``), `layer_scores` (one layer's attention step by step). Heads are ``(kind, layer, head)`` with kind
-"encoder", "decoder" or "cross" and 0-based indices; nothing here changes the model. What runs the model goes
+``analysis/*.csv``), `layer_scores` (one layer's attention step by step), `lm_head_roles` (a language model's
+previous-token, induction, duplicate-token, first-token and entropy scores, and an ablation's logit change). Heads
+are ``(kind, layer, head)`` with kind "encoder", "decoder" or "cross" and 0-based indices; nothing here changes the
+model. What runs the model goes
 through its door, `viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`),
 never around it to the search.
 """

@@ -15,6 +15,7 @@ from .. import __version__
 from ..attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from ..command_line import TRAIN_HELP, add_train_arguments, report_errors
 from ..data import shard
+from ..hf.arguments import command_line_flags
 from ..modeldir.training_facts import TRAINING_FACTS
 from ..nn.quantize import SEARCH_PRECISIONS
 from ..search.settings import RULES
@@ -26,10 +27,12 @@ CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model directory (default: the shipped model in assets/)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--search", default="auto", choices=list(SEARCH_PRECISIONS),
+    p.add_argument("--precision", default="auto", choices=list(SEARCH_PRECISIONS),
                    help="beam-search precision: auto = full precision for a model that searches as transformers "
                         "does (an imported one) and on a GPU, int8 weights for this project's models on the CPU "
                         "(traces are always full precision)")
+    p.add_argument("--search", default=None, choices=list(SEARCH_PRECISIONS),
+                   help="deprecated: the old name of --precision (goes in the next release)")
 
 
 def _decode_args(p: argparse.ArgumentParser, beam: int | None = None) -> None:
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def run() -> int:
+        _renamed_flags(args)
         # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
         ranks = shard.join() if args.command in CORPUS_COMMANDS else None
         with shard.sharing(ranks):
@@ -196,7 +200,21 @@ def main(argv: list[str] | None = None) -> int:
             shard.leave()
         return code
 
-    return report_errors(run)
+    with command_line_flags():  # messages name this command's flags, not a Python call's keywords
+        return report_errors(run)
+
+
+def _renamed_flags(args: argparse.Namespace) -> None:
+    """``--search``, the old name of ``--precision``: taken, with one warning line on stderr."""
+    search = getattr(args, "search", None)
+    if search is None:
+        return
+    if args.precision not in ("auto", search):
+        raise ValueError(f"--precision {args.precision} and --search {search}: give --precision only (--search is "
+                         "its old name)")
+    print("viz-model: warning: --search is deprecated: its name is --precision (--search goes in the next release)",
+          file=sys.stderr)
+    args.precision = search
 
 
 def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
@@ -213,9 +231,9 @@ def _load(args: argparse.Namespace):
 
     language_model = ValueError(f"{args.model}: a decoder-only language model; this command works on translation "
                                 "models (in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
-    if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --search is refused
+    if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --precision is refused
         raise language_model
-    model = load(args.model, device=args.device, precision=args.search)
+    model = load(args.model, device=args.device, precision=args.precision)
     if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel (a hub id's)
         raise language_model
     return model

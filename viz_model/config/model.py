@@ -27,7 +27,8 @@ MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decode
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
-                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base")
+                   "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base",
+                   "attention_only")
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
@@ -122,6 +123,8 @@ class ModelConfig:
     :ivar sandwich_norm: each sub-layer's output is normed too before it is added back (Gemma 2 / 3's post norms)
     :ivar local_rope_base: the sliding layers' RoPE base (unscaled), the others keep `rope_base` and its scaling
         (Gemma 3); None: one RoPE for every layer
+    :ivar attention_only: each layer is self-attention alone, no feed-forward network (the attention-only models
+        of Elhage et al. and Olsson et al.; `d_ff` is not read)
     """
 
     vocab_size: int = 37_000
@@ -179,6 +182,7 @@ class ModelConfig:
     logit_softcap: float | None = None
     sandwich_norm: bool = False
     local_rope_base: float | None = None
+    attention_only: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -259,6 +263,7 @@ class ModelConfig:
             _check_bool("qkv_bias", self.qkv_bias)
         _check_bool("qk_norm", self.qk_norm)
         _check_bool("sandwich_norm", self.sandwich_norm)
+        _check_bool("attention_only", self.attention_only)
         if self.query_scalar is not None:
             _check_float("query_scalar", self.query_scalar, 1.0, 1e6)
         for name in ("attention_softcap", "logit_softcap"):

@@ -1,8 +1,10 @@
-"""What every family's import shares: the error, reading a folder's JSON, and `Family`, the registry's entry."""
+"""What every family's import shares: the error, reading a folder's JSON, `Family`, the registry's entry, and
+writing a folder whole (`write_staged`, the export's too)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -60,17 +62,22 @@ class Family:
     decoder_only: bool = False
 
 
-def write_staged(out: Path, write: Callable[[Path], None]) -> Path:
-    """`write` a model directory into a folder beside `out`, then rename it to `out`: a failure leaves nothing
-    behind (one line naming `out` where the disk refuses)."""
+def write_staged(out: Path, write: Callable[[Path], None], error: type[ValueError] = HFImportError) -> Path:
+    """`write` a folder (a model directory, an exported one) into a folder beside `out`, make it as readable as the
+    umask allows, then rename it to `out`: a failure leaves nothing behind (`error` naming `out` in one line where the
+    disk refuses)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         write(staging)
+        umask = os.umask(0)
+        os.umask(umask)
+        for path in (staging, *staging.iterdir()):  # mkdtemp and safetensors make them private (0700 / 0600)
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
         staging.rename(out)
     except (OSError, CheckpointError) as err:
         shutil.rmtree(staging, ignore_errors=True)
-        raise HFImportError(f"{out}: could not be written ({err})") from None
+        raise error(f"{out}: could not be written ({err})") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

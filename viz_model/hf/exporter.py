@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,8 @@ from ..modeldir.languages import read_languages
 from ..nn.model import Transformer
 from ..search.settings import HFGeneration, export_generation
 from ..tokenization.tokenizer import Tokenizer
+from .arguments import argument
+from .common import write_staged
 from .fairseq import DECODER_NAMES, ENCODER_NAMES
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "silu": "swish", "gelu": "gelu"}
@@ -142,7 +141,7 @@ def export_hf(model_dir: str | Path, out: str | Path) -> Path:
     `HFExportError` in one line otherwise, with nothing written."""
     model_dir, out = Path(model_dir), Path(out)
     if out.exists():
-        raise HFExportError(f"{out}: already exists; choose another --out or remove it first")
+        raise HFExportError(f"{out}: already exists; choose another {argument('out')} or remove it first")
     try:
         network, tokenizer, config = load_model_dir(model_dir)
         languages = read_languages(model_dir)
@@ -167,27 +166,16 @@ def export_hf(model_dir: str | Path, out: str | Path) -> Path:
             "separate_vocabs": False}, indent=2) + "\n",
         "README.md": export_card(model_dir, config, languages.source, languages.target),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+
+    def write(staging: Path) -> None:
         save_file(marian_state_dict(network, residual_permutation(config), order), str(staging / "model.safetensors"),
                   metadata={"format": "pt"})
         for name, text in files.items():
             (staging / name).write_text(text, encoding="utf-8")
         for name in ("source.spm", "target.spm"):
             (staging / name).write_bytes(tokenizer.serialized())
-        umask = os.umask(0)
-        os.umask(umask)
-        for path in (staging, *staging.iterdir()):  # mkdtemp and safetensors make them private (0700 / 0600)
-            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
-        staging.rename(out)
-    except OSError as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise HFExportError(f"{out}: could not be written ({err})") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+
+    return write_staged(out, write, HFExportError)
 
 
 def export_card(model_dir: Path, config: ModelConfig, source: str, target: str) -> str:

@@ -184,7 +184,7 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     out = Path(out)
     check_dtype(dtype)
     if out.exists():
-        raise HFImportError(f"{out}: already exists; choose another --out or remove it first")
+        raise HFImportError(f"{out}: already exists; choose another {argument('out')} or remove it first")
     folder = resolve_source(source)
     hf = read_hf_config(folder)
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"

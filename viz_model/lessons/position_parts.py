@@ -285,13 +285,16 @@ def _unpositioned_queries_keys(network: Transformer, entering: torch.Tensor, sta
     return q, k, math.sqrt(attention.d_head) if attention.scale else 1.0
 
 
-def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0) -> np.ndarray:
+def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0,
+                  frequencies: torch.Tensor | None = None) -> np.ndarray:
     """``(heads, len, len)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale`` for unrotated queries and keys ``(heads,
-    len, d_head)``: what RoPE's rotation adds to the scores (Llama's pairing: dimension i turns with i + d_head/2)."""
+    len, d_head)``: what RoPE's rotation adds to the scores (Llama's pairing: dimension i turns with i + d_head/2);
+    `frequencies`: the ``theta_i`` in place of `base`'s (a scaled RoPE's)."""
     d_head, length = q.shape[-1], q.shape[-2]
     q, k = q.double(), k.double()
     positions = torch.arange(length, dtype=torch.float64, device=q.device)
-    frequencies = torch.cat([rope_frequencies(d_head, base)] * 2).to(q.device, torch.float64)
+    theta = rope_frequencies(d_head, base) if frequencies is None else torch.as_tensor(frequencies)
+    frequencies = torch.cat([theta] * 2).to(q.device, torch.float64)
     quarter = torch.cat((-k[..., d_head // 2:], k[..., :d_head // 2]), -1)  # every pair of every key turned 90°
     rows = []
     for start in range(0, length, 32):  # 32 queries at a time: (heads, 32, len, d_head) at most

@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..config import ModelConfig
-from ..config.checks import is_int
+from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..data.batching import pad
 from ..nn.model import Transformer
@@ -49,11 +50,15 @@ class WatchError(ValueError):
 
 def check_bounds(settings: object, bounds: dict[str, tuple[float, float]],
                  kinds: tuple[type, ...] = (int, float)) -> None:
-    """Each named setting is a number of `kinds` within its ``(low, high)``, else a `WatchError` naming it."""
+    """Each named setting is within its ``(low, high)``: an integer (`check_int`) where both bounds are, else a
+    number of `kinds`; else a `WatchError` naming it."""
     for name, (low, high) in bounds.items():
         value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
-            raise WatchError(f"{name} must be in [{low}, {high}], got {value!r}")
+        message = f"{name} must be in [{low}, {high}], got {value!r}"
+        if isinstance(low, int) and isinstance(high, int):
+            check_int(name, value, low, high, error=WatchError, message=message)
+        elif isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+            raise WatchError(message)
 
 
 @dataclass(frozen=True)
@@ -111,10 +116,10 @@ class WatchConfig:
             raise WatchError(f"d_model ({self.d_model}) must split into {self.heads} heads of even width")
         if not 1 <= self.shift < self.min_length:
             raise WatchError(f"shift must be in [1, min_length - 1 = {self.min_length - 1}], got {self.shift}")
-        positions = self.max_positions
-        if not is_int(positions) or positions and not is_int(positions, self.max_length + 2, MAX_POSITIONS):
-            raise WatchError(f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, "
-                             f"{MAX_POSITIONS}], got {self.max_positions!r}")
+        message = (f"max_positions must be 0 or in [max_length + 2 = {self.max_length + 2}, {MAX_POSITIONS}], got "
+                   f"{self.max_positions!r}")
+        if check_int("max_positions", self.max_positions, 0, MAX_POSITIONS, error=WatchError, message=message):
+            check_int("max_positions", self.max_positions, self.max_length + 2, error=WatchError, message=message)
         if not 0 < self.learning_rate <= 0.1:
             raise WatchError(f"learning_rate must be in (0, 0.1], got {self.learning_rate}")
 
@@ -274,6 +279,40 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+class StepBudget(Protocol):
+    """What `training_steps` reads of a run's settings (a `WatchConfig`, an induction run's config)."""
+
+    steps: int
+    snapshot_every: int
+    seconds: float
+
+
+def training_steps(cfg: StepBudget, started: float, should_stop: Callable[[], bool],
+                   record: Callable[[int], None], batch_loss: Callable[[], torch.Tensor],
+                   optimizer: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LRScheduler) -> str:
+    """Up to ``cfg.steps`` optimizer steps on `batch_loss`, with `record(step)` every ``cfg.snapshot_every`` steps,
+    at the last and where training ends early (``cfg.seconds`` after `started`, or `should_stop`); returns why it
+    ended: "steps", "seconds" or "stopped"."""
+    step, recorded = 0, -1
+    while True:
+        if step % cfg.snapshot_every == 0 or step == cfg.steps:
+            record(step)
+            recorded = step
+        if step == cfg.steps:
+            return "steps"
+        stop = should_stop()
+        if stop or time.perf_counter() - started > cfg.seconds:
+            if recorded != step:
+                record(step)
+            return "stopped" if stop else "seconds"
+        loss = batch_loss()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        step += 1
+
+
 def train_watch(cfg: WatchConfig, should_stop: Callable[[], bool] = lambda: False,
                 on_progress: Callable[[WatchResult], None] | None = None, eval_size: int = 128) -> WatchResult:
     """Train a tiny model on `cfg`'s task from scratch, keeping loss and accuracy and a snapshot of the probe's maps
@@ -310,30 +349,18 @@ def _train_watch(cfg: WatchConfig, should_stop: Callable[[], bool],
         if on_progress is not None:
             on_progress(result)
 
-    step = 0
-    while True:
-        if step % cfg.snapshot_every == 0 or step == cfg.steps:
-            record(step)
-        if step == cfg.steps:
-            break
-        stop = should_stop()
-        if stop or time.perf_counter() - started > cfg.seconds:
-            result.stopped = "stopped" if stop else "seconds"
-            if result.snapshots[-1].step != step:
-                record(step)
-            break
+    def batch_loss() -> torch.Tensor:
+        nonlocal loss_value, token_accuracy
         model.train()
         src, tgt_in, gold = batch_tensors(cfg, sample(cfg, cfg.batch, generator))
         logits = model(src, tgt_in, positions=cfg.uses_positions).logits
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=PAD_ID)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
         real = gold != PAD_ID
         loss_value = float(loss.detach())
         token_accuracy = float(((logits.detach().argmax(-1) == gold) & real).sum() / real.sum())
-        step += 1
+        return loss
+
+    result.stopped = training_steps(cfg, started, should_stop, record, batch_loss, optimizer, schedule)
     model.eval()
     result.seconds = time.perf_counter() - started
     return result

@@ -28,6 +28,7 @@ from .linear import Linear
 from .norms import make_norm
 from .rotary import rotate
 from .score_position import ScorePosition
+from .score_recipe import query_recipe
 
 IMPLEMENTATIONS = ("auto", "math", "sdpa")
 """The paths `attention` can take: "math" (explicit, with weights), "sdpa" (fused, no weights) or "auto"."""
@@ -289,7 +290,7 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(self.w_q(query)), self.project_kv(query if source is None else source)
 
     def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
-                need_weights: bool = False, cache: KVCache | None = None, append_to_cache: bool = False,
+                need_weights: bool | str = False, cache: KVCache | None = None, append_to_cache: bool = False,
                 head_mask: Tensor | None = None, position: ScorePosition | None = None,
                 ) -> tuple[Tensor, Tensor | None, KVCache]:
         """Attend from `query` ``(batch, q_len, d_model)`` to `source` (self-attention when None).
@@ -298,7 +299,8 @@ class MultiHeadAttention(nn.Module):
         (incremental self-attention), otherwise they are used as they are (cross-attention memory).
         `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). `position` (self-attention):
         the rotation of the new queries and keys or the bias on the scores. Returns
-        ``(output, AttentionRecord when need_weights else None, cache)``.
+        ``(output, AttentionRecord when need_weights else None, cache)``; ``need_weights="recipe"``: a `ScoreRecipe`
+        (the queries and keys the scores need, batch of one) in the record's place, no maps made.
         """
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must be (batch, len, d_model={self.d_model}), got {tuple(query.shape)}")
@@ -314,6 +316,9 @@ class MultiHeadAttention(nn.Module):
                     q, kv.key = rotate(q, *position.rotation), rotate(kv.key, *position.rotation)
             if cache is not None:
                 kv = _appended(cache, kv, None if position is None else position.key_positions)
+        recipe = None  # need_weights="recipe": what the scores need, in place of the maps (a trace's long prompt)
+        if need_weights == "recipe":
+            recipe, need_weights = query_recipe(q, kv.key, self.query_kv_heads(), self.scale, self.softcap), False
         dropout_p = self.dropout if self.training else 0.0
         bias = None if position is None else position.bias
         key, value = self.query_heads(kv.key), self.query_heads(kv.value)
@@ -333,7 +338,7 @@ class MultiHeadAttention(nn.Module):
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")
             out = out * head_mask.to(out.dtype)[None, :, None, None]
-        return self.w_o(self.merge_heads(out)), record, kv
+        return self.w_o(self.merge_heads(out)), record if recipe is None else recipe, kv
 
 
 def _appended(cache: KVCache, new: KVCache, positions: Tensor | None) -> KVCache:

@@ -27,10 +27,17 @@ from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
 from .rope_scaling import scaled_frequencies
 from .rotary import Rotary
 from .score_position import ScorePosition
+from .score_recipe import ScoreRecipe, laid_out
 
 
 class CausalLayer(EncoderLayer):
-    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes."""
+    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes
+    (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        if cfg.attention_only:
+            self.ffn = self.ffn_residual = None
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,  # type: ignore[override]
                 cache: KVCache | None = None, position: ScorePosition | None = None,
@@ -40,6 +47,8 @@ class CausalLayer(EncoderLayer):
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
                                          append_to_cache=True, position=position)
         y = self.attn_residual.leave(x, out)
+        if self.ffn is None:  # attention-only
+            return y, _with_stream(record, x, y), kv
         return self.ffn_residual.forward(y, self.ffn), _with_stream(record, x, y), kv
 
 
@@ -52,6 +61,7 @@ class CausalLMOutput:
     :ivar cache: per layer, the keys and values so far (what the next call continues from)
     :ivar mask: the self-attention mask of the last layer, True = may attend (None: every key visible)
     :ivar maps: per layer, the attention weights alone (with ``need_weights="maps"``: no records kept)
+    :ivar recipes: per layer, what its scores need (with ``need_weights="recipe"``: no maps made)
     """
 
     logits: Tensor
@@ -59,6 +69,7 @@ class CausalLMOutput:
     cache: list[KVCache] = field(default_factory=list)
     mask: Tensor | None = None
     maps: list[Tensor] = field(default_factory=list)
+    recipes: list[ScoreRecipe] = field(default_factory=list)
 
     @property
     def attentions(self) -> list[Tensor]:
@@ -75,6 +86,22 @@ def window_mask(length: int, offset: int, window: int | None, device: torch.devi
     if window is not None:
         visible = visible & (k > q - window)
     return visible[None, None]
+
+
+def with_key_mask(mask: Tensor, key_mask: Tensor, offset: int, layer: int) -> Tensor:
+    """`mask` ``(1, 1, len, keys)`` and `key_mask` (``(len, keys)`` or 4D, True = may attend) together; one line
+    naming the first query (0-based position) they leave with no key to attend to."""
+    if key_mask.dtype != torch.bool or key_mask.dim() not in (2, 4) or key_mask.shape[-2:] != mask.shape[-2:]:
+        raise ValueError(f"key_mask must be a bool tensor of shape (queries={mask.shape[-2]}, keys={mask.shape[-1]}) "
+                         f"or 4D ending so, got {key_mask.dtype} {tuple(key_mask.shape)}")
+    extra = key_mask.to(mask.device)
+    joined = mask & (extra if extra.dim() == 4 else extra[None, None])
+    empty = ~joined.any(-1)
+    if bool(empty.any()):
+        query = offset + int(empty.nonzero()[0, -1])
+        raise ValueError(f"key_mask leaves query {query} (0-based position) with no key to attend to in layer "
+                         f"{layer}: keep at least one key it can see")
+    return joined
 
 
 class CausalLM(nn.Module):
@@ -168,17 +195,23 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
-                last_logits: bool = False, maps_into: list[Tensor] | None = None) -> CausalLMOutput:
+                last_logits: bool = False, key_mask: Tensor | None = None,
+                maps_into: list[Tensor] | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
         off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
-        gradients' path); `last_logits`: the last position's logits alone (what a search step reads); `maps_into`:
-        with "maps", per layer a tensor of its weights' shape that they are copied into and returned as (views of one
-        block allocated beforehand: no layer's maps left among the freed scores of the next, `maps_block`)."""
-        if need_weights not in (False, True, "maps"):
-            raise ValueError(f"need_weights must be False, True or 'maps', got {need_weights!r}")
-        maps_only, need_weights = need_weights == "maps", bool(need_weights)
+        gradients' path); `last_logits`: the last position's logits alone (what a search step reads); `key_mask`
+        ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask;
+        "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made; `maps_into`: with "maps", per layer a tensor
+        of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
+        layer's maps left among the freed scores of the next, `maps_block`)."""
+        if need_weights not in (False, True, "maps", "recipe"):
+            raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
+        recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
+        if recipe and key_mask is not None:
+            raise ValueError("need_weights='recipe' records no key_mask (a per-query mask): use True or 'maps'")
+        maps_only, need_weights = need_weights in ("maps", "recipe"), bool(need_weights)
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
@@ -197,11 +230,16 @@ class CausalLM(nn.Module):
             if window not in masks:
                 needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)
                 masks[window] = window_mask(ids.shape[1], offset, window, ids.device) if needed else None
+                if key_mask is not None:
+                    masks[window] = with_key_mask(window_mask(ids.shape[1], offset, window, ids.device), key_mask,
+                                                  offset, i)
             scheme = local if local is not None and window is not None else position
-            x, record, kv = layer(x, masks[window], need_weights, cache[i] if cache else None, scheme,
-                                  None if head_mask is None else head_mask[i])
+            x, record, kv = layer(x, masks[window], "recipe" if recipe else need_weights, cache[i] if cache else None,
+                                  scheme, None if head_mask is None else head_mask[i])
             out.cache.append(kv)
-            if record is not None:
+            if recipe:
+                out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
+            elif record is not None:
                 out.maps.append(record.weights if maps_into is None else maps_into[i].copy_(record.weights)) \
                     if maps_only else out.records.append(record)
             record = None  # with "maps", its scores go before the next layer's are made

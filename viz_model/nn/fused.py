@@ -83,7 +83,7 @@ def with_search_layers(module: nn.Module, make_linear: LinearFactory) -> nn.Modu
     fused: dict[str, nn.Module] = {}
     if isinstance(module, EncoderLayer | DecoderLayer):
         fused["self_attn"] = FusedSelfAttention(module.self_attn, make_linear)
-        if module.ffn.w_3 is not None:
+        if module.ffn is not None and module.ffn.w_3 is not None:  # an attention-only layer has none
             fused["ffn"] = FusedGatedFeedForward(module.ffn, make_linear)
     clone = copy.copy(module)  # new __dict__, same parameter and buffer tensors
     clone._modules = {name: fused[name] if name in fused else None if child is None

@@ -135,7 +135,7 @@ def _residual(cfg: ModelConfig) -> Residual:
 
 def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:
     """The record with the residual stream around its sub-layer filled in (the record is the call's own)."""
-    if record is not None:
+    if isinstance(record, AttentionRecord):  # not a `ScoreRecipe` (need_weights="recipe")
         record.residual, record.output = entering, leaving
     return record
 

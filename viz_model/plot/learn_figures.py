@@ -287,9 +287,10 @@ def topk_figure(tokens: Sequence[str], probabilities: Sequence[float], chosen: s
     return fig
 
 
-def cross_rows_figure(rows: np.ndarray, source_tokens: Sequence[str], layer: int, step: int, token: str
-                      ) -> go.Figure:
-    """The cross-attention row of each head of one layer for the query that produced the new token."""
+def cross_rows_figure(rows: np.ndarray, source_tokens: Sequence[str], layer: int, step: int, token: str,
+                      kind_title: str = "Cross-attention", side: str = "source") -> go.Figure:
+    """The cross-attention row of each head of one layer for the query that produced the new token (`kind_title`,
+    `side`: another kind's row, such as a language model's self-attention over the tokens so far)."""
     heads, s = rows.shape
     custom = np.empty((heads, s), dtype=object)
     for j, t in enumerate(source_tokens):
@@ -297,10 +298,11 @@ def cross_rows_figure(rows: np.ndarray, source_tokens: Sequence[str], layer: int
     fig = go.Figure(go.Heatmap(z=rows, x=list(range(s)), y=list(range(heads)), customdata=custom,
                                colorscale=WEIGHT_SCALE, zmin=0.0, zmax=float(max(rows.max(), 1e-6)), xgap=1, ygap=1,
                                colorbar=dict(title=dict(text="weight")),
-                               hovertemplate="head %{y}<br>source %{customdata}<br>weight %{z:.4f}<extra></extra>"))
-    fig.update_layout(title=dict(text=escape(f"Cross-attention, layer {layer + 1}, step {step + 1} "
+                               hovertemplate=f"head %{{y}}<br>{side} %{{customdata}}<br>weight %{{z:.4f}}"
+                                             "<extra></extra>"))
+    fig.update_layout(title=dict(text=escape(f"{kind_title}, layer {layer + 1}, step {step + 1} "
                                              f"(producing {token}): one row per head")),
-                      height=150 + 34 * heads, margin=MARGIN, xaxis=_token_axis(source_tokens, "source tokens"),
+                      height=150 + 34 * heads, margin=MARGIN, xaxis=_token_axis(source_tokens, f"{side} tokens"),
                       yaxis=dict(tickmode="array", tickvals=list(range(heads)),
                                  ticktext=[f"head {h + 1}" for h in range(heads)], autorange="reversed"))
     fig.update_xaxes(tickangle=-45 if s > 12 else 0)

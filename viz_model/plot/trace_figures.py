@@ -324,8 +324,10 @@ def _entropy(m: np.ndarray) -> float:
 
 # --- head view: bipartite lines ----------------------------------------------------------------------------------
 def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int],
-              focus: tuple[str, int] | None = None, min_weight: float = 0.0, bins: int = 8) -> go.Figure:
-    """Lines from each query token (left) to each key token (right), one colour per head.
+              focus: tuple[str, int] | None = None, min_weight: float = 0.0, bins: int = 8,
+              colors: Sequence[str] | None = None, names: Sequence[str] | None = None) -> go.Figure:
+    """Lines from each query token (left) to each key token (right), one colour per head (`colors`, `names`: each
+    head's colour and legend name in place of the defaults, as `head_groups` gives for grouped query heads).
 
     Line opacity is the weight relative to the strongest line drawn (binned into `bins` levels); lines below
     `min_weight` (absolute) are left out.
@@ -350,7 +352,8 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
     strongest = float(max(weights[heads].max(), 1e-6))  # opacity is relative to the strongest line drawn
     for h in heads:
         w = weights[h] / strongest
-        color = HEAD_COLORS[h % len(HEAD_COLORS)]
+        color = HEAD_COLORS[h % len(HEAD_COLORS)] if colors is None else colors[h]
+        name = f"head {h + 1}" if names is None else names[h]
         shown = False
         for b in range(bins):
             lo, hi = edges[b], edges[b + 1]
@@ -369,11 +372,11 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
             ys = np.stack([rows, cols, np.full(len(rows), np.nan)], axis=1).ravel()
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", line=dict(color=color, width=2.5), opacity=float(max(0.08, hi)),
-                hoverinfo="skip", name=f"head {h + 1}", legendgroup=f"head{h}", showlegend=not shown))
+                hoverinfo="skip", name=name, legendgroup=f"head{h}", showlegend=not shown))
             shown = True
         if not shown:  # keep the legend entry even when no line passes the threshold
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, width=2.5),
-                                     name=f"head {h + 1}", legendgroup=f"head{h}", hoverinfo="skip"))
+                                     name=name, legendgroup=f"head{h}", hoverinfo="skip"))
     mean = weights[heads].mean(axis=0)
     q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys) for i in range(nq)]
     k_hover = [_links(f"{escape(keys[j])} is attended by", mean[:, j], queries) for j in range(nk)]

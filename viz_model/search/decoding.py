@@ -101,14 +101,4 @@ def beam_search_tree(model: Transformer, src: Tensor, beam: int = 4, alpha: floa
     steps: list[BeamStep] = []
     best = beam_search(model, src, beam, alpha, None if hf else max_lens, positions=positions, record=steps, hf=hf,
                        draft=draft)[0]
-    finished = [Hypothesis(prefix + [c.token], c.log_prob, c.score)
-                for s in steps for c in s.candidates if c.status == "finished"
-                for prefix in [s.alive[c.parent]]]
-    tree = BeamTree(beam, alpha, steps, finished, best, max_lens[0], rule="project" if hf is None else "transformers")
-    # the best hypothesis' path: at step t the candidate extending best.tokens[:t] with best.tokens[t]
-    for t, s in enumerate(steps[:len(best.tokens)]):
-        for i, c in enumerate(s.candidates):
-            if s.alive[c.parent] == best.tokens[:t] and c.token == best.tokens[t]:
-                tree.chosen_path.append((t, i))
-                break
-    return tree
+    return BeamTree.recorded(steps, best, beam, alpha, max_lens[0], "project" if hf is None else "transformers")

@@ -54,3 +54,18 @@ class BeamTree:
     chosen_path: list[tuple[int, int]] = field(default_factory=list)  # (step, candidate index) of the best's tokens
     rule: str = "project"  # "project" (score = log p / ((5 + |Y|) / 6)^alpha) or "transformers" (log p / |Y|^alpha)
 
+    @classmethod
+    def recorded(cls, steps: list[BeamStep], best: Hypothesis, beam: int, alpha: float, max_len: int,
+                 rule: str) -> BeamTree:
+        """The tree of a search's recorded `steps` that found `best`: its finished hypotheses and the best's path."""
+        finished = [Hypothesis(prefix + [c.token], c.log_prob, c.score)
+                    for s in steps for c in s.candidates if c.status == "finished"
+                    for prefix in [s.alive[c.parent]]]
+        tree = cls(beam, alpha, steps, finished, best, max_len, rule=rule)
+        # the best hypothesis' path: at step t the candidate extending best.tokens[:t] with best.tokens[t]
+        for t, s in enumerate(steps[:len(best.tokens)]):
+            for i, c in enumerate(s.candidates):
+                if s.alive[c.parent] == best.tokens[:t] and c.token == best.tokens[t]:
+                    tree.chosen_path.append((t, i))
+                    break
+        return tree

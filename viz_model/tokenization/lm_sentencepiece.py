@@ -35,6 +35,10 @@ class SentencePieceLM:
         """``<s>`` and the ids of `text`, as the model read each line in training."""
         return [BOS_ID, *self.tokenizer.encode(text)]
 
+    def continuation_ids(self, text: str) -> list[int]:
+        """The ids of `text` as it follows a prompt: no ``<s>``."""
+        return self.tokenizer.encode(text)
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`, ``<s>``, ``</s>`` and padding left out."""
         return self.tokenizer.decode(ids)

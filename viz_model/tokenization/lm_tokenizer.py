@@ -72,6 +72,10 @@ class LMTokenizer(FolderFiles):
         one)."""
         return self.backend.encode(text, add_special_tokens=True).ids
 
+    def continuation_ids(self, text: str) -> list[int]:
+        """The ids of `text` as it follows a prompt: no special tokens added."""
+        return self.backend.encode(text, add_special_tokens=False).ids
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids` with the special tokens left out (``decode(ids, skip_special_tokens=True)``)."""
         text = self.backend.decode([int(i) for i in ids], skip_special_tokens=True)

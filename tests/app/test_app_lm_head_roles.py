@@ -1,0 +1,102 @@
+"""Streamlit AppTest tests of Head roles and Ablation with a language model open (CPU, fp32): a models folder holding
+a tiny Llama (grouped-query heads, imported) and a GPT-2 (a learned table of 128 positions); the pages draw the
+numbers `viz_model.analysis.lm_head_roles` computes on the same model."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+from support.app import arr, charts, messages, ok, start, titles
+from support.hf_lm import build_lm_folder, import_lm
+
+import viz_model
+from viz_model.analysis import lm_head_roles
+
+LM, GPT2 = "llama", "gpt2"
+PROMPT = "the dog sees the dog and the cat sees the cat"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm-roles-models")
+    for family in (LM, GPT2):
+        import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
+    return root
+
+
+@pytest.fixture
+def lm_app(models, monkeypatch, tmp_path):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
+    monkeypatch.setenv("VIZ_MODEL_DATA", str(tmp_path / "no-data"))
+    return models
+
+
+def open_page(page: str, model: str = LM, **params: str):
+    at = ok(start(model=model, sentence=PROMPT, **params))
+    at.switch_page(f"views/{page}.py").run()
+    return ok(at)
+
+
+def grid(at) -> np.ndarray:
+    """The (layers, heads) values of the page's head grid."""
+    (fig,) = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    return arr(fig["data"][0]["z"])
+
+
+def expected(models, name: str, column: str, table) -> np.ndarray:
+    config = viz_model.load(models / name, device="cpu").config
+    values = np.full((config.decoder_layers, config.heads), np.nan)
+    for row in table.itertuples():
+        values[row.layer, row.head] = getattr(row, column)
+    return values
+
+
+def test_head_roles_scores_repeated_random_tokens_by_default(lm_app):
+    at = open_page("head_roles", GPT2)
+    assert at.title[0].value == "Head roles"
+    assert titles(at) == ["induction of every head"]
+    caption = "\n".join(c.value for c in at.caption)
+    assert "10 sequences of 25 random tokens repeated 4 times" in caption  # 101 of GPT-2's 128 positions
+    model = viz_model.load(lm_app / GPT2, device="cpu")
+    table = lm_head_roles.repeated_roles(model)
+    assert table["induction"].notna().all() and table["induction"].nunique() > 1
+    np.testing.assert_allclose(grid(at), expected(lm_app, GPT2, "induction", table), atol=1e-6)
+
+
+def test_head_roles_on_the_prompt_draw_the_chosen_score(lm_app):
+    at = open_page("head_roles")
+    at.radio(key="w_hr_lm_source").set_value("prompt").run()
+    at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
+    ok(at)
+    assert titles(at) == ["previous token of every head"]
+    table = lm_head_roles.prompt_roles(viz_model.load(lm_app / LM, device="cpu"), PROMPT)
+    assert table["previous_token"].notna().all() and table["previous_token"].nunique() > 1
+    np.testing.assert_allclose(grid(at), expected(lm_app, LM, "previous_token", table), atol=1e-6)
+
+
+def test_head_roles_on_the_corpus_say_where_it_is_from(lm_app, monkeypatch, tmp_path):
+    (tmp_path / "data" / "multi30k").mkdir(parents=True)
+    with gzip.open(tmp_path / "data" / "multi30k" / "val.en.gz", "wt", encoding="utf-8") as f:
+        f.write("A dog runs in the park.\nTwo men sit on a bench.\n")
+    monkeypatch.setenv("VIZ_MODEL_DATA", str(tmp_path / "data"))
+    at = open_page("head_roles")
+    at.radio(key="w_hr_lm_source").set_value("corpus").run()
+    ok(at)
+    assert "Measured on 2 sentences: Multi30k (val.en.gz) from the data root." in [c.value for c in at.caption]
+    assert charts(at)
+
+
+def test_ablation_shows_the_continuation_and_the_prompts_logit_change(lm_app):
+    at = open_page("ablation", new_tokens="4")
+    assert at.multiselect(key="w_abl_heads").value == [("decoder", 1, 0)]  # the last layer's first head
+    captions = [c.value for c in at.caption]
+    assert "Continuation, every head on" in captions and "Continuation, 1 head off" in captions
+    (fig,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("The prompt's next tokens")]
+    model = viz_model.load(lm_app / LM, device="cpu")
+    table = lm_head_roles.logit_change(model, model.encode(PROMPT), [("decoder", 1, 0)])
+    kl = next(trace for trace in fig["data"] if trace["type"] == "bar")
+    assert table["kl"].min() > 0 and table["kl"].nunique() > 1
+    np.testing.assert_allclose(arr(kl["y"]), table["kl"], rtol=1e-6, atol=0)
+    assert "cannot be run" not in messages(at)

@@ -1,0 +1,114 @@
+"""Streamlit AppTest tests of the Attention sinks page (CPU, fp32): with an imported tiny Llama and a GPT-2 it draws
+each head's first-token share as the library measures it, one head's share on every token, and the switch's change
+in the next-token distribution and continuation; bad link values get one line; with a translator it measures the
+decoder's self-attention and says in one line that the switch needs a language model."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+from support.app import APP, arr, charts, messages, ok, titles
+from support.hf_lm import build_lm_folder, import_lm
+
+from viz_model.analysis.sinks import remove_sink, trace_sink_shares
+from viz_model.modeldir.shipped import DEFAULT_MODEL
+
+PROMPT = "a man plays in the snow and the dog runs"
+PAGE = "views/sinks.py"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A models folder: the shipped translator (copied), a tiny Llama, a GPT-2 and a Mistral (sliding window) imported
+    with ``viz-model import``; and the language models loaded here."""
+    root = tmp_path_factory.mktemp("sink-app-models")
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
+    loaded = {family: import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
+              for family in ("llama", "gpt2", "mistral")}
+    return root, loaded
+
+
+@pytest.fixture
+def lm_app(models, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models[0]))
+    return models[1]
+
+
+def open_sinks(model: str, new_tokens: int | None = None, **params: str) -> AppTest:
+    """A fresh session opening a link straight onto the page (greedy); `new_tokens`: the prompt form's slider set."""
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"beam": "1", "model": model, **params})
+    at.switch_page(PAGE)
+    ok(at.run())
+    if new_tokens is not None:
+        at.slider(key="w_lm_new_tokens").set_value(new_tokens).run()
+    return ok(at)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_the_grid_holds_each_heads_first_token_share(lm_app, family):
+    at = open_sinks(family, sentence=PROMPT, new_tokens=4)
+    assert at.title[0].value == "Attention sinks"
+    grid = charts(at)[0]
+    assert titles(at)[0].startswith("Share of attention on the first token")
+    expected = trace_sink_shares(lm_app[family].trace(PROMPT, 4)).first_token
+    assert np.allclose(arr(grid["data"][0]["z"]), expected, atol=1e-6)
+    assert titles(at)[1].startswith("Layer 1, head 1: mean weight on each token")
+    assert "Hide the first token from every later query" in [t.label for t in at.toggle]
+
+
+def test_the_switch_shows_the_change_its_library_call_measures(lm_app):
+    at = open_sinks("llama", sentence=PROMPT, new_tokens=4, hide_first="True")
+    result = remove_sink(lm_app["llama"], PROMPT, 4)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["KL(intact ‖ switched)"] == f"{result.kl:.4f} nats"
+    assert shown["Total variation"] == f"{result.total_variation:.4f}"
+    texts = "\n".join(m.value for m in at.markdown)
+    assert result.continuation_switched.strip()[:5] in texts
+    tables = [t.value for t in at.dataframe]
+    top = tables[-2]  # the intact side's candidates, then the switched side's
+    assert top["probability"].iloc[0] == round(result.top_intact[0].first, 4)
+    assert top["switched"].iloc[0] == round(result.top_intact[0].second, 4)
+    assert at.query_params["hide_first"] == "True"
+
+
+def test_picking_a_head_draws_its_shares(lm_app):
+    at = open_sinks("gpt2", sentence=PROMPT, new_tokens=3)
+    at.selectbox(key="w_sk_layer").set_value(2).run()
+    at.selectbox(key="w_sk_head").set_value(3).run()
+    ok(at)
+    bars = charts(at)[1]
+    assert bars["layout"]["title"]["text"].startswith("Layer 2, head 3")
+    shares = trace_sink_shares(lm_app["gpt2"].trace(PROMPT, 3)).head(1, 2)
+    assert np.allclose(arr(bars["data"][0]["y"]), np.nan_to_num(shares), atol=1e-6)
+    assert at.query_params["sink_layer"] == "2" and at.query_params["sink_head"] == "3"
+
+
+def test_a_head_outside_the_model_from_a_link_is_one_line(lm_app):
+    at = open_sinks("llama", sentence=PROMPT, sink_layer="9", sink_head="0")
+    said = messages(at)
+    assert "Layer 9 does not exist here; showing 1." in said
+    assert "`sink_head=0` ignored: use a whole number from 1 to 1000" in said
+    assert charts(at)
+
+
+def test_a_one_token_prompt_is_refused_by_the_switch_in_one_line(lm_app):
+    at = open_sinks("gpt2", sentence="a", new_tokens=2, hide_first="True")
+    said = messages(at).replace("\\", "")  # markdown escapes
+    assert "The switch cannot run: the prompt is one token: it has nothing to attend to but itself" in said
+
+
+def test_with_a_translator_it_measures_the_decoders_self_attention(lm_app):
+    at = open_sinks(DEFAULT_MODEL, sentence="Two dogs play in the snow.")
+    assert titles(at)[0].endswith("(the decoder's self-attention over the translation)")
+    assert "The switch that removes the sink runs with a language model" in messages(at)
+
+
+def test_a_sliding_window_that_no_longer_reaches_the_first_token_is_said(lm_app):
+    at = open_sinks("mistral", sentence=PROMPT, hide_first="True")
+    assert remove_sink(lm_app["mistral"], PROMPT).kl == 0.0
+    assert "Nothing changed: every layer of this model attends through a sliding window" in messages(at)
+    assert [s.value for s in at.success] == ["The greedy continuation did not change."]

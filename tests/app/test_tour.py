@@ -1,0 +1,59 @@
+"""docs/language-models-tour.md walks the pages that run with a language model open: one section per such page
+(Watch needs no model and is left out), each picture in docs/tour/, each link opens its page with the shipped language
+model and every parameter of the link is taken (AppTest, CPU)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support.app import APP, ok
+from support.gallery import ROOT, TOUR, app_pages, entries
+
+from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
+
+LINK_PROBLEM = "Some link parameters could not be used"
+
+
+def language_model_pages() -> set[str]:
+    """The URL paths ("" for the default page) of app/streamlit_app.py's ``LANGUAGE_MODEL_PAGES``, read without
+    running it."""
+    tree = ast.parse((ROOT / "app" / "streamlit_app.py").read_text(encoding="utf-8"))
+    assigned = {node.targets[0].id: node.value for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    pages = assigned["PAGES"]
+    paths = {key.value: next((k.value.value for k in call.keywords if k.arg == "url_path"), "")
+             for key, call in zip(pages.keys, pages.values, strict=True)}
+    return {paths[key] for key in ast.literal_eval(assigned["LANGUAGE_MODEL_PAGES"])}
+
+
+def test_the_tour_shows_each_language_model_page_once_with_the_shipped_model():
+    shown = [entry.url_path for entry in entries(TOUR)]
+    assert len(shown) == len(set(shown)), "one section per page"
+    assert set(shown) <= language_model_pages() | {"watch"}
+    assert language_model_pages() - {"watch"} <= set(shown), "every page that runs with a language model"
+    for entry in entries(TOUR):
+        assert entry.params.get("model") == SHIPPED_LANGUAGE_MODEL, entry.title
+        assert entry.image.is_file() and entry.image.parent.name == "tour", entry.image
+        assert entry.image.stat().st_size < 160_000, f"{entry.image.name}: compress it (docs/screenshots.py)"
+    assert "language-models-tour.md" in (ROOT / "mkdocs.yml").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", entries(TOUR), ids=lambda e: e.url_path or "explore")
+def test_each_tour_link_opens_its_page_and_every_parameter_is_taken(entry, monkeypatch):
+    monkeypatch.delenv("VIZ_MODEL_ASSETS", raising=False)  # the tour shows the shipped models
+    page = next(p for p in app_pages() if p.url_path == entry.url_path)
+    at = AppTest.from_file(str(APP), default_timeout=300)
+    at.query_params.update(entry.params)
+    if page.url_path:
+        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
+            at.run()
+        at.switch_page(page.file)
+    ok(at.run())
+    assert not at.error, [e.value for e in at.error]
+    assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
+    for name, value in entry.params.items():  # the app writes back what it took
+        assert at.query_params[name] == value, (name, at.query_params[name], value)

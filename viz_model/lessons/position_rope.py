@@ -1,0 +1,176 @@
+"""RoPE in a loaded language model: its frequencies (which ones a llama3 or linear scaling stretched), the decay of
+q·k with distance measured in its real heads, and how much of each head's q·k each frequency band can carry
+(high frequencies: position; low ones: meaning, after Barbero et al. 2024, "Round and Round We Go")."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..config import ModelConfig
+from ..language_model import LanguageModel
+from ..nn.rotary import rope_frequencies
+from .position_parts import LessonError
+
+KEPT, STRETCHED, SMOOTHED = "kept", "stretched", "between (smoothed)"
+BANDS = ("high", "low")  # a wavelength within the trained length: position; longer: barely turns, so meaning
+
+
+def check_rope(config: ModelConfig) -> None:
+    """Nothing where the model rotates its queries and keys; else one line saying what it does instead."""
+    if config.positional != "rope":
+        raise LessonError(f"this model's positions are {config.positional}, not RoPE: it has no frequencies to show")
+
+
+def trained_length(config: ModelConfig) -> int:
+    """The length the frequencies were trained at before any stretching: llama3's original_max_position_embeddings,
+    a linear scaling's max_position_embeddings / factor, else max_position_embeddings."""
+    if config.rope_scaling == "llama3":
+        return config.rope_original_max_positions
+    if config.rope_scaling == "linear":
+        return max(1, round(config.max_positions / config.rope_factor))
+    return config.max_positions
+
+
+def model_frequencies(config: ModelConfig) -> np.ndarray:
+    """The ``theta_i`` (float64 of the float32 the model rotates by) of the loaded model's RoPE, scaled as its
+    config says."""
+    from ..nn.rope_scaling import scaled_frequencies
+
+    check_rope(config)
+    return scaled_frequencies(config.d_head, config.rope_base, config.rope_scaling, config.rope_factor,
+                              config.rope_low_freq_factor, config.rope_high_freq_factor,
+                              config.rope_original_max_positions).double().numpy()
+
+
+def frequency_table(config: ModelConfig) -> pd.DataFrame:
+    """One row per frequency pair i (fast to slow): the unscaled ``base^(-2i/d_head)``, the model's own, both
+    wavelengths, the stretch (unscaled / model's), whether the scaling kept, stretched or smoothed it, and its
+    band (wavelength within the trained length: high, else low)."""
+    own = model_frequencies(config)
+    plain = rope_frequencies(config.d_head, config.rope_base).double().numpy()
+    stretch = plain / own
+    status = np.where(np.isclose(stretch, 1.0, rtol=1e-6), KEPT,
+                      np.where(np.isclose(stretch, config.rope_factor, rtol=1e-6), STRETCHED, SMOOTHED))
+    wavelength = 2 * math.pi / own
+    return pd.DataFrame({"pair": np.arange(len(own)), "unscaled theta": plain, "theta": own,
+                         "unscaled wavelength": 2 * math.pi / plain, "wavelength": wavelength, "stretch": stretch,
+                         "scaling": status, "band": band_of(wavelength, trained_length(config))})
+
+
+def band_of(wavelengths: np.ndarray, length: int) -> np.ndarray:
+    """"high" for a pair that turns at least once within `length` positions, else "low"."""
+    return np.where(np.asarray(wavelengths) <= length, BANDS[0], BANDS[1])
+
+
+def rotation_decay(q: torch.Tensor, k: torch.Tensor, frequencies: np.ndarray, distances: int,
+                   scale: float = 1.0) -> np.ndarray:
+    """``(heads, distances)``: the mean over every query and key of ``q_p · R(Δθ) k_j / scale`` at each distance Δ
+    (= the mean query against the mean key, turned Δ apart; unrotated ``(heads, len, d_head)`` queries and keys,
+    Llama's pairing: dimension i with i + d_head/2). The rotation alone, the tokens averaged out."""
+    q_mean, k_mean = q.double().mean(-2), k.double().mean(-2)  # (heads, d_head)
+    half = q.shape[-1] // 2
+    q1, q2, k1, k2 = q_mean[:, :half], q_mean[:, half:], k_mean[:, :half], k_mean[:, half:]
+    in_phase = (q1 * k1 + q2 * k2).cpu().numpy()  # per pair: the cos term
+    quadrature = (q1 * k2 - q2 * k1).cpu().numpy()  # per pair: the sin term (Δ = p − j: the query after the key)
+    angles = np.arange(distances)[:, None] * np.asarray(frequencies)[None, :]  # (distances, pairs)
+    return (in_phase @ np.cos(angles).T + quadrature @ np.sin(angles).T) / scale
+
+
+def measured_decay(scores: np.ndarray, distances: int) -> np.ndarray:
+    """``(heads, distances)``: the mean score ``(heads, len, len)`` of query p on key p − Δ over every p ≥ Δ (what
+    the model computed on the text: rotation and tokens together); NaN where no pair is that far apart."""
+    heads, length, _ = scores.shape
+    out = np.full((heads, distances), np.nan)
+    for distance in range(min(distances, length)):
+        out[:, distance] = np.diagonal(scores, offset=-distance, axis1=1, axis2=2).mean(-1)
+    return out
+
+
+def band_shares(q: torch.Tensor, k: torch.Tensor) -> np.ndarray:
+    """``(heads, pairs)``: each pair's share of ``Σ_i mean|q_i| · mean|k_i|`` (the norm of the pair's 2-d part of the
+    queries and of the keys, averaged over the tokens): how much of each head's q·k that pair can carry, the
+    largest a pair's term can reach whatever the angle (rows sum to 1)."""
+    half = q.shape[-1] // 2
+    q, k = q.double(), k.double()
+    q_norm = torch.sqrt(q[..., :half] ** 2 + q[..., half:] ** 2).mean(-2)
+    k_norm = torch.sqrt(k[..., :half] ** 2 + k[..., half:] ** 2).mean(-2)
+    reach = (q_norm * k_norm).cpu().numpy()
+    total = reach.sum(-1, keepdims=True)
+    return np.divide(reach, total, out=np.zeros_like(reach), where=total > 0)
+
+
+def unrotated_queries_keys(model: LanguageModel, residual: torch.Tensor,
+                           layer: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Every query head's queries and keys ``(heads, len, d_head)`` (float64) of one layer, from the stream
+    `residual` ``(1, len, d_model)`` entering it, before any rotation (query/key norms applied: Qwen3; each query
+    head with its key/value head's keys), and the scores' divisor."""
+    attention, around = model.network.attention_block(layer)
+    with torch.no_grad():
+        q, kv = attention.project(around.enter(residual))
+        key = kv.key
+        if attention.q_norm is not None and attention.k_norm is not None:
+            q, key = attention.q_norm(q), attention.k_norm(key)
+        key = attention.query_heads(key)
+    scale = attention.scale
+    divisor = 1.0 if scale is False else math.sqrt(attention.d_head if scale is True else scale)
+    return q[0].double(), key[0].double(), divisor
+
+
+def layer_frequencies(model: LanguageModel, layer: int, frequencies: np.ndarray) -> np.ndarray:
+    """The ``theta_i`` `layer` rotates by: `frequencies`, or a sliding layer's own (Gemma 3's local base)."""
+    local = model.network.local_scheme
+    if local is None or model.network.window(layer) is None:
+        return frequencies
+    own = rope_frequencies(local.d_head, local.base) if local.frequencies is None else local.frequencies
+    return own.double().numpy()
+
+
+@dataclass
+class RopeMeasures:
+    """What the loaded model's RoPE does on a text, per layer and head.
+
+    :ivar frequencies: the model's ``theta_i`` (pairs,)
+    :ivar measured: ``(layers, heads, distances)`` the mean score at each distance on the text
+    :ivar rotation: ``(layers, heads, distances)`` the mean query and key turned that far apart
+    :ivar shares: ``(layers, heads, pairs)`` each pair's share of what the head's q·k can carry
+    :ivar bands: per pair, "high" or "low"
+    :ivar tokens: how many tokens of the text were read
+    """
+
+    frequencies: np.ndarray
+    measured: np.ndarray
+    rotation: np.ndarray
+    shares: np.ndarray
+    bands: np.ndarray
+    tokens: int
+
+    def band_share(self, band: str) -> np.ndarray:
+        """``(layers, heads)``: the share of each head's q·k carried by the pairs of `band`."""
+        if band not in BANDS:
+            raise LessonError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
+        return self.shares[..., self.bands == band].sum(-1)
+
+
+def rope_measures(model: LanguageModel, ids: Sequence[int], distances: int = 64) -> RopeMeasures:
+    """`RopeMeasures` of `model` on `ids` (one forward pass with every layer's record)."""
+    config = model.config
+    check_rope(config)
+    if len(ids) < 2:
+        raise LessonError(f"the text gives {len(ids)} token; at least 2 are needed to measure distances")
+    frequencies = model_frequencies(config)
+    with torch.no_grad():
+        out = model.forced_pass(list(ids), need_weights=True)
+    measured, rotation, shares = [], [], []
+    for layer, record in enumerate(out.records):
+        q, k, divisor = unrotated_queries_keys(model, record.residual, layer)
+        measured.append(measured_decay(record.scores[0].double().cpu().numpy(), distances))
+        rotation.append(rotation_decay(q, k, layer_frequencies(model, layer, frequencies), distances, divisor))
+        shares.append(band_shares(q, k))
+    bands = band_of(2 * math.pi / frequencies, trained_length(config))
+    return RopeMeasures(frequencies, np.stack(measured), np.stack(rotation), np.stack(shares), bands, len(ids))
