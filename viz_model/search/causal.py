@@ -198,6 +198,8 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
                 break
         out = kept_rows(out, ran, pending + accepted)
         if record:
+            if found.calls:  # this call's cache holds every key: the earlier one's goes
+                found.calls[-1].cache = []
             found.calls.append(out)
         cache, ran = out.cache, ran + pending + accepted
         drafted_ran = min(drafted_ran, len(seq) - 1)
