@@ -85,6 +85,7 @@ def test_a_draft_that_disagrees_at_a_known_step_still_gives_the_networks_continu
     assert found.tokens == expected
     assert found.accepted < found.drafted == draft.proposed  # the wrong proposals were cut
     assert found.accepted >= 10 - 2 - 2  # the rest agreed (each cut costs the wrong token and the one after)
+    assert all(call.cache == [] for call in found.calls[:-1]) and found.calls[-1].cache  # every key held once
     monkeypatch.setattr(lm, "draft_network", lambda: WrongAt(lm.network, {len(ids) + 3}, wrong))
     assert_same_trace(lm.trace(PROMPTS[3], max_new_tokens=10), plain)
     assert lm.continue_ids(ids, 10) == expected
