@@ -12,6 +12,12 @@ weights in the same precision. Runs alternate between the systems (`bench_trace.
   prompt + continuation that returns the full maps (generate's are one row a step). Tokenization is not timed.
 * **transformers (sdpa + eager forward)**: its best alternative: ``generate()`` with sdpa attention (no maps), then
   the same eager forward.
+* **ours without the draft**: the same trace with ``draft="off"``: the fp32 network decoding alone, one token a call
+  (``ours`` drafts in int8 and verifies in fp32 where ``draft="auto"`` does: on the CPU in fp32).
+
+``int8_draft`` records how often the int8 copy agrees with fp32: in the timed trace (tokens drafted, accepted,
+verifying calls) and teacher-forced (the share of positions where the copy's next token is fp32's, over the traced
+continuation and over every position of the long prompt).
 
 Each side's continuation is checked identical to the others' (a benchmark of different outputs is void: the run
 stops). The long-prompt case: ours ``trace(LONG_PROMPT, max_new_tokens=0)`` against transformers' forward with
@@ -50,6 +56,7 @@ from support.published import FIXTURES, unpacked  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.hf.importer import import_model  # noqa: E402
+from viz_model.search.causal import verified_greedy  # noqa: E402
 
 QWEN = "qwen2.5-0.5b-instruct"
 MODELS = {"gpt2-small": ("gpt2", "GPT2LMHeadModel", 2.0), "qwen2.5-0.5b": (QWEN, "Qwen2ForCausalLM", 1.5)}
@@ -175,12 +182,19 @@ def timed(label: str, folder: Path, out: Path, args: argparse.Namespace, device:
             raise SystemExit(f"{label}: transformers returned no attention maps; the comparison would be void")
         return generated.sequences[0, prompt.shape[1]:]
 
-    systems = {"ours": lambda: ours.trace(PROMPT, max_new_tokens=new),
+    def undrafted() -> list[int]:
+        ours.draft = "off"
+        try:
+            return ours.trace(PROMPT, max_new_tokens=new).target_ids[prompt.shape[1]:]
+        finally:
+            ours.draft = "auto"
+
+    systems = {"ours": lambda: ours.trace(PROMPT, max_new_tokens=new), "ours_no_draft": undrafted,
                "transformers_eager": lambda: generate("eager", True),
                "transformers_sdpa_generate": lambda: generate("sdpa", False)}
     trace = systems["ours"]()
-    continuations = {"ours": trace.target_ids[prompt.shape[1]:]}
-    continuations |= {n: fn().tolist() for n, fn in systems.items() if n != "ours"}
+    continuations = {"ours": trace.target_ids[prompt.shape[1]:], "ours_no_draft": undrafted()}
+    continuations |= {n: fn().tolist() for n, fn in systems.items() if n not in continuations}
     if len({tuple(c) for c in continuations.values()}) != 1:
         raise SystemExit(f"{label}: the continuations differ, the benchmark is void: {continuations}")
     times = time_interleaved({n: synchronized(fn, device) for n, fn in systems.items()}, args.runs, args.warmup)
@@ -190,10 +204,39 @@ def timed(label: str, folder: Path, out: Path, args: argparse.Namespace, device:
         "target_speedup": target, **summary(times)}
     found["target_met"] = found["speedup_vs_transformers_eager"]["median"] >= target
     found["ours_phases_ms"] = {k: round(v, 1) for k, v in trace.timings.items()}
+    found["int8_draft"] = draft_agreement(ours, trace.target_ids, prompt.shape[1], tokenizer, args)
     systems = long_prompt_systems(ours, theirs, tokenizer, args, device)
     times = time_interleaved({n: synchronized(fn, device) for n, fn in systems.items()}, args.runs, args.warmup)
     lp = found["long_prompt"] = {"tokens": len(tokenizer(long_text(tokenizer, args)).input_ids), **summary(times)}
     lp["no_slower"] = lp["speedup_vs_transformers_forward"]["median"] >= 1.0
+    return found
+
+
+def draft_agreement(ours: viz_model.LanguageModel, ids: list[int], prompt: int, tokenizer: Any,
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """How often the int8 copy agrees with fp32: the traced continuation's draft-and-verify rounds, and teacher-forced
+    next-token agreement over the continuation (`ids` after the `prompt` tokens) and over the long prompt."""
+    draft = ours.draft_network()
+    found: dict[str, Any] = {"used": draft is not None}
+    if draft is None:
+        ours.draft = "int8"
+        draft = ours.draft_network() if ours.device.type == "cpu" else None
+        ours.draft = "auto"
+    if draft is None:
+        return found
+    run = verified_greedy(ours.network, draft, ids[:prompt], len(ids) - prompt, ours._choice, ours.tokenizer.eos_ids)
+    if run.tokens != ids[prompt:]:
+        raise SystemExit("the drafted continuation differs from the trace's; the agreement would be void")
+    found |= {"drafted": run.drafted, "accepted": run.accepted, "verifying_calls": run.rounds,
+              "accepted_share": round(run.accepted / max(run.drafted, 1), 3)}
+
+    def agreement(sequence: list[int], start: int) -> float:
+        with torch.inference_mode():
+            tensor = torch.tensor([sequence], device=ours.device)
+            full, int8 = ours.network(tensor).logits[0, start:], draft(tensor).logits[0, start:]
+        return round(float((full.argmax(-1) == int8.argmax(-1)).float().mean()), 3)
+    found["agreement_continuation"] = agreement(ids[:-1], prompt - 1)  # the positions that chose a new token
+    found["agreement_long_prompt"] = agreement(tokenizer(long_text(tokenizer, args)).input_ids, 0)
     return found
 
 
@@ -238,12 +281,13 @@ def run_memory_child(args: argparse.Namespace, device: torch.device) -> int:
 
 
 def table(found: dict) -> str:
-    lines = [f"{'model':14} {'ours ms':>9} {'eager ms':>9} {'x':>6} {'sdpa ms':>9} {'x':>6}  target  "
+    lines = [f"{'model':14} {'no draft':>9} {'ours ms':>9} {'eager ms':>9} {'x':>6} {'sdpa ms':>9} {'x':>6}  target  "
              f"| long: {'ours ms':>9} {'fwd ms':>9} {'x':>6} {'ours MB':>8} {'fwd MB':>8}"]
     for label, r in found["models"].items():
         lp = r["long_prompt"]
         eager, sdpa = r["speedup_vs_transformers_eager"], r["speedup_vs_transformers_sdpa_generate"]
-        lines.append(f"{label:14} {r['ours_p50_ms']:9.1f} {r['transformers_eager_p50_ms']:9.1f} "
+        lines.append(f"{label:14} {r['ours_no_draft_p50_ms']:9.1f} {r['ours_p50_ms']:9.1f} "
+                     f"{r['transformers_eager_p50_ms']:9.1f} "
                      f"{eager['median']:6.2f} {r['transformers_sdpa_generate_p50_ms']:9.1f} "
                      f"{sdpa['median']:6.2f}  {r['target_speedup']:>4}x "
                      f"{'met' if r['target_met'] else 'NOT'} | {lp['ours_p50_ms']:15.1f} "

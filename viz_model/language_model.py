@@ -20,11 +20,13 @@ import torch
 from .config import ModelConfig
 from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from .nn.attention import KVCache
-from .nn.causal_lm import CausalLM, CausalLMOutput, window_mask
+from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from .nn.model import HeadMask
+from .nn.quantize import LazyInt8Copy, int8_causal_network
 from .nn.score_recipe import merged, queries_only
 from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps
-from .search.causal import LMSearch, beam_continuation
+from .search.causal import LMSearch, beam_continuation, verified_greedy
+from .search.next_token import DRAFT_MIN_PARAMETERS
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
@@ -36,6 +38,7 @@ MAX_TOP_K = 50
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
 MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
+DRAFTS = ("auto", "int8", "off")
 
 
 def check_prompt(prompt: object) -> str:
@@ -69,6 +72,7 @@ class LanguageModel:
     :ivar card: its model card's text
     :ivar search: its generation config's search settings (beam width, penalties), applied as ``generate`` applies
         them
+    :ivar draft: who drafts a greedy continuation that the network verifies (`draft_network`): "auto", "int8", "off"
     """
 
     def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
@@ -82,6 +86,8 @@ class LanguageModel:
             raise CheckpointError(f"{tokenizer.path or name}: lm_tokenizer.json's generation settings: "
                                   f"{err}") from None
         self._sampling_said = False
+        self._int8 = LazyInt8Copy(int8_causal_network)  # built on the first drafted continuation, then kept
+        self.draft = "auto"
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device) -> LanguageModel:
@@ -143,18 +149,60 @@ class LanguageModel:
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         return self._decoded(ids, max_new_tokens, False, self.layer_mask(head_mask))[0]
 
+    @property
+    def draft(self) -> str:
+        return self._draft_mode
+
+    @draft.setter
+    def draft(self, mode: str) -> None:
+        if mode not in DRAFTS:
+            raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {mode!r}")
+        self._draft_mode = mode
+
+    def draft_network(self) -> CausalLM | None:
+        """The int8 copy of the network that drafts a greedy continuation (the network verifies every token, so the
+        continuation and maps are its own), or None: the network decodes alone. ``draft="auto"``: float32 on the CPU
+        with at least `DRAFT_MIN_PARAMETERS` (GPT-2-small size: yes); "int8": wherever int8 can run; "off": never."""
+        if self.draft == "off":
+            return None
+        dtype = next(self.network.parameters()).dtype
+        if self.device.type != "cpu" or dtype != torch.float32:
+            if self.draft == "int8":
+                raise ValueError(f"an int8 draft runs on the CPU with float32 weights; this model runs on "
+                                 f"{self.device.type} in {dtype}: set draft to auto or off")
+            return None
+        if self.draft == "auto" and self.network.num_parameters() < DRAFT_MIN_PARAMETERS:
+            return None
+        return self._int8.get(self.network)
+
+    def _maps_block(self, rows: int) -> list[torch.Tensor] | None:
+        """`maps_block` for a first recorded call of `rows` tokens on the CPU, else None (the maps stay where the
+        network computes them)."""
+        return maps_block(self.network, 1, rows, rows) if self.device.type == "cpu" else None
+
+    def _choice(self, logits: torch.Tensor, ids: list[int]) -> int:
+        """The greedy id after `ids` from their ``(1, vocab)`` `logits`, the search settings applied."""
+        return int(self.search.processed(logits.float(), [ids]).argmax())
+
     def _decoded(self, ids: list[int], max_new_tokens: int, record: bool, mask: torch.Tensor | None,
                  forced: Sequence[int] | None = None, weights: str = "maps") -> tuple[list[int], list[CausalLMOutput]]:
         """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
         call's output with its maps and every position's logits (the last new token run too: its maps and the
-        choice after it; ``weights="recipe"``: each layer's recipe in place of its maps)."""
+        choice after it; ``weights="recipe"``: each layer's recipe in place of its maps). Drafted in int8 and
+        verified where `draft_network` says so (maps, not recipes)."""
+        draft = self.draft_network() if forced is None and max_new_tokens and weights == "maps" else None
+        if draft is not None:
+            found = verified_greedy(self.network, draft, ids, max_new_tokens, self._choice, self.tokenizer.eos_ids,
+                                    record, mask, self._maps_block if record else None)
+            return found.tokens, found.calls
         new: list[int] = []
         calls: list[CausalLMOutput] = []
         cache: list[KVCache] | None = None
         step = torch.tensor([ids], device=self.device)
         while record or len(new) < max_new_tokens:
             out = self.network(step, need_weights=weights if record else False, cache=cache, head_mask=mask,
-                               last_logits=not record)
+                               last_logits=not record, maps_into=self._maps_block(len(ids)) if record and
+                               weights == "maps" and cache is None else None)
             cache = out.cache
             if record:
                 calls.append(out)
@@ -291,7 +339,7 @@ class LanguageModel:
         attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
         probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
         del calls
-        for rows in probabilities.split(64):  # softmax in place, 64 rows at a time: one (n, vocab) tensor in all
+        for rows in probabilities.split(16):  # softmax in place, 16 rows at a time: one (n, vocab) tensor in all
             rows.copy_(torch.softmax(rows, dim=-1))
         outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -194,14 +195,17 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
-                last_logits: bool = False, key_mask: Tensor | None = None) -> CausalLMOutput:
+                last_logits: bool = False, key_mask: Tensor | None = None,
+                maps_into: list[Tensor] | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
         off); `token_embeddings` ``(batch, len, d_model)``: in place of the ids' own (gradients, integrated
         gradients' path); `last_logits`: the last position's logits alone (what a search step reads); `key_mask`
         ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask;
-        "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made."""
+        "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made; `maps_into`: with "maps", per layer a tensor
+        of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
+        layer's maps left among the freed scores of the next, `maps_block`)."""
         if need_weights not in (False, True, "maps", "recipe"):
             raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
         recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
@@ -236,7 +240,8 @@ class CausalLM(nn.Module):
             if recipe:
                 out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
             elif record is not None:
-                out.maps.append(record.weights) if maps_only else out.records.append(record)
+                out.maps.append(record.weights if maps_into is None else maps_into[i].copy_(record.weights)) \
+                    if maps_only else out.records.append(record)
             record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
         out.logits = self.logits(normed(self.final_norm, x[:, -1:] if last_logits else x))
@@ -257,3 +262,11 @@ class CausalLM(nn.Module):
     def num_parameters(self) -> int:
         """Distinct trainable parameters (tied matrices counted once)."""
         return sum(p.numel() for p in self.parameters())
+
+
+def maps_block(network: CausalLM, batch: int, rows: int, keys: int) -> list[Tensor]:
+    """Per layer a ``(batch, heads, rows, keys)`` float32 CPU tensor for `CausalLM.forward`'s `maps_into`: views of one
+    numpy block (a long prompt's is larger than malloc's largest heap block, so it comes from the system and goes
+    back whole; the maps of each layer kept in the heap beside the freed scores of the others hold far more)."""
+    shape = (len(network.layers), batch, network.layers[0].self_attn.heads, rows, keys)
+    return list(torch.from_numpy(np.empty(shape, dtype=np.float32)).unbind(0))

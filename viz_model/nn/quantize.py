@@ -17,13 +17,17 @@ int8 copies stale. PyTorch marks its quantized-tensor API as deprecated; where a
 
 from __future__ import annotations
 
+import copy
 import threading
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-from .fused import Parts, search_copy, stacked
+from .causal_lm import CausalLM
+from .fused import Parts, search_copy, stacked, with_search_layers
 from .model import Transformer
 from .packed import packed_search_network
 
@@ -95,19 +99,40 @@ def int8_search_network(network: Transformer, strict: bool = False) -> Transform
     `viz_model.nn.fused`), or None where this PyTorch cannot run int8 Linear layers. The encoder runs once per
     sentence, so it stays full precision (shared, not copied). With `strict`, missing kernels raise
     `QuantizationUnavailable` instead."""
+    clone = _quantized(network, lambda: search_copy(network, _int8, Int8RowBlocks), strict)  # encoder: fp32, shared
+    if clone is not None:
+        clone.shared_activation_scale = True  # see rows_interact
+    return clone  # type: ignore[return-value]
+
+
+def _quantized(network: nn.Module, build: Callable[[], nn.Module], strict: bool) -> Any:
+    """`build()` for a CPU network in eval mode; None (with a warning) where int8 kernels are missing, unless
+    `strict`."""
     if next(network.parameters()).device.type != "cpu":
         raise ValueError("int8 search runs on the CPU only")
     if network.training:
         raise ValueError("quantize a network in eval mode (dropout off)")
     try:
-        clone = search_copy(network, _int8, Int8RowBlocks)  # the encoder stays full precision, shared
+        return build()
     except QuantizationUnavailable as err:
         if strict:
             raise
-        warnings.warn(f"{err}; searching in full precision", stacklevel=2)
+        warnings.warn(f"{err}; searching in full precision", stacklevel=3)
         return None
-    clone.shared_activation_scale = True  # see rows_interact
-    return clone  # type: ignore[return-value]
+
+
+def int8_causal_network(network: CausalLM, strict: bool = False) -> CausalLM | None:
+    """An int8 copy of a decoder-only `network` (on the CPU, in eval mode) that drafts its greedy continuation: each
+    layer's Linear layers int8 (fused as in `int8_search_network`), the output projection (tied or not) int8 in row
+    blocks; embeddings, norms and positions shared. None where int8 kernels are missing (`strict`: raise)."""
+    def build() -> CausalLM:
+        clone = copy.copy(network)
+        clone._modules = dict(network._modules)
+        clone.layers = with_search_layers(network.layers, _int8)  # type: ignore[assignment]
+        head = network.embedding.weight if network.lm_head is None else network.lm_head.weight
+        clone.lm_head = Int8RowBlocks(head)  # type: ignore[assignment]
+        return clone
+    return _quantized(network, build, strict)
 
 
 def rows_interact(network: object) -> bool:
@@ -145,9 +170,10 @@ def search_network_for(network: Transformer, precision: str = "auto", packed: bo
 
 class LazyInt8Copy:
     """One network's `int8_search_network`, built on first use and kept (thread-safe: one model serves many
-    sessions); it drafts the network's full-precision searches."""
+    sessions); it drafts the network's full-precision searches. `build`: `int8_causal_network` for a language model."""
 
-    def __init__(self) -> None:
+    def __init__(self, build: Callable[[Any], Any] = int8_search_network) -> None:
+        self._build = build
         self._lock = threading.Lock()
         self._built = False
         self._copy: Transformer | None = None
@@ -155,5 +181,5 @@ class LazyInt8Copy:
     def get(self, network: Transformer) -> Transformer | None:
         with self._lock:
             if not self._built:
-                self._copy, self._built = int8_search_network(network), True
+                self._copy, self._built = self._build(network), True
         return self._copy

@@ -1,16 +1,18 @@
 """Searching a decoder-only language model's continuation: its rows scored one step at a time from a prompt, with
 the key/value cache reordered as the rows move (what transformers' beam search, `transformers_search`, asks of a
-scorer), under the search settings of the model's generation config (`LMSearch`)."""
+scorer), under the search settings of the model's generation config (`LMSearch`); its greedy continuation drafted by
+an int8 copy and verified by the full-precision network (`verified_greedy`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from ..nn.attention import KVCache
-from ..nn.causal_lm import CausalLM
+from ..nn.causal_lm import CausalLM, CausalLMOutput
 from .hypotheses import Hypothesis
 from .settings import HFGeneration
 from .transformers_rule import repeated_ngram_ends, transformers_search
@@ -107,3 +109,106 @@ def beam_continuation(network: CausalLM, prompt: list[int], beam: int, max_new_t
     return transformers_search(network, CausalScorer(network, prompt, beam), 1, settings, beam,  # type: ignore[arg-type]
                                settings.length_penalty, eos_ids=eos_ids,
                                processors=CausalProcessors(search, prompt))[0]  # type: ignore[arg-type]
+
+
+DRAFT_TOKENS = 2  # a round's first draft length; +2 after a round the network accepts whole, -1 after one it cuts
+MAX_DRAFT_TOKENS = 16
+MIN_AGREEMENT = 0.6  # below this share of agreeing next tokens (once 4 are drafted) a draft costs more than it saves
+Choice = Callable[[Tensor, list[int]], int]
+"""The id chosen from ``(1, vocab)`` logits after the ids so far (the search settings applied, then argmax)."""
+
+
+@dataclass
+class Verified:
+    """A greedy continuation the full-precision network decided on a draft's tokens.
+
+    :ivar tokens: the new ids (an end-of-text id that stopped it included)
+    :ivar calls: with ``record``, each full-precision call's output cut to the rows kept (maps, logits, cache)
+    :ivar drafted: the tokens the draft proposed
+    :ivar accepted: those the network chose too
+    :ivar rounds: the full-precision calls
+    :ivar cuts: the calls that cut a proposal short (a disagreement)
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    calls: list[CausalLMOutput] = field(default_factory=list)
+    drafted: int = 0
+    accepted: int = 0
+    rounds: int = 0
+    cuts: int = 0
+
+
+def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
+    """`out` of a call that ran after `offset` cached tokens, cut to its first `rows` rows: their logits and maps
+    (keys up to the last row kept) and the cache up to them. Rows never see later keys, so they are what a call
+    over those rows alone computes."""
+    keys = offset + rows
+    return CausalLMOutput(out.logits[:, :rows], cache=_cut(out.cache, keys) or [],
+                          mask=None if out.mask is None else out.mask[..., :rows, :keys],
+                          maps=[m[:, :, :rows, :keys] for m in out.maps])
+
+
+def _cut(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
+    """`cache` up to its first `keys` tokens (views)."""
+    if not cache or cache[0].key.shape[2] <= keys:
+        return cache
+    return [KVCache(kv.key[:, :, :keys], kv.value[:, :, :keys],
+                    None if kv.positions is None else kv.positions[:, :keys]) for kv in cache]
+
+
+@torch.inference_mode()
+def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_tokens: int, choose: Choice,
+                    eos_ids: list[int], record: bool = False, head_mask: Tensor | None = None,
+                    maps_block: Callable[[int], list[Tensor] | None] | None = None) -> Verified:
+    """`network`'s greedy continuation of `ids` with fewer full-precision weight reads: `draft` (an int8 copy) proposes
+    a few tokens, one `network` call runs them all (with `record`, its maps) and keeps the longest prefix on which its
+    own `choose` agrees, then its own token at the first disagreement (or after the last); drafting goes on from
+    there; where it agrees on less than `MIN_AGREEMENT` of its tokens, `network` decodes alone from there. Each token
+    is `network`'s choice on its own logits; with `record` every token is run (the last too), the
+    first call's maps into ``maps_block(rows)`` where given (see `CausalLM.forward`'s `maps_into`)."""
+    device = next(network.parameters()).device
+    found, seq = Verified(), list(ids)
+    cache: list[KVCache] | None = None
+    drafts: list[KVCache] | None = None
+    ran = drafted_ran = 0  # the tokens of seq in `cache`, in `drafts`
+    length, done = DRAFT_TOKENS, max_new_tokens == 0
+    while not (done and (not record or ran == len(seq))):
+        proposal: list[int] = []
+        while not done and len(proposal) < min(length, max_new_tokens - len(found.tokens)):
+            step = (seq + proposal)[drafted_ran:]
+            out = draft(torch.tensor([step], device=device), cache=drafts, head_mask=head_mask, last_logits=True)
+            drafts, drafted_ran = out.cache, drafted_ran + len(step)
+            proposal.append(choose(out.logits[:, -1], seq + proposal))
+            if proposal[-1] in eos_ids:
+                break
+        pending = len(seq) - ran
+        out = network(torch.tensor([seq[ran:] + proposal], device=device), need_weights="maps" if record else False,
+                      cache=cache, head_mask=head_mask,
+                      maps_into=maps_block(len(seq) + len(proposal)) if maps_block and cache is None else None)
+        accepted = 0
+        for j in range(len(proposal) + 1 if not done else 0):
+            token = choose(out.logits[:, pending - 1 + j].float(), seq)
+            seq.append(token)
+            found.tokens.append(token)
+            done = len(found.tokens) == max_new_tokens or token in eos_ids
+            if j == len(proposal) or token != proposal[j]:
+                break
+            accepted += 1
+            if done:
+                break
+        out = kept_rows(out, ran, pending + accepted)
+        if record:
+            if found.calls:  # this call's cache holds every key: the earlier one's goes
+                found.calls[-1].cache = []
+            found.calls.append(out)
+        cache, ran = out.cache, ran + pending + accepted
+        drafted_ran = min(drafted_ran, len(seq) - 1)
+        drafts = _cut(drafts, drafted_ran)
+        found.drafted, found.accepted, found.rounds = found.drafted + len(proposal), found.accepted + accepted, \
+            found.rounds + 1
+        found.cuts += accepted < len(proposal)
+        if found.drafted >= 4 and found.accepted < MIN_AGREEMENT * (found.accepted + found.cuts):
+            length = 0  # stays 0: no more drafting
+        elif length:
+            length = min(length + 2, MAX_DRAFT_TOKENS) if accepted == len(proposal) else max(1, length - 1)
+    return found
