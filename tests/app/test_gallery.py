@@ -3,16 +3,10 @@ every query parameter of the link without a complaint (the app's own link parsin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
-from support.app import APP, ok
-from support.gallery import ROOT, app_pages, entries
+from support.gallery import ROOT, app_pages, entries, open_entry
 
 from app import page_settings, state
-
-LINK_PROBLEM = "Some link parameters could not be used"
 
 
 def test_the_gallery_shows_every_page_once_under_its_title():
@@ -44,15 +38,6 @@ def test_the_docs_navigation_and_the_readme_screenshot():
 @pytest.mark.parametrize("entry", entries(), ids=lambda e: e.url_path or "explore")
 def test_each_link_opens_its_page_and_every_parameter_is_taken(entry, monkeypatch):
     monkeypatch.delenv("VIZ_MODEL_ASSETS", raising=False)  # the gallery shows the shipped models
+    at = open_entry(entry)
     page = next(p for p in app_pages() if p.url_path == entry.url_path)
-    at = AppTest.from_file(str(APP), default_timeout=300)
-    at.query_params.update(entry.params)
-    if page.url_path:
-        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
-            at.run()
-        at.switch_page(page.file)
-    ok(at.run())
     assert [t.value for t in at.title][:1] == [page.title]
-    assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
-    for name, value in entry.params.items():  # the app writes back what it took
-        assert at.query_params[name] == value, (name, at.query_params[name], value)

@@ -5,16 +5,11 @@ model and every parameter of the link is taken (AppTest, CPU)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-from support.app import APP, ok
-from support.gallery import ROOT, TOUR, app_pages, entries
+from support.gallery import ROOT, TOUR, entries, open_entry
 
 from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
-
-LINK_PROBLEM = "Some link parameters could not be used"
 
 
 def language_model_pages() -> set[str]:
@@ -45,15 +40,5 @@ def test_the_tour_shows_each_language_model_page_once_with_the_shipped_model():
 @pytest.mark.parametrize("entry", entries(TOUR), ids=lambda e: e.url_path or "explore")
 def test_each_tour_link_opens_its_page_and_every_parameter_is_taken(entry, monkeypatch):
     monkeypatch.delenv("VIZ_MODEL_ASSETS", raising=False)  # the tour shows the shipped models
-    page = next(p for p in app_pages() if p.url_path == entry.url_path)
-    at = AppTest.from_file(str(APP), default_timeout=300)
-    at.query_params.update(entry.params)
-    if page.url_path:
-        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
-            at.run()
-        at.switch_page(page.file)
-    ok(at.run())
+    at = open_entry(entry)
     assert not at.error, [e.value for e in at.error]
-    assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
-    for name, value in entry.params.items():  # the app writes back what it took
-        assert at.query_params[name] == value, (name, at.query_params[name], value)

@@ -65,3 +65,27 @@ def app_pages() -> list[AppPage]:
                 continue
             pages.append(AppPage(node.args[0].value, keywords["title"], keywords.get("url_path", "")))
     return pages
+
+
+LINK_PROBLEM = "Some link parameters could not be used"
+
+
+def open_entry(entry: Entry):
+    """Run the app on `entry`'s link as a browser would (AppTest), on its page; check that every parameter of the
+    link was taken (no link warning, each written back as given) and return the finished AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    from support.app import APP, ok
+
+    page = next(p for p in app_pages() if p.url_path == entry.url_path)
+    at = AppTest.from_file(str(APP), default_timeout=300)
+    at.query_params.update(entry.params)
+    if page.url_path:
+        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
+            at.run()
+        at.switch_page(page.file)
+    ok(at.run())
+    assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
+    for name, value in entry.params.items():  # the app writes back what it took
+        assert at.query_params[name] == value, (name, at.query_params[name], value)
+    return at
