@@ -11,6 +11,7 @@ import streamlit as st
 import torch
 from jinja2 import TemplateError
 
+from app import memory_check
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
 from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
@@ -74,11 +75,13 @@ def current_completion(session: Session) -> AttentionTrace | None:
 
 def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:
     """The cached trace of `prompt` (text, or chat messages) and its continuation, or None after one line saying why
-    there is none (the library's warnings said once each)."""
+    there is none (the library's warnings said once each; a trace the memory would not hold refused before it runs)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # the library's checks, before the cached trace
             warnings.simplefilter("always")
-            session.model.encode(prompt, new_tokens)
+            n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
+            if not memory_check.trace_fits(session.model, n_tokens):
+                return None
             with st.spinner("Completing…"):
                 trace = (session.completion(prompt, new_tokens) if isinstance(prompt, str)
                          else chat_completion(session, prompt, new_tokens))
