@@ -6,16 +6,18 @@ estimate is shown before the run, which it refuses where the trace would not fit
 from __future__ import annotations
 
 import gc
+import shutil
 import sys
 import types
 import weakref
 
 import pytest
-from support.app import charts, ok, start, titles
+from support.app import APP, charts, ok, start, titles
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 
 from app import long_views, token_picker
+from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 PROMPT = long_text(400)
 
@@ -23,6 +25,7 @@ PROMPT = long_text(400)
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("long-lm-models")
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)  # Compare's translator
     import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
     return root
 
@@ -153,3 +156,13 @@ def test_a_trace_that_would_not_fit_is_refused_naming_both_figures(monkeypatch):
                       "continuation."]
     assert not charts(at) and at.title[0].value == "Complete & explore"  # the page and its form are still there
     assert [t.label for t in at.text_area] == ["Prompt"]
+
+
+@pytest.mark.parametrize("page", ["masks", "decoding", "sinks", "ablation"])
+def test_a_page_that_draws_whole_maps_says_it_opens_on_shorter_prompts(page):
+    at = explore("heatmap")
+    at.switch_page(f"views/{page}.py").run()
+    ok(at)
+    assert any("This page draws every cell of whole maps, too many at" in i.value
+               and "it opens on prompts of up to 256 tokens" in i.value for i in at.info), [i.value for i in at.info]
+    assert not charts(at)
