@@ -46,6 +46,7 @@ def test_the_downsampled_map_draws_each_blocks_max_and_mean(traces):
     assert np.abs(np.array(heat.z) - np.array([[b.max() for b in row] for row in blocks])).max() <= ATOL
     assert np.abs(np.array(heat.customdata) - np.array([[b.mean() for b in row] for row in blocks])).max() <= ATOL
     assert list(heat.x) == list(edges - 0.5)  # token positions on the axes
+    assert heat.zmax == pytest.approx(np.quantile(heat.z, 0.99)) and heat.zmax < np.max(heat.z)
     assert "drawn as blocks of up to" in fig.layout.title.text
 
 

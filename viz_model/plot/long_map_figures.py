@@ -41,6 +41,12 @@ def _block_names(tokens: list[str], edges: np.ndarray) -> list[str]:
     return [f"{a}–{b - 1} ({tokens[a]} …)" if b - a > 1 else f"{a} ({tokens[a]})" for a, b in zip(edges, edges[1:])]
 
 
+def colour_top(values: np.ndarray) -> float:
+    """The colour scale's top for a long map's blocks: their 99th percentile (a few first rows' weights of 1 would
+    leave every other block white), at least 1e-6."""
+    return float(max(np.quantile(values, 0.99), 1e-6))
+
+
 def downsampled_map(trace: AttentionTrace, kind: str, layer: int, head: int, cells: int = DOWNSAMPLED_CELLS
                     ) -> go.Figure:
     """One head's map as at most `cells` x `cells` blocks, each drawn as its strongest weight (a sharp link stays
@@ -55,7 +61,8 @@ def downsampled_map(trace: AttentionTrace, kind: str, layer: int, head: int, cel
     q_title, k_title = axis_names(kind)
     fig = go.Figure(go.Heatmap(
         z=maxes, x=keys - 0.5, y=rows - 0.5, customdata=means, colorscale=WEIGHT_SCALE, zmin=0.0,
-        zmax=float(max(maxes.max(), 1e-6)), colorbar=dict(title=dict(text="block max")), name="attention",
+        zmax=colour_top(maxes), colorbar=dict(title=dict(text="block max<br>(top: its 99th<br>percentile)")),
+        name="attention",
         hovertemplate=("queries from %{y:.0f} · keys from %{x:.0f}<br>max weight %{z:.6f}<br>"
                        "mean weight %{customdata:.6f}<br>open a window for each token's weight<extra></extra>")))
     block_rows, block_keys = int(np.diff(rows).max()), int(np.diff(keys).max())
