@@ -206,13 +206,14 @@ elif view == "model":
     widgets.chart(fig, f"{kind}-model-view", key=own.model_view.key, on_select=open_from_model_view)
     if long:
         st.caption(f"A {len(trace.axes(kind)[0])}-token prompt: each map is drawn from a summary, the mean weight "
-                   "of each block of query rows and keys, read over a sample of the block's rows (the title says "
-                   "how many); the head heatmap draws one map whole.")
+                   f"of each block of query rows and keys, read over {long_map_figures.SUMMARY_ROWS} evenly spaced "
+                   "rows of the block (the title says how far apart); the head heatmap draws one map whole.")
     st.caption("Click a map to open it in the head heatmap." + (
         " Query heads framed together share one key/value head (grouped-query attention): their keys and values "
-        "are the same, only their queries differ." if language_model and head_groups.kv_heads(trace) else "") + (
+        "are the same, only their queries differ." if language_model and head_groups.kv_heads(trace) and not long
+        else "") + (
         " Purple steps: a sliding-window layer's edge (each query sees only its last W tokens)."
-        if language_model and any(w is not None for w in window_bands.windows(trace)) else ""))
+        if language_model and any(w is not None for w in window_bands.windows(trace)) and not long else ""))
     widgets.exports(fig, f"{kind}-model-view", "model")
 
 elif view == "head":

@@ -63,7 +63,7 @@ def test_a_window_shows_the_exact_weights_of_its_rows_and_keys(traces):
 def test_the_summary_model_view_says_what_it_draws_and_frames_the_selection(traces):
     lazy, full = traces
     fig = long_map_figures.summary_model_view(lazy, "decoder")
-    assert "block mean of one query row in 2 of blocks of up to 20 x 20 tokens" in fig.layout.title.text
+    assert fig.layout.title.text.endswith("all 2 layers × 4 heads · block means of 20 x 20 tokens, 1 query row in 2")
     layers, heads = 2, 4
     assert [c for c in fig.data[1].customdata] == [[layer, head] for layer in range(layers) for head in range(heads)]
     long_map_figures.select_map(fig, lazy, "decoder", None, (1, 2))

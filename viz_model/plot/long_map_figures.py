@@ -133,9 +133,10 @@ def summary_model_view(trace: AttentionTrace, kind: str, aggregate: str | None =
     `trace_figures.model_view`."""
     check_kind(kind)
     _, n, m = trace.map_shape(kind, 0)
-    grid = block_mean_grid(trace, kind, cells, max(1, n // (cells * SUMMARY_ROWS)))
+    step = max(1, n // (cells * SUMMARY_ROWS))
+    grid = block_mean_grid(trace, kind, cells, step)
     queries, keys = trace.axes(kind)
-    note = (f" · {grid.method} of blocks of up to {int(np.diff(grid.row_edges).max())} x "
-            f"{int(np.diff(grid.key_edges).max())} tokens ({n} x {m} maps, never all held)")
+    blocks = f"{int(np.diff(grid.row_edges).max())} x {int(np.diff(grid.key_edges).max())}"
+    note = f" · block means of {blocks} tokens" + ("" if step == 1 else f", 1 query row in {step}")
     return tiled_model_view(list(grid.cells), _block_names(queries, grid.row_edges),
                             _block_names(keys, grid.key_edges), kind, aggregate, selected, note, exact=False)
