@@ -11,6 +11,7 @@ import streamlit as st
 import torch
 from jinja2 import TemplateError
 
+from app import memory_check
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
 from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
@@ -18,6 +19,7 @@ from app.state import bound, head_label
 from app.texts import count
 from app.widgets import show_text
 from viz_model.plot import head_groups
+from viz_model.plot.long_map_figures import LONG_MAP_TOKENS, is_long
 from viz_model.trace import AttentionTrace
 
 BOUNDARY_COLOR = "#d62728"  # the line between the prompt and the continuation on every map
@@ -63,22 +65,36 @@ def chat_completion(session: Session, messages: list[dict[str, str]], max_new_to
     return trace_cache().get(key, lambda: load_model(session.ref).trace(messages, max_new_tokens, session.top_k))
 
 
-def current_completion(session: Session) -> AttentionTrace | None:
-    """The trace of the submitted prompt and its continuation, or None after one line saying why there is none."""
+def current_completion(session: Session, long_ready: bool = True) -> AttentionTrace | None:
+    """The trace of the submitted prompt and its continuation, or None after one line saying why there is none
+    (`long_ready` False: a page that draws whole maps, which says so past `LONG_MAP_TOKENS` tokens)."""
     prompt = SHARED.sentence.get("")
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")
         return None
-    return completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
+    trace = completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
+    return None if trace is None or (not long_ready and too_long(trace)) else trace
+
+
+def too_long(trace: AttentionTrace) -> bool:
+    """Whether the trace is too long for a page that draws whole maps (past `LONG_MAP_TOKENS` tokens), after one
+    line saying so."""
+    if not is_long(trace, "decoder"):
+        return False
+    st.info(f"This page draws every cell of whole maps, too many at {len(trace.target_tokens):,} tokens: it opens "
+            f"on prompts of up to {LONG_MAP_TOKENS} tokens. Complete & explore draws this one.")
+    return True
 
 
 def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:
     """The cached trace of `prompt` (text, or chat messages) and its continuation, or None after one line saying why
-    there is none (the library's warnings said once each)."""
+    there is none (the library's warnings said once each; a trace the memory would not hold refused before it runs)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # the library's checks, before the cached trace
             warnings.simplefilter("always")
-            session.model.encode(prompt, new_tokens)
+            n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
+            if not memory_check.trace_fits(session.model, n_tokens):
+                return None
             with st.spinner("Completing…"):
                 trace = (session.completion(prompt, new_tokens) if isinstance(prompt, str)
                          else chat_completion(session, prompt, new_tokens))

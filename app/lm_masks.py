@@ -63,7 +63,7 @@ def page(session: Session) -> None:
                "key, a sliding-window layer also from every key more than W − 1 back, and a batch of prompts of "
                "different lengths is padded, its `<pad>` keys masked. Masked scores become −∞ before the softmax, "
                "so their weights are exactly 0.")
-    trace = completion.current_completion(session)
+    trace = completion.current_completion(session, long_ready=False)
     if trace is None:
         st.stop()
     n = len(trace.target_tokens)

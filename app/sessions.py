@@ -4,7 +4,9 @@ browser tab."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -13,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -29,6 +32,7 @@ from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
+from viz_model.on_demand import OnDemandMaps
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
 from viz_model.translation_tasks import translation_tasks, with_translation_task
@@ -141,10 +145,33 @@ def matching_target(model: TranslationModel, wanted: str) -> str:
     return named[0] if named and named[0] != own else ""
 
 
+def python_bytes(value: object, seen: set[int] | None = None) -> int:
+    """Bytes of `value` as Python objects: itself, and the items, fields and strings it holds (each object once)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen or isinstance(value, (np.ndarray, OnDemandMaps)):
+        return 0
+    seen.add(id(value))
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(python_bytes(k, seen) + python_bytes(v, seen) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return size + sum(python_bytes(item, seen) for item in value)
+    if dataclasses.is_dataclass(value):
+        return size + sum(python_bytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    return size
+
+
+def held_bytes(trace: AttentionTrace) -> int:
+    """What a trace holds: its arrays' bytes, its recipes' where its maps are made on demand (`trace.nbytes`), and
+    its Python objects (steps, tokens, settings: about 1 kB a token)."""
+    return trace.nbytes + python_bytes(trace)
+
+
 class TraceCache:
     """Traces by request, shared by every session, the least recently used out first once there are more than
     `entries` or they hold more than `max_bytes` (a trace of the default model is ~0.2 MB, one of an imported
-    opus-mt-size model up to ~150 MB). Thread-safe; the traces are frozen (read-only arrays), not copied."""
+    opus-mt-size model up to ~150 MB), each counted by `held_bytes`. Thread-safe; the traces are frozen (read-only
+    arrays), not copied."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries, self.max_bytes = entries, max_bytes
@@ -170,8 +197,9 @@ class TraceCache:
                 self._traces.move_to_end(key)
                 return self._traces[key][0]
         trace = compute().freeze()
+        size = held_bytes(trace)
         with self._lock:
-            self._traces[key] = (trace, trace.nbytes)
+            self._traces[key] = (trace, size)
             self._traces.move_to_end(key)
             while len(self._traces) > 1 and (len(self._traces) > self.entries or self._bytes() > self.max_bytes):
                 self._traces.popitem(last=False)

@@ -32,9 +32,10 @@ from .tokenization.lm_tokenizer import LMTokenizer
 from .tokenization.tokenizer import Tokenizer, word_ids
 from .trace import AttentionTrace, DecodingStep
 
-MAX_PROMPT_CHARS = 20_000
+MAX_PROMPT_CHARS = 1_000_000  # a guard on the text alone: the positions and the memory estimate bound a prompt
 MAX_NEW_TOKENS = 1024
 MAX_TOP_K = 50
+ROWS_AT_ONCE = 64  # rows of logits softmaxed at a time in a trace
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
 MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
@@ -337,16 +338,12 @@ class LanguageModel:
         decoded = time.perf_counter()
         ids = prompt_ids + new
         attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
-        probabilities = (torch.cat([out.logits[0] for out in calls]) if len(calls) > 1 else calls[0].logits[0]).float()
+        outputs = ids[1:] + [int(calls[-1].logits[0, -1].argmax())]
+        chosen, top_ids, top_probabilities = next_token_candidates([out.logits[0] for out in calls], outputs, top_k)
         del calls
-        for rows in probabilities.split(16):  # softmax in place, 16 rows at a time: one (n, vocab) tensor in all
-            rows.copy_(torch.softmax(rows, dim=-1))
-        outputs = ids[1:] + [int(probabilities[-1].argmax())]
         tokens = self.tokenizer.pieces(ids)
-        top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
-        steps = [DecodingStep(t, ids[t], tokens[t], outputs[t], self.tokenizer.piece(outputs[t]),
-                              float(probabilities[t, outputs[t]]), top.indices[t].tolist(),
-                              self.tokenizer.pieces(top.indices[t].tolist()), top.values[t].tolist())
+        steps = [DecodingStep(t, ids[t], tokens[t], outputs[t], self.tokenizer.piece(outputs[t]), chosen[t],
+                              top_ids[t], self.tokenizer.pieces(top_ids[t]), top_probabilities[t])
                  for t in range(len(ids))]
         log_probability = float(sum(np.log(steps[t].probability) for t in range(len(prompt_ids) - 1, len(ids) - 1)))
         n, d = len(ids), self.config.d_model
@@ -375,6 +372,22 @@ class LanguageModel:
                      "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
         return trace
+
+
+def next_token_candidates(logits: Sequence[torch.Tensor], outputs: Sequence[int], top_k: int
+                          ) -> tuple[list[float], list[list[int]], list[list[float]]]:
+    """Per row of the calls' `logits` (each ``(rows, vocabulary)``, one under the other): the probability of its
+    `outputs` token and its `top_k` candidates with theirs; softmaxed `ROWS_AT_ONCE` rows at a time, so no
+    ``(n, vocabulary)`` probability tensor is ever held."""
+    chosen, top_ids, top_probabilities = [], [], []
+    for rows in (part for call in logits for part in call.split(ROWS_AT_ONCE)):
+        probabilities = torch.softmax(rows.float(), dim=-1)
+        index = torch.as_tensor(outputs[len(chosen):len(chosen) + len(rows)], device=rows.device)
+        chosen += probabilities.gather(1, index[:, None])[:, 0].tolist()
+        top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
+        top_ids += top.indices.tolist()
+        top_probabilities += top.values.tolist()
+    return chosen, top_ids, top_probabilities
 
 
 def recorded_recipes(calls: list[CausalLMOutput]) -> OnDemandMaps:

@@ -2,11 +2,15 @@
 
 import streamlit as st
 
-from app import completion, sessions, state, tracing, widgets
+from app import completion, long_views, sessions, state, token_picker, tracing, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
 from viz_model.nn import kinds
-from viz_model.plot import head_groups, trace_figures, window_bands
+from viz_model.plot import head_groups, long_map_figures, trace_figures, window_bands
+
+LONG_DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}
+HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token
+FOCUS_COLUMN_ROWS = 512  # the queries a long prompt's token focus reads its column over, from the token on
 
 session = sessions.require_session()
 language_model = session.is_language_model
@@ -61,7 +65,10 @@ kind = SHARED.kind.get()
 layer_count = trace.num_layers[kind]
 head_count = trace.num_heads
 layer_options = list(range(1, layer_count + 1))
+long = long_map_figures.is_long(trace, kind)  # maps too long to draw cell by cell: blocks, windows, summaries
 head_options = state.head_options(head_count)
+if long and view == "heatmap":  # one head's map is read alone; mean and max would make every map
+    head_options = [h for h in head_options if isinstance(h, int)]
 current_layer = SHARED.layer.get()
 notices.append(state.clamp_choice(SHARED.layer, layer_options, min(current_layer, layer_count)
                                   if isinstance(current_layer, int) else 1, "Layer"))
@@ -75,11 +82,18 @@ if view in ("heatmap", "focus"):
         state.bound(st.selectbox, "Head", SHARED.head, head_options,
                     format_func=completion.grouped_head_label(trace) if language_model else
                     lambda v: state.head_label(v, head_count))
-if view == "heatmap":
+if view == "heatmap" and long:
+    SHARED.level.set("piece")
+    with columns[3]:
+        own.long_draw.init()
+        state.bound(st.radio, "Draw", own.long_draw, list(LONG_DRAWINGS), format_func=LONG_DRAWINGS.get,
+                    help=f"A map of {len(trace.axes(kind)[0])} tokens has too many cells to draw one by one: "
+                         "blocks show all of it, a window shows every weight of a part of it.")
+elif view == "heatmap":
     with columns[3]:
         state.clamp_choice(SHARED.level, list(LEVEL_LABELS), "piece", "Granularity")
         state.bound(st.selectbox, "Granularity", SHARED.level, list(LEVEL_LABELS), format_func=LEVEL_LABELS.get)
-if view == "heatmap" and kind != "encoder":
+if view == "heatmap" and kind != "encoder" and not long:
     own.rows.init()
     state.bound(st.radio, "Label decoder rows by", own.rows, list(trace_figures.ROW_LABELS), horizontal=True,
                 format_func={"input": "the token each row reads (decoder input)",
@@ -105,6 +119,11 @@ name = f"{kind}-layer{layer + 1}-{'head' + str(chosen_head) if isinstance(chosen
 
 
 # --- views -------------------------------------------------------------------------------------------------------
+def picked_position() -> int:
+    """A long prompt's token, picked by search or on the strip (the window and the token focus open at it)."""
+    return token_picker.token_picker(trace.axes(kind)[0], own.token)
+
+
 def open_from_model_view() -> None:
     point = state.selected_point(own.model_view.get())
     if point is None:
@@ -120,7 +139,28 @@ def focus_from_head_view() -> None:
     own.focus.set(None if point is None else (str(point[0]), int(point[1])))
 
 
-if view == "heatmap":
+if view == "heatmap" and long:
+    n = len(trace.axes(kind)[0])
+    if own.long_draw.get() == "window":
+        position = picked_position()
+        first = max(0, min(position - long_map_figures.WINDOW_TOKENS // 2, n - long_map_figures.WINDOW_TOKENS))
+        fig = long_views.cached_figure(trace, ("window", kind, layer, head, first), lambda: (
+            long_map_figures.map_window(trace, kind, layer, head, first, first)))
+        note = (f"Every weight of queries and keys {first} to {first + long_map_figures.WINDOW_TOKENS - 1} around "
+                f"token {position}, exact (hover a cell); pick another token to move the window.")
+    else:
+        fig = long_views.cached_figure(trace, ("blocks", kind, layer, head), lambda: (
+            long_map_figures.downsampled_map(trace, kind, layer, head)))
+        note = (f"Downsampled: the {n} x {n} map is drawn as blocks, each its strongest weight (hover for its mean "
+                "too); zoom in by dragging, or draw a window to read every weight.")
+    if language_model:
+        completion.mark_boundary(fig, trace)
+        window_bands.mark_window(fig, window_bands.windows(trace)[layer], len(trace.target_tokens))
+    widgets.chart(fig, name, key="heatmap_chart")
+    st.caption(note + " Rows are queries, columns are keys; each row sums to 1.")
+    widgets.exports(fig, name, "heatmap")
+
+elif view == "heatmap":
     level = SHARED.level.get()
     measure = own.measure.get()
     attribution = None
@@ -152,17 +192,28 @@ elif view == "model":
                 format_func={"heads": "Every head", "mean": "Mean over heads, per layer",
                              "max": "Max over heads, per layer"}.get)
     aggregate = None if own.aggregate.get() == "heads" else own.aggregate.get()
-    fig = trace_figures.model_view(trace, kind, aggregate, selected=(layer, head))
-    if language_model:
+    if long:
+        with st.spinner("Summarising every head…"):
+            fig = long_views.cached_figure(trace, ("model", kind, aggregate), lambda: (
+                long_map_figures.summary_model_view(trace, kind, aggregate)))
+        long_map_figures.select_map(fig, trace, kind, aggregate, (layer, head))
+    else:
+        fig = trace_figures.model_view(trace, kind, aggregate, selected=(layer, head))
+    if language_model and not long:
         if aggregate is None:
             head_groups.frame_groups(fig, trace, kind)
         window_bands.windowed_model_view(fig, trace, head_count if aggregate is None else 1)
     widgets.chart(fig, f"{kind}-model-view", key=own.model_view.key, on_select=open_from_model_view)
+    if long:
+        st.caption(f"A {len(trace.axes(kind)[0])}-token prompt: each map is drawn from a summary, the mean weight "
+                   f"of each block of query rows and keys, read over {long_map_figures.SUMMARY_ROWS} evenly spaced "
+                   "rows of the block (the title says how far apart); the head heatmap draws one map whole.")
     st.caption("Click a map to open it in the head heatmap." + (
         " Query heads framed together share one key/value head (grouped-query attention): their keys and values "
-        "are the same, only their queries differ." if language_model and head_groups.kv_heads(trace) else "") + (
+        "are the same, only their queries differ." if language_model and head_groups.kv_heads(trace) and not long
+        else "") + (
         " Purple steps: a sliding-window layer's edge (each query sees only its last W tokens)."
-        if language_model and any(w is not None for w in window_bands.windows(trace)) else ""))
+        if language_model and any(w is not None for w in window_bands.windows(trace)) and not long else ""))
     widgets.exports(fig, f"{kind}-model-view", "model")
 
 elif view == "head":
@@ -187,9 +238,18 @@ elif view == "head":
         focus = None
         own.focus.set(None)
     groups = head_groups.kv_heads(trace) if language_model else None
+    window = None
+    if long:
+        position = picked_position()
+        first = max(0, min(position - HEAD_VIEW_TOKENS // 2, len(queries) - HEAD_VIEW_TOKENS))
+        window = slice(first, first + HEAD_VIEW_TOKENS)
+        st.caption(f"A {len(queries)}-token prompt: the lines among positions {first} to "
+                   f"{first + HEAD_VIEW_TOKENS - 1} around token {position} (pick another token to move them); "
+                   "lines to keys outside them are left out.")
     fig = trace_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
                                   colors=None if groups is None else head_groups.group_colors(groups),
-                                  names=None if groups is None else head_groups.group_names(groups))
+                                  names=None if groups is None else head_groups.group_names(groups),
+                                  window=window)
     widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key=own.head_view.key, on_select=focus_from_head_view)
     if focus is not None:
         st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=own.focus.set, args=(None,))
@@ -213,11 +273,18 @@ else:  # token focus
 
         def describe(option: str) -> str:
             return f"{int(option[1:])}: {queries[int(option[1:])]}"
-    state.clamp_choice(own.token, options, options[min(1, len(options) - 1)], "Token")
-    state.bound(st.selectbox, "Token", own.token, options, format_func=describe)
+    if long and kind != "cross":
+        picked_position()
+    else:
+        state.clamp_choice(own.token, options, options[min(1, len(options) - 1)], "Token")
+        state.bound(st.selectbox, "Token", own.token, options, format_func=describe)
     choice = own.token.get()
     side = "query" if choice[0] == "q" else "key"
-    fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head)
+    fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head,
+                                    column_rows=FOCUS_COLUMN_ROWS if long else None)
+    if long:
+        st.caption(f"A {len(queries)}-token prompt: the right panel reads the {FOCUS_COLUMN_ROWS} queries from the "
+                   "token on (the tokens after it, the only ones that can attend to it).")
     widgets.chart(fig, f"{kind}-token-focus", key="focus_chart")
     st.caption("Each row is a layer. Left: the token's own row of the map (where it attends); right: its column "
                "(which tokens attend to it).")

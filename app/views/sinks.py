@@ -171,7 +171,7 @@ def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str, new_t
 
 if session.is_language_model:
     completion.prompt_form()
-    trace = completion.current_completion(session)
+    trace = completion.current_completion(session, long_ready=False)
     if trace is None:
         st.stop()
     what = "(prompt and continuation)"

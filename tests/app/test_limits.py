@@ -134,10 +134,11 @@ def test_the_trace_cache_is_bounded_in_entries_and_bytes(app_model):
         computed.append(text)
         return app_model.trace(text, beam=1)
 
-    cache = sessions.TraceCache(entries=3, max_bytes=int(2.5 * size))
+    held = sessions.held_bytes(trace)  # its arrays and its Python objects
+    cache = sessions.TraceCache(entries=3, max_bytes=int(2.5 * held))
     for text in ("A man.", "A dog.", "A cat."):
         cache.get((text,), lambda text=text: compute(text))
-    assert len(cache) == 2 and cache.nbytes <= 2.5 * size  # the bytes bound evicted "A man."
+    assert len(cache) == 2 and cache.nbytes <= 2.5 * held  # the bytes bound evicted "A man."
     cache.get(("A dog.",), lambda: compute("A dog."))  # a hit: nothing computed, "A dog." is now the newest
     assert computed == ["A man.", "A dog.", "A cat."]
     cache.get(("A man.",), lambda: compute("A man."))  # evicts "A cat.", the least recently used

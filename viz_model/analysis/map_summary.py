@@ -21,7 +21,8 @@ class GridSummary:
     """Every head's map of one kind averaged over blocks: the model view's cells, and how they were made.
 
     :ivar kind: "encoder", "decoder" or "cross"
-    :ivar method: "block mean" (each cell the mean weight of its block of query rows and keys)
+    :ivar method: "block mean" (each cell the mean weight of its block of query rows and keys), or "block mean of
+        one query row in 8" (its mean over those rows alone)
     :ivar cells: ``(layers, heads, row_blocks, key_blocks)`` float32
     :ivar row_edges: ``(row_blocks + 1,)`` the first query row of each block, then the row count
     :ivar key_edges: ``(key_blocks + 1,)`` the same for the keys
@@ -57,11 +58,12 @@ def check_size(value: object, name: str, high: int) -> int:
     return value
 
 
-def row_blocks(trace: AttentionTrace, kind: str, layer: int, head: int) -> Iterator[tuple[int, np.ndarray]]:
-    """(first row, ``(rows, keys)`` map) of one head, `ROWS_AT_ONCE` rows at a time."""
+def row_blocks(trace: AttentionTrace, kind: str, layer: int, head: int, step: int = 1
+               ) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, ``(rows, keys)`` map) of one head, `ROWS_AT_ONCE` rows at a time (`step`: every step-th row)."""
     _, n, _ = trace.map_shape(kind, layer)
-    for start in range(0, n, ROWS_AT_ONCE):
-        yield start, trace.head_map(kind, layer, head, slice(start, min(n, start + ROWS_AT_ONCE)))
+    for start in range(0, n, ROWS_AT_ONCE * step):
+        yield start, trace.head_map(kind, layer, head, slice(start, min(n, start + ROWS_AT_ONCE * step), step))
 
 
 def block_edges(length: int, blocks: int) -> np.ndarray:
@@ -69,26 +71,40 @@ def block_edges(length: int, blocks: int) -> np.ndarray:
     return np.linspace(0, length, min(blocks, length) + 1).round().astype(np.int64)
 
 
-def block_mean_grid(trace: AttentionTrace, kind: str, size: int = 64) -> GridSummary:
+def head_blocks(trace: AttentionTrace, kind: str, layer: int, head: int, rows: np.ndarray, keys: np.ndarray,
+                step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, max) ``(row blocks, key blocks)`` float32 of one head's map over the blocks `rows` and `keys`
+    (`block_edges`), made `ROWS_AT_ONCE` rows at a time (`step`: over every step-th query row alone)."""
+    _, n, _ = trace.map_shape(kind, layer)
+    block_of_row = np.searchsorted(rows, np.arange(0, n, step), side="right") - 1
+    sums = np.zeros((len(rows) - 1, len(keys) - 1), dtype=np.float64)
+    maxes = np.zeros(sums.shape, dtype=np.float32)
+    for start, block in row_blocks(trace, kind, layer, head, step):
+        block_rows = block_of_row[start // step:start // step + len(block)]
+        np.add.at(sums, block_rows, np.add.reduceat(block, keys[:-1], axis=1))
+        np.maximum.at(maxes, block_rows, np.maximum.reduceat(block, keys[:-1], axis=1))
+    counts = np.bincount(block_of_row, minlength=len(rows) - 1)
+    if not counts.all():
+        raise ValueError(f"step {step} leaves a block of query rows with no row read")
+    return (sums / np.outer(counts, np.diff(keys))).astype(np.float32), maxes
+
+
+def block_mean_grid(trace: AttentionTrace, kind: str, size: int = 64, step: int = 1) -> GridSummary:
     """Every head's map of `kind` as the mean of at most `size` x `size` blocks, made head by head (a long trace's
-    maps made on demand are never all held)."""
+    maps made on demand are never all held); `step` > 1: each block's mean over every step-th query row."""
     size = check_size(size, "size", MAX_GRID)
+    step = check_size(step, "step", 4096)
     layers = len(trace.attentions(kind))
     if not layers:
         raise ValueError(f"this trace has no {kind} attention to summarise")
     heads, n, m = trace.map_shape(kind, 0)
     rows, keys = block_edges(n, size), block_edges(m, size)
     cells = np.zeros((layers, heads, len(rows) - 1, len(keys) - 1), dtype=np.float32)
-    block_of_row = np.searchsorted(rows, np.arange(n), side="right") - 1
-    counts = np.outer(np.diff(rows), np.diff(keys)).astype(np.float64)
     for layer in range(layers):
         for head in range(heads):
-            sums = np.zeros(cells.shape[2:], dtype=np.float64)
-            for start, block in row_blocks(trace, kind, layer, head):
-                by_keys = np.add.reduceat(block, keys[:-1], axis=1)  # (rows, key blocks)
-                np.add.at(sums, block_of_row[start:start + len(block)], by_keys)
-            cells[layer, head] = sums / counts
-    return GridSummary(kind, "block mean", cells, rows, keys)
+            cells[layer, head] = head_blocks(trace, kind, layer, head, rows, keys, step)[0]
+    return GridSummary(kind, "block mean" if step == 1 else f"block mean of one query row in {step}", cells,
+                       rows, keys)
 
 
 def top_keys(trace: AttentionTrace, kind: str, layer: int, head: int, k: int = 8) -> TopKeys:

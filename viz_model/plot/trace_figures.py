@@ -21,6 +21,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from ..analysis.layer_scores import LayerScores
+from ..analysis.map_summary import row_blocks
 from ..attribution import Attribution
 from ..config.checks import check_int
 from ..nn.kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
@@ -188,8 +189,9 @@ def attention_map(trace: AttentionTrace, kind: str, layer: int, head: Head, leve
 def _measured(trace: AttentionTrace, kind: str, layer: int, head: Head, measure: str,
               attribution: Attribution | None) -> np.ndarray:
     """The ``(q, k)`` map of `measure`: the trace's weights, or the attribution's value-weighted / ALTI map."""
-    if measure == "weights":
-        return reduce_heads(trace.attentions(kind)[layer], head)
+    if measure == "weights":  # one head read alone (a long trace makes it, not its layer)
+        return reduce_heads(trace.attentions(kind)[layer], head) if isinstance(head, str) else \
+            trace.head_map(kind, layer, int(head))
     if attribution is None or attribution.source_ids != trace.source_ids or \
             attribution.output_ids != trace.output_ids:
         raise ValueError(f"the {MEASURES[measure]} need an attribution of this translation")
@@ -266,7 +268,15 @@ def model_view(trace: AttentionTrace, kind: str, aggregate: str | None = None,
     (closest-centre hover over a regular grid = the map under the cursor).
     """
     check_kind(kind)
-    maps = trace.attentions(kind)
+    queries, keys = trace.axes(kind)
+    return tiled_model_view(trace.attentions(kind), queries, keys, kind, aggregate, selected)
+
+
+def tiled_model_view(maps: Sequence[np.ndarray], queries: Sequence[str], keys: Sequence[str], kind: str,
+                     aggregate: str | None = None, selected: tuple[int, Head] | None = None, note: str = "",
+                     exact: bool = True) -> go.Figure:
+    """`model_view` of per-layer ``(heads, rows, columns)`` maps labelled `queries` and `keys` (a long trace's
+    block summaries: `exact` False leaves out the entropy, `note` says what the cells are)."""
     if aggregate is not None and aggregate not in AGGREGATES:
         raise ValueError(f"aggregate must be None, 'mean' or 'max'; got {aggregate!r}")
     layers = len(maps)
@@ -277,7 +287,6 @@ def model_view(trace: AttentionTrace, kind: str, aggregate: str | None = None,
     tile_h, tile_w = q + 1, k + 1  # one NaN row / column as the gap between maps
     z = np.full((layers * tile_h - 1, len(heads) * tile_w - 1), np.nan, dtype=np.float32)
     centres_x, centres_y, custom, hover = [], [], [], []
-    queries, keys = trace.axes(kind)
     for layer, weights in enumerate(maps):
         for column, head in enumerate(heads):
             m = reduce_heads(weights, head)
@@ -287,25 +296,20 @@ def model_view(trace: AttentionTrace, kind: str, aggregate: str | None = None,
             custom.append([layer, head if isinstance(head, str) else int(head)])
             i, j = np.unravel_index(int(np.argmax(m)), m.shape)
             hover.append(f"<b>layer {layer + 1}, {head_name(head)}</b><br>strongest: {escape(queries[i])} → "
-                         f"{escape(keys[j])} ({m[i, j]:.4f})<br>mean entropy {_entropy(m):.3f} nats"
-                         "<br>click to open it in the head heatmap")
+                         f"{escape(keys[j])} ({m[i, j]:.4f})"
+                         + (f"<br>mean entropy {_entropy(m):.3f} nats" if exact else "")
+                         + "<br>click to open it in the head heatmap")
     fig = go.Figure()
     fig.add_trace(go.Heatmap(z=z, colorscale=WEIGHT_SCALE, zmin=0.0, zmax=float(np.nanmax(z)), hoverinfo="skip",
                              colorbar=dict(title=dict(text="weight")), name="maps"))
     fig.add_trace(go.Scatter(x=centres_x, y=centres_y, mode="markers", customdata=custom, hovertext=hover,
                              hovertemplate="%{hovertext}<extra></extra>", name="select",
                              marker=dict(size=max(8, min(q, k)), color="rgba(0,0,0,0)"), showlegend=False))
-    if selected is not None:
-        sel_layer, sel_head = selected
-        if 0 <= sel_layer < layers and sel_head in heads:
-            column = heads.index(sel_head)
-            fig.add_shape(type="rect", x0=column * tile_w - 0.5, x1=column * tile_w + k - 0.5,
-                          y0=sel_layer * tile_h - 0.5, y1=sel_layer * tile_h + q - 0.5,
-                          line=dict(color="#e4572e", width=3))
+    mark_selected(fig, layers, heads, (q, k), selected)
     row_px = max(42, min(110, 900 // max(layers, 1)))
     fig.update_layout(
         title=dict(text=escape(f"{KIND_TITLES[kind]}: all {layers} layers × "
-                               + (head_name(aggregate) if aggregate else f"{len(heads)} heads"))),
+                               + (head_name(aggregate) if aggregate else f"{len(heads)} heads") + note)),
         height=120 + row_px * layers, hovermode="closest", hoverdistance=-1, dragmode=False, clickmode="event+select",
         margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)",
         xaxis=dict(tickmode="array", tickvals=[c * tile_w + (k - 1) / 2 for c in range(len(heads))],
@@ -317,6 +321,20 @@ def model_view(trace: AttentionTrace, kind: str, aggregate: str | None = None,
     return fig
 
 
+def mark_selected(fig: go.Figure, layers: int, heads: Sequence[Head], tile: tuple[int, int],
+                  selected: tuple[int, Head] | None) -> go.Figure:
+    """A model view of `layers` x `heads` maps of `tile` (rows, columns) cells with the `selected` (layer, head)
+    map framed (nothing where it is None or not drawn)."""
+    if selected is not None:
+        (sel_layer, sel_head), (q, k) = selected, tile
+        if 0 <= sel_layer < layers and sel_head in heads:
+            column = list(heads).index(sel_head)
+            fig.add_shape(type="rect", x0=column * (k + 1) - 0.5, x1=column * (k + 1) + k - 0.5,
+                          y0=sel_layer * (q + 1) - 0.5, y1=sel_layer * (q + 1) + q - 0.5,
+                          line=dict(color="#e4572e", width=3))
+    return fig
+
+
 def _entropy(m: np.ndarray) -> float:
     p = np.clip(m, 1e-12, 1.0)
     return float(-(m * np.log(p)).sum(axis=-1).mean())
@@ -325,9 +343,11 @@ def _entropy(m: np.ndarray) -> float:
 # --- head view: bipartite lines ----------------------------------------------------------------------------------
 def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int],
               focus: tuple[str, int] | None = None, min_weight: float = 0.0, bins: int = 8,
-              colors: Sequence[str] | None = None, names: Sequence[str] | None = None) -> go.Figure:
+              colors: Sequence[str] | None = None, names: Sequence[str] | None = None,
+              window: slice | None = None) -> go.Figure:
     """Lines from each query token (left) to each key token (right), one colour per head (`colors`, `names`: each
-    head's colour and legend name in place of the defaults, as `head_groups` gives for grouped query heads).
+    head's colour and legend name in place of the defaults, as `head_groups` gives for grouped query heads);
+    `window`: those positions alone as queries and keys (a long prompt's), each head's rows read alone.
 
     Line opacity is the weight relative to the strongest line drawn (binned into `bins` levels); lines below
     `min_weight` (absolute) are left out.
@@ -344,20 +364,27 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
         raise ValueError("pick at least one head to draw")
     if focus is not None and focus[0] not in ("query", "key"):
         raise ValueError(f"focus side must be 'query' or 'key'; got {focus[0]!r}")
-    weights = trace.attentions(kind)[layer]
     queries, keys = trace.axes(kind)
+    offset = 0 if window is None else range(len(queries))[window].start
+    if window is not None:
+        queries, keys = queries[window], keys[window]
+    drawn = np.stack([trace.head_map(kind, layer, int(h), window)[:, window or slice(None)] for h in heads])
     nq, nk = len(queries), len(keys)
+    if focus is not None:
+        focus = (focus[0], focus[1] - offset)
+        if not 0 <= focus[1] < (nq if focus[0] == "query" else nk):
+            focus = None  # a token outside the window: every line of the window
     fig = go.Figure()
     edges = np.linspace(0.0, 1.0, bins + 1)
-    strongest = float(max(weights[heads].max(), 1e-6))  # opacity is relative to the strongest line drawn
-    for h in heads:
-        w = weights[h] / strongest
+    strongest = float(max(drawn.max(), 1e-6))  # opacity is relative to the strongest line drawn
+    for h, weights in zip(heads, drawn):
+        w = weights / strongest
         color = HEAD_COLORS[h % len(HEAD_COLORS)] if colors is None else colors[h]
         name = f"head {h + 1}" if names is None else names[h]
         shown = False
         for b in range(bins):
             lo, hi = edges[b], edges[b + 1]
-            sel = (w >= lo) & (weights[h] >= min_weight) & ((w < hi) if b < bins - 1 else (w <= hi))
+            sel = (w >= lo) & (weights >= min_weight) & ((w < hi) if b < bins - 1 else (w <= hi))
             if focus is not None:
                 keep = np.zeros_like(sel)
                 if focus[0] == "query" and 0 <= focus[1] < nq:
@@ -377,9 +404,9 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
         if not shown:  # keep the legend entry even when no line passes the threshold
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, width=2.5),
                                      name=name, legendgroup=f"head{h}", hoverinfo="skip"))
-    mean = weights[heads].mean(axis=0)
-    q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys) for i in range(nq)]
-    k_hover = [_links(f"{escape(keys[j])} is attended by", mean[:, j], queries) for j in range(nk)]
+    mean = drawn.mean(axis=0)
+    q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys, offset=offset) for i in range(nq)]
+    k_hover = [_links(f"{escape(keys[j])} is attended by", mean[:, j], queries, offset=offset) for j in range(nk)]
     for side, labels, x, hover, position in (("query", queries, 0.0, q_hover, "middle left"),
                                              ("key", keys, 1.0, k_hover, "middle right")):
         focused = [focus is not None and focus[0] == side and focus[1] == i for i in range(len(labels))]
@@ -388,7 +415,7 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
             text=[escape(t) for t in labels], textposition=position,
             textfont=dict(size=_font_px(max(nq, nk)), color=["#e4572e" if f else "#31333f" for f in focused]),
             marker=dict(size=[14 if f else 9 for f in focused], color=["#e4572e" if f else "#8c8c8c" for f in focused]),
-            customdata=[[side, i] for i in range(len(labels))], hovertext=hover,
+            customdata=[[side, offset + i] for i in range(len(labels))], hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>", name=f"{side} tokens", showlegend=False))
     q_title, k_title = axis_names(kind)
     n = max(nq, nk)
@@ -396,9 +423,10 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
     focus_text = ""
     if focus is not None:
         label = queries[focus[1]] if focus[0] == "query" else keys[focus[1]]
-        focus_text = f" · only the lines of {focus[0]} {focus[1]}: {label}"
+        focus_text = f" · only the lines of {focus[0]} {offset + focus[1]}: {label}"
     fig.update_layout(
-        title=dict(text=escape(f"{KIND_TITLES[kind]}: layer {layer + 1}, heads {heads_text}{focus_text}")),
+        title=dict(text=escape(f"{KIND_TITLES[kind]}: layer {layer + 1}, heads {heads_text}{focus_text}" + (
+            "" if window is None else f" · positions {offset} to {offset + nq - 1} of {len(trace.axes(kind)[0])}"))),
         height=max(360, 140 + _row_px(n) * n), hovermode="closest", clickmode="event+select", dragmode=False,
         margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)",
         legend=dict(orientation="h", y=-0.02, yanchor="top"),
@@ -409,17 +437,39 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
     return fig
 
 
-def _links(prefix: str, row: np.ndarray, labels: Sequence[str], top: int = 4) -> str:
+def _links(prefix: str, row: np.ndarray, labels: Sequence[str], top: int = 4, offset: int = 0) -> str:
     order = np.argsort(-row)[:top]
-    return prefix + ":<br>" + "<br>".join(f"{escape(labels[i])} ({i}): {row[i]:.4f}" for i in order)
+    return prefix + ":<br>" + "<br>".join(f"{escape(labels[i])} ({offset + i}): {row[i]:.4f}" for i in order)
 
 
 # --- token focus -------------------------------------------------------------------------------------------------
-def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: Head = "mean") -> go.Figure:
+MAX_TICK_LABELS = 256  # a token focus axis longer than this names positions, its tokens on hover
+
+
+def token_lines(trace: AttentionTrace, kind: str, index: int, head: Head, what: str,
+                rows: slice | None = None) -> np.ndarray:
+    """``(layers, positions)``: token `index`'s row (`what` "row") or column ("column": of query `rows` alone, None
+    all) of every layer's map of `head`, each head's rows read alone (`AttentionTrace.head_map`: no whole layer)."""
+    heads, _, _ = trace.map_shape(kind, 0)
+    chosen = list(range(heads)) if isinstance(head, str) else [int(head)]
+    lines = []
+    for layer in range(len(trace.attentions(kind))):
+        if what == "row":
+            per_head = [trace.head_map(kind, layer, h, slice(index, index + 1))[0] for h in chosen]
+        else:
+            per_head = [np.concatenate([block[:, index] for _, block in row_blocks(trace, kind, layer, h)])
+                        if rows is None else trace.head_map(kind, layer, h, rows)[:, index] for h in chosen]
+        lines.append(reduce_heads(np.stack(per_head), head if isinstance(head, str) else 0))
+    return np.stack(lines)
+
+
+def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: Head = "mean",
+                column_rows: int | None = None) -> go.Figure:
     """Where one token attends (its row) and what attends to it (its column), in every layer, as one figure.
 
     `side` is "query" or "key" for cross-attention (a target or a source token); for self-attention both
-    panels are drawn for the token.
+    panels are drawn for the token. `column_rows`: the column over that many queries from the token on alone
+    (a long prompt's: its whole column would make every map).
     """
     check_kind(kind)
     check_head(trace, head)
@@ -429,33 +479,41 @@ def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: H
     labels = queries if side == "query" else keys
     check_int("index", index, 0, len(labels) - 1, error=ValueError, kinds=(int, np.integer),
               message=f"token index {index!r} is out of range (0 to {len(labels) - 1})")
-    maps = [reduce_heads(w, head) for w in trace.attentions(kind)]
-    layers = len(maps)
+    layers = len(trace.attentions(kind))
     token = labels[index]
     panels = []
     if kind != "cross" or side == "query":
-        panels.append(("row", np.stack([m[index] for m in maps]), keys,
-                       f"where {index}: {token} attends (keys)"))
+        panels.append(("row", token_lines(trace, kind, index, head, "row"), keys,
+                       f"where {index}: {token} attends (keys)", 0))
     if kind != "cross" or side == "key":
-        panels.append(("column", np.stack([m[:, index] for m in maps]), queries,
-                       f"what attends to {index}: {token} (queries)"))
+        first = index if kind != "cross" else 0
+        rows = None if column_rows is None else slice(first, min(len(queries), first + column_rows))
+        shown = queries if rows is None else queries[rows]
+        panels.append(("column", token_lines(trace, kind, index, head, "column", rows), shown,
+                       f"what attends to {index}: {token} (queries"
+                       + ("" if rows is None else f" {rows.start}–{rows.stop - 1}") + ")",
+                       0 if rows is None else rows.start))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[escape(p[3]) for p in panels],
                         horizontal_spacing=0.08)
     zmax = float(max(p[1].max() for p in panels))
-    for c, (what, z, axis_labels, _) in enumerate(panels, start=1):
+    for c, (what, z, axis_labels, _, first) in enumerate(panels, start=1):
+        positions = list(range(first, first + z.shape[1]))
         custom = np.empty(z.shape, dtype=object)
         for j, t in enumerate(axis_labels):
-            custom[:, j] = f"{j}: {escape(t)}"
+            custom[:, j] = f"{first + j}: {escape(t)}"
         other = "key" if what == "row" else "query"
         fig.add_trace(go.Heatmap(
-            z=z, x=list(range(z.shape[1])), y=list(range(1, layers + 1)), customdata=custom,
+            z=z, x=positions, y=list(range(1, layers + 1)), customdata=custom,
             colorscale=WEIGHT_SCALE, zmin=0.0, zmax=max(zmax, 1e-6), showscale=c == len(panels),
             colorbar=dict(title=dict(text="weight")),
             hovertemplate=f"layer %{{y}}<br>{other} %{{customdata}}<br>weight %{{z:.6f}}<extra></extra>",
             name=what), row=1, col=c)
-        fig.update_xaxes(tickmode="array", tickvals=list(range(len(axis_labels))),
-                         ticktext=[escape(t) for t in axis_labels], tickangle=_tick_angle(axis_labels, len(panels)),
-                         tickfont=dict(size=_font_px(len(axis_labels))), showgrid=False, row=1, col=c)
+        if len(axis_labels) <= MAX_TICK_LABELS:
+            fig.update_xaxes(tickmode="array", tickvals=positions,
+                             ticktext=[escape(t) for t in axis_labels], tickangle=_tick_angle(axis_labels, len(panels)),
+                             tickfont=dict(size=_font_px(len(axis_labels))), showgrid=False, row=1, col=c)
+        else:  # a long prompt: positions on the axis, the tokens on hover
+            fig.update_xaxes(title=dict(text="position"), showgrid=False, row=1, col=c)
         fig.update_yaxes(tickmode="array", tickvals=list(range(1, layers + 1)),
                          ticktext=[f"layer {i + 1}" for i in range(layers)], autorange="reversed", showgrid=False,
                          row=1, col=c)

@@ -1,0 +1,168 @@
+"""Streamlit AppTest of Complete & explore on a long prompt (CPU, fp32): a tiny imported Llama with room for 4,608
+positions, a ~1,000-token prompt (maps made on demand); every view draws from one head's map or the summaries and
+says so, a token is picked by search and on the strip, the figures are let go with their trace, and the memory
+estimate is shown before the run, which it refuses where the trace would not fit (a local stand-in estimator)."""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import sys
+import types
+import weakref
+
+import pytest
+from support.app import APP, charts, ok, start, titles
+from support.hf_lm import import_lm
+from support.long_lm import long_llama_folder, long_text
+
+from app import long_views, token_picker
+from viz_model.modeldir.shipped import DEFAULT_MODEL
+
+PROMPT = long_text(400)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("long-lm-models")
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)  # Compare's translator
+    import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def lm_app(models, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
+    return models
+
+
+def explore(view: str):
+    at = ok(start(model="llama", sentence="a man", view=view))
+    at.session_state["sentence"] = PROMPT
+    return ok(at.run())
+
+
+def captions(at) -> str:
+    return "\n".join(c.value for c in at.caption)
+
+
+def test_the_prompt_is_long_and_its_maps_on_demand():
+    at = explore("heatmap")
+    assert "prompt token" in captions(at)
+    assert "drawn as blocks of up to" in titles(at)[0]
+    assert "Downsampled: the" in captions(at)
+
+
+def test_a_window_draws_every_weight_around_the_picked_token():
+    at = explore("heatmap")
+    at.radio(key="w_long_draw").set_value("window").run()
+    ok(at)
+    at.text_input(key="focus_token_search").input("dogs").run()
+    hits = at.selectbox(key="focus_token_hit")
+    assert hits.label.endswith("occurrences")
+    assert all("dogs" in option.replace("[", "").replace("]", "") for option in hits.options)
+    last = int(hits.options[-1].split(":")[0])
+    hits.select_index(len(hits.options) - 1).run()
+    assert at.session_state["focus_token"] == f"q{last}"
+    title = titles(ok(at))[0]
+    assert "exact weights of queries" in title and f"around token {last}" in captions(at)
+
+
+def test_the_strip_and_the_slider_move_the_token():
+    at = explore("focus")
+    assert not [s for s in at.selectbox if s.label == "Token"]  # no select box of every token
+    at.slider(key="focus_token_scroll").set_value(300).run()
+    assert at.session_state["focus_token"] == "q300"
+    strip = at.get("button_group")[0]
+    assert strip is not None
+    assert "token 300" in titles(ok(at))[0]
+    assert "the right panel reads the 512 queries from the token on" in captions(at)
+
+
+def test_the_model_view_is_drawn_from_block_means_and_says_so():
+    at = explore("model")
+    assert "block mean" in titles(at)[0]
+    assert "drawn from a summary" in captions(at)
+
+
+def test_the_head_view_draws_a_window_of_positions():
+    at = explore("head")
+    assert "positions" in titles(at)[0]
+    assert "lines to keys outside them are left out" in captions(at)
+
+
+def test_search_finds_a_word_split_into_tokens_at_its_first_token():
+    tokens = ["▁a", "▁ri", "ding", "▁man", "Ġri", "ding"]
+    assert token_picker.occurrences(tokens, "riding") == [1, 4]
+    assert token_picker.occurrences(tokens, "DING") == [2, 5]
+    assert token_picker.occurrences(tokens, "  ") == []
+    assert token_picker.in_context(tokens, 3, 1) == "3: …ding[ man] ri…"
+
+
+def test_figures_are_let_go_with_their_trace():
+    class Trace:  # a stand-in: cached_figure keys on the trace's identity alone
+        pass
+    import plotly.graph_objects as go
+    trace = Trace()
+    before = long_views.held_traces()
+    made = []
+    long_views.cached_figure(trace, ("a",), lambda: made.append(1) or go.Figure())
+    long_views.cached_figure(trace, ("a",), lambda: made.append(1) or go.Figure())
+    assert made == [1] and long_views.held_traces() == before + 1
+    ref = weakref.ref(trace)
+    del trace
+    gc.collect()
+    assert ref() is None
+    assert long_views.held_traces() == before
+
+
+def stand_in_estimator(monkeypatch, available: int) -> list[tuple]:
+    """A local stand-in for `viz_model.analysis.memory_estimate` (helper `bigmodel`'s): 1 kB a token for the trace,
+    5 MB of weights, `available` bytes free; returns the calls it gets."""
+    calls = []
+
+    class Estimate:
+        def __init__(self, n_tokens: int) -> None:
+            self.weights, self.trace_bytes = 5 * 2**20, n_tokens * 1000
+
+    def estimate(config, n_tokens, maps_mode, dtype, device="cpu"):
+        calls.append((config.kind, n_tokens, maps_mode, dtype, str(device)))
+        return Estimate(n_tokens)
+
+    module = types.ModuleType("viz_model.analysis.memory_estimate")
+    module.estimate, module.available_bytes = estimate, lambda device="cpu": available
+    module.gb = lambda n: f"{n / 2**20:.1f} MB"
+    monkeypatch.setitem(sys.modules, "viz_model.analysis.memory_estimate", module)
+    return calls
+
+
+def test_the_memory_estimate_is_shown_before_the_run(monkeypatch):
+    calls = stand_in_estimator(monkeypatch, available=2**30)
+    at = explore("heatmap")
+    n = calls[-1][1]
+    assert calls[-1] == ("decoder", n, "auto", "fp32", "cpu") and n > 512
+    assert f"Memory: the model 5.0 MB, this {n:,}-token trace about {n * 1000 / 2**20:.1f} MB (1024.0 MB " \
+           "available now)." in captions(at)
+    assert charts(at)
+
+
+def test_a_trace_that_would_not_fit_is_refused_naming_both_figures(monkeypatch):
+    calls = stand_in_estimator(monkeypatch, available=2**20)
+    at = explore("model")
+    n = calls[-1][1]
+    errors = [e.value for e in at.error]
+    assert errors == [f"This prompt is not run: its {n:,}-token trace would need about {n * 1000 / 2**20:.1f} MB "
+                      "beside the model's 5.0 MB, and 1.0 MB is available on CPU now. Shorten the prompt or the "
+                      "continuation."]
+    assert not charts(at) and at.title[0].value == "Complete & explore"  # the page and its form are still there
+    assert [t.label for t in at.text_area] == ["Prompt"]
+
+
+@pytest.mark.parametrize("page", ["masks", "decoding", "sinks", "ablation"])
+def test_a_page_that_draws_whole_maps_says_it_opens_on_shorter_prompts(page):
+    at = explore("heatmap")
+    at.switch_page(f"views/{page}.py").run()
+    ok(at)
+    assert any("This page draws every cell of whole maps, too many at" in i.value
+               and "it opens on prompts of up to 256 tokens" in i.value for i in at.info), [i.value for i in at.info]
+    assert not charts(at)

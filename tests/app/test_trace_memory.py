@@ -1,0 +1,54 @@
+"""The trace cache counts what a trace really holds (arrays, a long trace's recipes in place of its maps, its Python
+objects), keeps within its bound, and lets a replaced trace go (gc and a weak reference); CPU, fp32."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from support.long_lm import long_language_model, long_text
+
+from app import sessions
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return long_language_model()
+
+
+def test_a_long_trace_is_counted_by_its_recipes_and_objects(lm):
+    trace = lm.trace(long_text(620), 2)
+    maps = trace.decoder_attentions
+    assert type(maps).__name__ == "OnDemandMaps"
+    held = sessions.held_bytes(trace)
+    n = len(trace.target_tokens)
+    objects = sessions.python_bytes(trace)
+    assert held == trace.nbytes + objects and maps.nbytes < trace.nbytes
+    assert objects > 200 * n  # steps and tokens: hundreds of bytes a token, uncounted before
+    full_maps = sum(np.prod(maps.shape(layer)) * 4 for layer in range(len(maps)))
+    assert held < full_maps / 4  # the recipes, not the maps
+
+
+def test_python_bytes_counts_each_object_once():
+    shared = "x" * 1000
+    assert sessions.python_bytes([shared, shared]) < 2 * len(shared)
+    assert sessions.python_bytes({"a": [1.5, shared]}) > len(shared)
+    assert sessions.python_bytes(np.zeros(10_000)) == 0  # arrays are trace.nbytes's
+
+
+def test_replaced_traces_are_let_go_and_the_bound_holds(lm):
+    first = lm.trace(long_text(600, seed=1), 1)
+    size = sessions.held_bytes(first)
+    del first
+    cache = sessions.TraceCache(entries=10, max_bytes=int(2.5 * size))
+    refs = []
+    for seed in range(5):
+        trace = cache.get(("prompt", seed), lambda seed=seed: lm.trace(long_text(600, seed=seed), 1))
+        refs.append(weakref.ref(trace))
+        del trace
+        gc.collect()
+        assert cache.nbytes <= 2.5 * size * 1.05  # traces of about one size: two kept
+    assert len(cache) == 2
+    assert [ref() is None for ref in refs] == [True, True, True, False, False]  # the evicted ones are gone
