@@ -112,3 +112,13 @@ def test_a_sliding_window_that_no_longer_reaches_the_first_token_is_said(lm_app)
     assert remove_sink(lm_app["mistral"], PROMPT).kl == 0.0
     assert "Nothing changed: every layer of this model attends through a sliding window" in messages(at)
     assert [s.value for s in at.success] == ["The greedy continuation did not change."]
+
+
+def test_the_token_labels_are_escaped_for_plotly(lm_app):
+    """Plotly reads tick labels as HTML: Llama's ``<s>`` unescaped is a strike-through tag and its label vanishes."""
+    at = open_sinks("llama", sentence=PROMPT, new_tokens=2)
+    ticks = charts(at)[1]["data"][0]["x"]
+    tokens = lm_app["llama"].trace(PROMPT, 2).target_tokens
+    assert "<" in tokens[0]  # the start token
+    assert ticks[0] == "0 '&lt;s&gt;'" and not any("<" in t for t in ticks)
+    assert len(ticks) == len(tokens)
