@@ -45,7 +45,8 @@ st.caption("How much of each head's attention lands on the first token, which ot
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_switch(ref: sessions.ModelRef, prompt: str, max_new_tokens: int, keys: tuple[int, ...]) -> SinkSwitch:
+def compute_switch(ref: sessions.ModelRef, prompt: str | list[dict[str, str]], max_new_tokens: int,
+                   keys: tuple[int, ...]) -> SinkSwitch:
     """`remove_sink` of the loaded language model, cached."""
     return remove_sink(sessions.load_model(ref), prompt, max_new_tokens, keys)
 
@@ -122,8 +123,10 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     widgets.chart(fig, "token-shares")
 
 
-def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str, new_tokens: int) -> None:
-    """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes."""
+def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str | list[dict[str, str]],
+                   new_tokens: int) -> None:
+    """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes
+    (`prompt`: the text, or the chat turn, that `trace` was made of)."""
     prompt_length = completion.prompt_length(trace)
     st.subheader("Remove the sink")
     state.bound(st.toggle, "Hide the first token from every later query", own.switch)
@@ -189,6 +192,8 @@ head_detail(shares, completion.prompt_length(trace) if session.is_language_model
 with st.expander("Why a head needs a place to put attention it does not want to use", expanded=False):
     st.markdown(WHY)
 if session.is_language_model:
-    switch_section(shares, trace, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()))
+    prompt = SHARED.sentence.get("")
+    switch_section(shares, trace, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt,
+                   int(EXPLORE.new_tokens.get()))
 else:
     st.info("The switch that removes the sink runs with a language model: pick one in the sidebar.")
