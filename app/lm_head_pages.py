@@ -96,9 +96,10 @@ def head_roles_page(session: sessions.Session) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_ablation(ref: sessions.ModelRef, prompt: str, heads: tuple[Head, ...], new_tokens: int
-                     ) -> tuple[AblationResult, pd.DataFrame]:
-    """The continuation with and without `heads`, and the prompt's per-position `logit_change`."""
+def compute_ablation(ref: sessions.ModelRef, prompt: str | list[dict[str, str]], heads: tuple[Head, ...],
+                     new_tokens: int) -> tuple[AblationResult, pd.DataFrame]:
+    """The continuation with and without `heads`, and the prompt's (text, or chat turn) per-position
+    `logit_change`."""
     model = sessions.load_model(ref)
     result = ablation.ablate(model, prompt, heads, max_new_tokens=new_tokens)
     return result, lm_head_roles.logit_change(model, model.encode(prompt), heads)

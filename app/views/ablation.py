@@ -78,8 +78,10 @@ else:
     try:
         with st.spinner(f"{'Continuing' if language_model else 'Translating'} without {len(chosen)} heads…"):
             if language_model:
-                result, logits = lm_head_pages.compute_ablation(session.ref.stored, SHARED.sentence.get(""),
-                                                                tuple(chosen), int(EXPLORE.new_tokens.get()))
+                prompt = SHARED.sentence.get("")  # the turn the prompt form asked for: chat or not
+                prompt = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt
+                result, logits = lm_head_pages.compute_ablation(session.ref.stored, prompt, tuple(chosen),
+                                                                int(EXPLORE.new_tokens.get()))
             else:
                 result = analyze_pages.ablate(session, trace.source_text, tuple(chosen))
     except ValueError as err:
