@@ -138,3 +138,15 @@ def test_with_chat_on_the_switch_runs_on_the_chat_turn_the_grid_measures(lm_app)
     assert intact != [repr(t.token) for t in bare.top_intact]  # the two are told apart
     shown = [d.value for d in ok(at).dataframe if "switched" in d.value.columns]
     assert len(shown) == 1 and shown[0]["next token"].tolist() == intact
+
+
+def test_a_links_new_tokens_and_chat_are_taken_and_written_back(lm_app):
+    """The prompt form's settings (Complete & explore's) are in the link of every page that draws the form."""
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"beam": "1", "model": "smollm2", "sentence": PROMPT, "new_tokens": "3", "chat": "True"})
+    at.switch_page(PAGE)
+    ok(at.run())
+    assert at.slider(key="w_lm_new_tokens").value == 3 and at.toggle(key="w_lm_chat").value is True
+    turn = lm_app["smollm2"].trace([{"role": "user", "content": PROMPT}], 3)
+    assert len(charts(at)[1]["data"][0]["x"]) == len(turn.target_tokens)
+    assert at.query_params["new_tokens"] == "3" and at.query_params["chat"] == "True"
