@@ -31,8 +31,9 @@ from everywhere) whose value adds little to the output. That token becomes an *a
 - Sun et al., "Massive Activations in Large Language Models" (2024): a few activations, orders of magnitude larger
   than the rest, on the start token and the first "." or line break act as fixed biases that pull attention there.
 - Gu et al., "When Attention Sink Emerges in Language Models" (ICLR 2025): sinks appear in every autoregressive model
-  they tested, even on random tokens; they act as a key bias whose values go unused. Their measure, a key's mean
-  weight over the queries after it above 0.3, is the one this page uses.
+  they tested, even on random tokens; they act as a key bias whose values go unused. Their measure is a key's mean
+  weight over the queries from its own position on, above 0.3; this page leaves the key's own query out (the first
+  token's is always 1: it sees nothing else), so a share here is a little below theirs.
 """
 
 session = sessions.require_session()
