@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import analyze_pages, sessions, state, texts, widgets
+from app import analyze_pages, completion, sessions, state, texts, widgets
+from app.page_settings import EXPLORE
 from app.page_settings import HEAD_ROLES as own
 from app.shared_settings import SHARED
 from viz_model.analysis import ablation, lm_head_roles
@@ -39,8 +40,9 @@ def repeated_sizes(max_positions: int) -> tuple[int, int]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_roles(ref: sessions.ModelRef, source: str, prompt: str) -> tuple[pd.DataFrame, str]:
-    """The roles' table of `source` ("prompt", "corpus" or "repeated") and a line saying what it was measured on."""
+def compute_roles(ref: sessions.ModelRef, source: str, prompt: str | list[dict[str, str]]) -> tuple[pd.DataFrame, str]:
+    """The roles' table of `source` ("prompt", "corpus" or "repeated"; `prompt`: text or a chat turn) and a line
+    saying what it was measured on."""
     model = sessions.load_model(ref)
     if source == "prompt":
         tokens = texts.count(len(model.encode(prompt)), "token")
@@ -70,7 +72,8 @@ def head_roles_page(session: sessions.Session) -> None:
         widgets.show_text("The prompt of Complete & explore", prompt)
     try:
         with st.spinner("Scoring every head…"):
-            table, measured = compute_roles(session.ref.stored, source, prompt if source == "prompt" else "")
+            asked = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt  # Complete & explore's turn
+            table, measured = compute_roles(session.ref.stored, source, asked if source == "prompt" else "")
     except ValueError as err:
         widgets.input_problem(err, "The heads cannot be scored on this: ")
         return

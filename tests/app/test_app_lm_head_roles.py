@@ -113,3 +113,17 @@ def test_with_chat_on_ablation_runs_on_the_chat_turn(lm_app):
     table = lm_head_roles.logit_change(model, turn, [("decoder", 1, 0)])
     kl = next(trace for trace in fig["data"] if trace["type"] == "bar")
     np.testing.assert_allclose(arr(kl["y"]), table["kl"], rtol=1e-6, atol=0)
+
+
+def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
+    """"My prompt" is the prompt of Complete & explore: with chat on there, the turn through the chat template."""
+    at = ok(start(model=CHAT, sentence=PROMPT, new_tokens="2"))
+    at.toggle(key="w_lm_chat").set_value(True).run()
+    at.switch_page("views/head_roles.py").run()
+    at.radio(key="w_hr_lm_source").set_value("prompt").run()
+    at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
+    model = viz_model.load(lm_app / CHAT, device="cpu")
+    turn = lm_head_roles.prompt_roles(model, [{"role": "user", "content": PROMPT}])
+    bare = lm_head_roles.prompt_roles(model, PROMPT)
+    assert not np.allclose(turn["previous_token"], bare["previous_token"], atol=1e-6)  # the two are told apart
+    np.testing.assert_allclose(grid(ok(at)), expected(lm_app, CHAT, "previous_token", turn), atol=1e-6)
