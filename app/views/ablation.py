@@ -118,7 +118,8 @@ if problem is not None:
 elif importance is None:
     st.info(f"This model directory has no importance table ({store.HEAD_IMPORTANCE_FILE}). Write it with "
             "`viz-model importance --model MODEL_DIR --src FILE --tgt FILE --limit 500 --out "
-            f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head).")
+            f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head"
+            + ("; --src holds prompts, --tgt their continuations)." if language_model else ")."))
 else:
     columns = [c for c in IMPORTANCE_COLUMNS if c in importance.columns]
     state.clamp_choice(own.metric, columns, columns[0], "Measure")
@@ -128,7 +129,7 @@ else:
                                      f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off",
                                      IMPORTANCE_COLUMNS[metric], "RdBu_r", selected=chosen, zmid=0.0)
     clickable_grid(fig, f"head-importance-{metric}", "abl_importance")
-    st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
+    st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference {output}s "
                "become less likely; blue ones even help when removed. Click a head to switch it off above.")
     widgets.exports(fig, f"head-importance-{metric}", "abl_importance_export",
                    csv=lambda: analyze_pages.display_heads(importance))
