@@ -3,6 +3,8 @@ repeated random tokens (cached per model), and the prompt's next-token log-proba
 
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 import streamlit as st
 
@@ -56,6 +58,19 @@ def compute_roles(ref: sessions.ModelRef, source: str, prompt: str | list[dict[s
                    f"{REPEATED_SAMPLES - 1}), a start token first")
 
 
+def past_trained_length(session: sessions.Session, prompt: str | list[dict[str, str]]) -> None:
+    """The library's warning where the prompt (text or chat turn) runs past the model's trained length (its refusals
+    are said where the scores are computed)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            session.model.encode(prompt)
+        except ValueError:
+            return
+    for message in dict.fromkeys(str(w.message) for w in caught if "positions are past" in str(w.message)):
+        st.warning(f"{message[0].upper()}{message[1:]}.")
+
+
 def head_roles_page(session: sessions.Session) -> None:
     """The Head roles page for a language model."""
     config = session.model.config
@@ -70,6 +85,7 @@ def head_roles_page(session: sessions.Session) -> None:
             st.info("Type a prompt on Complete & explore to score the heads on it.")
             return
         widgets.show_text("The prompt of Complete & explore", prompt)
+        past_trained_length(session, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt)
     try:
         with st.spinner("Scoring every head…"):
             asked = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt  # Complete & explore's turn

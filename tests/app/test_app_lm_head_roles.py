@@ -127,3 +127,11 @@ def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
     bare = lm_head_roles.prompt_roles(model, PROMPT)
     assert not np.allclose(turn["previous_token"], bare["previous_token"], atol=1e-6)  # the two are told apart
     np.testing.assert_allclose(grid(ok(at)), expected(lm_app, CHAT, "previous_token", turn), atol=1e-6)
+
+
+def test_head_roles_on_a_prompt_past_the_trained_length_say_so(lm_app):
+    at = ok(start(model=LM, sentence=" ".join(["the dog sees the cat"] * 60), new_tokens="1"))
+    at.switch_page("views/head_roles.py").run()
+    at.radio(key="w_hr_lm_source").set_value("prompt").run()
+    assert titles(ok(at)) == ["induction of every head"]
+    assert "positions are past the 256 this model was trained on" in messages(at)
