@@ -15,7 +15,7 @@ from app import memory_check
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
 from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
-from app.state import bound, head_label
+from app.state import bound, head_label, page_link
 from app.texts import count
 from app.widgets import show_text
 from viz_model.plot import head_groups
@@ -32,6 +32,7 @@ def _submit() -> None:
 def prompt_form() -> None:
     """The prompt box, the continuation's length (in the link), the Complete button and the chat toggle (greyed out
     for a model without a chat template)."""
+    page_link(EXPLORE)  # their values in the link on every page that draws them
     FORM.sentence_box.init(SHARED.sentence.get(""))
     EXPLORE.new_tokens.init()
     with st.form("prompt_form", border=False):
@@ -68,6 +69,7 @@ def chat_completion(session: Session, messages: list[dict[str, str]], max_new_to
 def current_completion(session: Session, long_ready: bool = True) -> AttentionTrace | None:
     """The trace of the submitted prompt and its continuation, or None after one line saying why there is none
     (`long_ready` False: a page that draws whole maps, which says so past `LONG_MAP_TOKENS` tokens)."""
+    page_link(EXPLORE)  # the continuation's length and the chat turn come from the link on every page
     prompt = SHARED.sentence.get("")
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")

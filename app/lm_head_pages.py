@@ -3,10 +3,13 @@ repeated random tokens (cached per model), and the prompt's next-token log-proba
 
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 import streamlit as st
 
-from app import analyze_pages, sessions, state, texts, widgets
+from app import analyze_pages, completion, sessions, state, texts, widgets
+from app.page_settings import EXPLORE
 from app.page_settings import HEAD_ROLES as own
 from app.shared_settings import SHARED
 from viz_model.analysis import ablation, lm_head_roles
@@ -39,8 +42,9 @@ def repeated_sizes(max_positions: int) -> tuple[int, int]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_roles(ref: sessions.ModelRef, source: str, prompt: str) -> tuple[pd.DataFrame, str]:
-    """The roles' table of `source` ("prompt", "corpus" or "repeated") and a line saying what it was measured on."""
+def compute_roles(ref: sessions.ModelRef, source: str, prompt: str | list[dict[str, str]]) -> tuple[pd.DataFrame, str]:
+    """The roles' table of `source` ("prompt", "corpus" or "repeated"; `prompt`: text or a chat turn) and a line
+    saying what it was measured on."""
     model = sessions.load_model(ref)
     if source == "prompt":
         tokens = texts.count(len(model.encode(prompt)), "token")
@@ -52,6 +56,19 @@ def compute_roles(ref: sessions.ModelRef, source: str, prompt: str) -> tuple[pd.
     table = lm_head_roles.repeated_roles(model, length, copies, REPEATED_SAMPLES)
     return table, (f"{REPEATED_SAMPLES} sequences of {length} random tokens repeated {copies} times (seeds 0 to "
                    f"{REPEATED_SAMPLES - 1}), a start token first")
+
+
+def past_trained_length(session: sessions.Session, prompt: str | list[dict[str, str]]) -> None:
+    """The library's warning where the prompt (text or chat turn) runs past the model's trained length (its refusals
+    are said where the scores are computed)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            session.model.encode(prompt)
+        except ValueError:
+            return
+    for message in dict.fromkeys(str(w.message) for w in caught if "positions are past" in str(w.message)):
+        st.warning(f"{message[0].upper()}{message[1:]}.")
 
 
 def head_roles_page(session: sessions.Session) -> None:
@@ -68,9 +85,11 @@ def head_roles_page(session: sessions.Session) -> None:
             st.info("Type a prompt on Complete & explore to score the heads on it.")
             return
         widgets.show_text("The prompt of Complete & explore", prompt)
+        past_trained_length(session, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt)
     try:
         with st.spinner("Scoring every head…"):
-            table, measured = compute_roles(session.ref.stored, source, prompt if source == "prompt" else "")
+            asked = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt  # Complete & explore's turn
+            table, measured = compute_roles(session.ref.stored, source, asked if source == "prompt" else "")
     except ValueError as err:
         widgets.input_problem(err, "The heads cannot be scored on this: ")
         return
@@ -96,9 +115,10 @@ def head_roles_page(session: sessions.Session) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_ablation(ref: sessions.ModelRef, prompt: str, heads: tuple[Head, ...], new_tokens: int
-                     ) -> tuple[AblationResult, pd.DataFrame]:
-    """The continuation with and without `heads`, and the prompt's per-position `logit_change`."""
+def compute_ablation(ref: sessions.ModelRef, prompt: str | list[dict[str, str]], heads: tuple[Head, ...],
+                     new_tokens: int) -> tuple[AblationResult, pd.DataFrame]:
+    """The continuation with and without `heads`, and the prompt's (text, or chat turn) per-position
+    `logit_change`."""
     model = sessions.load_model(ref)
     result = ablation.ablate(model, prompt, heads, max_new_tokens=new_tokens)
     return result, lm_head_roles.logit_change(model, model.encode(prompt), heads)

@@ -21,7 +21,7 @@ from viz_model.search.settings import MAX_LENGTH_PENALTY, RULES
 URL_KEYS = SHARED.link_names()
 _INITIALISED, _URL_PROBLEMS, _LINKED_SEARCH = "_initialised", "_url_problems", "_linked_search"
 _SEARCH_DEFAULTS, _SEARCH_DEFAULTS_FOR = "_search_defaults", "_search_defaults_for"
-_PAGES_READ, _PAGE_SETTINGS = "_page_links_read", "_page_link_settings"
+_PAGES_READ, _PAGE_SETTINGS, _RUN_LINK = "_page_links_read", "_page_link_settings", "_run_link"
 
 
 # --- state and URL -----------------------------------------------------------------------------------------------
@@ -116,27 +116,34 @@ def link_popover() -> None:
 def page_link(page: PageSettings) -> None:
     """Put this page's linked settings into the link: on the page's first run in a session, the values the link holds
     go into session state (before the page draws its widgets; a bad one is reported); every run then writes them
-    into the link (`sync_url`), so that a link restores everything the page shows."""
+    into the link (`sync_url`), so that a link restores everything the page shows. A page that draws another's
+    settings (a language model's prompt form: Complete & explore's) registers those too: the link holds both."""
     ss = st.session_state
     read = ss.setdefault(_PAGES_READ, set())
     if type(page).__name__ not in read:
         read.add(type(page).__name__)
-        values, problems = page.from_link(st.query_params)
-        ss.update(values)
+        values, problems = page.from_link(ss.get(_RUN_LINK, st.query_params))  # as the run found it: an earlier
+        ss.update(values)  # page_link of this run may have rewritten the link already
         _warn(problems)
-    ss[_PAGE_SETTINGS] = page
+    registered = ss.get(_PAGE_SETTINGS) or []
+    if all(type(p) is not type(page) for p in registered):
+        ss[_PAGE_SETTINGS] = [*registered, page]
     sync_url()  # now too: a page that stops early (st.stop) never reaches the frame's sync at the end of the run
 
 
 def page_params() -> dict[str, str]:
-    """The link parameters of the page drawn in this run (`page_link`); none when it registered none."""
-    page: PageSettings | None = st.session_state.get(_PAGE_SETTINGS)
-    return page.to_link(st.session_state) if page is not None else {}
+    """The link parameters of the settings registered in this run (`page_link`); none when none was."""
+    params: dict[str, str] = {}
+    for page in st.session_state.get(_PAGE_SETTINGS) or []:
+        params |= page.to_link(st.session_state)
+    return params
 
 
 def forget_page_link() -> None:
-    """At the start of a run: the page about to be drawn registers its own settings (the last page's drop out)."""
+    """At the start of a run: the page about to be drawn registers its own settings (the last page's drop out); the
+    link as the run found it is kept for `page_link` to read."""
     st.session_state[_PAGE_SETTINGS] = None
+    st.session_state[_RUN_LINK] = st.query_params.to_dict()
 
 
 # --- widgets bound to settings -----------------------------------------------------------------------------------

@@ -78,8 +78,10 @@ else:
     try:
         with st.spinner(f"{'Continuing' if language_model else 'Translating'} without {len(chosen)} heads…"):
             if language_model:
-                result, logits = lm_head_pages.compute_ablation(session.ref.stored, SHARED.sentence.get(""),
-                                                                tuple(chosen), int(EXPLORE.new_tokens.get()))
+                prompt = SHARED.sentence.get("")  # the turn the prompt form asked for: chat or not
+                prompt = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt
+                result, logits = lm_head_pages.compute_ablation(session.ref.stored, prompt, tuple(chosen),
+                                                                int(EXPLORE.new_tokens.get()))
             else:
                 result = analyze_pages.ablate(session, trace.source_text, tuple(chosen))
     except ValueError as err:
@@ -116,7 +118,8 @@ if problem is not None:
 elif importance is None:
     st.info(f"This model directory has no importance table ({store.HEAD_IMPORTANCE_FILE}). Write it with "
             "`viz-model importance --model MODEL_DIR --src FILE --tgt FILE --limit 500 --out "
-            f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head).")
+            f"MODEL_DIR/{store.HEAD_IMPORTANCE_FILE}` (one teacher-forced pass over the corpus per head"
+            + ("; --src holds prompts, --tgt their continuations)." if language_model else ")."))
 else:
     columns = [c for c in IMPORTANCE_COLUMNS if c in importance.columns]
     state.clamp_choice(own.metric, columns, columns[0], "Measure")
@@ -126,7 +129,7 @@ else:
                                      f"{IMPORTANCE_COLUMNS[metric]} when each head alone is switched off",
                                      IMPORTANCE_COLUMNS[metric], "RdBu_r", selected=chosen, zmid=0.0)
     clickable_grid(fig, f"head-importance-{metric}", "abl_importance")
-    st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference translations "
+    st.caption(f"From {store.HEAD_IMPORTANCE_FILE}. Red heads matter: without them the reference {output}s "
                "become less likely; blue ones even help when removed. Click a head to switch it off above.")
     widgets.exports(fig, f"head-importance-{metric}", "abl_importance_export",
                    csv=lambda: analyze_pages.display_heads(importance))

@@ -13,7 +13,7 @@ from app.page_settings import EXPLORE
 from app.page_settings import SINKS as own
 from app.shared_settings import SHARED
 from viz_model.analysis.sinks import HEAVY_SHARE, SinkShares, SinkSwitch, remove_sink, trace_sink_shares
-from viz_model.plot import analysis_figures
+from viz_model.plot import analysis_figures, trace_figures
 from viz_model.trace import AttentionTrace
 
 WHY = """
@@ -31,8 +31,9 @@ from everywhere) whose value adds little to the output. That token becomes an *a
 - Sun et al., "Massive Activations in Large Language Models" (2024): a few activations, orders of magnitude larger
   than the rest, on the start token and the first "." or line break act as fixed biases that pull attention there.
 - Gu et al., "When Attention Sink Emerges in Language Models" (ICLR 2025): sinks appear in every autoregressive model
-  they tested, even on random tokens; they act as a key bias whose values go unused. Their measure, a key's mean
-  weight over the queries after it above 0.3, is the one this page uses.
+  they tested, even on random tokens; they act as a key bias whose values go unused. Their measure is a key's mean
+  weight over the queries from its own position on, above 0.3; this page leaves the key's own query out (the first
+  token's is always 1: it sees nothing else), so a share here is a little below theirs.
 """
 
 session = sessions.require_session()
@@ -45,7 +46,8 @@ st.caption("How much of each head's attention lands on the first token, which ot
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_switch(ref: sessions.ModelRef, prompt: str, max_new_tokens: int, keys: tuple[int, ...]) -> SinkSwitch:
+def compute_switch(ref: sessions.ModelRef, prompt: str | list[dict[str, str]], max_new_tokens: int,
+                   keys: tuple[int, ...]) -> SinkSwitch:
     """`remove_sink` of the loaded language model, cached."""
     return remove_sink(sessions.load_model(ref), prompt, max_new_tokens, keys)
 
@@ -110,7 +112,7 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     with right:
         state.bound(st.selectbox, "Head", own.head, list(range(1, heads + 1)))
     values = shares.head(own.layer.get() - 1, own.head.get() - 1)
-    ticks = [f"{i} {t!r}" for i, t in enumerate(shares.tokens)]
+    ticks = [f"{i} {trace_figures.escape(repr(t))}" for i, t in enumerate(shares.tokens)]
     fig = go.Figure(go.Bar(x=ticks, y=np.nan_to_num(values), marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),
                            hovertemplate="%{x}<br>share %{y:.4f}<extra></extra>"))
     fig.add_hline(y=shares.threshold, line=dict(color="#d62728", dash="dot", width=1))
@@ -122,8 +124,10 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     widgets.chart(fig, "token-shares")
 
 
-def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str, new_tokens: int) -> None:
-    """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes."""
+def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str | list[dict[str, str]],
+                   new_tokens: int) -> None:
+    """The switch: the first token (and chosen heavy prompt tokens) hidden from every later query; what changes
+    (`prompt`: the text, or the chat turn, that `trace` was made of)."""
     prompt_length = completion.prompt_length(trace)
     st.subheader("Remove the sink")
     state.bound(st.toggle, "Hide the first token from every later query", own.switch)
@@ -189,6 +193,8 @@ head_detail(shares, completion.prompt_length(trace) if session.is_language_model
 with st.expander("Why a head needs a place to put attention it does not want to use", expanded=False):
     st.markdown(WHY)
 if session.is_language_model:
-    switch_section(shares, trace, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()))
+    prompt = SHARED.sentence.get("")
+    switch_section(shares, trace, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt,
+                   int(EXPLORE.new_tokens.get()))
 else:
     st.info("The switch that removes the sink runs with a language model: pick one in the sidebar.")

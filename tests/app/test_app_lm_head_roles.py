@@ -1,6 +1,6 @@
 """Streamlit AppTest tests of Head roles and Ablation with a language model open (CPU, fp32): a models folder holding
-a tiny Llama (grouped-query heads, imported) and a GPT-2 (a learned table of 128 positions); the pages draw the
-numbers `viz_model.analysis.lm_head_roles` computes on the same model."""
+a tiny Llama (grouped-query heads, imported), a GPT-2 (a learned table of 128 positions) and a SmolLM2 (a chat
+template); the pages draw the numbers `viz_model.analysis.lm_head_roles` computes on the same model."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from support.hf_lm import build_lm_folder, import_lm
 import viz_model
 from viz_model.analysis import lm_head_roles
 
-LM, GPT2 = "llama", "gpt2"
+LM, GPT2, CHAT = "llama", "gpt2", "smollm2"
 PROMPT = "the dog sees the dog and the cat sees the cat"
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm-roles-models")
-    for family in (LM, GPT2):
+    for family in (LM, GPT2, CHAT):
         import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
     return root
 
@@ -100,3 +100,38 @@ def test_ablation_shows_the_continuation_and_the_prompts_logit_change(lm_app):
     assert table["kl"].min() > 0 and table["kl"].nunique() > 1
     np.testing.assert_allclose(arr(kl["y"]), table["kl"], rtol=1e-6, atol=0)
     assert "cannot be run" not in messages(at)
+
+
+def test_with_chat_on_ablation_runs_on_the_chat_turn(lm_app):
+    """The page's prompt form puts the prompt through the chat template; the ablation must measure that turn too."""
+    at = open_page("ablation", model=CHAT, new_tokens="2")
+    at.toggle(key="w_lm_chat").set_value(True).run()
+    model = viz_model.load(lm_app / CHAT, device="cpu")
+    turn = model.encode([{"role": "user", "content": PROMPT}])
+    assert len(turn) != len(model.encode(PROMPT))  # the two are told apart
+    (fig,) = [c for c in charts(ok(at)) if c["layout"]["title"]["text"].startswith("The prompt's next tokens")]
+    table = lm_head_roles.logit_change(model, turn, [("decoder", 1, 0)])
+    kl = next(trace for trace in fig["data"] if trace["type"] == "bar")
+    np.testing.assert_allclose(arr(kl["y"]), table["kl"], rtol=1e-6, atol=0)
+
+
+def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
+    """"My prompt" is the prompt of Complete & explore: with chat on there, the turn through the chat template."""
+    at = ok(start(model=CHAT, sentence=PROMPT, new_tokens="2"))
+    at.toggle(key="w_lm_chat").set_value(True).run()
+    at.switch_page("views/head_roles.py").run()
+    at.radio(key="w_hr_lm_source").set_value("prompt").run()
+    at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
+    model = viz_model.load(lm_app / CHAT, device="cpu")
+    turn = lm_head_roles.prompt_roles(model, [{"role": "user", "content": PROMPT}])
+    bare = lm_head_roles.prompt_roles(model, PROMPT)
+    assert not np.allclose(turn["previous_token"], bare["previous_token"], atol=1e-6)  # the two are told apart
+    np.testing.assert_allclose(grid(ok(at)), expected(lm_app, CHAT, "previous_token", turn), atol=1e-6)
+
+
+def test_head_roles_on_a_prompt_past_the_trained_length_say_so(lm_app):
+    at = ok(start(model=LM, sentence=" ".join(["the dog sees the cat"] * 60), new_tokens="1"))
+    at.switch_page("views/head_roles.py").run()
+    at.radio(key="w_hr_lm_source").set_value("prompt").run()
+    assert titles(ok(at)) == ["induction of every head"]
+    assert "positions are past the 256 this model was trained on" in messages(at)

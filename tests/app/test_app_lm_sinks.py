@@ -22,12 +22,12 @@ PAGE = "views/sinks.py"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """A models folder: the shipped translator (copied), a tiny Llama, a GPT-2 and a Mistral (sliding window) imported
-    with ``viz-model import``; and the language models loaded here."""
+    """A models folder: the shipped translator (copied), a tiny Llama, a GPT-2, a Mistral (sliding window) and a
+    SmolLM2 (a chat template) imported with ``viz-model import``; and the language models loaded here."""
     root = tmp_path_factory.mktemp("sink-app-models")
     shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
     loaded = {family: import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
-              for family in ("llama", "gpt2", "mistral")}
+              for family in ("llama", "gpt2", "mistral", "smollm2")}
     return root, loaded
 
 
@@ -112,3 +112,41 @@ def test_a_sliding_window_that_no_longer_reaches_the_first_token_is_said(lm_app)
     assert remove_sink(lm_app["mistral"], PROMPT).kl == 0.0
     assert "Nothing changed: every layer of this model attends through a sliding window" in messages(at)
     assert [s.value for s in at.success] == ["The greedy continuation did not change."]
+
+
+def test_the_token_labels_are_escaped_for_plotly(lm_app):
+    """Plotly reads tick labels as HTML: Llama's ``<s>`` unescaped is a strike-through tag and its label vanishes."""
+    at = open_sinks("llama", sentence=PROMPT, new_tokens=2)
+    ticks = charts(at)[1]["data"][0]["x"]
+    tokens = lm_app["llama"].trace(PROMPT, 2).target_tokens
+    assert "<" in tokens[0]  # the start token
+    assert ticks[0] == "0 '&lt;s&gt;'" and not any("<" in t for t in ticks)
+    assert len(ticks) == len(tokens)
+
+
+def test_with_chat_on_the_switch_runs_on_the_chat_turn_the_grid_measures(lm_app):
+    """The grid reads the trace of the prompt through the chat template; the switch must run on that turn too, not
+    on the bare prompt (its positions would not be the grid's)."""
+    at = open_sinks("smollm2", sentence=PROMPT, new_tokens=4)
+    at.toggle(key="w_lm_chat").set_value(True).run()
+    assert charts(ok(at))[1]["data"][0]["x"][1] == "1 '&lt;'"  # the template's first piece after the start token
+    at.toggle(key="w_sk_switch").set_value(True).run()
+    model = lm_app["smollm2"]
+    turn = remove_sink(model, [{"role": "user", "content": PROMPT}], 4)
+    bare = remove_sink(model, PROMPT, 4)
+    intact = [repr(t.token) for t in turn.top_intact]
+    assert intact != [repr(t.token) for t in bare.top_intact]  # the two are told apart
+    shown = [d.value for d in ok(at).dataframe if "switched" in d.value.columns]
+    assert len(shown) == 1 and shown[0]["next token"].tolist() == intact
+
+
+def test_a_links_new_tokens_and_chat_are_taken_and_written_back(lm_app):
+    """The prompt form's settings (Complete & explore's) are in the link of every page that draws the form."""
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"beam": "1", "model": "smollm2", "sentence": PROMPT, "new_tokens": "3", "chat": "True"})
+    at.switch_page(PAGE)
+    ok(at.run())
+    assert at.slider(key="w_lm_new_tokens").value == 3 and at.toggle(key="w_lm_chat").value is True
+    turn = lm_app["smollm2"].trace([{"role": "user", "content": PROMPT}], 3)
+    assert len(charts(at)[1]["data"][0]["x"]) == len(turn.target_tokens)
+    assert at.query_params["new_tokens"] == "3" and at.query_params["chat"] == "True"

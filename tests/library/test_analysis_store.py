@@ -163,3 +163,26 @@ def test_cli_importance_errors(capsys, tmp_path, model_dir, corpus_files):
     assert not out.exists()
     with pytest.raises(SystemExit):  # --tgt is required: argparse's usage error
         run(capsys, *base, "--out", out)
+
+
+def test_cli_importance_of_a_language_model_is_what_its_ablation_page_reads(capsys, tmp_path):
+    """The Ablation page tells a language model's user to run `viz-model importance`: it must take one (CPU, fp32):
+    prompts in --src, their continuations in --tgt."""
+    import viz_model
+    from viz_model.modeldir.shipped import ASSETS_DIR, SHIPPED_LANGUAGE_MODEL
+
+    directory = tmp_path / "lm"
+    shutil.copytree(ASSETS_DIR / SHIPPED_LANGUAGE_MODEL, directory)
+    prompts, continuations = ["A man in a blue shirt is", "Two dogs"], ["riding a bike.", "play in the snow."]
+    src = write_lines(tmp_path / "prompts.txt", prompts)
+    tgt = write_lines(tmp_path / "continuations.txt", continuations)
+    out = directory / store.HEAD_IMPORTANCE_FILE
+    out.parent.mkdir()
+    code, _, stderr = run(capsys, "importance", "--model", directory, "--src", src, "--tgt", tgt, "--out", out,
+                          "--device", "cpu")
+    assert code == 0, stderr
+    model = viz_model.load(directory, device="cpu")
+    table = store.read_head_importance(directory, model.config)
+    expected = head_importance(model, prompts, continuations)
+    assert len(table) == len(all_heads(model.config)) and set(table["kind"]) == {"decoder"}
+    np.testing.assert_allclose(table["nll_rise"], expected["nll_rise"], rtol=1e-6, atol=1e-9)

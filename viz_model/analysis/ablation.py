@@ -129,11 +129,13 @@ class AblationResult:
         return self.log_prob_ablated - self.log_prob_intact
 
 
-def ablate(model: TranslationModel | LanguageModel, text: str, heads: Iterable[Head], beam: int | None = None,
-           alpha: float | None = None, rule: str | None = None, *, max_new_tokens: int = 20) -> AblationResult:
+def ablate(model: TranslationModel | LanguageModel, text: str | list[dict[str, str]], heads: Iterable[Head],
+           beam: int | None = None, alpha: float | None = None, rule: str | None = None, *,
+           max_new_tokens: int = 20) -> AblationResult:
     """Translate `text` with and without `heads` (same search: `rule`, `beam`, `alpha`, see
     `TranslationModel.search_settings`) and score the original output under both models. A `LanguageModel`:
-    continue the prompt `text` greedily (`max_new_tokens`) with and without the heads, ``("decoder", layer, head)``."""
+    continue the prompt `text` (or chat messages) greedily (`max_new_tokens`) with and without the heads,
+    ``("decoder", layer, head)``."""
     chosen = check_heads(model.config, heads)
     if not chosen:
         raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
@@ -156,7 +158,8 @@ def ablate(model: TranslationModel | LanguageModel, text: str, heads: Iterable[H
         float(model.sequence_log_probs(*pair)[0]), float(model.sequence_log_probs(*pair, mask)[0]))
 
 
-def ablate_continuation(model: LanguageModel, prompt: str, heads: list[Head], max_new_tokens: int) -> AblationResult:
+def ablate_continuation(model: LanguageModel, prompt: str | list[dict[str, str]], heads: list[Head],
+                        max_new_tokens: int) -> AblationResult:
     """`ablate` of a language model: its greedy continuation of `prompt` with and without `heads` (checked), and
     the intact continuation's log-probability under both."""
     mask = head_mask_for(model.config, heads, model.device)

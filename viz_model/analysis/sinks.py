@@ -5,7 +5,7 @@ A key's share in one head is the mean weight ``a[i, k]`` over the queries ``i > 
 layer's sliding window); the query's own row ``i = k`` is left out, so the first token's share is the mean of
 ``a[i, 0]`` over ``i >= 1`` (query 0 can only see itself). A token other than the first is *heavy* in a head when its
 share exceeds `HEAVY_SHARE`, the threshold ε = 0.3 of Gu et al., "When Attention Sink Emerges in Language Models"
-(ICLR 2025). Layers and heads are 0-based.
+(ICLR 2025), whose mean also counts the row ``i = k`` (the first token's is always 1). Layers and heads are 0-based.
 """
 
 from __future__ import annotations

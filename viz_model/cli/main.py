@@ -96,8 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("importance", help="per head: the loss rise when that head alone is switched off (CSV or "
                                           "Parquet)")
-    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
-    p.add_argument("--tgt", required=True, help="their reference translations, one per line (plain or .gz)")
+    p.add_argument("--src", required=True, help="source sentences (a language model: prompts), one per line (plain "
+                                                 "or .gz)")
+    p.add_argument("--tgt", required=True, help="their reference translations (a language model: the continuations "
+                                                 "whose NLL is measured), one per line (plain or .gz)")
     p.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     p.add_argument("--out", required=True, help="FILE.csv or FILE.parquet: one row per head")
     p.add_argument("--bleu", action="store_true", help="also decode with each head off and report the BLEU drop "
@@ -225,10 +227,13 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
                         "under torchrun the batches are what the processes share)")
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace, language_models: bool = False):
+    """The model of ``--model``; a decoder-only language model refused in one line unless `language_models`."""
     from ..api import TranslationModel, load
     from ..modeldir.checkpoint import is_decoder_only
 
+    if language_models:
+        return load(args.model, device=args.device, precision=args.precision)
     language_model = ValueError(f"{args.model}: a decoder-only language model; this command works on translation "
                                 "models (in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
     if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --precision is refused
@@ -365,7 +370,7 @@ def cmd_importance(args: argparse.Namespace) -> int:
     from ..analysis.tables import write_table
 
     out, src, tgt = _corpus_args(args)
-    model = _load(args)
+    model = _load(args, language_models=True)  # a language model's: the NLL of each prompt's continuation
     table = head_importance(model, src, tgt, bleu=args.bleu, beam=args.beam, alpha=args.alpha,
                             progress=shard.writes(), rule=args.rule, batch_tokens=args.batch_tokens)
     if not shard.writes():  # under torchrun rank 0 writes
