@@ -119,7 +119,9 @@ def test_check_fits_refuses_in_one_line_naming_both_figures():
     line = str(err.value)
     assert "\n" not in line
     assert f"would need about {gb(found.total)} (" in line and f"but {gb(found.total // 2)} is available" in line
-    assert "4,096-token trace" in line
+    assert "4,096-token trace" in line and line.endswith("a shorter prompt or maps on demand")
+    with pytest.raises(MemoryFitError, match="the weights alone take more: a machine with more memory$"):
+        check_fits(found, found.weights // 2)
 
 
 @pytest.mark.parametrize(("argument", "value", "message"), [

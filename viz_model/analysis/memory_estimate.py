@@ -162,5 +162,7 @@ def available_bytes(device: str | torch.device = "cpu") -> int:
 def check_fits(estimate: Estimate, available: int) -> None:
     """Nothing where `estimate` fits in `available` bytes; else a `MemoryFitError` naming both figures in one line."""
     if estimate.total > available:
+        advice = ("the weights alone take more: a machine with more memory" if estimate.weights > available else
+                  "a shorter prompt" + (" or maps on demand" if estimate.maps_mode == "full" else ""))
         raise MemoryFitError(f"would need about {estimate.summary()}, but {gb(available)} is available on "
-                             f"{estimate.device}: use a shorter prompt, maps on demand or a bigger machine")
+                             f"{estimate.device}: {advice}")
