@@ -16,6 +16,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+import viz_model  # noqa: E402
 from viz_model.analysis.memory_estimate import (  # noqa: E402
     GB,
     MemoryFitError,
@@ -23,6 +24,7 @@ from viz_model.analysis.memory_estimate import (  # noqa: E402
     directory_estimate,
     estimate,
     gb,
+    model_estimate,
     parameter_count,
 )
 from viz_model.config import ModelConfig  # noqa: E402
@@ -124,6 +126,20 @@ def test_check_fits_refuses_in_one_line_naming_both_figures():
         check_fits(found, found.weights // 2)
 
 
+def test_an_open_model_needs_room_for_its_trace_alone():
+    lm = viz_model.load("multi30k-lm-en", device="cpu")  # the shipped model: fp16 weights, an fp32 copy on the CPU
+    found = model_estimate(lm, 4096, "full")
+    assert found.weights == sum(p.numel() for p in lm.network.parameters()) * 4 and found.weights_held == "in memory"
+    check_fits(found, found.trace_bytes, opened=True)
+    with pytest.raises(MemoryFitError) as err:
+        check_fits(found, found.trace_bytes - 1, opened=True)
+    assert str(err.value) == (f"A 4,096-token trace, every map kept, float32 on cpu would need about "
+                              f"{gb(found.trace_bytes)}, but {gb(found.trace_bytes - 1)} is available on cpu with the "
+                              "model open: a shorter prompt or maps on demand")
+    with pytest.raises(MemoryFitError):
+        check_fits(found, found.trace_bytes)  # not yet open: the weights too
+
+
 @pytest.mark.parametrize(("argument", "value", "message"), [
     ("n_tokens", 0, "n_tokens must be a whole number"), ("n_tokens", True, "n_tokens must be a whole number"),
     ("maps_mode", "some", "maps_mode must be one of auto, full, on_demand, got 'some'"),
@@ -146,6 +162,7 @@ def test_a_directory_is_estimated_from_its_headers_without_opening_it(tmp_path):
     assert on_cpu.weights_held == "in memory" and on_cpu.compute_dtype == "float32"  # bf16 upcast on the CPU
     on_gpu = directory_estimate(out, 100, device="cuda")
     assert on_gpu.weights == on_cpu.weights // 2 and on_gpu.weights_held == "on cuda"
+    assert model_estimate(viz_model.load(out, device="cpu"), 100) == on_cpu
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -72,11 +73,15 @@ class Estimate:
         """The trace's part alone (everything but the weights)."""
         return self.total - self.weights
 
+    def trace_words(self) -> str:
+        """The trace in words: "a 4,096-token trace, maps on demand, bfloat16 on cuda"."""
+        maps = "every map kept" if self.maps_mode == "full" else "maps on demand"
+        return f"a {self.n_tokens:,}-token trace, {maps}, {self.compute_dtype} on {self.device}"
+
     def summary(self) -> str:
         """One line: the total, then the weights (and how held) and the trace."""
-        return (f"{gb(self.total)} ({gb(self.weights)} of weights, {self.weights_held}; {gb(self.trace_bytes)} for a "
-                f"{self.n_tokens:,}-token trace, {'every map kept' if self.maps_mode == 'full' else 'maps on demand'}, "
-                f"{self.compute_dtype} on {self.device})")
+        return (f"{gb(self.total)} ({gb(self.weights)} of weights, {self.weights_held}; {gb(self.trace_bytes)} for "
+                f"{self.trace_words()})")
 
 
 def gb(n_bytes: float) -> str:
@@ -148,6 +153,18 @@ def directory_estimate(directory: str | Path, n_tokens: int, maps_mode: str = "a
     return estimate(config, n_tokens, maps_mode, dtype, device, mapped)
 
 
+def model_estimate(model: Any, n_tokens: int, maps_mode: str = "auto") -> Estimate:
+    """`estimate` for an open `LanguageModel`: its config, device, and its weights' stored dtype (its directory's
+    header; without a directory, its parameters' dtype, held in memory)."""
+    directory = getattr(model, "directory", None)
+    if directory is not None and Path(directory).is_dir():
+        dtype, mapped = stored_dtype(Path(directory))
+    else:
+        held = str(next(model.network.parameters()).dtype).removeprefix("torch.")
+        dtype, mapped = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[held], False
+    return estimate(model.config, n_tokens, maps_mode, dtype, model.device, mapped)
+
+
 def available_bytes(device: str | torch.device = "cpu") -> int:
     """The memory available now: ``MemAvailable`` on the CPU, the free memory of a CUDA device."""
     where = torch.device(device)
@@ -159,9 +176,15 @@ def available_bytes(device: str | torch.device = "cpu") -> int:
     raise OSError("/proc/meminfo has no MemAvailable")
 
 
-def check_fits(estimate: Estimate, available: int) -> None:
-    """Nothing where `estimate` fits in `available` bytes; else a `MemoryFitError` naming both figures in one line."""
-    if estimate.total > available:
+def check_fits(estimate: Estimate, available: int, opened: bool = False) -> None:
+    """Nothing where `estimate` fits in `available` bytes (`opened`: the model is open already, its weights held, so
+    the trace alone must fit); else a `MemoryFitError` naming both figures in one line."""
+    if opened and estimate.trace_bytes > available:
+        words, shorter = estimate.trace_words(), "a shorter prompt"
+        raise MemoryFitError(f"{words[0].upper()}{words[1:]} would need about {gb(estimate.trace_bytes)}, but "
+                             f"{gb(available)} is available on {estimate.device} with the model open: {shorter}"
+                             + (" or maps on demand" if estimate.maps_mode == "full" else ""))
+    if not opened and estimate.total > available:
         advice = ("the weights alone take more: a machine with more memory" if estimate.weights > available else
                   "a shorter prompt" + (" or maps on demand" if estimate.maps_mode == "full" else ""))
         raise MemoryFitError(f"would need about {estimate.summary()}, but {gb(available)} is available on "
