@@ -26,6 +26,7 @@ from viz_model.analysis.memory_estimate import (  # noqa: E402
     gb,
     model_estimate,
     parameter_count,
+    stored_dtype,
 )
 from viz_model.config import ModelConfig  # noqa: E402
 from viz_model.hf.importer import FAMILIES, import_model  # noqa: E402
@@ -163,6 +164,12 @@ def test_a_directory_is_estimated_from_its_headers_without_opening_it(tmp_path):
     on_gpu = directory_estimate(out, 100, device="cuda")
     assert on_gpu.weights == on_cpu.weights // 2 and on_gpu.weights_held == "on cuda"
     assert model_estimate(viz_model.load(out, device="cpu"), 100) == on_cpu
+
+
+def test_a_damaged_weights_header_is_named_in_one_line(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes((40).to_bytes(8, "little") + b"{not json")
+    with pytest.raises(ValueError, match=r"model.safetensors: its safetensors header cannot be read \(JSONDecodeError"):
+        stored_dtype(tmp_path)
 
 
 @pytest.mark.slow

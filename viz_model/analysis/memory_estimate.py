@@ -36,6 +36,7 @@ SAFETENSORS_DTYPES = {"F32": "fp32", "BF16": "bf16", "F16": "fp16"}
 MAPS_MODES = ("auto", "full", "on_demand")
 STEP_BYTES = 1500  # one DecodingStep with its top-k lists, as Python objects
 GB = 1024**3
+MAX_HEADER_BYTES = 100 * 1024**2  # safetensors' own limit on a header
 
 
 class MemoryFitError(ValueError):
@@ -123,11 +124,11 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
     hidden = n * (8 * config.d_model + 4 * config.d_ff) * c
     biased = config.positional in ("alibi", "relative")  # a score bias: the fused kernel reads a float mask
     scores = 2 * heads * n * n * c if full else n * n * (c + 1 if biased else 1)
-    extra_logits = n * config.vocab_size * 4 if c != 4 else 0
+    maps = layers * heads * n * n * (4 if where.type == "cpu" else c) if full else 0  # float32 numpy on the CPU
+    logits = n * config.vocab_size * (c + (4 if c != 4 else 0))  # and their float32 copy
     return Estimate(n_tokens=n, device=where.type, compute_dtype=str(computed).removeprefix("torch."),
                     maps_mode="full" if full else "on_demand", weights=parameter_count(config) * computed.itemsize,
-                    weights_held=held, cache=cache, maps=layers * heads * n * n * (4 if where.type == "cpu" else c)
-                    if full else 0, activations=hidden + scores, logits=n * config.vocab_size * c + extra_logits,
+                    weights_held=held, cache=cache, maps=maps, activations=hidden + scores, logits=logits,
                     trace=n * (2 * config.d_model * 4 + n + STEP_BYTES))
 
 
@@ -136,10 +137,13 @@ def stored_dtype(directory: Path) -> tuple[str, bool]:
     they are (memory-mapped from a weight source); read from a safetensors header, no weight read."""
     source = weight_source(directory)
     path = source.paths[0] if source is not None else directory / "model.safetensors"
-    with path.open("rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(min(size, 100 * 1024**2)))
-    kinds = {v["dtype"] for k, v in header.items() if k != "__metadata__" and v["dtype"] in SAFETENSORS_DTYPES}
+    try:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(min(size, MAX_HEADER_BYTES)))
+        kinds = {v["dtype"] for k, v in header.items() if k != "__metadata__" and v["dtype"] in SAFETENSORS_DTYPES}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: its safetensors header cannot be read ({type(err).__name__}: {err})") from None
     if not kinds:
         raise ValueError(f"{path}: no floating-point tensor in its header")
     return SAFETENSORS_DTYPES[sorted(kinds)[0] if len(kinds) == 1 else "F32"], source is not None
