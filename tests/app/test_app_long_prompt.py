@@ -1,14 +1,14 @@
 """Streamlit AppTest of Complete & explore on a long prompt (CPU, fp32): a tiny imported Llama with room for 4,608
 positions, a ~1,000-token prompt (maps made on demand); every view draws from one head's map or the summaries and
 says so, a token is picked by search and on the strip, the figures are let go with their trace, and the memory
-estimate is shown before the run, which it refuses where the trace would not fit (a local stand-in estimator)."""
+estimate is shown before the run, which it refuses where the trace would not fit (the library's estimate, the
+available memory set by the test)."""
 
 from __future__ import annotations
 
 import gc
+import re
 import shutil
-import sys
-import types
 import weakref
 
 import pytest
@@ -16,7 +16,9 @@ from support.app import APP, charts, ok, start, titles
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 
-from app import long_views, token_picker
+import viz_model
+from app import long_views, memory_check, token_picker
+from viz_model.analysis.memory_estimate import gb, model_estimate
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 PROMPT = long_text(400)
@@ -116,44 +118,31 @@ def test_figures_are_let_go_with_their_trace():
     assert long_views.held_traces() == before
 
 
-def stand_in_estimator(monkeypatch, available: int) -> list[tuple]:
-    """A local stand-in for `viz_model.analysis.memory_estimate` (helper `bigmodel`'s): 1 kB a token for the trace,
-    5 MB of weights, `available` bytes free; returns the calls it gets."""
-    calls = []
-
-    class Estimate:
-        def __init__(self, n_tokens: int) -> None:
-            self.weights, self.trace_bytes = 5 * 2**20, n_tokens * 1000
-
-    def estimate(config, n_tokens, maps_mode, dtype, device="cpu"):
-        calls.append((config.kind, n_tokens, maps_mode, dtype, str(device)))
-        return Estimate(n_tokens)
-
-    module = types.ModuleType("viz_model.analysis.memory_estimate")
-    module.estimate, module.available_bytes = estimate, lambda device="cpu": available
-    module.gb = lambda n: f"{n / 2**20:.1f} MB"
-    monkeypatch.setitem(sys.modules, "viz_model.analysis.memory_estimate", module)
-    return calls
+def available_now(monkeypatch, available: int) -> None:
+    """The memory the app finds available: `available` bytes (the library's estimate itself is the real one)."""
+    monkeypatch.setattr(memory_check, "available_bytes", lambda device="cpu": available)
 
 
-def test_the_memory_estimate_is_shown_before_the_run(monkeypatch):
-    calls = stand_in_estimator(monkeypatch, available=2**30)
+def traced_tokens(at) -> int:
+    return int(re.search(r"this ([\d,]+)-token trace", captions(at)).group(1).replace(",", ""))
+
+
+def test_the_memory_estimate_is_shown_before_the_run(monkeypatch, lm_app):
+    available_now(monkeypatch, 2**40)
     at = explore("heatmap")
-    n = calls[-1][1]
-    assert calls[-1] == ("decoder", n, "auto", "fp32", "cpu") and n > 512
-    assert f"Memory: the model 5.0 MB, this {n:,}-token trace about {n * 1000 / 2**20:.1f} MB (1024.0 MB " \
-           "available now)." in captions(at)
+    n = traced_tokens(at)
+    estimate = model_estimate(viz_model.load(lm_app / "llama", device="cpu"), n)
+    assert n > 512 and f"Memory: the model {gb(estimate.weights)} ({estimate.weights_held}), this {n:,}-token trace " \
+        f"about {gb(estimate.trace_bytes)} ({gb(2**40)} available now)." in captions(at)
     assert charts(at)
 
 
 def test_a_trace_that_would_not_fit_is_refused_naming_both_figures(monkeypatch):
-    calls = stand_in_estimator(monkeypatch, available=2**20)
+    available_now(monkeypatch, 2**10)
     at = explore("model")
-    n = calls[-1][1]
     errors = [e.value for e in at.error]
-    assert errors == [f"This prompt is not run: its {n:,}-token trace would need about {n * 1000 / 2**20:.1f} MB "
-                      "beside the model's 5.0 MB, and 1.0 MB is available on CPU now. Shorten the prompt or the "
-                      "continuation."]
+    assert len(errors) == 1 and errors[0].startswith("This prompt is not run: ") and "would need about" in errors[0]
+    assert f"but {gb(2**10)} is available on cpu" in errors[0] and "The model takes " in errors[0], errors
     assert not charts(at) and at.title[0].value == "Complete & explore"  # the page and its form are still there
     assert [t.label for t in at.text_area] == ["Prompt"]
 

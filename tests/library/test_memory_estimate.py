@@ -1,0 +1,185 @@
+"""The memory estimate of a language model and one trace (issue 53): its parts for known configs, the one-line refusal
+naming both figures, and the estimate within 25% of the peak resident set a trace measures (CPU, fp32, each case in a
+fresh process, the weights memory-mapped from sparse safetensors files)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+import viz_model  # noqa: E402
+from viz_model.analysis.memory_estimate import (  # noqa: E402
+    GB,
+    MemoryFitError,
+    check_fits,
+    directory_estimate,
+    estimate,
+    gb,
+    model_estimate,
+    parameter_count,
+    stored_dtype,
+)
+from viz_model.config import ModelConfig  # noqa: E402
+from viz_model.hf.importer import FAMILIES, import_model  # noqa: E402
+from viz_model.hf.sparse_folder import LLAMA_3_1_8B, sparse_llama_folder  # noqa: E402
+from viz_model.on_demand import FULL_MAPS_MAX_TOKENS  # noqa: E402
+
+SMALL = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=8192, tie_word_embeddings=False)
+WIDE = dict(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
+            max_position_embeddings=8192, tie_word_embeddings=False)
+TOLERANCE = 0.25
+CHILD = textwrap.dedent("""
+    import gc, json, sys
+    import torch
+    torch.set_num_threads(1)
+    import viz_model
+    from viz_model.analysis.memory_estimate import estimate
+
+    def status(field):
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+    folder, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    lm = viz_model.load(folder, device="cpu")  # a first open and trace: the code and libraries in memory
+    lm.trace("the the", max_new_tokens=0)
+    del lm
+    gc.collect()
+    before = status("VmRSS")
+    lm = viz_model.load(folder, device="cpu")
+    text = " the" * n
+    ids = lm.encode(text)
+    trace = lm.trace(text, max_new_tokens=0, maps=mode)
+    print(json.dumps({"n": len(ids), "peak": status("VmHWM") - before,
+                      "estimate": estimate(lm.config, len(ids), mode, "fp32", "cpu").total}))
+""")
+
+
+def llama(**values) -> ModelConfig:
+    """Our config of a Llama (as the import makes it) with transformers' `LlamaConfig` of `values` (small defaults)."""
+    defaults = dict(vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=8192,
+                    tie_word_embeddings=False)
+    hf = transformers.LlamaConfig(**{**defaults, **values}).to_dict()
+    return FAMILIES["llama"].model_config(hf, Path("config.json"), 0, None)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """The SMALL and WIDE configs as sparse fp32 Hugging Face folders, imported (weights read where they are)."""
+    root = tmp_path_factory.mktemp("estimate")
+    return {name: import_model(str(sparse_llama_folder(root / f"hf-{name}", values, torch.float32)),
+                               root / name) for name, values in (("small", SMALL), ("wide", WIDE))}
+
+
+def test_the_parts_follow_the_shapes_on_the_cpu():
+    config = llama(num_key_value_heads=2)
+    n, d_head = 1000, 16
+    full = estimate(config, n, "full")
+    assert full.maps == 2 * 4 * n * n * 4 and full.maps_mode == "full"
+    assert full.cache == 2 * 2 * 2 * n * d_head * 4
+    assert full.logits == n * 100 * 4
+    assert full.weights == parameter_count(config) * 4 and full.weights_held == "file-backed"
+    lazy = estimate(config, n, "on_demand")
+    assert lazy.maps == 0 and lazy.cache == full.cache + 2 * 4 * n * d_head * 4
+    assert lazy.total < full.total
+    assert estimate(config, FULL_MAPS_MAX_TOKENS).maps_mode == "full"
+    assert estimate(config, FULL_MAPS_MAX_TOKENS + 1).maps_mode == "on_demand"
+
+
+def test_how_the_weights_are_held_depends_on_the_device_and_dtype():
+    config = llama()
+    count = parameter_count(config)
+    cpu_bf16 = estimate(config, 10, dtype="bf16")
+    assert (cpu_bf16.weights, cpu_bf16.weights_held, cpu_bf16.compute_dtype) == (count * 4, "in memory", "float32")
+    assert estimate(config, 10, mapped=False).weights_held == "in memory"
+    gpu = estimate(config, 10, dtype="bf16", device="cuda")
+    assert (gpu.weights, gpu.weights_held, gpu.compute_dtype) == (count * 2, "on cuda", "bfloat16")
+
+
+def test_llama_3_1_8b_in_bf16_on_a_gpu_counts_its_published_size():
+    config = llama(**LLAMA_3_1_8B)
+    found = estimate(config, 512, dtype="bf16", device="cuda")
+    assert parameter_count(config) == 8_030_261_248  # Llama-3.1-8B's published parameter count
+    assert 14.9 * GB < found.weights < 15.0 * GB and found.trace_bytes < 1 * GB
+
+
+def test_check_fits_refuses_in_one_line_naming_both_figures():
+    found = estimate(llama(), 4096, "full")
+    check_fits(found, found.total)
+    with pytest.raises(MemoryFitError) as err:
+        check_fits(found, found.total // 2)
+    line = str(err.value)
+    assert "\n" not in line
+    assert f"would need about {gb(found.total)} (" in line and f"but {gb(found.total // 2)} is available" in line
+    assert "4,096-token trace" in line and line.endswith("a shorter prompt or maps on demand")
+    with pytest.raises(MemoryFitError, match="the weights alone take more: a machine with more memory$"):
+        check_fits(found, found.weights // 2)
+
+
+def test_an_open_model_needs_room_for_its_trace_alone():
+    lm = viz_model.load("multi30k-lm-en", device="cpu")  # the shipped model: fp16 weights, an fp32 copy on the CPU
+    found = model_estimate(lm, 4096, "full")
+    assert found.weights == sum(p.numel() for p in lm.network.parameters()) * 4 and found.weights_held == "in memory"
+    check_fits(found, found.trace_bytes, opened=True)
+    with pytest.raises(MemoryFitError) as err:
+        check_fits(found, found.trace_bytes - 1, opened=True)
+    assert str(err.value) == (f"A 4,096-token trace, every map kept, float32 on cpu would need about "
+                              f"{gb(found.trace_bytes)}, but {gb(found.trace_bytes - 1)} is available on cpu with the "
+                              "model open: a shorter prompt or maps on demand")
+    with pytest.raises(MemoryFitError):
+        check_fits(found, found.trace_bytes)  # not yet open: the weights too
+
+
+@pytest.mark.parametrize(("argument", "value", "message"), [
+    ("n_tokens", 0, "n_tokens must be a whole number"), ("n_tokens", True, "n_tokens must be a whole number"),
+    ("maps_mode", "some", "maps_mode must be one of auto, full, on_demand, got 'some'"),
+    ("dtype", "int8", "dtype must be one of fp32, bf16, fp16, got 'int8'")])
+def test_bad_arguments_are_named_in_one_line(argument, value, message):
+    arguments = {"config": llama(), "n_tokens": 10, **{argument: value}}
+    with pytest.raises(ValueError, match=message):
+        estimate(**arguments)
+
+
+def test_a_translator_config_is_refused():
+    with pytest.raises(ValueError, match="decoder-only language models, not kind 'seq2seq'"):
+        estimate(ModelConfig(), 10)
+
+
+def test_a_directory_is_estimated_from_its_headers_without_opening_it(tmp_path):
+    folder = sparse_llama_folder(tmp_path / "hf", SMALL, torch.bfloat16)
+    out = import_model(str(folder), tmp_path / "lm")
+    on_cpu = directory_estimate(out, 100)
+    assert on_cpu.weights_held == "in memory" and on_cpu.compute_dtype == "float32"  # bf16 upcast on the CPU
+    on_gpu = directory_estimate(out, 100, device="cuda")
+    assert on_gpu.weights == on_cpu.weights // 2 and on_gpu.weights_held == "on cuda"
+    assert model_estimate(viz_model.load(out, device="cpu"), 100) == on_cpu
+
+
+def test_a_damaged_weights_header_is_named_in_one_line(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes((40).to_bytes(8, "little") + b"{not json")
+    with pytest.raises(ValueError, match=r"model.safetensors: its safetensors header cannot be read \(JSONDecodeError"):
+        stored_dtype(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "n", "mode"), [("small", 2048, "full"), ("small", 2048, "on_demand"),
+                                                  ("wide", 1024, "full"), ("wide", 2048, "on_demand")])
+def test_the_estimate_is_within_a_quarter_of_the_measured_peak(imported, model, n, mode):
+    """Device: CPU, fp32; the peak resident set a trace adds over the process before the model was opened."""
+    result = subprocess.run([sys.executable, "-c", CHILD, str(imported[model]), str(n), mode], capture_output=True,
+                            text=True, check=False, cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["n"] >= n
+    assert abs(found["estimate"] / found["peak"] - 1) <= TOLERANCE, found
