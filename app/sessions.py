@@ -32,6 +32,7 @@ from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
+from viz_model.nn.devices import give_back_memory
 from viz_model.on_demand import OnDemandMaps
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
@@ -171,7 +172,7 @@ class TraceCache:
     """Traces by request, shared by every session, the least recently used out first once there are more than
     `entries` or they hold more than `max_bytes` (a trace of the default model is ~0.2 MB, one of an imported
     opus-mt-size model up to ~150 MB), each counted by `held_bytes`. Thread-safe; the traces are frozen (read-only
-    arrays), not copied."""
+    arrays), not copied. Memory a let-go trace held is handed back to the system (`give_back_memory`)."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries, self.max_bytes = entries, max_bytes
@@ -201,8 +202,12 @@ class TraceCache:
         with self._lock:
             self._traces[key] = (trace, size)
             self._traces.move_to_end(key)
+            evicted = 0
             while len(self._traces) > 1 and (len(self._traces) > self.entries or self._bytes() > self.max_bytes):
                 self._traces.popitem(last=False)
+                evicted += 1
+        if evicted:
+            give_back_memory()  # the let-go traces' memory back to the system, not kept at the peak
         return trace
 
 

@@ -52,3 +52,17 @@ def test_replaced_traces_are_let_go_and_the_bound_holds(lm):
         assert cache.nbytes <= 2.5 * size * 1.05  # traces of about one size: two kept
     assert len(cache) == 2
     assert [ref() is None for ref in refs] == [True, True, True, False, False]  # the evicted ones are gone
+
+
+def test_a_let_go_trace_is_handed_back_to_the_system(lm, monkeypatch):
+    """The cache trims the allocator (`give_back_memory`) when it lets a trace go, and only then: without it glibc keeps
+    the freed heap and the process stays at its peak (benchmarks/bench_soak.py)."""
+    calls = []
+    monkeypatch.setattr(sessions, "give_back_memory", lambda: calls.append(1) or True)
+    cache = sessions.TraceCache(entries=1, max_bytes=2**40)
+    cache.get(("a",), lambda: lm.trace("a man", 1))
+    cache.get(("a",), lambda: lm.trace("a man", 1))
+    assert calls == []
+    cache.get(("b",), lambda: lm.trace("a woman", 1))
+    assert calls == [1] and len(cache) == 1
+
