@@ -14,10 +14,12 @@ import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
 from app import sessions, sidebar, state, tracing, widgets  # noqa: E402
+from viz_model.nn.devices import steady_allocator  # noqa: E402
 
 LOG = logging.getLogger("viz_model.app")
 
 # a local icon: a material-icon favicon would be fetched from the internet on every page load
+steady_allocator()  # long traces come and go: their memory goes back to the system (benchmarks/bench_soak.py)
 st.set_page_config(page_title="Attention explorer", page_icon=str(ROOT / "app" / "icon.png"), layout="wide")
 
 PAGES = {

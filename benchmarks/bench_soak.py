@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The soak (issue 53): many visits, each tracing a long prompt, and the server's memory flat.
+"""The soak: many visits, each tracing a long prompt, and the server's memory flat.
 
 A visit is what a session of the app does with a long prompt, through the app's own session cache
 (`app.sessions.compute_completion`: the process's `TraceCache`, bounded in entries and bytes): a prompt of
@@ -12,8 +12,9 @@ each visit; at the end the trace cache is cleared and the resident set read once
 
 The soak runs twice, each in a fresh process: with glibc's own settings (its mmap threshold slides up to 32 MB as
 large blocks are freed, so freed memory below it stays in the heap for reuse), and with the threshold fixed at 1 MiB
-(``mallopt(M_MMAP_THRESHOLD)``, as ``MALLOC_MMAP_THRESHOLD_=1048576`` in the environment would set it): every
-block above it goes back to the system when freed.
+(`viz_model.nn.devices.steady_allocator`, which the explorer calls at start; ``MALLOC_MMAP_THRESHOLD_=1048576`` in
+the environment would do the same): every block above it goes back to the system when freed. In both, the trace
+cache trims the allocator when it lets a trace go (`give_back_memory`).
 
 **Criterion**: memory is flat when the mean resident set of the last 10 visits is within 5% of the mean of the first
 10 visits after the cache is full (visits ``TRACE_CACHE_ENTRIES + 1`` to ``+ 10``). A first criterion, stated before
@@ -46,6 +47,8 @@ from typing import Any
 import torch
 from bench_common import REPO, emit, load_average, write_results
 
+from viz_model.nn.devices import STEADY_MMAP_THRESHOLD, steady_allocator
+
 sys.path.insert(0, str(REPO))  # the app's package, as `streamlit run app/streamlit_app.py` finds it
 
 MODEL = "multi30k-lm-en"
@@ -53,8 +56,7 @@ WORDS = ("a man in a red shirt is riding a bike down the street while two dogs r
          "a woman with a blue hat sits on a bench reading a book")
 GROWTH = 0.05
 WINDOW = 10  # visits a mean is taken over
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-FIXED_THRESHOLD = 2**20
+FIXED_THRESHOLD = STEADY_MMAP_THRESHOLD
 
 
 def resident_mb(field: str = "VmRSS") -> float:
@@ -94,7 +96,7 @@ def soak(visits: int, tokens: int, mmap_threshold: int | None) -> dict:
     the resident set before, after the cache is cleared and after ``malloc_trim``, and the criterion's result."""
     libc = ctypes.CDLL("libc.so.6")
     if mmap_threshold is not None:
-        libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)  # a fixed threshold: every block above it freed to the system
+        steady_allocator(mmap_threshold)  # the explorer's setting: every block above it freed to the system
     warnings.simplefilter("ignore")  # streamlit's caches outside a running app; the prompt past the trained length
     from app import sessions
     from viz_model.analysis.map_summary import block_mean_grid

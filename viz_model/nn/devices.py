@@ -54,3 +54,16 @@ def give_back_memory() -> bool:
         return bool(libc.malloc_trim(0))
     except (OSError, AttributeError):
         return False
+
+
+STEADY_MMAP_THRESHOLD = 1 << 20  # bytes: blocks above it are mapped and unmapped whole (benchmarks/bench_soak.py)
+
+
+def steady_allocator(threshold: int = STEADY_MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``, as ``MALLOC_MMAP_THRESHOLD_`` would): every block
+    above `threshold` goes back to the system when freed, so a server's resident set stays flat over many long traces
+    instead of drifting with glibc's sliding threshold. True where glibc took it; False elsewhere (nothing to do)."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, int(threshold)))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
