@@ -59,7 +59,8 @@ if not models:
     page.run()
 else:
     state.init_state(models)
-    page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()})
+    page = st.navigation({section: [PAGES[key] for key in keys] for section, keys in SECTIONS.items()},
+                         expanded=True)  # every page listed: thirteen, more than the menu shows folded
     session = sidebar.sidebar(models)
     state.forget_page_link()  # the page drawn below puts its own settings into the link
     try:
