@@ -48,7 +48,7 @@ def page(session: Session) -> None:
     st.latex(r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{q_i\,k_j^\top}{\sqrt{d_k}} + M_{ij}\right),"
              r"\qquad M_{ij} = 0 \text{ if } j \le i \text{ (and within the window)},\; -\infty \text{ otherwise}")
     completion.prompt_form()
-    trace = completion.current_completion(session)
+    trace = completion.current_completion(session, long_ready=False)
     if trace is None:
         st.stop()
     cfg = session.model.config

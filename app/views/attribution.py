@@ -37,7 +37,7 @@ st.caption("Attention weights alone can mislead: a head may attend strongly to a
               "translation (teacher-forced on it)."))
 if language_model:
     completion.prompt_form()
-    trace = completion.current_completion(session)
+    trace = completion.current_completion(session, long_ready=False)
     if trace is None:
         st.stop()
     own.target.init()
