@@ -1,5 +1,5 @@
 """Maps made on demand equal the full maps for the imported families (tests/support: small random models built by
-transformers, imported with ``viz-model import``), fp32 on the CPU, atol 1e-6: a language model's trace over its
+transformers, imported with ``viz-model import``), fp32 on the CPU, atol 1e-5: a language model's trace over its
 prompt and a cached continuation (Llama with grouped heads, Mistral's sliding window, Gemma 2's soft cap, BLOOM's
 ALiBi, GPT-2), and a translator's encoder, decoder and cross maps (T5's relative bias, Marian's sinusoids)."""
 
@@ -17,7 +17,7 @@ from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 from viz_model.on_demand import OnDemandMaps  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
-ATOL = 1e-6
+ATOL = 1e-5  # float32 rounding: a remade score may sum in another order than the layer's batched product
 PROMPT = "the dog sees the cat and the cat sees the dog near the house"
 
 
