@@ -23,12 +23,30 @@ CLASSES = {"t5-small": "T5ForConditionalGeneration", "bart-large": "BartForCondi
 
 def unpacked(source: Path, folder: Path) -> Path:
     """A copy of the fixture folder `source` as `folder`, each ``*.gz`` file decompressed under its name without
-    ``.gz``; returns `folder`."""
+    ``.gz``, and a byte-level BPE's ``vocab.json`` rebuilt from its ``merges.txt`` where the fixture keeps only the
+    merges (`byte_level_vocab`); returns `folder`."""
     shutil.copytree(source, folder)
     for packed in folder.glob("*.gz"):
         packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
         packed.unlink()
+    if (folder / "merges.txt").is_file() and not (folder / "vocab.json").exists():
+        vocab = byte_level_vocab((folder / "merges.txt").read_text(encoding="utf-8"))
+        (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     return folder
+
+
+def byte_level_vocab(merges: str) -> dict[str, int]:
+    """A byte-level BPE vocabulary as GPT-2-style tokenizers number it (Qwen2's, whose published vocab.json this equals
+    entry for entry): the 256 byte symbols in GPT-2's `bytes_to_unicode` order, then one entry per merge, in order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    symbols = [chr(b) for b in printable] + [chr(256 + i) for i in range(len(others))]
+    vocab = {symbol: i for i, symbol in enumerate(symbols)}
+    for line in merges.splitlines():
+        if line and not line.startswith("#version"):
+            left, right = line.split(" ", 1)
+            vocab[left + right] = len(vocab)
+    return vocab
 
 
 def published(name: str) -> dict:
