@@ -6,7 +6,6 @@ for translation models."""
 
 from __future__ import annotations
 
-import ast
 import shutil
 import time
 from urllib.parse import urlencode
@@ -15,6 +14,7 @@ import pytest
 from support.app import APP
 from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, shot, streamlit_server, tick_labels
 from support.hf_lm import lm_models_folder
+from support.long_walk import language_model_pages
 from test_browser_walk import CLIPPED
 
 from app import widgets
@@ -37,18 +37,6 @@ def main_text(page) -> str:
 def shipped_language_models() -> list[str]:
     """The language models the repository's assets folder ships (none before one is trained)."""
     return sorted(d.name for d in ASSETS.iterdir() if d.is_dir() and model_languages(d) == LANGUAGE_MODEL)
-
-
-def language_model_pages() -> dict[str, str]:
-    """Page key -> its URL path, for every page the app runs with a language model open (its LANGUAGE_MODEL_PAGES,
-    read from the app's source: importing it would run the app)."""
-    tree = ast.parse(APP.read_text(encoding="utf-8"))
-    values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
-              for t in node.targets if isinstance(t, ast.Name)}
-    keys = ast.literal_eval(values["LANGUAGE_MODEL_PAGES"])
-    paths = {ast.literal_eval(key): next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "url_path"), "")
-             for key, call in zip(values["PAGES"].keys, values["PAGES"].values)}
-    return {key: paths[key] for key in keys}
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,10 @@ and written to ``long-prompt-settle.json`` beside the screenshots)."""
 from __future__ import annotations
 
 import json
-import shutil
-import time
-from urllib.parse import urlencode
 
 import pytest
-from support.app import APP
-from support.browser import ARTIFACTS, CHROMIUM, FIRST_LOAD_S, shot, streamlit_server
-from support.hf_lm import import_lm
-from support.long_lm import long_llama_folder, long_text
-from test_browser_lm import language_model_pages
-
-from viz_model.modeldir.shipped import DEFAULT_MODEL
+from support.browser import ARTIFACTS, CHROMIUM, shot, streamlit_server
+from support.long_walk import TOKENS, TRACE_VISIT, long_models, visit, visits
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,67 +19,30 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                                                      "(apt-get install chromium); CI installs it"),
 ]
-TOKENS = 4096
-SETTLE_LIMIT_S = 30  # asserted; the aim is 5 s on an idle 2-core machine
-QUIET_S = 1.0  # the status widget gone this long: the run is over
-SHORTER_ONLY = "This page draws every cell of whole maps"  # what a page that draws whole maps says instead
-NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
+SETTLE_LIMIT_S = 30  # asserted; the aim is 5 s on an idle 2-core machine (benchmarks/bench_long_views.py)
 
 
 @pytest.fixture(scope="module")
 def long_server(tmp_path_factory):
     """The server, and a prompt of `TOKENS` to `TOKENS` + 100 tokens of its model."""
     root = tmp_path_factory.mktemp("long-lm-models")
-    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)  # Compare's translator
-    model = import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
-    words = TOKENS // 5
-    while len(model.encode(long_text(words))) < TOKENS:
-        words += 5
-    prompt = long_text(words)
-    assert TOKENS <= len(model.encode(prompt)) <= TOKENS + 100
+    prompt = long_models(root, tmp_path_factory.mktemp("hf-lm"))
     with streamlit_server(root, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url, prompt
 
 
-def settled_after(page, started: float) -> float:
-    """Seconds from `started` until Streamlit finished running the page (its status widget gone `QUIET_S`)."""
-    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
-    deadline = started + FIRST_LOAD_S
-    while time.monotonic() < deadline:
-        seen = time.monotonic()
-        if not page.locator('[data-testid="stStatusWidget"]').count():
-            time.sleep(QUIET_S)
-            if not page.locator('[data-testid="stStatusWidget"]').count():
-                return seen - started
-        time.sleep(0.2)
-    pytest.fail(f"{page.url} did not finish running in {FIRST_LOAD_S} s")
-
-
 def test_every_language_model_page_settles_on_a_4096_token_prompt(long_server, page):
     url, prompt = long_server
-    visits = [("explore (trace)", "", {})]  # the first visit traces the prompt: timed apart
-    visits += [(key, path, {}) for key, path in language_model_pages().items()]
-    visits += [(f"explore {view}", "", {"view": view}) for view in ("model", "head", "focus")]
     timings, problems = {}, {}
-    for name, path, extra in visits:
-        query = urlencode({"model": "llama", "sentence": prompt, "new_tokens": "1", "beam": "1", **extra})
-        started = time.monotonic()
-        page.goto(f"{url}/{path}?{query}")
-        timings[name] = round(settled_after(page, started), 1)
+    for name, path, extra in visits():
+        seconds, note, problem = visit(page, url, prompt, path, extra)
+        timings[name] = round(seconds, 1) if note is None else f"{seconds:.1f} ({note})"
         shot(page, f"long-prompt-{name.replace(' ', '-')}.png")
-        if page.locator('[data-testid="stException"]').count():
-            problems[name] = page.locator('[data-testid="stException"]').first.inner_text()[:300]
-        elif errors := page.locator('[data-testid="stAlertContentError"]').all_text_contents():
-            problems[name] = errors
-        elif SHORTER_ONLY in page.locator('[data-testid="stMain"]').inner_text():
-            timings[name] = f"{timings[name]} (says it opens on shorter prompts)"
-        elif NO_LOG in page.locator('[data-testid="stMain"]').inner_text():
-            timings[name] = f"{timings[name]} (an imported model: no training log to draw)"
-        elif not page.locator(".js-plotly-plot").count() and name != "watch":
-            problems[name] = "no figure drawn"
+        if problem is not None:
+            problems[name] = problem
     (ARTIFACTS / "long-prompt-settle.json").write_text(json.dumps(timings, indent=1))
     print("seconds to settle:", timings)
     assert not problems, problems
     slow = {name: s for name, s in timings.items()
-            if float(str(s).split()[0]) > SETTLE_LIMIT_S and name != "explore (trace)"}
+            if float(str(s).split()[0]) > SETTLE_LIMIT_S and name != TRACE_VISIT}
     assert not slow, f"pages that took over {SETTLE_LIMIT_S} s on a {TOKENS}-token prompt: {slow}"

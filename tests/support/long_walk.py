@@ -1,0 +1,107 @@
+"""The Chromium walk over a long prompt, shared by tests/browser/test_browser_long_prompt.py and
+benchmarks/bench_long_views.py: the models folder (a tiny imported Llama with room for 4,608 positions and the shipped
+translator), a prompt of a given number of tokens, the visits (every language-model page, each Explore view), and how
+long a visit takes to settle."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from support.app import APP
+from support.browser import FIRST_LOAD_S
+from support.hf_lm import import_lm
+from support.long_lm import long_llama_folder, long_text
+from viz_model.modeldir.shipped import DEFAULT_MODEL
+
+TOKENS = 4096
+QUIET_S = 1.0  # the script not running this long: the run is over (a page may rerun itself once)
+POLL_S = 0.1
+EXPLORE_VIEWS = ("model", "head", "focus")  # Explore opens on its heatmap; these are its other views
+TRACE_VISIT = "explore (trace)"  # the first visit traces the prompt: timed apart
+SHORTER_ONLY = "This page draws every cell of whole maps"  # what a page that draws whole maps says instead
+NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
+NOTES = {SHORTER_ONLY: "says it opens on shorter prompts", NO_LOG: "an imported model: no training log to draw"}
+
+
+def language_model_pages() -> dict[str, str]:
+    """Page key -> its URL path, for every page the app runs with a language model open (its LANGUAGE_MODEL_PAGES,
+    read from the app's source: importing it would run the app)."""
+    tree = ast.parse(APP.read_text(encoding="utf-8"))
+    values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name)}
+    keys = ast.literal_eval(values["LANGUAGE_MODEL_PAGES"])
+    paths = {ast.literal_eval(key): next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "url_path"), "")
+             for key, call in zip(values["PAGES"].keys, values["PAGES"].values)}
+    return {key: paths[key] for key in keys}
+
+
+def long_models(root: Path, scratch: Path, tokens: int = TOKENS) -> str:
+    """Fill `root` with the shipped translator (Compare's) and the tiny long Llama imported as ``llama`` (built in
+    `scratch`); return a generated prompt of `tokens` to `tokens` + 100 tokens of its tokenizer."""
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
+    model = import_lm(long_llama_folder(scratch), root)
+    words = tokens // 5
+    while len(model.encode(long_text(words))) < tokens:
+        words += 5
+    prompt = long_text(words)
+    assert tokens <= len(model.encode(prompt)) <= tokens + 100
+    return prompt
+
+
+def visits(pages: dict[str, str] | None = None, views: tuple[str, ...] = EXPLORE_VIEWS) -> list[tuple[str, str, dict]]:
+    """(name, URL path, extra query) of each visit, in order: the tracing visit first, then `pages` (default every
+    language-model page), then Explore's `views`."""
+    pages = language_model_pages() if pages is None else pages
+    return ([(TRACE_VISIT, "", {})] + [(key, path, {}) for key, path in pages.items()]
+            + [(f"explore {view}", "", {"view": view}) for view in views])
+
+
+IDLE_JS = """() => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
+    && !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-testid="stSkeleton"]')
+    && document.querySelectorAll('.js-plotly-plot').length
+       >= document.querySelectorAll('[data-testid="stPlotlyChart"]').length"""  # every figure drawn
+
+
+def settled_after(page, started: float) -> float:
+    """Seconds from `started` until the page is drawn: the app's script has stopped running (its script-run state
+    "notRunning", no status widget), no element waits for its code (a skeleton) and Plotly has drawn every figure,
+    all for `QUIET_S` (a page that reruns itself counts until its last run is drawn)."""
+    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
+    deadline = started + FIRST_LOAD_S
+    quiet_since = None
+    while time.monotonic() < deadline:
+        idle = page.evaluate(IDLE_JS)
+        now = time.monotonic()
+        if not idle:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= QUIET_S:
+            return quiet_since - started
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{page.url} did not finish running in {FIRST_LOAD_S} s")
+
+
+def visit(page, url: str, prompt: str, path: str, extra: dict) -> tuple[float, str | None, object]:
+    """Open `path` with `prompt` on the long Llama (one new token, greedy); return its seconds to settle, a note (the
+    page says it opens on shorter prompts, or has no log to draw) and a problem (an exception box, an error, no
+    figure where one is due), each None where there is none."""
+    query = urlencode({"model": "llama", "sentence": prompt, "new_tokens": "1", "beam": "1", **extra})
+    started = time.monotonic()
+    page.goto(f"{url}/{path}?{query}")
+    seconds = settled_after(page, started)
+    main = page.locator('[data-testid="stMain"]')
+    if page.locator('[data-testid="stException"]').count():
+        return seconds, None, page.locator('[data-testid="stException"]').first.inner_text()[:300]
+    if errors := page.locator('[data-testid="stAlertContentError"]').all_text_contents():
+        return seconds, None, errors
+    text = main.inner_text()
+    note = next((note for marker, note in NOTES.items() if marker in text), None)
+    if note is None and not page.locator(".js-plotly-plot").count() and path != "watch":
+        return seconds, None, "no figure drawn"
+    return seconds, note, None
