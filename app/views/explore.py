@@ -280,8 +280,11 @@ else:  # token focus
         state.bound(st.selectbox, "Token", own.token, options, format_func=describe)
     choice = own.token.get()
     side = "query" if choice[0] == "q" else "key"
-    fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head,
-                                    column_rows=FOCUS_COLUMN_ROWS if long else None)
+    if long:  # made once per trace, token and head: a rerun draws it again without remaking a map
+        fig = long_views.cached_figure(trace, ("focus", kind, side, int(choice[1:]), head), lambda: (
+            trace_figures.token_focus(trace, kind, side, int(choice[1:]), head, column_rows=FOCUS_COLUMN_ROWS)))
+    else:
+        fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head)
     if long:
         st.caption(f"A {len(queries)}-token prompt: the right panel reads the {FOCUS_COLUMN_ROWS} queries from the "
                    "token on (the tokens after it, the only ones that can attend to it).")

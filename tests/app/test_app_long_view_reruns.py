@@ -1,0 +1,60 @@
+"""Streamlit AppTest of what a rerun of Complete & explore remakes on a long prompt (CPU, fp32; the tiny imported
+Llama of tests/support/long_lm.py, a ~1,000-token prompt, maps on demand): the token focus figure is made once per
+trace, token and head, a rerun draws it again; a short prompt's is made on every run, as before."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from support.app import APP, ok, start, titles
+from support.hf_lm import import_lm
+from support.long_lm import long_llama_folder, long_text
+
+from viz_model.modeldir.shipped import DEFAULT_MODEL
+from viz_model.plot import trace_figures
+
+PROMPT = long_text(400)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("long-lm-models")
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
+    import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
+    return root
+
+
+@pytest.fixture
+def focus_calls(models, monkeypatch):
+    """The `token_focus` calls (token index, column rows) the app makes, with the long-model folder served."""
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
+    calls, real = [], trace_figures.token_focus
+
+    def counted(trace, kind, side, index, head="mean", column_rows=None):
+        calls.append((index, column_rows))
+        return real(trace, kind, side, index, head, column_rows)
+
+    monkeypatch.setattr(trace_figures, "token_focus", counted)
+    return calls
+
+
+def test_a_long_prompt_token_focus_is_made_once_per_token(focus_calls):
+    at = ok(start(model="llama", sentence="a man", view="focus"))
+    at.session_state["sentence"] = PROMPT
+    ok(at.run())
+    made = len(focus_calls)
+    assert made >= 1 and focus_calls[-1][1] is not None  # the long prompt's focus: its column over some rows
+    title = titles(at)[0]
+    ok(at.run())
+    assert len(focus_calls) == made and titles(at)[0] == title  # drawn again, not remade
+    at.slider(key="focus_token_scroll").set_value(300).run()
+    assert focus_calls[-1][0] == 300 and "token 300" in titles(ok(at))[0]  # another token: made for it
+
+
+def test_a_short_prompt_token_focus_is_made_on_every_run(focus_calls):
+    at = ok(start(model="llama", sentence="a man in a red shirt", view="focus"))
+    made = len(focus_calls)
+    assert made >= 1 and focus_calls[-1][1] is None
+    ok(at.run())
+    assert len(focus_calls) == made + 1
