@@ -43,6 +43,12 @@ def _rope_measures(key: str, _model: LanguageModel, ids: tuple[int, ...],
     return position_rope.rope_measures(_model, ids, distances)
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _score_split(key: str, _model: LanguageModel, ids: tuple[int, ...], layer: int,
+                 head: int) -> position_split.ScoreSplit:
+    return position_split.split_lm_scores(_model, ids, layer, head)
+
+
 def measured_ids(model: LanguageModel) -> list[int]:
     """The first tokens of the page's text that the per-head measures read (within a learned table's rows)."""
     ids = position_length.text_ids(model)
@@ -204,8 +210,9 @@ def split_prompt(model: LanguageModel) -> tuple[list[int], str]:
     return position_length.text_ids(model)[:min(24, model.config.max_positions)], "the page text's first tokens"
 
 
-def split_tab(model: LanguageModel) -> None:
-    """One head's scores on the prompt, split into content and position."""
+def split_tab(model: LanguageModel, key: str) -> None:
+    """One head's scores on the prompt, split into content and position (cached under the model's `key`: a rerun
+    draws them again without a forward pass)."""
     config = model.config
     ids, where = split_prompt(model)
     tokens = model.tokenizer.pieces(ids)
@@ -221,7 +228,7 @@ def split_tab(model: LanguageModel) -> None:
                     format_func=lambda v: f"Head {v} of {heads}")
     layer, head = int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1
     try:
-        split = position_split.split_lm_scores(model, ids, layer, head)
+        split = _score_split(key, model, tuple(ids), layer, head)
     except LessonError as err:
         st.info(f"{str(err)[0].upper()}{str(err)[1:]}.")
         return
@@ -329,7 +336,7 @@ def language_model_page(session: Session) -> None:
         with tabs["ALiBi slopes"]:
             alibi_tab(model)
     with tabs["Score split"]:
-        split_tab(model)
+        split_tab(model, f"{session.ref}")
     with tabs["Longer than trained"]:
         length_tab(session)
     with tabs["Today's schemes"]:

@@ -1,6 +1,7 @@
-"""Streamlit AppTest of what a rerun of Complete & explore remakes on a long prompt (CPU, fp32; the tiny imported
-Llama of tests/support/long_lm.py, a ~1,000-token prompt, maps on demand): the token focus figure is made once per
-trace, token and head, a rerun draws it again; a short prompt's is made on every run, as before."""
+"""Streamlit AppTest of what a rerun remakes on a long prompt (CPU, fp32; the tiny imported Llama of
+tests/support/long_lm.py, a ~1,000-token prompt, maps on demand): Complete & explore's token focus figure is made
+once per trace, token and head, a rerun draws it again (a short prompt's is made on every run, as before); Positional
+encoding's score split is computed once per model, tokens, layer and head."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from support.app import APP, ok, start, titles
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 
+from app import lm_position_tabs
+from viz_model.lessons import position_split
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 from viz_model.plot import trace_figures
 
@@ -58,3 +61,18 @@ def test_a_short_prompt_token_focus_is_made_on_every_run(focus_calls):
     assert made >= 1 and focus_calls[-1][1] is None
     ok(at.run())
     assert len(focus_calls) == made + 1
+
+
+def test_the_score_split_is_computed_once_per_head(models, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
+    calls, real = [], position_split.split_lm_scores
+    monkeypatch.setattr(position_split, "split_lm_scores", lambda *args: calls.append(args[2:]) or real(*args))
+    lm_position_tabs._score_split.clear()
+    at = ok(start(model="llama", sentence=PROMPT))
+    at.switch_page("views/positional.py").run()
+    assert calls == [(0, 0)]
+    title = next(t for t in titles(ok(at)) if "score = sum of the parts" in t)
+    ok(at.run())
+    assert calls == [(0, 0)] and title in titles(at)  # drawn again, not recomputed
+    at.selectbox(key="w_pe_split_head").set_value(2).run()
+    assert calls == [(0, 0), (0, 1)] and "Layer 1, head 2: score" in " ".join(titles(ok(at)))
