@@ -16,6 +16,7 @@ stopped running for a second (the second not counted). Results: ``benchmarks/res
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(scratch)
         (scratch / "models").mkdir()
         (scratch / "hf").mkdir()
-        prompt = long_models(scratch / "models", scratch / "hf", args.tokens)
+        with contextlib.redirect_stdout(sys.stderr):  # the import's messages: stdout is the results' with --json
+            prompt = long_models(scratch / "models", scratch / "hf", args.tokens)
         with streamlit_server(scratch / "models", scratch / "streamlit.log") as url:
             timed = walk(url, prompt, pages, views, args.rounds)
     problems = {name: e["problem"] for name, e in timed.items() if "problem" in e}

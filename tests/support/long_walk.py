@@ -21,7 +21,7 @@ TOKENS = 4096
 QUIET_S = 1.0  # the script not running this long: the run is over (a page may rerun itself once)
 POLL_S = 0.1
 EXPLORE_VIEWS = ("model", "head", "focus")  # Explore opens on its heatmap; these are its other views
-TRACE_VISIT = "explore (trace)"  # the first visit traces the prompt: timed apart
+TRACE_VISIT = "explore-trace"  # the first visit traces the prompt: timed apart
 SHORTER_ONLY = "This page draws every cell of whole maps"  # what a page that draws whole maps says instead
 NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
 NOTES = {SHORTER_ONLY: "says it opens on shorter prompts", NO_LOG: "an imported model: no training log to draw"}
@@ -57,7 +57,7 @@ def visits(pages: dict[str, str] | None = None, views: tuple[str, ...] = EXPLORE
     language-model page), then Explore's `views`."""
     pages = language_model_pages() if pages is None else pages
     return ([(TRACE_VISIT, "", {})] + [(key, path, {}) for key, path in pages.items()]
-            + [(f"explore {view}", "", {"view": view}) for view in views])
+            + [(f"explore-{view}", "", {"view": view}) for view in views])
 
 
 IDLE_JS = """() => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
