@@ -5,8 +5,10 @@ The walk of ``tests/browser/test_browser_long_prompt.py`` (`support.long_walk`: 
 and `settled_after`): `streamlit run app` on a tiny imported Llama with room for 4,608 positions (random weights, CPU,
 fp32) and Debian's Chromium (headless, through Playwright). The first visit traces the prompt and is timed apart;
 then every page that runs with a language model open, and each Explore view, is opened on the same prompt (the trace
-cached), ``--rounds`` times; a page's figure is the median of its rounds. A visit settles when the app's script has
-stopped running for a second (the second not counted). Results: ``benchmarks/results/bench_long_views.json``
+cached), ``--rounds`` times: each page's seconds (the first its first visit, which may load a model or compute what
+later visits find cached), their median and the slowest; a page is within ``--limit`` when every visit was. A visit
+settles when the app's script has stopped running, no element waits for its code and Plotly has drawn every figure,
+for a second (the second not counted). Results: ``benchmarks/results/bench_long_views.json``
 (``--out`` elsewhere; none with ``--quick``).
 
     python benchmarks/bench_long_views.py [--tokens 4096] [--rounds 3] [--limit 5]
@@ -29,6 +31,7 @@ from bench_common import REPO, emit, load_average, write_results
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the walk's support code (tests/support)
 
 from support.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
+from support.long_lm import POSITIONS  # noqa: E402
 from support.long_walk import TRACE_VISIT, language_model_pages, long_models, visit, visits  # noqa: E402
 
 LIMIT_S = 5.0
@@ -62,7 +65,7 @@ def walk(url: str, prompt: str, pages: dict[str, str], views: tuple[str, ...], r
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=4096, help="the prompt, in tokens (default 4,096)")
-    parser.add_argument("--rounds", type=int, default=3, help="visits of each page; its figure is their median")
+    parser.add_argument("--rounds", type=int, default=3, help="visits of each page (default 3)")
     parser.add_argument("--limit", type=float, default=LIMIT_S, help="seconds a page may take (default 5)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke test: a 600-token prompt, pages {', '.join(QUICK_PAGES)} and Explore's "
@@ -75,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.tokens, args.rounds = 600, 1
         pages, views = {key: pages[key] for key in QUICK_PAGES}, QUICK_VIEWS
-    if args.tokens < 2 or args.rounds < 1 or args.limit <= 0:
-        parser.error("--tokens must be at least 2, --rounds at least 1 and --limit above 0")
+    if not 2 <= args.tokens <= POSITIONS - 101 or args.rounds < 1 or args.limit <= 0:
+        parser.error(f"--tokens must be from 2 to {POSITIONS - 101} (the model's {POSITIONS} positions hold the "
+                     "prompt, up to 100 tokens more, and a new token), --rounds at least 1 and --limit above 0")
     if not CHROMIUM.exists():
         parser.error(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
     found: dict[str, Any] = {"model": "tiny imported Llama (tests/support/long_lm.py), random weights",
@@ -95,17 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     trace = timed.pop(TRACE_VISIT)
     for entry in timed.values():
         entry["median_s"] = round(statistics.median(entry["seconds"]), 2)
-        entry["within_limit"] = entry["median_s"] <= args.limit
+        entry["max_s"] = max(entry["seconds"])
+        entry["within_limit"] = entry["max_s"] <= args.limit  # every visit, the page's first included
     found |= {"trace_visit_s": trace["seconds"][0], "pages": timed,
               "all_within_limit": all(e["within_limit"] for e in timed.values()),
-              "slowest": max(timed, key=lambda name: timed[name]["median_s"]),
+              "slowest": max(timed, key=lambda name: timed[name]["max_s"]),
               "problems": problems,
               "wall_s": round(time.perf_counter() - start, 1), "load_average_after": load_average()}
-    found["slowest_s"] = timed[found["slowest"]]["median_s"]
+    found["slowest_s"] = timed[found["slowest"]]["max_s"]
     if args.out is not None or not args.quick:
         write_results(args.out or REPO / "benchmarks" / "results" / "bench_long_views.json", found)
-    lines = [f"{args.tokens}-token prompt, median of {args.rounds} round(s); tracing visit {found['trace_visit_s']} s"]
-    lines += [f"  {name:<20} {e['median_s']:6.2f} s  {'ok' if e['within_limit'] else 'OVER ' + str(args.limit)}"
+    lines = [f"{args.tokens}-token prompt, {args.rounds} round(s): median and slowest visit; tracing visit "
+             f"{found['trace_visit_s']} s"]
+    lines += [f"  {name:<16} {e['median_s']:6.2f} s {e['max_s']:6.2f} s  "
+              f"{'ok' if e['within_limit'] else 'OVER ' + str(args.limit)}"
               + (f"  ({e['note']})" if "note" in e else "") for name, e in timed.items()]
     emit("\n".join(lines), found, args.json)
     return 1 if found["problems"] else 0
