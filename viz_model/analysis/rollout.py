@@ -9,6 +9,8 @@ that comes from input token j, every row a distribution. Flow reads the layers a
 from input node j to output node i (at most 1: the output node's incoming capacities sum to 1). The maximum flows
 are computed by `scipy.sparse.csgraph.maximum_flow` on integer capacities (``B * resolution``, rounded).
 Inputs are a trace's ``encoder_attentions`` (or ``decoder_attentions``): per layer ``(heads, n, n)`` or ``(n, n)``.
+`rollout_rows` gives a few rows of the rollout of a long trace, one layer's head mean at a time, a block of rows
+at a time (its memory: a block of rows, never layers x n x n).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..config.checks import check_int
+from ..trace import AttentionTrace
 
 DEFAULT_RESOLUTION = 10**6
 
@@ -93,3 +96,39 @@ def attention_flow(attentions: Sequence[np.ndarray], residual: float = 0.5,
         for i in range(n):
             flow[i, j] = maximum_flow(graph, j, layers * n + i).flow_value / resolution
     return flow
+
+
+ROW_BLOCK = 512  # query rows of one layer's head mean made at a time by `rollout_rows`
+
+
+def rollout_rows(trace: AttentionTrace, kind: str, queries: Sequence[int], layers: int | None = None,
+                 residual: float = 0.5) -> np.ndarray:
+    """``(len(queries), n)``: rows `queries` of ``attention_rollout(trace.attentions(kind), residual)[layers - 1]``
+    (all layers: None), carried as row vectors from layer `layers` down to the first; each layer's head mean is made
+    `ROW_BLOCK` query rows at a time through `AttentionTrace.head_map` and let go (never a whole layer's maps)."""
+    if not 0.0 <= residual <= 1.0:
+        raise ValueError(f"residual (the identity's share) must be from 0 to 1, got {residual!r}")
+    count = len(trace.attentions(kind))
+    layers = count if layers is None else check_int(
+        "layers", layers, 1, count, error=ValueError,
+        message=f"layers must be an integer from 1 to {count} ({kind}), got {layers!r}")
+    heads, n, m = trace.map_shape(kind, 0)
+    if n != m:
+        raise ValueError(f"rollout reads self-attention: {kind} maps are {n} x {m}")
+    chosen = list(queries)
+    if not chosen or any(isinstance(q, bool) or not isinstance(q, int | np.integer) or not 0 <= q < n
+                         for q in chosen):
+        raise ValueError(f"queries must be a non-empty list of positions from 0 to {n - 1}, got {queries!r}")
+    rows = np.zeros((len(chosen), n))
+    rows[np.arange(len(chosen)), chosen] = 1.0
+    for layer in reversed(range(layers)):
+        reached = int(np.flatnonzero(rows.any(axis=0)).max()) + 1  # later rows carry nothing (causal: none)
+        carried = np.zeros_like(rows)
+        for start in range(0, reached, ROW_BLOCK):
+            block = slice(start, min(reached, start + ROW_BLOCK))
+            mean = sum(trace.head_map(kind, layer, h, block).astype(np.float64) for h in range(heads)) / heads
+            share = rows[:, block] / (residual + (1.0 - residual) * mean.sum(axis=1))  # each mixed row renormalised
+            carried += (1.0 - residual) * (share @ mean)
+            carried[:, block] += residual * share
+        rows = carried
+    return rows

@@ -1,0 +1,50 @@
+"""What Attribution, Alignment & rollout and Attention by hand read on a long prompt (CPU, fp32; a tiny RoPE language
+model with grouped heads): rollout rows carried layer by layer, value-weighted attention of the continuation's rows,
+one head's query row worked by hand; each equal to the full computation on a short prompt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.long_lm import long_language_model, long_text
+
+from viz_model.analysis.rollout import attention_rollout, rollout_rows
+from viz_model.on_demand import OnDemandMaps
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return long_language_model()
+
+
+@pytest.fixture(scope="module")
+def traces(lm):
+    """The same 60-word prompt and 3 new tokens traced with every map kept and with maps on demand."""
+    prompt = long_text(60, seed=3)
+    return lm.trace(prompt, 3, maps="full"), lm.trace(prompt, 3, maps="on_demand")
+
+
+@pytest.mark.parametrize("residual", [0.5, 0.2, 1.0])
+def test_rollout_rows_equal_the_full_rollouts_rows(traces, residual, monkeypatch):
+    full, on_demand = traces
+    assert isinstance(on_demand.decoder_attentions, OnDemandMaps)
+    monkeypatch.setattr("viz_model.analysis.rollout.ROW_BLOCK", 7)  # several blocks of rows a layer
+    n = len(full.target_tokens)
+    queries = [0, 5, n - 1]
+    whole = attention_rollout(full.decoder_attentions, residual)
+    for layers in (1, 2):
+        for trace in (full, on_demand):
+            rows = rollout_rows(trace, "decoder", queries, layers, residual)
+            np.testing.assert_allclose(rows, whole[layers - 1][queries], atol=1e-6)
+            np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_rollout_rows_refuse_bad_input_in_one_line(traces):
+    full, _ = traces
+    n = len(full.target_tokens)
+    for kwargs, message in ((dict(queries=[n]), "queries must be a non-empty list of positions from 0"),
+                            (dict(queries=[]), "queries must be a non-empty list"),
+                            (dict(queries=[0], layers=3), "layers must be an integer from 1 to 2"),
+                            (dict(queries=[0], residual=1.5), "residual (the identity's share) must be from 0 to 1")):
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            rollout_rows(full, "decoder", **kwargs)
