@@ -119,6 +119,7 @@ class AlignmentSettings(PageSettings):
     rollout_kind: Setting[str] = Setting("ro_kind", "encoder")
     rollout_layer: Setting[int] = Setting("ro_layer", 1)
     residual: Setting[float] = Setting("ro_residual", 0.5)
+    rollout_token: Setting[str] = Setting("ro_token", "")  # a long prompt's query ("q812"), by default the last
 
 
 @dataclass(frozen=True)
