@@ -48,3 +48,32 @@ def test_rollout_rows_refuse_bad_input_in_one_line(traces):
                             (dict(queries=[0], residual=1.5), "residual (the identity's share) must be from 0 to 1")):
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
             rollout_rows(full, "decoder", **kwargs)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "bloom"])
+def test_one_query_row_worked_by_hand_equals_the_full_working(tmp_path_factory, family):
+    """CPU, fp32: `head_steps` over query rows alone (a long prompt's: no maps kept, the recorded rows made from the
+    recipe) equals those rows of the full working, for grouped heads and RoPE, a window, a soft cap and ALiBi."""
+    from support.hf_lm import build_lm_folder, import_lm
+
+    from app.lm_head_steps import head_steps
+
+    model = import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), tmp_path_factory.mktemp(family))
+    ids = model.encode(long_text(20, seed=1))
+    n = len(ids)
+    for layer in range(len(model.network.layers)):
+        for head in (0, model.config.heads - 1):
+            whole = head_steps(model, ids, layer, head)
+            for first, stop in ((n - 1, n), (3, 9), (0, 1)):
+                part = head_steps(model, ids, layer, head, (first, stop))
+                assert part.first_row == first and part.weights.shape == (stop - first, n)
+                np.testing.assert_array_equal(part.visible, whole.visible[first:stop])
+                for name in ("dots", "scores", "weights"):  # the pass without maps runs the fused attention in the
+                    # layers before: float32 rounding in their outputs, not the working
+                    np.testing.assert_allclose(getattr(part, name), getattr(whole, name)[first:stop], atol=1e-5,
+                                               err_msg=name)
+                np.testing.assert_allclose(part.recorded, whole.recorded[first:stop], atol=1e-5)
+                np.testing.assert_allclose(part.k, whole.k, atol=1e-5)
+                assert part.difference < 1e-5
+    with pytest.raises(ValueError, match=r"rows must be \(first, stop\) with 0 <= first < stop <= "):
+        head_steps(model, ids, 0, 0, (n, n + 1))
