@@ -213,6 +213,8 @@ class AttentionByHandSettings(PageSettings):
     lm_layer: Setting[int] = Setting("abh_lm_layer", 1)  # a language model's head (1-based) and query (0-based)
     lm_head: Setting[int] = Setting("abh_lm_head", 1)
     lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
+    lm_token: Setting[str] = Setting("abh_lm_token", "")  # a long prompt's query ("q812") and key window's centre
+    lm_key: Setting[str] = Setting("abh_lm_key", "")
 
     @staticmethod
     def editor(name: str) -> Setting:

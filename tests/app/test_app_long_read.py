@@ -12,7 +12,7 @@ import pytest
 from support.app import arr, charts, ok, titles
 from test_app_long_prompt import captions, explore, lm_app, models  # noqa: F401 (fixtures)
 
-from app import sessions
+from app import lm_by_hand, sessions
 from viz_model.analysis.rollout import rollout_rows
 from viz_model.on_demand import OnDemandMaps
 
@@ -56,3 +56,42 @@ def test_rollout_follows_the_picked_token_and_layer():
     rolled = arr(charts(at)[0]["data"][0]["z"])[1]
     np.testing.assert_allclose(rolled, rollout_rows(the_trace(), "decoder", [300], 1)[0], atol=1e-9)
     assert rolled[301:].max() == 0.0  # causal: nothing from later tokens
+
+
+def test_attention_by_hand_works_one_query_row_out_and_lists_top_keys_and_a_window():
+    at = open_page("attention_by_hand")
+    assert not [i.value for i in at.info if "draws every cell of whole maps" in i.value]
+    assert not [s for s in at.selectbox if s.label == "Follow the query of token"]  # no select box of every token
+    trace = the_trace()
+    n, p = len(trace.target_tokens), int(trace.settings["prompt_length"])
+    assert at.session_state["abh_lm_token"] == f"q{p - 1}"
+    at.slider(key="abh_lm_token_scroll").set_value(700).run()
+    at.selectbox(key="w_abh_lm_layer").select(2).run()
+    at.selectbox(key="w_abh_lm_head").select(4).run()
+    ok(at)
+    recorded = trace.head_map("decoder", 1, 3, slice(700, 701))[0]
+    top, window = (d.value for d in at.dataframe if "softmax weight" in d.value.columns)
+    assert len(top) == 16 and top["softmax weight"].is_monotonic_decreasing
+    keys = [int(k.split(":")[0]) for k in top["key"]]
+    np.testing.assert_allclose(top["softmax weight"], recorded[keys], atol=1e-5)
+    np.testing.assert_allclose(top["recorded weight"], recorded[keys], atol=0)
+    np.testing.assert_allclose(recorded[keys], np.sort(recorded)[::-1][:16], atol=1e-6)  # the 16 largest
+    positions = [int(k.split(":")[0]) for k in window["key"]]
+    assert positions == lm_by_hand.around(p - 1, n) == list(range(n - 64, n))  # around the first query's key
+    assert list(window["may attend"]) == [j <= 700 for j in positions]
+    strip = charts(at)[0]
+    worked, stored = arr(strip["data"][0]["z"])
+    assert len(worked) == n and "token 700's query" in strip["layout"]["title"]["text"]
+    np.testing.assert_allclose(worked, recorded, atol=1e-5)
+    np.testing.assert_allclose(stored, recorded, atol=0)
+    assert worked[701:].max() == 0.0
+    assert float(at.metric[0].value) < 1e-5
+    # the key window moves by search
+    at.text_input(key="abh_lm_key_search").input("dogs").run()
+    hit = at.selectbox(key="abh_lm_key_hit")
+    hit.select_index(len(hit.options) - 1).run()
+    ok(at)
+    last = int(hit.options[-1].split(":")[0])
+    window = [d.value for d in at.dataframe if "softmax weight" in d.value.columns][1]
+    assert any(k.startswith(f"{last}: ") for k in window["key"])
+    assert not window["may attend"][[int(k.split(":")[0]) > 700 for k in window["key"]]].any()
