@@ -77,3 +77,44 @@ def test_one_query_row_worked_by_hand_equals_the_full_working(tmp_path_factory, 
                 assert part.difference < 1e-5
     with pytest.raises(ValueError, match=r"rows must be \(first, stop\) with 0 <= first < stop <= "):
         head_steps(model, ids, 0, 0, (n, n + 1))
+
+
+def test_a_long_prompts_attribution_equals_the_full_one_on_a_short_prompt(lm):
+    """CPU, fp32: value-weighted attention of the continuation's rows alone, made from the recipes, and the gradients
+    of a pass that keeps no map equal the full attribution's."""
+    from viz_model.attribution import attribute_continuation
+
+    prompt = long_text(40, seed=5)
+    methods = ("value_weighted", "saliency", "input_x_gradient")
+    full = attribute_continuation(lm, prompt, None, methods, max_new_tokens=4)
+    rows = attribute_continuation(lm, prompt, None, methods, max_new_tokens=4, maps="on_demand")
+    assert rows.output_ids == full.output_ids and len(rows.output_tokens) == 4
+    for whole, part in zip(full.value_weighted["decoder"], rows.value_weighted["decoder"]):
+        assert part.shape == (4, 4, whole.shape[2])  # heads, the continuation's rows, every key
+        np.testing.assert_allclose(part, whole[:, -4:], atol=1e-6)
+    for method in methods:
+        np.testing.assert_allclose(rows.source_scores(method), full.source_scores(method), atol=1e-6)
+    np.testing.assert_allclose(rows.log_probs, full.log_probs, atol=1e-5)
+    with pytest.raises(ValueError, match="ALTI\\+ splits every layer's output into n² vectors: it runs with "
+                                         "maps='full' only"):
+        attribute_continuation(lm, prompt, None, ("alti",), max_new_tokens=2, maps="on_demand")
+    with pytest.raises(ValueError, match="maps must be 'full' or 'on_demand', got 'some'"):
+        attribute_continuation(lm, prompt, None, methods, max_new_tokens=2, maps="some")
+
+
+def test_each_method_a_long_prompt_cannot_run_says_so_naming_its_limit():
+    from viz_model.attribution.long_prompt import TOKEN_PASSES, refusals
+
+    methods = ("value_weighted", "alti", "saliency", "input_x_gradient", "integrated_gradients")
+    one = refusals(methods, 4102, 1, 256, 32)
+    assert set(one) == {"alti", "integrated_gradients"}  # one new token: saliency and input x gradient run
+    assert one["alti"].startswith("ALTI+ is left out: it splits each layer's output into one vector per query and "
+                                  "key (4,102² x 32 values a layer here)")
+    assert one["integrated_gradients"].startswith("Integrated gradients are left out: up to 256 points on the path")
+    many = refusals(methods, 4102, 20, 256, 32)
+    assert set(many) == {"alti", "saliency", "input_x_gradient", "integrated_gradients"}
+    assert many["saliency"] == many["input_x_gradient"]
+    assert many["saliency"].startswith(f"Saliency and input × gradient are left out: one backward pass over all 4,102 "
+                                       f"tokens for each of the 20 continuation tokens (82,040 token-passes; at most "
+                                       f"{TOKEN_PASSES:,} run here): 3 new tokens or fewer")
+    assert refusals(("value_weighted", "saliency"), 300, 20, 256, 32) == {}
