@@ -12,8 +12,10 @@ import pytest
 from support.app import arr, charts, ok, titles
 from test_app_long_prompt import captions, explore, lm_app, models  # noqa: F401 (fixtures)
 
+import viz_model
 from app import lm_by_hand, sessions
 from viz_model.analysis.rollout import rollout_rows
+from viz_model.attribution.scoring import attribute_continuation_ids
 from viz_model.on_demand import OnDemandMaps
 
 
@@ -95,3 +97,46 @@ def test_attention_by_hand_works_one_query_row_out_and_lists_top_keys_and_a_wind
     window = [d.value for d in at.dataframe if "softmax weight" in d.value.columns][1]
     assert any(k.startswith(f"{last}: ") for k in window["key"])
     assert not window["may attend"][[int(k.split(":")[0]) > 700 for k in window["key"]]].any()
+
+
+def test_attribution_draws_the_methods_that_run_and_names_those_left_out(lm_app):  # noqa: F811 (the fixture)
+    at = open_page("attribution")
+    assert not [i.value for i in at.info if "draws every cell of whole maps" in i.value]
+    infos = [i.value for i in at.info]
+    trace = the_trace()
+    n, p = len(trace.target_tokens), int(trace.settings["prompt_length"])
+    # the default methods: value-weighted, ALTI+ and saliency; 20 new tokens of a ~1,400-token prompt
+    assert any(i.startswith(f"ALTI+ is left out: it splits each layer's output into one vector per query and key "
+                            f"({n - 1:,}² x 32 values a layer here)") for i in infos), infos
+    assert any(i.startswith(f"Saliency is left out: one backward pass over all {n - 1:,} tokens for each of the "
+                            f"{n - p} continuation tokens") for i in infos), infos
+    assert not [s for s in at.subheader if s.value.startswith("From the prompt, or")]  # the share needs ALTI+
+    strips = charts(at)
+    methods, matrix = strips[0], strips[1]
+    assert methods["layout"]["title"]["text"].startswith("Why “")
+    scores = arr(methods["data"][0]["z"])
+    assert scores.shape == (1, p) and np.abs(scores).max() == pytest.approx(1.0)
+    assert arr(matrix["data"][0]["z"]).shape == (n - p, p)  # value-weighted attention scores the prompt alone
+    top = next(d.value for d in at.dataframe if "rank" in d.value.columns)
+    first = int(top.iloc[0, 1].split(":")[0])
+    assert scores[0, first] == pytest.approx(np.abs(scores).max())
+    # the same value-weighted scores as the full computation's, every map kept (the page's are made from recipes)
+    model = viz_model.load(lm_app / "llama", device="cpu")
+    full = attribute_continuation_ids(model, trace.target_ids[:p], trace.target_ids[p:], ("value_weighted",))
+    row = full.source_scores("value_weighted")[0]
+    np.testing.assert_allclose(scores[0], row / np.abs(row).max(), atol=1e-5)
+    assert "alti" in at.session_state["at_methods"]  # the choice is kept: a shorter prompt draws it again
+
+
+def test_attribution_with_one_new_token_runs_saliency_too():
+    at = explore("heatmap")
+    at.session_state["lm_new_tokens"] = 1
+    at.run()
+    started = time.perf_counter()
+    at.switch_page("views/attribution.py").run()
+    print(f"attribution, one new token: {time.perf_counter() - started:.2f} s")
+    ok(at)
+    infos = [i.value for i in at.info]
+    assert any(i.startswith("ALTI+ is left out") for i in infos) and not any("Saliency" in i for i in infos), infos
+    scores = arr(charts(at)[0]["data"][0]["z"])
+    assert scores.shape[0] == 2  # value-weighted and saliency, one strip each
