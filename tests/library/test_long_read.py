@@ -28,7 +28,7 @@ def traces(lm):
 def test_rollout_rows_equal_the_full_rollouts_rows(traces, residual, monkeypatch):
     full, on_demand = traces
     assert isinstance(on_demand.decoder_attentions, OnDemandMaps)
-    monkeypatch.setattr("viz_model.analysis.rollout.ROW_BLOCK", 7)  # several blocks of rows a layer
+    monkeypatch.setattr("viz_model.analysis.rollout.BLOCK_CELLS", 4 * 7 * len(full.target_tokens))  # blocks of 7 rows
     n = len(full.target_tokens)
     queries = [0, 5, n - 1]
     whole = attention_rollout(full.decoder_attentions, residual)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..config.checks import check_int
+from ..on_demand import OnDemandMaps, recipe_maps
 from ..trace import AttentionTrace
 
 DEFAULT_RESOLUTION = 10**6
@@ -98,14 +99,24 @@ def attention_flow(attentions: Sequence[np.ndarray], residual: float = 0.5,
     return flow
 
 
-ROW_BLOCK = 512  # query rows of one layer's head mean made at a time by `rollout_rows`
+BLOCK_CELLS = 2**24  # weights (heads x rows x keys) `rollout_rows` makes at a time: 64 MB of float32
+
+
+def head_mean_rows(trace: AttentionTrace, kind: str, layer: int, rows: slice) -> np.ndarray:
+    """``(rows, keys)`` float64: the mean over heads of one layer's query rows `rows`, every head made at once (maps
+    on demand: from the layer's recipe, the mask made once)."""
+    maps = trace.attentions(kind)
+    if isinstance(maps, OnDemandMaps):
+        return recipe_maps(maps.recipes[layer], None, rows).mean(dim=0).double().numpy()
+    return np.asarray(maps[layer][:, rows], dtype=np.float64).mean(axis=0)
 
 
 def rollout_rows(trace: AttentionTrace, kind: str, queries: Sequence[int], layers: int | None = None,
                  residual: float = 0.5) -> np.ndarray:
     """``(len(queries), n)``: rows `queries` of ``attention_rollout(trace.attentions(kind), residual)[layers - 1]``
     (all layers: None), carried as row vectors from layer `layers` down to the first; each layer's head mean is made
-    `ROW_BLOCK` query rows at a time through `AttentionTrace.head_map` and let go (never a whole layer's maps)."""
+    a block of query rows at a time (at most `BLOCK_CELLS` weights, `head_mean_rows`) and let go (never a whole
+    layer's maps)."""
     if not 0.0 <= residual <= 1.0:
         raise ValueError(f"residual (the identity's share) must be from 0 to 1, got {residual!r}")
     count = len(trace.attentions(kind))
@@ -119,14 +130,15 @@ def rollout_rows(trace: AttentionTrace, kind: str, queries: Sequence[int], layer
     if not chosen or any(isinstance(q, bool) or not isinstance(q, int | np.integer) or not 0 <= q < n
                          for q in chosen):
         raise ValueError(f"queries must be a non-empty list of positions from 0 to {n - 1}, got {queries!r}")
+    block_rows = max(1, BLOCK_CELLS // (heads * n))
     rows = np.zeros((len(chosen), n))
     rows[np.arange(len(chosen)), chosen] = 1.0
     for layer in reversed(range(layers)):
         reached = int(np.flatnonzero(rows.any(axis=0)).max()) + 1  # later rows carry nothing (causal: none)
         carried = np.zeros_like(rows)
-        for start in range(0, reached, ROW_BLOCK):
-            block = slice(start, min(reached, start + ROW_BLOCK))
-            mean = sum(trace.head_map(kind, layer, h, block).astype(np.float64) for h in range(heads)) / heads
+        for start in range(0, reached, block_rows):
+            block = slice(start, min(reached, start + block_rows))
+            mean = head_mean_rows(trace, kind, layer, block)
             share = rows[:, block] / (residual + (1.0 - residual) * mean.sum(axis=1))  # each mixed row renormalised
             carried += (1.0 - residual) * (share @ mean)
             carried[:, block] += residual * share
