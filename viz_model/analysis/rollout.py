@@ -15,10 +15,12 @@ at a time (its memory: a block of rows, never layers x n x n).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..config.checks import check_int
 from ..on_demand import OnDemandMaps, recipe_maps
@@ -106,9 +108,18 @@ def head_mean_rows(trace: AttentionTrace, kind: str, layer: int, rows: slice) ->
     """``(rows, keys)`` float64: the mean over heads of one layer's query rows `rows`, every head made at once (maps
     on demand: from the layer's recipe, the mask made once)."""
     maps = trace.attentions(kind)
-    if isinstance(maps, OnDemandMaps):
-        return recipe_maps(maps.recipes[layer], None, rows).mean(dim=0).double().numpy()
-    return np.asarray(maps[layer][:, rows], dtype=np.float64).mean(axis=0)
+    if not isinstance(maps, OnDemandMaps):
+        return np.asarray(maps[layer][:, rows], dtype=np.float64).mean(axis=0)
+    recipe = maps.recipes[layer]
+    keys = recipe.key_positions
+    stop = len(keys)
+    if recipe.causal and bool((keys[1:] >= keys[:-1]).all()):  # keys after the block's last query weigh 0: not made
+        stop = int(torch.searchsorted(keys, recipe.query_positions[rows].max(), right=True))
+        recipe = dataclasses.replace(recipe, keys=recipe.keys[:, :stop], key_positions=keys[:stop],
+                                     key_mask=None if recipe.key_mask is None else recipe.key_mask[:stop])
+    mean = np.zeros((len(range(*rows.indices(recipe.shape[1]))), len(keys)))
+    mean[:, :stop] = recipe_maps(recipe, None, rows).mean(dim=0).double().numpy()
+    return mean
 
 
 def rollout_rows(trace: AttentionTrace, kind: str, queries: Sequence[int], layers: int | None = None,
