@@ -15,6 +15,7 @@ from torch import Tensor
 from viz_model.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
 from viz_model.nn.rotary import Rotary, rotate
+from viz_model.on_demand import recipe_maps
 
 
 @dataclass
@@ -29,7 +30,7 @@ class HeadSteps:
     :ivar k: ``(n, d_head)`` the key the scores use
     :ivar kv_head: the key/value head read (0-based); None where every query head has its own
     :ivar divisor: what the dot products are divided by (sqrt(d_head); 1 for unscaled scores)
-    :ivar dots: ``(n, n)`` q_i · k_j
+    :ivar dots: ``(rows, n)`` q_i · k_j (every row: ``(n, n)``; the same for the arrays below)
     :ivar softcap: the scores' cap (Gemma 2), else None
     :ivar bias: ``(n, n)`` the position bias added to the scores (ALiBi), else None
     :ivar scores: ``(n, n)`` dots / divisor (capped, plus the bias): what the mask and softmax see
@@ -38,6 +39,7 @@ class HeadSteps:
     :ivar recorded: ``(n, n)`` the map the network recorded for this head in the same pass
     :ivar rotated: whether RoPE turned q and k
     :ivar window: the layer's sliding window, else None
+    :ivar first_row: the query row the ``(rows, n)`` arrays start at (0: every row, ``(n, n)``)
     """
 
     x: np.ndarray
@@ -58,6 +60,7 @@ class HeadSteps:
     recorded: np.ndarray
     rotated: bool
     window: int | None
+    first_row: int = 0
 
     @property
     def difference(self) -> float:
@@ -69,14 +72,21 @@ def _f64(t: Tensor) -> np.ndarray:
     return t.detach().double().cpu().numpy()
 
 
-def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int) -> HeadSteps:
-    """Query head `head` (0-based) of `layer` worked through on the tokens `ids` (one pass, from position 0)."""
+def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows: tuple[int, int] | None = None
+               ) -> HeadSteps:
+    """Query head `head` (0-based) of `layer` worked through on the tokens `ids` (one pass, from position 0); `rows`
+    ``(first, stop)``: those query rows alone (a long prompt: the pass keeps no map, the recorded rows are made from
+    the layer's recipe), every other intermediate still over every token."""
     network = model.network
     if not 0 <= layer < len(network.layers):
         raise ValueError(f"layer must be from 0 to {len(network.layers) - 1}, got {layer}")
     attn = network.layers[layer].self_attn
     if not 0 <= head < attn.heads:
         raise ValueError(f"head must be from 0 to {attn.heads - 1}, got {head}")
+    n = len(ids)
+    first, stop = (0, n) if rows is None else rows
+    if not 0 <= first < stop <= n:
+        raise ValueError(f"rows must be (first, stop) with 0 <= first < stop <= {n}, got {rows}")
     captured: dict[str, Tensor] = {}
 
     def grab(_module: object, args: tuple) -> None:  # returns None: the call goes on with its own arguments
@@ -85,7 +95,7 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int) -> H
     handle = attn.register_forward_pre_hook(grab)
     try:
         with torch.inference_mode():
-            out = network(torch.tensor([ids], device=model.device), need_weights=True)
+            out = network(torch.tensor([ids], device=model.device), need_weights=True if rows is None else "recipe")
     finally:
         handle.remove()
     x = captured["x"]
@@ -101,27 +111,29 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int) -> H
             k = k_normed = attn.k_norm(k)
         window = network.window(layer)
         scheme = network.local_scheme if network.local_scheme is not None and window is not None else network.scheme
-        n = len(ids)
         where = torch.arange(n, device=x.device)[None]
-        position = None if scheme is None else scheme.score_position(where, where, False)
+        position = None if scheme is None else scheme.score_position(where[:, first:stop], where, False)
         rotated = isinstance(scheme, Rotary)
         if rotated:
-            q, k = rotate(q, *position.rotation), rotate(k, *position.rotation)
+            turn = scheme.score_position(where, where, False).rotation
+            q, k = rotate(q, *turn), rotate(k, *turn)
         q64, k64 = _f64(q[0, 0]), _f64(k[0, 0])
+        recorded = (_f64(out.records[layer].weights[0, head]) if rows is None else
+                    _f64(recipe_maps(out.recipes[layer], [head], slice(first, stop))[0]))
     divisor = 1.0 if attn.scale is False else math.sqrt(q64.shape[-1] if attn.scale is True else attn.scale)
-    dots = q64 @ k64.T
+    dots = q64[first:stop] @ k64.T
     scores = dots / divisor
     if attn.softcap is not None:
         scores = np.tanh(scores / attn.softcap) * attn.softcap
     bias = None if position is None or position.bias is None else _f64(position.bias[0, head])
     if bias is not None:
         scores = scores + bias
-    visible = window_mask(n, 0, window, torch.device("cpu"))[0, 0].numpy()
+    visible = window_mask(stop - first, first, window, torch.device("cpu"))[0, 0].numpy()
+    visible = np.pad(visible, ((0, 0), (0, n - stop)))  # keys after the last row: hidden
     masked = np.where(visible, scores, -np.inf)
     weights = np.exp(masked - masked.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
-    recorded = _f64(out.records[layer].weights[0, head])
     return HeadSteps(_f64(x[0]), _f64(q_projected[0, 0]), _f64(k_projected[0, 0]),
                      None if q_normed is None else _f64(q_normed[0, 0]),
                      None if k_normed is None else _f64(k_normed[0, 0]), q64, k64, kv_head, divisor, dots,
-                     attn.softcap, bias, scores, visible, weights, recorded, rotated, window)
+                     attn.softcap, bias, scores, visible, weights, recorded, rotated, window, first)

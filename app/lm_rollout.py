@@ -19,7 +19,7 @@ def page(session: Session) -> None:
                "layer after layer, on each earlier token of the prompt and its continuation.")
     st.info(NO_ALIGNMENT)
     completion.prompt_form()
-    trace = completion.current_completion(session, long_ready=False)
+    trace = completion.current_completion(session)
     if trace is None:
         st.stop()
     rollout_section.rollout_section(

@@ -119,6 +119,7 @@ class AlignmentSettings(PageSettings):
     rollout_kind: Setting[str] = Setting("ro_kind", "encoder")
     rollout_layer: Setting[int] = Setting("ro_layer", 1)
     residual: Setting[float] = Setting("ro_residual", 0.5)
+    rollout_token: Setting[str] = Setting("ro_token", "")  # a long prompt's query ("q812"), by default the last
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,8 @@ class AttentionByHandSettings(PageSettings):
     lm_layer: Setting[int] = Setting("abh_lm_layer", 1)  # a language model's head (1-based) and query (0-based)
     lm_head: Setting[int] = Setting("abh_lm_head", 1)
     lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
+    lm_token: Setting[str] = Setting("abh_lm_token", "")  # a long prompt's query ("q812") and key window's centre
+    lm_key: Setting[str] = Setting("abh_lm_key", "")
 
     @staticmethod
     def editor(name: str) -> Setting:

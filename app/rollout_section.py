@@ -4,13 +4,14 @@ rollout page's second half; a language model's: its causal layers alone)."""
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
-from app import analyze_pages, state, widgets
+from app import analyze_pages, long_views, state, token_picker, widgets
 from app.page_settings import ALIGNMENT as own
 from viz_model.analysis import rollout
 from viz_model.nn import kinds
-from viz_model.plot import analysis_figures
+from viz_model.plot import analysis_figures, long_map_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
 
@@ -35,6 +36,9 @@ def rollout_section(trace: AttentionTrace, self_kinds: tuple[str, ...], caption:
         state.bound(st.slider, "Residual share (identity)", own.residual, 0.0, 1.0, step=0.05,
                     help="How much of each position passes a layer unchanged through the residual connection.")
     layer, residual = int(own.rollout_layer.get()) - 1, float(own.residual.get())
+    if long_map_figures.is_long(trace, kind):
+        long_rollout(trace, kind, layer, residual)
+        return
     maps = trace.attentions(kind)
     queries, keys = trace.axes(kind)
     panels = [("raw", maps[layer].mean(axis=0), f"Raw attention, layer {layer + 1} (mean over heads)"),
@@ -54,3 +58,42 @@ def rollout_section(trace: AttentionTrace, self_kinds: tuple[str, ...], caption:
     if len(keys) > analyze_pages.FLOW_MAX_TOKENS:
         st.info(f"Attention flow is shown for up to {analyze_pages.FLOW_MAX_TOKENS} tokens: it solves one "
                 f"maximum-flow problem per pair of tokens ({len(keys)}² here). Shorten the input to see it.")
+
+
+def long_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) -> None:
+    """A long trace's rollout: one query token's row (picked by search or on the strip), carried layer by layer
+    (`rollout.rollout_rows`), beside its raw head-mean row, as strips over the prompt with their top tokens."""
+    queries, keys = trace.axes(kind)
+    n = len(queries)
+    own.rollout_token.init(f"q{n - 1}")
+    position = token_picker.token_picker(queries, own.rollout_token, what="query token")
+
+    def strips() -> go.Figure:
+        heads = trace.map_shape(kind, layer)[0]
+        raw = sum(trace.head_map(kind, layer, h, slice(position, position + 1))[0].astype(np.float64)
+                  for h in range(heads)) / heads
+        rolled = rollout.rollout_rows(trace, kind, [position], layer + 1, residual)[0]
+        names = [f"raw, layer {layer + 1} (mean over heads)", f"rollout through layers 1–{layer + 1}"]
+        return row_strip_figures.strip_figure(np.stack([raw, rolled]), keys, names, f"Token {position} "
+                                              f"({queries[position]}): where it draws from, over the {n} positions",
+                                              trace.settings.get("prompt_length"))
+
+    with st.spinner("Carrying the rollout through the layers…"):
+        fig = long_views.cached_figure(trace, ("rollout", kind, layer, residual, position), strips)
+    raw, rolled = np.asarray(fig.data[0].z, dtype=np.float64)  # the figure's two rows: the tables list them
+    name = f"{kind}-rollout-token{position}-layer{layer + 1}"
+    widgets.chart(fig, name, key="ro_long_chart")
+    st.caption(f"A prompt of {n} tokens: the rollout of the picked token alone, its row carried down from layer "
+               f"{layer + 1} to the first (r ← r · (residual · I + (1 − residual) · mean over heads of A), rows "
+               "renormalised), each layer's head mean made a block of rows at a time: never every layer's n x n "
+               "maps. Pick another token to follow it.")
+    widgets.exports(fig, name, "ro_long")
+    left, right = st.columns(2)
+    for column, values, title in ((left, rolled, "Rollout: the tokens it draws most on"),
+                                  (right, raw, f"Raw attention, layer {layer + 1}: its top keys")):
+        with column:
+            st.markdown(f"**{title}**")
+            st.dataframe(row_strip_figures.top_positions(values, keys, column="share"), hide_index=True,
+                         width="stretch")
+    st.info(f"Attention flow is shown for up to {analyze_pages.FLOW_MAX_TOKENS} tokens: it solves one maximum-flow "
+            f"problem per pair of tokens ({n}² here). Shorten the input to see it.")

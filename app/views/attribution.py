@@ -11,7 +11,7 @@ from app.shared_settings import SHARED
 from viz_model.attribution import METHODS
 from viz_model.attribution.faithfulness import DEFAULT_KS, summarise
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, MAX_STEPS
-from viz_model.plot import attribution_figures
+from viz_model.plot import attribution_figures, long_map_figures
 
 CHOICES = {"attention": "Attention weights (cross, heads and layers averaged)",
            "rollout": "Attention rollout through the encoder",
@@ -37,7 +37,7 @@ st.caption("Attention weights alone can mislead: a head may attend strongly to a
               "translation (teacher-forced on it)."))
 if language_model:
     completion.prompt_form()
-    trace = completion.current_completion(session, long_ready=False)
+    trace = completion.current_completion(session)
     if trace is None:
         st.stop()
     own.target.init()
@@ -75,14 +75,26 @@ if "integrated_gradients" in chosen:
     steps, tolerance = int(own.steps.get()), float(own.tolerance.get())
 computed = tuple(m for m in METHODS if m in {*chosen, "alti", *(() if language_model else ("attention",))})
 # the share chart needs ALTI+
-ranked = tuple("attention_mean" if m == "attention" else m for m in chosen)
+long = language_model and long_map_figures.is_long(trace, "decoder")  # maps on demand: some methods left out
 try:
+    if long:
+        computed = lm_attribution.long_prompt_methods(
+            session.model, SHARED.sentence.get(""), own.target.get(),
+            len(trace.target_tokens) - completion.prompt_length(trace), computed, steps)
+        chosen = [m for m in chosen if m in computed]
+    ranked = tuple("attention_mean" if m == "attention" else m for m in chosen)
+    if not ranked:
+        st.info("None of the methods picked runs on a prompt this long: pick value-weighted attention.")
+        st.stop()
     with st.spinner("Computing the attributions…"):
         if language_model:
             forced = own.target.get() if own.target.get().strip() else ""
+            p = completion.prompt_length(trace)
+            traced = None if forced or EXPLORE.chat.get() else (tuple(trace.target_ids[:p]),
+                                                                   tuple(trace.target_ids[p:]))
             result = lm_attribution.continuation_attribution(
-                session.ref.stored, SHARED.sentence.get(""), forced,
-                len(trace.target_tokens) - completion.prompt_length(trace), computed, steps, tolerance)
+                session.ref.stored, SHARED.sentence.get(""), forced, len(trace.target_tokens) - p, computed, steps,
+                tolerance, "on_demand" if long else "full", traced)
         else:
             result = session.attribution(trace, computed, steps, tolerance=tolerance)
 except ValueError as err:
@@ -90,19 +102,20 @@ except ValueError as err:
     st.stop()
 
 # --- source or prefix ----------------------------------------------------------------------------------------------
-st.subheader("From the prompt, or from the continuation so far?" if language_model else
-             "From the source, or from the translation so far?")
-fig = lm_attribution.share_figure(result) if language_model else attribution_figures.share_figure(result)
-widgets.chart(fig, "source-share", key="at_share_chart")
-share = result.source_share()
-sides = ("the prompt", "the continuation's earlier tokens") if language_model else (
-    "the source", "the target prefix (the decoder's earlier outputs)")
-st.caption(f"ALTI+ follows every layer's attention, residual connection and norm: on average {share.mean():.0%} of "
-           f"a prediction comes from {sides[0]} and {1 - share.mean():.0%} from {sides[1]}. The two shares of each "
-           "token sum to 1.")
-columns = ("prompt_share", "continuation_share") if language_model else ("source_share", "prefix_share")
-widgets.exports(fig, "source-share", "at_share", csv=lambda: pd.DataFrame(
-    {"output": result.output_tokens, columns[0]: share, columns[1]: 1 - share}))
+if result.alti is not None:
+    st.subheader("From the prompt, or from the continuation so far?" if language_model else
+                 "From the source, or from the translation so far?")
+    fig = lm_attribution.share_figure(result) if language_model else attribution_figures.share_figure(result)
+    widgets.chart(fig, "source-share", key="at_share_chart")
+    share = result.source_share()
+    sides = ("the prompt", "the continuation's earlier tokens") if language_model else (
+        "the source", "the target prefix (the decoder's earlier outputs)")
+    st.caption(f"ALTI+ follows every layer's attention, residual connection and norm: on average {share.mean():.0%} of "
+               f"a prediction comes from {sides[0]} and {1 - share.mean():.0%} from {sides[1]}. The two shares of each "
+               "token sum to 1.")
+    columns = ("prompt_share", "continuation_share") if language_model else ("source_share", "prefix_share")
+    widgets.exports(fig, "source-share", "at_share", csv=lambda: pd.DataFrame(
+        {"output": result.output_tokens, columns[0]: share, columns[1]: 1 - share}))
 
 # --- one output token, every method -----------------------------------------------------------------------------
 st.subheader("Why this word? Every method side by side")
@@ -110,11 +123,19 @@ outputs = list(range(len(result.output_tokens)))
 state.clamp_choice(own.output, outputs, 0, "Output token")
 state.bound(st.selectbox, "Output token", own.output, outputs, format_func=lambda i: f"{i}: {result.output_tokens[i]}")
 output = int(own.output.get())
-fig = attribution_figures.methods_figure(result, output, ranked)
-widgets.chart(fig, "methods", key="at_methods_chart")
-st.caption(f"Each method's scores over the {'prompt' if language_model else 'source'} tokens for this output token, "
-           "scaled so that its largest magnitude is 1 (hover for the raw score). Gradient methods are signed: "
-           "negative = evidence against the token.")
+if long:
+    fig = lm_attribution.methods_strip(result, output, ranked)
+    widgets.chart(fig, "methods", key="at_methods_chart")
+    st.caption(f"Each method's scores over the {len(result.source_tokens)} prompt tokens for this output token, "
+               "scaled so that its largest magnitude is 1, one strip a method (hover for the position and its token); "
+               "the tokens each method ranks highest:")
+    st.dataframe(lm_attribution.top_table(result, output, ranked), hide_index=True, width="stretch")
+else:
+    fig = attribution_figures.methods_figure(result, output, ranked)
+    widgets.chart(fig, "methods", key="at_methods_chart")
+    st.caption(f"Each method's scores over the {'prompt' if language_model else 'source'} tokens for this output "
+               "token, scaled so that its largest magnitude is 1 (hover for the raw score). Gradient methods are "
+               "signed: negative = evidence against the token.")
 widgets.exports(fig, f"methods-output{output}", "at_methods_fig", csv=lambda: pd.DataFrame(
     {attribution_figures.method_label(m): result.source_scores(m)[output] for m in ranked},
     index=[f"{j}:{t}" for j, t in enumerate(result.source_tokens)]))
@@ -158,7 +179,8 @@ else:
 st.subheader("Every output token from every input token")
 state.clamp_choice(own.matrix, list(ranked), "alti" if "alti" in ranked else ranked[0], "Method")
 state.bound(st.selectbox, "Method", own.matrix, list(ranked), format_func=attribution_figures.method_label)
-fig = attribution_figures.contribution_figure(result, own.matrix.get())
+fig = (lm_attribution.matrix_strip(result, own.matrix.get()) if long else
+       attribution_figures.contribution_figure(result, own.matrix.get()))
 widgets.chart(fig, f"matrix-{own.matrix.get()}", key="at_matrix_chart")
 st.caption("ALTI+ and the gradient methods also score the continuation's earlier tokens (right of the line); "
            "value-weighted attention scores the prompt only." if language_model else

@@ -9,16 +9,22 @@ that comes from input token j, every row a distribution. Flow reads the layers a
 from input node j to output node i (at most 1: the output node's incoming capacities sum to 1). The maximum flows
 are computed by `scipy.sparse.csgraph.maximum_flow` on integer capacities (``B * resolution``, rounded).
 Inputs are a trace's ``encoder_attentions`` (or ``decoder_attentions``): per layer ``(heads, n, n)`` or ``(n, n)``.
+`rollout_rows` gives a few rows of the rollout of a long trace, one layer's head mean at a time, a block of rows
+at a time (its memory: a block of rows, never layers x n x n).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..config.checks import check_int
+from ..on_demand import OnDemandMaps, recipe_maps
+from ..trace import AttentionTrace
 
 DEFAULT_RESOLUTION = 10**6
 
@@ -93,3 +99,59 @@ def attention_flow(attentions: Sequence[np.ndarray], residual: float = 0.5,
         for i in range(n):
             flow[i, j] = maximum_flow(graph, j, layers * n + i).flow_value / resolution
     return flow
+
+
+BLOCK_CELLS = 2**24  # weights (heads x rows x keys) `rollout_rows` makes at a time: 64 MB of float32
+
+
+def head_mean_rows(trace: AttentionTrace, kind: str, layer: int, rows: slice) -> np.ndarray:
+    """``(rows, keys)`` float64: the mean over heads of one layer's query rows `rows`, every head made at once (maps
+    on demand: from the layer's recipe, the mask made once)."""
+    maps = trace.attentions(kind)
+    if not isinstance(maps, OnDemandMaps):
+        return np.asarray(maps[layer][:, rows], dtype=np.float64).mean(axis=0)
+    recipe = maps.recipes[layer]
+    keys = recipe.key_positions
+    stop = len(keys)
+    if recipe.causal and bool((keys[1:] >= keys[:-1]).all()):  # keys after the block's last query weigh 0: not made
+        stop = int(torch.searchsorted(keys, recipe.query_positions[rows].max(), right=True))
+        recipe = dataclasses.replace(recipe, keys=recipe.keys[:, :stop], key_positions=keys[:stop],
+                                     key_mask=None if recipe.key_mask is None else recipe.key_mask[:stop])
+    mean = np.zeros((len(range(*rows.indices(recipe.shape[1]))), len(keys)))
+    mean[:, :stop] = recipe_maps(recipe, None, rows).mean(dim=0).double().numpy()
+    return mean
+
+
+def rollout_rows(trace: AttentionTrace, kind: str, queries: Sequence[int], layers: int | None = None,
+                 residual: float = 0.5) -> np.ndarray:
+    """``(len(queries), n)``: rows `queries` of ``attention_rollout(trace.attentions(kind), residual)[layers - 1]``
+    (all layers: None), carried as row vectors from layer `layers` down to the first; each layer's head mean is made
+    a block of query rows at a time (at most `BLOCK_CELLS` weights, `head_mean_rows`) and let go (never a whole
+    layer's maps)."""
+    if not 0.0 <= residual <= 1.0:
+        raise ValueError(f"residual (the identity's share) must be from 0 to 1, got {residual!r}")
+    count = len(trace.attentions(kind))
+    layers = count if layers is None else check_int(
+        "layers", layers, 1, count, error=ValueError,
+        message=f"layers must be an integer from 1 to {count} ({kind}), got {layers!r}")
+    heads, n, m = trace.map_shape(kind, 0)
+    if n != m:
+        raise ValueError(f"rollout reads self-attention: {kind} maps are {n} x {m}")
+    chosen = list(queries)
+    if not chosen or any(isinstance(q, bool) or not isinstance(q, int | np.integer) or not 0 <= q < n
+                         for q in chosen):
+        raise ValueError(f"queries must be a non-empty list of positions from 0 to {n - 1}, got {queries!r}")
+    block_rows = max(1, BLOCK_CELLS // (heads * n))
+    rows = np.zeros((len(chosen), n))
+    rows[np.arange(len(chosen)), chosen] = 1.0
+    for layer in reversed(range(layers)):
+        reached = int(np.flatnonzero(rows.any(axis=0)).max()) + 1  # later rows carry nothing (causal: none)
+        carried = np.zeros_like(rows)
+        for start in range(0, reached, block_rows):
+            block = slice(start, min(reached, start + block_rows))
+            mean = head_mean_rows(trace, kind, layer, block)
+            share = rows[:, block] / (residual + (1.0 - residual) * mean.sum(axis=1))  # each mixed row renormalised
+            carried += (1.0 - residual) * (share @ mean)
+            carried[:, block] += residual * share
+        rows = carried
+    return rows

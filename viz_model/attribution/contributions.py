@@ -38,13 +38,18 @@ def attention_block(network: Transformer | CausalLM, kind: str, layer: int) -> t
 
 def transformed_values(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """``f_h(x_j)``: every head's value vectors through its slice of W_O, ``(batch, heads, key_len, d_model)``."""
+    return head_outputs(network, record.values, kind, layer)
+
+
+def head_outputs(network: Transformer | CausalLM, values: Tensor, kind: str, layer: int) -> Tensor:
+    """`values` ``(batch, heads, key_len, d_head)`` (each query head's) through each head's slice of W_O."""
     attention, _ = attention_block(network, kind, layer)
     heads, d_head, d_model = attention.heads, attention.d_head, attention.d_model
-    if record.values.shape[1:] != (heads, record.values.shape[2], d_head):
-        raise ValueError(f"the record's values {tuple(record.values.shape)} are not (batch, heads={heads}, "
+    if values.shape[1:] != (heads, values.shape[2], d_head):
+        raise ValueError(f"the record's values {tuple(values.shape)} are not (batch, heads={heads}, "
                          f"key_len, d_head={d_head}) of {kind} layer {layer}")
     per_head = attention.w_o.weight.view(d_model, heads, d_head).permute(1, 2, 0)  # (heads, d_head, d_model)
-    return torch.einsum("bhkc,hcd->bhkd", record.values.to(per_head.dtype), per_head)
+    return torch.einsum("bhkc,hcd->bhkd", values.to(per_head.dtype), per_head)
 
 
 def value_weighted(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:

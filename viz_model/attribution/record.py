@@ -32,7 +32,8 @@ class Attribution:
     :ivar log_probs: ``(outputs,)`` log p(y_i | source, y_<i)
     :ivar attentions: cross-attention per layer, ``(heads, outputs, src_len)``
     :ivar encoder_attentions: encoder self-attention per layer, ``(heads, src_len, src_len)``, for the rollout
-    :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention
+    :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention (a language model's
+        long prompt: the continuation's query rows alone)
     :ivar alti: ALTI+ ``(outputs, src_len + prefix_len)``: source columns, then prefix columns; None: not computed
     :ivar encoder_alti: ``(src_len, src_len)`` the ALTI rollout of the encoder
     :ivar alti_layers: ALTI of each sub-layer alone, kind -> per layer ``(queries, keys)``; cross-attention's
@@ -97,8 +98,9 @@ class Attribution:
         if method == "value_weighted" and "cross" in self.value_weighted:
             maps = np.mean([m.mean(axis=0) for m in self.value_weighted["cross"]], axis=0)
             return maps / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
-        if method == "value_weighted" and self.value_weighted:  # a language model's: output i is read at row src-1+i
-            maps = np.mean([m.mean(axis=0) for m in self.value_weighted["decoder"]], axis=0)[src - 1:]
+        if method == "value_weighted" and self.value_weighted:  # a language model's: output i is read at row src-1+i,
+            # the last rows (a long prompt's record keeps those alone)
+            maps = np.mean([m.mean(axis=0) for m in self.value_weighted["decoder"]], axis=0)[-len(self.output_tokens):]
             return maps[:, :src] / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
         if method == "alti" and self.alti is not None:
             return self.alti[:, :src]

@@ -24,6 +24,7 @@ from .gradients import (
     gradient_attributions,
     language_model_gradients,
 )
+from .long_prompt import value_weighted_rows
 from .record import Attribution
 
 CONTRIBUTION_METHODS = ("value_weighted", "alti")
@@ -95,16 +96,14 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
 
 def attribute_continuation(model: LanguageModel, prompt: str, continuation: str | None = None,
                            methods: Sequence[str] = LANGUAGE_MODEL_DEFAULTS, steps: int = DEFAULT_STEPS,
-                           tolerance: float = DEFAULT_TOLERANCE, max_new_tokens: int = 20) -> Attribution:
+                           tolerance: float = DEFAULT_TOLERANCE, max_new_tokens: int = 20, maps: str = "full"
+                           ) -> Attribution:
     """A language model's greedy continuation of `prompt` (or the forced `continuation`), each of its tokens
     attributed to the prompt's tokens and the continuation's earlier ones (as inseq does for decoder-only models).
-    The record's source is the prompt, its prefix the continuation's inputs (all but its last token)."""
+    The record's source is the prompt, its prefix the continuation's inputs (all but its last token). `maps`: see
+    `attribute_continuation_ids`."""
     methods = check_methods(methods)
-    cross = [m for m in methods if m in CROSS_METHODS]
-    if cross:
-        raise ValueError(f"attribution method {cross[0]!r} reads cross-attention, which a language model "
-                         f"(decoder-only) has none of; choose from {', '.join(LANGUAGE_MODEL_DEFAULTS)}, "
-                         "integrated_gradients")
+    _check_language_model_methods(methods)
     if continuation is None:
         trace = model.trace(prompt, max_new_tokens, top_k=1)
         prompt_ids = trace.target_ids[:trace.settings["prompt_length"]]
@@ -112,20 +111,50 @@ def attribute_continuation(model: LanguageModel, prompt: str, continuation: str 
     else:
         new = model.continuation_ids(continuation)
         prompt_ids = model.encode(prompt, len(new))
+    return attribute_continuation_ids(model, prompt_ids, new, methods, steps, tolerance, maps)
+
+
+def _check_language_model_methods(methods: Sequence[str]) -> None:
+    cross = [m for m in methods if m in CROSS_METHODS]
+    if cross:
+        raise ValueError(f"attribution method {cross[0]!r} reads cross-attention, which a language model "
+                         f"(decoder-only) has none of; choose from {', '.join(LANGUAGE_MODEL_DEFAULTS)}, "
+                         "integrated_gradients")
+
+
+def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], new: Sequence[int],
+                               methods: Sequence[str] = LANGUAGE_MODEL_DEFAULTS, steps: int = DEFAULT_STEPS,
+                               tolerance: float = DEFAULT_TOLERANCE, maps: str = "full") -> Attribution:
+    """`attribute_continuation` of the continuation ids `new` after `prompt_ids`. `maps` "on_demand" (a long prompt):
+    the pass keeps no map; value-weighted attention keeps the continuation's rows alone, made from each layer's
+    recipe, and ALTI+ (which splits every layer into n² vectors) refuses in one line."""
+    methods = check_methods(methods)
+    _check_language_model_methods(methods)
+    if maps not in ("full", "on_demand"):
+        raise ValueError(f"maps must be 'full' or 'on_demand', got {maps!r}")
+    if maps == "on_demand" and "alti" in methods:
+        raise ValueError("ALTI+ splits every layer's output into n² vectors: it runs with maps='full' only")
+    prompt_ids, new = list(prompt_ids), list(new)
     if not new:
         raise ValueError("max_new_tokens is 0: there is no continuation to attribute")
+    if not prompt_ids:
+        raise ValueError("the prompt gives no tokens: type some text for the model to continue")
     ids = [*prompt_ids, *new[:-1]]
     first = len(prompt_ids) - 1
     with torch.inference_mode():
-        out = model.forced_pass(ids, need_weights=True)
+        out = model.forced_pass(ids, need_weights=True if maps == "full" else "recipe")
         log_probs = torch.log_softmax(out.logits[0, first:].float(), dim=-1)
         chosen = log_probs[torch.arange(len(new)), torch.tensor(new, device=log_probs.device)]
-        vw = ({"decoder": [_float64(value_weighted(model.network, r, "decoder", i)[0])
-                           for i, r in enumerate(out.records)]} if "value_weighted" in methods else {})
+        vw: dict[str, list[np.ndarray]] = {}
+        if "value_weighted" in methods:
+            vw["decoder"] = (value_weighted_rows(model.network, out, first) if maps == "on_demand" else
+                             [_float64(value_weighted(model.network, r, "decoder", i)[0])
+                              for i, r in enumerate(out.records)])
         alti, alti_layers = None, {}
         if "alti" in methods:
             rolled, blocks = self_alti(model.network, out)
             alti, alti_layers = _float64(rolled[0, first:]), {"decoder": [_float64(b[0]) for b in blocks]}
+        del out
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (language_model_gradients(model, prompt_ids, new, gradient_methods, steps, None, tolerance)
              if gradient_methods else GradientResult({}, 0, None, None))
