@@ -41,6 +41,7 @@ from .nn.devices import DEVICE_ENV, device_from_env, device_label, resolve_devic
 from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
 from .nn.quantize import LazyInt8Copy, rows_interact, search_network_for
+from .on_demand import FULL_MAPS_MAX_TOKENS, check_maps
 from .search import forced as forcing
 from .search import requests
 from .search.batched import translate_ids
@@ -272,18 +273,21 @@ class TranslationModel:
 
     def trace(self, text: str, beam: int | None = None, alpha: float | None = None, target: str | None = None,
               top_k: int = 5, truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
-              forced_ids: list[int] | None = None, rule: str | None = None) -> AttentionTrace:
+              forced_ids: list[int] | None = None, rule: str | None = None, maps: str = "auto") -> AttentionTrace:
         """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
 
         `forced_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
         decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
         trace) without positional encodings, an experiment on what word order is worth; the trace's
         ``*_positional`` arrays are then zeros. `rule`, `beam`, `alpha`: the search (see `search_settings`);
-        the trace's settings record them.
+        the trace's settings record them. `maps`: "full" keeps every map, "on_demand" each layer's recipe (a map
+        made when read: `OnDemandMaps`), "auto" every map where neither source nor output passes
+        `FULL_MAPS_MAX_TOKENS` tokens.
         """
         search = self.search_settings(rule, beam, alpha)
         beam, alpha, top_k = check_decoding(search.beam, search.alpha, top_k, search.rule)
         check_positions_flag(positions)
+        check_maps(maps)
         started = time.perf_counter()
         if target is not None and forced_ids is not None:
             raise ValueError("give the forced output as target text or as forced_ids, not both")
@@ -309,7 +313,12 @@ class TranslationModel:
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
+            on_demand = maps == "on_demand" or (
+                maps == "auto" and max(len(checked.source_ids), len(target_ids)) > FULL_MAPS_MAX_TOKENS)
+            if on_demand:  # its own encoder pass: the search's (need_weights=True) holds maps, not recipes
+                out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions)
+            else:
+                out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
             settings = {"beam": beam, "alpha": alpha, "top_k": top_k, "forced": forced, "max_output_length": max_len,
                         "head_mask": head_mask is not None, "positions": positions,
                         "search": "forced" if forced else self.search_precision,

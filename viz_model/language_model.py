@@ -24,7 +24,7 @@ from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from .nn.model import HeadMask
 from .nn.quantize import LazyInt8Copy, int8_causal_network
 from .nn.score_recipe import merged, queries_only
-from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps
+from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps, check_maps
 from .search.causal import LMSearch, beam_continuation, verified_greedy
 from .search.next_token import DRAFT_MIN_PARAMETERS
 from .tokenization.lm_sentencepiece import SentencePieceLM
@@ -38,7 +38,6 @@ MAX_TOP_K = 50
 ROWS_AT_ONCE = 64  # rows of logits softmaxed at a time in a trace
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
-MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
 DRAFTS = ("auto", "int8", "off")
 
 
@@ -328,8 +327,7 @@ class LanguageModel:
             max_new_tokens = len(forced_ids)
         max_new_tokens = check_count(max_new_tokens, "max_new_tokens", 0, MAX_NEW_TOKENS)
         top_k = check_count(top_k, "top_k", 1, MAX_TOP_K)
-        if maps not in MAP_MODES:
-            raise ValueError(f"maps must be one of {', '.join(MAP_MODES)}, got {maps!r}")
+        check_maps(maps)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
         on_demand = maps == "on_demand" or (maps == "auto" and len(prompt_ids) + max_new_tokens > FULL_MAPS_MAX_TOKENS)

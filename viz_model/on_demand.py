@@ -23,6 +23,14 @@ from .nn.score_recipe import ScoreRecipe, laid_out
 FULL_MAPS_MAX_TOKENS = 512
 """Traces of up to this many tokens keep every map (`LanguageModel.trace`'s ``maps="auto"``); longer ones keep
 recipes. A named constant for `benchmarks/bench_long_prompt.py` to settle."""
+MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
+
+
+def check_maps(maps: object) -> str:
+    """`maps` if it is one of `MAP_MODES`; else ValueError in one line."""
+    if not isinstance(maps, str) or maps not in MAP_MODES:
+        raise ValueError(f"maps must be one of {', '.join(MAP_MODES)}, got {maps!r}")
+    return maps
 
 
 @torch.inference_mode()

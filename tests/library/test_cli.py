@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sacrebleu
 import torch
@@ -18,6 +19,7 @@ from support.data import make_pairs, tiny_train_config, write_lines
 import viz_model
 from viz_model.cli.main import main
 from viz_model.data.bleu import corpus_scores
+from viz_model.on_demand import OnDemandMaps
 from viz_model.trace import AttentionTrace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +49,15 @@ def test_trace_to_json_npz_and_stdout(capsys, tmp_path, model_dir, tiny_model):
     assert code == 0
     trace = AttentionTrace.from_json(out)
     assert trace.settings["top_k"] == 2 and all(len(s.top_ids) == 2 for s in trace.steps)
+
+
+def test_trace_with_maps_on_demand_saves_recipes_that_load_back_as_the_maps(capsys, tmp_path, model_dir, tiny_model):
+    code, _, _ = run(capsys, "trace", TEXT, "--out", tmp_path / "t.npz", "--model", model_dir, "--maps", "on_demand",
+                     "--device", "cpu")
+    assert code == 0
+    loaded, full = AttentionTrace.load(tmp_path / "t.npz"), tiny_model.trace(TEXT, maps="full")
+    assert isinstance(loaded.cross_attentions, OnDemandMaps) and loaded.output_ids == full.output_ids
+    np.testing.assert_allclose(loaded.cross_attentions[1], full.cross_attentions[1], rtol=0, atol=1e-5)
 
 
 def test_trace_with_forced_target(capsys, model_dir):
@@ -191,6 +202,8 @@ def test_translate_and_trace_errors(capsys, model_dir, tmp_path):
         (["trace", TEXT, "--model", model_dir, "--out", tmp_path / "a-directory.json"], ["a-directory.json"]),
         (["trace", TEXT, "--model", model_dir, "--out", "-", "--top-k", "0"], ["top_k"]),
         (["trace", TEXT, "--model", model_dir, "--out", "-", "--target", " "], ["target is empty"]),
+        (["trace", TEXT, "--model", model_dir, "--out", "-", "--maps", "lazy"],
+         ["maps must be one of auto, full, on_demand, got 'lazy'"]),
         (["info", "--model", tmp_path / "nope"], ["not found"]),
     ]
     if not torch.cuda.is_available():

@@ -1,7 +1,8 @@
 """Maps made on demand equal the full maps for the imported families (tests/support: small random models built by
 transformers, imported with ``viz-model import``), fp32 on the CPU, atol 1e-5: a language model's trace over its
 prompt and a cached continuation (Llama with grouped heads, Mistral's sliding window, Gemma 2's soft cap, BLOOM's
-ALiBi, GPT-2), and a translator's encoder, decoder and cross maps (T5's relative bias, Marian's sinusoids)."""
+ALiBi, GPT-2), and `TranslationModel.trace(maps="on_demand")`'s encoder, decoder and cross maps (this project's
+model, T5's relative bias, Marian's sinusoids, BART's learned positions), saved and loaded back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 pytest.importorskip("transformers")
 from support.hf import build_marian_folder, import_folder  # noqa: E402
-from support.hf_families import build_t5_folder  # noqa: E402
+from support.hf_families import build_bart_folder, build_t5_folder  # noqa: E402
 from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
 from viz_model.on_demand import OnDemandMaps  # noqa: E402
@@ -46,26 +47,42 @@ def test_a_short_prompt_keeps_its_maps_and_a_bad_mode_is_refused(language_model)
         language_model.trace(PROMPT, max_new_tokens=1, maps="lazy")
 
 
-@pytest.fixture(scope="module", params=["t5", "marian"])
+@pytest.fixture(scope="module", params=["ours", "t5", "marian", "bart"])
 def translator(request, tmp_path_factory):
+    if request.param == "ours":
+        return request.getfixturevalue("tiny_model")
     root = tmp_path_factory.mktemp("hf")
-    folder = build_t5_folder(root, "1.1") if request.param == "t5" else build_marian_folder(root)
-    return import_folder(folder, tmp_path_factory, request.param)
+    build = {"t5": lambda: build_t5_folder(root, "1.1"), "marian": lambda: build_marian_folder(root),
+             "bart": lambda: build_bart_folder(root)}[request.param]
+    return import_folder(build(), tmp_path_factory, request.param)
 
 
-@torch.inference_mode()
-def test_a_translators_trace_made_on_demand_equals_its_full_trace(translator):
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_a_translators_trace_made_on_demand_equals_its_full_trace_saved_and_loaded(translator, suffix, tmp_path):
     text = "the dog sees the cat"
-    full = translator.trace(text)
-    src, tgt = torch.tensor([full.source_ids]), torch.tensor([full.target_ids])
-    network = translator.recording_network
-    out = network(src, tgt, need_weights="recipe")
-    lazy = AttentionTrace.recorded(network, translator.tokenizer, text, src, tgt, full.output_ids, out, 5, True,
-                                   full.settings, full.model_name, full.device)
+    full = translator.trace(text, maps="full")
+    lazy = translator.trace(text, maps="on_demand")
+    assert lazy.output_ids == full.output_ids and lazy.translation == full.translation
+    lazy.save(tmp_path / f"t{suffix}")
+    again = AttentionTrace.load(tmp_path / f"t{suffix}")
     for kind in ("encoder", "decoder", "cross"):
-        assert isinstance(lazy.attentions(kind), OnDemandMaps)
-        for layer, (made, kept) in enumerate(zip(lazy.attentions(kind), full.attentions(kind))):
-            np.testing.assert_allclose(made, kept, rtol=0, atol=ATOL, err_msg=f"{kind} layer {layer}")
+        assert isinstance(lazy.attentions(kind), OnDemandMaps) and isinstance(full.attentions(kind), list)
+        assert isinstance(again.attentions(kind), OnDemandMaps)
+        for layer, kept in enumerate(full.attentions(kind)):
+            np.testing.assert_allclose(lazy.attentions(kind)[layer], kept, rtol=0, atol=ATOL,
+                                       err_msg=f"{kind} layer {layer}")
+            np.testing.assert_array_equal(again.attentions(kind)[layer], lazy.attentions(kind)[layer])
+
+
+def test_a_translators_auto_maps_go_on_demand_past_the_threshold_and_a_bad_mode_is_refused(translator,
+                                                                                          monkeypatch):
+    text = "the dog sees the cat"
+    assert isinstance(translator.trace(text).cross_attentions, list)  # maps="auto", a short sentence
+    monkeypatch.setattr("viz_model.api.FULL_MAPS_MAX_TOKENS", 3)
+    assert isinstance(translator.trace(text).cross_attentions, OnDemandMaps)
+    for bad in ("lazy", None, ["full"]):
+        with pytest.raises(ValueError, match=r"^maps must be one of auto, full, on_demand, got "):
+            translator.trace(text, maps=bad)
 
 
 def test_a_1024_token_trace_past_the_threshold_keeps_layers_x_n_x_d_bytes(tmp_path_factory):

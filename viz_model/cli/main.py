@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="FILE.json, FILE.npz, or - for JSON on stdout")
     p.add_argument("--target", default=None, help="force this output (teacher forcing)")
     p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--maps", default="auto", metavar="{auto,full,on_demand}",
+                   help="full: every map kept; on_demand: what each layer's scores need, maps made when read; auto "
+                        "(the default): on demand past FULL_MAPS_MAX_TOKENS tokens of source or output")
     _model_args(p)
     _decode_args(p)
 
@@ -260,7 +263,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.out != "-" and Path(args.out).suffix not in (".json", ".npz"):
         raise ValueError(f"--out must end in .json or .npz (or be -), got {args.out!r}")
     trace = model.trace(args.text, beam=args.beam, alpha=args.alpha, target=args.target, top_k=args.top_k,
-                        rule=args.rule)
+                        rule=args.rule, maps=args.maps)
     if args.out == "-":
         print(trace.to_json())
     else:
