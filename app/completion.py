@@ -5,6 +5,7 @@ grouped query heads' labels."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -18,6 +19,7 @@ from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label, page_link
 from app.texts import count
 from app.widgets import show_text
+from viz_model.analysis.memory_estimate import MemoryFitError
 from viz_model.plot import head_groups
 from viz_model.plot.long_map_figures import LONG_MAP_TOKENS, is_long
 from viz_model.trace import AttentionTrace
@@ -59,11 +61,14 @@ def chat_messages(prompt: str) -> list[dict[str, str]]:
     return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
 
 
-def chat_completion(session: Session, messages: list[dict[str, str]], max_new_tokens: int) -> AttentionTrace:
-    """A language model's trace of `messages` through its chat template and the reply, from the shared cache."""
+def chat_completion(session: Session, messages: list[dict[str, str]], max_new_tokens: int,
+                    check: Callable[[], str] | None = None) -> AttentionTrace:
+    """A language model's trace of `messages` through its chat template and the reply, from the shared cache
+    (`check`: see `TraceCache.get`)."""
     key = (session.ref.stored, "chat", tuple((m["role"], m["content"]) for m in messages), max_new_tokens,
            session.top_k)
-    return trace_cache().get(key, lambda: load_model(session.ref).trace(messages, max_new_tokens, session.top_k))
+    return trace_cache().get(key, lambda: load_model(session.ref).trace(messages, max_new_tokens, session.top_k),
+                             check)
 
 
 def current_completion(session: Session, long_ready: bool = True) -> AttentionTrace | None:
@@ -95,11 +100,15 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
         with warnings.catch_warnings(record=True) as caught:  # the library's checks, before the cached trace
             warnings.simplefilter("always")
             n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
-            if not memory_check.trace_fits(session.model, n_tokens):
-                return None
+
+            def check() -> str:  # on a cache miss only: a cached trace is served whatever memory is free now
+                return memory_check.trace_memory(session.model, n_tokens)
             with st.spinner("Completing…"):
-                trace = (session.completion(prompt, new_tokens) if isinstance(prompt, str)
-                         else chat_completion(session, prompt, new_tokens))
+                trace = (session.completion(prompt, new_tokens, check) if isinstance(prompt, str)
+                         else chat_completion(session, prompt, new_tokens, check))
+    except MemoryFitError as err:
+        st.error(f"This prompt is not run: {err}.")
+        return None
     except TemplateError as err:  # the template's own refusal (such as "system role not supported")
         st.error(f"The model's chat template fails on this message: {err}. Turn chat off or change the message.")
         return None
@@ -113,6 +122,9 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
         return None
     for warning in {str(w.message): w for w in caught}.values():  # the check's and the trace's: once
         st.warning(f"{str(warning.message)[0].upper()}{str(warning.message)[1:]}.")
+    note = trace_cache().note(trace)
+    if note:
+        st.caption(note)
     return trace
 
 

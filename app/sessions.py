@@ -176,7 +176,7 @@ class TraceCache:
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries, self.max_bytes = entries, max_bytes
-        self._traces: OrderedDict[tuple, tuple[AttentionTrace, int]] = OrderedDict()
+        self._traces: OrderedDict[tuple, tuple[AttentionTrace, int, str | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -185,22 +185,25 @@ class TraceCache:
             return self._bytes()
 
     def _bytes(self) -> int:
-        return sum(size for _, size in self._traces.values())
+        return sum(size for _, size, _ in self._traces.values())
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._traces)
 
-    def get(self, key: tuple, compute: Callable[[], AttentionTrace]) -> AttentionTrace:
-        """The cached trace of `key`, or `compute()`'s, kept (the newest is always kept, however large)."""
+    def get(self, key: tuple, compute: Callable[[], AttentionTrace],
+            check: Callable[[], str] | None = None) -> AttentionTrace:
+        """The cached trace of `key`, or `compute()`'s, kept (the newest is always kept, however large). On a miss
+        `check()` runs first: it may refuse (raise) before anything is computed; its line is the trace's `note`."""
         with self._lock:
             if key in self._traces:
                 self._traces.move_to_end(key)
                 return self._traces[key][0]
+        note = check() if check is not None else None
         trace = compute().freeze()
         size = held_bytes(trace)
         with self._lock:
-            self._traces[key] = (trace, size)
+            self._traces[key] = (trace, size, note)
             self._traces.move_to_end(key)
             evicted = 0
             while len(self._traces) > 1 and (len(self._traces) > self.entries or self._bytes() > self.max_bytes):
@@ -209,6 +212,11 @@ class TraceCache:
         if evicted:
             give_back_memory()  # the let-go traces' memory back to the system, not kept at the peak
         return trace
+
+    def note(self, trace: AttentionTrace) -> str | None:
+        """What the check said when `trace` was computed (None: no check, or no longer held)."""
+        with self._lock:
+            return next((note for kept, _, note in self._traces.values() if kept is trace), None)
 
 
 @st.cache_resource(max_entries=1)
@@ -225,10 +233,12 @@ def compute_trace(ref: ModelRef, text: str, beam: int, alpha: float, target: str
         text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions, rule=rule))
 
 
-def compute_completion(ref: ModelRef, prompt: str, max_new_tokens: int, top_k: int) -> AttentionTrace:
-    """A language model's trace of `prompt` and its greedy continuation, from the shared `TraceCache`."""
+def compute_completion(ref: ModelRef, prompt: str, max_new_tokens: int, top_k: int,
+                       check: Callable[[], str] | None = None) -> AttentionTrace:
+    """A language model's trace of `prompt` and its greedy continuation, from the shared `TraceCache` (`check`: run
+    on a miss, before the trace; see `TraceCache.get`)."""
     key = (ref.stored, "complete", prompt, max_new_tokens, top_k)
-    return trace_cache().get(key, lambda: load_model(ref).trace(prompt, max_new_tokens, top_k))
+    return trace_cache().get(key, lambda: load_model(ref).trace(prompt, max_new_tokens, top_k), check)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -299,9 +309,10 @@ class Session:
     def is_language_model(self) -> bool:
         return isinstance(self.model, LanguageModel)
 
-    def completion(self, prompt: str, max_new_tokens: int) -> AttentionTrace:
-        """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached."""
-        return compute_completion(self.ref, prompt, max_new_tokens, self.top_k)
+    def completion(self, prompt: str, max_new_tokens: int, check: Callable[[], str] | None = None) -> AttentionTrace:
+        """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached (`check`:
+        see `TraceCache.get`)."""
+        return compute_completion(self.ref, prompt, max_new_tokens, self.top_k, check)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,

@@ -38,9 +38,9 @@ def lm_app(models, monkeypatch):
     return models
 
 
-def explore(view: str):
+def explore(view: str, prompt: str = PROMPT):
     at = ok(start(model="llama", sentence="a man", view=view))
-    at.session_state["sentence"] = PROMPT
+    at.session_state["sentence"] = prompt
     return ok(at.run())
 
 
@@ -129,7 +129,7 @@ def traced_tokens(at) -> int:
 
 def test_the_memory_estimate_is_shown_before_the_run(monkeypatch, lm_app):
     available_now(monkeypatch, 2**40)
-    at = explore("heatmap")
+    at = explore("heatmap", long_text(400, seed=5))  # a prompt no other test traced: a miss, so checked
     n = traced_tokens(at)
     estimate = model_estimate(viz_model.load(lm_app / "llama", device="cpu"), n)
     assert n > 512 and f"Memory: the model {gb(estimate.weights)} ({estimate.weights_held}), this {n:,}-token trace " \
@@ -137,14 +137,25 @@ def test_the_memory_estimate_is_shown_before_the_run(monkeypatch, lm_app):
     assert charts(at)
 
 
-def test_a_trace_that_would_not_fit_is_refused_naming_both_figures(monkeypatch):
+def test_a_trace_that_would_not_fit_is_refused_naming_both_figures_and_a_cached_one_still_served(monkeypatch):
+    available_now(monkeypatch, 2**40)
+    at = explore("model")  # traced and cached with memory to spare (or cached already by an earlier test)
+    memory = [c for c in captions(at).splitlines() if c.startswith("Memory: ")]
+    assert charts(at) and len(memory) == 1
     available_now(monkeypatch, 2**10)
-    at = explore("model")
+    ok(at.run())  # the same prompt: served from the cache, the memory not checked again; the caption as computed
+    assert charts(at) and not at.error and memory[0] in captions(at)
+    at.session_state["sentence"] = long_text(400, seed=6)  # a prompt not cached: checked, and refused
+    ok(at.run())
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and errors[0].startswith("This prompt is not run: ") and "would need about" in errors[0]
     assert f"but {gb(2**10)} is available on cpu" in errors[0] and "The model takes " in errors[0], errors
+    assert "\n" not in errors[0]
     assert not charts(at) and at.title[0].value == "Complete & explore"  # the page and its form are still there
     assert [t.label for t in at.text_area] == ["Prompt"]
+    at.session_state["sentence"] = PROMPT  # nothing else lost: the cached trace is still there
+    ok(at.run())
+    assert charts(at) and not at.error
 
 
 @pytest.mark.parametrize("page", ["masks", "decoding", "sinks", "ablation"])

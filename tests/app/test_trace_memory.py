@@ -66,3 +66,23 @@ def test_a_let_go_trace_is_handed_back_to_the_system(lm, monkeypatch):
     cache.get(("b",), lambda: lm.trace("a woman", 1))
     assert calls == [1] and len(cache) == 1
 
+
+
+def test_the_check_runs_on_a_miss_only_and_a_refusal_leaves_the_cache_as_it_was(lm):
+    cache = sessions.TraceCache(entries=4, max_bytes=2**40)
+    checks, computed = [], []
+
+    def check() -> str:
+        checks.append(1)
+        return "Memory: fits"
+    kept = cache.get(("a",), lambda: computed.append("a") or lm.trace("a man", 1), check)
+    assert cache.get(("a",), lambda: computed.append("a") or lm.trace("a man", 1), check) is kept
+    assert checks == [1] and computed == ["a"] and cache.note(kept) == "Memory: fits"
+
+    def refuse() -> str:
+        raise MemoryError("would need about 2 GB, but 1 GB is available")
+    with pytest.raises(MemoryError, match="would need about 2 GB"):
+        cache.get(("b",), lambda: computed.append("b") or lm.trace("a woman", 1), refuse)
+    assert computed == ["a"] and len(cache) == 1  # nothing computed, nothing let go
+    assert cache.get(("a",), lambda: lm.trace("a man", 1), refuse) is kept  # cached: served, not checked
+    assert cache.note(lm.trace("a man", 1)) is None  # a trace the cache does not hold has no note
