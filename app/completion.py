@@ -102,7 +102,7 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
             n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
 
             def check() -> str:  # on a cache miss only: a cached trace is served whatever memory is free now
-                return memory_check.trace_memory(session.model, n_tokens)
+                return memory_check.trace_memory(session.model, n_tokens, new_tokens)
             with st.spinner("Completing…"):
                 trace = (session.completion(prompt, new_tokens, check) if isinstance(prompt, str)
                          else chat_completion(session, prompt, new_tokens, check))

@@ -8,10 +8,11 @@ from viz_model import LanguageModel
 from viz_model.analysis.memory_estimate import MemoryFitError, available_bytes, check_fits, gb, model_estimate
 
 
-def trace_memory(model: LanguageModel, n_tokens: int) -> str:
-    """The "Memory: ..." caption of an `n_tokens`-token trace of `model` (already open: its weights are held);
-    `MemoryFitError` in one line naming the estimate, what is available and the model's size where it would not fit."""
-    estimate = model_estimate(model, n_tokens)
+def trace_memory(model: LanguageModel, n_tokens: int, new_tokens: int = 0) -> str:
+    """The "Memory: ..." caption of an `n_tokens`-token trace of `model` (already open: its weights are held), the
+    last `new_tokens` a continuation; `MemoryFitError` in one line naming the estimate, what is available and the
+    model's size where it would not fit."""
+    estimate = model_estimate(model, n_tokens, new_tokens=new_tokens)
     available = available_bytes(model.device)
     try:
         check_fits(estimate, available, opened=True)

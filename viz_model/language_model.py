@@ -159,6 +159,11 @@ class LanguageModel:
             raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {mode!r}")
         self._draft_mode = mode
 
+    @property
+    def draft_held(self) -> bool:
+        """Whether `draft_network`'s int8 copy is built already (its memory held)."""
+        return self._int8.built
+
     def draft_network(self) -> CausalLM | None:
         """The int8 copy of the network that drafts a greedy continuation (the network verifies every token, so the
         continuation and maps are its own), or None: the network decodes alone. ``draft="auto"``: float32 on the CPU

@@ -24,6 +24,7 @@ from viz_model.analysis.memory_estimate import (  # noqa: E402
     directory_estimate,
     estimate,
     gb,
+    int8_draft_bytes,
     model_estimate,
     parameter_count,
     stored_dtype,
@@ -144,7 +145,9 @@ def test_an_open_model_needs_room_for_its_trace_alone():
 @pytest.mark.parametrize(("argument", "value", "message"), [
     ("n_tokens", 0, "n_tokens must be a whole number"), ("n_tokens", True, "n_tokens must be a whole number"),
     ("maps_mode", "some", "maps_mode must be one of auto, full, on_demand, got 'some'"),
-    ("dtype", "int8", "dtype must be one of fp32, bf16, fp16, got 'int8'")])
+    ("dtype", "int8", "dtype must be one of fp32, bf16, fp16, got 'int8'"),
+    ("new_tokens", 10, r"new_tokens must be a whole number from 0 to n_tokens - 1 \(9\), got 10"),
+    ("draft", "fp8", "draft must be one of auto, int8, off, got 'fp8'")])
 def test_bad_arguments_are_named_in_one_line(argument, value, message):
     arguments = {"config": llama(), "n_tokens": 10, **{argument: value}}
     with pytest.raises(ValueError, match=message):
@@ -183,3 +186,58 @@ def test_the_estimate_is_within_a_quarter_of_the_measured_peak(imported, model, 
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["n"] >= n
     assert abs(found["estimate"] / found["peak"] - 1) <= TOLERANCE, found
+
+
+DRAFT_CHILD = textwrap.dedent("""
+    import ctypes, gc, json, sys
+    import torch
+    torch.set_num_threads(1)
+    import viz_model
+    from viz_model.analysis.memory_estimate import model_estimate
+    from viz_model.nn.quantize import Int8Linear
+
+    def resident():
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        for line in open("/proc/self/status"):
+            if line.startswith("RssAnon:"):  # not the weights' file-backed pages the copy reads
+                return int(line.split()[1]) * 1024
+
+    Int8Linear(torch.ones(8, 8), None)  # the int8 kernels' own first use, not the copy's
+    lm = viz_model.load(sys.argv[1], device="cpu")
+    counted = model_estimate(lm, 100, "full", new_tokens=10).draft
+    before = resident()
+    built = lm.draft_network() is not None
+    print(json.dumps({"built": built, "bytes": resident() - before, "estimate": counted,
+                      "after": model_estimate(lm, 100, "full", new_tokens=10).draft}))
+""")
+
+
+def test_the_int8_draft_is_counted_where_draft_network_would_build_it():
+    wide, small = llama(**WIDE), llama()
+    drafted = estimate(wide, 100, "full", new_tokens=20)
+    assert drafted.draft == int8_draft_bytes(wide) > 0
+    assert drafted.total == estimate(wide, 100, "full").total + drafted.draft  # a greedy continuation drafted
+    assert drafted.trace_bytes == estimate(wide, 100, "full").trace_bytes + drafted.draft  # built with the trace
+    undrafted = [dict(new_tokens=0), dict(maps_mode="on_demand"), dict(device="cuda"), dict(draft="off"),
+                 dict(dtype="bf16", device="cuda")]
+    for changed in undrafted:
+        assert estimate(wide, 100, **({"maps_mode": "full", "new_tokens": 20} | changed)).draft == 0, changed
+    assert estimate(wide, 100, "full", "bf16", "cpu", new_tokens=20).draft == drafted.draft  # upcast to fp32
+    assert estimate(small, 100, "full", new_tokens=20).draft == 0  # under DRAFT_MIN_PARAMETERS: "auto" skips it
+    assert estimate(small, 100, "full", new_tokens=20, draft="int8").draft == int8_draft_bytes(small)
+
+
+@pytest.mark.parametrize("model", ["small", "wide"])
+def test_the_counted_draft_is_the_bytes_the_real_copy_holds(imported, model):
+    """Device: CPU, fp32; WIDE (46M parameters) drafts with draft="auto", SMALL not; the anonymous resident memory
+    the copy adds, in a fresh process."""
+    result = subprocess.run([sys.executable, "-c", DRAFT_CHILD, str(imported[model])], capture_output=True, text=True,
+                            check=False, cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    if model == "small":
+        assert found == {**found, "built": False, "estimate": 0}
+        return
+    assert found["built"] and found["after"] == 0  # held once built: not counted again
+    assert abs(found["estimate"] / found["bytes"] - 1) <= 0.15, found

@@ -14,7 +14,10 @@ vocabulary V, n tokens, in c bytes a value (the dtype the device computes in: fp
   else the n x n mask the fused kernel reads (boolean; float where a bias is added);
 - logits: n x V, and their float32 copy where c is not 4 bytes (made once the layers' working sets are let go: the
   total counts the larger of the two);
-- trace: what the trace keeps besides (embeddings, positions, its n x n mask, a step a token)."""
+- trace: what the trace keeps besides (embeddings, positions, its n x n mask, a step a token);
+- draft: the int8 copy `LanguageModel.draft_network` builds where it drafts a greedy continuation (CPU, float32, new
+  tokens with every map kept, ``draft`` "int8", or "auto" at `DRAFT_MIN_PARAMETERS` parameters or more): a byte a
+  weight of every Linear layer of the layers and of the output projection, and `INT8_ROW_BYTES` a row."""
 
 from __future__ import annotations
 
@@ -25,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from ..config import ModelConfig
 from ..hf.mapped_load import compute_dtype
-from ..modeldir.checkpoint import check_model_dir, planned_model, weight_source
+from ..language_model import DRAFT_MIN_PARAMETERS, DRAFTS
+from ..modeldir.checkpoint import check_model_dir, network_class, planned_model, weight_source
 from ..on_demand import FULL_MAPS_MAX_TOKENS
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -37,6 +42,7 @@ MAPS_MODES = ("auto", "full", "on_demand")
 STEP_BYTES = 1500  # one DecodingStep with its top-k lists, as Python objects
 GB = 1024**3
 MAX_HEADER_BYTES = 100 * 1024**2  # safetensors' own limit on a header
+INT8_ROW_BYTES = 64  # an int8 Linear layer's bytes a row beside a byte a weight: scale, offsets, the kernel's packing
 
 
 class MemoryFitError(ValueError):
@@ -62,12 +68,13 @@ class Estimate:
     activations: int
     logits: int
     trace: int
+    draft: int = 0
 
     @property
     def total(self) -> int:
         """The peak of one trace with the model open: every part, the activations and logits not at once (a layer's
         working set is let go before the logits are made)."""
-        return self.weights + self.cache + self.maps + max(self.activations, self.logits) + self.trace
+        return self.weights + self.draft + self.cache + self.maps + max(self.activations, self.logits) + self.trace
 
     @property
     def trace_bytes(self) -> int:
@@ -98,10 +105,23 @@ def parameter_count(config: ModelConfig) -> int:
     return sum(math.prod(shape) for shape in planned_model(config)[0].values())
 
 
+def int8_draft_bytes(config: ModelConfig) -> int:
+    """The bytes of the int8 copy `LanguageModel.draft_network` builds of `config`'s network (see the module's
+    docstring); its other tensors are the network's own, shared."""
+    with torch.device("meta"):
+        network = network_class(config)(config)
+    head = network.embedding if network.lm_head is None else network.lm_head
+    shapes = [m.weight.shape for m in network.layers.modules() if isinstance(m, nn.Linear)] + [head.weight.shape]
+    return sum(rows * (columns + INT8_ROW_BYTES) for rows, columns in shapes)
+
+
 def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype: str = "fp32",
-             device: str | torch.device = "cpu", mapped: bool = True) -> Estimate:
+             device: str | torch.device = "cpu", mapped: bool = True, new_tokens: int = 0,
+             draft: str = "auto") -> Estimate:
     """The memory of `config`'s decoder with its weights stored in `dtype` ("fp32", "bf16", "fp16"; `mapped`: read
-    where they are, memory-mapped) on `device`, and of one `n_tokens`-token trace (`maps_mode` as `trace`'s maps)."""
+    where they are, memory-mapped) on `device`, and of one `n_tokens`-token trace (`maps_mode` as `trace`'s maps)
+    whose last `new_tokens` are a greedy continuation (`draft` as `LanguageModel.draft`: its int8 copy counted where
+    it would be built)."""
     if config.kind != "decoder":
         raise ValueError(f"estimate covers decoder-only language models, not kind {config.kind!r}")
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
@@ -110,6 +130,11 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
         raise ValueError(f"maps_mode must be one of {', '.join(MAPS_MODES)}, got {maps_mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or not 0 <= new_tokens < n_tokens:
+        raise ValueError(f"new_tokens must be a whole number from 0 to n_tokens - 1 ({n_tokens - 1}), got "
+                         f"{new_tokens!r}")
+    if draft not in DRAFTS:
+        raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {draft!r}")
     where = torch.device(device)
     stored, computed = DTYPES[dtype], compute_dtype(where, DTYPES[dtype])
     full = maps_mode == "full" or (maps_mode == "auto" and n_tokens <= FULL_MAPS_MAX_TOKENS)
@@ -126,10 +151,13 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
     scores = 2 * heads * n * n * c if full else n * n * (c + 1 if biased else 1)
     maps = layers * heads * n * n * (4 if where.type == "cpu" else c) if full else 0  # float32 numpy on the CPU
     logits = n * config.vocab_size * (c + (4 if c != 4 else 0))  # and their float32 copy
+    drafted = new_tokens > 0 and full and where.type == "cpu" and computed == torch.float32 and (
+        draft == "int8" or draft == "auto" and parameter_count(config) >= DRAFT_MIN_PARAMETERS)
     return Estimate(n_tokens=n, device=where.type, compute_dtype=str(computed).removeprefix("torch."),
                     maps_mode="full" if full else "on_demand", weights=parameter_count(config) * computed.itemsize,
                     weights_held=held, cache=cache, maps=maps, activations=hidden + scores, logits=logits,
-                    trace=n * (2 * config.d_model * 4 + n + STEP_BYTES))
+                    trace=n * (2 * config.d_model * 4 + n + STEP_BYTES),
+                    draft=int8_draft_bytes(config) if drafted else 0)
 
 
 def stored_dtype(directory: Path) -> tuple[str, bool]:
@@ -157,16 +185,18 @@ def directory_estimate(directory: str | Path, n_tokens: int, maps_mode: str = "a
     return estimate(config, n_tokens, maps_mode, dtype, device, mapped)
 
 
-def model_estimate(model: Any, n_tokens: int, maps_mode: str = "auto") -> Estimate:
-    """`estimate` for an open `LanguageModel`: its config, device, and its weights' stored dtype (its directory's
-    header; without a directory, its parameters' dtype, held in memory)."""
+def model_estimate(model: Any, n_tokens: int, maps_mode: str = "auto", new_tokens: int = 0) -> Estimate:
+    """`estimate` for an open `LanguageModel`: its config, device, its weights' stored dtype (its directory's
+    header; without a directory, its parameters' dtype, held in memory) and its draft setting (the int8 copy not
+    counted once it is held: `LanguageModel.draft_held`)."""
     directory = getattr(model, "directory", None)
     if directory is not None and Path(directory).is_dir():
         dtype, mapped = stored_dtype(Path(directory))
     else:
         held = str(next(model.network.parameters()).dtype).removeprefix("torch.")
         dtype, mapped = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}[held], False
-    return estimate(model.config, n_tokens, maps_mode, dtype, model.device, mapped)
+    return estimate(model.config, n_tokens, maps_mode, dtype, model.device, mapped, new_tokens,
+                    "off" if model.draft_held else model.draft)
 
 
 def available_bytes(device: str | torch.device = "cpu") -> int:

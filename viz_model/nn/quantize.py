@@ -178,6 +178,11 @@ class LazyInt8Copy:
         self._built = False
         self._copy: Transformer | None = None
 
+    @property
+    def built(self) -> bool:
+        """Whether the copy was built (and is held, where int8 kernels exist)."""
+        return self._built
+
     def get(self, network: Transformer) -> Transformer | None:
         with self._lock:
             if not self._built:
