@@ -45,8 +45,8 @@ def threshold(results: dict) -> int:
     found = 0
     lengths = sorted({int(n) for model in results["models"].values() for n in model["lengths"]})
     for n in lengths:
-        ratios = [model["lengths"][str(n)]["full_over_on_demand"] for model in results["models"].values()]
-        if not all(r < 1 - FASTER_BY for r in ratios):
+        sides = [model["lengths"][str(n)] for model in results["models"].values()]
+        if not all(s["full"]["visit_p50_ms"] < (1 - FASTER_BY) * s["on_demand"]["visit_p50_ms"] for s in sides):
             break
         found = n
     return found
