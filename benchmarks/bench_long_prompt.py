@@ -8,7 +8,8 @@ fp32 on the CPU. Each measurement runs in a fresh process that loads both models
 
 * **ours (on demand)**: ``LanguageModel.trace(prompt, max_new_tokens=0, maps="on_demand")``, the trace's bytes, then
   reading one head's map (``trace.head_map``) and one full layer (``trace.decoder_attentions[layer]``);
-* **ours (full maps)**: ``trace(..., maps="full")``, every map kept: what decides `FULL_MAPS_MAX_TOKENS`;
+* **ours (full maps)**: ``trace(..., maps="full")``, every map kept (`bench_maps_threshold.py` sets
+  `FULL_MAPS_MAX_TOKENS` from both kinds of visit at 64 to 1,024 tokens);
 * **transformers**: the forward pass with ``output_attentions=True`` (eager attention).
 
 A side whose maps alone (layers x heads x n² x 4 B) would take more than ``--memory-limit-gb`` (default: half the
