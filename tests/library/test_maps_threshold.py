@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -23,7 +25,11 @@ def test_the_threshold_is_what_the_benchmarks_rule_gives_on_its_results_file():
     assert set(results["models"]) == {"gpt2-small", "qwen2.5-0.5b"}
     for model in results["models"].values():
         assert sorted(map(int, model["lengths"])) == list(bench_maps_threshold.LENGTHS)
-    assert bench_maps_threshold.threshold(results) == results["threshold"] == FULL_MAPS_MAX_TOKENS
+    assert bench_maps_threshold.threshold(results) == results["threshold"]
+    if results["other_cores_busy"] is None or results["other_cores_busy"] > bench_maps_threshold.QUIET:
+        pytest.skip(f"bench_maps_threshold.json was measured while other processes kept {results['other_cores_busy']} "
+                    "cores busy: re-run it on a quiet machine to decide FULL_MAPS_MAX_TOKENS")
+    assert results["threshold"] == FULL_MAPS_MAX_TOKENS
 
 
 def results_of(full_ms: dict[str, list[float]]) -> dict:
