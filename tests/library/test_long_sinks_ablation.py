@@ -105,3 +105,7 @@ def test_the_ablation_of_a_long_prompt_keeps_recipes_and_equals_every_map(lm):
     expected = sum(np.log(full.steps[t].probability) for t in range(p - 1, p + 2))
     assert result.log_prob_intact == pytest.approx(expected, abs=1e-4)
     assert result.log_prob_ablated != pytest.approx(result.log_prob_intact, abs=1e-6)
+    pair = ([full.target_ids[:p]], [full.target_ids[p:]])
+    mask = ablation.head_mask_for(lm.config, {("decoder", 0, 2)})
+    assert result.log_prob_intact == pytest.approx(float(lm.sequence_log_probs(*pair)[0]), abs=1e-4)
+    assert result.log_prob_ablated == pytest.approx(float(lm.sequence_log_probs(*pair, mask)[0]), abs=1e-4)

@@ -39,7 +39,7 @@ def head_key_shares(blocks: Iterable[tuple[int, np.ndarray]], n: int, window: in
     for start, block in blocks:
         query = np.arange(start, start + len(block))[:, None]
         seen = (query > key) & (True if window is None else query - key < window)
-        totals += np.where(seen, np.asarray(block, dtype=np.float64), 0.0).sum(axis=0)
+        totals += np.where(seen, block, 0).sum(axis=0, dtype=np.float64)  # float64 sums of the weights
     counts = seen_counts(n, window)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, totals / counts, np.nan)
