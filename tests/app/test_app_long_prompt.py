@@ -147,8 +147,8 @@ def test_a_trace_that_would_not_fit_is_refused_naming_both_figures(monkeypatch):
     assert [t.label for t in at.text_area] == ["Prompt"]
 
 
-@pytest.mark.parametrize("page", ["masks", "decoding", "sinks", "ablation", "attribution", "alignment",
-                                  "attention_by_hand"])
+@pytest.mark.parametrize("page", ["attribution", "alignment", "attention_by_hand"])  # the others draw: see
+# test_app_long_pages.py
 def test_a_page_that_draws_whole_maps_says_it_opens_on_shorter_prompts(page):
     at = explore("heatmap")
     at.switch_page(f"views/{page}.py").run()
