@@ -5,17 +5,13 @@ reads of the maps equals the trace that keeps every map."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-from support.app import APP, arr, charts, ok, start, titles
-from support.hf_lm import import_lm
-from support.long_lm import long_llama_folder, long_text
+from support.app import arr, charts, ok, start, titles
+from support.long_lm import long_lm_models, long_text
 
 import viz_model
 from viz_model.analysis.sinks import trace_sink_shares
-from viz_model.modeldir.shipped import DEFAULT_MODEL
 from viz_model.on_demand import OnDemandMaps
 
 PROMPT = long_text(200)  # 706 tokens: past the 256 a page draws cell by cell and the 512 that keep every map
@@ -24,16 +20,12 @@ NEW_TOKENS = 2
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("long-page-models")
-    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)  # the default model
-    import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
-    return root
+    return long_lm_models(tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)
-def lm_app(models, monkeypatch):
+def on_the_models(models, monkeypatch):
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
-    return models
 
 
 @pytest.fixture(autouse=True)
