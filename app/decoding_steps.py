@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from app import state, widgets
@@ -26,7 +27,7 @@ def step_rows(trace: AttentionTrace, kind: str, layer: int, t: int, keys: int) -
     return np.stack([trace.head_map(kind, layer, head, slice(t, t + 1))[0, :keys] for head in range(heads)])
 
 
-def causal_mask_figure(labels: Sequence[str], t: int):
+def causal_mask_figure(labels: Sequence[str], t: int) -> go.Figure:
     """The causal mask after the step read at position `t`: every row, or past `LONG_MAP_TOKENS` tokens the last
     `MASK_ROWS` rows (their cells exact), the title saying which."""
     if len(labels) <= LONG_MAP_TOKENS:

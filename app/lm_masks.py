@@ -18,7 +18,6 @@ from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.trace import AttentionTrace
 
 PAD = "<pad>"
-WINDOW = long_mask_figures.MASK_WINDOW_TOKENS
 SIDES = {"left": "on the left (before the text)", "right": "on the right (after the text)"}
 
 
@@ -126,9 +125,8 @@ def page(session: Session) -> None:
     mask_figures(visible, trace.target_tokens, trace.target_tokens,
                  f"Layer {layer + 1}'s mask over the prompt and its continuation ({what})",
                  completion.prompt_length(trace), f"layer{layer + 1}-mask", "lm_mask_chart", trace)
-    p = completion.prompt_length(trace)
-    checked = None if n <= LONG_MAP_TOKENS else slice(long_mask_figures.window_start(p, n),
-                                                      long_mask_figures.window_start(p, n) + WINDOW)
+    first = long_mask_figures.window_start(completion.prompt_length(trace), n)
+    checked = None if n <= LONG_MAP_TOKENS else slice(first, first + long_mask_figures.MASK_WINDOW_TOKENS)
     hidden, low, high = recorded_check(trace, layer, visible, checked)
     a, b = st.columns(2)
     a.metric("Largest weight on a masked cell (every head" + ("" if checked is None else

@@ -109,3 +109,16 @@ def test_the_ablation_of_a_long_prompt_keeps_recipes_and_equals_every_map(lm):
     mask = ablation.head_mask_for(lm.config, {("decoder", 0, 2)})
     assert result.log_prob_intact == pytest.approx(float(lm.sequence_log_probs(*pair)[0]), abs=1e-4)
     assert result.log_prob_ablated == pytest.approx(float(lm.sequence_log_probs(*pair, mask)[0]), abs=1e-4)
+
+
+def test_the_logit_change_of_a_long_prompt_names_positions_not_every_token(lm):
+    from viz_model.analysis.lm_head_roles import logit_change
+    from viz_model.plot.logit_figures import logit_change_figure
+
+    ids = lm.encode(PROMPT)
+    fig = logit_change_figure(logit_change(lm, ids, {("decoder", 0, 2)}), "long")
+    axis = fig.layout.xaxis2
+    assert axis.tickvals is None and axis.ticktext is None and "hover for its token" in axis.title.text
+    assert len(fig.data[0].x) == len(ids) and fig.data[0].customdata[5].startswith("6: ")
+    short = logit_change_figure(logit_change(lm, ids[:20], {("decoder", 0, 2)}), "short")
+    assert list(short.layout.xaxis2.tickvals) == list(range(20))
