@@ -21,7 +21,6 @@ from app.texts import count
 from app.widgets import show_text
 from viz_model.analysis.memory_estimate import MemoryFitError
 from viz_model.plot import head_groups
-from viz_model.plot.long_map_figures import LONG_MAP_TOKENS, is_long
 from viz_model.trace import AttentionTrace
 
 BOUNDARY_COLOR = "#d62728"  # the line between the prompt and the continuation on every map
@@ -71,26 +70,15 @@ def chat_completion(session: Session, messages: list[dict[str, str]], max_new_to
                              check)
 
 
-def current_completion(session: Session, long_ready: bool = True) -> AttentionTrace | None:
-    """The trace of the submitted prompt and its continuation, or None after one line saying why there is none
-    (`long_ready` False: a page that draws whole maps, which says so past `LONG_MAP_TOKENS` tokens)."""
+def current_completion(session: Session) -> AttentionTrace | None:
+    """The trace of the submitted prompt and its continuation, or None after one line saying why there is none."""
     page_link(EXPLORE)  # the continuation's length and the chat turn come from the link on every page
     prompt = SHARED.sentence.get("")
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")
         return None
     trace = completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
-    return None if trace is None or (not long_ready and too_long(trace)) else trace
-
-
-def too_long(trace: AttentionTrace) -> bool:
-    """Whether the trace is too long for a page that draws whole maps (past `LONG_MAP_TOKENS` tokens), after one
-    line saying so."""
-    if not is_long(trace, "decoder"):
-        return False
-    st.info(f"This page draws every cell of whole maps, too many at {len(trace.target_tokens):,} tokens: it opens "
-            f"on prompts of up to {LONG_MAP_TOKENS} tokens. Complete & explore draws this one.")
-    return True
+    return trace
 
 
 def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:

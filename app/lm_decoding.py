@@ -94,7 +94,7 @@ def page(session: Session) -> None:
     st.title("Decoding step by step")
     st.caption("The language model writes its continuation one token at a time: at step t it reads the prompt and "
                "the tokens so far (self-attention, causal) and scores every token of the vocabulary for the next.")
-    trace = completion.current_completion(session, long_ready=False)
+    trace = completion.current_completion(session)
     if trace is None:
         st.stop()
     completion.completion_panel(trace)

@@ -10,9 +10,12 @@ import torch
 from app import completion, state, texts, widgets
 from app.page_settings import MASKS as own
 from app.sessions import Session
+from viz_model.analysis.map_summary import row_blocks
 from viz_model.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
-from viz_model.plot import trace_figures
+from viz_model.plot import long_mask_figures, trace_figures
+from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
+from viz_model.trace import AttentionTrace
 
 PAD = "<pad>"
 SIDES = {"left": "on the left (before the text)", "right": "on the right (after the text)"}
@@ -55,6 +58,46 @@ def windows_line(windows: list[int | None]) -> str:
     return " · ".join(parts)
 
 
+def recorded_check(trace: AttentionTrace, layer: int, visible: np.ndarray, rows: slice | None = None
+                   ) -> tuple[float, float, float]:
+    """(largest weight on a masked cell, smallest and largest row sum) of every head of `layer` over query `rows`
+    (None: all, each head's map read a block of rows at a time by `row_blocks`), read head by head: a long trace's
+    maps made on demand are never held a layer at once."""
+    hidden, low, high = 0.0, np.inf, -np.inf
+    for head in range(trace.map_shape("decoder", layer)[0]):
+        blocks = (row_blocks(trace, "decoder", layer, head) if rows is None
+                  else [(rows.start, trace.head_map("decoder", layer, head, rows))])
+        for start, block in blocks:
+            masked = ~visible[start:start + len(block)]
+            if masked.any():
+                hidden = max(hidden, float(np.abs(block[masked]).max()))
+            sums = block.sum(axis=-1)
+            low, high = min(low, float(sums.min())), max(high, float(sums.max()))
+    return hidden, low, high
+
+
+def mask_figures(mask: np.ndarray, rows: list[str], keys: list[str], title: str, around: int, name: str,
+                 key: str, trace: AttentionTrace | None = None) -> None:
+    """`mask` drawn cell by cell, or past `LONG_MAP_TOKENS` as blocks and a window of its cells around position
+    `around` (`trace`: the prompt's end marked on each)."""
+    if max(mask.shape) <= LONG_MAP_TOKENS:
+        figures = [(trace_figures.mask_matrix_figure(mask, rows, keys, title), name, key)]
+    else:
+        first = long_mask_figures.window_start(around, max(mask.shape))
+        figures = [(long_mask_figures.downsampled_mask(mask, title), name, key),
+                   (long_mask_figures.mask_window(mask, rows, keys, first, first, title), f"{name}-window",
+                    f"{key}_window")]
+    for fig, fig_name, fig_key in figures:
+        if trace is not None:
+            completion.mark_boundary(fig, trace)
+        widgets.chart(fig, fig_name, key=fig_key)
+        widgets.exports(fig, fig_name, fig_key.removesuffix("_chart"))
+    if len(figures) > 1:
+        st.caption(f"{len(rows):,} tokens: the whole mask as blocks (each coloured by the share of its cells that may "
+                   f"attend), then every cell of the {long_mask_figures.MASK_WINDOW_TOKENS} positions around "
+                   f"position {around}.")
+
+
 def page(session: Session) -> None:
     """The Masks page for the language model of `session`."""
     model: LanguageModel = session.model  # type: ignore[assignment]
@@ -63,7 +106,7 @@ def page(session: Session) -> None:
                "key, a sliding-window layer also from every key more than W − 1 back, and a batch of prompts of "
                "different lengths is padded, its `<pad>` keys masked. Masked scores become −∞ before the softmax, "
                "so their weights are exactly 0.")
-    trace = completion.current_completion(session, long_ready=False)
+    trace = completion.current_completion(session)
     if trace is None:
         st.stop()
     n = len(trace.target_tokens)
@@ -79,18 +122,20 @@ def page(session: Session) -> None:
     visible = window_mask(n, 0, windows[layer], torch.device("cpu"))[0, 0].numpy()
     what = ("causal: position t sees keys 0..t" if windows[layer] is None
             else f"causal and a sliding window of {windows[layer]}: position t sees keys t − {windows[layer] - 1}..t")
-    fig = trace_figures.mask_matrix_figure(visible, trace.target_tokens, trace.target_tokens,
-                                           f"Layer {layer + 1}'s mask over the prompt and its continuation ({what})")
-    widgets.chart(fig, f"layer{layer + 1}-mask", key="lm_mask_chart")
-    widgets.exports(fig, f"layer{layer + 1}-mask", "lm_mask")
-    recorded = trace.decoder_attentions[layer]
-    hidden = float(np.abs(recorded[:, ~visible]).max()) if (~visible).any() else 0.0
-    rows = recorded.sum(axis=-1)
+    mask_figures(visible, trace.target_tokens, trace.target_tokens,
+                 f"Layer {layer + 1}'s mask over the prompt and its continuation ({what})",
+                 completion.prompt_length(trace), f"layer{layer + 1}-mask", "lm_mask_chart", trace)
+    first = long_mask_figures.window_start(completion.prompt_length(trace), n)
+    checked = None if n <= LONG_MAP_TOKENS else slice(first, first + long_mask_figures.MASK_WINDOW_TOKENS)
+    hidden, low, high = recorded_check(trace, layer, visible, checked)
     a, b = st.columns(2)
-    a.metric("Largest weight on a masked cell (every head)", f"{hidden:.1e}",
-             help="From the weights the model recorded for this prompt: exactly 0 where the mask hides a key.")
-    b.metric("Row sums", f"{rows.min():.6f}" if np.isclose(rows.min(), rows.max(), atol=5e-6)
-             else f"{rows.min():.4f}–{rows.max():.4f}", help="Every query's weights sum to 1 over what it may see.")
+    a.metric("Largest weight on a masked cell (every head" + ("" if checked is None else
+                                                              f", queries {checked.start}–{checked.stop - 1}") + ")",
+             f"{hidden:.1e}", help="From the weights the model recorded for this prompt: exactly 0 where the mask "
+             "hides a key." + ("" if checked is None else " On a long prompt, over the window's queries drawn above "
+                               "(each head's rows read alone)."))
+    b.metric("Row sums", f"{low:.6f}" if np.isclose(low, high, atol=5e-6)
+             else f"{low:.4f}–{high:.4f}", help="Every query's weights sum to 1 over what it may see.")
 
     st.subheader("Padding: a batch of two prompts")
     ids = completion.prompt_length(trace)
@@ -125,6 +170,8 @@ def page(session: Session) -> None:
                 "see the padding mask at work.")
     fig = trace_figures.padding_mask_figure(rows, keys, f"Padding mask of the keys, padded on the {side}: "
                                             "1 = real token, 0 = <pad>")
+    if keys.shape[1] > LONG_MAP_TOKENS:
+        long_mask_figures.positions_axis(fig, "key position (hover for the token)")
     widgets.chart(fig, "padding-mask", key="pad_chart")
     widgets.exports(fig, "padding-mask", "pad")
     shorter = 0 if ids <= len(other) else 1
@@ -132,11 +179,10 @@ def page(session: Session) -> None:
     state.bound(st.radio, "Prompt", own.row, [0, 1], horizontal=True, format_func=lambda r: f"#{r + 1}")
     row = int(own.row.get())
     combined = layer_mask(keys.shape[1], windows[layer], keys[row])
-    fig = trace_figures.mask_matrix_figure(combined, rows[row], rows[row],
-                                           f"The mask layer {layer + 1} applies to prompt #{row + 1} (causal AND "
-                                           + ("" if windows[layer] is None else "window AND ") + "padding)")
-    widgets.chart(fig, "combined-mask", key="combined_chart")
-    widgets.exports(fig, "combined-mask", "combined")
+    edge = int(np.flatnonzero(keys[row])[0]) if side == "left" else int(keys[row].sum())  # where its pads meet it
+    mask_figures(combined, rows[row], rows[row], f"The mask layer {layer + 1} applies to prompt #{row + 1} (causal "
+                 "AND " + ("" if windows[layer] is None else "window AND ") + "padding)",
+                 edge, "combined-mask", "combined_chart")
     st.caption("Right padding: the prompt keeps its positions and the pads come after it (their rows are ignored). "
                "Left padding: every prompt ends in the last column, where the next token is read; a pad's own row "
                "sees nothing, and the real tokens' positions are counted from the first real token.")

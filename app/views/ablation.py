@@ -49,7 +49,7 @@ st.caption("Switch heads off (their output multiplied by 0, for this request onl
                                   if language_model else ""))
 if language_model:
     completion.prompt_form()
-    if completion.current_completion(session, long_ready=False) is None:
+    if completion.current_completion(session) is None:
         st.stop()
 else:
     trace = tracing.trace_or_stop(session)

@@ -14,6 +14,7 @@ from app.page_settings import SINKS as own
 from app.shared_settings import SHARED
 from viz_model.analysis.sinks import HEAVY_SHARE, SinkShares, SinkSwitch, remove_sink, trace_sink_shares
 from viz_model.plot import analysis_figures, trace_figures
+from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.trace import AttentionTrace
 
 WHY = """
@@ -50,6 +51,14 @@ def compute_switch(ref: sessions.ModelRef, prompt: str | list[dict[str, str]], m
                    keys: tuple[int, ...]) -> SinkSwitch:
     """`remove_sink` of the loaded language model, cached."""
     return remove_sink(sessions.load_model(ref), prompt, max_new_tokens, keys)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def lm_shares(_trace: AttentionTrace, ref: sessions.ModelRef, prompt: str, new_tokens: int, chat: bool,
+              system: str) -> SinkShares:
+    """`trace_sink_shares` of the completion `_trace`, cached by what it was made of (the model, the prompt, the new
+    tokens, the chat turn): each head's map is read once per prompt, not on every rerun."""
+    return trace_sink_shares(_trace, HEAVY_SHARE)
 
 
 def pick_head(chart_key: str) -> None:
@@ -113,8 +122,12 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
         state.bound(st.selectbox, "Head", own.head, list(range(1, heads + 1)))
     values = shares.head(own.layer.get() - 1, own.head.get() - 1)
     ticks = [f"{i} {trace_figures.escape(repr(t))}" for i, t in enumerate(shares.tokens)]
-    fig = go.Figure(go.Bar(x=ticks, y=np.nan_to_num(values), marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),
-                           hovertemplate="%{x}<br>share %{y:.4f}<extra></extra>"))
+    long = len(ticks) > LONG_MAP_TOKENS  # a bar a token at its position, the token on hover
+    fig = go.Figure(go.Bar(x=list(range(len(ticks))) if long else ticks, y=np.nan_to_num(values), customdata=ticks,
+                           marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),
+                           hovertemplate="%{customdata}<br>share %{y:.4f}<extra></extra>"))
+    if long:
+        fig.update_xaxes(title=dict(text="key position (hover for the token)"))
     fig.add_hline(y=shares.threshold, line=dict(color="#d62728", dash="dot", width=1))
     if boundary is not None and boundary < len(ticks):
         fig.add_vline(x=boundary - 0.5, line=dict(color=completion.BOUNDARY_COLOR, width=2, dash="dot"))
@@ -175,7 +188,7 @@ def switch_section(shares: SinkShares, trace: AttentionTrace, prompt: str | list
 
 if session.is_language_model:
     completion.prompt_form()
-    trace = completion.current_completion(session, long_ready=False)
+    trace = completion.current_completion(session)
     if trace is None:
         st.stop()
     what = "(prompt and continuation)"
@@ -183,7 +196,10 @@ else:
     trace = tracing.trace_or_stop(session)
     what = "(the decoder's self-attention over the translation)"
 try:
-    shares = trace_sink_shares(trace, HEAVY_SHARE)
+    with st.spinner("Measuring every head's shares…"):
+        shares = (lm_shares(trace, session.ref.stored, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()),
+                            EXPLORE.chat.get(), EXPLORE.system.get("")) if session.is_language_model
+                  else trace_sink_shares(trace, HEAVY_SHARE))
 except ValueError as err:
     widgets.input_problem(err, "The shares cannot be measured: ")
     st.stop()

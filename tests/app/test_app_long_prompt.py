@@ -158,11 +158,3 @@ def test_a_trace_that_would_not_fit_is_refused_naming_both_figures_and_a_cached_
     assert charts(at) and not at.error
 
 
-@pytest.mark.parametrize("page", ["masks", "decoding", "sinks", "ablation"])
-def test_a_page_that_draws_whole_maps_says_it_opens_on_shorter_prompts(page):
-    at = explore("heatmap")
-    at.switch_page(f"views/{page}.py").run()
-    ok(at)
-    assert any("This page draws every cell of whole maps, too many at" in i.value
-               and "it opens on prompts of up to 256 tokens" in i.value for i in at.info), [i.value for i in at.info]
-    assert not charts(at)

@@ -1,7 +1,7 @@
 """A 4,096-token prompt in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a tiny imported
 Llama with room for 4,608 positions, a generated text of at least 4,096 tokens and one new token (maps made on
-demand); every page that runs with a language model open, and each Explore view, settles with no exception box and
-no error (a page that draws whole maps says in one line that it opens on shorter prompts), each within
+demand); every page that runs with a language model open, and each Explore view, settles with no exception box, no
+error and a figure drawn (no page refuses a long prompt), each within
 `SETTLE_LIMIT_S` (the aim is 5 s; the machine is shared, so the figures measured are printed
 and written to ``long-prompt-settle.json`` beside the screenshots)."""
 
@@ -11,7 +11,7 @@ import json
 
 import pytest
 from support.browser import ARTIFACTS, CHROMIUM, shot, streamlit_server
-from support.long_walk import NOTES, SHORTER_ONLY, TOKENS, TRACE_VISIT, long_models, visit, visits
+from support.long_walk import TOKENS, TRACE_VISIT, long_models, visit, visits
 
 pytestmark = [
     pytest.mark.browser,
@@ -20,7 +20,6 @@ pytestmark = [
                                                      "(apt-get install chromium); CI installs it"),
 ]
 SETTLE_LIMIT_S = 30  # asserted; the aim is 5 s on an idle 2-core machine (benchmarks/bench_long_views.py)
-DRAWS_LONG = {"alignment", "attribution", "by_hand"}  # pages that draw a long prompt (rows read alone), never refuse
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +40,6 @@ def test_every_language_model_page_settles_on_a_4096_token_prompt(long_server, p
         shot(page, f"long-prompt-{name.replace(' ', '-')}.png")
         if problem is not None:
             problems[name] = problem
-        elif name in DRAWS_LONG and note == NOTES[SHORTER_ONLY]:
-            problems[name] = "said it opens on shorter prompts"
     (ARTIFACTS / "long-prompt-settle.json").write_text(json.dumps(timings, indent=1))
     print("seconds to settle:", timings)
     assert not problems, problems

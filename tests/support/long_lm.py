@@ -46,3 +46,18 @@ def long_llama_folder(root):
     config["max_position_embeddings"] = POSITIONS
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def long_lm_models(tmp_path_factory):
+    """A models folder for the app: the default translator (copied) and `long_llama_folder`'s Llama imported as
+    "llama"; returns it."""
+    import shutil
+
+    from support.app import APP
+    from support.hf_lm import import_lm
+    from viz_model.modeldir.shipped import DEFAULT_MODEL
+
+    root = tmp_path_factory.mktemp("long-lm-models")
+    shutil.copytree(APP.parents[1] / "assets" / DEFAULT_MODEL, root / DEFAULT_MODEL)
+    import_lm(long_llama_folder(tmp_path_factory.mktemp("hf-lm")), root)
+    return root

@@ -22,9 +22,8 @@ QUIET_S = 1.0  # the script not running this long: the run is over (a page may r
 POLL_S = 0.1
 EXPLORE_VIEWS = ("model", "head", "focus")  # Explore opens on its heatmap; these are its other views
 TRACE_VISIT = "explore-trace"  # the first visit traces the prompt: timed apart
-SHORTER_ONLY = "This page draws every cell of whole maps"  # what a page that draws whole maps says instead
 NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
-NOTES = {SHORTER_ONLY: "says it opens on shorter prompts", NO_LOG: "an imported model: no training log to draw"}
+NOTES = {NO_LOG: "an imported model: no training log to draw"}
 
 
 def language_model_pages() -> dict[str, str]:
@@ -89,7 +88,7 @@ def settled_after(page, started: float) -> float:
 
 def visit(page, url: str, prompt: str, path: str, extra: dict) -> tuple[float, str | None, object]:
     """Open `path` with `prompt` on the long Llama (one new token, greedy); return its seconds to settle, a note (the
-    page says it opens on shorter prompts, or has no log to draw) and a problem (an exception box, an error, no
+    page has no log to draw) and a problem (an exception box, an error, no
     figure where one is due), each None where there is none."""
     query = urlencode({"model": "llama", "sentence": prompt, "new_tokens": "1", "beam": "1", **extra})
     started = time.monotonic()

@@ -161,21 +161,20 @@ def ablate(model: TranslationModel | LanguageModel, text: str | list[dict[str, s
 def ablate_continuation(model: LanguageModel, prompt: str | list[dict[str, str]], heads: list[Head],
                         max_new_tokens: int) -> AblationResult:
     """`ablate` of a language model: its greedy continuation of `prompt` with and without `heads` (checked), and
-    the intact continuation's log-probability under both."""
+    the intact continuation's log-probability under both (each trace's own); both traces keep their maps' recipes,
+    not their maps (``maps="on_demand"``: a head's map is made when read)."""
     mask = head_mask_for(model.config, heads, model.device)
-    intact = model.trace(prompt, max_new_tokens)
+    intact = model.trace(prompt, max_new_tokens, maps="on_demand")
     prompt_ids = intact.target_ids[:intact.settings["prompt_length"]]
     new = intact.target_ids[len(prompt_ids):]
     if not new:
         raise ValueError("max_new_tokens is 0: there is no continuation to compare an ablation with")
-    ablated = model.trace(prompt, forced_ids=new, head_mask=mask)
+    ablated = model.trace(prompt, forced_ids=new, head_mask=mask, maps="on_demand")
     output = model.continue_ids(prompt_ids, max_new_tokens, mask)
     tokens = model.tokenizer.pieces(output)
-    pair = ([prompt_ids], [new])
-    return AblationResult(
+    return AblationResult(  # each trace's log-probability of the continuation: no pass of its own
         heads, intact, ablated, model.tokenizer.decode(output), tokens,
-        token_diff(model.tokenizer.pieces(new), tokens), float(model.sequence_log_probs(*pair)[0]),
-        float(model.sequence_log_probs(*pair, mask)[0]))
+        token_diff(model.tokenizer.pieces(new), tokens), intact.log_probability, ablated.log_probability)
 
 
 def continuation_importance(model: LanguageModel, prompts: Sequence[str], continuations: Sequence[str],

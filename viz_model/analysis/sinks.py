@@ -10,7 +10,7 @@ share exceeds `HEAVY_SHARE`, the threshold ε = 0.3 of Gu et al., "When Attentio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +19,38 @@ import torch
 from ..config.checks import check_int
 from ..language_model import LanguageModel, check_count
 from ..trace import AttentionTrace
+from .map_summary import row_blocks
 
 HEAVY_SHARE = 0.3  # Gu et al.'s ε: a key drawing more than this share of a head's attention is a sink there
 TOP_TOKENS = 10  # the next-token candidates listed before and after the switch
+
+
+def seen_counts(n: int, window: int | None) -> np.ndarray:
+    """``(n,)`` how many queries ``i > k`` see each key k: ``n - 1 - k``, at most ``window - 1`` in a sliding layer."""
+    later = np.arange(n - 1, -1, -1)
+    return later if window is None else np.minimum(later, window - 1)
+
+
+def head_key_shares(blocks: Iterable[tuple[int, np.ndarray]], n: int, window: int | None = None) -> np.ndarray:
+    """``(n,)`` one head's `key_shares` from its map read in blocks of query rows (first row, ``(rows, n)`` weights),
+    so that no more than one block is held at once; NaN where no query sees a key."""
+    totals = np.zeros(n, dtype=np.float64)
+    key = np.arange(n)[None, :]
+    for start, block in blocks:
+        query = np.arange(start, start + len(block))[:, None]
+        seen = (query > key) & (True if window is None else query - key < window)
+        totals += np.where(seen, block, 0).sum(axis=0, dtype=np.float64)  # float64 sums of the weights
+    counts = seen_counts(n, window)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, totals / counts, np.nan)
+
+
+def check_windows(windows: Sequence[int | None] | None, layers: int) -> list[int | None]:
+    """One window (or None) per layer; one line where their count differs."""
+    windows = list(windows) if windows is not None else [None] * layers
+    if len(windows) != layers:
+        raise ValueError(f"{len(windows)} windows for {layers} layers: give one per layer (None: no window)")
+    return windows
 
 
 def key_shares(maps: Sequence[np.ndarray], windows: Sequence[int | None] | None = None) -> np.ndarray:
@@ -30,41 +59,55 @@ def key_shares(maps: Sequence[np.ndarray], windows: Sequence[int | None] | None 
     if not maps:
         raise ValueError("no attention maps: a model with at least one layer is needed")
     n = maps[0].shape[-1]
-    windows = list(windows) if windows is not None else [None] * len(maps)
-    if len(windows) != len(maps):
-        raise ValueError(f"{len(windows)} windows for {len(maps)} layers: give one per layer (None: no window)")
+    windows = check_windows(windows, len(maps))
     rows = []
     for layer, (weights, window) in enumerate(zip(maps, windows)):
         if weights.ndim != 3 or weights.shape[1:] != (n, n):
             raise ValueError(f"layer {layer}'s map must be (heads, {n}, {n}), got {tuple(weights.shape)}")
-        query, key = np.arange(n)[:, None], np.arange(n)[None, :]
-        seen = (query > key) & (True if window is None else query - key < window)
-        counts = seen.sum(axis=0)
-        totals = (np.asarray(weights, dtype=np.float64) * seen).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rows.append(np.where(counts > 0, totals / counts, np.nan))
-    return np.stack(rows)
+        rows.append([head_key_shares([(0, head)], n, window) for head in weights])
+    return np.array(rows, dtype=np.float64)
+
+
+def trace_key_shares(trace: AttentionTrace) -> np.ndarray:
+    """`key_shares` of a trace's causal self-attention, each head's map read alone a block of query rows at a time
+    (`map_summary.row_blocks`): maps made on demand are never held a layer at once."""
+    layers = len(trace.decoder_attentions)
+    if not layers:
+        raise ValueError("no attention maps: a model with at least one layer is needed")
+    windows = check_windows(trace.settings.get("windows"), layers)
+    heads, n, _ = trace.map_shape("decoder", 0)
+    return np.array([[head_key_shares(row_blocks(trace, "decoder", layer, head), n, windows[layer])
+                      for head in range(heads)] for layer in range(layers)], dtype=np.float64)
+
+
+def check_shares_input(tokens: Sequence[str], threshold: float) -> None:
+    """One line where the threshold is not in (0, 1) or there are fewer than two tokens."""
+    if not 0 < threshold < 1:
+        raise ValueError(f"threshold must be a share between 0 and 1, got {threshold!r}")
+    if len(tokens) < 2:
+        raise ValueError("the first token's share needs at least two tokens: query 0 can only see itself")
 
 
 def sink_shares(maps: Sequence[np.ndarray], tokens: Sequence[str], windows: Sequence[int | None] | None = None,
                 threshold: float = HEAVY_SHARE) -> SinkShares:
     """Every head's share on the first token and the other heavy tokens of `maps` (per layer ``(heads, n, n)``,
     causal) over `tokens`; one line where there are fewer than two tokens or the threshold is not in (0, 1)."""
-    if not 0 < threshold < 1:
-        raise ValueError(f"threshold must be a share between 0 and 1, got {threshold!r}")
-    if len(tokens) < 2:
-        raise ValueError("the first token's share needs at least two tokens: query 0 can only see itself")
-    shares = key_shares(maps, windows)
+    check_shares_input(tokens, threshold)
+    return shares_of(key_shares(maps, windows), tokens, threshold)
+
+
+def shares_of(shares: np.ndarray, tokens: Sequence[str], threshold: float = HEAVY_SHARE) -> SinkShares:
+    """`SinkShares` of `shares` (``(layers, heads, n)``, `key_shares`) over `tokens`: the heavy tokens listed."""
     if shares.shape[-1] != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for maps over {shares.shape[-1]} positions")
     heads = shares.shape[0] * shares.shape[1]
+    columns = np.nan_to_num(shares, nan=0.0).reshape(heads, -1)
+    counts = (columns > threshold).sum(axis=0)
     heavy = []
-    for k in range(1, len(tokens)):
-        column = np.nan_to_num(shares[:, :, k], nan=0.0)
-        over = int((column > threshold).sum())
-        if over:
-            layer, head = np.unravel_index(int(column.argmax()), column.shape)
-            heavy.append(HeavyToken(k, tokens[k], over, over / heads, float(column.max()), int(layer), int(head)))
+    for k in np.flatnonzero(counts[1:]) + 1:  # the tokens after the first that are heavy in some head
+        layer, head = np.unravel_index(int(columns[:, k].argmax()), shares.shape[:2])
+        heavy.append(HeavyToken(int(k), tokens[k], int(counts[k]), int(counts[k]) / heads, float(columns[:, k].max()),
+                                int(layer), int(head)))
     heavy.sort(key=lambda t: (-t.heads, -t.top_share, t.position))
     return SinkShares(list(tokens), shares, threshold, heavy)
 
@@ -72,7 +115,8 @@ def sink_shares(maps: Sequence[np.ndarray], tokens: Sequence[str], windows: Sequ
 def trace_sink_shares(trace: AttentionTrace, threshold: float = HEAVY_SHARE) -> SinkShares:
     """`sink_shares` of a trace's causal self-attention: a language model's maps over the prompt and continuation
     (each layer's window applied), or a translator's decoder self-attention over its output."""
-    return sink_shares(trace.decoder_attentions, trace.target_tokens, trace.settings.get("windows"), threshold)
+    check_shares_input(trace.target_tokens, threshold)
+    return shares_of(trace_key_shares(trace), trace.target_tokens, threshold)
 
 
 def sink_mask(length: int, keys: Sequence[int] = (0,)) -> torch.Tensor:

@@ -9,14 +9,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .analysis_figures import MARGIN
-from .trace_figures import escape
+from .trace_figures import MAX_TICK_LABELS, escape
 
 INTACT_COLOR, ABLATED_COLOR, KL_COLOR = "#4c78a8", "#e4572e", "#54a24b"
 
 
 def logit_change_figure(table: pd.DataFrame, title: str) -> go.Figure:
     """`table` (from `lm_head_roles.logit_change`) as two panels over the positions: the next token's log-probability
-    intact and ablated (lines), and the KL (bars); the x axis names each position's next token."""
+    intact and ablated (lines), and the KL (bars); the x axis names each position's token (past `MAX_TICK_LABELS`
+    positions, its position alone: the tokens on hover)."""
     positions = table["position"].to_numpy()
     labels = [f"{p + 1}: {escape(t)}→{escape(n)}" for p, t, n in
               zip(positions, table["token"], table["next_token"])]
@@ -30,8 +31,11 @@ def logit_change_figure(table: pd.DataFrame, title: str) -> go.Figure:
                                  hovertemplate="%{customdata}<br>%{y:.3f}<extra>" + name + "</extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=positions, y=table["kl"], name="KL", marker_color=KL_COLOR, customdata=labels,
                          hovertemplate="%{customdata}<br>KL %{y:.4f}<extra></extra>"), row=2, col=1)
-    fig.update_xaxes(tickmode="array", tickvals=positions, ticktext=[escape(t) for t in table["token"]],
-                     title_text="position (its token)", row=2, col=1)
+    if len(positions) > MAX_TICK_LABELS:  # a long prompt: positions on the axis (a label each would stall a browser)
+        fig.update_xaxes(title_text="position (hover for its token)", row=2, col=1)
+    else:
+        fig.update_xaxes(tickmode="array", tickvals=positions, ticktext=[escape(t) for t in table["token"]],
+                         title_text="position (its token)", row=2, col=1)
     fig.update_layout(title=dict(text=escape(title)), margin=MARGIN, height=480,
                       legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     return fig
