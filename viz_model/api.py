@@ -273,14 +273,15 @@ class TranslationModel:
 
     def trace(self, text: str, beam: int | None = None, alpha: float | None = None, target: str | None = None,
               top_k: int = 5, truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
-              forced_ids: list[int] | None = None, rule: str | None = None, maps: str = "auto") -> AttentionTrace:
+              forced_ids: list[int] | None = None, rule: str | None = None, maps: str = "full") -> AttentionTrace:
         """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
 
         `forced_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
         decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
         trace) without positional encodings, an experiment on what word order is worth; the trace's
         ``*_positional`` arrays are then zeros. `rule`, `beam`, `alpha`: the search (see `search_settings`);
-        the trace's settings record them. `maps`: "full" keeps every map, "on_demand" each layer's recipe (a map
+        the trace's settings record them. `maps`: "full" (the default: a sentence's maps are small, and the
+        threshold's benchmark measured language models) keeps every map, "on_demand" each layer's recipe (a map
         made when read: `OnDemandMaps`), "auto" every map where neither source nor output passes
         `FULL_MAPS_MAX_TOKENS` tokens.
         """

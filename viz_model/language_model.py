@@ -194,11 +194,11 @@ class LanguageModel:
         """The greedy continuation of `ids` with the KV cache (`forced`: these ids instead), and with `record` each
         call's output with its maps and every position's logits (the last new token run too: its maps and the
         choice after it; ``weights="recipe"``: each layer's recipe in place of its maps). Drafted in int8 and
-        verified where `draft_network` says so (maps, not recipes)."""
-        draft = self.draft_network() if forced is None and max_new_tokens and weights == "maps" else None
+        verified where `draft_network` says so."""
+        draft = self.draft_network() if forced is None and max_new_tokens else None
         if draft is not None:
             found = verified_greedy(self.network, draft, ids, max_new_tokens, self._choice, self.tokenizer.eos_ids,
-                                    record, mask, self._maps_block if record else None)
+                                    record, mask, self._maps_block if record else None, weights)
             return found.tokens, found.calls
         new: list[int] = []
         calls: list[CausalLMOutput] = []

@@ -2,7 +2,7 @@
 `OnDemandMaps` is a trace's list of layers whose item is that layer's ``(heads, n, m)`` array, made on reading.
 
 A trace over a long prompt keeps recipes (layers x n x d) in place of maps (layers x heads x n²); prompts of up to
-`FULL_MAPS_MAX_TOKENS` tokens keep full maps, where reading them would be cheaper than remaking them.
+`FULL_MAPS_MAX_TOKENS` tokens would keep full maps, where a benchmark found reading them cheaper than remaking them.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from .nn.attention import attention_scores, masked_softmax
 from .nn.model import Seq2SeqOutput, Transformer
 from .nn.score_recipe import ScoreRecipe, laid_out
 
-FULL_MAPS_MAX_TOKENS = 512
+FULL_MAPS_MAX_TOKENS = 0
 """Traces of up to this many tokens keep every map (``maps="auto"`` of `LanguageModel.trace` and
-`TranslationModel.trace`); longer ones keep recipes. To be what `benchmarks/bench_maps_threshold.py`'s rule gives on
-a run on a quiet machine (``tests/library/test_maps_threshold.py``); until then the first setting."""
+`TranslationModel.trace`); longer ones keep recipes. What `benchmarks/bench_maps_threshold.py`'s rule gives on its
+quiet run (``tests/library/test_maps_threshold.py``): keeping every map was nowhere faster by more than a tenth, so
+"auto" keeps recipes at every length."""
 MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
 
 

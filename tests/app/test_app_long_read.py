@@ -29,7 +29,7 @@ def open_page(page: str):
 
 def the_trace():
     """The trace the pages read: the one the app's cache holds (maps on demand)."""
-    traces = [t for t, _ in sessions.trace_cache()._traces.values() if len(t.target_tokens) > 512]
+    traces = [entry[0] for entry in sessions.trace_cache()._traces.values() if len(entry[0].target_tokens) > 512]
     assert traces and isinstance(traces[-1].decoder_attentions, OnDemandMaps)
     return traces[-1]
 

@@ -20,6 +20,7 @@ from viz_model.nn.causal_lm import CausalLMOutput, maps_block  # noqa: E402
 from viz_model.nn.fused import FusedSelfAttention  # noqa: E402
 from viz_model.nn.model import HeadMask  # noqa: E402
 from viz_model.nn.quantize import Int8Linear, Int8RowBlocks, int8_causal_network  # noqa: E402
+from viz_model.on_demand import OnDemandMaps  # noqa: E402
 from viz_model.search.causal import LMSearch, verified_greedy  # noqa: E402
 
 PROMPTS = sentences(WORDS_EN, 6, 52)
@@ -170,3 +171,26 @@ def test_maps_written_into_a_block_are_the_maps(lm):
         assert torch.equal(ours, theirs) and ours.data_ptr() == storage.data_ptr()
     base = block[0].untyped_storage().data_ptr()
     assert all(b.untyped_storage().data_ptr() == base for b in block)  # one block for every layer
+
+
+def test_a_drafted_trace_with_maps_on_demand_is_the_full_precision_trace(lm, monkeypatch):
+    """The draft runs where maps are kept as recipes too (every trace past `FULL_MAPS_MAX_TOKENS`): the verified calls'
+    recipes, rejected proposals cut, make the maps the plain full-maps trace holds."""
+    ids = lm.encode(PROMPTS[3])
+    plain = traced(lm, "off", PROMPTS[3], max_new_tokens=10, maps="full")
+    wrong = (plain.target_ids[len(ids) + 3] + 1) % lm.config.vocab_size
+    drafts = [lm.draft_network, lambda: WrongAt(lm.network, {len(ids) + 3, len(ids) + 7}, wrong)]
+    for index, draft_network in enumerate(drafts):
+        lm.draft = "int8"
+        draft = draft_network()
+        monkeypatch.setattr(lm, "draft_network", lambda draft=draft: draft)
+        ours = lm.trace(PROMPTS[3], max_new_tokens=10, maps="on_demand")
+        lm.draft = "auto"
+        assert isinstance(ours.decoder_attentions, OnDemandMaps)
+        assert ours.target_ids == plain.target_ids and ours.output_ids == plain.output_ids
+        for a, b in zip(ours.decoder_attentions, plain.decoder_attentions, strict=True):
+            assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5
+        for a, b in zip(ours.steps, plain.steps, strict=True):
+            assert a.probability == pytest.approx(b.probability, abs=1e-6) and a.top_ids == b.top_ids
+        if index:
+            assert draft.proposed >= 2  # the corrupted draft proposed, and its wrong tokens were cut

@@ -94,8 +94,13 @@ def test_the_parts_follow_the_shapes_on_the_cpu():
     lazy = estimate(config, n, "on_demand")
     assert lazy.maps == 0 and lazy.cache == full.cache + 2 * 4 * n * d_head * 4
     assert lazy.total < full.total
-    assert estimate(config, FULL_MAPS_MAX_TOKENS).maps_mode == "full"
     assert estimate(config, FULL_MAPS_MAX_TOKENS + 1).maps_mode == "on_demand"
+
+
+def test_auto_follows_the_threshold(monkeypatch):
+    config = llama(num_key_value_heads=2)
+    monkeypatch.setattr("viz_model.analysis.memory_estimate.FULL_MAPS_MAX_TOKENS", 64)  # a machine could give 64
+    assert estimate(config, 64).maps_mode == "full" and estimate(config, 65).maps_mode == "on_demand"
 
 
 def test_how_the_weights_are_held_depends_on_the_device_and_dtype():

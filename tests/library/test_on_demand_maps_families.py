@@ -15,7 +15,7 @@ from support.hf import build_marian_folder, import_folder  # noqa: E402
 from support.hf_families import build_bart_folder, build_t5_folder  # noqa: E402
 from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
-from viz_model.on_demand import OnDemandMaps  # noqa: E402
+from viz_model.on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
 ATOL = 1e-5  # float32 rounding: a remade score may sum in another order than the layer's batched product
@@ -41,8 +41,13 @@ def test_a_language_models_trace_made_on_demand_equals_its_full_trace(language_m
     np.testing.assert_array_equal(again.head_map("decoder", 1, 0), lazy.head_map("decoder", 1, 0))
 
 
-def test_a_short_prompt_keeps_its_maps_and_a_bad_mode_is_refused(language_model):
+def test_auto_keeps_maps_up_to_the_threshold_and_a_bad_mode_is_refused(language_model, monkeypatch):
+    assert FULL_MAPS_MAX_TOKENS == 0  # the benchmark's rule: "auto" keeps recipes at every length
+    assert isinstance(language_model.trace(PROMPT, max_new_tokens=1).decoder_attentions, OnDemandMaps)
+    monkeypatch.setattr("viz_model.language_model.FULL_MAPS_MAX_TOKENS", 64)  # a threshold a machine could give
     assert isinstance(language_model.trace(PROMPT, max_new_tokens=1).decoder_attentions, list)
+    assert isinstance(language_model.trace(PROMPT, max_new_tokens=1, maps="on_demand").decoder_attentions,
+                      OnDemandMaps)
     with pytest.raises(ValueError, match="maps must be one of auto, full, on_demand, got 'lazy'"):
         language_model.trace(PROMPT, max_new_tokens=1, maps="lazy")
 
@@ -77,10 +82,12 @@ def test_a_translators_trace_made_on_demand_equals_its_full_trace_saved_and_load
 def test_a_translators_auto_maps_go_on_demand_past_the_threshold_and_a_bad_mode_is_refused(translator,
                                                                                           monkeypatch):
     text = "the dog sees the cat"
+    assert isinstance(translator.trace(text).cross_attentions, list)  # a translator's default: maps="full"
+    assert isinstance(translator.trace(text, maps="auto").cross_attentions, OnDemandMaps)  # the threshold: 0
     monkeypatch.setattr("viz_model.api.FULL_MAPS_MAX_TOKENS", 64)
-    assert isinstance(translator.trace(text).cross_attentions, list)  # maps="auto", a sentence under the threshold
+    assert isinstance(translator.trace(text, maps="auto").cross_attentions, list)  # a sentence under the threshold
     monkeypatch.setattr("viz_model.api.FULL_MAPS_MAX_TOKENS", 3)
-    assert isinstance(translator.trace(text).cross_attentions, OnDemandMaps)
+    assert isinstance(translator.trace(text, maps="auto").cross_attentions, OnDemandMaps)
     for bad in ("lazy", None, ["full"]):
         with pytest.raises(ValueError, match=r"^maps must be one of auto, full, on_demand, got "):
             translator.trace(text, maps=bad)

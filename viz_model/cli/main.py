@@ -71,9 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="FILE.json, FILE.npz, or - for JSON on stdout")
     p.add_argument("--target", default=None, help="force this output (teacher forcing)")
     p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--maps", default="auto", metavar="{auto,full,on_demand}",
-                   help="full: every map kept; on_demand: what each layer's scores need, maps made when read; auto "
-                        "(the default): on demand past FULL_MAPS_MAX_TOKENS tokens of source or output")
+    p.add_argument("--maps", default="full", metavar="{auto,full,on_demand}",
+                   help="full (the default): every map kept; on_demand: what each layer's scores need, maps made "
+                        "when read; auto: on demand past FULL_MAPS_MAX_TOKENS tokens of source or output")
     _model_args(p)
     _decode_args(p)
 

@@ -177,3 +177,10 @@ def queries_only(recipe: ScoreRecipe) -> ScoreRecipe:
     """`recipe` without its keys (none: a later cached call of the same layer holds every key), for `merged`."""
     return dataclasses.replace(recipe, keys=recipe.keys.new_empty((recipe.keys.shape[0], 0, recipe.keys.shape[2])),
                                key_positions=recipe.key_positions.new_empty(0), key_mask=None)
+
+
+def first_rows(recipe: ScoreRecipe, rows: int, keys: int) -> ScoreRecipe:
+    """`recipe` cut to its first `rows` queries and `keys` keys (a verified call's rejected tokens dropped)."""
+    return dataclasses.replace(recipe, queries=recipe.queries[:, :rows], query_positions=recipe.query_positions[:rows],
+                               keys=recipe.keys[:, :keys], key_positions=recipe.key_positions[:keys],
+                               key_mask=None if recipe.key_mask is None else recipe.key_mask[:keys])

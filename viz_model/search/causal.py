@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput
+from ..nn.score_recipe import first_rows, queries_only
 from .hypotheses import Hypothesis
 from .settings import HFGeneration
 from .transformers_rule import repeated_ngram_ends, transformers_search
@@ -139,13 +140,14 @@ class Verified:
 
 
 def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
-    """`out` of a call that ran after `offset` cached tokens, cut to its first `rows` rows: their logits and maps
-    (keys up to the last row kept) and the cache up to them. Rows never see later keys, so they are what a call
-    over those rows alone computes."""
+    """`out` of a call that ran after `offset` cached tokens, cut to its first `rows` rows: their logits and maps or
+    recipes (keys up to the last row kept) and the cache up to them. Rows never see later keys, so they are what a
+    call over those rows alone computes."""
     keys = offset + rows
     return CausalLMOutput(out.logits[:, :rows], cache=_cut(out.cache, keys) or [],
                           mask=None if out.mask is None else out.mask[..., :rows, :keys],
-                          maps=[m[:, :, :rows, :keys] for m in out.maps])
+                          maps=[m[:, :, :rows, :keys] for m in out.maps],
+                          recipes=[first_rows(r, rows, keys) for r in out.recipes])
 
 
 def _cut(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
@@ -159,13 +161,15 @@ def _cut(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
 @torch.inference_mode()
 def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_tokens: int, choose: Choice,
                     eos_ids: list[int], record: bool = False, head_mask: Tensor | None = None,
-                    maps_block: Callable[[int], list[Tensor] | None] | None = None) -> Verified:
+                    maps_block: Callable[[int], list[Tensor] | None] | None = None, weights: str = "maps"
+                    ) -> Verified:
     """`network`'s greedy continuation of `ids` with fewer full-precision weight reads: `draft` (an int8 copy) proposes
     a few tokens, one `network` call runs them all (with `record`, its maps) and keeps the longest prefix on which its
     own `choose` agrees, then its own token at the first disagreement (or after the last); drafting goes on from
     there; where it agrees on less than `MIN_AGREEMENT` of its tokens, `network` decodes alone from there. Each token
     is `network`'s choice on its own logits; with `record` every token is run (the last too), the
-    first call's maps into ``maps_block(rows)`` where given (see `CausalLM.forward`'s `maps_into`)."""
+    first call's maps into ``maps_block(rows)`` where given (see `CausalLM.forward`'s `maps_into`);
+    ``weights="recipe"``: each call records its layers' recipes in place of maps."""
     device = next(network.parameters()).device
     found, seq = Verified(), list(ids)
     cache: list[KVCache] | None = None
@@ -182,9 +186,9 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
             if proposal[-1] in eos_ids:
                 break
         pending = len(seq) - ran
-        out = network(torch.tensor([seq[ran:] + proposal], device=device), need_weights="maps" if record else False,
-                      cache=cache, head_mask=head_mask,
-                      maps_into=maps_block(len(seq) + len(proposal)) if maps_block and cache is None else None)
+        out = network(torch.tensor([seq[ran:] + proposal], device=device), need_weights=weights if record else False,
+                      cache=cache, head_mask=head_mask, maps_into=maps_block(len(seq) + len(proposal))
+                      if maps_block and weights == "maps" and cache is None else None)
         accepted = 0
         for j in range(len(proposal) + 1 if not done else 0):
             token = choose(out.logits[:, pending - 1 + j].float(), seq)
@@ -198,8 +202,9 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
                 break
         out = kept_rows(out, ran, pending + accepted)
         if record:
-            if found.calls:  # this call's cache holds every key: the earlier one's goes
+            if found.calls:  # this call's cache (and recipes) hold every key: the earlier one's go
                 found.calls[-1].cache = []
+                found.calls[-1].recipes = [queries_only(r) for r in found.calls[-1].recipes]
             found.calls.append(out)
         cache, ran = out.cache, ran + pending + accepted
         drafted_ran = min(drafted_ran, len(seq) - 1)
