@@ -224,13 +224,14 @@ def test_the_int8_draft_is_counted_where_draft_network_would_build_it():
     assert drafted.draft == int8_draft_bytes(wide) > 0
     assert drafted.total == estimate(wide, 100, "full").total + drafted.draft  # a greedy continuation drafted
     assert drafted.trace_bytes == estimate(wide, 100, "full").trace_bytes + drafted.draft  # built with the trace
-    undrafted = [dict(new_tokens=0), dict(maps_mode="on_demand"), dict(device="cuda"), dict(draft="off"),
-                 dict(dtype="bf16", device="cuda")]
+    undrafted = [dict(new_tokens=0), dict(device="cuda"), dict(draft="off"), dict(dtype="bf16", device="cuda")]
     for changed in undrafted:
         assert estimate(wide, 100, **({"maps_mode": "full", "new_tokens": 20} | changed)).draft == 0, changed
     assert estimate(wide, 100, "full", "bf16", "cpu", new_tokens=20).draft == drafted.draft  # upcast to fp32
     assert estimate(small, 100, "full", new_tokens=20).draft == 0  # under DRAFT_MIN_PARAMETERS: "auto" skips it
     assert estimate(small, 100, "full", new_tokens=20, draft="int8").draft == int8_draft_bytes(small)
+    for maps_mode in ("on_demand", "auto"):  # a recipe-keeping continuation is drafted and verified too
+        assert estimate(wide, 100, maps_mode, new_tokens=20).draft == drafted.draft, maps_mode
 
 
 @pytest.mark.parametrize("model", ["small", "wide"])

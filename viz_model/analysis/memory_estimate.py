@@ -16,7 +16,7 @@ vocabulary V, n tokens, in c bytes a value (the dtype the device computes in: fp
   total counts the larger of the two);
 - trace: what the trace keeps besides (embeddings, positions, its n x n mask, a step a token);
 - draft: the int8 copy `LanguageModel.draft_network` builds where it drafts a greedy continuation (CPU, float32, new
-  tokens with every map kept, ``draft`` "int8", or "auto" at `DRAFT_MIN_PARAMETERS` parameters or more): a byte a
+  tokens, maps kept or on demand, ``draft`` "int8", or "auto" at `DRAFT_MIN_PARAMETERS` parameters or more): a byte a
   weight of every Linear layer of the layers and of the output projection, and `INT8_ROW_BYTES` a row."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
     scores = 2 * heads * n * n * c if full else n * n * (c + 1 if biased else 1)
     maps = layers * heads * n * n * (4 if where.type == "cpu" else c) if full else 0  # float32 numpy on the CPU
     logits = n * config.vocab_size * (c + (4 if c != 4 else 0))  # and their float32 copy
-    drafted = new_tokens > 0 and full and where.type == "cpu" and computed == torch.float32 and (
+    drafted = new_tokens > 0 and where.type == "cpu" and computed == torch.float32 and (
         draft == "int8" or draft == "auto" and parameter_count(config) >= DRAFT_MIN_PARAMETERS)
     return Estimate(n_tokens=n, device=where.type, compute_dtype=str(computed).removeprefix("torch."),
                     maps_mode="full" if full else "on_demand", weights=parameter_count(config) * computed.itemsize,
