@@ -51,6 +51,7 @@ from viz_model.modeldir.sparse_weights import disk_bytes
 QUICK = {"vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
          "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": False}
 GB = 1024**3
+MAPS = {512: "full", 4096: "on_demand"}  # each trace's maps, estimated and traced alike: the 8B's every map kept
 
 
 def status_bytes(field: str) -> int:
@@ -88,13 +89,13 @@ def child_trace(folder: str, n: int, runs: int) -> dict:
     loaded = time.perf_counter() - start
     text = " the" * n
     n_tokens = len(lm.encode(text))
-    lm.trace(text, max_new_tokens=0)  # warm
+    lm.trace(text, max_new_tokens=0, maps=MAPS[n])  # warm
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        trace = lm.trace(text, max_new_tokens=0)
+        trace = lm.trace(text, max_new_tokens=0, maps=MAPS[n])
         torch.cuda.synchronize()
         times.append(1000 * (time.perf_counter() - start))
     return {"tokens": n_tokens, "load_s": round(loaded, 1), "trace_p50_ms": round(statistics.median(times), 1),
@@ -113,8 +114,9 @@ def child(*arguments: str, cache: Path) -> dict:
 
 
 def estimated(directory: Path, n: int, device: str) -> dict:
-    """The estimate's parts in GB, its line, and whether it fits the memory available here."""
-    found = directory_estimate(directory, n, device=device)
+    """The estimate's parts in GB (the maps as `MAPS` names them for `n` tokens), its line, and whether it fits the
+    memory available here."""
+    found = directory_estimate(directory, n, MAPS[n], device=device)
     record = {part: round(getattr(found, part) / GB, 3) for part in
               ("total", "weights", "cache", "maps", "activations", "logits", "trace")}
     record |= {"weights_held": found.weights_held, "compute_dtype": found.compute_dtype, "maps_mode": found.maps_mode,

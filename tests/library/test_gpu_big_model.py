@@ -5,12 +5,18 @@ uniform over the keys a query sees), the peak GPU memory within the estimate's 2
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_big_model import MAPS  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.analysis.memory_estimate import directory_estimate  # noqa: E402
@@ -23,16 +29,18 @@ ROW_TOLERANCE = 1e-2  # bf16 maps: 8 bits of mantissa
 
 
 def traced(tmp_path, values: dict, n: int):
-    """The model of `values` in bf16 sparse shards, imported, loaded on the GPU and traced over `n` tokens; the
-    trace, the estimate of its directory and the peak GPU memory of the trace with the model open."""
+    """The model of `values` in bf16 sparse shards, imported, loaded on the GPU and traced over `n` tokens (its maps
+    as `bench_big_model.MAPS` names them); the trace, the estimate of its directory and the peak GPU memory of the
+    trace with the model open."""
     directory = import_model(str(sparse_llama_folder(tmp_path / "hf", values, torch.bfloat16)), tmp_path / "lm")
     lm = viz_model.load(directory, device="cuda")
     assert next(lm.network.parameters()).dtype == torch.bfloat16
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    trace = lm.trace(" the" * n, max_new_tokens=0)
+    trace = lm.trace(" the" * n, max_new_tokens=0, maps=MAPS[n])
     torch.cuda.synchronize()
-    return trace, directory_estimate(directory, len(trace.target_ids), device="cuda"), torch.cuda.max_memory_allocated()
+    return (trace, directory_estimate(directory, len(trace.target_ids), MAPS[n], device="cuda"),
+            torch.cuda.max_memory_allocated())
 
 
 def assert_uniform(rows: np.ndarray) -> None:
@@ -45,6 +53,7 @@ def assert_uniform(rows: np.ndarray) -> None:
 def test_llama_3_1_8b_traces_512_tokens_in_bf16(tmp_path):
     trace, estimate, peak = traced(tmp_path, LLAMA_3_1_8B, 512)
     assert len(trace.target_ids) >= 512 and len(trace.decoder_attentions) == 32
+    assert isinstance(trace.decoder_attentions, list) and estimate.maps_mode == "full"  # every map kept
     assert trace.decoder_attentions[31].shape[0] == 32
     assert_uniform(trace.decoder_attentions[31][:2])
     assert abs(estimate.total / peak - 1) <= TOLERANCE, (estimate.summary(), peak)
