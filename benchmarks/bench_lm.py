@@ -5,8 +5,9 @@ Each model is built by transformers from the published config in ``tests/fixture
 its published tokenizer), saved, and imported with `viz_model.hf.importer.import_model`; both sides run the same
 weights in the same precision. Runs alternate between the systems (`bench_trace.time_interleaved`):
 
-* **ours**: ``LanguageModel.trace(PROMPT, max_new_tokens=N)``: tokenization, the greedy continuation and every map
-  of every layer over prompt + continuation, the numpy trace with each step's top candidates.
+* **ours**: ``LanguageModel.trace(PROMPT, max_new_tokens=N, maps="full")``: tokenization, the greedy continuation and
+  every map of every layer over prompt + continuation (kept: what transformers returns too), the numpy trace with each
+  step's top candidates.
 * **transformers (eager)**: ``generate(do_sample=False, max_new_tokens=N, output_attentions=True,
   return_dict_in_generate=True)`` with eager attention, plus the forward pass with ``output_attentions=True`` over
   prompt + continuation that returns the full maps (generate's are one row a step). Tokenization is not timed.
@@ -192,11 +193,11 @@ def timed(label: str, folder: Path, out: Path, args: argparse.Namespace, device:
     def undrafted() -> list[int]:
         ours.draft = "off"
         try:
-            return ours.trace(PROMPT, max_new_tokens=new).target_ids[prompt.shape[1]:]
+            return ours.trace(PROMPT, max_new_tokens=new, maps="full").target_ids[prompt.shape[1]:]
         finally:
             ours.draft = "auto"
 
-    systems = {"ours": lambda: ours.trace(PROMPT, max_new_tokens=new), "ours_no_draft": undrafted,
+    systems = {"ours": lambda: ours.trace(PROMPT, max_new_tokens=new, maps="full"), "ours_no_draft": undrafted,
                "transformers_eager": lambda: generate("eager", True),
                "transformers_sdpa_generate": lambda: generate("sdpa", False)}
     trace = systems["ours"]()

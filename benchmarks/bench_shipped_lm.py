@@ -2,12 +2,13 @@
 """Latency of the shipped language model's full trace on this CPU (issue 52: under 100 ms with the default
 continuation of 20 new tokens).
 
-Timed, per run: ``LanguageModel.trace(PROMPT)`` as the explorer calls it (greedy, at most 20 new tokens, every map of
-every head, top-5 candidates per step), and the same trace with the continuation forced to 20 new tokens
-(``forced_ids``: the greedy pass stops at ``</s>``, this one never does; the same step-by-step decoding with the KV
-cache), the worst case of the default. Runs of the two alternate, so background load hits both alike. Each is
-timed on the wall clock and in CPU time of this process (`time.process_time`): with one thread (``--threads 1``) the
-CPU time is what the wall time would be on an idle core, so a busy machine's figure can be read beside it.
+Timed, per run: ``LanguageModel.trace(PROMPT, maps="full")`` as the explorer calls it but with every map of every
+head kept (greedy, at most 20 new tokens, top-5 candidates per step; the explorer's own keeps recipes), and the same
+trace with the continuation forced to 20 new tokens (``forced_ids``: the greedy pass stops at ``</s>``, this one
+never does; the same step-by-step decoding with the KV cache), the worst case of the default. Runs of the two
+alternate, so background load hits both alike. Each is timed on the wall clock and in CPU time of this process
+(`time.process_time`): with one thread (``--threads 1``) the CPU time is what the wall time would be on an idle
+core, so a busy machine's figure can be read beside it.
 Results: benchmarks/results/bench_shipped_lm.json.
 
     python benchmarks/bench_shipped_lm.py [--runs 50] [--threads N] [--model DIR]
@@ -65,12 +66,12 @@ def main() -> None:
     model = viz_model.load(args.model, device="cpu")
     if not isinstance(model, viz_model.LanguageModel):
         parser.error(f"{args.model} is not a language model")
-    greedy = model.trace(args.prompt)
+    greedy = model.trace(args.prompt, maps="full")
     prompt_length = greedy.settings["prompt_length"]
     forced = [i for i in greedy.target_ids[prompt_length:] if i not in model.tokenizer.eos_ids]
     forced += [greedy.target_ids[-1 if forced else 0]] * (20 - len(forced))  # any 20 ids: the work per step is alike
-    calls = {"default": lambda: model.trace(args.prompt), "forced_20": lambda: model.trace(args.prompt,
-                                                                                             forced_ids=forced)}
+    calls = {"default": lambda: model.trace(args.prompt, maps="full"),
+             "forced_20": lambda: model.trace(args.prompt, forced_ids=forced, maps="full")}
     for _ in range(5):
         for call in calls.values():
             call()
