@@ -342,13 +342,14 @@ class LanguageModel:
         ids = prompt_ids + new
         attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
         outputs = ids[1:] + [int(calls[-1].logits[0, -1].argmax())]
-        chosen, top_ids, top_probabilities = next_token_candidates([out.logits[0] for out in calls], outputs, top_k)
+        chosen, top_ids, top_probabilities, log_chosen = next_token_candidates([out.logits[0] for out in calls],
+                                                                               outputs, top_k)
         del calls
         tokens = self.tokenizer.pieces(ids)
         steps = [DecodingStep(t, ids[t], tokens[t], outputs[t], self.tokenizer.piece(outputs[t]), chosen[t],
                               top_ids[t], self.tokenizer.pieces(top_ids[t]), top_probabilities[t])
                  for t in range(len(ids))]
-        log_probability = float(sum(np.log(steps[t].probability) for t in range(len(prompt_ids) - 1, len(ids) - 1)))
+        log_probability = float(sum(log_chosen[len(prompt_ids) - 1:len(ids) - 1]))
         n, d = len(ids), self.config.d_model
         ids_tensor = torch.tensor([ids], device=self.device)
         table = self.network.positions
@@ -378,19 +379,22 @@ class LanguageModel:
 
 
 def next_token_candidates(logits: Sequence[torch.Tensor], outputs: Sequence[int], top_k: int
-                          ) -> tuple[list[float], list[list[int]], list[list[float]]]:
+                          ) -> tuple[list[float], list[list[int]], list[list[float]], list[float]]:
     """Per row of the calls' `logits` (each ``(rows, vocabulary)``, one under the other): the probability of its
-    `outputs` token and its `top_k` candidates with theirs; softmaxed `ROWS_AT_ONCE` rows at a time, so no
-    ``(n, vocabulary)`` probability tensor is ever held."""
-    chosen, top_ids, top_probabilities = [], [], []
+    `outputs` token, its `top_k` candidates with theirs, and the token's log-probability (from the log-softmax: finite
+    where the probability underflows float32); softmaxed `ROWS_AT_ONCE` rows at a time, so no ``(n, vocabulary)``
+    probability tensor is ever held."""
+    chosen, top_ids, top_probabilities, log_chosen = [], [], [], []
     for rows in (part for call in logits for part in call.split(ROWS_AT_ONCE)):
-        probabilities = torch.softmax(rows.float(), dim=-1)
+        rows = rows.float()
+        probabilities = torch.softmax(rows, dim=-1)
         index = torch.as_tensor(outputs[len(chosen):len(chosen) + len(rows)], device=rows.device)
         chosen += probabilities.gather(1, index[:, None])[:, 0].tolist()
+        log_chosen += (rows.gather(1, index[:, None])[:, 0] - torch.logsumexp(rows, dim=-1)).tolist()
         top = probabilities.topk(min(top_k, probabilities.shape[-1]), dim=-1)
         top_ids += top.indices.tolist()
         top_probabilities += top.values.tolist()
-    return chosen, top_ids, top_probabilities
+    return chosen, top_ids, top_probabilities, log_chosen
 
 
 def recorded_recipes(calls: list[CausalLMOutput]) -> OnDemandMaps:

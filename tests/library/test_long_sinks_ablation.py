@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from support.long_lm import long_language_model, long_text
 
 from viz_model import LanguageModel
@@ -122,3 +123,22 @@ def test_the_logit_change_of_a_long_prompt_names_positions_not_every_token(lm):
     assert len(fig.data[0].x) == len(ids) and fig.data[0].customdata[5].startswith("6: ")
     short = logit_change_figure(logit_change(lm, ids[:20], {("decoder", 0, 2)}), "short")
     assert list(short.layout.xaxis2.tickvals) == list(range(20))
+
+
+def test_a_continuation_too_unlikely_for_float32_keeps_a_finite_log_probability():
+    """CPU, fp32: a forced token whose probability underflows float32 (logits scaled up: a log-probability far below
+    -104) is scored from the log-softmax, as `sequence_log_probs` scores it, in the trace and in an ablation."""
+    model = long_language_model(seed=1)
+    with torch.no_grad():
+        model.network.final_norm.weight.mul_(400.0)
+    prompt = "a man in a red shirt"
+    ids = model.encode(prompt)
+    with torch.inference_mode():
+        scores = torch.log_softmax(model.forced_pass(ids).logits[0, -1].float(), dim=-1)
+    least = int(scores.argmin())
+    assert float(scores[least]) < -200  # its probability is 0 in float32
+    trace = model.trace(prompt, forced_ids=[least])
+    expected = float(model.sequence_log_probs([ids], [[least]])[0])
+    assert np.isfinite(trace.log_probability) and trace.log_probability == pytest.approx(expected, rel=1e-5)
+    result = ablation.ablate_continuation(model, prompt, [("decoder", 0, 0)], 3)
+    assert np.isfinite(result.log_prob_intact) and np.isfinite(result.log_prob_ablated)
