@@ -80,7 +80,8 @@ def page(session: Session) -> None:
                     format_func=completion.grouped_head_label(trace))
     if long:
         own.lm_token.init(f"q{completion.prompt_length(trace) - 1}")
-        i = token_picker.token_picker(trace.target_tokens, own.lm_token, what="query token")
+        i = token_picker.token_picker(trace.target_tokens, own.lm_token, what="query token",
+                                      default=completion.prompt_length(trace) - 1)
     else:
         with c:
             state.clamp_choice(own.lm_query, list(range(n)), completion.prompt_length(trace) - 1, "Query")
@@ -168,7 +169,7 @@ def long_query_tables(trace: AttentionTrace, steps: HeadSteps, labels: list[str]
     st.dataframe(query_table(steps, labels, i, top).style.format(precision=4), hide_index=True, width="stretch")
     st.markdown("**Any other keys: find a word or scroll to it**")
     own.lm_key.init(f"k{i}")
-    key = token_picker.token_picker(trace.target_tokens, own.lm_key, prefix="k", what="key")
+    key = token_picker.token_picker(trace.target_tokens, own.lm_key, prefix="k", what="key", default=i)
     window = around(key, len(labels))
     st.dataframe(query_table(steps, labels, i, window).style.format(precision=4), hide_index=True, width="stretch")
     st.caption(f"Keys {window[0]}–{window[-1]} around key {key}; the weights of the row's {len(labels)} keys sum to "

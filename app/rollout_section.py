@@ -66,7 +66,7 @@ def long_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) 
     queries, keys = trace.axes(kind)
     n = len(queries)
     own.rollout_token.init(f"q{n - 1}")
-    position = token_picker.token_picker(queries, own.rollout_token, what="query token")
+    position = token_picker.token_picker(queries, own.rollout_token, what="query token", default=n - 1)
 
     def strips() -> go.Figure:
         heads = trace.map_shape(kind, layer)[0]

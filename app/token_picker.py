@@ -63,12 +63,14 @@ def _copy(widget_key: str, setting: Setting[str], prefix: str) -> None:
         setting.set(f"{prefix}{int(value)}")
 
 
-def token_picker(tokens: list[str], setting: Setting[str], prefix: str = "q", what: str = "token") -> int:
-    """The position `setting` holds (``"q812"``), picked by a search of the prompt or on the strip of tokens around
-    it (a slider scrolls the strip); returns it."""
+def token_picker(tokens: list[str], setting: Setting[str], prefix: str = "q", what: str = "token",
+                 default: int | None = None) -> int:
+    """The position `setting` holds (``"q812"``; past the tokens, as a shorter prompt's: `default`, else 1), picked by
+    a search of the prompt or on the strip of tokens around it (a slider scrolls the strip); returns it."""
     n = len(tokens)
     raw = setting.get("")
-    current = int(raw[1:]) if raw[:1] == prefix and raw[1:].isdigit() and int(raw[1:]) < n else min(1, n - 1)
+    fallback = default if default is not None and 0 <= default < n else min(1, n - 1)
+    current = int(raw[1:]) if raw[:1] == prefix and raw[1:].isdigit() and int(raw[1:]) < n else fallback
     setting.set(f"{prefix}{current}")
     search, hits_column = st.columns([2, 3])
     with search:
