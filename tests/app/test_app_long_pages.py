@@ -14,7 +14,7 @@ import viz_model
 from viz_model.analysis.sinks import trace_sink_shares
 from viz_model.on_demand import OnDemandMaps
 
-PROMPT = long_text(200)  # 706 tokens: past the 256 a page draws cell by cell and the 512 that keep every map
+PROMPT = long_text(200)  # 706 tokens: past the 256 a page draws cell by cell
 NEW_TOKENS = 2
 
 
