@@ -23,9 +23,9 @@ from .nn.attention import KVCache
 from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from .nn.model import HeadMask
 from .nn.quantize import LazyInt8Copy, int8_causal_network
-from .nn.score_recipe import merged, queries_only
+from .nn.score_recipe import merged
 from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps, check_maps
-from .search.causal import LMSearch, beam_continuation, verified_greedy
+from .search.causal import LMSearch, add_call, beam_continuation, verified_greedy
 from .search.next_token import DRAFT_MIN_PARAMETERS
 from .tokenization.lm_sentencepiece import SentencePieceLM
 from .tokenization.lm_tokenizer import LMTokenizer
@@ -210,9 +210,7 @@ class LanguageModel:
                                weights == "maps" and cache is None else None)
             cache = out.cache
             if record:
-                calls.append(out)
-                if len(calls) > 1:  # the last call's cache (and recipes) hold every key: the earlier ones' go
-                    calls[-2].cache, calls[-2].recipes = [], [queries_only(r) for r in calls[-2].recipes]
+                add_call(calls, out)
                 if len(new) == max_new_tokens or (forced is None and new and new[-1] in self.tokenizer.eos_ids):
                     break
             token = (int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()) if forced is None

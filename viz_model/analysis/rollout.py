@@ -15,7 +15,6 @@ at a time (its memory: a block of rows, never layers x n x n).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from ..config.checks import check_int
+from ..nn.score_recipe import first_rows
 from ..on_demand import OnDemandMaps, recipe_maps
 from ..trace import AttentionTrace
 
@@ -115,8 +115,7 @@ def head_mean_rows(trace: AttentionTrace, kind: str, layer: int, rows: slice) ->
     stop = len(keys)
     if recipe.causal and bool((keys[1:] >= keys[:-1]).all()):  # keys after the block's last query weigh 0: not made
         stop = int(torch.searchsorted(keys, recipe.query_positions[rows].max(), right=True))
-        recipe = dataclasses.replace(recipe, keys=recipe.keys[:, :stop], key_positions=keys[:stop],
-                                     key_mask=None if recipe.key_mask is None else recipe.key_mask[:stop])
+        recipe = first_rows(recipe, recipe.shape[1], stop)
     mean = np.zeros((len(range(*rows.indices(recipe.shape[1]))), len(keys)))
     mean[:, :stop] = recipe_maps(recipe, None, rows).mean(dim=0).double().numpy()
     return mean

@@ -150,6 +150,14 @@ def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
                           recipes=[first_rows(r, rows, keys) for r in out.recipes])
 
 
+def add_call(calls: list[CausalLMOutput], out: CausalLMOutput) -> None:
+    """Append a cached call's `out` to the recorded `calls`: its cache and recipes hold every key so far, so the call
+    before it lets go of its cache and its recipes' keys (`merged` reads the last call's)."""
+    if calls:
+        calls[-1].cache, calls[-1].recipes = [], [queries_only(r) for r in calls[-1].recipes]
+    calls.append(out)
+
+
 def _cut(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
     """`cache` up to its first `keys` tokens (views)."""
     if not cache or cache[0].key.shape[2] <= keys:
@@ -202,10 +210,7 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
                 break
         out = kept_rows(out, ran, pending + accepted)
         if record:
-            if found.calls:  # this call's cache (and recipes) hold every key: the earlier one's go
-                found.calls[-1].cache = []
-                found.calls[-1].recipes = [queries_only(r) for r in found.calls[-1].recipes]
-            found.calls.append(out)
+            add_call(found.calls, out)
         cache, ran = out.cache, ran + pending + accepted
         drafted_ran = min(drafted_ran, len(seq) - 1)
         drafts = _cut(drafts, drafted_ran)
