@@ -41,7 +41,7 @@ from .nn.devices import DEVICE_ENV, device_from_env, device_label, resolve_devic
 from .nn.head_masked import HeadMaskedNetwork
 from .nn.model import HeadMask, Seq2SeqOutput, Transformer
 from .nn.quantize import LazyInt8Copy, rows_interact, search_network_for
-from .on_demand import FULL_MAPS_MAX_TOKENS, check_maps
+from .on_demand import check_maps, keeps_full_maps
 from .search import forced as forcing
 from .search import requests
 from .search.batched import translate_ids
@@ -314,9 +314,8 @@ class TranslationModel:
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            on_demand = maps == "on_demand" or (
-                maps == "auto" and max(len(checked.source_ids), len(target_ids)) > FULL_MAPS_MAX_TOKENS)
-            if on_demand:  # its own encoder pass: the search's (need_weights=True) holds maps, not recipes
+            # on demand: its own encoder pass (the search's, need_weights=True, holds maps, not recipes)
+            if not keeps_full_maps(maps, max(len(checked.source_ids), len(target_ids))):
                 out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions)
             else:
                 out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)

@@ -24,7 +24,7 @@ from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from .nn.model import HeadMask
 from .nn.quantize import LazyInt8Copy, int8_causal_network
 from .nn.score_recipe import merged
-from .on_demand import FULL_MAPS_MAX_TOKENS, OnDemandMaps, check_maps
+from .on_demand import OnDemandMaps, check_maps, keeps_full_maps
 from .search.causal import LMSearch, add_call, beam_continuation, verified_greedy
 from .search.next_token import DRAFT_MIN_PARAMETERS
 from .tokenization.lm_sentencepiece import SentencePieceLM
@@ -333,7 +333,7 @@ class LanguageModel:
         check_maps(maps)
         start = time.perf_counter()
         prompt_ids = self.encode(prompt, max_new_tokens)
-        on_demand = maps == "on_demand" or (maps == "auto" and len(prompt_ids) + max_new_tokens > FULL_MAPS_MAX_TOKENS)
+        on_demand = not keeps_full_maps(maps, len(prompt_ids) + max_new_tokens)
         new, calls = self._decoded(prompt_ids, max_new_tokens, True, self.layer_mask(head_mask), forced_ids,
                                    "recipe" if on_demand else "maps")
         decoded = time.perf_counter()

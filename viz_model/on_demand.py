@@ -35,6 +35,12 @@ def check_maps(maps: object) -> str:
     return maps
 
 
+def keeps_full_maps(maps: str, n_tokens: int) -> bool:
+    """Whether a trace of `n_tokens` tokens (its longest side) with `maps` (one of `MAP_MODES`) keeps every map:
+    "full", or "auto" up to `FULL_MAPS_MAX_TOKENS` tokens."""
+    return maps == "full" or (maps == "auto" and n_tokens <= FULL_MAPS_MAX_TOKENS)
+
+
 @torch.inference_mode()
 def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: slice | None = None) -> Tensor:
     """``(len(heads), rows, m)`` float32: the softmax the layer computed for those heads (all: None) and query rows

@@ -99,7 +99,7 @@ def test_the_parts_follow_the_shapes_on_the_cpu():
 
 def test_auto_follows_the_threshold(monkeypatch):
     config = llama(num_key_value_heads=2)
-    monkeypatch.setattr("viz_model.analysis.memory_estimate.FULL_MAPS_MAX_TOKENS", 64)  # a machine could give 64
+    monkeypatch.setattr("viz_model.on_demand.FULL_MAPS_MAX_TOKENS", 64)  # a machine could give 64
     assert estimate(config, 64).maps_mode == "full" and estimate(config, 65).maps_mode == "on_demand"
 
 

@@ -44,7 +44,7 @@ def test_a_language_models_trace_made_on_demand_equals_its_full_trace(language_m
 def test_auto_keeps_maps_up_to_the_threshold_and_a_bad_mode_is_refused(language_model, monkeypatch):
     assert FULL_MAPS_MAX_TOKENS == 0  # the benchmark's rule: "auto" keeps recipes at every length
     assert isinstance(language_model.trace(PROMPT, max_new_tokens=1).decoder_attentions, OnDemandMaps)
-    monkeypatch.setattr("viz_model.language_model.FULL_MAPS_MAX_TOKENS", 64)  # a threshold a machine could give
+    monkeypatch.setattr("viz_model.on_demand.FULL_MAPS_MAX_TOKENS", 64)  # a threshold a machine could give
     assert isinstance(language_model.trace(PROMPT, max_new_tokens=1).decoder_attentions, list)
     assert isinstance(language_model.trace(PROMPT, max_new_tokens=1, maps="on_demand").decoder_attentions,
                       OnDemandMaps)
@@ -84,9 +84,9 @@ def test_a_translators_auto_maps_go_on_demand_past_the_threshold_and_a_bad_mode_
     text = "the dog sees the cat"
     assert isinstance(translator.trace(text).cross_attentions, list)  # a translator's default: maps="full"
     assert isinstance(translator.trace(text, maps="auto").cross_attentions, OnDemandMaps)  # the threshold: 0
-    monkeypatch.setattr("viz_model.api.FULL_MAPS_MAX_TOKENS", 64)
+    monkeypatch.setattr("viz_model.on_demand.FULL_MAPS_MAX_TOKENS", 64)
     assert isinstance(translator.trace(text, maps="auto").cross_attentions, list)  # a sentence under the threshold
-    monkeypatch.setattr("viz_model.api.FULL_MAPS_MAX_TOKENS", 3)
+    monkeypatch.setattr("viz_model.on_demand.FULL_MAPS_MAX_TOKENS", 3)
     assert isinstance(translator.trace(text, maps="auto").cross_attentions, OnDemandMaps)
     for bad in ("lazy", None, ["full"]):
         with pytest.raises(ValueError, match=r"^maps must be one of auto, full, on_demand, got "):

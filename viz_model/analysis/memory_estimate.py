@@ -34,11 +34,10 @@ from ..config import ModelConfig
 from ..hf.mapped_load import compute_dtype
 from ..language_model import DRAFT_MIN_PARAMETERS, DRAFTS
 from ..modeldir.checkpoint import check_model_dir, network_class, planned_model, weight_source
-from ..on_demand import FULL_MAPS_MAX_TOKENS
+from ..on_demand import MAP_MODES, keeps_full_maps
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SAFETENSORS_DTYPES = {"F32": "fp32", "BF16": "bf16", "F16": "fp16"}
-MAPS_MODES = ("auto", "full", "on_demand")
 STEP_BYTES = 1500  # one DecodingStep with its top-k lists, as Python objects
 GB = 1024**3
 MAX_HEADER_BYTES = 100 * 1024**2  # safetensors' own limit on a header
@@ -126,8 +125,8 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
         raise ValueError(f"estimate covers decoder-only language models, not kind {config.kind!r}")
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens must be a whole number of tokens, at least 1, got {n_tokens!r}")
-    if maps_mode not in MAPS_MODES:
-        raise ValueError(f"maps_mode must be one of {', '.join(MAPS_MODES)}, got {maps_mode!r}")
+    if maps_mode not in MAP_MODES:
+        raise ValueError(f"maps_mode must be one of {', '.join(MAP_MODES)}, got {maps_mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or not 0 <= new_tokens < n_tokens:
@@ -137,7 +136,7 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
         raise ValueError(f"draft must be one of {', '.join(DRAFTS)}, got {draft!r}")
     where = torch.device(device)
     stored, computed = DTYPES[dtype], compute_dtype(where, DTYPES[dtype])
-    full = maps_mode == "full" or (maps_mode == "auto" and n_tokens <= FULL_MAPS_MAX_TOKENS)
+    full = keeps_full_maps(maps_mode, n_tokens)
     c, n, layers, heads = computed.itemsize, n_tokens, config.decoder_layers, config.heads
     d_head = config.d_kv or config.d_model // heads
     kv_heads = config.kv_heads or heads
@@ -151,10 +150,11 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
     scores = 2 * heads * n * n * c if full else n * n * (c + 1 if biased else 1)
     maps = layers * heads * n * n * (4 if where.type == "cpu" else c) if full else 0  # float32 numpy on the CPU
     logits = n * config.vocab_size * (c + (4 if c != 4 else 0))  # and their float32 copy
+    parameters = parameter_count(config)
     drafted = new_tokens > 0 and where.type == "cpu" and computed == torch.float32 and (
-        draft == "int8" or draft == "auto" and parameter_count(config) >= DRAFT_MIN_PARAMETERS)
+        draft == "int8" or draft == "auto" and parameters >= DRAFT_MIN_PARAMETERS)
     return Estimate(n_tokens=n, device=where.type, compute_dtype=str(computed).removeprefix("torch."),
-                    maps_mode="full" if full else "on_demand", weights=parameter_count(config) * computed.itemsize,
+                    maps_mode="full" if full else "on_demand", weights=parameters * computed.itemsize,
                     weights_held=held, cache=cache, maps=maps, activations=hidden + scores, logits=logits,
                     trace=n * (2 * config.d_model * 4 + n + STEP_BYTES),
                     draft=int8_draft_bytes(config) if drafted else 0)
