@@ -70,6 +70,12 @@ def chat_completion(session: Session, messages: list[dict[str, str]], max_new_to
                              check)
 
 
+def asked_turn(prompt: str) -> str | list[dict[str, str]]:
+    """What Complete & explore asks the model with `prompt`: the chat turn (through the template) where chat is on,
+    else the text."""
+    return chat_messages(prompt) if EXPLORE.chat.get() else prompt
+
+
 def current_completion(session: Session) -> AttentionTrace | None:
     """The trace of the submitted prompt and its continuation, or None after one line saying why there is none."""
     page_link(EXPLORE)  # the continuation's length and the chat turn come from the link on every page
@@ -77,8 +83,7 @@ def current_completion(session: Session) -> AttentionTrace | None:
     if not prompt.strip():
         st.info("Type a prompt for the model to continue.")
         return None
-    trace = completed(session, chat_messages(prompt) if EXPLORE.chat.get() else prompt, int(EXPLORE.new_tokens.get()))
-    return trace
+    return completed(session, asked_turn(prompt), int(EXPLORE.new_tokens.get()))
 
 
 def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:

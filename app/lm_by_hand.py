@@ -14,7 +14,7 @@ from app.lm_head_steps import HeadSteps, head_steps
 from app.page_settings import BY_HAND as own
 from app.sessions import ModelRef, Session, load_model
 from viz_model.lessons import learn_pages
-from viz_model.plot import analysis_figures, long_map_figures, row_strip_figures
+from viz_model.plot import analysis_figures, long_map_figures, long_mask_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
 TOP_KEYS = 16  # a long prompt's query row: the keys it weighs most, listed first
@@ -48,7 +48,7 @@ def query_table(steps: HeadSteps, labels: list[str], i: int, keys: list[int] | N
 
 def around(position: int, n: int, size: int = KEY_WINDOW) -> list[int]:
     """`size` positions of `n` around `position` (fewer where `n` is shorter)."""
-    first = max(0, min(position - size // 2, n - size))
+    first = long_mask_figures.window_start(position, n, size)
     return list(range(first, min(n, first + size)))
 
 

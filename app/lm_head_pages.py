@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from app import analyze_pages, completion, sessions, state, texts, widgets
-from app.page_settings import EXPLORE
 from app.page_settings import HEAD_ROLES as own
 from app.shared_settings import SHARED
 from viz_model.analysis import ablation, lm_head_roles
@@ -80,15 +79,15 @@ def head_roles_page(session: sessions.Session) -> None:
     state.clamp_choice(own.lm_source, list(SOURCES), "repeated", "Measured on")
     state.bound(st.radio, "Measured on", own.lm_source, list(SOURCES), horizontal=True, format_func=SOURCES.get)
     source, prompt = own.lm_source.get(), SHARED.sentence.get("")
+    asked = completion.asked_turn(prompt)  # Complete & explore's turn
     if source == "prompt":
         if not prompt.strip():
             st.info("Type a prompt on Complete & explore to score the heads on it.")
             return
         widgets.show_text("The prompt of Complete & explore", prompt)
-        past_trained_length(session, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt)
+        past_trained_length(session, asked)
     try:
         with st.spinner("Scoring every head…"):
-            asked = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt  # Complete & explore's turn
             table, measured = compute_roles(session.ref.stored, source, asked if source == "prompt" else "")
     except ValueError as err:
         widgets.input_problem(err, "The heads cannot be scored on this: ")

@@ -69,9 +69,7 @@ def long_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) 
     position = token_picker.token_picker(queries, own.rollout_token, what="query token", default=n - 1)
 
     def strips() -> go.Figure:
-        heads = trace.map_shape(kind, layer)[0]
-        raw = sum(trace.head_map(kind, layer, h, slice(position, position + 1))[0].astype(np.float64)
-                  for h in range(heads)) / heads
+        raw = rollout.head_mean_rows(trace, kind, layer, slice(position, position + 1))[0]
         rolled = rollout.rollout_rows(trace, kind, [position], layer + 1, residual)[0]
         names = [f"raw, layer {layer + 1} (mean over heads)", f"rollout through layers 1–{layer + 1}"]
         return row_strip_figures.strip_figure(np.stack([raw, rolled]), keys, names, f"Token {position} "

@@ -78,8 +78,7 @@ else:
     try:
         with st.spinner(f"{'Continuing' if language_model else 'Translating'} without {len(chosen)} heads…"):
             if language_model:
-                prompt = SHARED.sentence.get("")  # the turn the prompt form asked for: chat or not
-                prompt = completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt
+                prompt = completion.asked_turn(SHARED.sentence.get(""))  # the turn the prompt form asked for
                 result, logits = lm_head_pages.compute_ablation(session.ref.stored, prompt, tuple(chosen),
                                                                 int(EXPLORE.new_tokens.get()))
             else:

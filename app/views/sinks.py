@@ -210,7 +210,7 @@ with st.expander("Why a head needs a place to put attention it does not want to 
     st.markdown(WHY)
 if session.is_language_model:
     prompt = SHARED.sentence.get("")
-    switch_section(shares, trace, completion.chat_messages(prompt) if EXPLORE.chat.get() else prompt,
+    switch_section(shares, trace, completion.asked_turn(prompt),
                    int(EXPLORE.new_tokens.get()))
 else:
     st.info("The switch that removes the sink runs with a language model: pick one in the sidebar.")
