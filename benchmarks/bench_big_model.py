@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, emit, load_average, write_results
+from bench_common import REPO, emit, load_average, resident_kb, write_results
 
 from viz_model.analysis.memory_estimate import (
     MemoryFitError,
@@ -55,10 +55,8 @@ MAPS = {512: "full", 4096: "on_demand"}  # each trace's maps, estimated and trac
 
 
 def status_bytes(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise OSError(f"/proc/self/status has no {field}")
+    """`field` of this process's ``/proc/self/status``, in bytes."""
+    return resident_kb(field) * 1024
 
 
 def child_open(folder: str) -> dict:

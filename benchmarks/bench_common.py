@@ -126,6 +126,14 @@ def cached_tokenizer(data_dir: Path, vocab_size: int = 8000, hint: str = "Pass -
     return path
 
 
+def resident_kb(field: str) -> int:
+    """This process's `field` of ``/proc/self/status`` (VmRSS, VmHWM, RssAnon, ...), in kB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
 def emit(text: str, result: dict, as_json: bool) -> None:
     """Print the table, or with `as_json` the JSON result (with the `machine` record) on stdout, the table on stderr."""
     result.setdefault("machine", machine())

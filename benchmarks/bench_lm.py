@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, CpuMonitor, emit, load_average, write_results
+from bench_common import REPO, CpuMonitor, emit, load_average, resident_kb, write_results
 from bench_trace import time_interleaved
 
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the published fixtures and their unpacking
@@ -118,13 +118,6 @@ def peak_added_mb(fn: Callable[[], Any], device: torch.device) -> float | None:
         return round((resident_kb("VmHWM") - before) / 1024, 1)
     except (OSError, AttributeError):
         return None
-
-
-def resident_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
 
 
 def summary(times: dict[str, list[float]], ours: str = "ours") -> dict:

@@ -38,6 +38,7 @@ from bench_common import REPO, CpuMonitor, emit, load_average, write_results
 from bench_lm import QUICK, QWEN, build_folder, peak_added_mb
 
 import viz_model
+from viz_model.analysis.memory_estimate import available_bytes
 from viz_model.hf.importer import import_model
 from viz_model.on_demand import FULL_MAPS_MAX_TOKENS
 
@@ -59,10 +60,7 @@ def maps_gb(config: dict, n: int) -> float:
 
 def available_gb() -> float:
     """The memory available now (``MemAvailable``), in GB."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024 / 1e9
-    raise OSError("/proc/meminfo has no MemAvailable")
+    return available_bytes("cpu") / 1e9
 
 
 def timed_calls(fn: Callable[[], Any], runs: int) -> tuple[float | None, list[float]]:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, emit, load_average, write_results
+from bench_common import REPO, emit, load_average, resident_kb, write_results
 
 from viz_model.nn.devices import STEADY_MMAP_THRESHOLD, steady_allocator
 
@@ -60,10 +60,8 @@ FIXED_THRESHOLD = STEADY_MMAP_THRESHOLD
 
 
 def resident_mb(field: str = "VmRSS") -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise OSError(f"/proc/self/status has no {field}")
+    """`field` of this process's ``/proc/self/status``, in MB (one decimal)."""
+    return round(resident_kb(field) / 1024, 1)
 
 
 def prompt(visit: int, tokens: int, encode: Any) -> str:
