@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import hashlib
 import json
@@ -132,6 +133,25 @@ def resident_kb(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise OSError(f"/proc/self/status has no {field}")
+
+
+def add_output_args(parser: argparse.ArgumentParser, name: str, quick: str) -> None:
+    """A benchmark's --quick (`quick`: what the smoke test runs), --json and --out (default: `name` in
+    benchmarks/results, none with --quick)."""
+    parser.add_argument("--quick", action="store_true", help=f"smoke test: {quick}")
+    parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    parser.add_argument("--out", type=Path, default=None, help=f"results file (default: benchmarks/results/{name}; "
+                        "none with --quick)")
+
+
+def finish_results(args: argparse.Namespace, found: dict, name: str, monitor: CpuMonitor, start: float) -> None:
+    """`found` closed with the cores other processes kept busy, the load average and the wall time since `start`,
+    and written to --out (default: `name` in benchmarks/results; none with --quick)."""
+    found["other_cores_busy"] = monitor.other_cores()
+    found["load_average_after"] = load_average()
+    found["wall_s"] = round(time.perf_counter() - start, 1)
+    if args.out is not None or not args.quick:
+        write_results(args.out or REPO / "benchmarks" / "results" / name, found)
 
 
 def emit(text: str, result: dict, as_json: bool) -> None:

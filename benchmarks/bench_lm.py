@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, CpuMonitor, emit, load_average, resident_kb, write_results
+from bench_common import REPO, CpuMonitor, add_output_args, emit, finish_results, load_average, resident_kb
 from bench_trace import time_interleaved
 
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the published fixtures and their unpacking
@@ -308,11 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 1 run, short prompts")
-    parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    add_output_args(parser, "bench_lm.json", "tiny models, 1 run, short prompts")
     parser.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/"
-                        "bench_lm.json; none with --quick)")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.warmup, args.new_tokens, args.long_tokens = 1, 0, 4, 48
@@ -335,12 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             root.mkdir()
             found["models"][label] = model_case(label, root, args, device)
             print(label, json.dumps(found["models"][label]), file=sys.stderr, flush=True)
-    found["other_cores_busy"] = monitor.other_cores()
-    found["load_average_after"] = load_average()
-    found["wall_s"] = round(time.perf_counter() - start, 1)
-    if args.out is not None or not args.quick:
-        suffix = "" if args.device == "cpu" else f"_{args.device}_{args.dtype}"
-        write_results(args.out or REPO / "benchmarks" / "results" / f"bench_lm{suffix}.json", found)
+    suffix = "" if args.device == "cpu" else f"_{args.device}_{args.dtype}"
+    finish_results(args, found, f"bench_lm{suffix}.json", monitor, start)
     emit(table(found), found, args.json)
     return 0
 

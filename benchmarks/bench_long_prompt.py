@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import REPO, CpuMonitor, emit, load_average, write_results
+from bench_common import CpuMonitor, add_output_args, emit, finish_results, load_average
 from bench_lm import QUICK, QWEN, build_folder, peak_added_mb
 
 import viz_model
@@ -155,11 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES)
     parser.add_argument("--memory-limit-gb", type=float, default=None,
                         help="run no side whose maps alone would take more (default: half the memory available)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: a tiny model, 1 run, short prompts")
-    parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    add_output_args(parser, "bench_long_prompt.json", "a tiny model, 1 run, short prompts")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/"
-                        "bench_long_prompt.json; none with --quick)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.child:
@@ -189,11 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     sides[side] = child(side, folder, out, n, args)
                 print(n, side, json.dumps(sides[side]), file=sys.stderr, flush=True)
-    found["other_cores_busy"] = monitor.other_cores()
-    found["load_average_after"] = load_average()
-    found["wall_s"] = round(time.perf_counter() - start, 1)
-    if args.out is not None or not args.quick:
-        write_results(args.out or REPO / "benchmarks" / "results" / "bench_long_prompt.json", found)
+    finish_results(args, found, "bench_long_prompt.json", monitor, start)
     emit(table({"lengths": {n: {k: v for k, v in s.items() if isinstance(v, dict)}
                             for n, s in found["lengths"].items()}}), found, args.json)
     return 0

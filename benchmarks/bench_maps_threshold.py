@@ -150,6 +150,8 @@ def table(found: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench_common import CpuMonitor, add_output_args, emit, finish_results, load_average
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="timed visits in each process (default 3)")
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per side and length (default 2)")
@@ -157,11 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
     parser.add_argument("--models", nargs="+", default=["gpt2-small", "qwen2.5-0.5b"],
                         choices=["gpt2-small", "qwen2.5-0.5b"])
-    parser.add_argument("--quick", action="store_true", help="smoke test: tiny models, 1 run, short prompts")
-    parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
+    add_output_args(parser, "bench_maps_threshold.json", "tiny models, 1 run, short prompts")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/"
-                        "bench_maps_threshold.json; none with --quick)")
     args = parser.parse_args(argv)
     if args.child:
         return run_child(args)
@@ -169,8 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.repeats, args.lengths = 1, 2, list(QUICK_LENGTHS)
     if any(n < 2 for n in args.lengths) or args.runs < 1 or args.repeats < 1:
         parser.error("--lengths must be at least 2 tokens, --runs and --repeats at least 1")
-    from bench_common import REPO, CpuMonitor, emit, load_average, write_results
-
     from viz_model.on_demand import FULL_MAPS_MAX_TOKENS
 
     monitor = CpuMonitor(children=True)
@@ -185,11 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             root.mkdir()
             found["models"][label] = model_case(label, root, args)
     found["threshold"] = threshold(found)
-    found["other_cores_busy"] = monitor.other_cores()
-    found["load_average_after"] = load_average()
-    found["wall_s"] = round(time.perf_counter() - start, 1)
-    if args.out is not None or not args.quick:
-        write_results(args.out or REPO / "benchmarks" / "results" / "bench_maps_threshold.json", found)
+    finish_results(args, found, "bench_maps_threshold.json", monitor, start)
     emit(table(found), found, args.json)
     return 0
 
