@@ -14,7 +14,7 @@ from app.sessions import LANGUAGE_MODEL, ModelRef, Session
 from viz_model.api import check_text
 from viz_model.language_model import LanguageModel
 from viz_model.modeldir.checkpoint import CheckpointError
-from viz_model.plot import analysis_figures, trace_figures
+from viz_model.plot import analysis_figures, figure_style, map_figures
 from viz_model.trace import AttentionTrace
 
 SOURCE = "{src}"
@@ -48,27 +48,27 @@ def source_span(model: LanguageModel, prompt: str, start: int, end: int) -> tupl
     return first, len(model.encode(prompt[:end]))
 
 
-def continuation_map(trace: AttentionTrace, layer: int, head: trace_figures.Head,
-                     span: tuple[int, int]) -> trace_figures.AttentionMap:
+def continuation_map(trace: AttentionTrace, layer: int, head: map_figures.Head,
+                     span: tuple[int, int]) -> map_figures.AttentionMap:
     """The language model's rows that write the continuation (each reads a token, predicts the next) over the
     prompt's text span only."""
-    amap = trace_figures.attention_map(trace, "decoder", layer, head)
+    amap = map_figures.attention_map(trace, "decoder", layer, head)
     p, n = completion.prompt_length(trace), len(trace.target_tokens)
     rows = slice(p - 1, max(n - 1, p))
-    return trace_figures.AttentionMap(amap.weights[rows, span[0]:span[1]], amap.query_labels[rows],
-                                      amap.key_labels[span[0]:span[1]], amap.query_notes[rows], "decoder", layer,
-                                      head, "piece", "continuation (row t reads token t, predicts t + 1)")
+    return map_figures.AttentionMap(amap.weights[rows, span[0]:span[1]], amap.query_labels[rows],
+                                    amap.key_labels[span[0]:span[1]], amap.query_notes[rows], "decoder", layer,
+                                    head, "piece", "continuation (row t reads token t, predicts t + 1)")
 
 
-def map_column(title: str, text: str, amap: trace_figures.AttentionMap, name: str, key: str,
+def map_column(title: str, text: str, amap: map_figures.AttentionMap, name: str, key: str,
                heading: str | None = None) -> None:
     """One side of the comparison: the output, then its map (`heading`: its title in place of the map's own)."""
     widgets.show_text(title, text)
     fig = analysis_figures.column_heatmap(amap)
     if heading is not None:
-        fig.update_layout(title=dict(text=trace_figures.escape(heading)))
+        fig.update_layout(title=dict(text=figure_style.escape(heading)))
     widgets.chart(fig, name, key=f"{key}_chart")
-    widgets.exports(fig, name, key, csv=lambda: trace_figures.map_dataframe(amap))
+    widgets.exports(fig, name, key, csv=lambda: map_figures.map_dataframe(amap))
 
 
 def layer_and_head(trace: AttentionTrace, kind: str, layer_setting, head_setting, what: str) -> tuple[int, object]:
@@ -130,14 +130,14 @@ def page(session: Session) -> None:
     with left:
         layer, head = layer_and_head(translated, "cross", own.layer, own.head, "Translator")
         map_column(f"{name}: translation", translated.translation,
-                   trace_figures.attention_map(translated, "cross", layer, head), "translator-cross", "cmp_tr")
+                   map_figures.attention_map(translated, "cross", layer, head), "translator-cross", "cmp_tr")
         st.caption("Each row of the translator's cross-attention sums to 1 over the source.")
     with right:
         lm_layer, lm_head = layer_and_head(completed, "decoder", own.lm_layer, own.lm_head, "Language model")
         amap = continuation_map(completed, lm_layer, lm_head, span)
         map_column(f"{session.name}: continuation", completed.translation, amap, "lm-onto-source", "cmp_lm",
                    f"Self-attention of the continuation onto the text: layer {lm_layer + 1}, "
-                   f"{trace_figures.head_name(lm_head)}")
+                   f"{map_figures.head_name(lm_head)}")
         share = float(amap.weights.sum(axis=1).mean()) if amap.weights.size else 0.0
         st.caption(f"The language model's rows over the text's {texts.count(span[1] - span[0], 'token')} of its "
                    f"prompt only: on average {share:.0%} of a row's attention lands there; the rest goes to the "

@@ -13,7 +13,7 @@ from app.sessions import Session
 from viz_model.analysis.map_summary import row_blocks
 from viz_model.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
-from viz_model.plot import long_mask_figures, trace_figures
+from viz_model.plot import long_mask_figures, masking_figures
 from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.trace import AttentionTrace
 
@@ -81,7 +81,7 @@ def mask_figures(mask: np.ndarray, rows: list[str], keys: list[str], title: str,
     """`mask` drawn cell by cell, or past `LONG_MAP_TOKENS` as blocks and a window of its cells around position
     `around` (`trace`: the prompt's end marked on each)."""
     if max(mask.shape) <= LONG_MAP_TOKENS:
-        figures = [(trace_figures.mask_matrix_figure(mask, rows, keys, title), name, key)]
+        figures = [(masking_figures.mask_matrix_figure(mask, rows, keys, title), name, key)]
     else:
         first = long_mask_figures.window_start(around, max(mask.shape))
         figures = [(long_mask_figures.downsampled_mask(mask, title), name, key),
@@ -168,8 +168,8 @@ def page(session: Session) -> None:
     if len(other) == ids:
         st.info(f"Both prompts have {ids} tokens, so nothing is padded: type a shorter or longer second prompt to "
                 "see the padding mask at work.")
-    fig = trace_figures.padding_mask_figure(rows, keys, f"Padding mask of the keys, padded on the {side}: "
-                                            "1 = real token, 0 = <pad>")
+    fig = masking_figures.padding_mask_figure(rows, keys, f"Padding mask of the keys, padded on the {side}: "
+                                              "1 = real token, 0 = <pad>")
     if keys.shape[1] > LONG_MAP_TOKENS:
         long_mask_figures.positions_axis(fig, "key position (hover for the token)")
     widgets.chart(fig, "padding-mask", key="pad_chart")

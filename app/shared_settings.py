@@ -11,7 +11,7 @@ from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
 from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, MAX_TOP_K
 from viz_model.nn.kinds import KIND_LABELS
-from viz_model.plot.trace_figures import AGGREGATES
+from viz_model.plot.map_figures import AGGREGATES
 from viz_model.search.settings import MAX_LENGTH_PENALTY
 
 VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}

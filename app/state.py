@@ -15,7 +15,7 @@ import streamlit as st
 
 from app.setting_types import PageSettings, Setting, ignored
 from app.shared_settings import FORM, HELD, SHARED
-from viz_model.plot import trace_figures
+from viz_model.plot import map_figures
 from viz_model.search.settings import MAX_LENGTH_PENALTY, RULES
 
 URL_KEYS = SHARED.link_names()
@@ -177,7 +177,7 @@ def clamp_choice(setting: Setting, options: list, fallback, what: str) -> str | 
 # --- heads and selections (pure, unit-tested) --------------------------------------------------------------------
 def head_options(heads: int) -> list[int | str]:
     """What a head picker offers: heads 1..H (integers, as state holds them), then "mean" and "max"."""
-    return [*range(1, heads + 1), *trace_figures.AGGREGATES]
+    return [*range(1, heads + 1), *map_figures.AGGREGATES]
 
 
 def head_label(value: int | str, heads: int) -> str:
@@ -185,12 +185,12 @@ def head_label(value: int | str, heads: int) -> str:
     return f"Head {value} of {heads}" if isinstance(value, int) else f"{value.title()} over heads"
 
 
-def head_index(value: int | str) -> trace_figures.Head:
+def head_index(value: int | str) -> map_figures.Head:
     """The library's head reference (0-based index, "mean" or "max") of a head held in state (1-based)."""
     return value - 1 if isinstance(value, int) else value
 
 
-def state_head(head: trace_figures.Head) -> int | str:
+def state_head(head: map_figures.Head) -> int | str:
     """The state value (1-based, or "mean" / "max") of a library head reference."""
     return int(head) + 1 if not isinstance(head, str) else head
 

@@ -23,7 +23,7 @@ MOVED = {
     "viz_model.plot.positions": "viz_model.plot.length_figures",
     "viz_model.plot.analysis": "viz_model.plot.analysis_figures",
     "viz_model.plot.attribution": "viz_model.plot.attribution_figures",
-    "viz_model.plot.attention": "viz_model.plot.trace_figures",
+    "viz_model.plot.attention": "viz_model.plot.map_figures",
     "viz_model.analysis.alignment": "viz_model.analysis.word_alignment",
     "viz_model.analysis.corpus": "viz_model.analysis.corpus_attention",
     "viz_model.attribution.alignment": "viz_model.attribution.method_aer",

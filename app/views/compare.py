@@ -10,10 +10,10 @@ from viz_model.api import MAX_INPUT_CHARS, check_text
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
 from viz_model.nn import kinds
-from viz_model.plot import analysis_figures, trace_figures
+from viz_model.plot import analysis_figures, map_figures
 from viz_model.trace import AttentionTrace
 
-View = tuple[str, int, trace_figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
+View = tuple[str, int, map_figures.Head]  # kind, layer (0-based), head (0-based, "mean" or "max")
 
 session = sessions.require_session()
 if session.is_language_model:
@@ -23,13 +23,13 @@ if session.is_language_model:
 
 def show_pair(first: AttentionTrace, second: AttentionTrace, view: View, names: tuple[str, str], key: str) -> None:
     """The `view` map of both traces side by side, then their difference when both have the same token axes."""
-    maps = [trace_figures.attention_map(t, *view) for t in (first, second)]
+    maps = [map_figures.attention_map(t, *view) for t in (first, second)]
     for column, amap, trace_, name, n in zip(st.columns(2), maps, (first, second), names, (1, 2)):
         with column:
             widgets.show_text(name, f"{trace_.source_text} → {trace_.translation}")
             fig = analysis_figures.column_heatmap(amap)
             widgets.chart(fig, f"{key}-{n}", key=f"{key}_{n}_chart")
-            widgets.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: trace_figures.map_dataframe(amap))
+            widgets.exports(fig, f"{key}-{n}", f"{key}_{n}", csv=lambda amap=amap: map_figures.map_dataframe(amap))
     if maps[0].weights.shape != maps[1].weights.shape:
         st.info(f"No difference map: the maps have {maps[0].weights.shape[0]} × {maps[0].weights.shape[1]} and "
                 f"{maps[1].weights.shape[0]} × {maps[1].weights.shape[1]} tokens. A difference subtracts weight from "

@@ -6,7 +6,7 @@ from app import completion, long_views, sessions, state, token_picker, tracing, 
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
 from viz_model.nn import kinds
-from viz_model.plot import head_groups, long_map_figures, trace_figures, window_bands
+from viz_model.plot import head_groups, long_map_figures, map_figures, window_bands
 
 LONG_DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}
 HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token
@@ -95,7 +95,7 @@ elif view == "heatmap":
         state.bound(st.selectbox, "Granularity", SHARED.level, list(LEVEL_LABELS), format_func=LEVEL_LABELS.get)
 if view == "heatmap" and kind != "encoder" and not long:
     own.rows.init()
-    state.bound(st.radio, "Label decoder rows by", own.rows, list(trace_figures.ROW_LABELS), horizontal=True,
+    state.bound(st.radio, "Label decoder rows by", own.rows, list(map_figures.ROW_LABELS), horizontal=True,
                 format_func={"input": "the token each row reads (decoder input)",
                              "output": "the token each row predicts"}.get,
                 help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
@@ -103,7 +103,7 @@ if view == "heatmap" and language_model:
     own.measure.set("weights")  # value-weighted maps and contributions: translation models for now
 elif view == "heatmap":
     own.measure.init()
-    state.bound(st.radio, "Show", own.measure, list(trace_figures.MEASURES), horizontal=True,
+    state.bound(st.radio, "Show", own.measure, list(map_figures.MEASURES), horizontal=True,
                 format_func={"weights": "attention weights", "value_weighted": "value-weighted",
                              "contributions": "contributions (ALTI)"}.get,
                 help="Value-weighted: each weight times the length of the vector its key passes on (‖α f(x)‖). "
@@ -170,9 +170,9 @@ elif view == "heatmap":
         if measure == "contributions":
             st.caption("Contributions are per layer: the head choice does not apply." + (
                 " Cross-attention's last column is the decoder's own residual stream." if kind == "cross" else ""))
-    amap = trace_figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
+    amap = map_figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
     name = name if measure == "weights" else f"{name}-{measure}"
-    fig = trace_figures.map_heatmap(amap)
+    fig = map_figures.map_heatmap(amap)
     if language_model and level == "piece":
         completion.mark_boundary(fig, trace)
         window_bands.mark_window(fig, window_bands.windows(trace)[layer], len(trace.target_tokens))
@@ -183,7 +183,7 @@ elif view == "heatmap":
     st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
                "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
                "(shown on hover).")
-    widgets.exports(fig, name, "heatmap", csv=lambda: trace_figures.map_dataframe(amap))
+    widgets.exports(fig, name, "heatmap", csv=lambda: map_figures.map_dataframe(amap))
 
 elif view == "model":
     aggregate_options = ["heads", "mean", "max"]
@@ -198,7 +198,7 @@ elif view == "model":
                 long_map_figures.summary_model_view(trace, kind, aggregate)))
         long_map_figures.select_map(fig, trace, kind, aggregate, (layer, head))
     else:
-        fig = trace_figures.model_view(trace, kind, aggregate, selected=(layer, head))
+        fig = map_figures.model_view(trace, kind, aggregate, selected=(layer, head))
     if language_model and not long:
         if aggregate is None:
             head_groups.frame_groups(fig, trace, kind)
@@ -246,10 +246,10 @@ elif view == "head":
         st.caption(f"A {len(queries)}-token prompt: the lines among positions {first} to "
                    f"{first + HEAD_VIEW_TOKENS - 1} around token {position} (pick another token to move them); "
                    "lines to keys outside them are left out.")
-    fig = trace_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
-                                  colors=None if groups is None else head_groups.group_colors(groups),
-                                  names=None if groups is None else head_groups.group_names(groups),
-                                  window=window)
+    fig = map_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
+                                colors=None if groups is None else head_groups.group_colors(groups),
+                                names=None if groups is None else head_groups.group_names(groups),
+                                window=window)
     widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key=own.head_view.key, on_select=focus_from_head_view)
     if focus is not None:
         st.button("Show every token's lines", icon=":material/filter_alt_off:", on_click=own.focus.set, args=(None,))
@@ -282,9 +282,9 @@ else:  # token focus
     side = "query" if choice[0] == "q" else "key"
     if long:  # made once per trace, token and head: a rerun draws it again without remaking a map
         fig = long_views.cached_figure(trace, ("focus", kind, side, int(choice[1:]), head), lambda: (
-            trace_figures.token_focus(trace, kind, side, int(choice[1:]), head, column_rows=FOCUS_COLUMN_ROWS)))
+            map_figures.token_focus(trace, kind, side, int(choice[1:]), head, column_rows=FOCUS_COLUMN_ROWS)))
     else:
-        fig = trace_figures.token_focus(trace, kind, side, int(choice[1:]), head)
+        fig = map_figures.token_focus(trace, kind, side, int(choice[1:]), head)
     if long:
         st.caption(f"A {len(queries)}-token prompt: the right panel reads the {FOCUS_COLUMN_ROWS} queries from the "
                    "token on (the tokens after it, the only ones that can attend to it).")

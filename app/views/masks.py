@@ -10,7 +10,7 @@ from app.shared_settings import SHARED
 from viz_model.api import check_text
 from viz_model.nn import kinds
 from viz_model.nn.attention import causal_mask
-from viz_model.plot import trace_figures
+from viz_model.plot import masking_figures
 
 session = sessions.require_session()
 if session.is_language_model:
@@ -83,25 +83,25 @@ row, head = int(own.row.get()), int(own.head.get()) - 1
 
 st.subheader("The masks")
 side = "target (decoder inputs)" if kind == "decoder" else "source"
-fig = trace_figures.padding_mask_figure(key_tokens, scores.padding_mask,
-                                        f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
+fig = masking_figures.padding_mask_figure(key_tokens, scores.padding_mask,
+                                          f"Padding mask of the keys ({side}): 1 = real token, 0 = <pad>")
 widgets.chart(fig, "padding-mask", key="pad_chart")
 widgets.exports(fig, "padding-mask", "pad")
 longest = max(traces, key=lambda t: len(t.target_ids)).target_tokens
 causal = causal_mask(len(longest))[0, 0].numpy()
-fig = trace_figures.mask_matrix_figure(causal, longest, longest,
-                                       "Causal mask of the decoder (position t sees keys 0..t)")
+fig = masking_figures.mask_matrix_figure(causal, longest, longest,
+                                         "Causal mask of the decoder (position t sees keys 0..t)")
 widgets.chart(fig, "causal-mask", key="causal_chart")
 widgets.exports(fig, "causal-mask", "causal")
 
-fig = trace_figures.mask_matrix_figure(scores.mask[row], query_tokens[row], key_tokens[row],
-                                       f"The mask this layer applies to sentence #{row + 1} "
-                                       + ("(causal AND padding)" if kind == "decoder" else "(padding)"))
+fig = masking_figures.mask_matrix_figure(scores.mask[row], query_tokens[row], key_tokens[row],
+                                         f"The mask this layer applies to sentence #{row + 1} "
+                                         + ("(causal AND padding)" if kind == "decoder" else "(padding)"))
 widgets.chart(fig, "combined-mask", key="combined_chart")
 widgets.exports(fig, "combined-mask", "combined")
 
 st.subheader(f"Head {head + 1}: from scores to weights")
-fig = trace_figures.score_steps_figure(scores, row, head, query_tokens[row], key_tokens[row])
+fig = masking_figures.score_steps_figure(scores, row, head, query_tokens[row], key_tokens[row])
 widgets.chart(fig, "score-steps", key="steps_chart")
 widgets.exports(fig, f"{kind}-layer{layer}-head{head + 1}-score-steps", "steps")
 

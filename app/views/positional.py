@@ -13,7 +13,7 @@ from app.shared_settings import SHARED
 from viz_model.lessons import learn_pages
 from viz_model.nn.arrays import to_numpy
 from viz_model.nn.positional import wave
-from viz_model.plot import learn_figures, trace_figures
+from viz_model.plot import learn_figures, positional_trace_figures
 
 session = sessions.require_session()
 if session.is_language_model:
@@ -76,8 +76,8 @@ with theory:
     state.bound(st.multiselect, "Dimensions", own.dims, dims, max_selections=12,
                  format_func=lambda d: f"{d} ({wave(d, d_model, layout)})")
     if own.dims.get():
-        fig = trace_figures.sinusoid_figure(table, own.dims.get(), marked=len(trace.source_tokens) if trace else 0,
-                                            layout=layout)
+        fig = positional_trace_figures.sinusoid_figure(table, own.dims.get(),
+                                                       marked=len(trace.source_tokens) if trace else 0, layout=layout)
         widgets.chart(fig, "sinusoids", key="sin_chart")
         widgets.exports(fig, "sinusoids", "sin")
     else:
@@ -232,17 +232,17 @@ with sentence_tab:
         tokens = trace.source_tokens if side == "source" else trace.target_tokens
         pe = trace.source_positional if side == "source" else trace.target_positional
         embeddings = trace.source_embeddings if side == "source" else trace.target_embeddings
-        fig = trace_figures.positional_heatmap(pe, tokens,
-                                               f"Positional encodings of the {len(tokens)} {side} positions "
-                                               f"(d_model = {pe.shape[1]})", layout)
+        fig = positional_trace_figures.positional_heatmap(pe, tokens,
+                                                          f"Positional encodings of the {len(tokens)} {side} positions "
+                                                          f"(d_model = {pe.shape[1]})", layout)
         widgets.chart(fig, f"{side}-positional-encodings", key="pe_chart")
         widgets.exports(fig, f"{side}-positional-encodings", "pe")
         options = list(range(len(tokens)))
         state.clamp_choice(own.token, options, min(1, len(tokens) - 1), "Token")
         state.bound(st.selectbox, "Token", own.token, options, format_func=lambda i: f"{i}: {tokens[i]}")
         index = int(own.token.get())
-        fig = trace_figures.embedding_figure(embeddings[index], pe[index], tokens[index], index,
-                                             config.scale_embeddings)
+        fig = positional_trace_figures.embedding_figure(embeddings[index], pe[index], tokens[index], index,
+                                                        config.scale_embeddings)
         widgets.chart(fig, "embedding-vs-pe", key="emb_chart")
         widgets.exports(fig, "embedding-vs-pe", "emb")
         st.caption("The first layer reads the sum. "
@@ -250,7 +250,7 @@ with sentence_tab:
                       "meaning." if config.scale_embeddings else
                       "This model does not scale its embeddings by √d_model (BART's choice); its learned positions "
                       "are trained at their scale."))
-        fig = trace_figures.positional_similarity(pe, tokens)
+        fig = positional_trace_figures.positional_similarity(pe, tokens)
         widgets.chart(fig, "positional-similarity", key="sim_chart")
         widgets.exports(fig, "positional-similarity", "sim")
 

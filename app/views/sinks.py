@@ -13,7 +13,7 @@ from app.page_settings import EXPLORE
 from app.page_settings import SINKS as own
 from app.shared_settings import SHARED
 from viz_model.analysis.sinks import HEAVY_SHARE, SinkShares, SinkSwitch, remove_sink, trace_sink_shares
-from viz_model.plot import analysis_figures, trace_figures
+from viz_model.plot import analysis_figures, figure_style
 from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.trace import AttentionTrace
 
@@ -121,7 +121,7 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
     with right:
         state.bound(st.selectbox, "Head", own.head, list(range(1, heads + 1)))
     values = shares.head(own.layer.get() - 1, own.head.get() - 1)
-    ticks = [f"{i} {trace_figures.escape(repr(t))}" for i, t in enumerate(shares.tokens)]
+    ticks = [f"{i} {figure_style.escape(repr(t))}" for i, t in enumerate(shares.tokens)]
     long = len(ticks) > LONG_MAP_TOKENS  # a bar a token at its position, the token on hover
     fig = go.Figure(go.Bar(x=list(range(len(ticks))) if long else ticks, y=np.nan_to_num(values), customdata=ticks,
                            marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),

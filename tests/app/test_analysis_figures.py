@@ -15,7 +15,7 @@ from app import analyze_pages  # noqa: E402
 from viz_model.analysis import rollout, word_alignment  # noqa: E402
 from viz_model.analysis.ablation import TokenEdit, all_heads, layer_counts  # noqa: E402
 from viz_model.analysis.corpus_attention import analyze_corpus  # noqa: E402
-from viz_model.plot import analysis_figures, trace_figures  # noqa: E402
+from viz_model.plot import analysis_figures, figure_style, map_figures  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_head_grid_one_heatmap_per_kind_with_clickable_cells(model, heads_table)
     chosen = [("decoder", counts["decoder"] - 1, heads - 1)]
     fig = spec(analysis_figures.head_grid(values, "entropy of <b>every</b> head", "entropy", selected=chosen))
     maps = [t for t in fig["data"] if t["type"] == "heatmap"]
-    assert [m["name"] for m in maps] == list(trace_figures.KINDS)
+    assert [m["name"] for m in maps] == list(map_figures.KINDS)
     for m in maps:
         np.testing.assert_allclose(arr(m["z"]), values[m["name"]])
     cells = [t for t in fig["data"] if t.get("name", "").endswith(" heads")]
@@ -95,9 +95,9 @@ def test_role_grid_numbers_every_head_and_names_the_role_in_the_legend_and_hover
     assert len(texts) == len(table) and all(1 <= len(t) <= 2 for t in texts)
     assert sorted(set(texts), key=int) == [str(i + 1) for i in range(len(roles))]
     ticks = data["layout"]["coloraxis"]["colorbar"]["ticktext"]
-    assert ticks[roles.index(INJECTION)] == f"{roles.index(INJECTION) + 1} {trace_figures.escape(INJECTION)}"
+    assert ticks[roles.index(INJECTION)] == f"{roles.index(INJECTION) + 1} {figure_style.escape(INJECTION)}"
     hovers = [h for m in data["data"] if m["type"] == "scatter" for h in m.get("hovertext") or []]
-    assert any(f"role {roles.index(INJECTION) + 1}: {trace_figures.escape(INJECTION)}" in h for h in hovers)
+    assert any(f"role {roles.index(INJECTION) + 1}: {figure_style.escape(INJECTION)}" in h for h in hovers)
     assert no_markup(fig)
 
 
@@ -113,16 +113,16 @@ def test_token_map_figure_draws_rollout_like_the_explorer(trace):
 
 
 def test_difference_figure_subtracts_and_merges_labels(trace):
-    first = trace_figures.attention_map(trace, "encoder", 0, 0)
-    second = trace_figures.attention_map(trace, "encoder", trace.num_layers["encoder"] - 1, "mean")
+    first = map_figures.attention_map(trace, "encoder", 0, 0)
+    second = map_figures.attention_map(trace, "encoder", trace.num_layers["encoder"] - 1, "mean")
     second.key_labels = [*second.key_labels[:-1], "<other>"]
     fig = spec(analysis_figures.difference_figure(first, second, "difference"))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), first.weights - second.weights, atol=1e-6)
     assert fig["layout"]["xaxis"]["ticktext"][-1] == "&lt;/s&gt; / &lt;other&gt;"
     assert fig["data"][0]["zmid"] == 0.0 and "difference" in fig["data"][0]["hovertemplate"]
     assert analysis_figures.merged_labels(["a", "b"], ["a", "c"]) == ["a", "b / c"]
-    shorter = trace_figures.AttentionMap(first.weights[:-1, :-1], first.query_labels[:-1], first.key_labels[:-1],
-                                         first.query_notes[:-1], "encoder", 0, 0, "piece")
+    shorter = map_figures.AttentionMap(first.weights[:-1, :-1], first.query_labels[:-1], first.key_labels[:-1],
+                                       first.query_notes[:-1], "encoder", 0, 0, "piece")
     with pytest.raises(ValueError, match="same number of tokens"):
         analysis_figures.difference_figure(first, shorter, "t")
 
@@ -137,7 +137,7 @@ def test_alignment_figure_draws_one_line_per_link_and_the_gold_links(trace):
     assert sum(t.get("name") == "link" for t in fig["data"]) == len(links)
     assert sum(t.get("name") == "gold" for t in fig["data"]) == len(gold)
     source = next(t for t in fig["data"] if t.get("name") == "source words")
-    assert source["text"] == [trace_figures.escape(w) for w in words.source_words]
+    assert source["text"] == [figure_style.escape(w) for w in words.source_words]
     with pytest.raises(ValueError, match="does not fit"):
         analysis_figures.alignment_figure(weights[:, :-1], words.source_words, words.target_words, links, "t")
 

@@ -373,12 +373,12 @@ def test_positional_page(tiny):
 
 
 def test_an_unexpected_failure_is_a_message_not_a_traceback(tiny, monkeypatch):
-    from viz_model.plot import trace_figures
+    from viz_model.plot import map_figures
 
     def broken(amap):
         raise KeyError("simulated bug")
 
-    monkeypatch.setattr(trace_figures, "map_heatmap", broken)
+    monkeypatch.setattr(map_figures, "map_heatmap", broken)
     at = start()
     assert not at.exception
     assert any(e.value.startswith(widgets.UNEXPECTED) and "simulated bug" in e.value for e in at.error)

@@ -15,7 +15,7 @@ from support.long_lm import long_llama_folder, long_text
 from app import lm_position_tabs
 from viz_model.lessons import position_split
 from viz_model.modeldir.shipped import DEFAULT_MODEL
-from viz_model.plot import trace_figures
+from viz_model.plot import map_figures
 
 PROMPT = long_text(400)
 
@@ -32,13 +32,13 @@ def models(tmp_path_factory):
 def focus_calls(models, monkeypatch):
     """The `token_focus` calls (token index, column rows) the app makes, with the long-model folder served."""
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
-    calls, real = [], trace_figures.token_focus
+    calls, real = [], map_figures.token_focus
 
     def counted(trace, kind, side, index, head="mean", column_rows=None):
         calls.append((index, column_rows))
         return real(trace, kind, side, index, head, column_rows)
 
-    monkeypatch.setattr(trace_figures, "token_focus", counted)
+    monkeypatch.setattr(map_figures, "token_focus", counted)
     return calls
 
 

@@ -31,7 +31,7 @@ from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
 from viz_model.nn.model import Transformer  # noqa: E402
 from viz_model.nn.positional import shift_matrix  # noqa: E402
 from viz_model.nn.shapes import architecture  # noqa: E402
-from viz_model.plot import trace_figures  # noqa: E402
+from viz_model.plot import figure_style  # noqa: E402
 from viz_model.tokenization.tokenizer import Tokenizer  # noqa: E402
 
 SENTENCE = "Two dogs play in the snow."
@@ -191,7 +191,7 @@ def test_experiment_shuffled_words(tiny, model):
     assert texts.md_escape(model.trace(shuffled, beam=1).translation) in text
     figure = chart(at, "Encoder self-attention")
     shuffled_tokens = model.trace(shuffled, beam=1).source_tokens
-    assert figure["layout"]["xaxis2"]["ticktext"] == [trace_figures.escape(t) for t in shuffled_tokens]
+    assert figure["layout"]["xaxis2"]["ticktext"] == [figure_style.escape(t) for t in shuffled_tokens]
     at.number_input(key="w_pe_seed").set_value(2).run()
     assert texts.md_escape(learn_pages.shuffle_words(SENTENCE, 2)) in "\n".join(m.value for m in ok(at).markdown)
     at.radio(key="w_pe_exp").set_value("shuffle_no_pe").run()

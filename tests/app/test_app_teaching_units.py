@@ -20,7 +20,7 @@ from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
 from viz_model.lessons import learn_pages  # noqa: E402
 from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
 from viz_model.nn.shapes import architecture  # noqa: E402
-from viz_model.plot import learn_figures, trace_figures  # noqa: E402
+from viz_model.plot import learn_figures, positional_trace_figures  # noqa: E402
 from viz_model.search.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
 
 EX = (learn_pages.EXAMPLE_X, learn_pages.EXAMPLE_WQ, learn_pages.EXAMPLE_WK, learn_pages.EXAMPLE_WV)
@@ -367,7 +367,7 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
     kinds = matrix["data"][0]["customdata"][0]
     halves = layout == "halves"
     assert (kinds[3], kinds[8], kinds[11]) == (("sin", "cos", "cos") if halves else ("cos", "sin", "cos"))
-    heat = spec(trace_figures.positional_heatmap(table, [f"t{i}" for i in range(20)], layout=layout))
+    heat = spec(positional_trace_figures.positional_heatmap(table, [f"t{i}" for i in range(20)], layout=layout))
     assert axis in heat["layout"]["xaxis"]["title"]["text"]
     assert f"dimension 8 ({'cos' if halves else 'sin'})" in heat["data"][0]["customdata"][0][8]
     waves = spec(learn_figures.wavelength_figure(learn_pages.pair_wavelengths(16, frequencies), layout=layout,

@@ -13,7 +13,7 @@ from support.app import ROOT, TINY_CONFIG, charts, messages, ok, start, titles  
 
 from app import sessions  # noqa: E402
 from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TranslationModel  # noqa: E402
-from viz_model.plot import trace_figures  # noqa: E402
+from viz_model.plot import map_figures  # noqa: E402
 
 OOM = "CUDA out of memory. Tried to allocate 20.00 GiB (simulated)"
 
@@ -86,7 +86,7 @@ def test_cuda_out_of_memory_while_translating_is_a_message_and_the_next_request_
 
 
 def test_cuda_out_of_memory_anywhere_on_a_page_is_a_message_not_a_bug_report(tiny, monkeypatch):
-    _fail_once(monkeypatch, trace_figures, "map_heatmap")
+    _fail_once(monkeypatch, map_figures, "map_heatmap")
     at = ok(start())
     assert "The GPU ran out of memory" in text_of(at)
     at.run()

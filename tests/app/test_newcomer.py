@@ -15,7 +15,7 @@ import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
 from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
 from viz_model.lessons import learn_pages
-from viz_model.plot import analysis_figures, trace_figures  # noqa: E402
+from viz_model.plot import analysis_figures, figure_style, map_figures  # noqa: E402
 
 GRANDMOTHER = "My grandmother bakes bread every Sunday morning."
 
@@ -126,15 +126,15 @@ def test_measurement_refuses_more_memory_than_the_server_allows():
 # --- 7. rows labelled by the token they predict say so ---------------------------------------------------------------
 def test_rows_labelled_by_the_predicted_token(app_trace):
     trace = app_trace
-    amap = trace_figures.attention_map(trace, "cross", 0, 0, rows="output")
+    amap = map_figures.attention_map(trace, "cross", 0, 0, rows="output")
     assert amap.query_labels == trace.output_tokens
-    fig = trace_figures.map_heatmap(amap)
+    fig = map_figures.map_heatmap(amap)
     assert "predicted" in fig.layout.yaxis.title.text
-    assert list(fig.layout.yaxis.ticktext) == [trace_figures.escape(t) for t in trace.output_tokens]
-    heatmap = trace_figures.map_heatmap(trace_figures.attention_map(trace, "cross", 0, 0))
+    assert list(fig.layout.yaxis.ticktext) == [figure_style.escape(t) for t in trace.output_tokens]
+    heatmap = map_figures.map_heatmap(map_figures.attention_map(trace, "cross", 0, 0))
     assert "decoder inputs" in heatmap.layout.yaxis.title.text
     with pytest.raises(ValueError, match="rows must be one of"):
-        trace_figures.attention_map(trace, "cross", 0, 0, rows="both")
+        map_figures.attention_map(trace, "cross", 0, 0, rows="both")
     words = analysis_figures.word_map_figure(np.eye(2), ["a", "b"], ["x", "y"], 0, 0, [], rows="output")
     assert "predicted" in words.layout.yaxis.title.text
 
@@ -144,7 +144,7 @@ def test_explorer_offers_rows_by_predicted_token(tiny, app_model):
     at.radio(key="w_rows").set_value("output").run()
     heatmap = chart(ok(at), "Cross-attention")
     trace = app_model.trace("Two dogs play.", beam=1)
-    assert heatmap["layout"]["yaxis"]["ticktext"] == [trace_figures.escape(t) for t in trace.output_tokens]
+    assert heatmap["layout"]["yaxis"]["ticktext"] == [figure_style.escape(t) for t in trace.output_tokens]
     assert "predicted" in heatmap["layout"]["yaxis"]["title"]["text"]
 
 

@@ -17,7 +17,7 @@ from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import figure_files  # noqa: E402
-from viz_model.plot import learn_figures, trace_figures  # noqa: E402
+from viz_model.plot import learn_figures, map_figures, masking_figures  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
 pytestmark = [
@@ -64,11 +64,11 @@ def figures_of(trace: AttentionTrace) -> dict[str, object]:
     bar labels and titles (each exported page inlines plotly.js, so opening one costs a second or more)."""
     src, tgt = trace.source_tokens, trace.target_tokens
     return {
-        "heatmap": trace_figures.head_heatmap(trace, "cross", trace.num_layers["cross"] - 1, 0),
-        "model-view": trace_figures.model_view(trace, "decoder"),
-        "head-view": trace_figures.head_view(trace, "cross", 0, list(range(trace.num_heads))),
-        "token-focus": trace_figures.token_focus(trace, "cross", "query", 1),
-        "mask": trace_figures.mask_matrix_figure(trace.decoder_mask, tgt, tgt, tgt[-1]),
+        "heatmap": map_figures.head_heatmap(trace, "cross", trace.num_layers["cross"] - 1, 0),
+        "model-view": map_figures.model_view(trace, "decoder"),
+        "head-view": map_figures.head_view(trace, "cross", 0, list(range(trace.num_heads))),
+        "token-focus": map_figures.token_focus(trace, "cross", "query", 1),
+        "mask": masking_figures.mask_matrix_figure(trace.decoder_mask, tgt, tgt, tgt[-1]),
         "top-k": learn_figures.topk_figure(src[:4], [0.4, 0.3, 0.2, 0.1], src[0], 0),
         "heads": learn_figures.heads_figure(trace.encoder_attentions[0], src, src[2]),
     }

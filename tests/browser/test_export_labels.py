@@ -15,7 +15,7 @@ from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import figure_files  # noqa: E402
-from viz_model.plot import analysis_figures, learn_figures, trace_figures  # noqa: E402
+from viz_model.plot import analysis_figures, learn_figures, map_figures, positional_trace_figures  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,
@@ -71,7 +71,7 @@ def assert_inside(found: dict, name: str) -> None:
 def test_exported_heatmap_keeps_the_trace_tokens_inside_the_image(app_theme, model, page, tmp_path):
     trace = model.trace(SENTENCE, beam=1)
     for kind in ("encoder", "decoder", "cross"):
-        fig = trace_figures.head_heatmap(trace, kind, trace.num_layers[kind] - 1, 0)
+        fig = map_figures.head_heatmap(trace, kind, trace.num_layers[kind] - 1, 0)
         found = rendered_ticks(page, fig, tmp_path, kind)
         assert_inside(found, kind)
         queries, keys = trace.axes(kind)
@@ -86,11 +86,11 @@ def test_every_exported_figure_keeps_its_tick_labels_inside_the_image(app_theme,
     counts = trace.num_layers
     roles = {kind: np.arange(counts[kind] * heads, dtype=float).reshape(counts[kind], heads) for kind in counts}
     built = {
-        "model-view": trace_figures.model_view(trace, "cross"),
-        "head-view": trace_figures.head_view(trace, "cross", 0, list(range(heads))),
-        "token-focus": trace_figures.token_focus(trace, "cross", "query", 1),
-        "pe-tokens": trace_figures.positional_heatmap(trace.source_positional, trace.source_tokens),
-        "pe-similarity": trace_figures.positional_similarity(trace.source_positional, trace.source_tokens),
+        "model-view": map_figures.model_view(trace, "cross"),
+        "head-view": map_figures.head_view(trace, "cross", 0, list(range(heads))),
+        "token-focus": map_figures.token_focus(trace, "cross", "query", 1),
+        "pe-tokens": positional_trace_figures.positional_heatmap(trace.source_positional, trace.source_tokens),
+        "pe-similarity": positional_trace_figures.positional_similarity(trace.source_positional, trace.source_tokens),
         "beam-tree": learn_figures.beam_tree_figure(model.beam_tree(SENTENCE, beam=3), model.tokenizer.piece),
         "head-grid": analysis_figures.head_grid(roles, "a value per head", "value"),
     }

@@ -12,7 +12,7 @@ from support.long_lm import long_language_model, long_text
 
 from viz_model import language_model
 from viz_model.analysis.map_summary import block_edges, block_mean_grid
-from viz_model.plot import long_map_figures, trace_figures
+from viz_model.plot import long_map_figures, map_figures
 
 ATOL = 1e-6
 
@@ -86,14 +86,14 @@ def test_the_token_focus_reads_rows_and_columns_as_the_full_maps_hold_them(trace
     lazy, full = traces
     index = 420
     for head in (1, "mean", "max"):
-        reduce = [trace_figures.reduce_heads(m, head) for m in full.decoder_attentions]
-        rows = trace_figures.token_lines(lazy, "decoder", index, head, "row")
+        reduce = [map_figures.reduce_heads(m, head) for m in full.decoder_attentions]
+        rows = map_figures.token_lines(lazy, "decoder", index, head, "row")
         assert np.abs(rows - np.stack([m[index] for m in reduce])).max() <= ATOL
-        columns = trace_figures.token_lines(lazy, "decoder", index, head, "column")
+        columns = map_figures.token_lines(lazy, "decoder", index, head, "column")
         assert np.abs(columns - np.stack([m[:, index] for m in reduce])).max() <= ATOL
-        windowed = trace_figures.token_lines(lazy, "decoder", index, head, "column", slice(index, index + 64))
+        windowed = map_figures.token_lines(lazy, "decoder", index, head, "column", slice(index, index + 64))
         assert np.abs(windowed - columns[:, index:index + 64]).max() <= ATOL
-    fig = trace_figures.token_focus(lazy, "decoder", "query", index, "mean", column_rows=64)
+    fig = map_figures.token_focus(lazy, "decoder", "query", index, "mean", column_rows=64)
     assert list(fig.data[1].x) == list(range(index, index + 64))
     assert "(queries 420–483)" in fig.layout.annotations[1].text
     assert fig.layout.xaxis.title.text == "position"  # 600 keys: positions on the axis, tokens on hover
@@ -102,7 +102,7 @@ def test_the_token_focus_reads_rows_and_columns_as_the_full_maps_hold_them(trace
 def test_the_head_view_window_reads_its_rows_and_names_positions(traces):
     lazy, full = traces
     window = slice(200, 248)
-    fig = trace_figures.head_view(lazy, "decoder", 1, [0, 3], window=window, focus=("query", 210))
+    fig = map_figures.head_view(lazy, "decoder", 1, [0, 3], window=window, focus=("query", 210))
     markers = [t for t in fig.data if t.name == "query tokens"][0]
     assert markers.customdata[0] == ("query", 200) or list(markers.customdata[0]) == ["query", 200]
     assert "only the lines of query 210" in fig.layout.title.text and "positions 200 to 247" in fig.layout.title.text
@@ -110,17 +110,17 @@ def test_the_head_view_window_reads_its_rows_and_names_positions(traces):
     mean = full.decoder_attentions[1][[0, 3], 210, 200:248].mean(axis=0)
     best = int(np.argmax(mean))
     assert f"({200 + best}): {mean[best]:.4f}" in hover
-    outside = trace_figures.head_view(lazy, "decoder", 1, [0], window=window, focus=("query", 5))
+    outside = map_figures.head_view(lazy, "decoder", 1, [0], window=window, focus=("query", 5))
     assert "only the lines" not in outside.layout.title.text  # a focus outside the window: every line of it
 
 
 def test_short_traces_draw_as_before(lm):
     trace = lm.trace("a man in a red shirt", 2)
     assert not long_map_figures.is_long(trace, "decoder")
-    fig = trace_figures.head_view(trace, "decoder", 0, [1])
+    fig = map_figures.head_view(trace, "decoder", 0, [1])
     markers = [t for t in fig.data if t.name == "query tokens"][0]
     assert [list(c) for c in markers.customdata] == [["query", i] for i in range(len(trace.target_tokens))]
-    focus = trace_figures.token_focus(trace, "decoder", "query", 2, 1)
+    focus = map_figures.token_focus(trace, "decoder", "query", 2, 1)
     assert np.abs(np.array(focus.data[0].z) - np.stack([m[1, 2] for m in trace.decoder_attentions])).max() == 0
 
 

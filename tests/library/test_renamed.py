@@ -58,7 +58,7 @@ def test_the_old_names_import_in_a_fresh_process_as_a_user_of_0_2_wrote_them():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.splitlines() == [
         "viz_model.lessons.teaching is deprecated and goes in the next release: import viz_model.lessons.learn_pages",
-        "viz_model.plot.trace_figures viz_model.analysis.corpus_attention"]
+        "viz_model.plot.map_figures viz_model.analysis.corpus_attention"]
 
 
 def test_search_meaning_a_precision_is_precision_and_the_old_names_warn(random_net, tokenizer):

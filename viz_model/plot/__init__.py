@@ -7,7 +7,7 @@
     heatmap(trace, "cross", layer=2)          # one layer, heads averaged (layers and heads count from 0)
     model_view(trace, "encoder")              # every layer x head
 
-The builders live in `trace_figures` (maps of a trace), `learn_figures` (positional encodings, beam tree,
+The builders live in `map_figures` (maps of a trace), `learn_figures` (positional encodings, beam tree,
 training), `analysis_figures` (per-head grids over a corpus) and the other ``*_figures`` modules; this module names
 the ones a notebook needs most.
 """
@@ -27,7 +27,8 @@ from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
 from .analysis_figures import role_grid
 from .learn_figures import beam_tree_figure
-from .trace_figures import Head, head_heatmap, head_view, model_view, positional_heatmap, sinusoid_figure, token_focus
+from .map_figures import Head, head_heatmap, head_view, model_view, token_focus
+from .positional_trace_figures import positional_heatmap, sinusoid_figure
 
 __all__ = ["beam_tree", "head_roles", "head_view", "heatmap", "model_view", "positional_encodings", "sinusoids",
            "token_focus"]

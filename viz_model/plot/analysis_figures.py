@@ -17,17 +17,9 @@ from plotly.subplots import make_subplots
 
 from ..analysis.ablation import Head
 from ..analysis.word_alignment import Link
-from .trace_figures import (
-    HEAD_COLORS,
-    KIND_TITLES,
-    KINDS,
-    PREDICTED_ROWS,
-    ROW_LABELS,
-    AttentionMap,
-    _links,
-    escape,
-    map_heatmap,
-)
+from ..nn.kinds import KIND_TITLES
+from .figure_style import HEAD_COLORS, escape
+from .map_figures import KINDS, PREDICTED_ROWS, ROW_LABELS, AttentionMap, _links, map_heatmap
 
 MARGIN = dict(l=10, r=10, t=80, b=10)
 SELECTED_COLOR = "#e4572e"

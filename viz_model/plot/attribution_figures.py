@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from ..attribution import Attribution
 from ..attribution.faithfulness import RANDOM
-from .trace_figures import HEAD_COLORS, LEGEND_ABOVE, _token_axis, escape
+from .figure_style import HEAD_COLORS, LEGEND_ABOVE, _token_axis, escape
 
 METHOD_LABELS = {"attention_mean": "attention (mean of layers)", "rollout": "attention rollout",
                  "value_weighted": "value-weighted attention", "alti": "ALTI+", "saliency": "saliency (‖gradient‖)",

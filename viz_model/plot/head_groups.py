@@ -44,7 +44,7 @@ def group_names(groups: Sequence[int]) -> list[str]:
 
 
 def frame_groups(fig: go.Figure, trace: AttentionTrace, kind: str = "decoder") -> go.Figure:
-    """A `trace_figures.model_view` of every head with each key/value head's query heads framed in one colour and
+    """A `map_figures.model_view` of every head with each key/value head's query heads framed in one colour and
     its columns labelled "H3 · kv 2" (nothing changes without grouped heads)."""
     groups = kv_heads(trace)
     if groups is None:

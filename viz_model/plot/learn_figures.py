@@ -19,7 +19,7 @@ from ..config.checks import check_int
 from ..nn.positional import ShiftCheck, dimension_axis, pair_dimensions, wave, wavelength_formula
 from ..nn.shapes import Stage
 from ..search.hypotheses import BeamTree
-from .trace_figures import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
+from .figure_style import HEAD_COLORS, WEIGHT_SCALE, _token_axis, escape
 
 MARGIN = dict(l=10, r=10, t=60, b=10)
 STATUS_COLORS = {"kept": "#3182bd", "finished": "#31a354", "pruned": "#c8c8c8", "chosen": "#e4572e"}

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from ..lessons.position_experiment import LengthResult
 from ..lessons.watch_trainer import target_of
-from .trace_figures import HEAD_COLORS, WEIGHT_SCALE, escape
+from .figure_style import HEAD_COLORS, WEIGHT_SCALE, escape
 from .watch_figures import KIND_AXES, head_mean, probe_labels
 
 MEASURES = {"sequence_accuracy": "exact-sequence accuracy (greedy)",

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .analysis_figures import MARGIN
-from .trace_figures import MAX_TICK_LABELS, escape
+from .figure_style import escape
+from .map_figures import MAX_TICK_LABELS
 
 INTACT_COLOR, ABLATED_COLOR, KL_COLOR = "#4c78a8", "#e4572e", "#54a24b"
 

@@ -10,14 +10,13 @@ import plotly.graph_objects as go
 from ..analysis.map_summary import block_edges, block_mean_grid, check_size, head_blocks
 from ..nn.kinds import KIND_TITLES, check_kind
 from ..trace import AttentionTrace
-from .trace_figures import (
+from .figure_style import WEIGHT_SCALE, escape
+from .map_figures import (
     MAX_TICK_LABELS,
-    WEIGHT_SCALE,
     Head,
     axis_names,
     check_head,
     check_layer,
-    escape,
     head_name,
     mark_selected,
     tiled_model_view,
@@ -130,7 +129,7 @@ def summary_model_view(trace: AttentionTrace, kind: str, aggregate: str | None =
                        selected: tuple[int, Head] | None = None, cells: int = SUMMARY_CELLS) -> go.Figure:
     """The model view of a long trace: every layer x head as `block_mean_grid`'s block means (at most `cells` x
     `cells`, over `SUMMARY_ROWS` query rows a block), the title saying so; a click selects a map as in
-    `trace_figures.model_view`."""
+    `map_figures.model_view`."""
     check_kind(kind)
     _, n, m = trace.map_shape(kind, 0)
     step = max(1, n // (cells * SUMMARY_ROWS))

@@ -1,5 +1,5 @@
 """A long prompt's masks and rows drawn within reach of a browser: a mask as blocks (each the share of its cells that
-may attend) or a window of its exact cells (`trace_figures.mask_matrix_figure`, moved to the window's positions), and
+may attend) or a window of its exact cells (`masking_figures.mask_matrix_figure`, moved to the window's positions), and
 a figure's token axis turned into a positions axis (tokens on hover)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.map_summary import block_edges, check_size
+from .figure_style import escape
 from .long_map_figures import DOWNSAMPLED_CELLS
-from .trace_figures import escape, mask_matrix_figure
+from .masking_figures import mask_matrix_figure
 
 MASK_COLOURS = [[0, "#d9d9d9"], [1, "#3182bd"]]  # masked grey, visible blue: `mask_matrix_figure`'s
 MASK_WINDOW_TOKENS = 48  # a mask window's side: every cell drawn, "−∞" written in the masked ones

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .trace_figures import WEIGHT_SCALE, escape
+from .figure_style import WEIGHT_SCALE, escape
 
 TOP_TOKENS = 12  # positions a top list names
 HOVER_CELLS = 60_000  # strips with at most this many cells name each cell's token on hover

@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..lessons.watch_trainer import FIRST_SYMBOL, WatchResult, target_of
+from .figure_style import WEIGHT_SCALE, escape
 from .learn_figures import attention_pair_figure
-from .trace_figures import WEIGHT_SCALE, escape
 
 KIND_AXES = {"cross": ("decoder input", "source"), "decoder": ("decoder input", "decoder input"),
              "encoder": ("source", "source")}

@@ -53,7 +53,7 @@ def mark_window(fig: go.Figure, window: int | None, n: int) -> go.Figure:
 
 
 def windowed_model_view(fig: go.Figure, trace: AttentionTrace, heads: int) -> go.Figure:
-    """A `trace_figures.model_view` of decoder self-attention (`heads` columns) with each sliding layer's window edge
+    """A `map_figures.model_view` of decoder self-attention (`heads` columns) with each sliding layer's window edge
     on its maps and its window in the layer's label (unchanged where no layer slides)."""
     per_layer = windows(trace)
     if not any(w is not None for w in per_layer):

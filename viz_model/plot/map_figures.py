@@ -1,32 +1,25 @@
-"""Every figure of the explorer: plain functions from an `AttentionTrace` (or library arrays) to a `go.Figure`.
+"""Attention maps of a trace as figures: one map, every layer x head, the head view and a token's focus.
 
-Nothing here imports Streamlit, so each builder is unit-testable. Conventions:
-- layers and heads count from 0 in code and from 1 on screen; counts always come from the trace;
-- a head is an int, ``"mean"`` or ``"max"`` (aggregated over the heads of the layer);
-- token axes are numeric (tick labels carry the tokens), so repeated tokens never merge into one category;
-- every label that comes from user text is HTML-escaped: Plotly renders a subset of HTML in labels and hovers,
-  so ``<script>`` must arrive as the text ``&lt;script&gt;``.
+Layers and heads count from 0 in code and from 1 on screen; a head is an int, ``"mean"`` or ``"max"``; token axes
+are numeric (tick labels carry the tokens), so repeated tokens never merge into one category.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ..analysis.layer_scores import LayerScores
 from ..analysis.map_summary import row_blocks
 from ..attribution import Attribution
 from ..config.checks import check_int
 from ..nn.kinds import ATTENTION_KINDS, KIND_TITLES, check_kind
-from ..nn.positional import dimension_axis, wave
 from ..trace import AttentionTrace
+from .figure_style import HEAD_COLORS, WEIGHT_SCALE, _font_px, _row_px, _tick_angle, _token_axis, escape
 
 KINDS = ATTENTION_KINDS
 AGGREGATES = ("mean", "max")
@@ -36,18 +29,7 @@ MEASURES = {"weights": "attention weights", "value_weighted": "value-weighted �
 RESIDUAL_LABEL = "(residual)"  # the extra key of a cross-attention layer's contributions: the decoder's own stream
 ROW_LABELS = ("input", "output")  # decoder rows labelled by the token they read, or by the token they predicted
 PREDICTED_ROWS = "queries (rows): the output token each row predicted"
-WEIGHT_SCALE = "Blues"
-HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 Head = int | str
-# a horizontal legend above the plot area, right-aligned under the title: it never covers bars, cells or lines
-# (a figure using it leaves ~100 px of top margin for the title and the legend)
-LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0)
-
-
-# --- labels ------------------------------------------------------------------------------------------------------
-def escape(text: object) -> str:
-    """Text safe for Plotly labels and hovers: ``<``, ``>`` and ``&`` become entities, shown as themselves."""
-    return html.escape(str(text), quote=False)
 
 
 def head_name(head: Head) -> str:
@@ -206,27 +188,6 @@ def map_dataframe(amap: AttentionMap) -> pd.DataFrame:
     """The map as a table: rows = queries, columns = keys, labelled ``position:token`` (unique)."""
     return pd.DataFrame(amap.weights, index=[f"{i}:{t}" for i, t in enumerate(amap.query_labels)],
                         columns=[f"{j}:{t}" for j, t in enumerate(amap.key_labels)])
-
-
-def _row_px(n: int) -> int:
-    return 24 if n <= 20 else 18 if n <= 50 else 13 if n <= 100 else 11
-
-
-def _font_px(n: int) -> int:
-    return 12 if n <= 50 else 10 if n <= 100 else 8
-
-
-def _tick_angle(labels: Sequence[str], panels: int = 1) -> int:
-    """Slant token labels when they would overlap: about 7 px a character against ~900 px shared by `panels`."""
-    return -45 if sum(len(t) + 1 for t in labels) * 7 > 900 / panels else 0
-
-
-def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dict:
-    n = len(labels)
-    axis = dict(title=dict(text=title), automargin=True, tickmode="array", tickvals=list(range(n)),
-                ticktext=[escape(t) for t in labels], tickfont=dict(size=_font_px(n)), showgrid=False,
-                zeroline=False, range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
-    return axis
 
 
 def head_heatmap(trace: AttentionTrace, kind: str, layer: int, head: Head, level: str = "piece") -> go.Figure:
@@ -520,176 +481,4 @@ def token_focus(trace: AttentionTrace, kind: str, side: str, index: int, head: H
     fig.update_layout(title=dict(text=escape(f"{KIND_TITLES[kind]}, {head_name(head)}: token {index}: {token}")),
                       height=max(300, 160 + 46 * layers), margin=dict(l=10, r=10, t=80, b=10),
                       plot_bgcolor="rgba(0,0,0,0)")
-    return fig
-
-
-# --- masks -------------------------------------------------------------------------------------------------------
-PAD_LABEL_CHARS = 10  # a token written in a padding-mask cell is cut to this many characters (hover: in full)
-PAD_LABEL_MAX_POSITIONS = 48  # wider batches show their tokens on hover only
-
-
-def _cut(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[:chars - 1] + "…"
-
-
-def padding_mask_figure(tokens: Sequence[Sequence[str]], mask: np.ndarray, title: str) -> go.Figure:
-    """The ``(batch, length)`` padding mask: 1 = real token (may be attended), 0 = ``<pad>`` (never attended).
-    Each cell's token is written upright (rotated, cut to a few characters) so neighbours never run together."""
-    mask = np.asarray(mask, dtype=bool)
-    rows, length = mask.shape
-    text = [[escape(t) for t in row] for row in tokens]
-    fig = go.Figure(go.Heatmap(
-        z=mask.astype(np.float32), customdata=text, colorscale=[[0, "#d9d9d9"], [1, "#9ecae1"]], zmin=0, zmax=1,
-        showscale=False, xgap=2, ygap=2,
-        hovertemplate="sentence %{y}, position %{x}<br>token %{customdata}<br>mask %{z} (1 = may attend)"
-                      "<extra></extra>"))
-    if length <= PAD_LABEL_MAX_POSITIONS:
-        fig.update_layout(annotations=[
-            dict(x=x, y=y, text=escape(_cut(str(token), PAD_LABEL_CHARS)), textangle=-90, showarrow=False,
-                 font=dict(size=11))
-            for y, row in enumerate(tokens) for x, token in enumerate(row)])
-    fig.update_layout(
-        title=dict(text=escape(title)), height=160 + 100 * rows, margin=dict(l=10, r=10, t=60, b=10),
-        xaxis=dict(title=dict(text="key position"), tickmode="linear", tick0=0, dtick=1 if length <= 30 else 5,
-                   showgrid=False, zeroline=False),
-        yaxis=dict(title=dict(text="sentence in the batch"), tickmode="array", tickvals=list(range(rows)),
-                   ticktext=[f"#{i + 1}" for i in range(rows)], autorange="reversed", showgrid=False,
-                   zeroline=False),
-        plot_bgcolor="rgba(0,0,0,0)")
-    return fig
-
-
-def mask_matrix_figure(mask: np.ndarray, query_labels: Sequence[str], key_labels: Sequence[str],
-                       title: str) -> go.Figure:
-    """A ``(q, k)`` boolean mask: blue = may attend, grey = masked (its score becomes -inf)."""
-    mask = np.asarray(mask, dtype=bool)
-    q, k = mask.shape
-    fig = go.Figure(go.Heatmap(
-        z=mask.astype(np.float32), x=list(range(k)), y=list(range(q)),
-        text=[["" if v else "−∞" for v in row] for row in mask], texttemplate="%{text}",
-        colorscale=[[0, "#d9d9d9"], [1, "#3182bd"]], zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
-        hovertemplate="query %{y} → key %{x}: %{z} (1 = may attend, 0 = masked)<extra></extra>"))
-    fig.update_layout(title=dict(text=escape(title)), height=max(320, 150 + _row_px(q) * q),
-                      xaxis=_token_axis(key_labels, "keys"), yaxis=_token_axis(query_labels, "queries", reverse=True),
-                      margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)")
-    fig.update_xaxes(tickangle=-45 if k > 12 else 0)
-    return fig
-
-
-def score_steps_figure(scores: LayerScores, row: int, head: int, query_labels: Sequence[str],
-                       key_labels: Sequence[str]) -> go.Figure:
-    """For one sentence of the batch and one head: Q·Kᵀ, ÷√d_k, masked (-inf), softmax, side by side."""
-    if not 0 <= row < scores.raw.shape[0]:
-        raise ValueError(f"batch row {row} is out of range (the batch has {scores.raw.shape[0]} sentences)")
-    if not 0 <= head < scores.raw.shape[1]:
-        raise ValueError(f"head {head} is out of range (the layer has {scores.raw.shape[1]} heads)")
-    raw, scaled = scores.raw[row, head], scores.scaled[row, head]
-    mask, weights = scores.mask[row], scores.weights[row, head]
-    masked = np.where(mask, scaled, np.nan)
-    titles = ["1. Q·Kᵀ (raw scores)", f"2. ÷ √d_k = ÷ √{scores.d_k}", "3. masked (−∞ where not allowed)",
-              "4. softmax (weights)"]
-    fig = make_subplots(rows=1, cols=4, subplot_titles=titles, horizontal_spacing=0.045, shared_yaxes=True)
-    q, k = raw.shape
-    panels = [(raw, "RdBu_r", None), (scaled, "RdBu_r", None), (masked, "RdBu_r", None), (weights, WEIGHT_SCALE, 1.0)]
-    finite = np.abs(scaled[np.isfinite(scaled)]).max() if np.isfinite(scaled).any() else 1.0
-    for c, (z, scale, zmax) in enumerate(panels, start=1):
-        text = None
-        if c == 3:
-            text = [["−∞" if not mask[i, j] else "" for j in range(k)] for i in range(q)]
-        custom = [[("−∞ (masked)" if c == 3 and not mask[i, j] else f"{z[i, j]:.6f}") for j in range(k)]
-                  for i in range(q)]
-        bound = float(np.abs(raw).max()) if c == 1 else float(finite)
-        domain_start = (c - 1) / 4
-        fig.add_trace(go.Heatmap(
-            z=z, x=list(range(k)), y=list(range(q)), colorscale=scale, text=text,
-            texttemplate="%{text}" if text is not None else None, customdata=custom,
-            zmin=0.0 if zmax else -bound, zmax=zmax if zmax else bound, xgap=1, ygap=1,
-            colorbar=dict(orientation="h", x=domain_start + 0.11, y=-0.18, len=0.2, thickness=10, yanchor="top"),
-            hovertemplate="query %{y} → key %{x}<br>%{customdata}<extra></extra>", name=titles[c - 1]), row=1, col=c)
-        fig.update_xaxes(tickmode="array", tickvals=list(range(k)), ticktext=[escape(t) for t in key_labels],
-                         tickangle=-60, tickfont=dict(size=_font_px(k)), showgrid=False, row=1, col=c)
-    fig.update_yaxes(tickmode="array", tickvals=list(range(q)), ticktext=[escape(t) for t in query_labels],
-                     tickfont=dict(size=_font_px(q)), autorange="reversed", showgrid=False)
-    fig.update_layout(
-        title=dict(text=escape(f"{KIND_TITLES[scores.kind]}, layer {scores.layer + 1}, head {head + 1}, "
-                               f"sentence #{row + 1} of the batch")),
-        height=max(380, 230 + _row_px(q) * q), margin=dict(l=10, r=10, t=80, b=120), plot_bgcolor="rgba(0,0,0,0)")
-    return fig
-
-
-# --- positional encodings ----------------------------------------------------------------------------------------
-def positional_heatmap(pe: np.ndarray, tokens: Sequence[str], title: str = "Positional encodings",
-                       layout: str = "interleaved") -> go.Figure:
-    """The ``(positions, d_model)`` PE matrix for the sentence, one row per token position; axis and hover name
-    sin and cos as the model's `layout` places them."""
-    n, d = pe.shape
-    custom = np.empty((n, d), dtype=object)
-    kinds = [wave(dim, d, layout) for dim in range(d)]
-    for i, t in enumerate(tokens):
-        custom[i, :] = [f"{i}: {escape(t)}<br>dimension {dim} ({kinds[dim]})" for dim in range(d)]
-    fig = go.Figure(go.Heatmap(
-        z=pe, x=list(range(d)), y=list(range(n)), customdata=custom, colorscale="RdBu_r", zmid=0.0,
-        colorbar=dict(title=dict(text="value")),
-        hovertemplate="position %{customdata}<br>PE %{z:.6f}<extra></extra>"))
-    fig.update_layout(title=dict(text=escape(title)), height=max(320, 150 + _row_px(n) * n),
-                      xaxis=dict(title=dict(text=dimension_axis(layout)), showgrid=False),
-                      yaxis=_token_axis(tokens, "position: token", reverse=True),
-                      margin=dict(l=10, r=10, t=60, b=10))
-    return fig
-
-
-def sinusoid_figure(table: np.ndarray, dims: Sequence[int], marked: int = 0, layout: str = "interleaved") -> go.Figure:
-    """Chosen PE dimensions as curves over positions ``0 .. len(table)-1``; the first `marked` positions dotted."""
-    length, d = table.shape
-    fig = go.Figure()
-    for n, dim in enumerate(dims):
-        check_int("dimension", dim, 0, d - 1, error=ValueError, kinds=(int, np.integer),
-                  message=f"dimension {dim} is out of range (d_model = {d})")
-        color = HEAD_COLORS[n % len(HEAD_COLORS)]
-        kind = wave(dim, d, layout)
-        fig.add_trace(go.Scatter(x=list(range(length)), y=table[:, dim], mode="lines", line=dict(color=color),
-                                 name=f"dim {dim} ({kind})",
-                                 hovertemplate=f"dim {dim}<br>position %{{x}}<br>%{{y:.6f}}<extra></extra>"))
-        if marked:
-            fig.add_trace(go.Scatter(x=list(range(min(marked, length))), y=table[:marked, dim], mode="markers",
-                                     marker=dict(color=color, size=7), showlegend=False, hoverinfo="skip"))
-    fig.update_layout(title=dict(text="Sinusoids of the chosen dimensions (dots: the sentence's positions)"),
-                      height=380, xaxis=dict(title=dict(text="position")), yaxis=dict(title=dict(text="PE value")),
-                      margin=dict(l=10, r=10, t=60, b=10), hovermode="closest")
-    return fig
-
-
-def embedding_figure(embedding: np.ndarray, positional: np.ndarray, token: str, position: int,
-                     scaled: bool = True) -> go.Figure:
-    """A token's embedding (× √d_model where the model scales it: `scaled`), its position's encoding, and their sum
-    (what the first layer reads)."""
-    d = embedding.shape[0]
-    dims = list(range(d))
-    fig = go.Figure()
-    embedded = "embedding × √d_model" if scaled else "embedding"
-    for values, name, color in ((embedding, embedded, "#636efa"), (positional, "positional encoding",
-                                "#00cc96"), (embedding + positional, "embedding + PE", "#ef553b")):
-        fig.add_trace(go.Scatter(x=dims, y=values, mode="lines", name=name, line=dict(color=color, width=1.5),
-                                 hovertemplate=f"{name}<br>dim %{{x}}: %{{y:.6f}}<extra></extra>"))
-    fig.update_layout(
-        title=dict(text=escape(f"Token {position}: {token}: embedding vs embedding + PE "
-                               f"(norms {np.linalg.norm(embedding):.2f}, {np.linalg.norm(positional):.2f}, "
-                               f"{np.linalg.norm(embedding + positional):.2f})")),
-        height=380, xaxis=dict(title=dict(text="dimension")), yaxis=dict(title=dict(text="value")),
-        margin=dict(l=10, r=10, t=60, b=10), hovermode="x unified")
-    return fig
-
-
-def positional_similarity(pe: np.ndarray, tokens: Sequence[str]) -> go.Figure:
-    """Cosine similarity between the encodings of the sentence's positions (nearby positions look alike)."""
-    norms = np.linalg.norm(pe, axis=1, keepdims=True)
-    unit = pe / np.where(norms == 0, 1.0, norms)
-    sim = unit @ unit.T
-    n = len(tokens)
-    fig = go.Figure(go.Heatmap(z=sim, x=list(range(n)), y=list(range(n)), colorscale="RdBu_r", zmid=0.0,
-                               colorbar=dict(title=dict(text="cosine")),
-                               hovertemplate="positions %{y} and %{x}: cosine %{z:.4f}<extra></extra>"))
-    fig.update_layout(title=dict(text="Cosine similarity between position encodings"),
-                      height=max(320, 150 + _row_px(n) * n), xaxis=_token_axis(tokens, "position"),
-                      yaxis=_token_axis(tokens, "position", reverse=True), margin=dict(l=10, r=10, t=60, b=10))
     return fig

@@ -1,0 +1,45 @@
+"""The look every figure shares: HTML-escaped labels, head colours, the weight scale, token axes, margins.
+
+Every label that comes from user text is HTML-escaped: Plotly renders a subset of HTML in labels and hovers,
+so ``<script>`` must arrive as the text ``&lt;script&gt;``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from plotly.colors import qualitative
+
+WEIGHT_SCALE = "Blues"
+HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
+# a horizontal legend above the plot area, right-aligned under the title: it never covers bars, cells or lines
+# (a figure using it leaves ~100 px of top margin for the title and the legend)
+LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0)
+
+
+# --- labels ------------------------------------------------------------------------------------------------------
+def escape(text: object) -> str:
+    """Text safe for Plotly labels and hovers: ``<``, ``>`` and ``&`` become entities, shown as themselves."""
+    return html.escape(str(text), quote=False)
+
+
+def _row_px(n: int) -> int:
+    return 24 if n <= 20 else 18 if n <= 50 else 13 if n <= 100 else 11
+
+
+def _font_px(n: int) -> int:
+    return 12 if n <= 50 else 10 if n <= 100 else 8
+
+
+def _tick_angle(labels: Sequence[str], panels: int = 1) -> int:
+    """Slant token labels when they would overlap: about 7 px a character against ~900 px shared by `panels`."""
+    return -45 if sum(len(t) + 1 for t in labels) * 7 > 900 / panels else 0
+
+
+def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dict:
+    n = len(labels)
+    axis = dict(title=dict(text=title), automargin=True, tickmode="array", tickvals=list(range(n)),
+                ticktext=[escape(t) for t in labels], tickfont=dict(size=_font_px(n)), showgrid=False,
+                zeroline=False, range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
+    return axis
