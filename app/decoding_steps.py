@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import state, widgets
 from app.page_settings import DECODING as own
-from viz_model.plot import learn_figures, long_mask_figures
+from viz_model.plot import decoding_figures, long_mask_figures
 from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.search.hypotheses import BeamTree
 from viz_model.trace import AttentionTrace
@@ -31,9 +31,9 @@ def causal_mask_figure(labels: Sequence[str], t: int) -> go.Figure:
     """The causal mask after the step read at position `t`: every row, or past `LONG_MAP_TOKENS` tokens the last
     `MASK_ROWS` rows (their cells exact), the title saying which."""
     if len(labels) <= LONG_MAP_TOKENS:
-        return learn_figures.causal_growth_figure(labels, t)
+        return decoding_figures.causal_growth_figure(labels, t)
     first = max(0, t - MASK_ROWS + 1)
-    fig = learn_figures.causal_growth_figure([f"{p} {labels[p]}" for p in range(first, t + 1)], t - first)
+    fig = decoding_figures.causal_growth_figure([f"{p} {labels[p]}" for p in range(first, t + 1)], t - first)
     fig.update_layout(title=dict(text=f"Causal mask after step {t + 1}, its last {t + 1 - first} rows and columns "
                                       f"(positions {first}–{t} of 0–{t}): the new row (red) sees keys 0..{t}"))
     return long_mask_figures.placed(fig, first, first)
@@ -46,7 +46,7 @@ def step_panels(trace: AttentionTrace, t: int, number: int, kind: str, keys: Seq
     step = trace.steps[t]
     left, right = st.columns([2, 3])
     with left:
-        fig = learn_figures.topk_figure(step.top_tokens, step.top_probabilities, step.token, number - 1)
+        fig = decoding_figures.topk_figure(step.top_tokens, step.top_probabilities, step.token, number - 1)
         widgets.chart(fig, f"step{number}-top-k", key="dec_topk_chart")
         widgets.exports(fig, f"step{number}-top-k", "dec_topk")
         if step.token_id not in step.top_ids:
@@ -60,7 +60,7 @@ def step_panels(trace: AttentionTrace, t: int, number: int, kind: str, keys: Seq
                     format_func=lambda v: f"Layer {v} of {layer_count}")
         layer = int(own.layer.get()) - 1
         rows = step_rows(trace, kind, layer, t, len(keys))
-        fig = learn_figures.cross_rows_figure(rows, keys, layer, number - 1, step.token, title, side)
+        fig = decoding_figures.cross_rows_figure(rows, keys, layer, number - 1, step.token, title, side)
         if len(keys) > LONG_MAP_TOKENS:
             long_mask_figures.positions_axis(fig, f"{side} tokens (position; hover for the token)")
         name, short = f"step{number}-{title.lower()}", "cross" if kind == "cross" else "self"
@@ -77,7 +77,7 @@ def search_results(tree: BeamTree, greedy: BeamTree, piece: Callable[[int], str]
                    what: str, search: str = "") -> None:
     """The beam tree, greedy against beam search, and every finished hypothesis ranked (`what`: "translation" or
     "continuation"; `search`: the search's precision, said beside its log p)."""
-    fig = learn_figures.beam_tree_figure(tree, piece, int(own.pruned.get()) or None)
+    fig = decoding_figures.beam_tree_figure(tree, piece, int(own.pruned.get()) or None)
     widgets.chart(fig, "beam-tree", key="dec_tree_chart")
     widgets.exports(fig, "beam-tree", "dec_tree")
     left, right = st.columns(2)

@@ -23,7 +23,7 @@ from viz_model.lessons import learn_pages, position_alibi, position_length, posi
 from viz_model.lessons import position_table as tables
 from viz_model.lessons.position_parts import LessonError
 from viz_model.lessons.position_text import TITLE
-from viz_model.plot import learn_figures, lm_position_figures, position_figures
+from viz_model.plot import lm_position_figures, pe_lab_figures, position_figures
 
 MEASURED_TOKENS = 256  # the text's first tokens RoPE's decay and bands are measured on
 SPLIT_TOKENS = 48  # the most of the prompt the score split draws
@@ -70,17 +70,17 @@ def table_tab(model: LanguageModel) -> None:
     rows, width = table.shape
     st.caption(f"This model adds one vector of {width} numbers per position to each token's embedding: {rows} rows, "
                f"trained with the rest of the model; nothing exists past position {rows - 1}.")
-    fig = learn_figures.pe_matrix_figure(table, f"Its table: {rows} positions × {width} dimensions")
+    fig = pe_lab_figures.pe_matrix_figure(table, f"Its table: {rows} positions × {width} dimensions")
     widgets.chart(fig, "lm-position-table", key="pe_lm_table_chart")
     left, right = st.columns(2)
     with left:
-        fig = learn_figures.similarity_figure(tables.cosine_similarity(table),
-                                              f"cos(PE(p), PE(q)) for positions 0–{rows - 1}")
+        fig = pe_lab_figures.similarity_figure(tables.cosine_similarity(table),
+                                               f"cos(PE(p), PE(q)) for positions 0–{rows - 1}")
         widgets.chart(fig, "lm-position-similarity", key="pe_lm_sim_chart")
         widgets.exports(fig, "lm-position-similarity", "pe_lm_sim")
     with right:
         profile = learn_pages.similarity_profile(learn_pages.dot_similarity(table))
-        fig = learn_figures.profile_figure(profile, width)
+        fig = pe_lab_figures.profile_figure(profile, width)
         fig.update_layout(title=dict(text="Its PE(p)·PE(q) against the distance |p − q|: mean and range"))
         widgets.chart(fig, "lm-position-profile", key="pe_lm_profile_chart")
         spread = float((profile["max"] - profile["min"]).max())

@@ -17,7 +17,7 @@ MOVED = {
     "viz_model.lessons.teaching": "viz_model.lessons.learn_pages",
     "viz_model.lessons.position_schemes": "viz_model.lessons.position_parts",
     "viz_model.lessons.watch": "viz_model.lessons.watch_trainer",
-    "viz_model.plot.teaching": "viz_model.plot.learn_figures",
+    "viz_model.plot.teaching": "viz_model.plot.pe_lab_figures",
     "viz_model.plot.position_schemes": "viz_model.plot.position_figures",
     "viz_model.plot.watch": "viz_model.plot.watch_figures",
     "viz_model.plot.positions": "viz_model.plot.length_figures",

@@ -7,7 +7,7 @@ import streamlit as st
 from app import lm_by_hand, sessions, state, widgets
 from app.page_settings import BY_HAND as own
 from viz_model.lessons import learn_pages
-from viz_model.plot import learn_figures
+from viz_model.plot import by_hand_figures
 
 session = sessions.require_session()
 if session.is_language_model:
@@ -167,10 +167,10 @@ if valid:
         widgets.matrix_table(learn_pages.labelled(scaled.output, "out", "out·"), digits=4)
     left, right = st.columns(2)
     with left:
-        fig = learn_figures.weights_figure(plain.weights, inputs, "Weights without scaling")
+        fig = by_hand_figures.weights_figure(plain.weights, inputs, "Weights without scaling")
         widgets.chart(fig, "weights-unscaled", key="abh_plain_chart")
     with right:
-        fig = learn_figures.weights_figure(scaled.weights, inputs, f"Weights with ÷ √{plain.d_k}")
+        fig = by_hand_figures.weights_figure(scaled.weights, inputs, f"Weights with ÷ √{plain.d_k}")
         widgets.chart(fig, "weights-scaled", key="abh_scaled_chart")
     st.caption("Dividing by √d_k flattens the softmax: the weights move away from 0 and 1.")
 
@@ -193,7 +193,7 @@ try:
 except learn_pages.InputError as err:
     widgets.input_problem(err)
 else:
-    fig = learn_figures.saturation_figure(curve, int(own.keys.get()))
+    fig = by_hand_figures.saturation_figure(curve, int(own.keys.get()))
     widgets.chart(fig, "softmax-saturation", key="abh_sat_chart")
     widgets.exports(fig, "softmax-saturation", "abh_sat", csv=lambda: curve)
 
@@ -207,7 +207,7 @@ if valid:
     masked = learn_pages.attention_by_hand(x, wq, wk, wv, scale=bool(own.mask_scaled.get()), causal=True)
     left, right = st.columns(2)
     with left:
-        fig = learn_figures.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
+        fig = by_hand_figures.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
         widgets.chart(fig, "weights-causal", key="abh_causal_chart")
     with right:
         st.markdown("**Output with the causal mask**")
@@ -250,8 +250,8 @@ if valid:
                                                           [f"q{j + 1}" for j in range(steps.d_head)]
                                                           + [f"k{j + 1}" for j in range(steps.d_head)]
                                                           + [f"v{j + 1}" for j in range(steps.d_head)]), digits=3)
-        fig = learn_figures.heads_figure(steps.weights, inputs, f"Attention weights of the {steps.heads} heads "
-                                         f"(d_k = {steps.d_head} each, scaled)")
+        fig = by_hand_figures.heads_figure(steps.weights, inputs, f"Attention weights of the {steps.heads} heads "
+                                           f"(d_k = {steps.d_head} each, scaled)")
         widgets.chart(fig, "multi-head-weights", key="abh_heads_chart")
         a, b = st.columns(2)
         with a:

@@ -13,7 +13,7 @@ from app.shared_settings import SHARED
 from viz_model.lessons import learn_pages
 from viz_model.nn.arrays import to_numpy
 from viz_model.nn.positional import wave
-from viz_model.plot import learn_figures, positional_trace_figures
+from viz_model.plot import pe_lab_figures, positional_trace_figures
 
 session = sessions.require_session()
 if session.is_language_model:
@@ -61,7 +61,7 @@ with theory:
     length = int(own.length.get())
     table = own_table(length, d_model)
     marks = {f"max_positions = {max_positions}": max_positions} if length > max_positions else None
-    fig = learn_figures.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
+    fig = pe_lab_figures.pe_matrix_figure(table, f"PE matrix: {length} positions × {d_model} dimensions", marks, layout)
     widgets.chart(fig, "pe-matrix", key="pe_matrix_chart")
     widgets.exports(fig, "pe-matrix", "pe_matrix")
     st.caption("Low dimensions oscillate fast (short wavelengths), high dimensions barely move: each position gets a "
@@ -84,8 +84,8 @@ with theory:
         st.info("Pick at least one dimension.")
 
     wl = learn_pages.pair_wavelengths(d_model, config.sinusoid_frequencies)
-    fig = learn_figures.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
-                                          config.sinusoid_frequencies)
+    fig = pe_lab_figures.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
+                                           config.sinusoid_frequencies)
     widgets.chart(fig, "wavelengths", key="wl_chart")
     widgets.exports(fig, "wavelengths", "wl")
     fairseq = config.sinusoid_frequencies == "fairseq"
@@ -102,12 +102,12 @@ with shift:
     similarity = learn_pages.dot_similarity(table)
     left, right = st.columns(2)
     with left:
-        fig = learn_figures.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
+        fig = pe_lab_figures.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
         widgets.chart(fig, "pe-similarity", key="pe_sim_chart")
         widgets.exports(fig, "pe-similarity", "pe_sim")
     with right:
         profile = learn_pages.similarity_profile(similarity)
-        fig = learn_figures.profile_figure(profile, d_model)
+        fig = pe_lab_figures.profile_figure(profile, d_model)
         widgets.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
         widgets.exports(fig, "pe-similarity-profile", "pe_profile")
         spread = float((profile["max"] - profile["min"]).max())
@@ -134,11 +134,11 @@ with shift:
     else:
         left, right = st.columns(2)
         with left:
-            fig = learn_figures.shift_matrix_figure(check.matrix, check.k, int(own.zoom.get()))
+            fig = pe_lab_figures.shift_matrix_figure(check.matrix, check.k, int(own.zoom.get()))
             widgets.chart(fig, "shift-matrix", key="shift_matrix_chart")
             widgets.exports(fig, "shift-matrix", "shift_matrix")
         with right:
-            fig = learn_figures.shift_error_figure(check)
+            fig = pe_lab_figures.shift_error_figure(check)
             widgets.chart(fig, "shift-error", key="shift_error_chart")
             widgets.exports(fig, "shift-error", "shift_error")
         a, b = st.columns(2)
@@ -163,9 +163,9 @@ with beyond:
     if longest is not None:
         marks = {f"longest training sentence = {longest}": longest, **marks}
     chosen = own.dims.get() or [0, 1]
-    fig = learn_figures.dimension_curves_figure(far, chosen, marks,
-                                                title=f"The chosen dimensions for positions 0–{horizon - 1}",
-                                                layout=layout)
+    fig = pe_lab_figures.dimension_curves_figure(far, chosen, marks,
+                                                 title=f"The chosen dimensions for positions 0–{horizon - 1}",
+                                                 layout=layout)
     widgets.chart(fig, "pe-extrapolation", key="pe_far_chart")
     widgets.exports(fig, "pe-extrapolation", "pe_far")
     seen = longest or max_positions
@@ -206,13 +206,13 @@ with beyond:
             rows = min(other.config.max_positions, int(own.length.get()))
             learned_table = to_numpy(other.network.positional_encodings(rows, "source"))
             reference = learn_pages.pe_table(rows, other.config.d_model)
-            fig = learn_figures.side_by_side_figure([(f"learned ({name})", learned_table),
+            fig = pe_lab_figures.side_by_side_figure([(f"learned ({name})", learned_table),
                                                      (f"sinusoidal (d_model {other.config.d_model})", reference)])
             widgets.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
             widgets.exports(fig, "learned-vs-sinusoidal", "learned")
             panels = [("learned: PE(p)·PE(q)", learn_pages.dot_similarity(learned_table)),
                       ("sinusoidal: PE(p)·PE(q)", learn_pages.dot_similarity(reference))]
-            fig = learn_figures.side_by_side_figure(panels, x_title="position", height=440)
+            fig = pe_lab_figures.side_by_side_figure(panels, x_title="position", height=440)
             widgets.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
             widgets.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
             st.caption("Paper Table 3, row E: learned position embeddings instead of sinusoids gave nearly identical "
@@ -313,9 +313,9 @@ with experiment:
                 for label, t in (("original", trace), (EXPERIMENTS[mode].lower(), changed)):
                     queries, keys = t.axes(kind)
                     panels.append((label, t.attentions(kind)[layer].mean(axis=0), queries, keys))
-                fig = learn_figures.attention_pair_figure(panels,
-                                                          f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
-                                                          f"{trace.num_heads} heads")
+                fig = pe_lab_figures.attention_pair_figure(panels,
+                                                           f"{kinds_shown[kind]}, layer {layer + 1}, mean over the "
+                                                           f"{trace.num_heads} heads")
                 widgets.chart(fig, "pe-experiment", key="pe_exp_chart")
                 widgets.exports(fig, "pe-experiment", "pe_exp")
 

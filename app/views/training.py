@@ -11,7 +11,7 @@ from viz_model.lessons import learn_pages
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TRAINING_FACTS
 from viz_model.nn.shapes import architecture
-from viz_model.plot import learn_figures
+from viz_model.plot import training_figures
 
 session = sessions.require_session()
 model = session.model
@@ -101,7 +101,8 @@ else:
     label = ((f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
               f"d_model {cfg.model.d_model}, warm-up {cfg.warmup_steps}, × {cfg.lr_scale:g}")
              + (f", cooldown {cooldown} of {cfg.epochs} epochs" if cooldown else ""))
-    fig = learn_figures.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps, cooldown_start)
+    fig = training_figures.lr_figure(steps, lr, label, logged if len(logged) else None, cfg.warmup_steps,
+                                     cooldown_start)
     widgets.chart(fig, "learning-rate", key="tr_lr_chart")
     widgets.exports(fig, "learning-rate", "tr_lr")
     top = int(np.argmax(lr))
@@ -138,7 +139,7 @@ try:
 except learn_pages.InputError as err:
     widgets.input_problem(err)
 else:
-    fig = learn_figures.smoothing_figure(target, int(own.target.get()))
+    fig = training_figures.smoothing_figure(target, int(own.target.get()))
     widgets.chart(fig, "label-smoothing", key="tr_ls_chart")
     widgets.exports(fig, "label-smoothing", "tr_ls")
     st.caption(f"q(correct) = 1 − ε + ε/V = {target[int(own.target.get())]:.6f}; every other token ε/V = "
@@ -149,7 +150,7 @@ st.subheader("How this model trained")
 if imported and not events:
     st.info("Its source documents how it trained: see the model card below.")
 elif events:
-    fig = learn_figures.training_curves_figure(events, perplexity=language_model)
+    fig = training_figures.training_curves_figure(events, perplexity=language_model)
     widgets.chart(fig, "training-curves", key="tr_curves_chart")
     widgets.exports(fig, "training-curves", "tr_curves")
     start = next((e for e in events if e.get("event") == "start"), {})
@@ -175,7 +176,7 @@ else:
     trace = tracing.sentence_and_trace(session)
 if not language_model and trace is not None:
     stages = architecture(config, len(trace.source_tokens), len(trace.target_tokens))
-    fig = learn_figures.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
+    fig = training_figures.architecture_figure(stages, config.encoder_layers, config.decoder_layers, config.norm)
     widgets.chart(fig, "architecture", key="tr_arch_chart")
     widgets.exports(fig, "architecture", "tr_arch")
     st.caption(f"{len(trace.source_tokens)} source tokens, {len(trace.target_tokens)} decoder inputs; "
@@ -211,7 +212,7 @@ if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure
         bar.empty()
 measured = own.measured.get()
 if measured is not None:
-    fig = learn_figures.complexity_figure(measured)
+    fig = training_figures.complexity_figure(measured)
     widgets.chart(fig, "why-self-attention", key="tr_complexity_chart")
     widgets.exports(fig, "why-self-attention", "tr_complexity", csv=lambda: measured)
     st.caption("Median of 5 forward passes, after a warm-up of every layer at every length, on the CPU of the "

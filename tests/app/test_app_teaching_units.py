@@ -20,7 +20,7 @@ from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
 from viz_model.lessons import learn_pages  # noqa: E402
 from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
 from viz_model.nn.shapes import architecture  # noqa: E402
-from viz_model.plot import learn_figures, positional_trace_figures  # noqa: E402
+from viz_model.plot import by_hand_figures, decoding_figures, pe_lab_figures, positional_trace_figures, training_figures  # noqa: E402
 from viz_model.search.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
 
 EX = (learn_pages.EXAMPLE_X, learn_pages.EXAMPLE_WQ, learn_pages.EXAMPLE_WK, learn_pages.EXAMPLE_WV)
@@ -316,7 +316,7 @@ def tiny_tree() -> BeamTree:
 
 def test_beam_tree_figure():
     pieces = {5: INJECTION, 6: "b", 7: "c", 2: "</s>", 8: "d"}
-    fig = spec(learn_figures.beam_tree_figure(tiny_tree(), pieces.get))
+    fig = spec(decoding_figures.beam_tree_figure(tiny_tree(), pieces.get))
     by_name = {t.get("name"): t for t in fig["data"] if t.get("name")}
     assert set(by_name) == {"kept in the beam", "pruned", "chosen translation"}
     assert len(by_name["chosen translation"]["x"]) == 2 and by_name["pruned"]["marker"]["color"] == "#c8c8c8"
@@ -327,29 +327,29 @@ def test_beam_tree_figure():
     chosen_edges = [t for t in fig["data"] if t["mode"] == "lines" and t["line"]["width"] == 3]
     assert len(chosen_edges) == 1
     assert by_name["pruned"]["text"] == ["d"]  # per hypothesis the best `beam` (2) continuations: c is 3rd
-    more = spec(learn_figures.beam_tree_figure(tiny_tree(), pieces.get, per_parent=3))
+    more = spec(decoding_figures.beam_tree_figure(tiny_tree(), pieces.get, per_parent=3))
     assert next(t for t in more["data"] if t.get("name") == "pruned")["text"] == ["c", "d"]
 
 
 def test_beam_tree_figure_of_a_real_search(model):
     tree = model.beam_tree("Two dogs play.", beam=3, alpha=0.6)
-    fig = spec(learn_figures.beam_tree_figure(tree, model.tokenizer.piece))
+    fig = spec(decoding_figures.beam_tree_figure(tree, model.tokenizer.piece))
     chosen = next(t for t in fig["data"] if t.get("name") == "chosen translation")
     assert len(chosen["x"]) == len(tree.best.tokens)
     assert list(chosen["x"]) == list(range(len(tree.best.tokens)))
 
 
 def test_decoding_figures():
-    fig = spec(learn_figures.topk_figure(["a", "<b>", "c"], [0.5, 0.3, 0.1], "<b>", 2))
+    fig = spec(decoding_figures.topk_figure(["a", "<b>", "c"], [0.5, 0.3, 0.1], "<b>", 2))
     bar = fig["data"][0]
-    assert bar["marker"]["color"][1] == learn_figures.STATUS_COLORS["chosen"]
+    assert bar["marker"]["color"][1] == decoding_figures.STATUS_COLORS["chosen"]
     assert "Step 3" in fig["layout"]["title"]["text"]
     assert "<b>" not in json.dumps(fig["layout"]["yaxis"]["ticktext"])
     rows = np.random.default_rng(0).random((4, 6))
-    fig = spec(learn_figures.cross_rows_figure(rows, list("abcdef"), 1, 0, "x"))
+    fig = spec(decoding_figures.cross_rows_figure(rows, list("abcdef"), 1, 0, "x"))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), rows)
     assert fig["layout"]["yaxis"]["ticktext"] == [f"head {h}" for h in range(1, 5)]
-    z = arr(spec(learn_figures.causal_growth_figure(list("abcd"), 1))["data"][0]["z"])
+    z = arr(spec(decoding_figures.causal_growth_figure(list("abcd"), 1))["data"][0]["z"])
     assert np.isnan(z[2:]).all() and z[1, 1] == 2.0 and z[0, 1] == 0.0 and z[0, 0] == 1.0
 
 
@@ -362,7 +362,7 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
     """Every axis, hover and title of the PE figures follows the model's layout and frequencies (issue 38: a Marian
     model's heatmap drew halves under an 'even = sin, odd = cos' axis)."""
     table = learn_pages.pe_table(20, 16, layout=layout, frequencies=frequencies)
-    matrix = spec(learn_figures.pe_matrix_figure(table, "PE", layout=layout))
+    matrix = spec(pe_lab_figures.pe_matrix_figure(table, "PE", layout=layout))
     assert axis in matrix["layout"]["xaxis"]["title"]["text"]
     kinds = matrix["data"][0]["customdata"][0]
     halves = layout == "halves"
@@ -370,8 +370,8 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
     heat = spec(positional_trace_figures.positional_heatmap(table, [f"t{i}" for i in range(20)], layout=layout))
     assert axis in heat["layout"]["xaxis"]["title"]["text"]
     assert f"dimension 8 ({'cos' if halves else 'sin'})" in heat["data"][0]["customdata"][0][8]
-    waves = spec(learn_figures.wavelength_figure(learn_pages.pair_wavelengths(16, frequencies), layout=layout,
-                                                 frequencies=frequencies))
+    waves = spec(pe_lab_figures.wavelength_figure(learn_pages.pair_wavelengths(16, frequencies), layout=layout,
+                                                  frequencies=frequencies))
     assert waves["data"][0]["customdata"][3] == pair_3 and formula in waves["layout"]["title"]["text"]
     assert [t["name"] for t in waves["data"][1:]] == ["2π (the shortest)", "10000·2π (the longest)"]  # a legend
     assert all(t.get("showlegend", True) for t in waves["data"])
@@ -379,62 +379,62 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
 
 def test_positional_figures():
     table = learn_pages.pe_table(50, 16)
-    fig = spec(learn_figures.pe_matrix_figure(table, "PE", {"max_positions = 40": 40}))
+    fig = spec(pe_lab_figures.pe_matrix_figure(table, "PE", {"max_positions = 40": 40}))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), table)
     assert fig["layout"]["shapes"][0]["y0"] == 40
-    fig = spec(learn_figures.wavelength_figure(learn_pages.pair_wavelengths(16)))
+    fig = spec(pe_lab_figures.wavelength_figure(learn_pages.pair_wavelengths(16)))
     assert fig["layout"]["yaxis"]["type"] == "log"
     with pytest.raises(ValueError, match="out of range"):
-        learn_figures.dimension_curves_figure(table, [16])
-    fig = spec(learn_figures.dimension_curves_figure(table, [0, 3], {"training": 20}))
+        pe_lab_figures.dimension_curves_figure(table, [16])
+    fig = spec(pe_lab_figures.dimension_curves_figure(table, [0, 3], {"training": 20}))
     assert [t["name"] for t in fig["data"]] == ["dim 0 (sin)", "dim 3 (cos)"]
     similarity = learn_pages.dot_similarity(table)
-    spec(learn_figures.similarity_figure(similarity, "S", {"m": 10}))
-    fig = spec(learn_figures.profile_figure(learn_pages.similarity_profile(similarity), 16))
+    spec(pe_lab_figures.similarity_figure(similarity, "S", {"m": 10}))
+    fig = spec(pe_lab_figures.profile_figure(learn_pages.similarity_profile(similarity), 16))
     assert fig["data"][1]["name"] == "mean over pairs"
     check = learn_pages.shift_check(3, 50, 16)
-    fig = spec(learn_figures.shift_matrix_figure(check.matrix, 3, 4))
+    fig = spec(pe_lab_figures.shift_matrix_figure(check.matrix, 3, 4))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), check.matrix[:4, :4])
-    fig = spec(learn_figures.shift_error_figure(check))
+    fig = spec(pe_lab_figures.shift_error_figure(check))
     assert fig["layout"]["yaxis"]["type"] == "log" and len(fig["data"]) == 2
-    fig = spec(learn_figures.side_by_side_figure([("learned <x>", table), ("sinusoidal", table)]))
+    fig = spec(pe_lab_figures.side_by_side_figure([("learned <x>", table), ("sinusoidal", table)]))
     assert fig["layout"]["annotations"][0]["text"] == "learned &lt;x&gt;"
-    fig = spec(learn_figures.attention_pair_figure([("a", np.eye(2), ["<q>", "b"], ["c", "d"]),
+    fig = spec(pe_lab_figures.attention_pair_figure([("a", np.eye(2), ["<q>", "b"], ["c", "d"]),
                                                     ("b", np.eye(2), ["x", "y"], ["z", "w"])], "T <t>"))
     assert "<q>" not in json.dumps(fig) and fig["layout"]["title"]["text"] == "T &lt;t&gt;"
 
 
 def test_attention_by_hand_figures():
     causal = learn_pages.attention_by_hand(*EX, causal=True)
-    fig = spec(learn_figures.weights_figure(causal.weights, ["x1", "x2", "x3"], "W", mask=causal.mask))
+    fig = spec(by_hand_figures.weights_figure(causal.weights, ["x1", "x2", "x3"], "W", mask=causal.mask))
     assert fig["data"][0]["text"][0][1] == "0 (masked)" and fig["data"][0]["text"][0][0] == "1.0000"
     data = learn_pages.saturation([1, 16], 8, 100, 0)
-    fig = spec(learn_figures.saturation_figure(data, 8))
+    fig = spec(by_hand_figures.saturation_figure(data, 8))
     assert len(fig["data"]) == 4 and fig["layout"]["xaxis"]["type"] == "log"
     steps = learn_pages.multi_head_by_hand(learn_pages.EXAMPLE_X, 4)
-    assert len(spec(learn_figures.heads_figure(steps.weights, ["a", "b", "c"], "H"))["data"]) == 4
+    assert len(spec(by_hand_figures.heads_figure(steps.weights, ["a", "b", "c"], "H"))["data"]) == 4
 
 
 def test_training_figures():
     cfg = learn_pages.schedule_config(64, 10)
     steps = learn_pages.schedule_steps(100)
     logged = pd.DataFrame({"step": [20, 40], "lr": [1e-3, 2e-3]})
-    fig = spec(learn_figures.lr_figure(steps, learn_pages.schedule(cfg, steps), "x", logged, 10))
+    fig = spec(training_figures.lr_figure(steps, learn_pages.schedule(cfg, steps), "x", logged, 10))
     assert fig["data"][1]["name"] == "the model's logged lr"
-    fig = spec(learn_figures.smoothing_figure(learn_pages.smoothed_target(0.1, 100, 7), 7, shown=10))
+    fig = spec(training_figures.smoothing_figure(learn_pages.smoothed_target(0.1, 100, 7), 7, shown=10))
     assert len(fig["data"][0]["x"]) == 10 and "90 more tokens" in fig["layout"]["title"]["text"]
     events = [{"event": "train", "step": 20, "loss": 5.0, "nll": 4.0, "lr": 1e-4, "tokens_per_s": 100.0},
               {"event": "val", "step": 20, "val_loss": 4.5, "val_bleu": 2.0}, {"event": "start"}]
-    names = [t["name"] for t in spec(learn_figures.training_curves_figure(events))["data"]]
+    names = [t["name"] for t in spec(training_figures.training_curves_figure(events))["data"]]
     assert names == ["train loss (label-smoothed)", "train NLL", "validation NLL", "validation BLEU", "tokens/s",
                      "learning rate"]
-    assert spec(learn_figures.training_curves_figure([]))["data"] == []
+    assert spec(training_figures.training_curves_figure([]))["data"] == []
     stages = architecture(ModelConfig(vocab_size=16, d_model=8, heads=2, encoder_layers=2,
                                                decoder_layers=5), 4, 3)
-    figure = spec(learn_figures.architecture_figure(stages, 2, 5, "post"))
+    figure = spec(training_figures.architecture_figure(stages, 2, 5, "post"))
     text = " ".join(a["text"] for a in figure["layout"]["annotations"])
     assert "weights (1, 2, 4, 4)" in text and "weights (1, 2, 3, 4)" in text and "× 5</b>" in text
     data = pd.DataFrame([{"layer": name, "n": n, "ms": 1.0, "peak_mib": n / 10} for n in (8, 16)
                          for name in learn_pages.LAYER_NAMES])
-    fig = spec(learn_figures.complexity_figure(data))
+    fig = spec(training_figures.complexity_figure(data))
     assert len(fig["data"]) == 8 and fig["layout"]["xaxis"]["type"] == "log"

@@ -156,21 +156,21 @@ def test_counts_say_one_head_not_one_heads():
 
 
 def test_wide_beam_tree_is_capped_and_its_legend_keeps_the_end_token(app_model):
-    from viz_model.plot import learn_figures
+    from viz_model.plot import decoding_figures
 
     tree = app_model.beam_tree(GRANDMOTHER, beam=16)
-    fig = learn_figures.beam_tree_figure(tree, app_model.tokenizer.piece)
-    assert fig.layout.height <= 120 + 26 * learn_figures.MAX_TREE_NODES
+    fig = decoding_figures.beam_tree_figure(tree, app_model.tokenizer.piece)
+    assert fig.layout.height <= 120 + 26 * decoding_figures.MAX_TREE_NODES
     per_step = [sum(1 for x in t.x if x == step) for t in fig.data if t.mode == "markers+text" for step in set(t.x)]
-    assert max(per_step) <= learn_figures.MAX_TREE_NODES
+    assert max(per_step) <= decoding_figures.MAX_TREE_NODES
     assert "not drawn" in fig.layout.title.text
     assert any(t.name == "finished (&lt;/s&gt; or length limit)" for t in fig.data if t.name)
 
 
 def test_top_k_bars_leave_room_for_their_labels():
-    from viz_model.plot import learn_figures
+    from viz_model.plot import decoding_figures
 
-    fig = learn_figures.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
+    fig = decoding_figures.topk_figure(["a", "b"], [0.97, 0.02], "a", 0)
     assert fig.layout.xaxis.range[1] >= 0.97 * 1.1  # the "0.970" printed outside the bar fits
 
 

@@ -17,7 +17,7 @@ from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import figure_files  # noqa: E402
-from viz_model.plot import learn_figures, map_figures, masking_figures  # noqa: E402
+from viz_model.plot import by_hand_figures, decoding_figures, map_figures, masking_figures  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
 
 pytestmark = [
@@ -69,8 +69,8 @@ def figures_of(trace: AttentionTrace) -> dict[str, object]:
         "head-view": map_figures.head_view(trace, "cross", 0, list(range(trace.num_heads))),
         "token-focus": map_figures.token_focus(trace, "cross", "query", 1),
         "mask": masking_figures.mask_matrix_figure(trace.decoder_mask, tgt, tgt, tgt[-1]),
-        "top-k": learn_figures.topk_figure(src[:4], [0.4, 0.3, 0.2, 0.1], src[0], 0),
-        "heads": learn_figures.heads_figure(trace.encoder_attentions[0], src, src[2]),
+        "top-k": decoding_figures.topk_figure(src[:4], [0.4, 0.3, 0.2, 0.1], src[0], 0),
+        "heads": by_hand_figures.heads_figure(trace.encoder_attentions[0], src, src[2]),
     }
 
 

@@ -15,7 +15,7 @@ from support.browser import CHROMIUM  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import figure_files  # noqa: E402
-from viz_model.plot import analysis_figures, learn_figures, map_figures, positional_trace_figures  # noqa: E402
+from viz_model.plot import analysis_figures, decoding_figures, map_figures, positional_trace_figures  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,
@@ -91,7 +91,7 @@ def test_every_exported_figure_keeps_its_tick_labels_inside_the_image(app_theme,
         "token-focus": map_figures.token_focus(trace, "cross", "query", 1),
         "pe-tokens": positional_trace_figures.positional_heatmap(trace.source_positional, trace.source_tokens),
         "pe-similarity": positional_trace_figures.positional_similarity(trace.source_positional, trace.source_tokens),
-        "beam-tree": learn_figures.beam_tree_figure(model.beam_tree(SENTENCE, beam=3), model.tokenizer.piece),
+        "beam-tree": decoding_figures.beam_tree_figure(model.beam_tree(SENTENCE, beam=3), model.tokenizer.piece),
         "head-grid": analysis_figures.head_grid(roles, "a value per head", "value"),
     }
     for name, fig in built.items():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from support.app import arr
 
-from viz_model.plot import learn_figures, long_mask_figures
+from viz_model.plot import decoding_figures, long_mask_figures
 
 CAUSAL = np.tri(600, dtype=bool)  # row i sees keys 0..i
 TOKENS = [f"t{i}" for i in range(600)]
@@ -44,7 +44,7 @@ def test_the_window_is_centred_and_kept_inside():
 
 def test_a_row_of_thousands_of_keys_names_positions():
     rows = np.full((2, 600), 1 / 600)
-    fig = long_mask_figures.positions_axis(learn_figures.cross_rows_figure(rows, TOKENS, 0, 0, "x"), "keys")
+    fig = long_mask_figures.positions_axis(decoding_figures.cross_rows_figure(rows, TOKENS, 0, 0, "x"), "keys")
     assert fig.layout.xaxis.tickmode == "auto" and fig.layout.xaxis.ticktext is None and fig.data[0].xgap == 0
 
 

@@ -7,9 +7,9 @@
     heatmap(trace, "cross", layer=2)          # one layer, heads averaged (layers and heads count from 0)
     model_view(trace, "encoder")              # every layer x head
 
-The builders live in `map_figures` (maps of a trace), `learn_figures` (positional encodings, beam tree,
-training), `analysis_figures` (per-head grids over a corpus) and the other ``*_figures`` modules; this module names
-the ones a notebook needs most.
+The builders live in `map_figures` (maps of a trace), `pe_lab_figures` (positional encodings), `decoding_figures`
+(beam tree), `training_figures`, `analysis_figures` (per-head grids over a corpus) and the other ``*_figures``
+modules; this module names the ones a notebook needs most.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..api import TranslationModel
 from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
 from .analysis_figures import role_grid
-from .learn_figures import beam_tree_figure
+from .decoding_figures import beam_tree_figure
 from .map_figures import Head, head_heatmap, head_view, model_view, token_focus
 from .positional_trace_figures import positional_heatmap, sinusoid_figure
 

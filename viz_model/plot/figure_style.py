@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 WEIGHT_SCALE = "Blues"
@@ -16,6 +17,7 @@ HEAD_COLORS = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 # a horizontal legend above the plot area, right-aligned under the title: it never covers bars, cells or lines
 # (a figure using it leaves ~100 px of top margin for the title and the legend)
 LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0)
+MARGIN = dict(l=10, r=10, t=60, b=10)
 
 
 # --- labels ------------------------------------------------------------------------------------------------------
@@ -43,3 +45,15 @@ def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dic
                 ticktext=[escape(t) for t in labels], tickfont=dict(size=_font_px(n)), showgrid=False,
                 zeroline=False, range=[n - 0.5, -0.5] if reverse else [-0.5, n - 0.5])
     return axis
+
+
+def _marks(fig: go.Figure, marks: dict[str, float] | None, axis: str = "x") -> None:
+    """Dashed lines at named positions (e.g. the training length, max_positions)."""
+    for n, (label, value) in enumerate((marks or {}).items()):
+        color = HEAD_COLORS[(n + 3) % len(HEAD_COLORS)]
+        if axis == "x":
+            fig.add_vline(x=value, line=dict(color=color, dash="dash", width=1.5), annotation_text=escape(label),
+                          annotation_position="top right" if n % 2 == 0 else "bottom right")
+        else:
+            fig.add_hline(y=value, line=dict(color=color, dash="dash", width=1.5), annotation_text=escape(label),
+                          annotation_position="top left" if n % 2 == 0 else "bottom left")

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from ..lessons.induction_run import START_ID, InductionResult
 from .figure_style import HEAD_COLORS, escape
-from .learn_figures import attention_pair_figure
+from .pe_lab_figures import attention_pair_figure
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 

@@ -13,8 +13,7 @@ from plotly.subplots import make_subplots
 
 from ..lessons.position_length import PositionLoss
 from ..lessons.position_rope import KEPT, SMOOTHED, STRETCHED
-from .figure_style import HEAD_COLORS, escape
-from .learn_figures import MARGIN, _marks
+from .figure_style import HEAD_COLORS, MARGIN, _marks, escape
 
 SCALING_COLORS = {KEPT: "#3182bd", STRETCHED: "#e4572e", SMOOTHED: "#f2a900"}
 

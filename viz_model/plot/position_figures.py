@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..lessons.position_parts import ScoreSplit
-from .figure_style import HEAD_COLORS, _token_axis, escape
-from .learn_figures import MARGIN, side_by_side_figure
+from .figure_style import HEAD_COLORS, MARGIN, _token_axis, escape
+from .pe_lab_figures import side_by_side_figure
 
 
 def offset_parts_figure(panels: Sequence[tuple[str, np.ndarray]], title: str, height: int = 400) -> go.Figure:

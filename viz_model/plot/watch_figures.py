@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from ..lessons.watch_trainer import FIRST_SYMBOL, WatchResult, target_of
 from .figure_style import WEIGHT_SCALE, escape
-from .learn_figures import attention_pair_figure
+from .pe_lab_figures import attention_pair_figure
 
 KIND_AXES = {"cross": ("decoder input", "source"), "decoder": ("decoder input", "decoder input"),
              "encoder": ("source", "source")}
