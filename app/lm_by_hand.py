@@ -13,7 +13,7 @@ from app import completion, state, token_picker, widgets
 from app.lm_head_steps import HeadSteps, head_steps
 from app.page_settings import BY_HAND as own
 from app.sessions import ModelRef, Session, load_model
-from viz_model.lessons import learn_pages
+from viz_model.lessons import typed_matrices
 from viz_model.plot import analysis_figures, long_map_figures, long_mask_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
@@ -115,7 +115,7 @@ def page(session: Session) -> None:
     tabs = st.tabs([f"q: {name}" for name, _ in stages_q] + [f"k: {name}" for name, _ in stages_k])
     for tab, (_, values), prefix in zip(tabs, stages_q + stages_k, ["q"] * len(stages_q) + ["k"] * len(stages_k)):
         with tab:
-            widgets.matrix_table(learn_pages.labelled(values[shown], [labels[j] for j in shown], f"{prefix}·"),
+            widgets.matrix_table(typed_matrices.labelled(values[shown], [labels[j] for j in shown], f"{prefix}·"),
                                  digits=3, height=300)
     if steps.rotated:
         before = steps.q_projected if steps.q_normed is None else steps.q_normed

@@ -19,7 +19,7 @@ from app.setting_types import Setting
 from app.shared_settings import SHARED
 from app.texts import count
 from viz_model.language_model import LanguageModel
-from viz_model.lessons import learn_pages, position_alibi, position_length, position_rope, position_split
+from viz_model.lessons import pe_tables, position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
 from viz_model.lessons.position_parts import LessonError
 from viz_model.lessons.position_text import TITLE
@@ -79,7 +79,7 @@ def table_tab(model: LanguageModel) -> None:
         widgets.chart(fig, "lm-position-similarity", key="pe_lm_sim_chart")
         widgets.exports(fig, "lm-position-similarity", "pe_lm_sim")
     with right:
-        profile = learn_pages.similarity_profile(learn_pages.dot_similarity(table))
+        profile = pe_tables.similarity_profile(pe_tables.dot_similarity(table))
         fig = pe_lab_figures.profile_figure(profile, width)
         fig.update_layout(title=dict(text="Its PE(p)·PE(q) against the distance |p − q|: mean and range"))
         widgets.chart(fig, "lm-position-profile", key="pe_lm_profile_chart")

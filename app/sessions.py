@@ -26,7 +26,7 @@ from viz_model.api import TranslationModel, asset_roots, device_from_env, model_
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
-from viz_model.lessons import learn_pages
+from viz_model.lessons import hand_attention
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, is_decoder_only
 from viz_model.modeldir.coverage import TRAINING_STATS
@@ -286,7 +286,7 @@ def compute_deletions(ref: ModelRef, source_ids: tuple[int, ...], output_ids: tu
 @st.cache_data(show_spinner="Sampling random queries and keys…", max_entries=8)
 def compute_saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int) -> pd.DataFrame:
     """How the softmax of random scores saturates with d_k (the Attention by hand page)."""
-    return learn_pages.saturation(dims, keys, samples, seed)
+    return hand_attention.saturation(dims, keys, samples, seed)
 
 
 @dataclass

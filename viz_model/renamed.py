@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 MOVED = {
-    "viz_model.lessons.teaching": "viz_model.lessons.learn_pages",
+    "viz_model.lessons.teaching": "viz_model.lessons.hand_attention",
     "viz_model.lessons.position_schemes": "viz_model.lessons.position_parts",
     "viz_model.lessons.watch": "viz_model.lessons.watch_trainer",
     "viz_model.plot.teaching": "viz_model.plot.pe_lab_figures",

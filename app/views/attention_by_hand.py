@@ -6,7 +6,7 @@ import streamlit as st
 
 from app import lm_by_hand, sessions, state, widgets
 from app.page_settings import BY_HAND as own
-from viz_model.lessons import learn_pages
+from viz_model.lessons import hand_attention, lesson_inputs, typed_matrices
 from viz_model.plot import by_hand_figures
 
 session = sessions.require_session()
@@ -16,8 +16,8 @@ if session.is_language_model:
 config = session.model.config
 MATRICES = {"X": ("X: one row per input x1, x2, …", "d"), "W_q": ("W_q: one row per column of X", "q"),
             "W_k": ("W_k: one row per column of X", "k"), "W_v": ("W_v: one row per column of X", "v")}
-EXAMPLE = {"X": learn_pages.EXAMPLE_X, "W_q": learn_pages.EXAMPLE_WQ, "W_k": learn_pages.EXAMPLE_WK,
-           "W_v": learn_pages.EXAMPLE_WV}
+EXAMPLE = {"X": hand_attention.EXAMPLE_X, "W_q": hand_attention.EXAMPLE_WQ, "W_k": hand_attention.EXAMPLE_WK,
+           "W_v": hand_attention.EXAMPLE_WV}
 
 st.title("Attention by hand")
 st.caption("Three inputs, three weight matrices, and the formula of the paper, one step at a time. The numbers are "
@@ -46,9 +46,10 @@ def _resize() -> None:
     current = own.current.get() or own.base.get()
     d_in, d_k, d_v = int(own.d_in.get()), int(own.d_k.get()), int(own.d_v.get())
     x = current["X"]
-    _set_bases({"X": learn_pages.resized(x, x.shape[0], d_in), "W_q": learn_pages.resized(current["W_q"], d_in, d_k),
-                "W_k": learn_pages.resized(current["W_k"], d_in, d_k),
-                "W_v": learn_pages.resized(current["W_v"], d_in, d_v)})
+    _set_bases({"X": typed_matrices.resized(x, x.shape[0], d_in),
+                "W_q": typed_matrices.resized(current["W_q"], d_in, d_k),
+                "W_k": typed_matrices.resized(current["W_k"], d_in, d_k),
+                "W_v": typed_matrices.resized(current["W_v"], d_in, d_v)})
 
 
 if own.base.get() is None:
@@ -57,9 +58,9 @@ if own.base.get() is None:
 st.subheader("1. The inputs and the weights")
 st.caption("Edit any cell; add or delete rows with the table's controls. Widths change with the numbers below.")
 with st.container(horizontal=True, vertical_alignment="bottom"):
-    st.number_input("Width of X (d_model)", 1, learn_pages.MAX_COLS, key=own.d_in.key, on_change=_resize)
-    st.number_input("d_k (columns of W_q, W_k)", 1, learn_pages.MAX_COLS, key=own.d_k.key, on_change=_resize)
-    st.number_input("d_v (columns of W_v)", 1, learn_pages.MAX_COLS, key=own.d_v.key, on_change=_resize)
+    st.number_input("Width of X (d_model)", 1, typed_matrices.MAX_COLS, key=own.d_in.key, on_change=_resize)
+    st.number_input("d_k (columns of W_q, W_k)", 1, typed_matrices.MAX_COLS, key=own.d_k.key, on_change=_resize)
+    st.number_input("d_v (columns of W_v)", 1, typed_matrices.MAX_COLS, key=own.d_v.key, on_change=_resize)
     st.button("Reset to the worked example", on_click=_reset, icon=":material/restart_alt:")
 
 parsed: dict[str, np.ndarray] = {}
@@ -67,29 +68,29 @@ problems: list[str] = []
 columns = st.columns([4, 3, 3, 3])
 for column, (name, (label, col_prefix)) in zip(columns, MATRICES.items()):
     with column:
-        base = learn_pages.matrix_frame(own.base.get()[name], col_prefix)
+        base = typed_matrices.matrix_frame(own.base.get()[name], col_prefix)
         edited = st.data_editor(base, key=own.editor(name).key, num_rows="dynamic", width="stretch", hide_index=True)
         st.caption(label)
         try:
-            parsed[name] = learn_pages.parse_matrix(edited, name)
-        except learn_pages.InputError as err:
+            parsed[name] = typed_matrices.parse_matrix(edited, name)
+        except lesson_inputs.InputError as err:
             problems.append(str(err))
 if not problems:
     try:
-        learn_pages.check_shapes(parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"])
-    except learn_pages.InputError as err:
+        hand_attention.check_shapes(parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"])
+    except lesson_inputs.InputError as err:
         problems.append(str(err))
 for problem in problems:
-    widgets.input_problem(learn_pages.InputError(problem))
+    widgets.input_problem(lesson_inputs.InputError(problem))
 valid = not problems
 if valid:
     own.current.set(parsed)
     x, wq, wk, wv = parsed["X"], parsed["W_q"], parsed["W_k"], parsed["W_v"]
-    example = learn_pages.is_example(x, wq, wk, wv)
+    example = hand_attention.is_example(x, wq, wk, wv)
     n = x.shape[0]
     inputs = [f"x{i + 1}" for i in range(n)]
-    plain = learn_pages.attention_by_hand(x, wq, wk, wv, scale=False)
-    scaled = learn_pages.attention_by_hand(x, wq, wk, wv, scale=True)
+    plain = hand_attention.attention_by_hand(x, wq, wk, wv, scale=False)
+    scaled = hand_attention.attention_by_hand(x, wq, wk, wv, scale=True)
 else:
     st.info("Fix the tables above to see the steps; the section on scaling below does not need them.")
 
@@ -101,7 +102,7 @@ if valid:
                                           (c, plain.v, "Values V = X W_v", "v")):
         with column:
             st.markdown(f"**{label}**")
-            widgets.matrix_table(learn_pages.labelled(values, inputs, f"{prefix}·"), digits=2)
+            widgets.matrix_table(typed_matrices.labelled(values, inputs, f"{prefix}·"), digits=2)
     options = list(range(n))
     state.clamp_choice(own.query, options, 0, "Query")
     state.bound(st.selectbox, "Follow the query of input", own.query, options,
@@ -110,27 +111,27 @@ if valid:
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Scores Q Kᵀ** (row {i + 1}: q{i + 1} · k_j)")
-        widgets.matrix_table(learn_pages.labelled(plain.scores, [f"q{r + 1}" for r in range(n)],
-                                                  [f"k{j + 1}" for j in range(n)]), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(plain.scores, [f"q{r + 1}" for r in range(n)],
+                                                     [f"k{j + 1}" for j in range(n)]), digits=4)
     with b:
         st.markdown("**Softmax of each row** (the attention weights)")
-        widgets.matrix_table(learn_pages.labelled(plain.weights, [f"q{r + 1}" for r in range(n)],
-                                                  [f"k{j + 1}" for j in range(n)]), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(plain.weights, [f"q{r + 1}" for r in range(n)],
+                                                     [f"k{j + 1}" for j in range(n)]), digits=4)
     a, b = st.columns(2)
     with a:
         st.markdown(f"**Weighted values for q{i + 1}**: weight × v_j, then summed")
         weighted = plain.weighted[i]
-        rows = learn_pages.labelled(np.vstack([weighted, weighted.sum(axis=0)]),
-                                    [f"{plain.weights[i, j]:.4f} × v{j + 1}" for j in range(n)] + ["sum = output"],
-                                    "out·")
+        rows = typed_matrices.labelled(np.vstack([weighted, weighted.sum(axis=0)]),
+                                       [f"{plain.weights[i, j]:.4f} × v{j + 1}" for j in range(n)] + ["sum = output"],
+                                       "out·")
         widgets.matrix_table(rows, digits=4)
     with b:
         st.markdown("**Output** (one row per input)")
-        widgets.matrix_table(learn_pages.labelled(plain.output, [f"out{r + 1}" for r in range(n)], "out·"), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(plain.output, [f"out{r + 1}" for r in range(n)], "out·"), digits=4)
 
     if example:
         st.markdown("**The source notes' numbers next to the exact ones** (query 1)")
-        notes = learn_pages.NOTES
+        notes = hand_attention.NOTES
         table = [
             {"quantity": "scores q1·k", "notes": str(notes["scores_q1"]), "notes, rounded": "",
              "exact (this page)": ", ".join(f"{v:.4f}" for v in plain.scores[0])},
@@ -143,7 +144,7 @@ if valid:
             {"quantity": "output 1 from the rounded weights", "notes": "",
              "notes, rounded": str(notes["output1_rounded"]),
              "exact (this page)": ", ".join(f"{v:.4f}"
-                                            for v in learn_pages.round_like_notes(plain.weights[0]) @ plain.v)},
+                                            for v in hand_attention.round_like_notes(plain.weights[0]) @ plain.v)},
         ]
         st.dataframe(table, hide_index=True, width="stretch")
         st.caption("The notes round the softmax to [0, 0.5, 0.5] to compute by hand; that gives [2.0, 7.0, 1.5] "
@@ -158,13 +159,13 @@ if valid:
     a, b, c = st.columns(3)
     with a:
         st.markdown(f"**Scores Q Kᵀ / √{plain.d_k}**")
-        widgets.matrix_table(learn_pages.labelled(scaled.scores, "q", "k"), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(scaled.scores, "q", "k"), digits=4)
     with b:
         st.markdown("**Softmax (scaled)**")
-        widgets.matrix_table(learn_pages.labelled(scaled.weights, "q", "k"), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(scaled.weights, "q", "k"), digits=4)
     with c:
         st.markdown("**Output (scaled)**")
-        widgets.matrix_table(learn_pages.labelled(scaled.output, "out", "out·"), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(scaled.output, "out", "out·"), digits=4)
     left, right = st.columns(2)
     with left:
         fig = by_hand_figures.weights_figure(plain.weights, inputs, "Weights without scaling")
@@ -190,7 +191,7 @@ with c:
 try:
     curve = sessions.compute_saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), int(own.keys.get()),
                                         int(own.samples.get()), int(own.seed.get()))
-except learn_pages.InputError as err:
+except lesson_inputs.InputError as err:
     widgets.input_problem(err)
 else:
     fig = by_hand_figures.saturation_figure(curve, int(own.keys.get()))
@@ -204,16 +205,16 @@ if valid:
                "the softmax, so their weights are exactly 0 and output 1 is v1 itself.")
     own.mask_scaled.init()
     state.bound(st.toggle, "With the ÷ √d_k scaling", own.mask_scaled)
-    masked = learn_pages.attention_by_hand(x, wq, wk, wv, scale=bool(own.mask_scaled.get()), causal=True)
+    masked = hand_attention.attention_by_hand(x, wq, wk, wv, scale=bool(own.mask_scaled.get()), causal=True)
     left, right = st.columns(2)
     with left:
         fig = by_hand_figures.weights_figure(masked.weights, inputs, "Causally masked weights", mask=masked.mask)
         widgets.chart(fig, "weights-causal", key="abh_causal_chart")
     with right:
         st.markdown("**Output with the causal mask**")
-        widgets.matrix_table(learn_pages.labelled(masked.output, "out", "out·"), digits=4)
+        widgets.matrix_table(typed_matrices.labelled(masked.output, "out", "out·"), digits=4)
         st.markdown("**Mask** (1 = may attend)")
-        st.dataframe(learn_pages.labelled(masked.mask.astype(float), "q", "k").astype(int), width="content")
+        st.dataframe(typed_matrices.labelled(masked.mask.astype(float), "q", "k").astype(int), width="content")
 
 # --- multi-head --------------------------------------------------------------------------------------------------
 if valid:
@@ -237,28 +238,28 @@ if valid:
         own.head_causal.init()
         state.bound(st.toggle, "Causal mask", own.head_causal)
     try:
-        steps = learn_pages.multi_head_by_hand(x, int(own.heads.get()), int(own.head_seed.get()),
-                                               bool(own.head_causal.get()))
-    except learn_pages.InputError as err:
+        steps = hand_attention.multi_head_by_hand(x, int(own.heads.get()), int(own.head_seed.get()),
+                                                  bool(own.head_causal.get()))
+    except lesson_inputs.InputError as err:
         widgets.input_problem(err)
     else:
         head_columns = st.columns(min(steps.heads, 4))
         for h in range(steps.heads):
             with head_columns[h % len(head_columns)]:
                 st.markdown(f"**Head {h + 1}**: Q, K, V columns {h * steps.d_head + 1}–{(h + 1) * steps.d_head}")
-                widgets.matrix_table(learn_pages.labelled(np.hstack([steps.q[h], steps.k[h], steps.v[h]]), inputs,
-                                                          [f"q{j + 1}" for j in range(steps.d_head)]
-                                                          + [f"k{j + 1}" for j in range(steps.d_head)]
-                                                          + [f"v{j + 1}" for j in range(steps.d_head)]), digits=3)
+                widgets.matrix_table(typed_matrices.labelled(np.hstack([steps.q[h], steps.k[h], steps.v[h]]), inputs,
+                                                             [f"q{j + 1}" for j in range(steps.d_head)]
+                                                             + [f"k{j + 1}" for j in range(steps.d_head)]
+                                                             + [f"v{j + 1}" for j in range(steps.d_head)]), digits=3)
         fig = by_hand_figures.heads_figure(steps.weights, inputs, f"Attention weights of the {steps.heads} heads "
                                            f"(d_k = {steps.d_head} each, scaled)")
         widgets.chart(fig, "multi-head-weights", key="abh_heads_chart")
         a, b = st.columns(2)
         with a:
             st.markdown("**Heads concatenated** (each head's output side by side)")
-            widgets.matrix_table(learn_pages.labelled(steps.concat, inputs, "c"), digits=4)
+            widgets.matrix_table(typed_matrices.labelled(steps.concat, inputs, "c"), digits=4)
         with b:
             st.markdown("**× W_O = output**")
-            widgets.matrix_table(learn_pages.labelled(steps.output, inputs, "o"), digits=4)
+            widgets.matrix_table(typed_matrices.labelled(steps.output, inputs, "o"), digits=4)
         st.metric("Difference from MultiHeadAttention.forward on the same input", f"{steps.difference:.1e}",
                   help="The steps above, taken one by one, against the module's own forward pass.")

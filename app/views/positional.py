@@ -10,7 +10,7 @@ import streamlit as st
 from app import lm_position_tabs, position_tabs, sessions, state, texts, tracing, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.shared_settings import SHARED
-from viz_model.lessons import learn_pages
+from viz_model.lessons import lesson_inputs, pe_tables
 from viz_model.nn.arrays import to_numpy
 from viz_model.nn.positional import wave
 from viz_model.plot import pe_lab_figures, positional_trace_figures
@@ -41,7 +41,7 @@ st.caption(f"Here d_model = {d_model} (from the loaded model's config): {d_model
               f"exactly 10000·2π), and position p reads row p + {config.position_offset} of the table (fairseq counts "
               "from the pad id); the first two tabs draw the model's own values."
               if config.sinusoid_frequencies == "fairseq" else ""))
-own_table = functools.partial(learn_pages.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
+own_table = functools.partial(pe_tables.pe_table, layout=layout, frequencies=config.sinusoid_frequencies,
                               first=config.position_offset)
 trace = tracing.sentence_and_trace(session)
 
@@ -83,7 +83,7 @@ with theory:
     else:
         st.info("Pick at least one dimension.")
 
-    wl = learn_pages.pair_wavelengths(d_model, config.sinusoid_frequencies)
+    wl = pe_tables.pair_wavelengths(d_model, config.sinusoid_frequencies)
     fig = pe_lab_figures.wavelength_figure(wl, {f"max_positions = {max_positions}": max_positions}, layout,
                                            config.sinusoid_frequencies)
     widgets.chart(fig, "wavelengths", key="wl_chart")
@@ -98,15 +98,15 @@ with theory:
 # --- similarity and shift-linearity ------------------------------------------------------------------------------
 with shift:
     length = int(own.length.get())
-    table = learn_pages.pe_table(length, d_model)
-    similarity = learn_pages.dot_similarity(table)
+    table = pe_tables.pe_table(length, d_model)
+    similarity = pe_tables.dot_similarity(table)
     left, right = st.columns(2)
     with left:
         fig = pe_lab_figures.similarity_figure(similarity, f"PE(p)·PE(q) for positions 0–{length - 1}")
         widgets.chart(fig, "pe-similarity", key="pe_sim_chart")
         widgets.exports(fig, "pe-similarity", "pe_sim")
     with right:
-        profile = learn_pages.similarity_profile(similarity)
+        profile = pe_tables.similarity_profile(similarity)
         fig = pe_lab_figures.profile_figure(profile, d_model)
         widgets.chart(fig, "pe-similarity-profile", key="pe_profile_chart")
         widgets.exports(fig, "pe-similarity-profile", "pe_profile")
@@ -128,8 +128,8 @@ with shift:
     with c2:
         state.bound(st.slider, "Dimensions of M_k to draw", own.zoom, 2, d_model, step=2)
     try:
-        check = learn_pages.shift_check(own.offset.get(), length, d_model)
-    except learn_pages.InputError as err:
+        check = pe_tables.shift_check(own.offset.get(), length, d_model)
+    except lesson_inputs.InputError as err:
         widgets.input_problem(err, "the shift cannot be checked: ")
     else:
         left, right = st.columns(2)
@@ -149,8 +149,8 @@ with shift:
 
 # --- beyond the training length ----------------------------------------------------------------------------------
 with beyond:
-    longest, where = learn_pages.training_max_length(session.model.directory, session.model.training_facts,
-                                                     session.model.training_stats)
+    longest, where = pe_tables.training_max_length(session.model.directory, session.model.training_facts,
+                                                   session.model.training_stats)
     if longest is not None:
         st.caption(f"The longest training sequence had {longest} tokens (from {where}).")
     else:
@@ -170,8 +170,8 @@ with beyond:
     widgets.exports(fig, "pe-extrapolation", "pe_far")
     seen = longest or max_positions
     window = min(seen, 128)
-    inside = learn_pages.similarity_profile(learn_pages.dot_similarity(far[:window]))
-    outside = learn_pages.similarity_profile(learn_pages.dot_similarity(far[seen:seen + window]))
+    inside = pe_tables.similarity_profile(pe_tables.dot_similarity(far[:window]))
+    outside = pe_tables.similarity_profile(pe_tables.dot_similarity(far[seen:seen + window]))
     difference = float(np.abs(inside["mean"].to_numpy() - outside["mean"].to_numpy()).max())
     st.metric(f"Distance profile of positions {seen}–{seen + window - 1} vs 0–{window - 1}: largest difference",
               f"{difference:.1e}")
@@ -183,7 +183,7 @@ with beyond:
     st.subheader("Learned vs sinusoidal")
     kinds = {}
     for model_name in sessions.model_names():
-        kinds |= learn_pages.positional_kinds(sessions.root_of(model_name), [model_name])
+        kinds |= pe_tables.positional_kinds(sessions.root_of(model_name), [model_name])
     learned = sorted(name for name, kind in kinds.items() if kind == "learned")
     if not learned:
         st.info("No learned-position model is shipped yet, so there is nothing to compare with (training one takes "
@@ -205,13 +205,13 @@ with beyond:
         else:
             rows = min(other.config.max_positions, int(own.length.get()))
             learned_table = to_numpy(other.network.positional_encodings(rows, "source"))
-            reference = learn_pages.pe_table(rows, other.config.d_model)
+            reference = pe_tables.pe_table(rows, other.config.d_model)
             fig = pe_lab_figures.side_by_side_figure([(f"learned ({name})", learned_table),
                                                      (f"sinusoidal (d_model {other.config.d_model})", reference)])
             widgets.chart(fig, "learned-vs-sinusoidal", key="learned_chart")
             widgets.exports(fig, "learned-vs-sinusoidal", "learned")
-            panels = [("learned: PE(p)·PE(q)", learn_pages.dot_similarity(learned_table)),
-                      ("sinusoidal: PE(p)·PE(q)", learn_pages.dot_similarity(reference))]
+            panels = [("learned: PE(p)·PE(q)", pe_tables.dot_similarity(learned_table)),
+                      ("sinusoidal: PE(p)·PE(q)", pe_tables.dot_similarity(reference))]
             fig = pe_lab_figures.side_by_side_figure(panels, x_title="position", height=440)
             widgets.chart(fig, "learned-vs-sinusoidal-similarity", key="learned_sim_chart")
             widgets.exports(fig, "learned-vs-sinusoidal-similarity", "learned_sim")
@@ -276,8 +276,8 @@ with experiment:
             own.shuffle_seed.init()
             state.bound(st.number_input, "Shuffle seed", own.shuffle_seed, min_value=0, max_value=2**31 - 1, step=1)
             try:
-                changed_text = learn_pages.shuffle_words(text, own.shuffle_seed.get())
-            except learn_pages.InputError as err:
+                changed_text = pe_tables.shuffle_words(text, own.shuffle_seed.get())
+            except lesson_inputs.InputError as err:
                 problem = f"The words cannot be shuffled: {err}."
         if problem:
             st.warning(texts.md_escape(problem))

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import lm_training, sessions, state, tracing, widgets
 from app.page_settings import TRAINING as own
-from viz_model.lessons import learn_pages
+from viz_model.lessons import layer_memory, lesson_inputs, training_recipe
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TRAINING_FACTS
 from viz_model.nn.shapes import architecture
@@ -21,9 +21,9 @@ language_model = session.is_language_model
 facts = lm_training.facts_of(model) if language_model else model.training_facts
 imported = lm_training.imported(model) if language_model else model.imported
 try:
-    events = learn_pages.training_events(model.directory) if model.directory is not None else []
+    events = training_recipe.training_events(model.directory) if model.directory is not None else []
     log_problem = None
-except learn_pages.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
+except lesson_inputs.InputError as err:  # a log that fails the model-file checks: said once, drawn as no log
     events, log_problem = [], str(err)
 
 st.title("The training recipe")
@@ -85,17 +85,17 @@ logged = pd.DataFrame([{"step": e["step"], "lr": e["lr"]} for e in events
                        if e.get("event") == "train" and isinstance(e.get("step"), int) and "lr" in e])
 try:
     cooldown = int(own.cooldown.get())
-    cfg = learn_pages.schedule_config(own.d_model.get(), own.warmup.get(),
-                                      lr_scale=own.scale.get() if own.mode.get() == "scale" else 1.0,
-                                      lr_peak=own.peak.get() if own.mode.get() == "peak" else 0.0,
-                                      epochs=own.epochs.get() if cooldown else 1, cooldown_epochs=cooldown)
+    cfg = training_recipe.schedule_config(own.d_model.get(), own.warmup.get(),
+                                          lr_scale=own.scale.get() if own.mode.get() == "scale" else 1.0,
+                                          lr_peak=own.peak.get() if own.mode.get() == "peak" else 0.0,
+                                          epochs=own.epochs.get() if cooldown else 1, cooldown_epochs=cooldown)
     epoch_steps = int(own.epoch_steps.get())
     cooldown_start = (cfg.epochs - cooldown) * epoch_steps if cooldown else None
     last = int(logged["step"].max()) if len(logged) else 0
     total = cfg.epochs * epoch_steps if cooldown else max(int(own.steps.get()), last)
-    steps = learn_pages.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
-    lr = learn_pages.schedule(cfg, steps, epoch_steps)
-except learn_pages.InputError as err:
+    steps = training_recipe.schedule_steps(total, marks=[cfg.warmup_steps] + ([cooldown_start + 1] if cooldown else []))
+    lr = training_recipe.schedule(cfg, steps, epoch_steps)
+except lesson_inputs.InputError as err:
     widgets.input_problem(err)
 else:
     label = ((f"peak {cfg.lr_peak:g}, warm-up {cfg.warmup_steps}" if cfg.lr_peak else
@@ -110,12 +110,12 @@ else:
                + (f" The cooldown starts after step {cooldown_start:,} and decays linearly to zero at the end of "
                   f"the run's last step, {total:,}." if cooldown else ""))
     if len(logged):
-        expected = learn_pages.schedule(cfg, logged["step"].to_numpy(), epoch_steps)
+        expected = training_recipe.schedule(cfg, logged["step"].to_numpy(), epoch_steps)
         gap = float(np.abs(expected - logged["lr"].to_numpy()).max())
         st.metric(f"Largest gap between this curve and the {len(logged)} learning rates the model logged", f"{gap:.1e}",
                   help="0 when the settings above are the ones the model was trained with.")
         if facts:
-            st.caption(f"This model's {TRAINING_FACTS}: {learn_pages.recipe_summary(facts)}. The red dots are the "
+            st.caption(f"This model's {TRAINING_FACTS}: {training_recipe.recipe_summary(facts)}. The red dots are the "
                        "learning rates its training log recorded.")
     else:
         st.info(f"This model directory has no {TRAINING_LOG}, so its actual schedule cannot be drawn.")
@@ -135,8 +135,8 @@ with c:
     state.bound(st.number_input, "Correct token id", own.target, min_value=1, max_value=999_999, step=1,
                  help="Token 0 is <pad>, which the loss skips.")
 try:
-    target = learn_pages.smoothed_target(own.epsilon.get(), own.vocab.get(), own.target.get())
-except learn_pages.InputError as err:
+    target = training_recipe.smoothed_target(own.epsilon.get(), own.vocab.get(), own.target.get())
+except lesson_inputs.InputError as err:
     widgets.input_problem(err)
 else:
     fig = training_figures.smoothing_figure(target, int(own.target.get()))
@@ -190,7 +190,7 @@ if not language_model and trace is not None:
 st.subheader("Why self-attention")
 st.caption("Per layer, for n positions of width d (paper Table 1): self-attention connects every pair of positions "
            "in one step, at a cost quadratic in n; a recurrent layer needs n sequential steps.")
-st.dataframe(learn_pages.COMPLEXITY, hide_index=True, width="stretch")
+st.dataframe(layer_memory.COMPLEXITY, hide_index=True, width="stretch")
 a, b, c, d = st.columns(4)
 with a:
     state.bound(st.multiselect, "Sequence lengths n", own.lengths, [8, 16, 32, 64, 128, 256, 512, 1024, 2048])
@@ -203,10 +203,10 @@ with d:
 if st.button("Measure on this machine", icon=":material/speed:", key="tr_measure"):
     bar = st.progress(0.0, text="Measuring…")
     try:
-        own.measured.set(learn_pages.measure_layers(own.lengths.get(), own.width.get(), own.heads.get(),
-                                                    own.kernel.get(),
-                                                    progress=lambda f: bar.progress(f, text="Measuring…")))
-    except learn_pages.InputError as err:
+        own.measured.set(layer_memory.measure_layers(own.lengths.get(), own.width.get(), own.heads.get(),
+                                                     own.kernel.get(),
+                                                     progress=lambda f: bar.progress(f, text="Measuring…")))
+    except lesson_inputs.InputError as err:
         widgets.input_problem(err)
     finally:
         bar.empty()

@@ -24,7 +24,7 @@ import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
-from viz_model.lessons import learn_pages
+from viz_model.lessons import hand_attention, layer_memory, pe_tables, typed_matrices
 from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
 from viz_model.modeldir.coverage import TRAINING_STATS  # noqa: E402
 from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
@@ -184,7 +184,7 @@ def test_experiment_shuffled_words(tiny, model):
     at = open_page("positional")
     at.radio(key="w_pe_exp").set_value("shuffle").run()
     ok(at)
-    shuffled = learn_pages.shuffle_words(SENTENCE, 1)
+    shuffled = pe_tables.shuffle_words(SENTENCE, 1)
     assert shuffled != SENTENCE and sorted(shuffled.split()) == sorted(SENTENCE.split())
     text = "\n".join(m.value for m in at.markdown)
     assert texts.md_escape(shuffled) in text
@@ -193,7 +193,7 @@ def test_experiment_shuffled_words(tiny, model):
     shuffled_tokens = model.trace(shuffled, beam=1).source_tokens
     assert figure["layout"]["xaxis2"]["ticktext"] == [figure_style.escape(t) for t in shuffled_tokens]
     at.number_input(key="w_pe_seed").set_value(2).run()
-    assert texts.md_escape(learn_pages.shuffle_words(SENTENCE, 2)) in "\n".join(m.value for m in ok(at).markdown)
+    assert texts.md_escape(pe_tables.shuffle_words(SENTENCE, 2)) in "\n".join(m.value for m in ok(at).markdown)
     at.radio(key="w_pe_exp").set_value("shuffle_no_pe").run()
     figure = chart(ok(at), "Encoder self-attention")
     assert [a["text"] for a in figure["layout"]["annotations"]][:2] == [
@@ -223,7 +223,7 @@ def test_user_text_is_escaped(tiny, page):
 # --- attention by hand -------------------------------------------------------------------------------------------
 def test_by_hand_numbers_equal_the_notes(tiny):
     at = open_page("attention_by_hand")
-    notes = learn_pages.NOTES
+    notes = hand_attention.NOTES
     q, k, v, scores, weights, weighted, output, compared = tables(at)[:8]
     np.testing.assert_array_equal(q.to_numpy(), notes["queries"])
     np.testing.assert_array_equal(k.to_numpy(), notes["keys"])
@@ -262,11 +262,12 @@ def test_editing_a_cell_recomputes_with_the_library(tiny):
     at = open_page("attention_by_hand")
     edit(at, "X", edited_rows={0: {"d1": "2", "d4": "-1.5"}})
     ok(at)
-    x = learn_pages.EXAMPLE_X.copy()
+    x = hand_attention.EXAMPLE_X.copy()
     x[0, 0], x[0, 3] = 2, -1.5
-    expected = learn_pages.attention_by_hand(x, learn_pages.EXAMPLE_WQ, learn_pages.EXAMPLE_WK, learn_pages.EXAMPLE_WV)
+    expected = hand_attention.attention_by_hand(x, hand_attention.EXAMPLE_WQ, hand_attention.EXAMPLE_WK,
+                                                hand_attention.EXAMPLE_WV)
     q, _, _, scores, weights, _, output = tables(at)[:7]
-    np.testing.assert_allclose(q.to_numpy(), x @ learn_pages.EXAMPLE_WQ)
+    np.testing.assert_allclose(q.to_numpy(), x @ hand_attention.EXAMPLE_WQ)
     np.testing.assert_allclose(weights.to_numpy(), expected.weights, atol=1e-12)
     np.testing.assert_allclose(output.to_numpy(), expected.output, atol=1e-12)
     assert "You changed the example" in captions(at)
@@ -304,15 +305,16 @@ def test_reset_and_resize(tiny):
     next(b for b in at.button if b.label == "Reset to the worked example").click().run()
     ok(at)
     assert "not a number" not in messages(at)
-    np.testing.assert_array_equal(tables(at)[0].to_numpy(), learn_pages.NOTES["queries"])
+    np.testing.assert_array_equal(tables(at)[0].to_numpy(), hand_attention.NOTES["queries"])
     at.number_input(key="abh_d_in").set_value(2).run()
     at.number_input(key="abh_d_k").set_value(2).run()
     at.number_input(key="abh_d_v").set_value(5).run()
     ok(at)
     q, _, v = tables(at)[:3]
-    np.testing.assert_array_equal(q.to_numpy(), learn_pages.EXAMPLE_X[:, :2] @ learn_pages.EXAMPLE_WQ[:2, :2])
+    np.testing.assert_array_equal(q.to_numpy(), hand_attention.EXAMPLE_X[:, :2] @ hand_attention.EXAMPLE_WQ[:2, :2])
     np.testing.assert_array_equal(v.to_numpy(),
-                                  learn_pages.EXAMPLE_X[:, :2] @ learn_pages.resized(learn_pages.EXAMPLE_WV[:2], 2, 5))
+                                  hand_attention.EXAMPLE_X[:, :2]
+                                  @ typed_matrices.resized(hand_attention.EXAMPLE_WV[:2], 2, 5))
     assert [len(e.value.columns) for e in at.data_editor] == [2, 2, 2, 5]
     assert at.selectbox(key="w_abh_heads").options == ["1", "2"]
 
@@ -324,7 +326,7 @@ def test_scaling_causal_mask_and_multi_head(tiny):
     assert np.all(np.triu(z, 1) == 0) and z[0, 0] == 1.0
     assert "0 (masked)" in causal["data"][0]["text"][0]
     masked_output = next(t for t in tables(at) if t.index[0] == "out1" and t.shape == (3, 3)
-                         and np.allclose(t.to_numpy()[0], learn_pages.NOTES["values"][0]))
+                         and np.allclose(t.to_numpy()[0], hand_attention.NOTES["values"][0]))
     assert masked_output is not None  # output 1 under the causal mask is v1
     at.toggle(key="w_abh_mask_scaled").set_value(False).run()
     ok(at)
@@ -348,7 +350,7 @@ def test_saturation_plot_controls(tiny):
     fig = chart(ok(at), "Random unit-variance queries and keys, 20 keys")
     unscaled, scaled = fig["data"][0], fig["data"][2]
     assert unscaled["name"].startswith("QKᵀ (not") and scaled["name"].startswith("QKᵀ / √d_k")
-    expected = learn_pages.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), 20, 200, 3)
+    expected = hand_attention.saturation((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), 20, 200, 3)
     np.testing.assert_allclose(arr(unscaled["y"]), expected[~expected["scaled"]]["entropy"], atol=1e-9)
     assert arr(unscaled["y"])[-1] < 0.5 < arr(scaled["y"])[-1]  # unscaled saturates, scaled does not
 
@@ -523,8 +525,8 @@ def test_why_self_attention_measurement(tiny):
     ok(at)
     fig = chart(at, "One layer, measured on this machine")
     legend = [t["name"] for t in fig["data"] if t.get("showlegend")]
-    assert legend == list(learn_pages.LAYER_NAMES)
-    explicit = [t for t in fig["data"] if t["name"] == learn_pages.LAYER_NAMES[0]][1]  # memory panel
+    assert legend == list(layer_memory.LAYER_NAMES)
+    explicit = [t for t in fig["data"] if t["name"] == layer_memory.LAYER_NAMES[0]][1]  # memory panel
     memory = arr(explicit["y"])
     assert memory[1] / memory[0] > 16  # 8x the length: the n x n weights grow 64x
     at.number_input(key="w_tr_heads").set_value(3).run()

@@ -1,6 +1,5 @@
-"""Unit tests of the teaching pages' computations (viz_model/lessons/learn_pages.py) and figure builders
-(app/teaching_figures.py):
-no Streamlit, no browser."""
+"""Unit tests of the teaching pages' computations (viz_model/lessons/: hand_attention, pe_tables, training_recipe, ...)
+and figure builders (viz_model/plot/: by_hand_figures, pe_lab_figures, ...): no Streamlit, no browser."""
 
 from __future__ import annotations
 
@@ -17,13 +16,13 @@ from support.app import INJECTION, TINY_MODEL, arr, build_tiny_assets  # noqa: E
 import viz_model  # noqa: E402
 from viz_model.config import ModelConfig, TrainConfig  # noqa: E402
 from viz_model.config.recipe import cooldown_factor, learning_rate  # noqa: E402
-from viz_model.lessons import learn_pages  # noqa: E402
+from viz_model.lessons import hand_attention, layer_memory, lesson_inputs, pe_tables, training_recipe, typed_matrices  # noqa: E402
 from viz_model.modeldir.training_facts import facts_from_run  # noqa: E402
 from viz_model.nn.shapes import architecture  # noqa: E402
 from viz_model.plot import by_hand_figures, decoding_figures, pe_lab_figures, positional_trace_figures, training_figures  # noqa: E402
 from viz_model.search.decoding import BeamCandidate, BeamStep, BeamTree, Hypothesis  # noqa: E402
 
-EX = (learn_pages.EXAMPLE_X, learn_pages.EXAMPLE_WQ, learn_pages.EXAMPLE_WK, learn_pages.EXAMPLE_WV)
+EX = (hand_attention.EXAMPLE_X, hand_attention.EXAMPLE_WQ, hand_attention.EXAMPLE_WK, hand_attention.EXAMPLE_WV)
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +40,9 @@ def spec(fig: go.Figure) -> dict:
 # --- typed matrices ----------------------------------------------------------------------------------------------
 def test_parse_matrix_reads_text_cells():
     frame = pd.DataFrame([["1", " 2.5 ", "−3"], [4, 5.0, "1e3"]])
-    np.testing.assert_array_equal(learn_pages.parse_matrix(frame, "M"), [[1, 2.5, -3], [4, 5, 1000]])
-    back = learn_pages.parse_matrix(learn_pages.matrix_frame(learn_pages.EXAMPLE_WV, "v"), "W_v")
-    np.testing.assert_array_equal(back, learn_pages.EXAMPLE_WV)
+    np.testing.assert_array_equal(typed_matrices.parse_matrix(frame, "M"), [[1, 2.5, -3], [4, 5, 1000]])
+    back = typed_matrices.parse_matrix(typed_matrices.matrix_frame(hand_attention.EXAMPLE_WV, "v"), "W_v")
+    np.testing.assert_array_equal(back, hand_attention.EXAMPLE_WV)
 
 
 @pytest.mark.parametrize("cells, message", [
@@ -57,19 +56,19 @@ def test_parse_matrix_reads_text_cells():
     ([["1"] * 9], "at most 8 × 8"),
 ])
 def test_parse_matrix_rejects_bad_cells(cells, message):
-    with pytest.raises(learn_pages.InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        learn_pages.parse_matrix(pd.DataFrame(cells), "M")
+    with pytest.raises(lesson_inputs.InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        typed_matrices.parse_matrix(pd.DataFrame(cells), "M")
 
 
 def test_parse_matrix_rejects_empty_tables():
-    with pytest.raises(learn_pages.InputError, match="M is empty"):
-        learn_pages.parse_matrix(pd.DataFrame(columns=["a", "b"]), "M")
-    with pytest.raises(learn_pages.InputError, match="M is empty"):
-        learn_pages.parse_matrix([], "M")
+    with pytest.raises(lesson_inputs.InputError, match="M is empty"):
+        typed_matrices.parse_matrix(pd.DataFrame(columns=["a", "b"]), "M")
+    with pytest.raises(lesson_inputs.InputError, match="M is empty"):
+        typed_matrices.parse_matrix([], "M")
 
 
 def test_resized_keeps_what_fits():
-    np.testing.assert_array_equal(learn_pages.resized(np.ones((2, 2)), 3, 1), [[1], [1], [0]])
+    np.testing.assert_array_equal(typed_matrices.resized(np.ones((2, 2)), 3, 1), [[1], [1], [0]])
 
 
 @pytest.mark.parametrize("shapes, message", [
@@ -78,92 +77,92 @@ def test_resized_keeps_what_fits():
     (((3, 4), (4, 3), (4, 3), (5, 3)), "W_v has 5 rows"),
 ])
 def test_check_shapes(shapes, message):
-    with pytest.raises(learn_pages.InputError, match=message):
-        learn_pages.check_shapes(*(np.zeros(s) for s in shapes))
+    with pytest.raises(lesson_inputs.InputError, match=message):
+        hand_attention.check_shapes(*(np.zeros(s) for s in shapes))
 
 
 # --- attention by hand -------------------------------------------------------------------------------------------
 def test_the_worked_example_equals_the_notes():
-    plain = learn_pages.attention_by_hand(*EX)
-    notes = learn_pages.NOTES
+    plain = hand_attention.attention_by_hand(*EX)
+    notes = hand_attention.NOTES
     np.testing.assert_array_equal(plain.q, notes["queries"])
     np.testing.assert_array_equal(plain.k, notes["keys"])
     np.testing.assert_array_equal(plain.v, notes["values"])
     np.testing.assert_array_equal(plain.scores[0], notes["scores_q1"])
     np.testing.assert_allclose(plain.weights[0], notes["softmax_q1"], atol=1e-4)
     np.testing.assert_allclose(plain.output[0], notes["output1_exact"], atol=5e-3)
-    np.testing.assert_array_equal(learn_pages.round_like_notes(plain.weights[0]), notes["softmax_q1_rounded"])
-    np.testing.assert_array_equal(learn_pages.round_like_notes(plain.weights[0]) @ plain.v, notes["output1_rounded"])
+    np.testing.assert_array_equal(hand_attention.round_like_notes(plain.weights[0]), notes["softmax_q1_rounded"])
+    np.testing.assert_array_equal(hand_attention.round_like_notes(plain.weights[0]) @ plain.v, notes["output1_rounded"])
     np.testing.assert_allclose(plain.weighted.sum(axis=1), plain.output, atol=1e-12)
-    assert learn_pages.is_example(*EX) and not learn_pages.is_example(EX[0] * 2, *EX[1:])
+    assert hand_attention.is_example(*EX) and not hand_attention.is_example(EX[0] * 2, *EX[1:])
 
 
 def test_scaled_and_causal_example():
-    scaled = learn_pages.attention_by_hand(*EX, scale=True)
-    np.testing.assert_allclose(scaled.scores, learn_pages.attention_by_hand(*EX).scores / math.sqrt(3))
+    scaled = hand_attention.attention_by_hand(*EX, scale=True)
+    np.testing.assert_allclose(scaled.scores, hand_attention.attention_by_hand(*EX).scores / math.sqrt(3))
     expected = torch.softmax(torch.tensor(scaled.scores), dim=-1).numpy()
     np.testing.assert_allclose(scaled.weights, expected, atol=1e-6)
-    causal = learn_pages.attention_by_hand(*EX, causal=True)
+    causal = hand_attention.attention_by_hand(*EX, causal=True)
     assert np.all(np.triu(causal.weights, 1) == 0) and causal.mask is not None and not causal.mask[0, 1]
-    np.testing.assert_allclose(causal.output[0], learn_pages.NOTES["values"][0])
+    np.testing.assert_allclose(causal.output[0], hand_attention.NOTES["values"][0])
     np.testing.assert_allclose(causal.weights.sum(axis=1), 1.0, atol=1e-6)
 
 
 def test_multi_head_steps_reproduce_the_module():
     for heads in (1, 2, 4):
-        steps = learn_pages.multi_head_by_hand(learn_pages.EXAMPLE_X, heads, seed=3, causal=heads == 2)
+        steps = hand_attention.multi_head_by_hand(hand_attention.EXAMPLE_X, heads, seed=3, causal=heads == 2)
         assert steps.q.shape == (heads, 3, 4 // heads) and steps.weights.shape == (heads, 3, 3)
         assert steps.difference < 1e-12
         np.testing.assert_allclose(steps.concat, np.concatenate(list(steps.head_outputs), axis=1))
         np.testing.assert_allclose(steps.output, steps.concat @ steps.w_o, atol=1e-12)
-    a, b = (learn_pages.multi_head_by_hand(learn_pages.EXAMPLE_X, 2, seed=s) for s in (0, 1))
+    a, b = (hand_attention.multi_head_by_hand(hand_attention.EXAMPLE_X, 2, seed=s) for s in (0, 1))
     assert not np.allclose(a.output, b.output)
-    with pytest.raises(learn_pages.InputError, match="not divisible by 3 heads; pick one of 1, 2, 4"):
-        learn_pages.multi_head_by_hand(learn_pages.EXAMPLE_X, 3)
+    with pytest.raises(lesson_inputs.InputError, match="not divisible by 3 heads; pick one of 1, 2, 4"):
+        hand_attention.multi_head_by_hand(hand_attention.EXAMPLE_X, 3)
 
 
 def test_saturation_without_scaling_grows_with_d_k():
-    data = learn_pages.saturation([1, 64, 1024], keys=10, samples=300, seed=0)
+    data = hand_attention.saturation([1, 64, 1024], keys=10, samples=300, seed=0)
     plain, scaled = data[~data["scaled"]], data[data["scaled"]]
     assert list(plain["entropy"]) == sorted(plain["entropy"], reverse=True)
     assert plain["max_weight"].iloc[-1] > 0.9 > scaled["max_weight"].iloc[-1]
     assert scaled["entropy"].max() - scaled["entropy"].min() < 0.3
     np.testing.assert_allclose(scaled["score_std"], 1.0, atol=0.1)
-    pd.testing.assert_frame_equal(data, learn_pages.saturation([1, 64, 1024], keys=10, samples=300, seed=0))
-    with pytest.raises(learn_pages.InputError, match="at least one d_k"):
-        learn_pages.saturation([], 10, 300, 0)
-    with pytest.raises(learn_pages.InputError, match="number of keys"):
-        learn_pages.saturation([4], 1, 300, 0)
+    pd.testing.assert_frame_equal(data, hand_attention.saturation([1, 64, 1024], keys=10, samples=300, seed=0))
+    with pytest.raises(lesson_inputs.InputError, match="at least one d_k"):
+        hand_attention.saturation([], 10, 300, 0)
+    with pytest.raises(lesson_inputs.InputError, match="number of keys"):
+        hand_attention.saturation([4], 1, 300, 0)
 
 
 # --- positional encodings ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("k", [1, 5, 37, -4])
 def test_shift_check_error_is_below_1e_5(k):
-    check = learn_pages.shift_check(k, 200, 64)
+    check = pe_tables.shift_check(k, 200, 64)
     assert check.error64.max() < 1e-5 and check.error32.max() < 1e-5
     assert check.error64.max() < check.error32.max()
     assert check.positions[0] == max(0, -k) and check.positions[-1] == 199
-    with pytest.raises(learn_pages.InputError, match="no position"):
-        learn_pages.shift_check(-300, 200, 64)
+    with pytest.raises(lesson_inputs.InputError, match="no position"):
+        pe_tables.shift_check(-300, 200, 64)
 
 
 def test_similarity_depends_on_the_distance_only():
-    table = learn_pages.pe_table(60, 32)
-    profile = learn_pages.similarity_profile(learn_pages.dot_similarity(table))
+    table = pe_tables.pe_table(60, 32)
+    profile = pe_tables.similarity_profile(pe_tables.dot_similarity(table))
     assert (profile["max"] - profile["min"]).max() < 1e-5
     assert profile["mean"].iloc[0] == pytest.approx(16)
     assert profile["mean"].iloc[1] > profile["mean"].iloc[10]
     assert list(profile["pairs"][:2]) == [60, 59]
-    assert learn_pages.pe_table(4, 8, double=True).dtype == np.float64
+    assert pe_tables.pe_table(4, 8, double=True).dtype == np.float64
 
 
 def test_training_max_length(tmp_path):
-    assert learn_pages.training_max_length(tmp_path, None) == (None, "")
+    assert pe_tables.training_max_length(tmp_path, None) == (None, "")
     facts = facts_from_run(TrainConfig(model=ModelConfig(vocab_size=64), max_len=100), [])
-    assert learn_pages.training_max_length(None, facts) == (100, "training_facts.json (max_len: the longest training "
-                                                            "pair kept)")
+    assert pe_tables.training_max_length(None, facts) == (100, "training_facts.json (max_len: the longest training "
+                                                          "pair kept)")
     (tmp_path / "training_log.jsonl").write_text('{"event": "start", "max_len": 64}\n')
-    assert learn_pages.training_max_length(tmp_path, facts) == (64, "training_log.jsonl (max_len)")
+    assert pe_tables.training_max_length(tmp_path, facts) == (64, "training_log.jsonl (max_len)")
 
 
 def test_positional_kinds(tmp_path):
@@ -172,20 +171,20 @@ def test_positional_kinds(tmp_path):
         ModelConfig(vocab_size=16, d_model=8, heads=2, positional=kind).save(tmp_path / name / "config.json")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{")
-    kinds = learn_pages.positional_kinds(tmp_path, ["a", "b", "broken", "missing"])
+    kinds = pe_tables.positional_kinds(tmp_path, ["a", "b", "broken", "missing"])
     assert kinds == {"a": "sinusoidal", "b": "learned"}
 
 
 def test_shuffle_words():
     text = "one two three four five"
-    out = learn_pages.shuffle_words(text, 7)
-    assert out != text and sorted(out.split()) == sorted(text.split()) and out == learn_pages.shuffle_words(text, 7)
-    assert learn_pages.shuffle_words("a b", 0) == "b a"
+    out = pe_tables.shuffle_words(text, 7)
+    assert out != text and sorted(out.split()) == sorted(text.split()) and out == pe_tables.shuffle_words(text, 7)
+    assert pe_tables.shuffle_words("a b", 0) == "b a"
     for bad in ("single", "same same"):
-        with pytest.raises(learn_pages.InputError, match="two different words"):
-            learn_pages.shuffle_words(bad, 0)
-    with pytest.raises(learn_pages.InputError, match="seed"):
-        learn_pages.shuffle_words(text, -1)
+        with pytest.raises(lesson_inputs.InputError, match="two different words"):
+            pe_tables.shuffle_words(bad, 0)
+    with pytest.raises(lesson_inputs.InputError, match="seed"):
+        pe_tables.shuffle_words(text, -1)
 
 
 # --- the training recipe -----------------------------------------------------------------------------------------
@@ -195,12 +194,12 @@ def test_recipe_summary_reads_the_training_facts():
                       label_smoothing=0.1)
     events = [{"event": "val", "epoch": 1, "step": 120, "val_loss": 3.0}, {"event": "val", "epoch": 2, "step": 240,
                                                                           "val_loss": 2.5}]
-    assert learn_pages.recipe_summary(facts_from_run(cfg, events)) == (
+    assert training_recipe.recipe_summary(facts_from_run(cfg, events)) == (
         "500 warm-up steps, peak lr 0.0007, label smoothing 0.1; trained for 2 epochs (240 steps, 120 per epoch)")
     cfg = TrainConfig(model=ModelConfig(vocab_size=64, d_model=32), warmup_steps=4000, lr_scale=2.0, epochs=24,
                       cooldown_epochs=3)
     events = [{"event": "val", "epoch": 24, "step": 16_728, "val_loss": 1.5}]
-    summary = learn_pages.recipe_summary(facts_from_run(cfg, events))
+    summary = training_recipe.recipe_summary(facts_from_run(cfg, events))
     assert summary.startswith("4,000 warm-up steps, lr scale 2, cooldown over the last 3 of 24 epochs")
     assert summary.endswith("trained for 24 epochs (16,728 steps, 697 per epoch)")
 
@@ -208,39 +207,40 @@ def test_recipe_summary_reads_the_training_facts():
 def test_schedule_with_a_cooldown_is_the_trainers():
     """The rate of every step of a run of 5 epochs x 7 steps with a 2-epoch cooldown, as the training loop computes
     it (`learning_rate(step + 1) * cooldown_factor(epoch, batch_index, ...)`), and zero only after the last step."""
-    cfg = learn_pages.schedule_config(64, 4, lr_peak=1e-3, epochs=5, cooldown_epochs=2)
+    cfg = training_recipe.schedule_config(64, 4, lr_peak=1e-3, epochs=5, cooldown_epochs=2)
     trainer = [learning_rate(e * 7 + b + 1, cfg) * cooldown_factor(e, b, 7, cfg) for e in range(5) for b in range(7)]
-    ours = learn_pages.schedule(cfg, range(1, 36), epoch_steps=7)
+    ours = training_recipe.schedule(cfg, range(1, 36), epoch_steps=7)
     np.testing.assert_allclose(ours, trainer)
     assert ours[21] == pytest.approx(learning_rate(22, cfg)) and ours[-1] == pytest.approx(learning_rate(35, cfg) / 14)
     assert np.all(np.diff(ours[21:]) < 0)
-    plain = learn_pages.schedule_config(64, 4, lr_peak=1e-3)
-    np.testing.assert_array_equal(learn_pages.schedule(plain, [1, 10, 35], 7),
+    plain = training_recipe.schedule_config(64, 4, lr_peak=1e-3)
+    np.testing.assert_array_equal(training_recipe.schedule(plain, [1, 10, 35], 7),
                                   [learning_rate(s, plain) for s in (1, 10, 35)])
-    with pytest.raises(learn_pages.InputError, match=r"cooldown_epochs \(3\) exceeds epochs \(2\)"):
-        learn_pages.schedule_config(64, 4, epochs=2, cooldown_epochs=3)
-    with pytest.raises(learn_pages.InputError, match="steps per epoch"):
-        learn_pages.schedule(cfg, [1], epoch_steps=0)
+    with pytest.raises(lesson_inputs.InputError, match=r"cooldown_epochs \(3\) exceeds epochs \(2\)"):
+        training_recipe.schedule_config(64, 4, epochs=2, cooldown_epochs=3)
+    with pytest.raises(lesson_inputs.InputError, match="steps per epoch"):
+        training_recipe.schedule(cfg, [1], epoch_steps=0)
 
 
 def test_schedule_is_the_trainers_learning_rate():
-    cfg = learn_pages.schedule_config(512, 4000)
-    steps = learn_pages.schedule_steps(100_000, marks=[4000])
+    cfg = training_recipe.schedule_config(512, 4000)
+    steps = training_recipe.schedule_steps(100_000, marks=[4000])
     assert 4000 in steps and steps[0] == 1 and steps[-1] == 100_000
     reference = TrainConfig(model=ModelConfig(d_model=512), warmup_steps=4000)
-    np.testing.assert_array_equal(learn_pages.schedule(cfg, steps), [learning_rate(int(s), reference) for s in steps])
-    assert learn_pages.schedule(cfg, [4000])[0] == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
-    peak = learn_pages.schedule(learn_pages.schedule_config(256, 500, lr_peak=7e-4), [500])[0]
+    np.testing.assert_array_equal(training_recipe.schedule(cfg, steps),
+                                  [learning_rate(int(s), reference) for s in steps])
+    assert training_recipe.schedule(cfg, [4000])[0] == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
+    peak = training_recipe.schedule(training_recipe.schedule_config(256, 500, lr_peak=7e-4), [500])[0]
     assert peak == pytest.approx(7e-4)
-    with pytest.raises(learn_pages.InputError, match="warm-up steps"):
-        learn_pages.schedule_config(512, 0)
-    with pytest.raises(learn_pages.InputError, match="number of steps"):
-        learn_pages.schedule_steps(5)
+    with pytest.raises(lesson_inputs.InputError, match="warm-up steps"):
+        training_recipe.schedule_config(512, 0)
+    with pytest.raises(lesson_inputs.InputError, match="number of steps"):
+        training_recipe.schedule_steps(5)
 
 
 @pytest.mark.parametrize("eps, vocab, target", [(0.1, 10, 3), (0.0, 5, 1), (0.5, 1000, 999)])
 def test_smoothed_target_is_read_off_the_loss(eps, vocab, target):
-    q = learn_pages.smoothed_target(eps, vocab, target)
+    q = training_recipe.smoothed_target(eps, vocab, target)
     expected = np.full(vocab, eps / vocab)
     expected[target] += 1 - eps
     np.testing.assert_allclose(q, expected, atol=1e-6)
@@ -248,12 +248,12 @@ def test_smoothed_target_is_read_off_the_loss(eps, vocab, target):
 
 
 def test_smoothed_target_rejects_bad_values():
-    with pytest.raises(learn_pages.InputError, match="<pad>"):
-        learn_pages.smoothed_target(0.1, 10, 0)
-    with pytest.raises(learn_pages.InputError, match="target token must be from 0 to 9"):
-        learn_pages.smoothed_target(0.1, 10, 10)
-    with pytest.raises(learn_pages.InputError, match="label smoothing"):
-        learn_pages.smoothed_target(1.5, 10, 1)
+    with pytest.raises(lesson_inputs.InputError, match="<pad>"):
+        training_recipe.smoothed_target(0.1, 10, 0)
+    with pytest.raises(lesson_inputs.InputError, match="target token must be from 0 to 9"):
+        training_recipe.smoothed_target(0.1, 10, 10)
+    with pytest.raises(lesson_inputs.InputError, match="label smoothing"):
+        training_recipe.smoothed_target(1.5, 10, 1)
 
 
 def test_architecture_stages(model):
@@ -275,7 +275,7 @@ def test_architecture_stages(model):
 
 
 def test_peak_tensor_memory_counts_live_tensors():
-    tracker = learn_pages.PeakTensorMemory()
+    tracker = layer_memory.PeakTensorMemory()
     with tracker:
         a = torch.zeros(256, 1024)  # 1 MiB
         b = a + 1  # another MiB while a is alive
@@ -286,19 +286,19 @@ def test_peak_tensor_memory_counts_live_tensors():
 
 
 def test_measure_layers_shows_the_quadratic_memory():
-    data = learn_pages.measure_layers([16, 128], d_model=32, heads=4, kernel=3, repeats=1)
-    assert list(data["layer"].unique()) == list(learn_pages.LAYER_NAMES) and (data["ms"] > 0).all()
+    data = layer_memory.measure_layers([16, 128], d_model=32, heads=4, kernel=3, repeats=1)
+    assert list(data["layer"].unique()) == list(layer_memory.LAYER_NAMES) and (data["ms"] > 0).all()
     memory = data.pivot(index="n", columns="layer", values="peak_mib")
     ratio = memory.loc[128] / memory.loc[16]
-    assert ratio[learn_pages.LAYER_NAMES[0]] > 20 > 10 > ratio[learn_pages.LAYER_NAMES[2]]  # n² vs n
-    with pytest.raises(learn_pages.InputError, match="sequence length"):
-        learn_pages.measure_layers([5000], 32, 4)
-    with pytest.raises(learn_pages.InputError, match="kernel"):
-        learn_pages.measure_layers([16], 32, 4, kernel=0)
+    assert ratio[layer_memory.LAYER_NAMES[0]] > 20 > 10 > ratio[layer_memory.LAYER_NAMES[2]]  # n² vs n
+    with pytest.raises(lesson_inputs.InputError, match="sequence length"):
+        layer_memory.measure_layers([5000], 32, 4)
+    with pytest.raises(lesson_inputs.InputError, match="kernel"):
+        layer_memory.measure_layers([16], 32, 4, kernel=0)
 
 
 def test_labelled():
-    frame = learn_pages.labelled(np.eye(2), "q", ["a", "b"])
+    frame = typed_matrices.labelled(np.eye(2), "q", ["a", "b"])
     assert list(frame.index) == ["q1", "q2"] and list(frame.columns) == ["a", "b"]
 
 
@@ -361,7 +361,7 @@ def test_decoding_figures():
 def test_positional_figures_label_the_models_own_layout(layout, frequencies, axis, pair_3, formula):
     """Every axis, hover and title of the PE figures follows the model's layout and frequencies (issue 38: a Marian
     model's heatmap drew halves under an 'even = sin, odd = cos' axis)."""
-    table = learn_pages.pe_table(20, 16, layout=layout, frequencies=frequencies)
+    table = pe_tables.pe_table(20, 16, layout=layout, frequencies=frequencies)
     matrix = spec(pe_lab_figures.pe_matrix_figure(table, "PE", layout=layout))
     assert axis in matrix["layout"]["xaxis"]["title"]["text"]
     kinds = matrix["data"][0]["customdata"][0]
@@ -370,7 +370,7 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
     heat = spec(positional_trace_figures.positional_heatmap(table, [f"t{i}" for i in range(20)], layout=layout))
     assert axis in heat["layout"]["xaxis"]["title"]["text"]
     assert f"dimension 8 ({'cos' if halves else 'sin'})" in heat["data"][0]["customdata"][0][8]
-    waves = spec(pe_lab_figures.wavelength_figure(learn_pages.pair_wavelengths(16, frequencies), layout=layout,
+    waves = spec(pe_lab_figures.wavelength_figure(pe_tables.pair_wavelengths(16, frequencies), layout=layout,
                                                   frequencies=frequencies))
     assert waves["data"][0]["customdata"][3] == pair_3 and formula in waves["layout"]["title"]["text"]
     assert [t["name"] for t in waves["data"][1:]] == ["2π (the shortest)", "10000·2π (the longest)"]  # a legend
@@ -378,21 +378,21 @@ def test_positional_figures_label_the_models_own_layout(layout, frequencies, axi
 
 
 def test_positional_figures():
-    table = learn_pages.pe_table(50, 16)
+    table = pe_tables.pe_table(50, 16)
     fig = spec(pe_lab_figures.pe_matrix_figure(table, "PE", {"max_positions = 40": 40}))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), table)
     assert fig["layout"]["shapes"][0]["y0"] == 40
-    fig = spec(pe_lab_figures.wavelength_figure(learn_pages.pair_wavelengths(16)))
+    fig = spec(pe_lab_figures.wavelength_figure(pe_tables.pair_wavelengths(16)))
     assert fig["layout"]["yaxis"]["type"] == "log"
     with pytest.raises(ValueError, match="out of range"):
         pe_lab_figures.dimension_curves_figure(table, [16])
     fig = spec(pe_lab_figures.dimension_curves_figure(table, [0, 3], {"training": 20}))
     assert [t["name"] for t in fig["data"]] == ["dim 0 (sin)", "dim 3 (cos)"]
-    similarity = learn_pages.dot_similarity(table)
+    similarity = pe_tables.dot_similarity(table)
     spec(pe_lab_figures.similarity_figure(similarity, "S", {"m": 10}))
-    fig = spec(pe_lab_figures.profile_figure(learn_pages.similarity_profile(similarity), 16))
+    fig = spec(pe_lab_figures.profile_figure(pe_tables.similarity_profile(similarity), 16))
     assert fig["data"][1]["name"] == "mean over pairs"
-    check = learn_pages.shift_check(3, 50, 16)
+    check = pe_tables.shift_check(3, 50, 16)
     fig = spec(pe_lab_figures.shift_matrix_figure(check.matrix, 3, 4))
     np.testing.assert_allclose(arr(fig["data"][0]["z"]), check.matrix[:4, :4])
     fig = spec(pe_lab_figures.shift_error_figure(check))
@@ -405,23 +405,23 @@ def test_positional_figures():
 
 
 def test_attention_by_hand_figures():
-    causal = learn_pages.attention_by_hand(*EX, causal=True)
+    causal = hand_attention.attention_by_hand(*EX, causal=True)
     fig = spec(by_hand_figures.weights_figure(causal.weights, ["x1", "x2", "x3"], "W", mask=causal.mask))
     assert fig["data"][0]["text"][0][1] == "0 (masked)" and fig["data"][0]["text"][0][0] == "1.0000"
-    data = learn_pages.saturation([1, 16], 8, 100, 0)
+    data = hand_attention.saturation([1, 16], 8, 100, 0)
     fig = spec(by_hand_figures.saturation_figure(data, 8))
     assert len(fig["data"]) == 4 and fig["layout"]["xaxis"]["type"] == "log"
-    steps = learn_pages.multi_head_by_hand(learn_pages.EXAMPLE_X, 4)
+    steps = hand_attention.multi_head_by_hand(hand_attention.EXAMPLE_X, 4)
     assert len(spec(by_hand_figures.heads_figure(steps.weights, ["a", "b", "c"], "H"))["data"]) == 4
 
 
 def test_training_figures():
-    cfg = learn_pages.schedule_config(64, 10)
-    steps = learn_pages.schedule_steps(100)
+    cfg = training_recipe.schedule_config(64, 10)
+    steps = training_recipe.schedule_steps(100)
     logged = pd.DataFrame({"step": [20, 40], "lr": [1e-3, 2e-3]})
-    fig = spec(training_figures.lr_figure(steps, learn_pages.schedule(cfg, steps), "x", logged, 10))
+    fig = spec(training_figures.lr_figure(steps, training_recipe.schedule(cfg, steps), "x", logged, 10))
     assert fig["data"][1]["name"] == "the model's logged lr"
-    fig = spec(training_figures.smoothing_figure(learn_pages.smoothed_target(0.1, 100, 7), 7, shown=10))
+    fig = spec(training_figures.smoothing_figure(training_recipe.smoothed_target(0.1, 100, 7), 7, shown=10))
     assert len(fig["data"][0]["x"]) == 10 and "90 more tokens" in fig["layout"]["title"]["text"]
     events = [{"event": "train", "step": 20, "loss": 5.0, "nll": 4.0, "lr": 1e-4, "tokens_per_s": 100.0},
               {"event": "val", "step": 20, "val_loss": 4.5, "val_bleu": 2.0}, {"event": "start"}]
@@ -435,6 +435,6 @@ def test_training_figures():
     text = " ".join(a["text"] for a in figure["layout"]["annotations"])
     assert "weights (1, 2, 4, 4)" in text and "weights (1, 2, 3, 4)" in text and "× 5</b>" in text
     data = pd.DataFrame([{"layer": name, "n": n, "ms": 1.0, "peak_mib": n / 10} for n in (8, 16)
-                         for name in learn_pages.LAYER_NAMES])
+                         for name in layer_memory.LAYER_NAMES])
     fig = spec(training_figures.complexity_figure(data))
     assert len(fig["data"]) == 8 and fig["layout"]["xaxis"]["type"] == "log"

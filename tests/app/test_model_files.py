@@ -9,7 +9,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 from support.app import APP, TINY_MODEL  # noqa: E402
 
-from viz_model.lessons import learn_pages  # noqa: E402
+from viz_model.lessons import lesson_inputs, pe_tables, training_recipe  # noqa: E402
 
 
 def open_training_page(assets: Path) -> AppTest:
@@ -29,7 +29,7 @@ def test_a_training_log_linking_out_of_the_model_directory_is_not_read(tiny, tmp
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
     assert "The training log is not read" in warnings and "outside the model directory" in warnings
-    assert learn_pages.training_max_length(tmp_path / TINY_MODEL, None)[0] is None  # the linked file's 7 is not used
+    assert pe_tables.training_max_length(tmp_path / TINY_MODEL, None)[0] is None  # the linked file's 7 is not used
 
 
 def test_an_oversized_training_log_is_refused(tiny, tmp_path):
@@ -38,8 +38,8 @@ def test_an_oversized_training_log_is_refused(tiny, tmp_path):
     with log.open("wb") as f:
         f.truncate(64 * 1024**2 + 1)
     try:
-        learn_pages.training_events(tmp_path / TINY_MODEL)
-    except learn_pages.InputError as err:
+        training_recipe.training_events(tmp_path / TINY_MODEL)
+    except lesson_inputs.InputError as err:
         assert "training_log.jsonl" in str(err) and "more than" in str(err)
     else:
         raise AssertionError("an oversized log was read")
@@ -49,7 +49,7 @@ def test_a_second_models_config_linking_out_is_skipped(tiny, tmp_path):
     shutil.copytree(tiny / TINY_MODEL, tmp_path / TINY_MODEL)
     (tmp_path / "linked").mkdir()
     (tmp_path / "linked" / "config.json").symlink_to(tiny / TINY_MODEL / "config.json")
-    kinds = learn_pages.positional_kinds(tmp_path, [TINY_MODEL, "linked"])
+    kinds = pe_tables.positional_kinds(tmp_path, [TINY_MODEL, "linked"])
     assert kinds == {TINY_MODEL: "sinusoidal"}
 
 

@@ -14,7 +14,7 @@ from support.app import APP, TINY_MODEL, arr  # noqa: E402
 import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
 from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
-from viz_model.lessons import learn_pages
+from viz_model.lessons import layer_memory, lesson_inputs, pe_tables
 from viz_model.plot import analysis_figures, figure_style, map_figures  # noqa: E402
 
 GRANDMOTHER = "My grandmother bakes bread every Sunday morning."
@@ -90,7 +90,7 @@ def test_a_paste_over_the_limit_is_named_not_dropped(tiny):
 def test_positional_page_and_input_warnings_agree_on_the_training_length(tiny):
     model = viz_model.load(tiny / TINY_MODEL, device="cpu")
     longest = model.training_stats.max_source_tokens
-    assert learn_pages.training_max_length(model.directory, model.card, model.training_stats)[0] == longest
+    assert pe_tables.training_max_length(model.directory, model.card, model.training_stats)[0] == longest
     at = start(sentence="Two dogs play.")
     ok(at.switch_page("views/positional.py").run())
     shown = "\n".join(c.value for c in at.caption)
@@ -109,18 +109,19 @@ def test_measurement_warms_every_layer_at_every_length_before_timing():
     def layer(name: str):
         return lambda x: seen.append((name, x.shape[1])) or x * 2
 
-    table = learn_pages.measure_layers([32, 16], 16, 2, repeats=3, layers={"a": layer("a"), "b": layer("b")})
+    table = layer_memory.measure_layers([32, 16], 16, 2, repeats=3, layers={"a": layer("a"), "b": layer("b")})
     assert sorted(seen[:4]) == [("a", 16), ("a", 32), ("b", 16), ("b", 32)]  # the warm-up
     assert seen[4:] == [(name, n) for n in (16, 32) for name in "ab" for _ in range(3 + 1)]
     assert table[["layer", "n"]].values.tolist() == [["a", 16], ["b", 16], ["a", 32], ["b", 32]]
     assert (table["peak_mib"] > 0).all()  # x * 2 makes a tensor, counted as the layer's memory
-    assert list(learn_pages.compared_layers(16, 2, 3)) == list(learn_pages.LAYER_NAMES)  # what the page measures
+    assert list(layer_memory.compared_layers(16, 2, 3)) == list(layer_memory.LAYER_NAMES)  # what the page measures
 
 
 def test_measurement_refuses_more_memory_than_the_server_allows():
-    with pytest.raises(learn_pages.InputError, match="limit per request is 256 MB"):
-        learn_pages.measure_layers([2048], 2048, 256)
-    assert learn_pages.measure_memory_bytes(1024, 512, 8, 3) < learn_pages.MAX_MEASURE_BYTES  # the page's defaults fit
+    with pytest.raises(lesson_inputs.InputError, match="limit per request is 256 MB"):
+        layer_memory.measure_layers([2048], 2048, 256)
+    # the page's defaults fit
+    assert layer_memory.measure_memory_bytes(1024, 512, 8, 3) < layer_memory.MAX_MEASURE_BYTES
 
 
 # --- 7. rows labelled by the token they predict say so ---------------------------------------------------------------

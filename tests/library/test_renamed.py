@@ -48,7 +48,7 @@ def test_no_old_path_is_a_file_and_no_two_modules_of_the_four_share_a_name():
 
 def test_the_old_names_import_in_a_fresh_process_as_a_user_of_0_2_wrote_them():
     code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-            "from viz_model.lessons.learn_pages import attention_by_hand\n"
+            "from viz_model.lessons.hand_attention import attention_by_hand\n"
             "try:\n    from viz_model.lessons.teaching import attention_by_hand as old\n"
             "except DeprecationWarning as warning:\n    print(warning)\n"
             "warnings.simplefilter('ignore', DeprecationWarning)\n"
@@ -57,7 +57,8 @@ def test_the_old_names_import_in_a_fresh_process_as_a_user_of_0_2_wrote_them():
             "print(attention.__name__, corpus.analyze_corpus.__module__)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.splitlines() == [
-        "viz_model.lessons.teaching is deprecated and goes in the next release: import viz_model.lessons.learn_pages",
+        "viz_model.lessons.teaching is deprecated and goes in the next release: "
+        "import viz_model.lessons.hand_attention",
         "viz_model.plot.map_figures viz_model.analysis.corpus_attention"]
 
 
