@@ -18,14 +18,12 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
-from .alibi import ALiBi
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .linear import Linear, linear
 from .model import EncoderLayer, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
-from .positional import LearnedPositions, SinusoidalPositions, normal_embedding
-from .rope_scaling import scaled_frequencies
-from .rotary import Rotary
+from .position_setup import input_positions, score_schemes
+from .positional import normal_embedding
 from .score_position import ScorePosition
 from .score_recipe import ScoreRecipe, laid_out
 
@@ -128,29 +126,13 @@ class CausalLM(nn.Module):
                              f"{cfg.positional!r}")
         self.config = cfg
         self.embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5)
-        self.positions: nn.Module | None = None
-        if cfg.positional == "learned":
-            self.positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
-        elif cfg.positional == "sinusoidal":
-            self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.sinusoid_layout,
-                                                 cfg.sinusoid_frequencies, cfg.position_offset)
+        self.positions = input_positions(cfg)
         self.embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.embedding_norm else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(CausalLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
         self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.scheme: Rotary | ALiBi | None = None
-        self.local_scheme: Rotary | None = None
-        if cfg.positional == "rope":
-            with torch.device("cpu"):  # also where the model is built on the meta device to be loaded
-                frequencies = scaled_frequencies(cfg.d_head, cfg.rope_base, cfg.rope_scaling, cfg.rope_factor,
-                                                 cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
-                                                 cfg.rope_original_max_positions)
-            self.scheme = Rotary(cfg.d_head, cfg.rope_base, frequencies)
-            if cfg.local_rope_base is not None:  # Gemma 3's sliding layers
-                self.local_scheme = Rotary(cfg.d_head, cfg.local_rope_base)
-        elif cfg.positional == "alibi":
-            self.scheme = ALiBi(cfg.heads, cfg.alibi_max_bias)
+        self.scheme, self.local_scheme = score_schemes(cfg)
         self.reset_parameters()
 
     @classmethod

@@ -27,7 +27,8 @@ from .attention import AttentionRecord, KVCache, MultiHeadAttention, causal_mask
 from .kinds import check_kind
 from .linear import Linear, linear
 from .norms import make_norm, normed
-from .positional import LearnedPositions, SinusoidalPositions, check_positions, normal_embedding
+from .position_setup import input_positions, score_schemes
+from .positional import SinusoidalPositions, check_positions, normal_embedding
 from .relative_bias import RelativePositionBias
 from .rotary import Rotary
 from .score_position import ScorePosition
@@ -373,23 +374,16 @@ class Transformer(nn.Module):
         else:
             self.tgt_embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5, cfg.pad_id)
             self.output_projection = Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.src_positions: nn.Module | None = None
-        self.tgt_positions: nn.Module | None = None
-        if cfg.positional == "sinusoidal":
-            self.src_positions = self.tgt_positions = SinusoidalPositions(
-                cfg.max_positions, cfg.d_model, cfg.sinusoid_layout, cfg.sinusoid_frequencies, cfg.position_offset)
-        elif cfg.positional == "learned":
-            self.src_positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
-            self.tgt_positions = LearnedPositions(cfg.max_positions, cfg.d_model, cfg.position_offset)
+        self.src_positions = input_positions(cfg)
+        # learned positions are a table per side; the sinusoids' one table (no weights) serves both
+        self.tgt_positions = input_positions(cfg) if cfg.positional == "learned" else self.src_positions
         self.encoder_position_bias = self.decoder_position_bias = None
         if cfg.positional == "relative":  # the learned tables of T5's bias, one per stack
             self.encoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
                                                               cfg.relative_max_distance, bidirectional=True)
             self.decoder_position_bias = RelativePositionBias(cfg.heads, cfg.relative_buckets,
                                                               cfg.relative_max_distance, bidirectional=False)
-        # RoPE's or ALiBi's rule, without parameters, for both stacks; built once, not at every decoding step
-        self.parameter_free_scheme = Rotary(cfg.d_head, cfg.rope_base) if cfg.positional == "rope" else \
-            ALiBi(cfg.heads, cfg.alibi_max_bias) if cfg.positional == "alibi" else None
+        self.parameter_free_scheme, _ = score_schemes(cfg)  # RoPE's or ALiBi's rule, for both stacks
         # a bias on the output logits (Marian's final_logits_bias), saved with the weights; None when unused
         self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
         # ids the model never outputs (their logits are -inf), a buffer so it follows the model's device
