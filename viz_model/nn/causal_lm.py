@@ -20,7 +20,7 @@ from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .linear import Linear, linear
-from .model import EncoderLayer, _with_stream, with_cpu_storage
+from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
 from .position_setup import input_positions, score_schemes
 from .positional import normal_embedding
@@ -28,16 +28,20 @@ from .score_position import ScorePosition
 from .score_recipe import ScoreRecipe, laid_out
 
 
-class CausalLayer(EncoderLayer):
-    """The encoder layer's self-attention and feed-forward network, the attention masked and cached as it decodes
-    (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None)."""
+class CausalLayer(nn.Module):
+    """Self-attention, masked and cached as it decodes, then the feed-forward network: the encoder layer's
+    sub-layers (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
-        if cfg.attention_only:
+        super().__init__()
+        self.self_attn = _attention(cfg)
+        self.ffn: FeedForward | None = _feed_forward(cfg)
+        self.attn_residual = _residual(cfg)
+        self.ffn_residual: Residual | None = _residual(cfg)
+        if cfg.attention_only:  # built, then dropped: a seed draws the same initial weights as it always did
             self.ffn = self.ffn_residual = None
 
-    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,  # type: ignore[override]
+    def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,
                 cache: KVCache | None = None, position: ScorePosition | None = None,
                 head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None, KVCache]:
         """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far."""

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
+from .causal_lm import CausalLayer
 from .model import DecoderLayer, EncoderLayer, FeedForward, Transformer
 
 Parts = tuple[tuple[Tensor, Tensor | None], ...]
@@ -81,7 +82,7 @@ def with_search_layers(module: nn.Module, make_linear: LinearFactory) -> nn.Modu
     if isinstance(module, nn.Linear):
         return make_linear(parts(module)).train(module.training)
     fused: dict[str, nn.Module] = {}
-    if isinstance(module, EncoderLayer | DecoderLayer):
+    if isinstance(module, EncoderLayer | DecoderLayer | CausalLayer):
         fused["self_attn"] = FusedSelfAttention(module.self_attn, make_linear)
         if module.ffn is not None and module.ffn.w_3 is not None:  # an attention-only layer has none
             fused["ffn"] = FusedGatedFeedForward(module.ffn, make_linear)
