@@ -13,11 +13,8 @@ from .config import ConfigError, ModelConfig, TrainConfig
 from .language_model import LanguageModel
 from .modeldir.checkpoint import CheckpointError
 from .nn.model import HeadMask, Transformer
-from .renamed import register as _register_renamed
 from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError
-
-_register_renamed()  # the module paths 0.3 renamed still import, with a DeprecationWarning
 
 __all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
            "LanguageModel", "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",

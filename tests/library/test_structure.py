@@ -103,7 +103,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("search", ["viz_model.search.*"]),
     ("Hugging Face folders", ["viz_model.hf.*"]),
     ("face", ["viz_model.trace", "viz_model.language_model", "viz_model.api", "viz_model.translation_tasks",
-              "viz_model", "viz_model.command_line", "viz_model.renamed", "viz_model.workers", "viz_model.on_demand"]),
+              "viz_model", "viz_model.command_line", "viz_model.workers", "viz_model.on_demand"]),
     ("analysis", ["viz_model.analysis.*"]),
     ("attribution", ["viz_model.attribution.*"]),
     ("lessons", ["viz_model.lessons.*"]),

@@ -21,9 +21,6 @@ through its door, `viz_model.TranslationModel` (`translate_ids`, `forced_passes`
 never around it to the search.
 """
 
-import importlib
-from types import ModuleType
-
 from .ablation import AblationResult, HeadMaskedNetwork, ablate, all_heads, head_importance, head_mask_for
 from .corpus_attention import CorpusAnalysis, SentenceAttention, analyze_corpus, iter_attentions
 from .head_stats import (
@@ -68,13 +65,3 @@ __all__ = ["AblationResult", "Alignment", "CorpusAnalysis", "HEAD_IMPORTANCE_FIL
            "map_statistics", "parse_pharaoh", "read_head_importance", "read_head_stats", "read_head_stats_sentences",
            "read_pharaoh", "role_summary", "sentence_statistics", "word_attention", "write_head_importance",
            "write_head_stats", "write_table"]
-
-
-OLD_SUBMODULES = ("alignment", "corpus")  # 0.2 imported them here (`viz_model.renamed`)
-
-
-def __getattr__(name: str) -> ModuleType:
-    """0.2's submodules of this package by their old names, for one release, with a DeprecationWarning."""
-    if name in OLD_SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,7 @@ modules; this module names the ones a notebook needs most.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from types import ModuleType
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -63,13 +61,3 @@ def beam_tree(tree: BeamTree, model: TranslationModel | Callable[[int], str]) ->
 def head_roles(table: pd.DataFrame, model: TranslationModel, title: str = "The role of every head") -> go.Figure:
     """The role of every head (a table from `viz_model.analysis` / `viz-model analyze`), one grid per kind."""
     return role_grid(table, layer_counts(model.config), model.config.heads, title)
-
-
-OLD_SUBMODULES = ("analysis", "attention", "teaching")  # 0.2 imported them here (`viz_model.renamed`)
-
-
-def __getattr__(name: str) -> ModuleType:
-    """0.2's submodules of this package by their old names, for one release, with a DeprecationWarning."""
-    if name in OLD_SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

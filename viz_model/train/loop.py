@@ -38,7 +38,6 @@ from ..config.recipe import cooldown_factor, learning_rate
 from ..data.shard import Distributed, setup_distributed
 from ..modeldir.checkpoint import atomic_write_bytes, network_class, save_weights
 from ..nn.model import Transformer
-from ..renamed import moved_name
 from ..tokenization.tokenizer import Tokenizer, train_tokenizer
 from .checkpoints import (
     CONFIG_FILE,
@@ -414,8 +413,3 @@ def finish(model: Network, tokenizer: Tokenizer, cfg: TrainConfig, run_dir: Path
     log.write("test", averaged=[p.name for p in checkpoints], results=results)
     write_model_dir(model, tokenizer, cfg, run_dir, out_dir, results, [p.name for p in checkpoints])
     model.to(device)
-
-
-def __getattr__(name: str) -> Any:
-    """Names that moved to another module (`viz_model.renamed.MOVED_NAMES`), for one release, with a warning."""
-    return moved_name(__name__, name)
