@@ -146,7 +146,7 @@ REFERENCE_MODEL = "multi30k-en-de"  # the shipped model of the issue's reference
 
 
 def default_model_dir() -> Path:
-    from viz_model.api import ASSETS_DIR
+    from viz_model.modeldir.shipped import ASSETS_DIR
 
     return Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / REFERENCE_MODEL
 
@@ -154,8 +154,8 @@ def default_model_dir() -> Path:
 def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
     """(TranslationModel, mode "trained" | "random", description)."""
     import viz_model
-    from viz_model.api import TranslationModel
     from viz_model.config import ModelConfig
+    from viz_model.kinds.translator import TranslationModel
     from viz_model.nn.model import Transformer
     from viz_model.tokenization.tokenizer import Tokenizer
 

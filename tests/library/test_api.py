@@ -10,9 +10,13 @@ import pytest
 import torch
 
 import viz_model
-from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, available_models, resolve_device
+from viz_model.data.typed_text import MAX_INPUT_CHARS
+from viz_model.modeldir.shipped import available_models
+from viz_model.nn.devices import resolve_device
 from viz_model.nn.model import HeadMask
 from viz_model.nn.positional import sinusoidal_table
+from viz_model.search.requests import MAX_TOP_K
+from viz_model.search.settings import MAX_BEAM
 from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID, UNK_ID, word_ids
 
 TEXT = "Two dogs are playing in the snow."
@@ -306,7 +310,7 @@ def test_resolve_device():
 
 def test_request_is_the_one_check_of_a_translation(tiny_model):
     """`request` checks text and target and gives the ids `trace` uses; a length is a `TooLong` with its numbers."""
-    from viz_model.api import TooLong
+    from viz_model.search.requests import TooLong
 
     checked = tiny_model.request("A man is running.", "Ein Mann läuft.")
     trace = tiny_model.trace("A man is running.", target="Ein Mann läuft.")
@@ -322,3 +326,18 @@ def test_request_is_the_one_check_of_a_translation(tiny_model):
     with pytest.raises(ValueError, match="the sentence is empty"):
         tiny_model.request(" ", names=("the sentence", "the target text"))
     assert len(tiny_model.request("word " * limit, truncate=True).source_ids) == limit
+
+
+def test_precision_is_the_one_name_of_the_search_precision(random_net, tokenizer):
+    """CPU, float32: `with_precision` / ``precision=`` choose the search's precision; `with_search` / ``search=``,
+    their names before a rename that was never released, are gone."""
+    from viz_model import TranslationModel
+
+    model = TranslationModel(random_net, tokenizer, "tiny", device="cpu", precision="fp32")
+    assert model.search_precision == "fp32" and model.with_precision("fp32") is model
+    assert model.with_precision("int8").search_precision == "int8"
+    assert not hasattr(model, "with_search")
+    with pytest.raises(TypeError, match="search"):
+        TranslationModel(random_net, tokenizer, "tiny", device="cpu", search="fp32")
+    with pytest.raises(ValueError, match="search precision must be one of"):
+        model.with_precision("fp16")

@@ -18,12 +18,12 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import TranslationModel
 from ..config import ModelConfig
 from ..config.checks import check_int
 from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
+from ..kinds.translator import TranslationModel
 from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import HeadMask

@@ -19,9 +19,9 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import Search, TranslationModel
 from ..data import shard
 from ..data.batching import DEFAULT_BATCH_TOKENS, decoder_input
+from ..kinds.translator import Search, TranslationModel
 from ..nn.arrays import to_numpy
 from ..tokenization.tokenizer import word_ids
 from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics

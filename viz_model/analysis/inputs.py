@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..api import TranslationModel, check_text
 from ..config.checks import check_int
-from ..language_model import LanguageModel
+from ..data.typed_text import check_text
+from ..kinds.language_model import LanguageModel
+from ..kinds.translator import TranslationModel
 
 
 def refuse_language_model(model: object, method: str, reason: str = "reads cross-attention, which a decoder-only "

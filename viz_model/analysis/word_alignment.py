@@ -27,9 +27,9 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..api import TranslationModel
 from ..config.checks import check_int
 from ..data.textfiles import open_text
+from ..kinds.translator import TranslationModel
 from ..tokenization.tokenizer import WORD_START, word_ids
 from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS

@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 from ..analysis.inputs import refuse_language_model
 from ..analysis.word_alignment import Alignment
-from ..api import worker_model
 from ..config.checks import check_int
 from ..data import shard
+from ..workers import worker_model
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, check_steps, check_tolerance
 from .method_aer import AerCounter

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
 from ..nn.arrays import to_numpy
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Transformer

@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.ablation import layer_counts
-from ..api import TranslationModel
+from ..kinds.translator import TranslationModel
 from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
 from .analysis_figures import role_grid
