@@ -217,7 +217,6 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace, language_models: bool = False):
     """The model of ``--model``; a decoder-only language model refused in one line unless `language_models`."""
     from ..api import load
-    from ..kinds.translator import TranslationModel
     from ..modeldir.checkpoint import is_decoder_only
 
     if language_models:
@@ -227,7 +226,7 @@ def _load(args: argparse.Namespace, language_models: bool = False):
     if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --precision is refused
         raise language_model
     model = load(args.model, device=args.device, precision=args.precision)
-    if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel (a hub id's)
+    if "cross" not in model.attention_kinds:  # a decoder-only LanguageModel (a hub id's)
         raise language_model
     return model
 

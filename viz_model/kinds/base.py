@@ -76,8 +76,8 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 class PerKind(Generic[Function]):
-    """One analysis's function for each kind of model, registered by the kind's name; called with a model, it runs
-    that model's kind's function. A kind without one gets `refusal` (a ValueError) naming the analysis."""
+    """One analysis's function for each kind of model, registered by the kind's name: `of` a model is its kind's
+    (the caller calls it, so the call goes down the layers); a kind without one is refused in one line."""
 
     def __init__(self, analysis: str) -> None:
         self.analysis = analysis
@@ -90,8 +90,9 @@ class PerKind(Generic[Function]):
             return function
         return add
 
-    def __call__(self, model: ModelKind, *args: Any, **kwargs: Any) -> Any:
+    def of(self, model: ModelKind) -> Function:
+        """The function of `model`'s kind; a ValueError naming the analysis where its kind has none."""
         function = self.functions.get(model.kind)
         if function is None:
             raise ValueError(f"{self.analysis} does not apply to {model.description}")
-        return function(model, *args, **kwargs)
+        return function
