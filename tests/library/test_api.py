@@ -326,18 +326,3 @@ def test_request_is_the_one_check_of_a_translation(tiny_model):
     with pytest.raises(ValueError, match="the sentence is empty"):
         tiny_model.request(" ", names=("the sentence", "the target text"))
     assert len(tiny_model.request("word " * limit, truncate=True).source_ids) == limit
-
-
-def test_precision_is_the_one_name_of_the_search_precision(random_net, tokenizer):
-    """CPU, float32: `with_precision` / ``precision=`` choose the search's precision; `with_search` / ``search=``,
-    their names before a rename that was never released, are gone."""
-    from viz_model import TranslationModel
-
-    model = TranslationModel(random_net, tokenizer, "tiny", device="cpu", precision="fp32")
-    assert model.search_precision == "fp32" and model.with_precision("fp32") is model
-    assert model.with_precision("int8").search_precision == "int8"
-    assert not hasattr(model, "with_search")
-    with pytest.raises(TypeError, match="search"):
-        TranslationModel(random_net, tokenizer, "tiny", device="cpu", search="fp32")
-    with pytest.raises(ValueError, match="search precision must be one of"):
-        model.with_precision("fp16")
