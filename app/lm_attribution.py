@@ -12,7 +12,7 @@ from app.sessions import ModelRef, load_model
 from viz_model.attribution import Attribution, attribute_continuation
 from viz_model.attribution.long_prompt import refusals
 from viz_model.attribution.scoring import CROSS_METHODS, attribute_continuation_ids
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.plot import attribution_figures, row_strip_figures
 
 NO_FOIL = ("The contrastive question (why this token and not another) is asked of a translation model only for now: "

@@ -11,8 +11,8 @@ from app import completion, sessions, state, texts, widgets
 from app.page_settings import COMPARE as own
 from app.page_settings import EXPLORE
 from app.sessions import LANGUAGE_MODEL, ModelRef, Session
-from viz_model.api import check_text
-from viz_model.language_model import LanguageModel
+from viz_model.data.typed_text import check_text
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.plot import analysis_figures, figure_style, map_figures
 from viz_model.trace import AttentionTrace

@@ -10,7 +10,7 @@ from app import completion, decoding_steps, state, texts
 from app.page_settings import DECODING as own
 from app.page_settings import EXPLORE
 from app.sessions import ModelRef, Session, load_model
-from viz_model.language_model import MAX_BEAM
+from viz_model.kinds.language_model import MAX_BEAM
 from viz_model.plot import window_bands
 from viz_model.search.causal_tree import causal_beam_tree
 from viz_model.search.hypotheses import BeamTree

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
 from viz_model.nn.rotary import Rotary, rotate
 from viz_model.on_demand import recipe_maps

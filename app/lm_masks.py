@@ -11,7 +11,7 @@ from app import completion, state, texts, widgets
 from app.page_settings import MASKS as own
 from app.sessions import Session
 from viz_model.analysis.map_summary import row_blocks
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
 from viz_model.plot import long_mask_figures, masking_figures
 from viz_model.plot.long_map_figures import LONG_MAP_TOKENS

@@ -18,7 +18,7 @@ from app.sessions import Session
 from app.setting_types import Setting
 from app.shared_settings import SHARED
 from app.texts import count
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.lessons import pe_tables, position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
 from viz_model.lessons.position_parts import LessonError

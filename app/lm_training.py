@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import completion
 from app.sessions import Session
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TrainingFacts, load_training_facts
 from viz_model.tokenization.lm_tokenizer import LMTokenizer

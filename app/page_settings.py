@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from app.link_values import number, number_text, one_line, one_of, url_number, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
-from viz_model.api import MAX_BEAM
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.lessons.induction_run import InductionConfig
 from viz_model.lessons.watch_trainer import LIMITS, POSITIONAL, TASKS
-from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 
 LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
 LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model prompted to translate

@@ -10,9 +10,9 @@ import streamlit as st
 
 from app import sessions, state, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
-from viz_model.api import TranslationModel
 from viz_model.config import ModelConfig
 from viz_model.config.model import INPUT_POSITIONS, POSITIONAL_KINDS
+from viz_model.kinds.translator import TranslationModel
 from viz_model.lessons import position_parts
 from viz_model.lessons.position_experiment import TASKS, LengthExperiment, run_length_experiment
 from viz_model.lessons.watch_trainer import WatchError

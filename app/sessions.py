@@ -22,17 +22,18 @@ import streamlit as st
 import viz_model
 from viz_model import LanguageModel
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
-from viz_model.api import TranslationModel, asset_roots, device_from_env, model_root
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
+from viz_model.kinds.translator import TranslationModel
 from viz_model.lessons import hand_attention
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, is_decoder_only
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
-from viz_model.nn.devices import give_back_memory
+from viz_model.modeldir.shipped import asset_roots, model_root
+from viz_model.nn.devices import device_from_env, give_back_memory
 from viz_model.on_demand import OnDemandMaps
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace

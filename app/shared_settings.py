@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 from app.link_values import from_one, number, number_text, one_line, one_of, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
-from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, MAX_TOP_K
 from viz_model.nn.kinds import KIND_LABELS
 from viz_model.plot.map_figures import AGGREGATES
-from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.search.requests import MAX_TASK_PREFIX_CHARS, MAX_TOP_K
+from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 
 VIEWS = {"heatmap": "Head heatmap", "model": "Model view", "head": "Head view", "focus": "Token focus"}
 LEVEL_LABELS = {"piece": "Subword pieces", "word": "Words (pieces merged)"}

@@ -10,10 +10,11 @@ from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHA
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
 from viz_model import LanguageModel
-from viz_model.api import MAX_BEAM, MAX_TASK_PREFIX_CHARS, TranslationModel
+from viz_model.kinds.translator import TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
-from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.search.requests import MAX_TASK_PREFIX_CHARS
+from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 from viz_model.translation_tasks import TranslationTask, translation_tasks
 
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix

@@ -9,7 +9,7 @@ import torch
 from app.sessions import Session
 from app.shared_settings import SHARED
 from app.widgets import sentence_form
-from viz_model.api import TooLong
+from viz_model.search.requests import TooLong
 from viz_model.trace import AttentionTrace
 
 

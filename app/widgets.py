@@ -22,7 +22,8 @@ from app.texts import (
     md_escape,
     output_words,
 )
-from viz_model.api import MAX_INPUT_CHARS, TranslationModel
+from viz_model.data.typed_text import MAX_INPUT_CHARS
+from viz_model.kinds.translator import TranslationModel
 from viz_model.plot.long_map_figures import is_long
 from viz_model.trace import AttentionTrace
 

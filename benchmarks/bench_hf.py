@@ -12,7 +12,7 @@ The folder's generation_config.json is opus-mt-en-de's (num_beams 4, max_length 
 forced at the limit). Then:
 
 * **ours**: ``model.trace(SENTENCE)``, exactly what the app runs on Translate with the model's defaults: the search
-  (an imported model's default: transformers' rule in full precision; ``--rule`` / ``--search`` choose others),
+  (an imported model's default: transformers' rule in full precision; ``--rule`` / ``--precision`` choose others),
   then the full trace (every map, masks, PE, top-5 steps); checked to translate into the L pieces;
 * **Hugging Face**: ``generate(min_new_tokens=L, max_new_tokens=L, output_attentions=True,
   return_dict_in_generate=True)`` with the folder's generation config, on the same source ids with eager attention
@@ -23,7 +23,7 @@ Runs alternate between the two; p50 over ``--runs`` (>= 30). Peak RSS: a fresh p
 >= 2x faster than Hugging Face, p50 <= 150 ms, peak RSS <= 1 GB.
 
     python benchmarks/bench_hf.py            # 30 timed runs of each after 3 warm-up runs (~5 min, 2 of them fitting)
-    python benchmarks/bench_hf.py --rule project --search int8   # the search imported models ran before issue 34
+    python benchmarks/bench_hf.py --rule project --precision int8   # the search imported models ran before issue 34
     python benchmarks/bench_hf.py --quick    # smoke test
     python benchmarks/bench_hf.py --quick --save-model ../opus-size/opus-mt-size   # keep the model, e.g.
     python benchmarks/bench_app.py --model-assets ../opus-size --model opus-mt-size  # for the app benchmark
@@ -159,11 +159,11 @@ def hf_fn(folder: Path, src_ids: list[int], steps: int):
     return run
 
 
-def rss_child(directory: Path, search: str, rule: str | None) -> None:
+def rss_child(directory: Path, precision: str, rule: str | None) -> None:
     import viz_model
 
     started = time.perf_counter()
-    model = viz_model.load(directory, device="cpu", precision=search)
+    model = viz_model.load(directory, device="cpu", precision=precision)
     load_s = time.perf_counter() - started
     ours_fn(model, rule=rule)()
     peak, how = peak_rss_mb()
@@ -175,7 +175,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke test: 3 runs, 1 warm-up, no RSS")
-    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
+    p.add_argument("--precision", choices=("auto", "int8", "fp32"), default="auto",
                    help="the search's precision (auto: an imported model's default, full precision)")
     p.add_argument("--rule", choices=("transformers", "project"), default=None,
                    help="the search's rule (default: an imported model's own, transformers')")
@@ -187,7 +187,7 @@ def main() -> int:
     p.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_child:
-        rss_child(args.rss_child, args.search, args.rule)
+        rss_child(args.rss_child, args.precision, args.rule)
         return 0
     if args.fit < 1:
         p.error("--fit must be at least 1: an untrained model never ends its translations")
@@ -203,7 +203,7 @@ def main() -> int:
         directory = import_model(str(folder), root / "imported")
         if args.save_model:
             shutil.copytree(directory, args.save_model)
-        model = viz_model.load(directory, device="cpu", precision=args.search)
+        model = viz_model.load(directory, device="cpu", precision=args.precision)
         steps = output_length(model, args.rule)
         splits: list[dict[str, float]] = []
         fns = {"ours": ours_fn(model, splits, args.rule), "hf": hf_fn(folder, model.encode(SENTENCE), steps)}
@@ -217,8 +217,8 @@ def main() -> int:
         result.update(steps=steps, search=model.search_precision, rule=rule, threads=torch.get_num_threads(),
                       parameters=model.network.num_parameters())
         if not args.quick:
-            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory), "--search", args.search,
-                                   *(["--rule", args.rule] if args.rule else [])],
+            proc = subprocess.run([sys.executable, __file__, "--rss-child", str(directory), "--precision",
+                                   args.precision, *(["--rule", args.rule] if args.rule else [])],
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 raise SystemExit(f"peak-RSS subprocess failed:\n{proc.stderr[-3000:]}")
@@ -226,7 +226,7 @@ def main() -> int:
             result["ours_peak_rss_mb"], result["ours_load_s"] = child["peak_rss_mb"], child["load_s"]
     print(json.dumps(result, indent=2))
     if not args.quick:
-        default = args.rule is None and args.search == "auto"
+        default = args.rule is None and args.precision == "auto"
         path = RESULTS / ("bench_hf.json" if default else f"bench_hf_{rule}_{model.search_precision}.json")
         write_results(path, result)
         print(f"wrote {path}", file=sys.stderr)

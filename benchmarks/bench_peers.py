@@ -159,7 +159,7 @@ def prepare(root: Path, fit_steps: int, count: int) -> tuple[list[str], dict]:
     for quantization in ("float32", "int8"):
         ctranslate2.converters.TransformersConverter(str(folder)).convert(str(root / f"ctranslate2_{quantization}"),
                                                                           quantization=quantization)
-    subprocess.run([sys.executable, "-m", "viz_model", "export-hf", str(viz_model.api.ASSETS_DIR /
+    subprocess.run([sys.executable, "-m", "viz_model", "export-hf", str(viz_model.modeldir.shipped.ASSETS_DIR /
                     viz_model.DEFAULT_MODEL), "--out", str(root / "shipped-marian")], check=True, capture_output=True)
     texts = app_sentences(count, 7)
     model = viz_model.load(root / "imported", device="cpu")

@@ -4,7 +4,7 @@
 What is timed, per run (runs of the two systems alternate, so background load hits both alike):
 
 * **ours**: ``TranslationModel.trace(SENTENCE, beam=4)``: tokenization, beam search (alpha 0.6, KV cache; on the
-  CPU with int8 decoder weights by default, as the app and CLI run it, ``--search fp32`` for full precision), the
+  CPU with int8 decoder weights by default, as the app and CLI run it, ``--precision fp32`` for full precision), the
   teacher-forced pass that records every per-head attention map, the numpy trace (masks, positional encodings,
   embeddings, top-5 candidates per step) and the detokenized translation. The trace carries the translation, so
   this is "translate + full trace" in one call.
@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch threads for both systems (0 = torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-marian", action="store_true", help="skip the Marian comparison")
-    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="auto",
+    p.add_argument("--precision", choices=("auto", "int8", "fp32"), default="auto",
                    help="our beam-search precision (viz_model.load(precision=...)): auto = int8 on the CPU, what the "
                         "app and CLI run; the trace is full precision either way")
     p.add_argument("--marian-len", choices=("output", "steps"), default="output",
@@ -146,7 +146,7 @@ REFERENCE_MODEL = "multi30k-en-de"  # the shipped model of the issue's reference
 
 
 def default_model_dir() -> Path:
-    from viz_model.api import ASSETS_DIR
+    from viz_model.modeldir.shipped import ASSETS_DIR
 
     return Path(os.environ.get("VIZ_MODEL_ASSETS", ASSETS_DIR)) / REFERENCE_MODEL
 
@@ -154,14 +154,14 @@ def default_model_dir() -> Path:
 def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
     """(TranslationModel, mode "trained" | "random", description)."""
     import viz_model
-    from viz_model.api import TranslationModel
     from viz_model.config import ModelConfig
+    from viz_model.kinds.translator import TranslationModel
     from viz_model.nn.model import Transformer
     from viz_model.tokenization.tokenizer import Tokenizer
 
     directory = args.model or (None if args.random else default_model_dir())
     if directory is not None and (args.model is not None or directory.is_dir()):
-        model = viz_model.load(directory, device="cpu", precision=args.search)
+        model = viz_model.load(directory, device="cpu", precision=args.precision)
         return model, "trained", repo_label(directory)
     hint = "Pass --tokenizer FILE or --data-dir DIR"
     tokenizer = Tokenizer.load(args.tokenizer or cached_tokenizer(args.data_dir, hint=hint))
@@ -172,7 +172,7 @@ def build_ours(args: argparse.Namespace) -> tuple[Any, str, str]:
         dims["vocab_size"] = tokenizer.vocab_size
     torch.manual_seed(args.seed)
     network = Transformer(ModelConfig(**dims, dropout=0.1, max_positions=256))
-    model = TranslationModel(network, tokenizer, "random-init", None, "cpu", precision=args.search)
+    model = TranslationModel(network, tokenizer, "random-init", None, "cpu", precision=args.precision)
     return model, "random", "random-init (--random)" if args.random else "random-init (no shipped model found)"
 
 
@@ -270,7 +270,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], runs: int, warmup: int) 
 
 def child_args(args: argparse.Namespace) -> list[str]:
     out = ["--threads", str(args.threads), "--seed", str(args.seed), "--data-dir", str(args.data_dir),
-           "--search", args.search]
+           "--precision", args.precision]
     if args.model:
         out += ["--model", str(args.model)]
     if args.random:
@@ -325,7 +325,7 @@ def table(r: dict[str, Any]) -> str:
                  f"{r['parameters'] / 1e6:.2f}M parameters")
     if r["dims_differ"]:
         lines.append(f"note: not the reference size {REFERENCE_DIMS}; Marian is built with the model's own sizes")
-    lines.append(f"beam search: {r['search']} weights (--search {r.get('search_arg', 'auto')}); the trace pass: "
+    lines.append(f"beam search: {r['search']} weights (--precision {r.get('search_arg', 'auto')}); the trace pass: "
                  "full precision")
     lines.append(f"input: {r['sentence']!r} ({r['words']} words, {r['source_tokens']} source tokens with </s>)")
     lines.append(f"output: {r['output_tokens']} tokens with </s>: {r['translation']!r}")
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs, "warmup": args.warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
         "python": platform.python_version(), "machine": machine(),
         "quick": args.quick, "marian_len_rule": args.marian_len,
-        "search": "int8" if model.search_network is not model.network else "fp32", "search_arg": args.search,
+        "search": "int8" if model.search_network is not model.network else "fp32", "search_arg": args.precision,
     }
     if not args.no_marian:
         import transformers

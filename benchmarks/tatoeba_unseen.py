@@ -35,7 +35,7 @@ def main() -> int:
     p.add_argument("--val", type=int, default=1000)
     p.add_argument("--test", type=int, default=1000)
     p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--search", choices=("auto", "int8", "fp32"), default="fp32")
+    p.add_argument("--precision", choices=("auto", "int8", "fp32"), default="fp32")
     p.add_argument("--no-write", action="store_true", help="print only; leave results.json as it is")
     p.add_argument("--out", type=Path, help="also write the scores as a results file (e.g. for a model whose "
                    "results.json should stay as exported)")
@@ -49,7 +49,7 @@ def main() -> int:
     src, tgt = read_parallel(str(args.data_dir), args.prefix, "en", "de")
     split = holdout_split(src, tgt, args.val, args.test, args.seed)
     keep = unseen_test_sentences(split)
-    model = viz_model.load(args.model, precision=args.search)
+    model = viz_model.load(args.model, precision=args.precision)
     hyps = model.translate(split.test_src, beam=args.beam)
     whole = corpus_scores(hyps, reference_streams(split.test_refs))
     unseen = corpus_scores([hyps[i] for i in keep], reference_streams([split.test_refs[i] for i in keep]))

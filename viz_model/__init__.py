@@ -8,10 +8,12 @@
 
 __version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads it)
 
-from .api import DEFAULT_MODEL, TranslationModel, available_models, from_transformers, load
+from .api import from_transformers, load
 from .config import ConfigError, ModelConfig, TrainConfig
-from .language_model import LanguageModel
+from .kinds.language_model import LanguageModel
+from .kinds.translator import TranslationModel
 from .modeldir.checkpoint import CheckpointError
+from .modeldir.shipped import DEFAULT_MODEL, available_models
 from .nn.model import HeadMask, Transformer
 from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError

@@ -1,393 +1,29 @@
-"""The one entry point for the app, the CLI and tests: `load()` a model directory, then `translate` / `trace`.
-
-`TranslationModel` is also the one door of the layers above (analysis, attribution) to the search and the network:
-many sentences as ids (`translate_ids`, `forced_passes`, `sequence_log_probs`) and worker processes (`worker_pool`).
-
-A loaded `TranslationModel` is read-only at inference (weights come back from calls, nothing is stored on
-modules), so one instance can serve many threads or browser sessions at once.
-"""
+"""The front of the library for the app, the CLI and tests: `load()` a model directory (or a hub id, a Hugging Face
+folder) or `from_transformers()` a model in memory, as the kind of model it is (`viz_model.kinds`)."""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import os
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from .config import ModelConfig
-from .data.batching import DEFAULT_BATCH_TOKENS, ForcedBatch
-from .data.typed_text import MAX_INPUT_CHARS, check_text
-from .language_model import LanguageModel
-from .modeldir.checkpoint import CheckpointError, is_decoder_only, load_model_dir, model_file, read_card
-from .modeldir.coverage import (
-    TRAINING_STATS,
-    InputAssessment,
-    StatsError,
-    TrainingStats,
-    assess_input,
-    load_training_stats,
-)
-from .modeldir.languages import LanguagePair, LanguagesError, read_languages
-from .modeldir.shipped import ASSETS_DIR, DEFAULT_MODEL, PACKAGED_ASSETS, asset_roots, available_models, model_root
-from .modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
-from .nn.devices import DEVICE_ENV, device_from_env, device_label, resolve_device
-from .nn.head_masked import HeadMaskedNetwork
-from .nn.model import HeadMask, Seq2SeqOutput, Transformer
-from .nn.quantize import LazyInt8Copy, rows_interact, search_network_for
-from .on_demand import check_maps, keeps_full_maps
-from .search import forced as forcing
-from .search import requests
-from .search.batched import translate_ids
-from .search.decoding import BeamTree, beam_search, beam_search_tree, output_limits
-from .search.next_token import draft_pays
-from .search.requests import MAX_TASK_PREFIX_CHARS, MAX_TOP_K, Request, TooLong, check_decoding, check_positions_flag
-from .search.settings import MAX_BEAM, GenerationError, ModelGeneration, Search, export_generation, load_generation
-from .tokenization.imported import decoder_start
-from .tokenization.pretrained import M2M100Tokenizer
-from .tokenization.tokenizer import Tokenizer
-from .tokenization.tokenizer_json import JsonTokenizer
-from .trace import AttentionTrace
-from .workers import WorkerContext, start_worker, worker_model
-
-__all__ = ["ASSETS_DIR", "DEFAULT_MODEL", "DEVICE_ENV", "MAX_BATCH", "MAX_BEAM", "MAX_INPUT_CHARS",
-           "MAX_TASK_PREFIX_CHARS", "MAX_TOP_K", "PACKAGED_ASSETS", "Request", "TooLong", "TranslationModel",
-           "asset_roots", "available_models", "check_decoding", "check_positions_flag", "check_text",
-           "device_from_env", "device_label", "from_transformers", "load", "model_root", "resolve_device",
-           "start_worker", "worker_model"]
-
-MANY_TO_MANY = (M2M100Tokenizer, JsonTokenizer)  # tokenizers whose target language can be chosen
-
-MAX_BATCH = 10_000
-
-
-def _with_config(network: Transformer, config: ModelConfig) -> Transformer:
-    """A view of `network` (every module and parameter shared) with another config: decoding reads the config."""
-    view = copy.copy(network)
-    view.config = config
-    return view
-
-
-class TranslationModel:
-    """A loaded model directory: the network, its tokenizer, config and card, on one device.
-
-    :ivar network: the full-precision `Transformer`, in eval mode
-    :ivar search_network: what beam search runs: the int8 copy (see `search_precision`), the packed full-precision
-        copy (`viz_model.nn.packed`) or `network` itself
-    :ivar tokenizer: the model's tokenizer (SentencePiece, or a Hugging Face model's)
-    :ivar name: the model directory's name
-    :ivar directory: the model directory, None for a model built in memory
-    :ivar device: the torch device it runs on
-    :ivar card: the model card (the directory's ``MODEL_CARD.md``), Markdown; "" when there is none
-    :ivar generation: the model's default search rule and its transformers settings
-    :ivar languages: the source and target language
-    :ivar training_stats: piece counts and lengths of the training data (input checks), None when not known
-    :ivar training_facts: how it was trained (``training_facts.json``), None when not known
-    """
-
-    def __init__(self, network: Transformer, tokenizer: Tokenizer, name: str = "", directory: Path | None = None,
-                 device: str | torch.device = "auto", card: str = "", training_stats: TrainingStats | None = None,
-                 precision: str = "auto", languages: LanguagePair | None = None,
-                 training_facts: TrainingFacts | None = None, generation: ModelGeneration | None = None, *,
-                 search: str | None = None) -> None:
-        if search is not None:  # its name until 0.3
-            warnings.warn("TranslationModel(search=) is deprecated: pass precision=", DeprecationWarning, stacklevel=2)
-            precision = search
-        self.device = resolve_device(device)
-        self.network = network.to(self.device).eval()
-        # how it searches by default: this project's rule, or (an imported model) transformers' with its settings
-        self.generation = generation or ModelGeneration("project", export_generation(network.config))
-        # what beam search runs: int8 on the CPU by default for this project's models (see viz_model.nn.quantize), full
-        # precision for a model that searches as transformers does (int8 can change its answer); traces are fp32
-        if precision == "auto" and self.generation.rule == "transformers":
-            precision = "fp32"
-        # a full-precision search on the CPU runs on the packed copy (viz_model.nn.packed) where a step's weights fit
-        # the caches; a larger model's is drafted in int8 and verified in one pass (draft_network): packing gains
-        # nothing there (benchmarks/bench_peers.py at opus-mt's size) and would hold its matrices twice
-        self.search_network = search_network_for(self.network, precision, packed=not draft_pays(self.network.config))
-        self._draft = LazyInt8Copy()  # the int8 draft of full-precision searches, built on first use
-        self.tokenizer = tokenizer
-        self.name = name
-        self.directory = directory
-        self.card = card
-        self.training_stats = training_stats
-        self.languages = languages or LanguagePair()
-        self.training_facts = training_facts  # how it was trained (training_facts.json), None when not known
-
-    @property
-    def config(self) -> ModelConfig:
-        """The network's `ModelConfig`."""
-        return self.network.config
-
-    def with_precision(self, precision: str) -> TranslationModel:
-        """The same model (network, tokenizer and card shared, not copied) searching in another precision ("auto",
-        "int8" or "fp32"); itself when it searches in that precision already (no second copy of the network)."""
-        if precision == self.search_precision:
-            return self
-        view = TranslationModel(self.network, self.tokenizer, self.name, self.directory, self.device, self.card,
-                                self.training_stats, precision, self.languages, self.training_facts, self.generation)
-        view._draft = self._draft  # one int8 draft per network, shared by every view
-        return view
-
-    def with_search(self, search: str) -> TranslationModel:
-        """Deprecated (its name until 0.3): `with_precision`."""
-        warnings.warn("TranslationModel.with_search is deprecated: use with_precision", DeprecationWarning,
-                      stacklevel=2)
-        return self.with_precision(search)
-
-    def draft_network(self) -> Transformer | None:
-        """The int8 copy that drafts a full-precision search of one sentence
-        (`viz_model.search.next_token.verified_search`:
-        the same decisions, a fraction of the passes over the weights), built on first use; None where it would
-        not pay (a decoder whose weights a CPU cache holds: `draft_pays`), where the search is int8 itself, on a
-        GPU, for weights other than float32 and without int8 kernels."""
-        first = next(self.network.parameters())
-        if rows_interact(self.search_network) or first.device.type != "cpu" or first.dtype != torch.float32 \
-                or not draft_pays(self.config):
-            return None
-        draft = self._draft.get(self.network)  # shared by the views: with this view's config (target, start)
-        return draft if draft is None or draft.config == self.config else _with_config(draft, self.config)
-
-    def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
-                        ) -> Search:
-        """The settings of one search, checked: `rule` "project" or "transformers" (default: the model's own),
-        `beam` and `alpha` (default: the rule's: beam 4 and alpha 0.6 by this project's rule, the generation
-        config's num_beams and length_penalty by transformers')."""
-        return requests.search_settings(self.generation, rule, beam, alpha)
-
-    @property
-    def imported(self) -> bool:
-        """Whether the model came from another framework (`viz-model import`): its tokenizer is a Hugging Face
-        one, its training is documented by its source (its card names it), not by this project."""
-        return not isinstance(self.tokenizer, Tokenizer)
-
-    @property
-    def target_languages(self) -> list[str]:
-        """The language codes this model can translate into on request (an M2M100, NLLB or mBART model's), else
-        []."""
-        return list(self.tokenizer.codes) if isinstance(self.tokenizer, MANY_TO_MANY) else []
-
-    def with_target_language(self, code: str) -> TranslationModel:
-        """This model translating into `code` (one of `target_languages`): its first output is forced to that
-        language's code, or (the original mBART) its decoding starts from it. Weights, the search network and the card
-        are shared, not copied."""
-        if not self.target_languages:
-            raise ValueError(f"{self.name or 'this model'} translates one language pair ({self.languages.label}); "
-                             "only a many-to-many model (M2M100, NLLB, mBART) takes a target language")
-        if code not in self.target_languages:
-            raise ValueError(f"{code!r} is not one of this model's target languages "
-                             f"({', '.join(self.target_languages)})")
-        assert isinstance(self.tokenizer, MANY_TO_MANY)
-        if code == self.tokenizer.target_language:
-            return self
-        tokenizer = self.tokenizer.for_target(code)
-        config = dataclasses.replace(self.config, forced_first_id=tokenizer.target_code,
-                                     bos_id=decoder_start(tokenizer, self.config.bos_id))
-        view = copy.copy(self)
-        view.network, view.tokenizer = _with_config(self.network, config), tokenizer
-        view.search_network = (view.network if self.search_network is self.network
-                               else _with_config(self.search_network, config))
-        view.languages = LanguagePair(self.languages.source, code)
-        return view
-
-    @property
-    def task_prefix(self) -> str | None:
-        """The text put before every source of a model that reads its task from the text (T5's family: e.g.
-        "translate English to German: ", "" for one imported without a task, such as Flan-T5); None for any other
-        model."""
-        tokenizer = self.tokenizer
-        return tokenizer.rules["text_prefix"] if isinstance(tokenizer, JsonTokenizer) and \
-            tokenizer.reads_task_prefix else None
-
-    def with_task_prefix(self, prefix: str) -> TranslationModel:
-        """This model putting `prefix` before every source ("": the text as given), as transformers' translation
-        pipeline put a T5 model's own; the prefix's pieces show among the source tokens. Weights, the search network
-        and the card are shared, not copied."""
-        if self.task_prefix is None:
-            raise ValueError(f"{self.name or 'this model'} reads no task from its text: only a T5-family model takes "
-                             "a task prefix")
-        if requests.check_task_prefix(prefix) == self.task_prefix:
-            return self
-        view = copy.copy(self)
-        assert isinstance(self.tokenizer, JsonTokenizer)
-        view.tokenizer = self.tokenizer.with_text_prefix(prefix)
-        return view
-
-    @property
-    def device_label(self) -> str:
-        """'CPU' or ``GPU: <its name>``."""
-        return device_label(self.device)
-
-    @property
-    def search_precision(self) -> str:
-        """'int8' when beam search runs the int8 copy of the decoder (see `viz_model.nn.quantize`), else 'fp32' (the
-        network itself, or its packed copy: `viz_model.nn.packed`)."""
-        return "int8" if rows_interact(self.search_network) else "fp32"
-
-    @property
-    def recording_network(self) -> Transformer:
-        """What the recorded passes of `trace` run: the packed full-precision copy where beam search runs one (the
-        network's numbers: see `viz_model.nn.packed`), else `network` itself."""
-        return self.network if rows_interact(self.search_network) else self.search_network
-
-    def encode(self, text: str, truncate: bool = False, what: str = "text") -> list[int]:
-        """Source ids (pieces + ``</s>``, and the source language's code after it where the tokenizer puts it there:
-        the original mBART's); too long is a `TooLong` naming the limit, unless `truncate` (the pieces are cut, the
-        end kept); `what` names the text in errors."""
-        return requests.source_ids(self.tokenizer, self.config, text, truncate, what)
-
-    def request(self, text: str, target: str | None = None, truncate: bool = False,
-                names: tuple[str, str] = ("text", "target")) -> Request:
-        """The one check of a translation request (`trace` and the app call it): both texts are text, and fit the
-        model; errors are `ValueError`s that say why (`TooLong` for a length), naming the texts by `names`."""
-        return requests.request(self.tokenizer, self.config, text, target, truncate, names)
-
-    def assess(self, text: str) -> InputAssessment:
-        """How far `text` is from the training data: unknown characters, rare pieces, unseen length."""
-        return assess_input(self.tokenizer, check_text(text), self.training_stats)
-
-    def translate(self, texts: str | list[str], beam: int | None = None, alpha: float | None = None,
-                  truncate: bool = False, rule: str | None = None) -> str | list[str]:
-        """Translate one sentence (returns a string) or a list (returns a list): batched by length with a
-        full-precision search; with the int8 search one sentence at a time (see `viz_model.nn.quantize.rows_interact`).
-        `rule`, `beam`, `alpha`: see `search_settings` (default: the model's own search).
-        """
-        search = self.search_settings(rule, beam, alpha)
-        single = isinstance(texts, str)
-        if not single and not isinstance(texts, (list, tuple)):
-            raise ValueError(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-        batch = [texts] if single else list(texts)
-        if len(batch) > MAX_BATCH:
-            raise ValueError(f"at most {MAX_BATCH} sentences per call, got {len(batch)}")
-        sources = [self.encode(t, truncate) for t in batch]
-        hyps = translate_ids(self.search_network, sources, search.beam, search.alpha, device=self.device,
-                             hf=search.hf, draft=self.draft_network())
-        out = [self.tokenizer.decode(h.tokens) for h in hyps]
-        return out[0] if single else out
-
-    def trace(self, text: str, beam: int | None = None, alpha: float | None = None, target: str | None = None,
-              top_k: int = 5, truncate: bool = False, head_mask: HeadMask | None = None, positions: bool = True,
-              forced_ids: list[int] | None = None, rule: str | None = None, maps: str = "full") -> AttentionTrace:
-        """Translate `text` (or force `target`) and record every attention map, mask, encoding and step.
-
-        `forced_ids` forces output piece ids instead of a text (e.g. another trace's ``output_ids``: re-encoding
-        decoded text need not give the same pieces). ``positions=False`` runs the whole translation (search and
-        trace) without positional encodings, an experiment on what word order is worth; the trace's
-        ``*_positional`` arrays are then zeros. `rule`, `beam`, `alpha`: the search (see `search_settings`);
-        the trace's settings record them. `maps`: "full" (the default: a sentence's maps are small, and the
-        threshold's benchmark measured language models) keeps every map, "on_demand" each layer's recipe (a map
-        made when read: `OnDemandMaps`), "auto" every map where neither source nor output passes
-        `FULL_MAPS_MAX_TOKENS` tokens.
-        """
-        search = self.search_settings(rule, beam, alpha)
-        beam, alpha, top_k = check_decoding(search.beam, search.alpha, top_k, search.rule)
-        check_positions_flag(positions)
-        check_maps(maps)
-        started = time.perf_counter()
-        if target is not None and forced_ids is not None:
-            raise ValueError("give the forced output as target text or as forced_ids, not both")
-        checked = self.request(text, target, truncate)
-        src = torch.tensor([checked.source_ids], device=self.device)
-        with torch.inference_mode():
-            # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
-            # search encodes with need_weights=True too: the same numbers as searching from scratch)
-            net = self.recording_network
-            encoded = net.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
-            forced = target is not None or forced_ids is not None
-            if forced_ids is not None:
-                output_ids = requests.forced_output_ids(self.config, forced_ids)
-                max_len = self.config.max_positions
-            elif target is None:
-                max_len = output_limits(src, self.network, search.hf)[0]
-                output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
-                                         positions=positions, encoded=encoded if head_mask is None else None,
-                                         hf=search.hf, draft=self.draft_network())[0].tokens
-            else:
-                assert checked.forced_ids is not None
-                output_ids, max_len = checked.forced_ids, self.config.max_positions
-            decoded = time.perf_counter()
-            target_ids = [self.config.bos_id] + output_ids[:-1]
-            tgt = torch.tensor([target_ids], device=self.device)
-            # on demand: its own encoder pass (the search's, need_weights=True, holds maps, not recipes)
-            if not keeps_full_maps(maps, max(len(checked.source_ids), len(target_ids))):
-                out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions)
-            else:
-                out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
-            settings = {"beam": beam, "alpha": alpha, "top_k": top_k, "forced": forced, "max_output_length": max_len,
-                        "head_mask": head_mask is not None, "positions": positions,
-                        "search": "forced" if forced else self.search_precision,
-                        "rule": "forced" if forced else search.rule}
-            trace = AttentionTrace.recorded(net, self.tokenizer, text, src, tgt, output_ids, out, top_k, positions,
-                                            settings, self.name, self.device_label)
-        finished = time.perf_counter()
-        trace.timings = {"decode_ms": round((decoded - started) * 1000, 2),
-                         "trace_ms": round((finished - decoded) * 1000, 2),
-                         "total_ms": round((finished - started) * 1000, 2)}
-        return trace
-
-    def beam_tree(self, text: str, beam: int | None = None, alpha: float | None = None, truncate: bool = False,
-                  positions: bool = True, rule: str | None = None) -> BeamTree:
-        """The beam search of `text` recorded step by step (see `viz_model.search.decoding.beam_search_tree`); its
-        ``best`` is the hypothesis `translate` / `trace` return with the same settings."""
-        search = self.search_settings(rule, beam, alpha)
-        check_positions_flag(positions)
-        src = torch.tensor([self.encode(text, truncate)], device=self.device)
-        with torch.inference_mode():
-            return beam_search_tree(self.search_network, src, search.beam, search.alpha, positions=positions,
-                                    hf=search.hf, draft=self.draft_network())
-
-    # --- the door of the layers above (analysis, attribution): many sentences as ids --------------------------------
-    def translate_ids(self, sources: Sequence[Sequence[int]], search: Search | None = None, *,
-                      head_mask: HeadMask | None = None, progress: Callable[[int], object] | None = None
-                      ) -> list[list[int]]:
-        """Each source's output ids, searched by `search` (default the model's own: `search_settings`) in batches of
-        like length, without `translate`'s int8 draft; `head_mask` switches heads off, `progress` gets batch sizes."""
-        search = self.search_settings() if search is None else search
-        network = self.search_network if head_mask is None else HeadMaskedNetwork(self.search_network, head_mask)
-        hyps = translate_ids(network, [list(s) for s in sources], search.beam, search.alpha, device=self.device,
-                             progress=progress, hf=search.hf)
-        return [h.tokens for h in hyps]
-
-    def forced_passes(self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
-                      batch_tokens: int = DEFAULT_BATCH_TOKENS, *, head_mask: HeadMask | None = None,
-                      need_weights: bool = False) -> Iterator[tuple[ForcedBatch, Seq2SeqOutput]]:
-        """Each length-grouped batch of (source ids, output ids) pairs with the full-precision network's teacher-forced
-        output (`need_weights`: with every attention record); under torchrun this process's share of the batches."""
-        yield from forcing.forced_passes(self.network, sources, outputs, batch_tokens, head_mask, need_weights)
-
-    def sequence_log_probs(self, sources: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
-                           head_mask: HeadMask | None = None, batch_tokens: int = DEFAULT_BATCH_TOKENS
-                           ) -> np.ndarray:
-        """``log P(output | source)`` of each (source ids, output ids) pair under the full-precision network,
-        teacher-forced in length-grouped batches, in input order."""
-        return forcing.sequence_log_probs(self.network, sources, outputs, head_mask, batch_tokens)
-
-    def worker_pool(self, workers: int) -> ProcessPoolExecutor:
-        """`workers` processes, started now, each loading this model from its `directory` on the CPU with its share
-        of this process's threads; a task gets its process's model from `worker_model`."""
-        if self.directory is None:
-            raise ValueError(f"{self.name or 'this model'} has no directory for worker processes to load it from")
-        pool = ProcessPoolExecutor(workers, mp_context=WorkerContext(), initializer=start_worker,
-                                   initargs=(load, str(self.directory), max(1, torch.get_num_threads() // workers)))
-        pool.submit(int)  # start them now (an executor starts its processes with the first task)
-        return pool
+from .kinds.language_model import LanguageModel
+from .kinds.translator import TranslationModel
+from .modeldir.checkpoint import CheckpointError, is_decoder_only
+from .modeldir.shipped import DEFAULT_MODEL, asset_roots, model_root
+from .nn.devices import resolve_device
 
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
-         target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
-         search: str | None = None) -> TranslationModel | LanguageModel:
+         target_lang: str | None = None, dtype: str | None = None, precision: str = "auto"
+         ) -> TranslationModel | LanguageModel:
     """Load a model directory (default: the shipped model in ``assets/``; a bare name such as ``multi30k-lm-en``: that
     model of `available_models`): a `TranslationModel`, or a `LanguageModel` for a decoder-only one; errors name the
     file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
-    ``fp32`` (`search`: its old name, deprecated); a language model has none to choose (only ``auto``). Traces are
+    ``fp32``; a language model has none to choose (only ``auto``). Traces are
     always computed in full precision.
 
     A hub id ``owner/name`` (a string that is no folder here) or a Hugging Face model folder (what
@@ -397,9 +33,8 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     task its config lists), `dtype` ``fp16`` stores the weights in half precision (default ``fp32``); the cache keeps
     one directory per choice. A choice the model cannot take is refused in one line naming the argument, with nothing
     written to the cache."""
-    from .hf.arguments import argument, keyword_arguments, renamed_precision
+    from .hf.arguments import argument, keyword_arguments
 
-    precision = renamed_precision(precision, search, "load")
     chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype}
     if path is not None:
         from .hf.hub_cache import cached_import, imported_on_load
@@ -431,45 +66,22 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
             raise CheckpointError(f"{argument('precision', precision, quoted=False)}: a language model has no search "
                                   "precision to choose (fp32 on the CPU, its weights' dtype on a GPU); leave it out")
         return LanguageModel.load(directory, resolve_device(device))
-    network, tokenizer, _ = load_model_dir(directory)
-    card = read_card(directory)
-    try:
-        stats = load_training_stats(directory)
-    except StatsError as err:  # optional metadata: a broken file must not stop the model from serving
-        warnings.warn(f"{err}; input checks against the training data are off", stacklevel=2)
-        stats = None
-    if stats is not None and len(stats.piece_counts) != tokenizer.vocab_size:
-        warnings.warn(f"{directory / TRAINING_STATS}: {len(stats.piece_counts)} piece counts for a vocabulary of "
-                      f"{tokenizer.vocab_size}; input checks against the training data are off", stacklevel=2)
-        stats = None
-    try:
-        facts = load_training_facts(directory)
-    except FactsError as err:  # optional metadata, like the statistics: said, then served without it
-        warnings.warn(f"{err}; the training page cannot show this model's recipe", stacklevel=2)
-        facts = None
-    try:
-        languages = read_languages(directory, lambda p: model_file(directory, p.name, 4096).read_text("utf-8"))
-        generation = load_generation(directory, network.config)
-    except (LanguagesError, GenerationError) as err:
-        raise CheckpointError(str(err)) from None
-    return TranslationModel(network, tokenizer, directory.name, directory, device, card, stats, precision, languages,
-                            facts, generation)
+    return TranslationModel.load(directory, device, precision)
 
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
-                      precision: str = "auto", search: str | None = None) -> TranslationModel | LanguageModel:
+                      precision: str = "auto") -> TranslationModel | LanguageModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
     `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied), exactly as their saved
     folder imported with ``viz-model import`` loads; nothing is kept on disk (`directory` is None). Anything else:
     ``HFImportError`` (a ValueError) in one line, before anything is written. `source_lang` / `target_lang` /
-    `dtype`: as for `load` of a hub id; `precision`: the search's (`search`: its old name, deprecated)."""
+    `dtype`: as for `load` of a hub id; `precision`: the search's."""
     import tempfile
 
-    from .hf.arguments import keyword_arguments, renamed_precision
+    from .hf.arguments import keyword_arguments
     from .hf.in_memory import import_loaded
 
-    precision = renamed_precision(precision, search, "from_transformers")
     with tempfile.TemporaryDirectory(prefix="viz-model.") as tmp:
         with keyword_arguments():
             directory = import_loaded(model, tokenizer, Path(tmp), source_lang, target_lang, dtype or "fp32")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from .api import TranslationModel
+from .kinds.translator import TranslationModel
 from .modeldir.languages import LanguagePair
 from .modeldir.languages import name as language_name
 from .tokenization.tokenizer_json import JsonTokenizer

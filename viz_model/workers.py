@@ -37,7 +37,7 @@ class WorkerContext(SpawnContext):
 
 
 def start_worker(load: Callable[..., Any], directory: str, threads: int) -> None:
-    """What a process of `TranslationModel.worker_pool` runs first: `load` (`viz_model.load`) the model in
+    """What a process of `TranslationModel.worker_pool` runs first: `load` (`TranslationModel.load`) the model in
     `directory` on the CPU, with `threads` intra-op threads."""
     torch.set_num_threads(threads)
     _LOADED["model"] = load(directory, device="cpu")

@@ -6,7 +6,7 @@ import streamlit as st
 from app import analyze_pages, lm_compare, sessions, state, texts, tracing, widgets
 from app.page_settings import COMPARE as own
 from app.shared_settings import SHARED
-from viz_model.api import MAX_INPUT_CHARS, check_text
+from viz_model.data.typed_text import MAX_INPUT_CHARS, check_text
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
 from viz_model.nn import kinds

@@ -7,9 +7,8 @@ import streamlit as st
 from app import decoding_steps, lm_decoding, sessions, state, texts, tracing, widgets
 from app.page_settings import DECODING as own
 from app.shared_settings import SHARED
-from viz_model.api import MAX_BEAM
 from viz_model.search.decoding import BeamTree
-from viz_model.search.settings import MAX_LENGTH_PENALTY
+from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 
 session = sessions.require_session()
 if session.is_language_model:

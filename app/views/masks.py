@@ -7,7 +7,7 @@ import streamlit as st
 from app import lm_masks, sessions, state, texts, tracing, widgets
 from app.page_settings import MASKS as own
 from app.shared_settings import SHARED
-from viz_model.api import check_text
+from viz_model.data.typed_text import check_text
 from viz_model.nn import kinds
 from viz_model.nn.attention import causal_mask
 from viz_model.plot import masking_figures

@@ -12,8 +12,10 @@ import torch
 from support.app import ROOT, TINY_CONFIG, charts, messages, ok, start, titles  # noqa: E402  # noqa: E402
 
 from app import sessions  # noqa: E402
-from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, TranslationModel  # noqa: E402
+from viz_model.data.typed_text import MAX_INPUT_CHARS  # noqa: E402
+from viz_model.kinds.translator import TranslationModel  # noqa: E402
 from viz_model.plot import map_figures  # noqa: E402
+from viz_model.search.settings import MAX_BEAM  # noqa: E402
 
 OOM = "CUDA out of memory. Tried to allocate 20.00 GiB (simulated)"
 

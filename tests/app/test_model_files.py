@@ -66,7 +66,8 @@ def test_models_from_several_folders_are_offered_and_served(tiny, tmp_path, monk
     (second / TINY_MODEL / "MODEL_CARD.md").write_text("# the second folder's copy\n")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", os.pathsep.join([str(tiny), str(second)]))
     assert viz_model.available_models() == [TINY_MODEL, "my-model"]  # folder by folder
-    assert viz_model.api.model_root(TINY_MODEL) == tiny and viz_model.api.model_root("my-model") == second
+    model_root = viz_model.modeldir.shipped.model_root
+    assert model_root(TINY_MODEL) == tiny and model_root("my-model") == second
     at = AppTest.from_file(str(APP), default_timeout=180)
     at.query_params.update({"beam": "1", "sentence": "Two dogs play.", "model": "my-model"})
     at.run()

@@ -13,7 +13,7 @@ from support.app import APP, TINY_MODEL, arr  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
-from viz_model.api import MAX_INPUT_CHARS  # noqa: E402
+from viz_model.data.typed_text import MAX_INPUT_CHARS  # noqa: E402
 from viz_model.lessons import layer_memory, lesson_inputs, pe_tables
 from viz_model.plot import analysis_figures, figure_style, map_figures  # noqa: E402
 

@@ -10,9 +10,13 @@ import pytest
 import torch
 
 import viz_model
-from viz_model.api import MAX_BEAM, MAX_INPUT_CHARS, MAX_TOP_K, available_models, resolve_device
+from viz_model.data.typed_text import MAX_INPUT_CHARS
+from viz_model.modeldir.shipped import available_models
+from viz_model.nn.devices import resolve_device
 from viz_model.nn.model import HeadMask
 from viz_model.nn.positional import sinusoidal_table
+from viz_model.search.requests import MAX_TOP_K
+from viz_model.search.settings import MAX_BEAM
 from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID, UNK_ID, word_ids
 
 TEXT = "Two dogs are playing in the snow."
@@ -306,7 +310,7 @@ def test_resolve_device():
 
 def test_request_is_the_one_check_of_a_translation(tiny_model):
     """`request` checks text and target and gives the ids `trace` uses; a length is a `TooLong` with its numbers."""
-    from viz_model.api import TooLong
+    from viz_model.search.requests import TooLong
 
     checked = tiny_model.request("A man is running.", "Ein Mann läuft.")
     trace = tiny_model.trace("A man is running.", target="Ein Mann läuft.")

@@ -1,6 +1,7 @@
 """Messages name a choice as the caller spells it: the ``viz-model`` command its flags (``--precision``, ``--out``),
-a Python call its keywords (``precision=``, ``out=``); ``--search``, the old name of ``--precision``, still works
-and warns once. The tiny random translation model and a small random GPT-2 built by transformers; CPU, fp32."""
+a Python call its keywords (``precision=``, ``out=``); ``--search``, the name ``--precision`` had before a rename that
+was never released, is gone. The tiny random translation model and a small random GPT-2 built by transformers; CPU,
+fp32."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import viz_model
 from viz_model.hf.arguments import argument, command_line_flags, keyword_arguments
 from viz_model.hf.exporter import HFExportError, export_hf
 from viz_model.hf.importer import HFImportError, import_model
-
-DEPRECATED = "viz-model: warning: --search is deprecated: its name is --precision (--search goes in the next release)"
 
 
 def test_argument_names_keywords_by_default_and_flags_inside_the_command():
@@ -30,22 +29,24 @@ def test_argument_names_keywords_by_default_and_flags_inside_the_command():
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_precision_flag_and_its_old_name_give_the_same_search(capsys, random_model_dir, precision):
+def test_precision_flag_gives_the_search_and_its_old_name_is_gone(capsys, random_model_dir, precision):
     code, out, err = run(capsys, "info", "--model", random_model_dir, "--device", "cpu", "--precision", precision)
     assert code == 0 and err == "", err
     assert json.JSONDecoder().raw_decode(out)[0]["search"] == precision
-    code, out, err = run(capsys, "info", "--model", random_model_dir, "--device", "cpu", "--search", precision,
-                         "--search", precision)
-    assert code == 0 and err.splitlines() == [DEPRECATED], err  # once, however often it is given
-    assert json.JSONDecoder().raw_decode(out)[0]["search"] == precision
+    with pytest.raises(SystemExit) as info:  # argparse's usage error: an unknown flag, not a deprecated one
+        run(capsys, "info", "--model", random_model_dir, "--device", "cpu", "--search", precision)
+    assert info.value.code == 2
+    assert "unrecognized arguments: --search" in capsys.readouterr().err
 
 
-def test_precision_and_search_that_disagree_are_refused(capsys, random_model_dir):
-    assert_user_error(capsys, ["translate", "A dog.", "--model", random_model_dir, "--precision", "fp32", "--search",
-                               "int8"], "--precision fp32 and --search int8: give --precision only")
-    code, _, err = run(capsys, "translate", "A dog.", "--model", random_model_dir, "--device", "cpu", "--precision",
-                       "int8", "--search", "int8")
-    assert code == 0 and err.splitlines() == [DEPRECATED], err
+def test_precision_given_twice_takes_the_last_and_search_beside_it_is_refused(capsys, random_model_dir):
+    code, out, err = run(capsys, "info", "--model", random_model_dir, "--device", "cpu", "--precision", "int8",
+                         "--precision", "fp32")
+    assert code == 0 and err == "", err
+    assert json.JSONDecoder().raw_decode(out)[0]["search"] == "fp32"
+    with pytest.raises(SystemExit):
+        run(capsys, "translate", "A dog.", "--model", random_model_dir, "--precision", "fp32", "--search", "int8")
+    assert "unrecognized arguments: --search int8" in capsys.readouterr().err
 
 
 def test_an_existing_out_is_named_as_the_caller_spells_it(capsys, random_model_dir, tmp_path):

@@ -402,7 +402,8 @@ def test_loading_never_unpickles(model_dir, monkeypatch):
         monkeypatch.setattr(module, name, refuse)
     model = viz_model.load(model_dir, device="cpu")
     assert isinstance(model.translate("A man is running.", beam=2), str)
-    for module in (checkpoint, viz_model.api, viz_model.config, viz_model.tokenization.tokenizer):
+    for module in (checkpoint, viz_model.api, viz_model.kinds.translator, viz_model.kinds.language_model,
+                   viz_model.config, viz_model.tokenization.tokenizer):
         source = inspect.getsource(module)
         assert "torch.load(" not in source and "pickle" not in source.replace("no pickle", ""), module.__name__
 
@@ -411,7 +412,8 @@ def test_loading_never_unpickles(model_dir, monkeypatch):
 def test_loading_fills_a_model_built_without_random_weights(which, random_model_dir):
     """`load_model_dir` builds the model on the meta device (no random init: ~1 s for 74M parameters) and fills
     it: every parameter and buffer equals the model built and initialised first, then loaded."""
-    assert_loads_as_built(random_model_dir if which == "random" else viz_model.api.ASSETS_DIR / "multi30k-en-de")
+    shipped = viz_model.modeldir.shipped.ASSETS_DIR / "multi30k-en-de"
+    assert_loads_as_built(random_model_dir if which == "random" else shipped)
 
 
 @pytest.mark.parametrize("where", [0, 9, 10, 19, 24])

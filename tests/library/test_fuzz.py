@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import viz_model
-from viz_model.api import MAX_INPUT_CHARS, TranslationModel
+from viz_model.data.typed_text import MAX_INPUT_CHARS
+from viz_model.kinds.translator import TranslationModel
 from viz_model.tokenization.tokenizer import BOS_ID, EOS_ID
 from viz_model.trace import AttentionTrace
 

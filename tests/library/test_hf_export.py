@@ -20,7 +20,7 @@ from viz_model.hf.exporter import to_ctranslate2  # noqa: E402
 from viz_model.modeldir.checkpoint import save_model_dir  # noqa: E402
 from viz_model.nn.model import Transformer  # noqa: E402
 
-SHIPPED = viz_model.api.ASSETS_DIR / viz_model.api.DEFAULT_MODEL
+SHIPPED = viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL
 TEXTS = ["Two dogs are playing in the snow.", "A man in a red jacket reads a newspaper on a bench.",
          "The children laugh while their father cooks dinner in the kitchen.", "Where is the station?",
          "She bought three apples, two pears and a melon at the market yesterday morning."]

@@ -26,7 +26,7 @@ from viz_model.cli.main import main  # noqa: E402
 from viz_model.config.data_root import data_root  # noqa: E402
 
 MULTI30K_VAL = data_root() / "multi30k" / "val.en.gz"  # the local copy (tests/conftest.py), where there is one
-SHIPPED = viz_model.api.ASSETS_DIR / viz_model.api.DEFAULT_MODEL
+SHIPPED = viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL
 
 pytestmark = pytest.mark.slow
 

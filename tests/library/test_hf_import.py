@@ -306,4 +306,4 @@ def test_the_training_page_says_where_an_imported_models_training_is_documented(
     at = open_page("training", "A man reads a book.")
     shown = " ".join(m.value for m in [*at.info, *at.caption, *at.markdown])
     assert "was not trained by this project" in shown and "How the model on this page was trained" not in shown
-    assert not viz_model.load(viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL).imported
+    assert not viz_model.load(viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL).imported

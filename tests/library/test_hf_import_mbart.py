@@ -52,7 +52,7 @@ def assert_starts_as_generate(model, hf_tok, translator, code: int) -> None:
 def test_a_view_in_another_language_drafts_from_its_own_start(hf, imported, monkeypatch):
     """The int8 draft of a large model (forced on here) is built once and shared by the views of every language:
     each view's draft decodes from that view's start, or its drafts would all be rejected."""
-    monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
+    monkeypatch.setattr(viz_model.kinds.translator, "draft_pays", lambda config: True)
     model = viz_model.load(imported.directory, device="cpu", precision="fp32")
     french = model.with_target_language("fr_XX")
     assert model.draft_network().config.bos_id == model.config.bos_id

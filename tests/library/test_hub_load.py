@@ -147,15 +147,12 @@ def test_a_model_of_ours_takes_no_import_choice(tmp_path, monkeypatch):
     assert cached(tmp_path) == []
 
 
-def test_search_is_the_old_name_of_precision():
-    with pytest.warns(DeprecationWarning, match=r"load\(search=\.\.\.\) is deprecated: its name is precision="):
-        old = viz_model.load(device="cpu", search="fp32")
-    assert old.search_precision == "fp32"
+def test_precision_is_the_one_name_of_the_search_precision():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert viz_model.load(device="cpu", precision="fp32").search_precision == "fp32"
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="give precision= only"):
-        viz_model.load(device="cpu", precision="int8", search="fp32")
+    with pytest.raises(TypeError, match="search"):  # its name before a rename that was never released: gone
+        viz_model.load(device="cpu", search="fp32")
 
 
 def test_from_transformers_takes_the_same_choices(folder):
@@ -170,8 +167,9 @@ def test_from_transformers_takes_the_same_choices(folder):
                              ({"dtype": "int4"}, "dtype= must be one of fp32, fp16")):
         with pytest.raises(HFImportError, match=expected):
             viz_model.from_transformers(model, tokenizer, device="cpu", **choice)
-    with pytest.warns(DeprecationWarning, match=r"from_transformers\(search=\.\.\.\)"):
-        assert viz_model.from_transformers(model, tokenizer, device="cpu", search="int8").search_precision == "int8"
+    assert viz_model.from_transformers(model, tokenizer, device="cpu", precision="int8").search_precision == "int8"
+    with pytest.raises(TypeError, match="search"):
+        viz_model.from_transformers(model, tokenizer, device="cpu", search="int8")
 
 
 def test_a_model_without_tasks_says_so_when_asked_for_one():

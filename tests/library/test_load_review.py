@@ -23,7 +23,7 @@ import viz_model  # noqa: E402
 from viz_model.hf import hub_cache  # noqa: E402
 from viz_model.hf.hub_cache import CACHE_ENV, cache_name  # noqa: E402
 from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
-from viz_model.language_model import LanguageModel  # noqa: E402
+from viz_model.kinds.language_model import LanguageModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")

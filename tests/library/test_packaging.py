@@ -130,7 +130,7 @@ def test_app_names_an_empty_folder_a_broken_model_and_a_busy_port(tmp_path, caps
     assert main(["app", "--models", str(tmp_path / "empty")]) == 2
     assert "no model directory in it" in capsys.readouterr().err
     broken = tmp_path / "mine" / "broken-model"
-    shutil.copytree(viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL, broken)
+    shutil.copytree(viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL, broken)
     (broken / "config.json").write_text('{"vocab_size": 12}')
     assert main(["app", "--models", str(tmp_path / "mine")]) == 2
     err = capsys.readouterr().err.strip()

@@ -13,7 +13,7 @@ from torch import nn
 
 import viz_model
 from viz_model.analysis.ablation import HeadMaskedNetwork, head_mask_for
-from viz_model.api import TranslationModel
+from viz_model.kinds.translator import TranslationModel
 from viz_model.nn import quantize
 from viz_model.nn.fused import FusedSelfAttention, stacked
 from viz_model.nn.linear import onednn_available

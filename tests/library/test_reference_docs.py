@@ -26,9 +26,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("reference", "reference-network", "reference-analysis")
 PUBLIC = (
-    "viz_model.api.load", "viz_model.api.from_transformers", "viz_model.api.available_models",
-    "viz_model.api.TranslationModel",
-    "viz_model.api.TranslationModel.trace", "viz_model.api.TranslationModel.translate",
+    "viz_model.api.load", "viz_model.api.from_transformers", "viz_model.modeldir.shipped.available_models",
+    "viz_model.kinds.translator.TranslationModel", "viz_model.kinds.base.ModelKind",
+    "viz_model.kinds.translator.TranslationModel.trace", "viz_model.kinds.translator.TranslationModel.translate",
+    "viz_model.kinds.language_model.LanguageModel",
     "viz_model.trace.AttentionTrace", "viz_model.trace.AttentionTrace.save", "viz_model.trace.AttentionTrace.load",
     "viz_model.trace.DecodingStep", "viz_model.nn.model.Transformer", "viz_model.nn.model.Transformer.forward",
     "viz_model.config.ModelConfig", "viz_model.nn.model.HeadMask", "viz_model.nn.attention",

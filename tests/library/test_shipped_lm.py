@@ -13,7 +13,7 @@ import torch
 from safetensors import safe_open
 
 import viz_model
-from viz_model.language_model import LanguageModel
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.modeldir.shipped import DEFAULT_MODEL, SHIPPED_LANGUAGE_MODEL, named_model
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The library's layers: an ordered list, no import up or round, nothing below the trainer imports it, the app
-imports nothing from it, and analysis and attribution reach the search and the network through the one door,
-`TranslationModel`: what the app's analyses run goes down the layers and never climbs back up."""
+imports nothing from it, and analysis and attribution reach the search and the network through the one door, a
+kind of model (`viz_model.kinds`): what the app's analyses run goes down the layers and never climbs back up."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model directories", ["viz_model.modeldir.*"]),
     ("search", ["viz_model.search.*"]),
     ("Hugging Face folders", ["viz_model.hf.*"]),
-    ("face", ["viz_model.trace", "viz_model.language_model", "viz_model.api", "viz_model.translation_tasks",
+    ("face", ["viz_model.trace", "viz_model.kinds.*", "viz_model.api", "viz_model.translation_tasks",
               "viz_model", "viz_model.command_line", "viz_model.workers", "viz_model.on_demand"]),
     ("analysis", ["viz_model.analysis.*"]),
     ("attribution", ["viz_model.attribution.*"]),
@@ -230,7 +230,7 @@ def test_the_top_of_the_library_holds_at_most_ten_modules_and_a_folder_per_layer
     assert not loose, f"a layer other than the face names single modules: {loose}"
 
 
-# --- the one door: analysis/ and attribution/ reach the search and the network through `TranslationModel` ---------
+# --- the one door: analysis/ and attribution/ reach the search and the network through a kind of model ----------
 ABOVE_THE_DOOR = ("viz_model.analysis", "viz_model.attribution")
 # the search and its copies of the network (int8, packed full precision, their fused layers)
 BEHIND_THE_DOOR = ("viz_model.search", "viz_model.nn.quantize", "viz_model.nn.packed", "viz_model.nn.fused")
@@ -258,7 +258,7 @@ def test_analysis_and_attribution_reach_the_search_only_through_the_door():
             offenders += [f"{module} imports {imported}" + (f" in {function}" if function else "")
                           for imported, function in imported_modules(path) if within(imported, BEHIND_THE_DOOR)]
             offenders += [f"{module} imports the private {name}" for name in private_names(path)]
-    assert not offenders, "go through viz_model.api.TranslationModel instead:\n" + "\n".join(offenders)
+    assert not offenders, "go through a kind of model (viz_model.kinds) instead:\n" + "\n".join(offenders)
 
 
 Frame = tuple[str, str]  # (module, function's qualified name)
@@ -353,7 +353,8 @@ def test_the_walk_check_finds_a_climb_and_a_way_around_the_face():
                                      "analysis.ablation:HeadMaskedNetwork.encode (analysis)")
     record = (("viz_model.analysis.corpus_attention", "forced_attentions"),
               ("viz_model.nn.model", "Seq2SeqOutput.records"))
-    door = (("viz_model.analysis.corpus_attention", "f"), ("viz_model.api", "TranslationModel.translate"),
+    door = (("viz_model.analysis.corpus_attention", "f"),
+            ("viz_model.kinds.translator", "TranslationModel.translate"),
             ("viz_model.search.batched", "translate_ids"), ("viz_model.nn.model", "Transformer.forward"))
     assert walk_faults(record) == walk_faults(door) == []
     assert app_library_calls("compute_head_stats") == ["viz_model.analysis.corpus_attention.analyze_corpus"]

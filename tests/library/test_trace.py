@@ -15,7 +15,7 @@ import pytest
 import torch
 from support.data import tiny_model_config
 
-from viz_model.api import TranslationModel
+from viz_model.kinds.translator import TranslationModel
 from viz_model.nn.model import Transformer
 from viz_model.trace import ARRAY_FIELDS, ARRAY_LIST_FIELDS, AttentionTrace, DecodingStep, TraceError
 

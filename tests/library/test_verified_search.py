@@ -17,7 +17,7 @@ from viz_model.search.decoding import beam_search, beam_search_tree
 from viz_model.search.next_token import PrefixTree, StepScorer, draft_pays, verified_search
 from viz_model.search.project_rule import project_search
 
-SHIPPED = viz_model.api.ASSETS_DIR / viz_model.DEFAULT_MODEL
+SHIPPED = viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL
 MULTI30K_VAL = data_root() / "multi30k" / "val.en.gz"  # the local copy (tests/conftest.py), where there is one
 FALLBACK = ["Two dogs are playing in the snow.", "A man in a red jacket reads a newspaper on a bench.",
             "The children laugh while their father cooks dinner.", "Where is the station?",
@@ -109,7 +109,7 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     opus = ModelConfig(vocab_size=58_101, encoder_layers=6, decoder_layers=6, d_model=512, heads=8, d_ff=2048)
     assert draft_pays(opus) and not draft_pays(shipped.config)
     assert shipped.draft_network() is None
-    monkeypatch.setattr(viz_model.api, "draft_pays", lambda config: True)
+    monkeypatch.setattr(viz_model.kinds.translator, "draft_pays", lambda config: True)
     used = []
     original = scorers.verified_search
     monkeypatch.setattr(viz_model.search.decoding, "verified_search",

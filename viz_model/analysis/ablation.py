@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import difflib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import TranslationModel
 from ..config import ModelConfig
 from ..config.checks import check_int
 from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
-from ..language_model import LanguageModel
+from ..kinds.base import ModelKind, PerKind
+from ..kinds.language_model import LanguageModel
+from ..kinds.translator import TranslationModel
 from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import HeadMask
@@ -129,9 +130,14 @@ class AblationResult:
         return self.log_prob_ablated - self.log_prob_intact
 
 
-def ablate(model: TranslationModel | LanguageModel, text: str | list[dict[str, str]], heads: Iterable[Head],
-           beam: int | None = None, alpha: float | None = None, rule: str | None = None, *,
-           max_new_tokens: int = 20) -> AblationResult:
+ABLATE: PerKind[Callable[..., AblationResult]] = PerKind("ablate")  # (model, text, heads, *, beam, alpha, rule,
+# max_new_tokens): `ablate` of each kind of model, its heads checked
+IMPORTANCE: PerKind[Callable[..., pd.DataFrame]] = PerKind("head_importance")  # (model, sources, references, *,
+# limit, bleu, beam, alpha, batch_tokens, progress, rule): `head_importance` of each kind of model
+
+
+def ablate(model: ModelKind, text: str | list[dict[str, str]], heads: Iterable[Head], beam: int | None = None,
+           alpha: float | None = None, rule: str | None = None, *, max_new_tokens: int = 20) -> AblationResult:
     """Translate `text` with and without `heads` (same search: `rule`, `beam`, `alpha`, see
     `TranslationModel.search_settings`) and score the original output under both models. A `LanguageModel`:
     continue the prompt `text` (or chat messages) greedily (`max_new_tokens`) with and without the heads,
@@ -139,13 +145,17 @@ def ablate(model: TranslationModel | LanguageModel, text: str | list[dict[str, s
     chosen = check_heads(model.config, heads)
     if not chosen:
         raise ValueError("name at least one head to switch off, e.g. {('cross', 0, 3)}")
-    if isinstance(model, LanguageModel):
-        if (beam, alpha, rule) != (None, None, None):
-            raise ValueError("ablate continues a language model's prompt greedily: beam, alpha and rule are "
-                             "translation search settings")
-        return ablate_continuation(model, text, chosen, max_new_tokens)
+    return ABLATE.of(model)(model, text, chosen, beam=beam, alpha=alpha, rule=rule, max_new_tokens=max_new_tokens)
+
+
+@ABLATE.register("translator")
+def ablate_translation(model: TranslationModel, text: str, heads: list[Head], *, beam: int | None = None,
+                       alpha: float | None = None, rule: str | None = None, max_new_tokens: int = 20
+                       ) -> AblationResult:
+    """`ablate` of a translator: its translation of `text` searched with and without `heads` (checked), and the
+    intact translation's log-probability under both (`max_new_tokens` is a language model's)."""
     search = model.search_settings(rule, beam, alpha)
-    mask = head_mask_for(model.config, chosen, model.device)
+    mask = head_mask_for(model.config, heads, model.device)
     intact = model.trace(text, beam=beam, alpha=alpha, rule=rule)
     if not intact.translation.strip():
         raise ValueError(f"the model translates {text!r} to nothing: there is no output to compare an ablation with")
@@ -154,15 +164,20 @@ def ablate(model: TranslationModel | LanguageModel, text: str | list[dict[str, s
     pair = ([intact.source_ids], [intact.output_ids])
     tokens = model.tokenizer.pieces(output)
     return AblationResult(
-        chosen, intact, ablated, model.tokenizer.decode(output), tokens, token_diff(intact.output_tokens, tokens),
+        heads, intact, ablated, model.tokenizer.decode(output), tokens, token_diff(intact.output_tokens, tokens),
         float(model.sequence_log_probs(*pair)[0]), float(model.sequence_log_probs(*pair, mask)[0]))
 
 
+@ABLATE.register("language_model")
 def ablate_continuation(model: LanguageModel, prompt: str | list[dict[str, str]], heads: list[Head],
-                        max_new_tokens: int) -> AblationResult:
+                        max_new_tokens: int = 20, *, beam: int | None = None, alpha: float | None = None,
+                        rule: str | None = None) -> AblationResult:
     """`ablate` of a language model: its greedy continuation of `prompt` with and without `heads` (checked), and
     the intact continuation's log-probability under both (each trace's own); both traces keep their maps' recipes,
-    not their maps (``maps="on_demand"``: a head's map is made when read)."""
+    not their maps (``maps="on_demand"``: a head's map is made when read). The search settings are a translator's."""
+    if (beam, alpha, rule) != (None, None, None):
+        raise ValueError("ablate continues a language model's prompt greedily: beam, alpha and rule are "
+                         "translation search settings")
     mask = head_mask_for(model.config, heads, model.device)
     intact = model.trace(prompt, max_new_tokens, maps="on_demand")
     prompt_ids = intact.target_ids[:intact.settings["prompt_length"]]
@@ -177,9 +192,16 @@ def ablate_continuation(model: LanguageModel, prompt: str | list[dict[str, str]]
         token_diff(model.tokenizer.pieces(new), tokens), intact.log_probability, ablated.log_probability)
 
 
-def continuation_importance(model: LanguageModel, prompts: Sequence[str], continuations: Sequence[str],
-                            limit: int | None, progress: bool) -> pd.DataFrame:
-    """`head_importance` of a language model: the NLL of each prompt's given continuation with each head off."""
+@IMPORTANCE.register("language_model")
+def continuation_importance(model: LanguageModel, prompts: Sequence[str], continuations: Sequence[str], *,
+                            limit: int | None = None, bleu: bool = False, beam: int = 1, alpha: float | None = None,
+                            batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
+                            ) -> pd.DataFrame:
+    """`head_importance` of a language model: the NLL of each prompt's given continuation with each head off (BLEU
+    and the search settings are a translator's; `batch_tokens` is not needed: one pair at a time)."""
+    if bleu or (beam, alpha, rule) != (1, None, None):
+        raise ValueError("head_importance of a language model measures the NLL of the given continuations: "
+                         "bleu, beam, alpha and rule are translation settings")
     texts, checked = check_corpus(prompts, continuations, limit, ("prompt", "continuation"))
     prompt_ids = [model.encode(text) for text in texts]
     continuation_ids = [model.continuation_ids(text) for text in checked or []]
@@ -198,8 +220,8 @@ def continuation_importance(model: LanguageModel, prompts: Sequence[str], contin
     return pd.DataFrame(rows)
 
 
-def head_importance(model: TranslationModel | LanguageModel, sources: Sequence[str], references: Sequence[str],
-                    limit: int | None = None, *, bleu: bool = False, beam: int = 1, alpha: float | None = None,
+def head_importance(model: ModelKind, sources: Sequence[str], references: Sequence[str], limit: int | None = None,
+                    *, bleu: bool = False, beam: int = 1, alpha: float | None = None,
                     batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                     ) -> pd.DataFrame:
     """Per head (kind, layer, head): the teacher-forced per-token NLL of `references` with that head alone off.
@@ -211,11 +233,17 @@ def head_importance(model: TranslationModel | LanguageModel, sources: Sequence[s
     """
     if references is None:
         raise ValueError("head_importance needs the reference translations of the sources")
-    if isinstance(model, LanguageModel):
-        if bleu or (beam, alpha, rule) != (1, None, None):
-            raise ValueError("head_importance of a language model measures the NLL of the given continuations: "
-                             "bleu, beam, alpha and rule are translation settings")
-        return continuation_importance(model, sources, references, limit, progress)
+    return IMPORTANCE.of(model)(model, sources, references, limit=limit, bleu=bleu, beam=beam, alpha=alpha,
+                                batch_tokens=batch_tokens, progress=progress, rule=rule)
+
+
+@IMPORTANCE.register("translator")
+def translation_importance(model: TranslationModel, sources: Sequence[str], references: Sequence[str], *,
+                           limit: int | None = None, bleu: bool = False, beam: int = 1, alpha: float | None = None,
+                           batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
+                           ) -> pd.DataFrame:
+    """`head_importance` of a translator: the NLL of each source's reference, and with `bleu` the corpus BLEU of its
+    search, with each head off."""
     search_settings = model.search_settings(rule, beam, alpha)
     texts, checked = check_corpus(sources, references, limit)
     refs = list(checked or [])

@@ -19,13 +19,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..api import Search, TranslationModel
 from ..data import shard
 from ..data.batching import DEFAULT_BATCH_TOKENS, decoder_input
+from ..kinds.translator import Search, TranslationModel
 from ..nn.arrays import to_numpy
 from ..tokenization.tokenizer import word_ids
 from .head_stats import corpus_statistics, head_roles, role_summary, sentence_statistics
-from .inputs import check_corpus, reference_ids, refuse_language_model, source_ids
+from .inputs import check_corpus, reference_ids, require_cross_attention, source_ids
 
 
 @dataclass
@@ -127,7 +127,7 @@ def iter_attentions(model: TranslationModel, sources: Sequence[str], references:
                     batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                     ) -> Iterator[SentenceAttention]:
     """Translate `sources` (or force `references`) and yield each sentence's maps, in batch order (see ``index``)."""
-    refuse_language_model(model, "iter_attentions", "translates sources (not implemented for decoder-only models)")
+    require_cross_attention(model, "iter_attentions", "translates sources (not implemented for decoder-only models)")
     prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
                               rule=rule)
     yield from forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)
@@ -161,7 +161,7 @@ def analyze_corpus(model: TranslationModel, sources: Sequence[str], references: 
                    batch_tokens: int = DEFAULT_BATCH_TOKENS, progress: bool = False, rule: str | None = None
                    ) -> CorpusAnalysis:
     """Statistics of every head over the first `limit` `sources` (translated, or teacher-forced on `references`)."""
-    refuse_language_model(model, "analyze_corpus", "translates sources (not implemented for decoder-only models)")
+    require_cross_attention(model, "analyze_corpus", "translates sources (not implemented for decoder-only models)")
     prepared = prepare_corpus(model, sources, references, beam=beam, alpha=alpha, limit=limit, progress=progress,
                               rule=rule)
     records = forced_attentions(model, prepared.sources, prepared.outputs, batch_tokens, progress)

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..api import TranslationModel, check_text
 from ..config.checks import check_int
-from ..language_model import LanguageModel
+from ..data.typed_text import check_text
+from ..kinds.base import ModelKind
+from ..kinds.translator import TranslationModel
 
 
-def refuse_language_model(model: object, method: str, reason: str = "reads cross-attention, which a decoder-only "
-                          "model has none of") -> None:
-    """One line naming `method` and the model kind where `model` is a `LanguageModel`, which `method` does not fit."""
-    if isinstance(model, LanguageModel):
-        raise ValueError(f"{method} does not apply to a language model (decoder-only): it {reason}")
+def require_cross_attention(model: ModelKind, method: str, reason: str = "reads cross-attention, which a "
+                            "decoder-only model has none of") -> None:
+    """One line naming `method` and the model's kind where `model` has no cross-attention (no source read by an
+    encoder and an output that reads it), which `method` needs."""
+    if "cross" not in model.attention_kinds:
+        raise ValueError(f"{method} does not apply to {model.description}: it {reason}")
 
 
 def check_limit(limit: object) -> int | None:

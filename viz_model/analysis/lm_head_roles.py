@@ -19,7 +19,7 @@ import torch
 
 from ..config.checks import check_int
 from ..config.data_root import data_root
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
 from ..modeldir.shipped import ASSETS_DIR, DEFAULT_MODEL
 from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from .ablation import Head, check_heads, head_mask_for

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..hf.mapped_load import compute_dtype
-from ..language_model import DRAFT_MIN_PARAMETERS, DRAFTS
+from ..kinds.language_model import DRAFT_MIN_PARAMETERS, DRAFTS
 from ..modeldir.checkpoint import check_model_dir, network_class, planned_model, weight_source
 from ..on_demand import MAP_MODES, keeps_full_maps
 

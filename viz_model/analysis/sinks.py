@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..config.checks import check_int
-from ..language_model import LanguageModel, check_count
+from ..kinds.language_model import LanguageModel, check_count
 from ..trace import AttentionTrace
 from .map_summary import row_blocks
 

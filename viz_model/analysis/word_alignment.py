@@ -27,13 +27,13 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..api import TranslationModel
 from ..config.checks import check_int
 from ..data.textfiles import open_text
+from ..kinds.translator import TranslationModel
 from ..tokenization.tokenizer import WORD_START, word_ids
 from .corpus_attention import iter_attentions
 from .head_stats import SPECIAL_TOKENS
-from .inputs import refuse_language_model
+from .inputs import require_cross_attention
 
 Link = tuple[int, int]  # (source word, target word)
 ROW_CHOICES = ("output", "input")
@@ -232,7 +232,7 @@ def corpus_aer(model: TranslationModel, sources: Sequence[str], references: Sequ
                gold: Sequence[Alignment], rows: str = "output", threshold: float = 0.0, progress: bool = False
                ) -> pd.DataFrame:
     """`attention_aer` of `model` teacher-forced on `references` (the gold alignments' target side)."""
-    refuse_language_model(model, "corpus_aer (word alignment)")
+    require_cross_attention(model, "corpus_aer (word alignment)")
     check_rows(rows)
     if len(gold) != len(sources):
         raise ValueError(f"{len(sources)} source sentences but {len(gold)} gold alignments")

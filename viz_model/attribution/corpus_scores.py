@@ -11,11 +11,11 @@ from typing import Any, NamedTuple
 import pandas as pd
 from tqdm import tqdm
 
-from ..analysis.inputs import refuse_language_model
+from ..analysis.inputs import require_cross_attention
 from ..analysis.word_alignment import Alignment
-from ..api import worker_model
 from ..config.checks import check_int
 from ..data import shard
+from ..workers import worker_model
 from .faithfulness import DEFAULT_KS, RANDOM, RANDOM_DRAWS, deletion_scores
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, check_steps, check_tolerance
 from .method_aer import AerCounter
@@ -103,8 +103,8 @@ def corpus_faithfulness(model: Any, sources: Sequence[str], targets: Sequence[st
     Returns ``(faithfulness, aer, completeness)``: with `gold` alignments (of `targets`, which they need) `aer` is
     the AER of every method and layer (`alignment.AerCounter`), else None; with integrated gradients (at most
     `steps` points until every gap is within `tolerance`) `completeness` has every output token's gap, else None."""
-    refuse_language_model(model, "corpus_faithfulness", "deletes source tokens from an encoder's input (not "
-                          "implemented for decoder-only models)")
+    require_cross_attention(model, "corpus_faithfulness", "deletes source tokens from an encoder's input (not "
+                            "implemented for decoder-only models)")
     methods = check_methods(methods)
     tolerance = check_tolerance(tolerance, check_steps(steps))
     if targets is not None and len(targets) != len(sources):

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..config.checks import check_int
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
 from ..nn.causal_lm import CausalLM
 from ..nn.model import Transformer
 

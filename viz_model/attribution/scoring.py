@@ -3,13 +3,15 @@ network and ids), into an `Attribution`; a language model's continuation of a pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..language_model import LanguageModel
+from ..kinds.base import ModelKind, PerKind
+from ..kinds.language_model import LanguageModel
+from ..kinds.translator import TranslationModel
 from ..nn.arrays import to_numpy
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Transformer
@@ -167,7 +169,11 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
         tolerance=grads.tolerance, model_name=model.name)
 
 
-def attribute(model: Any, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
+ATTRIBUTE: PerKind[Callable[..., Attribution]] = PerKind("attribute")  # (model, text, target, *, methods, steps,
+# foil, beam, alpha, rule, tolerance): `attribute` of each kind of model
+
+
+def attribute(model: ModelKind, text: str, target: str | None = None, methods: Sequence[str] = DEFAULT_METHODS,
               steps: int = DEFAULT_STEPS, foil: str | None = None, beam: int | None = None,
               alpha: float | None = None, rule: str | None = None, tolerance: float = DEFAULT_TOLERANCE
               ) -> Attribution:
@@ -182,12 +188,30 @@ def attribute(model: Any, text: str, target: str | None = None, methods: Sequenc
     A `LanguageModel`: `text` is the prompt, `target` a forced continuation (see `attribute_continuation`); the
     cross-attention methods, `foil` and the search settings do not apply, and its default methods are
     `LANGUAGE_MODEL_DEFAULTS`."""
-    if isinstance(model, LanguageModel):
-        if (foil, beam, alpha, rule) != (None, None, None, None):
-            raise ValueError("attribute of a language model continues its prompt greedily: foil, beam, alpha and "
-                             "rule do not apply")
-        return attribute_continuation(model, text, target, LANGUAGE_MODEL_DEFAULTS if methods is DEFAULT_METHODS
-                                      else methods, steps, tolerance)
+    return ATTRIBUTE.of(model)(model, text, target, methods=methods, steps=steps, foil=foil, beam=beam, alpha=alpha,
+                               rule=rule, tolerance=tolerance)
+
+
+@ATTRIBUTE.register("language_model")
+def attribute_prompt(model: LanguageModel, text: str, target: str | None = None, *,
+                     methods: Sequence[str] = DEFAULT_METHODS, steps: int = DEFAULT_STEPS, foil: str | None = None,
+                     beam: int | None = None, alpha: float | None = None, rule: str | None = None,
+                     tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
+    """`attribute` of a language model: `attribute_continuation` (`DEFAULT_METHODS`: `LANGUAGE_MODEL_DEFAULTS`);
+    `foil` and the search settings are a translator's."""
+    if (foil, beam, alpha, rule) != (None, None, None, None):
+        raise ValueError("attribute of a language model continues its prompt greedily: foil, beam, alpha and "
+                         "rule do not apply")
+    return attribute_continuation(model, text, target, LANGUAGE_MODEL_DEFAULTS if methods is DEFAULT_METHODS
+                                  else methods, steps, tolerance)
+
+
+@ATTRIBUTE.register("translator")
+def attribute_translation(model: TranslationModel, text: str, target: str | None = None, *,
+                          methods: Sequence[str] = DEFAULT_METHODS, steps: int = DEFAULT_STEPS,
+                          foil: str | None = None, beam: int | None = None, alpha: float | None = None,
+                          rule: str | None = None, tolerance: float = DEFAULT_TOLERANCE) -> Attribution:
+    """`attribute` of a translator: its translation of `text` (or the forced `target`) scored by `methods`."""
     methods = check_methods(methods)
     steps = check_steps(steps)
     tolerance = check_tolerance(tolerance, steps)

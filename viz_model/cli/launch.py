@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..api import ASSETS_DIR, DEVICE_ENV, available_models, device_from_env, resolve_device
 from ..config.checks import check_int
 from ..modeldir.checkpoint import CheckpointError, check_model_dir
+from ..modeldir.shipped import ASSETS_DIR, available_models
+from ..nn.devices import DEVICE_ENV, device_from_env, resolve_device
 
 PACKAGE = Path(__file__).resolve().parents[1]  # viz_model/
 PACKAGED_APP = PACKAGE / "_app" / "app" / "streamlit_app.py"

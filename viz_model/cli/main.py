@@ -31,8 +31,6 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="beam-search precision: auto = full precision for a model that searches as transformers "
                         "does (an imported one) and on a GPU, int8 weights for this project's models on the CPU "
                         "(traces are always full precision)")
-    p.add_argument("--search", default=None, choices=list(SEARCH_PRECISIONS),
-                   help="deprecated: the old name of --precision (goes in the next release)")
 
 
 def _decode_args(p: argparse.ArgumentParser, beam: int | None = None) -> None:
@@ -196,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def run() -> int:
-        _renamed_flags(args)
         # under torchrun the corpus commands share their sentences among the processes; rank 0 writes
         ranks = shard.join() if args.command in CORPUS_COMMANDS else None
         with shard.sharing(ranks):
@@ -209,19 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         return report_errors(run)
 
 
-def _renamed_flags(args: argparse.Namespace) -> None:
-    """``--search``, the old name of ``--precision``: taken, with one warning line on stderr."""
-    search = getattr(args, "search", None)
-    if search is None:
-        return
-    if args.precision not in ("auto", search):
-        raise ValueError(f"--precision {args.precision} and --search {search}: give --precision only (--search is "
-                         "its old name)")
-    print("viz-model: warning: --search is deprecated: its name is --precision (--search goes in the next release)",
-          file=sys.stderr)
-    args.precision = search
-
-
 def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
     from ..data.batching import DEFAULT_BATCH_TOKENS
 
@@ -232,7 +216,7 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace, language_models: bool = False):
     """The model of ``--model``; a decoder-only language model refused in one line unless `language_models`."""
-    from ..api import TranslationModel, load
+    from ..api import load
     from ..modeldir.checkpoint import is_decoder_only
 
     if language_models:
@@ -242,7 +226,7 @@ def _load(args: argparse.Namespace, language_models: bool = False):
     if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --precision is refused
         raise language_model
     model = load(args.model, device=args.device, precision=args.precision)
-    if not isinstance(model, TranslationModel):  # a decoder-only LanguageModel (a hub id's)
+    if "cross" not in model.attention_kinds:  # a decoder-only LanguageModel (a hub id's)
         raise language_model
     return model
 
@@ -276,9 +260,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..api import check_text
     from ..data.bleu import corpus_scores, reference_streams
     from ..data.textfiles import open_references, open_text
+    from ..data.typed_text import check_text
 
     if args.ref and args.ref_tsv:
         raise ValueError("give the references either as --ref files or as one --ref-tsv file, not both")
@@ -319,7 +303,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _check_search_args(args: argparse.Namespace) -> None:
     """--beam and --alpha within the bounds of the rule asked for, before a model loads (None: the model's)."""
-    from ..api import check_decoding
+    from ..search.requests import check_decoding
     from ..search.settings import PROJECT_ALPHA, PROJECT_BEAM
 
     beam = PROJECT_BEAM if args.beam is None else args.beam

@@ -3,7 +3,6 @@ flags (``--source-lang``) inside `command_line_flags` (what the ``viz-model`` co
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -38,15 +37,3 @@ def command_line_flags() -> AbstractContextManager[None]:
 def keyword_arguments() -> AbstractContextManager[None]:
     """Within it, messages name keywords of a Python call (the default; for a Python call made under the CLI)."""
     return _naming(False)
-
-
-def renamed_precision(precision: str, search: str | None, call: str) -> str:
-    """The search precision of `call` (``load``, ``from_transformers``): `precision`, or `search`, its old name,
-    with a DeprecationWarning (both given and different: ValueError)."""
-    if search is None:
-        return precision
-    warnings.warn(f"{call}(search=...) is deprecated: its name is precision= (search= goes in the next release)",
-                  DeprecationWarning, stacklevel=3)
-    if precision not in ("auto", search):
-        raise ValueError(f"{call}() got precision={precision!r} and search={search!r}: give precision= only")
-    return search

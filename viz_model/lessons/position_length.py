@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..hf.bloom import LONGEST as ALIBI_UNRECORDED
-from ..language_model import INPUT_POSITIONS, LanguageModel
+from ..kinds.language_model import INPUT_POSITIONS, LanguageModel
 from .position_parts import LessonError
 from .position_text import LONG_TEXT
 

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from ..config import ModelConfig
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
 from ..nn.rotary import rope_frequencies
 from .position_parts import LessonError
 

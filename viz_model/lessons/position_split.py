@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..language_model import INPUT_POSITIONS, LanguageModel
+from ..kinds.language_model import INPUT_POSITIONS, LanguageModel
 from ..nn.arrays import to_numpy
 from .position_alibi import distance_bias
 from .position_parts import LessonError, ScoreSplit, rotation_part

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..language_model import LanguageModel
+from ..kinds.language_model import LanguageModel
 from ..nn.arrays import to_numpy
 from .position_parts import LessonError
 

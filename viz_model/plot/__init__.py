@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.ablation import layer_counts
-from ..api import TranslationModel
+from ..kinds.translator import TranslationModel
 from ..search.hypotheses import BeamTree
 from ..trace import AttentionTrace
 from .analysis_figures import role_grid
@@ -54,7 +54,7 @@ def sinusoids(trace: AttentionTrace, dims: tuple[int, ...] = (0, 1, 4, 5)) -> go
 def beam_tree(tree: BeamTree, model: TranslationModel | Callable[[int], str]) -> go.Figure:
     """Every hypothesis of a recorded beam search (`TranslationModel.beam_tree`), the chosen path in red; `model`
     (or a function from id to piece) names the pieces."""
-    piece = model.tokenizer.piece if isinstance(model, TranslationModel) else model
+    piece = model if callable(model) else model.tokenizer.piece
     return beam_tree_figure(tree, piece)
 
 

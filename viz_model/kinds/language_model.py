@@ -1,5 +1,5 @@
-"""`LanguageModel`: the one door to an imported decoder-only language model (GPT-2, Llama, Mistral, Qwen2), as
-`TranslationModel` is to a translator: `complete` a prompt greedily (`chat`: messages through the model's chat
+"""`LanguageModel`: the one door to a decoder-only language model (GPT-2, Llama, Mistral, Qwen2, or one trained
+here), as `TranslationModel` is to a translator: `complete` a prompt greedily (`chat`: messages through the model's chat
 template), `trace` every attention map over the prompt and its continuation. `viz_model.load` returns one for a
 decoder-only model directory.
 
@@ -17,20 +17,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import ModelConfig
-from .modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
-from .nn.attention import KVCache
-from .nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
-from .nn.model import HeadMask
-from .nn.quantize import LazyInt8Copy, int8_causal_network
-from .nn.score_recipe import merged
-from .on_demand import OnDemandMaps, check_maps, keeps_full_maps
-from .search.causal import LMSearch, add_call, beam_continuation, verified_greedy
-from .search.next_token import DRAFT_MIN_PARAMETERS
-from .tokenization.lm_sentencepiece import SentencePieceLM
-from .tokenization.lm_tokenizer import LMTokenizer
-from .tokenization.tokenizer import Tokenizer, word_ids
-from .trace import AttentionTrace, DecodingStep
+from ..modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
+from ..nn.attention import KVCache
+from ..nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
+from ..nn.model import HeadMask
+from ..nn.quantize import LazyInt8Copy, int8_causal_network
+from ..nn.score_recipe import merged
+from ..on_demand import OnDemandMaps, check_maps, keeps_full_maps
+from ..search.causal import LMSearch, add_call, beam_continuation, verified_greedy
+from ..search.next_token import DRAFT_MIN_PARAMETERS
+from ..tokenization.lm_sentencepiece import SentencePieceLM
+from ..tokenization.lm_tokenizer import LMTokenizer
+from ..tokenization.tokenizer import Tokenizer, word_ids
+from ..trace import AttentionTrace, DecodingStep
+from .base import ModelKind
 
 MAX_PROMPT_CHARS = 1_000_000  # a guard on the text alone: the positions and the memory estimate bound a prompt
 MAX_NEW_TOKENS = 1024
@@ -61,7 +61,7 @@ def check_count(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
-class LanguageModel:
+class LanguageModel(ModelKind):
     """A decoder-only language model and its tokenizer.
 
     :ivar network: the `CausalLM`
@@ -74,6 +74,10 @@ class LanguageModel:
         them
     :ivar draft: who drafts a greedy continuation that the network verifies (`draft_network`): "auto", "int8", "off"
     """
+
+    kind = "language_model"
+    attention_kinds = ("decoder",)
+    description = "a language model (decoder-only)"
 
     def __init__(self, network: CausalLM, tokenizer: LMTokenizer | SentencePieceLM, name: str = "",
                  directory: Path | None = None, device: torch.device | None = None, card: str = "") -> None:
@@ -94,7 +98,7 @@ class LanguageModel:
         """The decoder-only model directory `directory` on `device`; errors name the file at fault."""
         directory = Path(directory)
         if has_weight_source(directory):  # weights read where they are, in the dtype the device computes in
-            from .hf.mapped_load import mapped_model
+            from ..hf.mapped_load import mapped_model
 
             network, tokenizer = mapped_model(directory, device)
         else:
@@ -105,10 +109,6 @@ class LanguageModel:
             raise CheckpointError(f"{directory}: a decoder-only config with a translator's tokenizer "
                                   f"({type(tokenizer).__name__}); a language model has its own or this project's")
         return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
-
-    @property
-    def config(self) -> ModelConfig:
-        return self.network.config
 
     def encode(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 0) -> list[int]:
         """The prompt's ids (a list of chat messages: through the chat template); one line where it is empty, or
