@@ -97,6 +97,16 @@ def open_model(models: list[str]) -> tuple[str, Session | None]:
         return kind, SETTINGS[kind](*picked)
 
 
+def link_path(page: Page) -> str:
+    """The page's path in a link: "" for the page the app opens on."""
+    return "" if page.key == DEFAULT else page.url_path
+
+
+def pages_for(kind: str) -> list[Page]:
+    """The pages that apply to `kind` (those drawn by a script of theirs), in the registry's order."""
+    return [page for page in PAGES if page.script(kind) is not None]
+
+
 def script(key: str, kind: str) -> str | None:
     """The script of page `key` for `kind`, relative to app/ (None: the page does not apply)."""
     return BY_KEY[key].script(kind)
