@@ -117,7 +117,7 @@ def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
     """"My prompt" is the prompt of Complete & explore: with chat on there, the turn through the chat template."""
     at = ok(start(model=CHAT, sentence=PROMPT, new_tokens="2"))
     at.toggle(key="w_lm_chat").set_value(True).run()
-    lm_page("head_roles", at)
+    open_page("head_roles", at)
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
     model = viz_model.load(lm_app / CHAT, device="cpu")
@@ -129,7 +129,7 @@ def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
 
 def test_head_roles_on_a_prompt_past_the_trained_length_say_so(lm_app):
     at = ok(start(model=LM, sentence=" ".join(["the dog sees the cat"] * 60), new_tokens="1"))
-    lm_page("head_roles", at)
+    open_page("head_roles", at)
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     assert titles(ok(at)) == ["induction of every head"]
     assert "positions are past the 256 this model was trained on" in messages(at)
