@@ -5,6 +5,7 @@ model is open (`kind_of`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import streamlit as st
@@ -74,6 +75,7 @@ PAGES = (
     Page("watch", "Watch attention form", ":material/play_circle:", "watch", "Learn", _shared("watch")),
 )
 BY_KEY = {page.key: page for page in PAGES}
+_RUN_PAGES: ContextVar[dict[str, st.Page]] = ContextVar("viz_model_pages")  # this run's navigation
 DEFAULT = "explore"  # the page a link without a path opens
 
 
@@ -128,5 +130,12 @@ def st_page(page: Page, kind: str) -> st.Page:
 
 
 def navigation(kind: str) -> dict[str, list[st.Page]]:
-    """Every page by section, for `kind`."""
-    return {section: [st_page(page, kind) for page in PAGES if page.section == section] for section in SECTIONS}
+    """Every page by section, for `kind` (kept for this run's `page_link`)."""
+    pages = {page.key: st_page(page, kind) for page in PAGES}
+    _RUN_PAGES.set(pages)
+    return {section: [pages[page.key] for page in PAGES if page.section == section] for section in SECTIONS}
+
+
+def page_link(key: str, label: str, icon: str) -> None:
+    """A link to page `key` as this run's navigation holds it (the script of the kind open)."""
+    st.page_link(_RUN_PAGES.get()[key], label=label, icon=icon)

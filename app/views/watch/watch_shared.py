@@ -8,7 +8,7 @@ import io
 import numpy as np
 import streamlit as st
 
-from app import figure_files, sessions, state, widgets
+from app import figure_files, registry, sessions, state, widgets
 from app.page_settings import EXPERIMENTS, HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
 from app.page_settings import WATCH as own
 from app.views.watch import induction_watch
@@ -153,7 +153,7 @@ if WITHOUT in runs and len(runs) > 1:
                 + ("the position the task copies from" if expected is not None else "where each letter must go")
                 + " (its maps stay flat or follow the letters, not the positions). The Positional encoding page "
                   "shows what the sinusoids give each position instead.")
-    st.page_link("views/positional.py", label="Positional encoding", icon=":material/timeline:")
+    registry.page_link("positional", "Positional encoding", ":material/timeline:")
 
 st.subheader("Try your own sequence")
 text = st.text_input(f"Letters A–{chr(ord('A') + cfg.symbols - 1)}, {cfg.min_length} to {cfg.max_length} of them",
