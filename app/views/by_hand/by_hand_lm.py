@@ -1,5 +1,5 @@
 """Attention by hand with a language model open: one head of the model on the prompt and its continuation, step by
-step from the layer's own weights (`lm_head_steps`), the weights checked against the recorded map."""
+step from the layer's own weights (`head_steps`), the weights checked against the recorded map."""
 
 from __future__ import annotations
 

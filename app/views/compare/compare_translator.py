@@ -1,5 +1,5 @@
 """Compare: the same attention map for two sentences side by side (and their difference when the tokens line up),
-and for two models on the same sentence (a language model beside a translator: `lm_compare`)."""
+and for two models on the same sentence (a language model beside a translator: `compare_lm`)."""
 
 import streamlit as st
 

@@ -1,6 +1,6 @@
 """Decoding step by step: scrub through the output of the user's sentence (tokens so far, top-k, cross-attention of
 every head, the growing causal mask), then the beam search tree and greedy vs beam (a language model's:
-`lm_decoding`)."""
+`decoding_lm`)."""
 
 import streamlit as st
 

@@ -1,6 +1,6 @@
 """Head roles: per-head attention statistics over a corpus as layer x head maps, a sortable table, and the role of
 each head with example sentences (the model directory's precomputed table, or computed live over typed sentences).
-A language model's page is `app.lm_head_pages`'s."""
+With a translation model open (a language model's page: `head_roles_lm`)."""
 
 import pandas as pd
 import streamlit as st

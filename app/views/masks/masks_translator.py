@@ -1,5 +1,5 @@
 """Masks: the padding and causal masks of a two-sentence batch, and one head's scores step by step (a language
-model's: `lm_masks`)."""
+model's: `masks_lm`)."""
 
 import numpy as np
 import streamlit as st
