@@ -12,14 +12,13 @@ import streamlit as st
 import torch
 from jinja2 import TemplateError
 
-from app import memory_check
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
 from app.sessions import Session, load_model, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label, page_link
 from app.texts import count
 from app.widgets import show_text
-from viz_model.analysis.memory_estimate import MemoryFitError
+from viz_model.analysis.memory_estimate import MemoryFitError, trace_report
 from viz_model.plot import head_groups
 from viz_model.trace import AttentionTrace
 
@@ -95,7 +94,7 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
             n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
 
             def check() -> str:  # on a cache miss only: a cached trace is served whatever memory is free now
-                return memory_check.trace_memory(session.model, n_tokens, new_tokens)
+                return trace_report(session.model, n_tokens, new_tokens)  # the library's estimate
             with st.spinner("Completing…"):
                 trace = (session.completion(prompt, new_tokens, check) if isinstance(prompt, str)
                          else chat_completion(session, prompt, new_tokens, check))

@@ -316,9 +316,7 @@ ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), 
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
 TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
-BY_PAGE: dict[str, PageSettings] = {  # the page files of app/streamlit_app.py
-    "views/explore.py": EXPLORE, "views/masks.py": MASKS, "views/attribution.py": ATTRIBUTION,
-    "views/head_roles.py": HEAD_ROLES, "views/ablation.py": ABLATION, "views/alignment.py": ALIGNMENT,
-    "views/compare.py": COMPARE, "views/positional.py": POSITIONAL_ENCODING, "views/attention_by_hand.py": BY_HAND,
-    "views/decoding.py": DECODING, "views/training.py": TRAINING, "views/watch.py": WATCH,
-    "views/sinks.py": SINKS}
+BY_PAGE: dict[str, PageSettings] = {  # by the page's key in app/registry.py
+    "explore": EXPLORE, "masks": MASKS, "attribution": ATTRIBUTION, "head_roles": HEAD_ROLES, "ablation": ABLATION,
+    "alignment": ALIGNMENT, "compare": COMPARE, "positional": POSITIONAL_ENCODING, "by_hand": BY_HAND,
+    "decoding": DECODING, "training": TRAINING, "watch": WATCH, "sinks": SINKS}

@@ -88,7 +88,7 @@ class ModelRef:
     root: str
     name: str
     stamp: str
-    search: str = "auto"
+    precision: str = "auto"
     lang: str = ""
     prefix: str | None = None
 
@@ -105,10 +105,10 @@ class ModelRef:
     @property
     def stored(self) -> ModelRef:
         """The directory version alone (what loading depends on): auto search, the model's own language and task."""
-        return replace(self, search="auto", lang="", prefix=None)
+        return replace(self, precision="auto", lang="", prefix=None)
 
-    def searching(self, search: str, lang: str = "", prefix: str | None = None) -> ModelRef:
-        return replace(self, search=search, lang=lang, prefix=prefix)
+    def searching(self, precision: str, lang: str = "", prefix: str | None = None) -> ModelRef:
+        return replace(self, precision=precision, lang=lang, prefix=prefix)
 
 
 def load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
@@ -125,11 +125,11 @@ def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
 
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
 def searching_model(ref: ModelRef) -> TranslationModel:
-    """The cached model searching in precision `ref.search`, into target language `ref.lang` for a many-to-many
+    """The cached model searching in precision `ref.precision`, into target language `ref.lang` for a many-to-many
     model (a T5 that lists several: its translation task into it), with task prefix `ref.prefix` for a T5-family one
     (the network is shared with `load_model`'s, not copied)."""
     model = load_model(ref)
-    model = model if ref.search == "auto" else model.with_precision(ref.search)
+    model = model if ref.precision == "auto" else model.with_precision(ref.precision)
     if ref.lang:  # a T5's translation task into that language, else a many-to-many model's target language
         model = with_translation_task(model, ref.lang) if translation_tasks(model) else \
             model.with_target_language(ref.lang)
@@ -306,10 +306,6 @@ class Session:
     def name(self) -> str:
         return self.ref.name
 
-    @property
-    def is_language_model(self) -> bool:
-        return isinstance(self.model, LanguageModel)
-
     def completion(self, prompt: str, max_new_tokens: int, check: Callable[[], str] | None = None) -> AttentionTrace:
         """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached (`check`:
         see `TraceCache.get`)."""
@@ -326,7 +322,7 @@ class Session:
         message)."""
         other = load_model(ModelRef.of(name))
         lang = matching_target(other, self.model.languages.target)
-        ref = ModelRef.of(name).searching(self.ref.search, lang)
+        ref = ModelRef.of(name).searching(self.ref.precision, lang)
         trace = compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
                               rule=self.rule)
         return trace, lang or other.languages.target

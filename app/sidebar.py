@@ -1,5 +1,5 @@
-"""The sidebar every page shares: the model picker and the decoding settings; it loads the model (cached) and builds
-the run's `Session`."""
+"""The sidebar every page shares: the model picker (it loads the model, cached), then the settings of the model's
+kind, which build the run's `Session` (`registry.open_model` picks them)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from viz_model.translation_tasks import TranslationTask, translation_tasks
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 
-def sidebar(models: list[str]) -> Session | None:
-    """Model picker, device badge and decoding settings; loads the model (cached). None if it cannot load."""
+def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel, ModelRef] | None:
+    """The model picker and its caption; loads the model (cached). None if it cannot load (said there)."""
     with st.sidebar:
         kinds = {name: model_languages(ModelRef.of(name).directory) for name in models}
         bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}",
@@ -31,45 +31,50 @@ def sidebar(models: list[str]) -> Session | None:
         # the full name and the language pair below the picker: a long name is cut inside the box
         st.caption(f"{md_escape(name)} · {kinds.get(name) or model_languages(ref.directory)}")
         try:
-            model = load_model(ref)
+            return load_model(ref), ref
         except (CheckpointError, OSError, ValueError, RuntimeError) as err:
             st.error(f"This model cannot be loaded: {err}")
             return None
-        if isinstance(model, LanguageModel):
-            return language_model_sidebar(model, ref)
-        cfg = model.config
-        color = "green" if model.device.type == "cuda" else "gray"
-        st.badge(f"Translation model · {model.device_label}", icon=":material/memory:", color=color)
-        ref = ref.searching(SHARED.search.get())
-        try:
-            model = searching_model(ref)
-        except ValueError as err:  # int8 where it cannot run (a GPU, fp16 weights): say why, search as auto does
-            st.warning(f"Search precision {ref.search}: {err}. Searching with auto instead.")
-            ref = ref.searching("auto")
-        lang = target_language(model)
-        if lang:
-            ref = ref.searching(ref.search, lang)
-            model = searching_model(ref)
-        prefix = task_prefix(model)
-        if prefix is not None:
-            ref = ref.searching(ref.search, ref.lang, prefix)
-            model = searching_model(ref)
-        rule = rule_choice(model.generation.rule)
-        defaults = model.search_settings(rule)
-        search_defaults(name, rule, defaults.beam, defaults.alpha)
-        st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
-                   f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
-                   f"{model.search_precision} weights, every map and probability in full precision")
-        if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
-                                    help="Opens the model card in a wide window"):
-            show_card(model.name, model.card)
-        decoding_settings(model, rule)
+
+
+def translator_settings(model: TranslationModel, ref: ModelRef) -> Session:
+    """A translation model's sidebar below the picker: its badge and shape, its card, the target language or task,
+    the task prefix and the decoding settings."""
+    name = ref.name
+    cfg = model.config
+    color = "green" if model.device.type == "cuda" else "gray"
+    st.badge(f"Translation model · {model.device_label}", icon=":material/memory:", color=color)
+    ref = ref.searching(SHARED.search.get())
+    try:
+        model = searching_model(ref)
+    except ValueError as err:  # int8 where it cannot run (a GPU, fp16 weights): say why, search as auto does
+        st.warning(f"Search precision {ref.precision}: {err}. Searching with auto instead.")
+        ref = ref.searching("auto")
+    lang = target_language(model)
+    if lang:
+        ref = ref.searching(ref.precision, lang)
+        model = searching_model(ref)
+    prefix = task_prefix(model)
+    if prefix is not None:
+        ref = ref.searching(ref.precision, ref.lang, prefix)
+        model = searching_model(ref)
+    rule = rule_choice(model.generation.rule)
+    defaults = model.search_settings(rule)
+    search_defaults(name, rule, defaults.beam, defaults.alpha)
+    st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
+               f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
+               f"{model.search_precision} weights, every map and probability in full precision")
+    if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
+                                help="Opens the model card in a wide window"):
+        show_card(model.name, model.card)
+    decoding_settings(model, rule)
     return Session(model, ref, search_beam(), float(SHARED.alpha.get()), int(SHARED.top_k.get()),
                    bool(SHARED.truncate.get()), None if SHARED.rule.get() == "auto" else rule)
 
 
-def language_model_sidebar(model: LanguageModel, ref: ModelRef) -> Session:
-    """A language model's sidebar: its kind and shape, its card and the top-k (it continues greedily)."""
+def language_model_settings(model: LanguageModel, ref: ModelRef) -> Session:
+    """A language model's sidebar below the picker: its kind and shape, its card and the top-k (it continues
+    greedily)."""
     cfg = model.config
     st.badge(f"Language model · {'CPU' if model.device.type == 'cpu' else 'GPU'}", icon=":material/memory:",
              color="green" if model.device.type == "cuda" else "gray")

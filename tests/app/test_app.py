@@ -17,6 +17,7 @@ from support.app import (  # noqa: E402
     messages,
     ok,
     start,
+    switch_to,
     titles,
 )
 
@@ -141,8 +142,8 @@ def test_every_view_of_every_kind(tiny, kind):
 def test_state_survives_a_view_change_and_a_page_switch(tiny):
     at = start(kind="cross", layer="2", head="3")
     at.segmented_control(key="w_view").set_value("model").run()
-    at.switch_page("views/masks.py").run()
-    at.switch_page("views/explore.py").run()
+    switch_to(at, "masks").run()
+    switch_to(at, "explore").run()
     at.segmented_control(key="w_view").set_value("heatmap").run()
     assert titles(ok(at)) == ["Cross-attention (decoder → encoder): layer 2, head 3"]
 
@@ -318,7 +319,7 @@ def test_injection_is_shown_as_text(tiny):
 # --- masks page --------------------------------------------------------------------------------------------------
 def test_masks_page(tiny):
     at = start(sentence="Two dogs play.")
-    at.switch_page("views/masks.py").run()
+    switch_to(at, "masks").run()
     ok(at)
     assert at.title[0].value == "Masks"
     names = titles(at)
@@ -344,7 +345,7 @@ def test_masks_page(tiny):
 
 def test_masks_page_bad_second_sentence(tiny):
     at = start()
-    at.switch_page("views/masks.py").run()
+    switch_to(at, "masks").run()
     at.text_input(key="w_m_other").input(" ").run()
     ok(at)
     assert "second sentence cannot be used" in messages(at)
@@ -353,7 +354,7 @@ def test_masks_page_bad_second_sentence(tiny):
 # --- positional encoding page ------------------------------------------------------------------------------------
 def test_positional_page(tiny):
     at = start(sentence="Two dogs play.")
-    at.switch_page("views/positional.py").run()
+    switch_to(at, "positional").run()
     ok(at)
     assert at.title[0].value == "Positional encoding"
     names = titles(at)

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from support.app import INJECTION, TINY_CONFIG, TINY_MODEL, arr, charts, messages, ok, start, titles  # noqa: E402  # noqa: E402
+from support.app import INJECTION, TINY_CONFIG, TINY_MODEL, arr, charts, messages, ok, start, switch_to, titles  # noqa: E402  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import analyze_pages, sessions, texts  # noqa: E402
@@ -38,7 +38,7 @@ def own(tmp_path, assets, monkeypatch):
 
 def page(name: str, sentence: str = SENTENCE):
     at = start(sentence=sentence)
-    at.switch_page(f"views/{name}.py").run()
+    switch_to(at, name).run()
     return ok(at)
 
 
@@ -155,7 +155,7 @@ def test_ablation_never_changes_the_shared_model(tiny, model):
     fresh = viz_model.load(tiny / TINY_MODEL, device="cpu")
     for (name, a), (_, b) in zip(shared.network.state_dict().items(), fresh.network.state_dict().items()):
         assert torch.equal(a.cpu(), b), name
-    at.switch_page("views/explore.py").run()
+    switch_to(at, "explore").run()
     assert texts.md_escape(model.translate(ABLATED, beam=1)) in [m.value for m in ok(at).markdown]
 
 
@@ -312,7 +312,7 @@ def test_the_second_model_takes_the_sidebars_target_language_in_its_own_code(man
     assert sessions.matching_target(m2m, "xx_YY") == sessions.matching_target(tiny_model, "fr") == ""
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(many_to_many))
     at = start(sentence=SENTENCE, model="m2m", lang="fr", kind="cross")
-    at.switch_page("views/compare.py").run()
+    switch_to(at, "compare").run()
     at.selectbox(key="w_cmp_model").set_value("mbart").run()
     ok(at)
     first, second = (chart["layout"]["yaxis"]["ticktext"] for chart in charts(at)[-2:])  # target tokens: code first

@@ -10,6 +10,7 @@ from support.app import (  # noqa: E402
     messages,
     ok,
     start,
+    switch_to,
 )
 
 from viz_model.attribution import attribute  # noqa: E402
@@ -24,7 +25,7 @@ def chart(at, prefix: str) -> dict:
 @pytest.fixture
 def page(tiny):
     at = start(sentence=SENTENCE)
-    at.switch_page("views/attribution.py").run()
+    switch_to(at, "attribution").run()
     return ok(at)
 
 

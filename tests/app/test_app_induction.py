@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-from support.app import APP, arr, charts, markdown, messages, ok, start
+from support.app import arr, charts, markdown, messages, ok, open_page, start, switch_to
 
 
 def title(chart: dict) -> str:
@@ -15,16 +14,13 @@ def title(chart: dict) -> str:
 
 def induction_page():
     at = start(sentence="A man runs.")
-    at.switch_page("views/watch.py").run()
+    switch_to(at, "watch").run()
     at.radio(key="watch_experiment").set_value("induction").run()
     return ok(at)
 
 
 def test_the_link_opens_the_induction_experiment_with_its_settings(tiny):
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"beam": "1", "experiment": "induction", "induction_seconds": "12"})
-    at.switch_page("views/watch.py")
-    ok(at.run())
+    at = open_page("watch", straight=True, timeout=180, beam="1", experiment="induction", induction_seconds="12")
     assert "An **induction head** completes patterns" in markdown(at)
     assert "time budget (12 s)" in messages(at)
     assert at.slider(key="watch_ind_seconds").value == 12 and not at.get("plotly_chart")

@@ -8,7 +8,7 @@ import gzip
 
 import numpy as np
 import pytest
-from support.app import arr, charts, messages, ok, start, titles
+from support.app import arr, charts, messages, ok, open_page, start, titles
 from support.hf_lm import build_lm_folder, import_lm
 
 import viz_model
@@ -33,10 +33,8 @@ def lm_app(models, monkeypatch, tmp_path):
     return models
 
 
-def open_page(page: str, model: str = LM, **params: str):
-    at = ok(start(model=model, sentence=PROMPT, **params))
-    at.switch_page(f"views/{page}.py").run()
-    return ok(at)
+def lm_page(page: str, model: str = LM, **params: str):
+    return open_page(page, timeout=180, **{"beam": "1", "model": model, "sentence": PROMPT, **params})
 
 
 def grid(at) -> np.ndarray:
@@ -54,7 +52,7 @@ def expected(models, name: str, column: str, table) -> np.ndarray:
 
 
 def test_head_roles_scores_repeated_random_tokens_by_default(lm_app):
-    at = open_page("head_roles", GPT2)
+    at = lm_page("head_roles", GPT2)
     assert at.title[0].value == "Head roles"
     assert titles(at) == ["induction of every head"]
     caption = "\n".join(c.value for c in at.caption)
@@ -66,7 +64,7 @@ def test_head_roles_scores_repeated_random_tokens_by_default(lm_app):
 
 
 def test_head_roles_on_the_prompt_draw_the_chosen_score(lm_app):
-    at = open_page("head_roles")
+    at = lm_page("head_roles")
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
     ok(at)
@@ -81,7 +79,7 @@ def test_head_roles_on_the_corpus_say_where_it_is_from(lm_app, monkeypatch, tmp_
     with gzip.open(tmp_path / "data" / "multi30k" / "val.en.gz", "wt", encoding="utf-8") as f:
         f.write("A dog runs in the park.\nTwo men sit on a bench.\n")
     monkeypatch.setenv("VIZ_MODEL_DATA", str(tmp_path / "data"))
-    at = open_page("head_roles")
+    at = lm_page("head_roles")
     at.radio(key="w_hr_lm_source").set_value("corpus").run()
     ok(at)
     assert "Measured on 2 sentences: Multi30k (val.en.gz) from the data root." in [c.value for c in at.caption]
@@ -89,7 +87,7 @@ def test_head_roles_on_the_corpus_say_where_it_is_from(lm_app, monkeypatch, tmp_
 
 
 def test_ablation_shows_the_continuation_and_the_prompts_logit_change(lm_app):
-    at = open_page("ablation", new_tokens="4")
+    at = lm_page("ablation", new_tokens="4")
     assert at.multiselect(key="w_abl_heads").value == [("decoder", 1, 0)]  # the last layer's first head
     captions = [c.value for c in at.caption]
     assert "Continuation, every head on" in captions and "Continuation, 1 head off" in captions
@@ -104,7 +102,7 @@ def test_ablation_shows_the_continuation_and_the_prompts_logit_change(lm_app):
 
 def test_with_chat_on_ablation_runs_on_the_chat_turn(lm_app):
     """The page's prompt form puts the prompt through the chat template; the ablation must measure that turn too."""
-    at = open_page("ablation", model=CHAT, new_tokens="2")
+    at = lm_page("ablation", model=CHAT, new_tokens="2")
     at.toggle(key="w_lm_chat").set_value(True).run()
     model = viz_model.load(lm_app / CHAT, device="cpu")
     turn = model.encode([{"role": "user", "content": PROMPT}])
@@ -119,7 +117,7 @@ def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
     """"My prompt" is the prompt of Complete & explore: with chat on there, the turn through the chat template."""
     at = ok(start(model=CHAT, sentence=PROMPT, new_tokens="2"))
     at.toggle(key="w_lm_chat").set_value(True).run()
-    at.switch_page("views/head_roles.py").run()
+    open_page("head_roles", at)
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     at.selectbox(key="w_hr_lm_score").set_value("previous_token").run()
     model = viz_model.load(lm_app / CHAT, device="cpu")
@@ -131,7 +129,7 @@ def test_with_chat_on_head_roles_on_the_prompt_read_the_chat_turn(lm_app):
 
 def test_head_roles_on_a_prompt_past_the_trained_length_say_so(lm_app):
     at = ok(start(model=LM, sentence=" ".join(["the dog sees the cat"] * 60), new_tokens="1"))
-    at.switch_page("views/head_roles.py").run()
+    open_page("head_roles", at)
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     assert titles(ok(at)) == ["induction of every head"]
     assert "positions are past the 256 this model was trained on" in messages(at)

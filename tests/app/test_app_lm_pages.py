@@ -9,10 +9,11 @@ import shutil
 
 import numpy as np
 import pytest
-from support.app import APP, arr, charts, messages, ok, start, titles
+from support.app import APP, arr, charts, messages, ok, open_page, titles
 from support.hf_lm import STRICT_TEMPLATE, build_lm_folder, import_lm, lm_models_folder
 
-from app import lm_compare, lm_masks
+from app.views.compare import compare_lm
+from app.views.masks import masks_lm
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 from viz_model.plot import window_bands
 
@@ -36,15 +37,12 @@ def lm_app(models, monkeypatch):
     return models
 
 
-def open_page(page: str, model: str = LLAMA, sentence: str = PROMPT, **params: str):
-    at = ok(start(model=model, sentence=sentence, **params))
-    if page != "explore":
-        at.switch_page(f"views/{page}.py").run()
-    return ok(at)
+def lm_page(page: str, model: str = LLAMA, sentence: str = PROMPT, **params: str):
+    return open_page(page, timeout=180, beam="1", model=model, sentence=sentence, **params)
 
 
 def test_the_model_view_frames_each_key_value_heads_group():
-    fig = charts(open_page("explore", view="model"))[0]
+    fig = charts(lm_page("explore", view="model"))[0]
     assert fig["layout"]["xaxis"]["ticktext"] == ["H1<br>kv 1", "H2<br>kv 1", "H3<br>kv 2", "H4<br>kv 2"]
     frames = [s for s in fig["layout"]["shapes"] if s.get("name", "").startswith("kv head")]
     assert [s["name"] for s in frames] == ["kv head 1", "kv head 2"]
@@ -52,7 +50,7 @@ def test_the_model_view_frames_each_key_value_heads_group():
 
 
 def test_the_head_view_colours_a_group_in_shades_of_one_hue():
-    at = open_page("explore", view="head")
+    at = lm_page("explore", view="head")
     at.multiselect(key="w_hv_heads").set_value(["Head 1 · kv 1", "Head 2 · kv 1", "Head 3 · kv 2"]).run()
     lines = {t["name"]: t["line"]["color"] for t in charts(ok(at))[0]["data"] if t.get("mode") == "lines"}
     assert set(lines) == {"head 1 · kv 1", "head 2 · kv 1", "head 3 · kv 2"}
@@ -64,7 +62,7 @@ def test_the_head_view_colours_a_group_in_shades_of_one_hue():
 
 
 def test_a_sliding_window_layer_is_drawn_windowed():
-    at = open_page("explore", model=MISTRAL, sentence="two dogs play in the snow near a red house", new_tokens="4")
+    at = lm_page("explore", model=MISTRAL, sentence="two dogs play in the snow near a red house", new_tokens="4")
     heat = charts(at)[0]
     edge = [t for t in heat["data"] if t.get("name") == f"window of {WINDOW}"]
     assert len(edge) == 1
@@ -75,7 +73,7 @@ def test_a_sliding_window_layer_is_drawn_windowed():
     hidden = np.tril(np.ones((n, n), dtype=bool), -WINDOW)
     assert weights[hidden].max() == 0.0 and weights[~hidden & np.tril(np.ones((n, n), bool))].min() > 0.0
     assert "sliding window of 5 tokens" in "\n".join(c.value for c in at.caption)
-    fig = charts(open_page("explore", model=MISTRAL, sentence="two dogs play in the snow near a red house",
+    fig = charts(lm_page("explore", model=MISTRAL, sentence="two dogs play in the snow near a red house",
                            view="model"))[0]
     assert fig["layout"]["yaxis"]["ticktext"] == ["L1<br>window 5", "L2<br>window 5"]
     assert any(t.get("name") == "sliding window" for t in fig["data"])
@@ -83,13 +81,13 @@ def test_a_sliding_window_layer_is_drawn_windowed():
 
 def test_every_view_works_for_gpt2():
     for view in ("heatmap", "model", "head", "focus"):
-        at = open_page("explore", model=GPT2, view=view)
+        at = lm_page("explore", model=GPT2, view=view)
         assert charts(at), view
         assert not any(t.get("name", "").startswith("window") for c in charts(at) for t in c["data"]), view
 
 
 def test_a_chat_prompt_goes_through_the_template_and_shows_its_tokens():
-    at = open_page("explore", model=MISTRAL, chat="True", new_tokens="3")
+    at = lm_page("explore", model=MISTRAL, chat="True", new_tokens="3")
     keys = charts(at)[0]["data"][0]["x"]
     heat = charts(at)[0]
     labels = heat["layout"]["xaxis"]["ticktext"]
@@ -100,17 +98,17 @@ def test_a_chat_prompt_goes_through_the_template_and_shows_its_tokens():
 
 
 def test_a_chat_template_that_fails_is_one_line():
-    at = open_page("explore", model=MISTRAL, chat="True", system="Be brief.")
+    at = lm_page("explore", model=MISTRAL, chat="True", system="Be brief.")
     assert "chat template fails on this message: System role not supported" in messages(at)
     assert not at.get("plotly_chart")
-    at = open_page("explore", model=GPT2, chat="True")  # a base model: no template at all
+    at = lm_page("explore", model=GPT2, chat="True")  # a base model: no template at all
     assert "has no chat template" in messages(at)
-    assert open_page("explore", model=GPT2).toggle(key="w_lm_chat").disabled is True  # greyed out there
-    assert open_page("explore", model=MISTRAL).toggle(key="w_lm_chat").disabled is False
+    assert lm_page("explore", model=GPT2).toggle(key="w_lm_chat").disabled is True  # greyed out there
+    assert lm_page("explore", model=MISTRAL).toggle(key="w_lm_chat").disabled is False
 
 
 def test_the_masks_page_shows_causal_window_and_padding():
-    at = open_page("masks", model=MISTRAL, sentence="two dogs play in the snow near a red house")
+    at = lm_page("masks", model=MISTRAL, sentence="two dogs play in the snow near a red house")
     assert "layers 1, 2: a window of 5 tokens" in "\n".join(c.value for c in at.caption)
     names = titles(at)
     assert names[0].startswith("Layer 1's mask") and "sliding window of 5" in names[0]
@@ -129,15 +127,15 @@ def test_the_masks_page_shows_causal_window_and_padding():
 
 
 def test_padding_and_layer_masks_by_hand():
-    tokens, keys = lm_masks.padded([["a", "b", "c"], ["d"]], "left")
+    tokens, keys = masks_lm.padded([["a", "b", "c"], ["d"]], "left")
     assert tokens[1] == ["<pad>", "<pad>", "d"] and keys.tolist() == [[True] * 3, [False, False, True]]
-    mask = lm_masks.layer_mask(3, 2, np.array([False, True, True]))
+    mask = masks_lm.layer_mask(3, 2, np.array([False, True, True]))
     assert mask.tolist() == [[False, False, False], [False, True, False], [False, True, True]]
-    assert lm_masks.windows_line([4, None, 4]) == "layers 1, 3: a window of 4 tokens · layer 2: every earlier token"
+    assert masks_lm.windows_line([4, None, 4]) == "layers 1, 3: a window of 4 tokens · layer 2: every earlier token"
 
 
 def test_decoding_steps_through_the_continuation_and_draws_the_beam_tree():
-    at = open_page("decoding", new_tokens="4")
+    at = lm_page("decoding", new_tokens="4")
     assert at.title[0].value == "Decoding step by step"
     assert "Step 1 of 4" in "\n".join(m.value for m in at.markdown)
     at.slider(key="w_dec_step").set_value(2).run()
@@ -155,14 +153,14 @@ def test_the_trees_greedy_search_writes_the_pages_continuation(models):
     import viz_model
     from app.texts import md_escape
 
-    at = open_page("decoding", new_tokens="4")
+    at = lm_page("decoding", new_tokens="4")
     expected = md_escape(viz_model.load(models / LLAMA, device="cpu").complete(PROMPT, 4))
     shown = [m.value for m in at.markdown]
     assert shown.count(expected) >= 2, (expected, shown)  # the continuation above, greedy (beam 1) below
 
 
 def test_compare_puts_a_translator_beside_the_language_model():
-    at = open_page("compare", new_tokens="6")
+    at = lm_page("compare", new_tokens="6")
     assert at.title[0].value == "Compare"
     assert at.selectbox(key="w_cmp_translator").options == [DEFAULT_MODEL]
     left, right = charts(at)[:2]
@@ -174,7 +172,7 @@ def test_compare_puts_a_translator_beside_the_language_model():
 
 
 def test_compare_template_without_the_text_is_one_line():
-    at = open_page("compare")
+    at = lm_page("compare")
     at.text_area(key="w_cmp_template").set_value("German:").run()
     assert "must hold {src} exactly once" in messages(ok(at))
 
@@ -183,20 +181,20 @@ def test_the_source_span_by_offsets_and_by_counts(models):
     import viz_model
 
     model = viz_model.load(models / LLAMA, device="cpu")
-    prompt, start_, end = lm_compare.lm_prompt("English: {src}\nGerman:", "two dogs")
-    first, last = lm_compare.source_span(model, prompt, start_, end)
+    prompt, start_, end = compare_lm.lm_prompt("English: {src}\nGerman:", "two dogs")
+    first, last = compare_lm.source_span(model, prompt, start_, end)
     ids = model.encode(prompt)
     assert model.tokenizer.decode(ids[first:last]).strip() == "two dogs"
     with pytest.raises(ValueError, match="exactly once"):
-        lm_compare.lm_prompt("{src} and {src}", "x")
+        compare_lm.lm_prompt("{src} and {src}", "x")
 
 
 def test_a_prompt_past_the_positions_is_one_line_on_every_page():
     for page in ("explore", "masks", "decoding"):
-        at = open_page(page, model=GPT2, sentence=" ".join(["snow"] * 200))
+        at = lm_page(page, model=GPT2, sentence=" ".join(["snow"] * 200))
         assert "this model has 128" in messages(at), page
         assert not at.get("plotly_chart"), page
-    at = open_page("compare", model=GPT2)
+    at = lm_page("compare", model=GPT2)
     at.text_input(key="w_cmp_source").set_value(" ".join(["snow"] * 150)).run()
     assert "this model has 128" in messages(ok(at))
 
@@ -207,7 +205,7 @@ def test_window_edges_by_hand():
 
 
 def test_a_translators_compare_page_offers_translators_only():
-    at = open_page("compare", model=DEFAULT_MODEL, sentence="Two dogs play in the snow.")
+    at = lm_page("compare", model=DEFAULT_MODEL, sentence="Two dogs play in the snow.")
     assert at.title[0].value == "Compare"
     assert "Only one model is available" in messages(at)  # the only other models are language models
     assert "Language models are compared with a translator from their own Compare page" in "\n".join(

@@ -9,12 +9,15 @@ import shutil
 
 import numpy as np
 import pytest
-from support.app import APP, arr, charts, messages, ok, open_lm_page, titles
+from support.app import APP, arr, charts, messages, ok, open_page, titles
 from support.hf_lm import build_lm_folder, import_lm, lm_models_folder
 
 import viz_model
-from app import completion, lm_attribution, lm_head_steps, lm_rollout
+from app import completion
 from app.page_settings import LM_NEW_TOKENS
+from app.views.alignment import alignment_lm
+from app.views.attribution import attribution_lm
+from app.views.by_hand import head_steps
 from viz_model.analysis import rollout
 from viz_model.attribution import attribute
 from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
@@ -37,8 +40,8 @@ def lm_app(models, monkeypatch):
     return models
 
 
-def open_page(page: str, model: str = LLAMA):
-    return open_lm_page(page, model, PROMPT)
+def lm_page(page: str, model: str = LLAMA):
+    return open_page(page, timeout=180, beam="1", model=model, sentence=PROMPT)
 
 
 def lm(models, name: str):
@@ -57,8 +60,8 @@ def chart(at, title_start: str) -> dict:
 # --- Alignment & rollout -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [LLAMA, SHIPPED])
 def test_alignment_is_one_line_and_rollout_runs_over_the_causal_layers(models, name):
-    at = open_page("alignment", name)
-    assert lm_rollout.NO_ALIGNMENT in messages(at)
+    at = lm_page("alignment", name)
+    assert alignment_lm.NO_ALIGNMENT in messages(at)
     maps = trace_of(models, name).attentions("decoder")
     last = len(maps)
     assert titles(at) == [f"Raw attention, layer {last} (mean over heads)", f"Rollout through layers 1–{last}",
@@ -75,7 +78,7 @@ def test_alignment_is_one_line_and_rollout_runs_over_the_causal_layers(models, n
 
 # --- The training recipe -------------------------------------------------------------------------------------------
 def test_training_draws_the_shipped_language_models_curves_with_perplexity(models):
-    at = open_page("training", SHIPPED)
+    at = lm_page("training", SHIPPED)
     curves = chart(at, "Training curves")
     panels = [a["text"] for a in curves["layout"]["annotations"]]
     assert "validation perplexity" in panels and "validation BLEU" not in panels
@@ -97,7 +100,7 @@ def test_training_draws_the_shipped_language_models_curves_with_perplexity(model
 
 @pytest.mark.parametrize("name", [LLAMA, GPT2])
 def test_training_of_an_imported_language_model_without_a_log_is_one_line(name):
-    at = open_page("training", name)
+    at = lm_page("training", name)
     assert f"{name} was imported from another framework" in messages(at)
     assert len(at.info) == 1 and not at.get("plotly_chart")
 
@@ -105,7 +108,7 @@ def test_training_of_an_imported_language_model_without_a_log_is_one_line(name):
 # --- Attribution ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [LLAMA, GPT2, SHIPPED])
 def test_attribution_draws_the_continuation_as_the_library_attributes_it(models, name):
-    at = open_page("attribution", name)
+    at = lm_page("attribution", name)
     methods = at.multiselect(key="w_at_methods")
     assert "attention" not in methods.options and "rollout" not in methods.options
     assert methods.value == ["value_weighted", "alti", "saliency"]
@@ -116,12 +119,12 @@ def test_attribution_draws_the_continuation_as_the_library_attributes_it(models,
     matrix = arr(chart(at, "ALTI+: every output")["data"][0]["z"])
     expected = np.concatenate([result.source_scores("alti"), result.prefix_scores("alti")], axis=1)
     np.testing.assert_allclose(matrix, expected, atol=1e-6)
-    assert lm_attribution.NO_FOIL in "\n".join(c.value for c in at.caption)
-    assert lm_attribution.NO_DELETION in messages(at)
+    assert attribution_lm.NO_FOIL in "\n".join(c.value for c in at.caption)
+    assert attribution_lm.NO_DELETION in messages(at)
 
 
 def test_a_forced_continuation_with_integrated_gradients_and_its_completeness(models):
-    at = open_page("attribution", LLAMA)
+    at = lm_page("attribution", LLAMA)
     at.text_input(key="w_at_target").set_value(" in the park").run()
     at.multiselect(key="w_at_methods").set_value(["alti", "integrated_gradients"]).run()
     ok(at)
@@ -136,7 +139,7 @@ def test_a_forced_continuation_with_integrated_gradients_and_its_completeness(mo
 # --- Attention by hand ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [LLAMA, GPT2, SHIPPED])
 def test_attention_by_hand_works_one_head_through_to_the_recorded_map(models, name):
-    at = open_page("attention_by_hand", name)
+    at = lm_page("by_hand", name)
     trace = trace_of(models, name)
     maps = trace.attentions("decoder")
     np.testing.assert_allclose(arr(chart(at, "Softmax weights")["data"][0]["z"]), maps[0][0], atol=1e-5)
@@ -150,20 +153,20 @@ def test_attention_by_hand_works_one_head_through_to_the_recorded_map(models, na
 
 
 def test_a_grouped_head_reads_its_key_value_head_and_later_queries_follow(models):
-    at = open_page("attention_by_hand", LLAMA)
+    at = lm_page("by_hand", LLAMA)
     at.selectbox(key="w_abh_lm_layer").set_value(2).run()
     at.selectbox(key="w_abh_lm_head").set_value(4).run()
     at.selectbox(key="w_abh_lm_query").set_value(9).run()
     ok(at)
     assert "head 4 reads key/value head 2" in "\n".join(c.value for c in at.caption)
     model, trace = lm(models, LLAMA), trace_of(models, LLAMA)
-    steps = lm_head_steps.head_steps(model, trace.target_ids, 1, 3)
+    steps = head_steps.head_steps(model, trace.target_ids, 1, 3)
     np.testing.assert_allclose(arr(chart(at, "Softmax weights")["data"][0]["z"]),
                                trace.attentions("decoder")[1][3], atol=1e-5)
     assert steps.kv_head == 1 and steps.difference < 1e-5
     # the key is the kv head's: the same for query heads 3 and 4, another for head 1
-    np.testing.assert_array_equal(steps.k, lm_head_steps.head_steps(model, trace.target_ids, 1, 2).k)
-    assert not np.allclose(steps.k, lm_head_steps.head_steps(model, trace.target_ids, 1, 0).k)
+    np.testing.assert_array_equal(steps.k, head_steps.head_steps(model, trace.target_ids, 1, 2).k)
+    assert not np.allclose(steps.k, head_steps.head_steps(model, trace.target_ids, 1, 0).k)
     row = next(d.value for d in at.dataframe if "softmax weight" in d.value.columns)
     assert int(row["may attend"].sum()) == 10
 
@@ -175,7 +178,7 @@ def test_head_steps_match_the_recorded_map_for_windows_norms_caps_and_alibi(tmp_
     ids = model.encode(PROMPT)
     for layer in range(len(model.network.layers)):
         for head in range(model.config.heads):
-            steps = lm_head_steps.head_steps(model, ids, layer, head)
+            steps = head_steps.head_steps(model, ids, layer, head)
             assert steps.difference < 1e-5, (layer, head)
     window = {"mistral": 5, "gemma2": None}.get(family)
     if family == "mistral":
@@ -185,7 +188,7 @@ def test_head_steps_match_the_recorded_map_for_windows_norms_caps_and_alibi(tmp_
 
 
 # --- every page ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("page", ["attribution", "attention_by_hand", "training", "alignment"])
+@pytest.mark.parametrize("page", ["attribution", "by_hand", "training", "alignment"])
 def test_none_of_the_four_pages_refuses_the_shipped_language_model(page):
-    at = open_page(page, SHIPPED)
+    at = lm_page(page, SHIPPED)
     assert "for translation models" not in messages(at) and charts(at), page

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support.app import arr, build_scheme_assets
 from support.hf_lm import lm_models_folder
-from test_app_teaching import captions, chart, messages, metrics, ok, open_page, tables, titles
+from test_app_teaching import captions, chart, messages, metrics, ok, on_page, tables, titles
 
 import viz_model
 from viz_model.lessons import position_length, position_rope, position_split
@@ -30,7 +30,7 @@ def lm_app(models, monkeypatch):
 
 
 def open_lm(model: str, **params: str) -> AppTest:
-    return open_page("positional", model=model, sentence="", **params)
+    return on_page("positional", model=model, sentence="", **params)
 
 
 def tab_labels(at: AppTest) -> list[str]:
@@ -164,6 +164,6 @@ def schemes(tmp_path_factory, monkeypatch):
 @pytest.mark.parametrize("scheme, tab", [("relative", "Today's schemes"), ("alibi", "Today's schemes"),
                                          ("sinusoidal", "The sinusoids"), ("learned", "On your sentence")])
 def test_a_translator_opens_on_its_own_scheme(schemes, scheme, tab):
-    at = open_page("positional", model=f"tiny-{scheme}")
+    at = on_page("positional", model=f"tiny-{scheme}")
     assert open_tab(at) == tab
     assert at.radio(key="w_pe_scheme").value == scheme

@@ -10,14 +10,14 @@ import shutil
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from support.app import APP, arr, charts, messages, ok, titles
+from support.app import APP, arr, charts, messages, ok, open_page, titles
 from support.hf_lm import build_lm_folder, import_lm
 
 from viz_model.analysis.sinks import remove_sink, trace_sink_shares
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 PROMPT = "a man plays in the snow and the dog runs"
-PAGE = "views/sinks.py"
+PAGE = "sinks"
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +39,7 @@ def lm_app(models, monkeypatch):
 
 def open_sinks(model: str, new_tokens: int | None = None, **params: str) -> AppTest:
     """A fresh session opening a link straight onto the page (greedy); `new_tokens`: the prompt form's slider set."""
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"beam": "1", "model": model, **params})
-    at.switch_page(PAGE)
-    ok(at.run())
+    at = open_page(PAGE, straight=True, timeout=180, **{"beam": "1", "model": model, **params})
     if new_tokens is not None:
         at.slider(key="w_lm_new_tokens").set_value(new_tokens).run()
     return ok(at)
@@ -142,10 +139,8 @@ def test_with_chat_on_the_switch_runs_on_the_chat_turn_the_grid_measures(lm_app)
 
 def test_a_links_new_tokens_and_chat_are_taken_and_written_back(lm_app):
     """The prompt form's settings (Complete & explore's) are in the link of every page that draws the form."""
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"beam": "1", "model": "smollm2", "sentence": PROMPT, "new_tokens": "3", "chat": "True"})
-    at.switch_page(PAGE)
-    ok(at.run())
+    at = open_page(PAGE, straight=True, timeout=180, beam="1", model="smollm2", sentence=PROMPT, new_tokens="3",
+                   chat="True")
     assert at.slider(key="w_lm_new_tokens").value == 3 and at.toggle(key="w_lm_chat").value is True
     turn = lm_app["smollm2"].trace([{"role": "user", "content": PROMPT}], 3)
     assert len(charts(at)[1]["data"][0]["x"]) == len(turn.target_tokens)

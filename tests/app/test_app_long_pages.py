@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.app import arr, charts, ok, start, titles
+from support.app import arr, charts, ok, open_page, start, titles
 from support.long_lm import long_lm_models, long_text
 
 import viz_model
@@ -50,12 +50,10 @@ def full(models):
     return model, trace
 
 
-def open_page(page: str):
+def long_page(page: str):
     at = ok(start(model="llama", sentence="a man", new_tokens=str(NEW_TOKENS)))
     at.session_state["sentence"] = PROMPT
-    ok(at.run())
-    at.switch_page(f"views/{page}.py").run()
-    return ok(at)
+    return open_page(page, ok(at.run()))
 
 
 def no_refusal(at) -> None:
@@ -72,7 +70,7 @@ def by_title(at, start: str) -> dict:
 def test_masks_draw_blocks_and_a_window_of_exact_cells(full, reads):
     _, trace = full
     n, p = len(trace.target_tokens), trace.settings["prompt_length"]
-    at = open_page("masks")
+    at = long_page("masks")
     no_refusal(at)
     blocks = by_title(at, "Layer 1's mask over the prompt and its continuation")
     assert f"{n} x {n} tokens drawn as blocks of up to" in blocks["layout"]["title"]["text"]
@@ -94,7 +92,7 @@ def test_masks_draw_blocks_and_a_window_of_exact_cells(full, reads):
 def test_decoding_reads_each_heads_row_of_the_step(full, reads):
     model, trace = full
     p = trace.settings["prompt_length"]
-    at = open_page("decoding")
+    at = long_page("decoding")
     no_refusal(at)
     assert "Step 1 of 2" in "\n".join(m.value for m in at.markdown)
     at.slider(key="w_dec_step").set_value(2).run()
@@ -112,7 +110,7 @@ def test_decoding_reads_each_heads_row_of_the_step(full, reads):
 
 def test_sinks_measure_every_head_as_the_full_maps_do(full, reads):
     model, trace = full
-    at = open_page("sinks")
+    at = long_page("sinks")
     no_refusal(at)
     assert {args[:2] for args in reads["heads"]} == {(layer, head) for layer in range(2) for head in range(4)}
     expected = trace_sink_shares(trace)
@@ -128,7 +126,7 @@ def test_sinks_measure_every_head_as_the_full_maps_do(full, reads):
 
 def test_ablation_runs_with_maps_on_demand(full):
     _, trace = full
-    at = open_page("ablation")
+    at = long_page("ablation")
     no_refusal(at)
     shown = {m.label: m.value for m in at.metric}
     assert shown["log P(original continuation), every head on"] == f"{trace.log_probability:.3f}", shown

@@ -17,7 +17,8 @@ from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 
 import viz_model
-from app import long_views, memory_check, token_picker
+from app import long_views, token_picker
+from viz_model.analysis import memory_estimate
 from viz_model.analysis.memory_estimate import gb, model_estimate
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
@@ -120,7 +121,7 @@ def test_figures_are_let_go_with_their_trace():
 
 def available_now(monkeypatch, available: int) -> None:
     """The memory the app finds available: `available` bytes (the library's estimate itself is the real one)."""
-    monkeypatch.setattr(memory_check, "available_bytes", lambda device="cpu": available)
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": available)
 
 
 def traced_tokens(at) -> int:

@@ -9,22 +9,23 @@ import time
 
 import numpy as np
 import pytest
-from support.app import arr, charts, ok, titles
+from support.app import arr, charts, ok, open_page, titles
 from test_app_long_prompt import captions, explore, lm_app, models  # noqa: F401 (fixtures)
 
 import viz_model
-from app import lm_by_hand, sessions
+from app import sessions
+from app.views.by_hand import by_hand_lm
 from viz_model.analysis.rollout import rollout_rows
 from viz_model.attribution.scoring import attribute_continuation_ids
 from viz_model.on_demand import OnDemandMaps
 
 
-def open_page(page: str):
+def long_page(page: str):
     at = explore("heatmap")
     started = time.perf_counter()
-    at.switch_page(f"views/{page}.py").run()
+    open_page(page, at)
     print(f"{page}: {time.perf_counter() - started:.2f} s")  # the page's own work (the trace is cached)
-    return ok(at)
+    return at
 
 
 def the_trace():
@@ -35,7 +36,7 @@ def the_trace():
 
 
 def test_rollout_draws_the_last_tokens_row_as_a_strip():
-    at = open_page("alignment")
+    at = long_page("alignment")
     assert not [i.value for i in at.info if "draws every cell of whole maps" in i.value]
     chart = charts(at)[0]
     raw, rolled = arr(chart["data"][0]["z"])
@@ -49,7 +50,7 @@ def test_rollout_draws_the_last_tokens_row_as_a_strip():
 
 
 def test_rollout_follows_the_picked_token_and_layer():
-    at = open_page("alignment")
+    at = long_page("alignment")
     at.slider(key="ro_token_scroll").set_value(300).run()
     at.selectbox(key="w_ro_layer").select(1).run()
     ok(at)
@@ -61,7 +62,7 @@ def test_rollout_follows_the_picked_token_and_layer():
 
 
 def test_attention_by_hand_works_one_query_row_out_and_lists_top_keys_and_a_window():
-    at = open_page("attention_by_hand")
+    at = long_page("by_hand")
     assert not [i.value for i in at.info if "draws every cell of whole maps" in i.value]
     assert not [s for s in at.selectbox if s.label == "Follow the query of token"]  # no select box of every token
     trace = the_trace()
@@ -79,7 +80,7 @@ def test_attention_by_hand_works_one_query_row_out_and_lists_top_keys_and_a_wind
     np.testing.assert_allclose(top["recorded weight"], recorded[keys], atol=0)
     np.testing.assert_allclose(recorded[keys], np.sort(recorded)[::-1][:16], atol=1e-6)  # the 16 largest
     positions = [int(k.split(":")[0]) for k in window["key"]]
-    assert positions == lm_by_hand.around(p - 1, n) == list(range(n - 64, n))  # around the first query's key
+    assert positions == by_hand_lm.around(p - 1, n) == list(range(n - 64, n))  # around the first query's key
     assert list(window["may attend"]) == [j <= 700 for j in positions]
     strip = charts(at)[0]
     worked, stored = arr(strip["data"][0]["z"])
@@ -100,7 +101,7 @@ def test_attention_by_hand_works_one_query_row_out_and_lists_top_keys_and_a_wind
 
 
 def test_attribution_draws_the_methods_that_run_and_names_those_left_out(lm_app):  # noqa: F811 (the fixture)
-    at = open_page("attribution")
+    at = long_page("attribution")
     assert not [i.value for i in at.info if "draws every cell of whole maps" in i.value]
     infos = [i.value for i in at.info]
     trace = the_trace()
@@ -133,7 +134,7 @@ def test_attribution_with_one_new_token_runs_saliency_too():
     at.session_state["lm_new_tokens"] = 1
     at.run()
     started = time.perf_counter()
-    at.switch_page("views/attribution.py").run()
+    open_page("attribution", at)
     print(f"attribution, one new token: {time.perf_counter() - started:.2f} s")
     ok(at)
     infos = [i.value for i in at.info]

@@ -8,11 +8,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from support.app import APP, ok, start, titles
+from support.app import APP, ok, start, switch_to, titles
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 
-from app import lm_position_tabs
+from app.views.positional import position_lm_tabs
 from viz_model.lessons import position_split
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 from viz_model.plot import map_figures
@@ -67,9 +67,9 @@ def test_the_score_split_is_computed_once_per_head(models, monkeypatch):
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(models))
     calls, real = [], position_split.split_lm_scores
     monkeypatch.setattr(position_split, "split_lm_scores", lambda *args: calls.append(args[2:]) or real(*args))
-    lm_position_tabs._score_split.clear()
+    position_lm_tabs._score_split.clear()
     at = ok(start(model="llama", sentence=PROMPT))
-    at.switch_page("views/positional.py").run()
+    switch_to(at, "positional").run()
     assert calls == [(0, 0)]
     title = next(t for t in titles(ok(at)) if "score = sum of the parts" in t)
     ok(at.run())

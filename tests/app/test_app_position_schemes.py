@@ -9,7 +9,7 @@ import pytest
 import torch
 from support.app import TINY_CONFIG, TINY_MODEL, arr, build_scheme_assets
 from support.data import tiny_model_config
-from test_app_teaching import SENTENCE, captions, chart, charts, messages, ok, open_page, tables
+from test_app_teaching import SENTENCE, captions, chart, charts, messages, ok, on_page, tables
 
 import viz_model
 from viz_model.config.model import POSITIONAL_KINDS
@@ -48,7 +48,7 @@ def schemes(scheme_assets, monkeypatch):
 
 @pytest.mark.parametrize("scheme", POSITIONAL_KINDS)
 def test_every_scheme_opens_the_page_and_its_split_adds_up(schemes, scheme):
-    at = open_page("positional", model=f"tiny-{scheme}")
+    at = on_page("positional", model=f"tiny-{scheme}")
     assert "This model's positions: " in captions(at)
     chart(at, "PE matrix")  # the paper's lessons stay for every model
     panels = {a["text"] for c in charts(at) for a in c["layout"].get("annotations", [])}
@@ -71,7 +71,7 @@ def test_every_scheme_opens_the_page_and_its_split_adds_up(schemes, scheme):
 
 @pytest.mark.parametrize("scheme", POSITIONAL_KINDS)
 def test_the_loaded_models_positional_part_is_drawn_for_every_scheme(schemes, scheme):
-    at = open_page("positional", model=f"tiny-{scheme}")
+    at = on_page("positional", model=f"tiny-{scheme}")
     own = chart(at, "This model's encoder: ")
     model = viz_model.load(schemes / f"tiny-{scheme}", device="cpu")
     trace = model.trace(SENTENCE, beam=1)
@@ -91,7 +91,7 @@ def test_the_loaded_models_positional_part_is_drawn_for_every_scheme(schemes, sc
 
 
 def test_a_pre_norm_model_says_why_no_head_has_a_position_part_and_shows_its_table(schemes):
-    at = open_page("positional", model="tiny-prenorm-learned")
+    at = on_page("positional", model="tiny-prenorm-learned")
     assert "No head's position·position part can be given: it is pre-norm" in messages(at)
     own = chart(at, "This model's encoder: its own position vectors")
     model = viz_model.load(schemes / "tiny-prenorm-learned", device="cpu")
@@ -104,7 +104,7 @@ def test_a_pre_norm_model_says_why_no_head_has_a_position_part_and_shows_its_tab
 
 def test_t5s_formula_has_no_scale_where_the_model_leaves_its_scores_unscaled(schemes):
     for name, scaled in (("tiny-t5-like", False), ("tiny-relative", True)):
-        at = open_page("positional", model=name)
+        at = on_page("positional", model=name)
         at.radio(key="w_pe_scheme").set_value("relative").run()
         formulas = [e.value for e in ok(at).latex if r"\mathrm{bucket}" in e.value]
         assert len(formulas) == 1 and (r"\sqrt{d_k}" in formulas[0]) == scaled, formulas
@@ -117,7 +117,7 @@ def test_t5s_formula_has_no_scale_where_the_model_leaves_its_scores_unscaled(sch
 
 
 def test_the_split_follows_the_chosen_stack_layer_head_and_tokens(schemes):
-    at = open_page("positional", model="tiny-relative")
+    at = on_page("positional", model="tiny-relative")
     at.selectbox(key="w_pe_split_stack").set_value("decoder").run()
     at.selectbox(key="w_pe_split_layer").set_value(3).run()
     at.selectbox(key="w_pe_split_head").set_value(2).run()
@@ -136,7 +136,7 @@ def test_the_split_follows_the_chosen_stack_layer_head_and_tokens(schemes):
 
 
 def test_each_scheme_at_its_defaults(schemes):
-    at = open_page("positional", model="tiny-alibi")
+    at = on_page("positional", model="tiny-alibi")
     assert at.radio(key="w_pe_scheme").value == "alibi"  # the loaded model's own scheme first
     at.radio(key="w_pe_scheme").set_value("rope").run()
     ok(at)
@@ -160,7 +160,7 @@ def test_each_scheme_at_its_defaults(schemes):
 
 
 def test_the_length_experiment_trains_each_scheme_and_tests_it_beyond_its_lengths(schemes):
-    at = open_page("positional", model="tiny-rope")
+    at = on_page("positional", model="tiny-rope")
     assert "Press Train and test" in messages(at)
     at.multiselect(key="pe_len_schemes").set_value(["learned", "alibi"])
     at.slider(key="pe_len_seconds").set_value(2)

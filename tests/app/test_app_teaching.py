@@ -13,11 +13,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 from support.app import (  # noqa: E402
-    APP,
     INJECTION,
     TINY_CONFIG,
     TINY_MODEL,
     arr,
+    open_page,
 )
 
 import viz_model  # noqa: E402
@@ -44,11 +44,9 @@ def model(assets):
     return viz_model.load(assets / TINY_MODEL, device="cpu")
 
 
-def open_page(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=240)
-    at.query_params.update({"beam": "1", "sentence": SENTENCE, **params})
-    at.run()
-    return ok(at.switch_page(f"views/{page}.py").run())
+def on_page(page: str, **params: str) -> AppTest:
+    """Page `page` of a session whose link holds the test sentence (greedy) and `params`."""
+    return open_page(page, **{"beam": "1", "sentence": SENTENCE, **params})
 
 
 def ok(at: AppTest) -> AppTest:
@@ -94,7 +92,7 @@ def tables(at: AppTest) -> list:
 
 # --- positional encoding lab -------------------------------------------------------------------------------------
 def test_positional_lab_draws_every_lesson(tiny):
-    at = open_page("positional")
+    at = on_page("positional")
     d, max_positions = TINY_CONFIG["d_model"], TINY_CONFIG["max_positions"]
     tokens = len(viz_model.load(tiny / TINY_MODEL, device="cpu").encode(SENTENCE))
     drawn = max(16, -(-tokens // 8) * 8)  # the sentence's positions, rounded up to the slider's step of 8
@@ -123,7 +121,7 @@ def test_positional_lab_draws_every_lesson(tiny):
 
 
 def test_shift_offset_and_zoom(tiny):
-    at = open_page("positional")
+    at = on_page("positional")
     at.number_input(key="w_pe_k").set_value(7).run()
     at.slider(key="w_pe_zoom").set_value(8).run()
     ok(at)
@@ -148,7 +146,7 @@ def test_training_length_from_the_log_and_a_learned_model(tiny, tmp_path, monkey
     learned = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, positional="learned", **TINY_CONFIG))
     save_model_dir(learned, tokenizer, tmp_path / "tiny-learned")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = open_page("positional", model=TINY_MODEL)
+    at = on_page("positional", model=TINY_MODEL)
     assert "longest training sequence had 30 tokens (from training_log.jsonl (max_len))" in captions(at)
     far = chart(at, "The chosen dimensions for positions")
     assert any("longest training sentence = 30" in a["text"] for a in far["layout"]["annotations"])
@@ -162,7 +160,7 @@ def test_training_length_from_the_log_and_a_learned_model(tiny, tmp_path, monkey
 
 
 def test_experiment_without_positional_encodings(tiny, model):
-    at = open_page("positional")
+    at = on_page("positional")
     assert at.radio(key="w_pe_exp").value == "no_pe"
     layers = TINY_CONFIG["encoder_layers"]
     assert at.selectbox(key="w_pe_exp_layer").options == [f"Layer {i} of {layers}" for i in range(1, layers + 1)]
@@ -181,7 +179,7 @@ def test_experiment_without_positional_encodings(tiny, model):
 
 
 def test_experiment_shuffled_words(tiny, model):
-    at = open_page("positional")
+    at = on_page("positional")
     at.radio(key="w_pe_exp").set_value("shuffle").run()
     ok(at)
     shuffled = pe_tables.shuffle_words(SENTENCE, 1)
@@ -201,14 +199,14 @@ def test_experiment_shuffled_words(tiny, model):
 
 
 def test_experiment_needs_two_words(tiny):
-    at = open_page("positional", sentence="Hello")
+    at = on_page("positional", sentence="Hello")
     at.radio(key="w_pe_exp").set_value("shuffle").run()
     assert "needs at least two different words" in messages(ok(at))
 
 
 @pytest.mark.parametrize("page", ["positional", "decoding", "training"])
 def test_user_text_is_escaped(tiny, page):
-    at = open_page(page, sentence=INJECTION)
+    at = on_page(page, sentence=INJECTION)
     if page == "positional":
         at.radio(key="w_pe_exp").set_value("shuffle").run()
         ok(at)
@@ -222,7 +220,7 @@ def test_user_text_is_escaped(tiny, page):
 
 # --- attention by hand -------------------------------------------------------------------------------------------
 def test_by_hand_numbers_equal_the_notes(tiny):
-    at = open_page("attention_by_hand")
+    at = on_page("by_hand")
     notes = hand_attention.NOTES
     q, k, v, scores, weights, weighted, output, compared = tables(at)[:8]
     np.testing.assert_array_equal(q.to_numpy(), notes["queries"])
@@ -246,7 +244,7 @@ def test_by_hand_numbers_equal_the_notes(tiny):
 
 
 def test_by_hand_following_another_query(tiny):
-    at = open_page("attention_by_hand")
+    at = on_page("by_hand")
     at.selectbox(key="w_abh_query").set_value(2).run()
     weighted = tables(ok(at))[5]
     assert weighted.index[-1] == "sum = output" and len(weighted) == 4
@@ -259,7 +257,7 @@ def edit(at: AppTest, name: str, **state) -> AppTest:
 
 
 def test_editing_a_cell_recomputes_with_the_library(tiny):
-    at = open_page("attention_by_hand")
+    at = on_page("by_hand")
     edit(at, "X", edited_rows={0: {"d1": "2", "d4": "-1.5"}})
     ok(at)
     x = hand_attention.EXAMPLE_X.copy()
@@ -284,7 +282,7 @@ def test_editing_a_cell_recomputes_with_the_library(tiny):
     ("X", {"added_rows": [{"d1": "1"}]}, "X, row 4, column 2 is empty"),
 ])
 def test_bad_matrix_input_gets_an_inline_message(tiny, name, state, expected):
-    at = edit(open_page("attention_by_hand"), name, **state)
+    at = edit(on_page("by_hand"), name, **state)
     ok(at)
     assert expected in messages(at)
     assert "Fix the tables above" in messages(at)
@@ -293,14 +291,14 @@ def test_bad_matrix_input_gets_an_inline_message(tiny, name, state, expected):
 
 
 def test_a_cell_with_markup_is_quoted_as_text(tiny):
-    at = edit(open_page("attention_by_hand"), "W_q", edited_rows={0: {"q1": "**<b>x</b>**"}})
+    at = edit(on_page("by_hand"), "W_q", edited_rows={0: {"q1": "**<b>x</b>**"}})
     raw = ok(at).error[0].value
     assert "is '**<b>x</b>**', not a number" in messages(at)
     assert "\\*\\*\\<b\\>" in raw  # escaped: shown literally, never bold or HTML
 
 
 def test_reset_and_resize(tiny):
-    at = edit(open_page("attention_by_hand"), "X", edited_rows={0: {"d1": "oops"}})
+    at = edit(on_page("by_hand"), "X", edited_rows={0: {"d1": "oops"}})
     assert "not a number" in messages(ok(at))
     next(b for b in at.button if b.label == "Reset to the worked example").click().run()
     ok(at)
@@ -320,7 +318,7 @@ def test_reset_and_resize(tiny):
 
 
 def test_scaling_causal_mask_and_multi_head(tiny):
-    at = open_page("attention_by_hand")
+    at = on_page("by_hand")
     causal = chart(at, "Causally masked weights")
     z = arr(causal["data"][0]["z"])
     assert np.all(np.triu(z, 1) == 0) and z[0, 0] == 1.0
@@ -343,7 +341,7 @@ def test_scaling_causal_mask_and_multi_head(tiny):
 
 
 def test_saturation_plot_controls(tiny):
-    at = open_page("attention_by_hand")
+    at = on_page("by_hand")
     at.slider(key="w_abh_keys").set_value(20).run()
     at.select_slider(key="w_abh_samples").set_value(200).run()
     at.number_input(key="w_abh_seed").set_value(3).run()
@@ -357,7 +355,7 @@ def test_saturation_plot_controls(tiny):
 
 # --- decoding step by step ---------------------------------------------------------------------------------------
 def test_decoding_steps_follow_the_trace(tiny, model):
-    at = open_page("decoding")
+    at = on_page("decoding")
     trace = model.trace(SENTENCE, beam=1)
     steps = len(trace.steps)
     assert at.slider(key="w_dec_step").max == steps
@@ -380,7 +378,7 @@ def test_decoding_steps_follow_the_trace(tiny, model):
 
 
 def test_beam_tree_and_greedy_vs_beam(tiny, model):
-    at = open_page("decoding")
+    at = on_page("decoding")
     tree = chart(at, "Beam search tree (this project's rule): beam 4, α 0.6")
     chosen = next(t for t in tree["data"] if t.get("name") == "chosen translation")
     expected = model.beam_tree(SENTENCE, beam=4, alpha=0.6)
@@ -402,13 +400,13 @@ def test_beam_tree_and_greedy_vs_beam(tiny, model):
 
 
 def test_decoding_page_bad_sentence(tiny):
-    at = open_page("decoding", sentence=" ")
+    at = on_page("decoding", sentence=" ")
     assert "empty" in messages(at) and charts(at) == []
 
 
 # --- the training recipe -----------------------------------------------------------------------------------------
 def test_training_page_without_a_log(tiny):
-    at = open_page("training")
+    at = on_page("training")
     text = messages(at)
     assert "has no training_log.jsonl, so its actual schedule cannot be drawn" in text
     assert "no training log (training_log.jsonl)" in text
@@ -450,7 +448,7 @@ def training_page_of(tiny: Path, tmp_path: Path, monkeypatch, events: list[dict]
     (tmp_path / TINY_MODEL / "training_facts.json").write_text(facts.to_json())
     (tmp_path / TINY_MODEL / "MODEL_CARD.md").write_text("# tiny\n\nA card reworded by someone: 9 warm-up steps.\n")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    return open_page("training")
+    return on_page("training")
 
 
 def test_training_page_with_the_models_log(tiny, tmp_path, monkeypatch):
@@ -499,7 +497,7 @@ def test_training_page_draws_the_cooldown_the_facts_name(tiny, tmp_path, monkeyp
 
 
 def test_architecture_shapes_for_the_sentence(tiny, model):
-    at = open_page("training")
+    at = on_page("training")
     trace = model.trace(SENTENCE, beam=1)
     s, t = len(trace.source_tokens), len(trace.target_tokens)
     h, d = TINY_CONFIG["heads"], TINY_CONFIG["d_model"]
@@ -515,7 +513,7 @@ def test_architecture_shapes_for_the_sentence(tiny, model):
 
 
 def test_why_self_attention_measurement(tiny):
-    at = open_page("training")
+    at = on_page("training")
     assert tables(at)[1]["layer"].tolist()[:3] == ["self-attention", "recurrent", "convolutional"]
     at.multiselect(key="w_tr_lengths").set_value([8, 64]).run()
     at.number_input(key="w_tr_d").set_value(32).run()

@@ -9,15 +9,14 @@ import io
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-from support.app import APP, arr, charts, messages, ok, start
+from support.app import arr, charts, messages, ok, open_page, start, switch_to
 
 from app import sessions
 
 
 def page(tiny):
     at = start(sentence="A man runs.")
-    at.switch_page("views/watch.py").run()
+    switch_to(at, "watch").run()
     return ok(at)
 
 
@@ -33,10 +32,8 @@ def train(at, **settings):
 def test_the_invitation_states_the_time_budget_set(tiny):
     """Before training, the page says how long it takes from the budget set, not a fixed "half a minute"."""
     assert "time budget (30 s" in messages(page(tiny))
-    at = AppTest.from_file(str(APP), default_timeout=180)  # a link straight onto the page
-    at.query_params.update({"beam": "1", "sentence": "A man runs.", "seconds": "12"})
-    at.switch_page("views/watch.py")
-    assert "time budget (12 s" in messages(ok(at.run()))
+    at = open_page("watch", straight=True, timeout=180, beam="1", sentence="A man runs.", seconds="12")  # a link
+    assert "time budget (12 s" in messages(at)  # straight onto the page
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from app import page_settings, state
 def test_the_gallery_shows_every_page_once_under_its_title():
     pages = {page.url_path: page for page in app_pages()}
     shown = [entry.url_path for entry in entries()]
-    assert sorted(shown) == sorted(pages), "one gallery section per page of app/streamlit_app.py"
+    assert sorted(shown) == sorted(pages), "one gallery section per page of app/registry.py"
     for entry in entries():
         assert entry.title == pages[entry.url_path].title
         assert entry.image.is_file() and entry.image.parent.name == "gallery", entry.image
@@ -21,7 +21,7 @@ def test_the_gallery_shows_every_page_once_under_its_title():
 
 def test_every_link_names_only_parameters_the_app_reads():
     """The frame's parameters (`state.URL_KEYS`) and the page's own (its `page_settings` declarations)."""
-    own = {page.url_path: set(page_settings.BY_PAGE[page.file].link_names()) for page in app_pages()}
+    own = {page.url_path: set(page_settings.BY_PAGE[page.key].link_names()) for page in app_pages()}
     assert {"step", "tree_beam"} <= own["decoding"] and "task" in own["watch"]  # the declarations name them
     for entry in entries():
         unknown = set(entry.params) - set(state.URL_KEYS) - own[entry.url_path]

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support.app import APP, messages, ok
+from support.app import messages, ok, open_page
 
 SENTENCE = "Two dogs play in the snow."
 
 
-def open_page(page: str | None, **params: str) -> AppTest:
+def open_link(page: str | None, **params: str) -> AppTest:
     """A fresh session opening a link: straight onto `page` (None: the explore page) with these parameters."""
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"sentence": SENTENCE, **params})
-    if page is not None:
-        at.switch_page(page)
-    return ok(at.run())
+    return open_page(page, straight=True, timeout=180, **{"sentence": SENTENCE, **params})
 
 
 def link_of(at: AppTest) -> dict[str, str]:
@@ -24,33 +20,33 @@ def link_of(at: AppTest) -> dict[str, str]:
 
 
 def test_the_sidebars_top_k_survives_a_link(tiny):
-    at = open_page(None, beam="1")
+    at = open_link(None, beam="1")
     at.slider(key="w_top_k").set_value(20).run()
     link = link_of(ok(at))
     assert link["top_k"] == "20"
-    again = open_page(None, **link)
+    again = open_link(None, **link)
     assert again.slider(key="w_top_k").value == 20 and again.session_state["top_k"] == 20
-    assert "top_k=99" in messages(open_page(None, top_k="99"))
+    assert "top_k=99" in messages(open_link(None, top_k="99"))
 
 
 def test_the_decoding_pages_own_settings_survive_a_link(tiny):
-    at = open_page("views/decoding.py", beam="1")
+    at = open_link("decoding", beam="1")
     at.slider(key="w_dec_step").set_value(3).run()
     at.slider(key="w_dec_beam").set_value(6).run()
     at.slider(key="w_dec_alpha").set_value(1.4).run()
     at.slider(key="w_dec_per_parent").set_value(5).run()
     link = link_of(ok(at))
     assert (link["step"], link["tree_beam"], link["tree_alpha"], link["tree_pruned"]) == ("3", "6", "1.4", "5")
-    again = open_page("views/decoding.py", **link)
+    again = open_link("decoding", **link)
     assert [again.slider(key=k).value for k in ("w_dec_step", "w_dec_beam", "w_dec_alpha", "w_dec_per_parent")] \
         == [3, 6, 1.4, 5]
     assert any("Beam search tree" in c.proto.spec and "beam 6" in c.proto.spec for c in again.get("plotly_chart"))
-    shown = messages(open_page("views/decoding.py", beam="1", tree_beam="99", step="x"))
+    shown = messages(open_link("decoding", beam="1", tree_beam="99", step="x"))
     assert "tree_beam=99` ignored" in shown and "step=x` ignored" in shown
 
 
 def test_every_watch_setting_survives_a_link(tiny):
-    at = open_page("views/watch.py")
+    at = open_link("watch")
     at.selectbox(key="watch_task").set_value("reverse")
     at.slider(key="watch_lengths").set_value((3, 9))
     at.select_slider(key="watch_heads").set_value(4)
@@ -62,7 +58,7 @@ def test_every_watch_setting_survives_a_link(tiny):
     link = link_of(ok(at))
     assert (link["task"], link["lengths"], link["heads"], link["compare"], link["seed"], link["steps"]) == \
         ("reverse", "3-9", "4", "False", "7", "200")
-    again = open_page("views/watch.py", **link)
+    again = open_link("watch", **link)
     assert (again.selectbox(key="watch_task").value, again.slider(key="watch_lengths").value,
             again.select_slider(key="watch_heads").value, again.checkbox(key="watch_compare").value,
             again.number_input(key="watch_seed").value, again.select_slider(key="watch_steps").value) == \
@@ -72,6 +68,6 @@ def test_every_watch_setting_survives_a_link(tiny):
 @pytest.mark.parametrize("params, named", [({"lengths": "9-3"}, "lengths=9-3"), ({"task": "dance"}, "task=dance"),
                                            ({"heads": "3"}, "heads=3"), ({"seed": "-1"}, "seed=-1")])
 def test_a_bad_watch_link_value_is_named_and_the_default_kept(tiny, params, named):
-    at = open_page("views/watch.py", **params)
+    at = open_link("watch", **params)
     assert f"{named}` ignored" in messages(at)
     assert at.selectbox(key="watch_task").value == "copy" and at.slider(key="watch_lengths").value == (4, 8)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
-from support.app import APP, TINY_MODEL  # noqa: E402
+from support.app import APP, TINY_MODEL, switch_to  # noqa: E402
 
 from viz_model.lessons import lesson_inputs, pe_tables, training_recipe  # noqa: E402
 
@@ -16,7 +16,7 @@ def open_training_page(assets: Path) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=180)
     at.query_params.update({"beam": "1", "sentence": "Two dogs play."})
     at.run()
-    return at.switch_page("views/training.py").run()
+    return switch_to(at, "training").run()
 
 
 def test_a_training_log_linking_out_of_the_model_directory_is_not_read(tiny, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from support.app import APP, TINY_MODEL, arr  # noqa: E402
+from support.app import APP, TINY_MODEL, arr, switch_to  # noqa: E402
 
 import viz_model  # noqa: E402
 from app import texts, widgets  # noqa: E402
@@ -47,7 +47,7 @@ def messages(at: AppTest) -> str:
 @pytest.mark.parametrize("sentence", [*texts.EXAMPLES[:6], GRANDMOTHER, "Two dogs play."])
 def test_masks_page_companion_always_has_another_token_count(tiny, sentence):
     at = start(sentence=sentence)
-    ok(at.switch_page("views/masks.py").run())
+    ok(switch_to(at, "masks").run())
     z = arr(chart(at, "Padding mask of the keys")["data"][0]["z"])
     assert (z == 0).any(), f"no padding with {sentence!r} and {at.session_state['m_other']!r}"
 
@@ -63,13 +63,13 @@ def test_masks_page_pads_a_sentence_as_long_in_tokens_as_the_old_word_count_comp
     candidates = (f"Two {' '.join(['dogs'] * n)}." for n in range(1, 30))
     sentence = next(s for s in candidates if tokens(s) == tokens(old_companion(s)))
     at = start(sentence=sentence)
-    ok(at.switch_page("views/masks.py").run())
+    ok(switch_to(at, "masks").run())
     assert (arr(chart(at, "Padding mask of the keys")["data"][0]["z"]) == 0).any()
 
 
 def test_masks_page_says_when_a_typed_companion_pads_nothing(tiny):
     at = start(sentence="Two dogs play.")
-    ok(at.switch_page("views/masks.py").run())
+    ok(switch_to(at, "masks").run())
     at.text_input(key="w_m_other").input("Two dogs play.").run()
     assert "nothing is padded" in messages(ok(at))
 
@@ -92,7 +92,7 @@ def test_positional_page_and_input_warnings_agree_on_the_training_length(tiny):
     longest = model.training_stats.max_source_tokens
     assert pe_tables.training_max_length(model.directory, model.card, model.training_stats)[0] == longest
     at = start(sentence="Two dogs play.")
-    ok(at.switch_page("views/positional.py").run())
+    ok(switch_to(at, "positional").run())
     shown = "\n".join(c.value for c in at.caption)
     assert f"The longest training sequence had {longest} tokens" in shown
     assert "does not record the longest training sentence" not in messages(at)

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support.app import APP  # noqa: E402
+from support.app import APP, switch_to  # noqa: E402
 
 import viz_model  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_decoding_page_flags_the_step_and_the_search_precision_travels_in_the_li
     at = AppTest.from_file(str(APP), default_timeout=240)
     at.query_params.update({"beam": "1", "sentence": FLAGGED, "search": "int8"})
     at.run()
-    at.switch_page("views/decoding.py").run()
+    switch_to(at, "decoding").run()
     assert not at.exception
     at.slider(key="w_dec_step").set_value(7).run()
     warnings = " ".join(w.value for w in at.warning).replace("\\", "")

@@ -4,24 +4,16 @@ model and every parameter of the link is taken (AppTest, CPU)."""
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 from support.gallery import ROOT, TOUR, entries, open_entry
 
+from app import registry
 from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
 
 
 def language_model_pages() -> set[str]:
-    """The URL paths ("" for the default page) of app/streamlit_app.py's ``LANGUAGE_MODEL_PAGES``, read without
-    running it."""
-    tree = ast.parse((ROOT / "app" / "streamlit_app.py").read_text(encoding="utf-8"))
-    assigned = {node.targets[0].id: node.value for node in ast.walk(tree)
-                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
-    pages = assigned["PAGES"]
-    paths = {key.value: next((k.value.value for k in call.keywords if k.arg == "url_path"), "")
-             for key, call in zip(pages.keys, pages.values, strict=True)}
-    return {paths[key] for key in ast.literal_eval(assigned["LANGUAGE_MODEL_PAGES"])}
+    """The URL paths ("" for the default page) of the pages the registry draws with a language model open."""
+    return {registry.link_path(page) for page in registry.pages_for(registry.LANGUAGE_MODEL)}
 
 
 def test_the_tour_shows_each_language_model_page_once_with_the_shipped_model():

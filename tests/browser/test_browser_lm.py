@@ -79,8 +79,8 @@ def test_complete_and_explore_in_a_real_browser(lm_server, page):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [*FIXTURES, *shipped_language_models()])
 def test_every_language_model_page_in_a_real_browser(lm_server, page, model):
-    """Each page of LANGUAGE_MODEL_PAGES, and each Explore view, opened with `model`: no exception box, no unexpected
-    error, no figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
+    """Each page the registry draws for a language model, and each Explore view, opened with `model`: no exception box,
+    no unexpected error, no figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
     pages = language_model_pages()
     assert {"explore", "masks", "decoding", "compare"} <= set(pages)
     visits = [(key, path, {}) for key, path in pages.items()]

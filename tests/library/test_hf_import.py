@@ -161,7 +161,7 @@ def test_the_pe_lab_draws_the_layout_the_imported_model_uses(marian_folder, tmp_
     assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
     model = viz_model.load(tmp_path / "opus-mt-tiny", device="cpu")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = open_page("positional", "A man reads a book.")
+    at = open_page("positional", beam="1", sentence="A man reads a book.")
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     matrix = next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))
     drawn = arr(matrix["data"][0]["z"])
@@ -303,7 +303,7 @@ def test_the_training_page_says_where_an_imported_models_training_is_documented(
     assert main(["import", str(marian_folder), "--out", str(tmp_path / "opus-mt-tiny")]) == 0
     assert viz_model.load(tmp_path / "opus-mt-tiny", device="cpu").imported
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = open_page("training", "A man reads a book.")
+    at = open_page("training", beam="1", sentence="A man reads a book.")
     shown = " ".join(m.value for m in [*at.info, *at.caption, *at.markdown])
     assert "was not trained by this project" in shown and "How the model on this page was trained" not in shown
     assert not viz_model.load(viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL).imported

@@ -147,7 +147,7 @@ def test_the_pe_lab_draws_fairseqs_sinusoids_from_row_two(m2m_folder, imported, 
 
     assert main(["import", str(m2m_folder), "--out", str(tmp_path / "m2m100-tiny")]) == 0
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
-    at = open_page("positional", "A man reads a book.")
+    at = open_page("positional", beam="1", sentence="A man reads a book.")
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     drawn = arr(next(s for s in specs if s["layout"]["title"]["text"].startswith("PE matrix"))["data"][0]["z"])
     own = imported.network.positional_encodings(drawn.shape[0]).numpy()

@@ -56,7 +56,7 @@ def test_one_query_row_worked_by_hand_equals_the_full_working(tmp_path_factory, 
     recipe) equals those rows of the full working, for grouped heads and RoPE, a window, a soft cap and ALiBi."""
     from support.hf_lm import build_lm_folder, import_lm
 
-    from app.lm_head_steps import head_steps
+    from app.views.by_hand.head_steps import head_steps
 
     model = import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), tmp_path_factory.mktemp(family))
     ids = model.encode(long_text(20, seed=1))

@@ -28,6 +28,7 @@ from viz_model.analysis.memory_estimate import (  # noqa: E402
     model_estimate,
     parameter_count,
     stored_dtype,
+    trace_report,
 )
 from viz_model.config import ModelConfig  # noqa: E402
 from viz_model.hf.importer import FAMILIES, import_model  # noqa: E402
@@ -145,6 +146,23 @@ def test_an_open_model_needs_room_for_its_trace_alone():
                               "model open: a shorter prompt or maps on demand")
     with pytest.raises(MemoryFitError):
         check_fits(found, found.trace_bytes)  # not yet open: the weights too
+
+
+def test_the_report_before_a_trace_is_one_line_or_a_refusal_naming_the_model_too(monkeypatch):
+    """What the explorer shows before a language model traces (on a cache miss): the library's estimate in one line,
+    or its refusal with the open model's size added."""
+    from viz_model.analysis import memory_estimate
+
+    lm = viz_model.load("multi30k-lm-en", device="cpu")
+    found = model_estimate(lm, 600, new_tokens=20)
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": 2**40)
+    assert trace_report(lm, 600, 20) == (f"Memory: the model {gb(found.weights)} ({found.weights_held}), this "
+                                         f"600-token trace about {gb(found.trace_bytes)} ({gb(2**40)} available now).")
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": found.trace_bytes - 1)
+    with pytest.raises(MemoryFitError) as err:
+        trace_report(lm, 600, 20)
+    assert str(err.value).endswith(f"with the model open: a shorter prompt. The model takes {gb(found.weights)} "
+                                   f"({found.weights_held})"), str(err.value)
 
 
 @pytest.mark.parametrize(("argument", "value", "message"), [

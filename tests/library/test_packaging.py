@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import viz_model
+from app import registry
 from viz_model.cli.main import main
 from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
 
@@ -95,8 +96,10 @@ def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_language
     assert tops == {"viz_model", f"viz_model-{viz_model.__version__}.dist-info"}  # no top-level app package
     assert {f"viz_model/_assets/{viz_model.DEFAULT_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
     assert {f"viz_model/_assets/{SHIPPED_LANGUAGE_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
-    assert {"viz_model/_app/app/streamlit_app.py", "viz_model/_app/app/icon.png",
-            "viz_model/_app/app/views/explore.py", "viz_model/cli/main.py"} <= set(names)
+    scripts = {f"viz_model/_app/app/{script}" for page in registry.PAGES for kind in registry.KINDS
+               if (script := page.script(kind)) is not None}  # every page's script for every kind
+    assert {"viz_model/_app/app/streamlit_app.py", "viz_model/_app/app/icon.png", "viz_model/cli/main.py",
+            f"viz_model/_app/app/{registry.NO_MODEL}", *scripts} <= set(names)
     assert f"viz_model-{viz_model.__version__}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if any(part in n for part in ("tests/", "fixtures", "benchmarks", "__pycache__",
                                                                ".whl", "multi30k-en-de"))]

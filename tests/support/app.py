@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
-from app import widgets
+from app import registry, widgets
 from support.data import TINY_ARCHITECTURE, tiny_model_config
 from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.modeldir.checkpoint import save_model_dir
@@ -120,36 +121,45 @@ def messages(at: AppTest) -> str:
     return "\n".join(str(e.value) for e in [*at.error, *at.warning, *at.info])
 
 
-IMPORTED_MODEL_PAGES = ["explore", "masks", "positional", "attention_by_hand", "decoding", "training", "head_roles",
+IMPORTED_MODEL_PAGES = ["explore", "masks", "positional", "by_hand", "decoding", "training", "head_roles",
                         "ablation", "alignment", "compare", "attribution"]
 
 
-def open_lm_page(page: str, model: str, sentence: str, **params: str) -> AppTest:
-    """The app opened on `model` (a language model) with the prompt `sentence`, then on ``views/PAGE.py`` (explore:
-    the page it opens on), without an exception."""
-    at = ok(start(model=model, sentence=sentence, **params))
-    if page != "explore":
-        at.switch_page(f"views/{page}.py").run()
+def switch_to(at: AppTest, page: str) -> AppTest:
+    """`at` (run at least once) switched to page `page` (a registry key): the script the registry names for the kind
+    of model `at` has open (the one `st.navigation` registered). Not run yet."""
+    for kind in registry.KINDS:
+        script = registry.script(page, kind)
+        if script is not None:
+            try:
+                return at.switch_page(script)
+            except ValueError:  # not this kind's: the other kind is open
+                continue
+    raise ValueError(f"page {page!r} is not in this run's navigation")
+
+
+def open_page(page: str | None, at: AppTest | None = None, *, straight: bool = False, timeout: int = 240,
+              **params: str) -> AppTest:
+    """Page `page` (a registry key; None or "explore": the page the app opens on) run, without an exception or an
+    unexpected-error box: on `at` (already run), else on a fresh session whose link holds `params`, run on the
+    home page first, or opened `straight` onto the page (as a link to it: the home page never runs)."""
+    if at is None:
+        at = AppTest.from_file(str(APP), default_timeout=timeout)
+        at.query_params.update(params)
+        if straight and page is not None:  # before a run AppTest finds a page by the hash of its link path only
+            at._page_hash = calc_hash(registry.BY_KEY[page].url_path)
+            return ok(at.run())
+        ok(at.run())
+    if page not in (None, registry.DEFAULT):
+        switch_to(at, page).run()
     return ok(at)
-
-
-def open_page(page: str, sentence: str, timeout: int = 240) -> AppTest:
-    """The app run with `sentence` in the URL (greedy), on ``views/PAGE.py`` (explore: the page it opens on), without
-    an exception."""
-    at = AppTest.from_file(str(APP), default_timeout=timeout)
-    at.query_params.update({"beam": "1", "sentence": sentence})
-    at.run()
-    if page != "explore":
-        at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, (page, [e.message for e in at.exception])
-    return at
 
 
 def check_every_page_opens(sentence: str, timeout: int = 240) -> None:
     """Every page in `IMPORTED_MODEL_PAGES` runs with `sentence` in the URL (the assets directory set through
     ``VIZ_MODEL_ASSETS``): no exception, no unexpected-error box, at least one figure."""
     for page in IMPORTED_MODEL_PAGES:
-        at = open_page(page, sentence, timeout)
+        at = open_page(page, timeout=timeout, beam="1", sentence=sentence)
         errors = [e.value for e in at.error]
         assert not [e for e in errors if e.startswith("Something went wrong")], (page, errors)
         assert at.get("plotly_chart"), f"{page}: no figure"

@@ -3,7 +3,6 @@ by their tests and by docs/screenshots.py, which takes the pictures by opening t
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -48,23 +47,18 @@ def entries(path: Path = GALLERY) -> list[Entry]:
 
 
 class AppPage(NamedTuple):
-    file: str  # "views/masks.py"
+    key: str  # "masks"
     title: str
     url_path: str  # "" for the default page
 
 
 def app_pages() -> list[AppPage]:
-    """The explorer's pages as app/streamlit_app.py declares them (its ``st.Page(...)`` calls), read without running
-    it; the default page's URL path is ""."""
-    tree = ast.parse((ROOT / "app" / "streamlit_app.py").read_text(encoding="utf-8"))
-    pages = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page" and node.args:
-            keywords = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            if keywords.get("title") == "No model found":
-                continue
-            pages.append(AppPage(node.args[0].value, keywords["title"], keywords.get("url_path", "")))
-    return pages
+    """The explorer's pages as its registry (app/registry.py) lists them, titled as with a translator open (the
+    gallery's models); the default page's URL path is ""."""
+    from app import registry
+
+    return [AppPage(page.key, page.title_for(registry.TRANSLATOR), registry.link_path(page))
+            for page in registry.PAGES]
 
 
 LINK_PROBLEM = "Some link parameters could not be used"
@@ -73,18 +67,10 @@ LINK_PROBLEM = "Some link parameters could not be used"
 def open_entry(entry: Entry):
     """Run the app on `entry`'s link as a browser would (AppTest), on its page; check that every parameter of the
     link was taken (no link warning, each written back as given) and return the finished AppTest."""
-    from streamlit.testing.v1 import AppTest
-
-    from support.app import APP, ok
+    from support.app import open_page
 
     page = next(p for p in app_pages() if p.url_path == entry.url_path)
-    at = AppTest.from_file(str(APP), default_timeout=300)
-    at.query_params.update(entry.params)
-    if page.url_path:
-        if Path(page.file).stem != page.url_path:  # until its first run AppTest finds pages by their file name
-            at.run()
-        at.switch_page(page.file)
-    ok(at.run())
+    at = open_page(page.key if page.url_path else None, straight=True, timeout=300, **entry.params)
     assert not [w.value for w in at.warning if LINK_PROBLEM in w.value]
     for name, value in entry.params.items():  # the app writes back what it took
         assert at.query_params[name] == value, (name, at.query_params[name], value)

@@ -5,7 +5,6 @@ long a visit takes to settle."""
 
 from __future__ import annotations
 
-import ast
 import shutil
 import time
 from pathlib import Path
@@ -27,15 +26,11 @@ NOTES = {NO_LOG: "an imported model: no training log to draw"}
 
 
 def language_model_pages() -> dict[str, str]:
-    """Page key -> its URL path, for every page the app runs with a language model open (its LANGUAGE_MODEL_PAGES,
-    read from the app's source: importing it would run the app)."""
-    tree = ast.parse(APP.read_text(encoding="utf-8"))
-    values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
-              for t in node.targets if isinstance(t, ast.Name)}
-    keys = ast.literal_eval(values["LANGUAGE_MODEL_PAGES"])
-    paths = {ast.literal_eval(key): next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "url_path"), "")
-             for key, call in zip(values["PAGES"].keys, values["PAGES"].values)}
-    return {key: paths[key] for key in keys}
+    """Page key -> its URL path ("" for the page the app opens on), for every page the app's registry draws with a
+    language model open."""
+    from app import registry
+
+    return {page.key: registry.link_path(page) for page in registry.pages_for(registry.LANGUAGE_MODEL)}
 
 
 def long_models(root: Path, scratch: Path, tokens: int = TOKENS) -> str:

@@ -210,6 +210,20 @@ def available_bytes(device: str | torch.device = "cpu") -> int:
     raise OSError("/proc/meminfo has no MemAvailable")
 
 
+def trace_report(model: Any, n_tokens: int, new_tokens: int = 0) -> str:
+    """Before an `n_tokens`-token trace of `model` (open: its weights held), the last `new_tokens` a continuation: its
+    memory in one line ("Memory: the model ..., this trace about ..."); a `MemoryFitError` in one line naming the
+    estimate, what is available and the model's size where the trace would not fit."""
+    estimate = model_estimate(model, n_tokens, new_tokens=new_tokens)
+    available = available_bytes(model.device)
+    try:
+        check_fits(estimate, available, opened=True)
+    except MemoryFitError as err:
+        raise MemoryFitError(f"{err}. The model takes {gb(estimate.weights)} ({estimate.weights_held})") from None
+    return (f"Memory: the model {gb(estimate.weights)} ({estimate.weights_held}), this {n_tokens:,}-token trace "
+            f"about {gb(estimate.trace_bytes)} ({gb(available)} available now).")
+
+
 def check_fits(estimate: Estimate, available: int, opened: bool = False) -> None:
     """Nothing where `estimate` fits in `available` bytes (`opened`: the model is open already, its weights held, so
     the trace alone must fit); else a `MemoryFitError` naming both figures in one line."""

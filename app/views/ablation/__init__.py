@@ -1,0 +1,1 @@
+"""Ablation: a script per kind of model."""

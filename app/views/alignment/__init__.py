@@ -1,0 +1,1 @@
+"""Alignment & rollout: a script per kind of model."""

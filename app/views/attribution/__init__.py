@@ -1,0 +1,1 @@
+"""Attribution: a script per kind of model."""

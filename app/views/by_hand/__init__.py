@@ -1,0 +1,1 @@
+"""Attention by hand: a script per kind of model."""

@@ -1,0 +1,1 @@
+"""Compare: a script per kind of model."""

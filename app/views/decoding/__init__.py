@@ -1,0 +1,1 @@
+"""Decoding step by step: a script per kind of model."""

@@ -1,0 +1,27 @@
+"""Complete & explore (home) with a language model open: the prompt, its continuation, then the attention views
+(`explore_views`, drawn as `explore_lm_parts` says)."""
+
+import streamlit as st
+
+from app import completion, sessions, state
+from app.page_settings import EXPLORE as own
+from app.views.explore import explore_lm_parts, explore_views
+
+session = sessions.require_session()
+st.title("Complete & explore")
+st.caption("Type a prompt: see the language model continue it, and every attention head of every layer as it "
+           "reads the prompt and writes the continuation.")
+state.page_link(own)
+state.show_url_problems()
+form_column, result_column = st.columns([3, 2], gap="large")
+with form_column:
+    completion.prompt_form()
+with result_column:
+    trace = completion.current_completion(session)
+    if trace is not None:
+        completion.completion_panel(trace)
+        explore_views.link_and_downloads(trace)
+        completion.completion_steps(trace)
+if trace is None:
+    st.stop()
+explore_views.draw(session, trace, explore_lm_parts.PARTS)

@@ -1,0 +1,1 @@
+"""Head roles: a script per kind of model."""

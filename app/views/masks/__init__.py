@@ -1,0 +1,1 @@
+"""Masks: a script per kind of model."""

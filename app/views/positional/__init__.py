@@ -1,0 +1,1 @@
+"""Positional encoding: a script per kind of model."""

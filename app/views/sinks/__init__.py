@@ -1,0 +1,1 @@
+"""Attention sinks: a script per kind of model."""

@@ -1,0 +1,1 @@
+"""The training recipe: a script per kind of model."""

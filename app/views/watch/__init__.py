@@ -1,0 +1,1 @@
+"""Watch attention form: one script for every kind of model."""

@@ -1,0 +1,101 @@
+"""The page registry (app/registry.py): its navigation lists every page for each kind of model, under the kind's
+title; a page that does not apply to a kind says why in one line; only the registry asks which kind is open; every
+page's script exists and no two app modules share a file name."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from app import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_DIR = ROOT / "app"
+KIND_CHECK_LIMIT = 3  # issue 58: at most 3 questions of a model's kind outside the registry and the kinds' modules
+MODEL_CLASS = re.compile(r"^(\w*(Language|Translation|Encoder)\w*Model|\w*ModelBase)$")
+KIND_QUESTIONS = {"is_language_model", "is_decoder_only", "kind_of"}  # a name or attribute that asks
+
+
+def recorded_navigation(monkeypatch, kind: str) -> dict[str, list[SimpleNamespace]]:
+    """`registry.navigation(kind)` with st.Page recording its arguments (st.Page needs a running app)."""
+    monkeypatch.setattr(registry.st, "Page", lambda target, **kw: SimpleNamespace(target=target, **kw))
+    return registry.navigation(kind)
+
+
+@pytest.mark.parametrize("kind", registry.KINDS)
+def test_the_navigation_lists_every_page_once_for_each_kind(monkeypatch, kind):
+    nav = recorded_navigation(monkeypatch, kind)
+    assert list(nav) == list(registry.SECTIONS)
+    listed = [entry for entries in nav.values() for entry in entries]
+    assert sorted(e.url_path for e in listed) == sorted(p.url_path for p in registry.PAGES)
+    assert len({e.url_path for e in listed}) == len(registry.PAGES) == 13
+    assert [e.url_path for e in listed if e.default] == ["explore"]  # the page a link without a path opens
+    for entry in listed:
+        page = next(p for p in registry.PAGES if p.url_path == entry.url_path)
+        assert entry.title == page.title_for(kind) and entry.icon == page.icon
+        assert entry.target == page.script(kind) and (APP_DIR / entry.target).is_file(), entry.target  # all apply
+
+
+def test_the_navigation_names_explore_as_the_kind_does_it(monkeypatch):
+    titles = {kind: next(e.title for e in recorded_navigation(monkeypatch, kind)["Explore"] if e.default)
+              for kind in registry.KINDS}
+    assert titles == {registry.TRANSLATOR: "Translate & explore", registry.LANGUAGE_MODEL: "Complete & explore"}
+
+
+def test_a_page_that_does_not_apply_to_a_kind_says_why_in_one_line(monkeypatch):
+    page = registry.Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn",
+                         {registry.TRANSLATOR: "views/decoding/decoding_translator.py",
+                          registry.LANGUAGE_MODEL: registry.NotApplicable("Decoding does not apply to an encoder.")})
+    monkeypatch.setattr(registry.st, "Page", lambda target, **kw: SimpleNamespace(target=target, **kw))
+    assert page.script(registry.LANGUAGE_MODEL) is None
+    assert registry.st_page(page, registry.TRANSLATOR).target == "views/decoding/decoding_translator.py"
+    drawn = []
+    monkeypatch.setattr(registry.st, "title", lambda text: drawn.append(("title", text)))
+    monkeypatch.setattr(registry.st, "info", lambda text: drawn.append(("info", text)))
+    entry = registry.st_page(page, registry.LANGUAGE_MODEL)
+    assert entry.url_path == "decoding" and entry.title == "Decoding step by step"
+    entry.target()
+    assert drawn == [("title", "Decoding step by step"), ("info", "Decoding does not apply to an encoder.")]
+
+
+def test_the_kind_is_asked_of_the_model_class_in_the_registry():
+    from viz_model import LanguageModel
+
+    assert registry.kind_of(object.__new__(LanguageModel)) == registry.LANGUAGE_MODEL
+    assert registry.kind_of(object()) == registry.TRANSLATOR
+    assert set(registry.SETTINGS) == set(registry.KINDS)
+
+
+def kind_questions(path: Path) -> list[str]:
+    """Where `path` asks which kind of model it holds: an isinstance on a model class, or a name that asks."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            names = [c.attr if isinstance(c, ast.Attribute) else getattr(c, "id", "") for c in classes]
+            found += [f"{path.name}:{node.lineno} isinstance {n}" for n in names if MODEL_CLASS.match(n)]
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_QUESTIONS:
+            found.append(f"{path.name}:{node.lineno} {node.attr}")
+        elif isinstance(node, ast.Name) and node.id in KIND_QUESTIONS:
+            found.append(f"{path.name}:{node.lineno} {node.id}")
+    return found
+
+
+def test_only_the_registry_asks_which_kind_of_model_is_open():
+    asked = [q for path in sorted(APP_DIR.rglob("*.py")) if path.name != "registry.py" for q in kind_questions(path)]
+    assert len(asked) <= KIND_CHECK_LIMIT, asked
+    assert not [q for q in asked if "isinstance" in q or "is_language_model" in q], asked
+    assert kind_questions(APP_DIR / "registry.py"), "the registry asks (the count would miss a renamed check)"
+
+
+def test_no_app_lm_module_remains_and_no_two_modules_share_a_file_name():
+    assert not list(APP_DIR.glob("lm_*.py"))
+    app_names = [p.name for p in APP_DIR.rglob("*.py") if p.name != "__init__.py"]
+    library = {p.name for p in (ROOT / "viz_model").rglob("*.py")}
+    assert not [n for n, count in Counter(app_names).items() if count > 1]
+    assert not set(app_names) & library, set(app_names) & library
