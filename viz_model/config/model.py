@@ -23,7 +23,8 @@ IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", 
                   "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
                   "gated_ffn", "tied_head", "head_rescale")
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
-MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decoder-only language model (GPT-2, Llama)
+MODEL_KINDS = ("seq2seq", "decoder", "encoder")  # the paper's encoder-decoder, a decoder-only language model (GPT-2,
+# Llama), or an encoder-only masked language model (BERT)
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
@@ -32,6 +33,9 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
+ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions")
+"""What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
+head's activation, RoBERTa's positions counted from its pad id)."""
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -125,6 +129,13 @@ class ModelConfig:
         (Gemma 3); None: one RoPE for every layer
     :ivar attention_only: each layer is self-attention alone, no feed-forward network (the attention-only models
         of Elhage et al. and Olsson et al.; `d_ff` is not read)
+    :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
+    :ivar embedding_size: the width of an encoder-only model's embeddings where it is not d_model (ELECTRA, ALBERT:
+        projected to d_model after the embedding norm, and the masked-LM head projects back to it); None: d_model
+    :ivar head_activation: the activation of the masked-LM head's transform (dense, activation, norm, then the tied
+        output projection)
+    :ivar pad_positions: positions count the tokens that are not `pad_id`, from ``pad_id + 1`` on (RoBERTa: a pad
+        reads row pad_id); False: 0, 1, 2, ...
     """
 
     vocab_size: int = 37_000
@@ -183,12 +194,16 @@ class ModelConfig:
     sandwich_norm: bool = False
     local_rope_base: float | None = None
     attention_only: bool = False
+    type_vocab_size: int = 0
+    embedding_size: int | None = None
+    head_activation: str = "gelu"
+    pad_positions: bool = False
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
                      "max_positions"):
-            low = 0 if name == "encoder_layers" and self.kind == "decoder" else 1
+            low = 0 if (name, self.kind) in (("encoder_layers", "decoder"), ("decoder_layers", "encoder")) else 1
             check_int(name, getattr(self, name), low, LIMITS[name])
         check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
@@ -226,6 +241,7 @@ class ModelConfig:
         self._check_layer_options()
         self._check_scheme_options()
         self._check_decoder_options()
+        self._check_encoder_options()
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -302,6 +318,25 @@ class ModelConfig:
             raise ConfigError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
                               f"{self.positional!r}")
 
+    def _check_encoder_options(self) -> None:
+        """The encoder-only kind and what its families need: token types, a narrower embedding, the head."""
+        if self.kind != "encoder":
+            given = [f.name for f in dataclasses.fields(self) if f.name in ENCODER_OPTIONS
+                     and getattr(self, f.name) != f.default]
+            if given:
+                raise ConfigError(f"{', '.join(given)}: options of the encoder-only kind (kind = \"encoder\")")
+            return
+        if self.decoder_layers:
+            raise ConfigError(f"an encoder-only model has no decoder: decoder_layers must be 0, got "
+                              f"{self.decoder_layers}")
+        if self.positional != "learned":
+            raise ConfigError(f"an encoder-only model takes learned positions; got {self.positional!r}")
+        check_int("type_vocab_size", self.type_vocab_size, 0, 1024)
+        if self.embedding_size is not None:
+            check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
+        _check_choice("head_activation", self.head_activation, ACTIVATIONS)
+        _check_bool("pad_positions", self.pad_positions)
+
     @property
     def kv_group(self) -> int:
         """How many query heads read each key/value head (1 without grouping)."""
@@ -318,7 +353,8 @@ class ModelConfig:
         use them reads as before they existed."""
         data = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS and data[f.name] == f.default:
+            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS + ENCODER_OPTIONS and \
+                    data[f.name] == f.default:
                 del data[f.name]
         for name in ("never_emitted", "sliding_layers"):
             if data.get(name) is not None:

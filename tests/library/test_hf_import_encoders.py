@@ -1,0 +1,201 @@
+"""Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types).
+Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
+map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
+tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf_encoders import CONFIGS, build_encoder_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+from viz_model.kinds.encoder import EncoderModel  # noqa: E402
+from viz_model.nn.model import HeadMask  # noqa: E402
+
+MAP_TOLERANCE, LOGIT_TOLERANCE, PROBABILITY_TOLERANCE = 1e-5, 1e-4, 1e-5
+
+
+def masked(texts: list[str], mask: str) -> list[str]:
+    """Each text with one of its words (a different one each) replaced by the mask token, and one with two."""
+    out = []
+    for i, text in enumerate(texts):
+        words = text.split()
+        words[i % len(words)] = mask
+        out.append(" ".join(words))
+    out.append(f"{mask} red dog {mask} in the park.")
+    return out
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def folder(family, tmp_path_factory):
+    return build_encoder_folder(tmp_path_factory.mktemp("hf"), family)
+
+
+@pytest.fixture(scope="module")
+def hf(family, folder):
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def imported(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ours") / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def texts(hf):
+    return masked(sentences(WORDS_EN, 6, 11), hf[1].mask_token)
+
+
+PAIRS = [("A man runs in the snow.", "The old dog reads a book!"), ("big house", "small cat plays")]
+
+
+def test_load_returns_an_encoder_of_the_encoder_kind(imported, hf):
+    assert isinstance(imported, EncoderModel)
+    assert imported.kind == "encoder" and imported.attention_kinds == ("encoder",)
+    assert imported.num_layers("encoder") == len(hf[0](**hf[1]("a dog", return_tensors="pt"),
+                                                       output_attentions=True).attentions)
+    with pytest.raises(ValueError, match="has no decoder attention"):
+        imported.num_layers("decoder")
+    assert imported.mask_token == hf[1].mask_token
+
+
+def test_ids_and_token_types_equal_transformers(hf, imported, texts):
+    tokenizer = hf[1]
+    for text, pair in [(t, None) for t in texts] + PAIRS:
+        theirs = tokenizer(text, pair)
+        encoded = imported.encoded(text, pair)
+        assert encoded.ids == theirs["input_ids"], (text, pair)
+        types = theirs.get("token_type_ids", [0] * len(encoded.ids))
+        assert encoded.type_ids == types, (text, pair)
+
+
+def test_every_map_and_the_logits_equal_transformers_eager(hf, imported, texts):
+    model, tokenizer = hf
+    worst_map = worst_logit = 0.0
+    for text, pair in [(t, None) for t in texts[:4]] + PAIRS:
+        inputs = tokenizer(text, pair, return_tensors="pt")
+        with torch.no_grad():
+            theirs = model(**inputs, output_attentions=True)
+        trace = imported.trace(text, pair)
+        assert len(trace.encoder_attentions) == len(theirs.attentions) == imported.config.encoder_layers
+        for ours, other in zip(trace.encoder_attentions, theirs.attentions):
+            assert ours.shape == tuple(other[0].shape)
+            worst_map = max(worst_map, float(np.abs(ours - other[0].numpy()).max()))
+        encoded = imported.encoded(text, pair)
+        with torch.no_grad():
+            logits = imported.forced_pass(encoded.ids, encoded.type_ids).logits
+        worst_logit = max(worst_logit, float((logits - theirs.logits).abs().max()))
+    assert worst_map < MAP_TOLERANCE and worst_logit < LOGIT_TOLERANCE, (worst_map, worst_logit)
+
+
+def test_fill_mask_equals_the_pipeline(hf, imported, texts):
+    model, tokenizer = hf
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    for text in texts:
+        theirs = pipe(text, top_k=5)
+        theirs = theirs if isinstance(theirs[0], list) else [theirs]
+        ours = imported.fill_mask(text, top_k=5)
+        assert [[p["token_str"] for p in row] for row in theirs] == [[t for t, _ in row] for row in ours], text
+        for row, mine in zip(theirs, ours):
+            assert np.allclose([p["score"] for p in row], [q for _, q in mine], atol=PROBABILITY_TOLERANCE), text
+
+
+def test_the_trace_holds_the_tokens_the_types_and_the_predictions(imported, hf):
+    mask = hf[1].mask_token
+    text, pair = f"A man {mask} in the snow.", "The old dog reads a book!"
+    trace = imported.trace(text, pair, top_k=3)
+    encoded = imported.encoded(text, pair)
+    assert trace.source_ids == encoded.ids and trace.source_tokens == imported.pieces(encoded.ids)
+    assert trace.settings["type_ids"] == encoded.type_ids and trace.settings["text_pair"] == pair
+    assert trace.num_layers == {"encoder": imported.config.encoder_layers, "decoder": 0, "cross": 0}
+    assert trace.encoder_mask.all() and trace.steps == [] and trace.target_tokens == []
+    (found,) = trace.settings["predictions"]
+    assert found["position"] == encoded.ids.index(imported.tokenizer.mask_id)
+    filled = imported.fill_mask(text, 3, text_pair=pair)[0]
+    assert found["tokens"] == [t for t, _ in filled]
+    assert found["probabilities"] == pytest.approx([p for _, p in filled], abs=1e-6)
+    for layer in trace.encoder_attentions:
+        assert np.allclose(layer.sum(-1), 1.0, atol=1e-5)
+    assert trace.source_positional.shape == trace.source_embeddings.shape == (len(encoded.ids),
+                                                                             imported.embeddings([0]).shape[-1])
+
+
+def test_a_head_mask_switches_heads_off_as_transformers_head_mask_would(imported, hf, texts):
+    mask = torch.ones(imported.config.encoder_layers, imported.num_heads)
+    mask[0, 1] = 0.0
+    text = texts[0]
+    plain, ablated = imported.fill_mask(text), imported.fill_mask(text, head_mask=HeadMask(encoder=mask))
+    assert plain != ablated
+    trace = imported.trace(text, head_mask=HeadMask(encoder=torch.ones_like(mask)))
+    assert np.allclose(trace.encoder_attentions[0], imported.trace(text).encoder_attentions[0])
+    with pytest.raises(ValueError, match="no decoder or cross heads"):
+        imported.fill_mask(text, head_mask=HeadMask(decoder=mask))
+
+
+def test_sequence_log_probs_score_the_mask_positions(imported, hf):
+    mask = hf[1].mask_token
+    text = f"A {mask} runs in the {mask}."
+    ids = imported.encode(text)
+    chosen = [found["ids"][1] for found in imported.trace(text).settings["predictions"]]  # the second best of each
+    log_p = imported.sequence_log_probs([ids], [chosen])
+    with torch.no_grad():
+        logits = imported.forced_pass(ids).logits[0, imported.mask_positions(ids)]
+    expected = torch.log_softmax(logits, -1)[torch.arange(2), torch.tensor(chosen)].sum()
+    assert log_p[0] == pytest.approx(float(expected), abs=1e-5)
+    with pytest.raises(ValueError, match="one id per mask token"):
+        imported.sequence_log_probs([ids], [chosen[:1]])
+
+
+def test_bad_input_gets_one_line(imported, family):
+    for call, said in [(lambda: imported.fill_mask("a man runs in the snow"), "no mask token"),
+                       (lambda: imported.fill_mask(""), "empty"),
+                       (lambda: imported.fill_mask(f"a {imported.mask_token}", top_k=0), "top_k"),
+                       (lambda: imported.trace("the dog " * 30, "a cat " * 30), "the pair gives"),
+                       (lambda: imported.trace("a dog", forced_ids=[1]), "no output to force")]:
+        with pytest.raises(ValueError, match=said) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    """The one-line refusal of `folder` with config.json `changes`."""
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(changed), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)
+
+
+def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family, tmp_path):
+    message = refused(folder, tmp_path, architectures=["SomethingForSequenceClassification"])
+    assert "has no masked-language-model head" in message and "BERT" in message
+
+
+def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family, tmp_path):
+    if family != "bert":
+        pytest.skip("one family is enough")
+    for kind in ("deberta-v2", "modernbert"):
+        message = refused(folder, tmp_path / kind, model_type=kind)
+        assert "not an architecture this project can import" in message and "bert: BERT" in message
