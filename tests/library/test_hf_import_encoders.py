@@ -1,4 +1,6 @@
-"""Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types).
+"""Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
+RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
+DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected).
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""

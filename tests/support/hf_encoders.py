@@ -16,6 +16,9 @@ CONFIGS = {  # config class, masked-LM class, tokenizer kind, settings
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", "unigram", {**SMALL, "pad_token_id": 1,
                                                                             "type_vocab_size": 1,
                                                                             "hidden_act": "gelu_new"}),
+    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", "wordpiece", {
+        "dim": 32, "hidden_dim": 64, "n_layers": 2, "n_heads": 4, "max_position_embeddings": 64}),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM", "wordpiece", {**SMALL, "embedding_size": 16}),
 }
 SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
