@@ -1,6 +1,7 @@
 """Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
-DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected).
+DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
+layer's weights shared by three depths, factorized embeddings).
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
@@ -78,6 +79,15 @@ def test_load_returns_an_encoder_of_the_encoder_kind(imported, hf):
     with pytest.raises(ValueError, match="has no decoder attention"):
         imported.num_layers("decoder")
     assert imported.mask_token == hf[1].mask_token
+
+
+def test_albert_runs_one_stored_layer_at_every_depth_with_maps_of_its_own(imported, family):
+    if family != "albert":
+        pytest.skip("ALBERT's shared layers")
+    assert len(imported.network.layers) == 1 and imported.config.encoder_layers == 3
+    assert all(imported.network.layer(depth) is imported.network.layers[0] for depth in range(3))
+    maps = imported.trace(f"a dog {imported.mask_token} in the snow").encoder_attentions
+    assert len(maps) == 3 and not np.allclose(maps[0], maps[1]) and not np.allclose(maps[1], maps[2])
 
 
 def test_ids_and_token_types_equal_transformers(hf, imported, texts):

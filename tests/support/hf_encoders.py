@@ -19,6 +19,8 @@ CONFIGS = {  # config class, masked-LM class, tokenizer kind, settings
     "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", "wordpiece", {
         "dim": 32, "hidden_dim": 64, "n_layers": 2, "n_heads": 4, "max_position_embeddings": 64}),
     "electra": ("ElectraConfig", "ElectraForMaskedLM", "wordpiece", {**SMALL, "embedding_size": 16}),
+    "albert": ("AlbertConfig", "AlbertForMaskedLM", "wordpiece", {**SMALL, "num_hidden_layers": 3,
+                                                                  "embedding_size": 16, "num_hidden_groups": 1}),
 }
 SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
@@ -72,7 +74,7 @@ def build_encoder_folder(root, name: str, seed: int = 0, **changes):
                  zip(("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"), SPECIALS[kind]))
     if kind != "wordpiece":
         names.update(cls_token="<s>", sep_token="</s>")
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in ("bert", "electra") else [])
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in ("bert", "electra", "albert") else [])
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, model_input_names=inputs, **names)
     config = getattr(transformers, config_class)(vocab_size=tok.get_vocab_size(), **{**settings, **changes})
     torch.manual_seed(seed)

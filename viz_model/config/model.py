@@ -33,9 +33,9 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
-ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions")
+ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers")
 """What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
-head's activation, RoBERTa's positions counted from its pad id)."""
+head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights)."""
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -130,12 +130,14 @@ class ModelConfig:
     :ivar attention_only: each layer is self-attention alone, no feed-forward network (the attention-only models
         of Elhage et al. and Olsson et al.; `d_ff` is not read)
     :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
-    :ivar embedding_size: the width of an encoder-only model's embeddings where it is not d_model (ELECTRA, ALBERT:
-        projected to d_model after the embedding norm, and the masked-LM head projects back to it); None: d_model
+    :ivar embedding_size: the width of an encoder-only model's embeddings, projected to d_model after the embedding
+        norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); None: d_model, no projection
     :ivar head_activation: the activation of the masked-LM head's transform (dense, activation, norm, then the tied
         output projection)
     :ivar pad_positions: positions count the tokens that are not `pad_id`, from ``pad_id + 1`` on (RoBERTa: a pad
         reads row pad_id); False: 0, 1, 2, ...
+    :ivar shared_layers: the layers whose weights the `encoder_layers` run share (ALBERT's num_hidden_groups: layer
+        i runs stored layer ``int(i / (encoder_layers / shared_layers))``); None: every layer its own
     """
 
     vocab_size: int = 37_000
@@ -198,6 +200,7 @@ class ModelConfig:
     embedding_size: int | None = None
     head_activation: str = "gelu"
     pad_positions: bool = False
+    shared_layers: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -336,6 +339,8 @@ class ModelConfig:
             check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
         _check_choice("head_activation", self.head_activation, ACTIVATIONS)
         _check_bool("pad_positions", self.pad_positions)
+        if self.shared_layers is not None:
+            check_int("shared_layers", self.shared_layers, 1, self.encoder_layers)
 
     @property
     def kv_group(self) -> int:

@@ -48,8 +48,9 @@ class MaskedLM(nn.Module):
     :ivar positions: the learned position table
     :ivar token_types: the token-type (segment) embeddings, else None
     :ivar embedding_norm: the norm of the summed embeddings
-    :ivar projection: embedding_size to d_model where they differ (ELECTRA's embeddings_project), else None
-    :ivar layers: the `EncoderLayer` stack
+    :ivar projection: embedding_size to d_model where the config sets one (ELECTRA's embeddings_project, ALBERT's
+        embedding_hidden_mapping_in), else None
+    :ivar layers: the `EncoderLayer` stack (ALBERT's: the layers the stack's depths share, `layer`)
     :ivar head_dense: the head's transform (d_model to embedding_size)
     :ivar head_norm: the head's norm
     :ivar head_bias: the output projection's bias
@@ -65,9 +66,9 @@ class MaskedLM(nn.Module):
         self.positions = normal_embedding(cfg.max_positions, width, 0.02)
         self.token_types = normal_embedding(cfg.type_vocab_size, width, 0.02) if cfg.type_vocab_size else None
         self.embedding_norm = make_norm(width, cfg.normalization, cfg.norm_eps)
-        self.projection = Linear(width, cfg.d_model) if width != cfg.d_model else None
+        self.projection = Linear(width, cfg.d_model) if cfg.embedding_size is not None else None
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.shared_layers or cfg.encoder_layers))
         self.head_dense = Linear(cfg.d_model, width)
         self.head_norm = make_norm(width, cfg.normalization, cfg.norm_eps)
         self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
@@ -79,6 +80,14 @@ class MaskedLM(nn.Module):
         with torch.device("meta"):
             model = cls(cfg)
         return with_cpu_storage(model)
+
+    def layer(self, depth: int) -> EncoderLayer:
+        """The layer run at `depth` (ALBERT's groups: one stored layer for several depths, as transformers picks
+        it)."""
+        cfg = self.config
+        if cfg.shared_layers is None:
+            return self.layers[depth]  # type: ignore[return-value]
+        return self.layers[int(depth / (cfg.encoder_layers / cfg.shared_layers))]  # type: ignore[return-value]
 
     @property
     def longest(self) -> int:
@@ -126,8 +135,8 @@ class MaskedLM(nn.Module):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         x, positions = self.embed(ids, type_ids, token_embeddings)
         out = MaskedLMOutput(x, positions=positions)
-        for i, layer in enumerate(self.layers):
-            x, record = layer(x, mask, need_weights, None if head_mask is None else head_mask[i])
+        for i in range(self.config.encoder_layers):
+            x, record = self.layer(i)(x, mask, need_weights, None if head_mask is None else head_mask[i])
             if record is not None:
                 out.records.append(record)
         out.logits = self.logits(x)
