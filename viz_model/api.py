@@ -75,9 +75,10 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
-                      precision: str = "auto") -> TranslationModel | LanguageModel:
+                      precision: str = "auto") -> TranslationModel | LanguageModel | EncoderModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
-    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied), exactly as their saved
+    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied; an encoder with its
+    masked-LM head, BERT to ALBERT: an `EncoderModel`), exactly as their saved
     folder imported with ``viz-model import`` loads; nothing is kept on disk (`directory` is None). Anything else:
     ``HFImportError`` (a ValueError) in one line, before anything is written. `source_lang` / `target_lang` /
     `dtype`: as for `load` of a hub id; `precision`: the search's."""

@@ -211,3 +211,31 @@ def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family,
     for kind in ("deberta-v2", "modernbert"):
         message = refused(folder, tmp_path / kind, model_type=kind)
         assert "not an architecture this project can import" in message and "bert: BERT" in message
+
+
+def test_load_of_a_hugging_face_folder_and_from_transformers_give_the_encoder(hf, imported, folder, family, tmp_path,
+                                                                              monkeypatch):
+    if family not in ("bert", "roberta"):
+        pytest.skip("two families are enough")
+    monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    text = f"the old {imported.mask_token} runs in the park."
+    for loaded in (viz_model.load(str(folder), device="cpu"), viz_model.from_transformers(*hf, device="cpu")):
+        assert isinstance(loaded, EncoderModel)
+        assert loaded.fill_mask(text) == imported.fill_mask(text)
+    with pytest.raises(ValueError, match="an encoder has no search precision") as err:
+        viz_model.load(imported.directory, device="cpu", precision="int8")
+    assert "\n" not in str(err.value)
+
+
+def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_here():
+    from viz_model.config import ConfigError, ModelConfig
+    from viz_model.config.training import TrainConfig
+
+    for option in ({"type_vocab_size": 2}, {"pad_positions": True}, {"shared_layers": 1}):
+        with pytest.raises(ConfigError, match="options of the encoder-only kind"):
+            ModelConfig(**option)
+    encoder = ModelConfig(kind="encoder", decoder_layers=0, positional="learned", type_vocab_size=2)
+    assert ModelConfig.from_dict(encoder.to_dict()) == encoder
+    assert "type_vocab_size" not in ModelConfig().to_dict()
+    with pytest.raises(ConfigError, match="not trained here"):
+        TrainConfig(model=encoder)
