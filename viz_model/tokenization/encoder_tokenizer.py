@@ -5,15 +5,13 @@ token, whether the model reads token types, and transformers' decode setting."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .pretrained import FolderFiles, read_json
+from .rules_tokenizer import RulesTokenizer
 from .tokenizer import TokenizerError
-from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
+from .tokenizer_json import clean_up_spaces
 
 RULES = "encoder_tokenizer.json"
 RULE_KEYS = ("ids", "mask_token", "token_types", "clean_up_spaces")
@@ -33,7 +31,7 @@ class EncodedText:
     words: list[int]
 
 
-class EncoderTokenizer(FolderFiles):
+class EncoderTokenizer(RulesTokenizer):
     """Text (or a pair of texts) to an encoder's ids and token types, as transformers' tokenizer of its folder.
 
     :ivar rules: ``ids`` (the model's id table), ``mask_token`` (its text), ``token_types`` (the model reads token
@@ -45,37 +43,16 @@ class EncoderTokenizer(FolderFiles):
     FILES = ("tokenizer.json", RULES)
     WHAT = "an imported encoder's tokenizer"
     MARKER = RULES
+    RULES = RULES
+    RULE_KEYS = RULE_KEYS
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
-        self.backend, self.rules, self._files, self.path = backend, rules, files, path
+        super().__init__(backend, rules, files, path)
         mask_id = backend.token_to_id(rules["mask_token"])
         if mask_id is None:
             raise TokenizerError(f"{path or RULES}: the mask token {rules['mask_token']!r} is not in the tokenizer")
         self.mask_id: int = mask_id
         self.mask_token: str = rules["mask_token"]
-        self.skipped = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
-        self.byte_level = json.loads(files["tokenizer.json"]).get("decoder", {}).get("type") == "ByteLevel"
-        size = backend.get_vocab_size(with_added_tokens=True)
-        if rules["ids"] < size:
-            raise TokenizerError(f"{path or RULES}: {rules['ids']} ids, but the tokenizer has {size}")
-
-    @classmethod
-    def from_files(cls, files: dict[str, bytes], directory: Path) -> EncoderTokenizer:
-        """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
-        backend = read_backend(files, directory)
-        rules = read_json(files[RULES], directory / RULES)
-        if not isinstance(rules, dict) or set(rules) != set(RULE_KEYS):
-            raise TokenizerError(f"{directory / RULES}: expected the keys {', '.join(RULE_KEYS)}")
-        return cls(backend, rules, files, str(directory))
-
-    @staticmethod
-    def rules_file(**rules: Any) -> bytes:
-        """The ``encoder_tokenizer.json`` of a model (see `rules`)."""
-        return (json.dumps(rules, indent=1, ensure_ascii=False) + "\n").encode()
-
-    @property
-    def vocab_size(self) -> int:
-        return self.rules["ids"]
 
     def encoded(self, text: str, pair: str | None = None) -> EncodedText:
         """`text` (and `pair`) as transformers' ``tokenizer(text, pair)`` gives them: ids, token types, words."""
@@ -102,16 +79,3 @@ class EncoderTokenizer(FolderFiles):
     def token_text(self, token_id: int) -> str:
         """One id as transformers' fill-mask pipeline writes its ``token_str``: ``decode([id])``."""
         return self.decode([token_id], skip_special_tokens=False)
-
-    def piece(self, token_id: int) -> str:
-        """The display label of one id (a byte-level token as text, a word's leading space as ``▁``)."""
-        token = self.backend.id_to_token(int(token_id))
-        if token is None:
-            return "<unk>"
-        return byte_level_label(token) if self.byte_level and int(token_id) not in self.skipped else token
-
-    def pieces(self, ids: Iterable[int]) -> list[str]:
-        return [self.piece(i) for i in ids]
-
-    def files(self) -> dict[str, bytes]:
-        return dict(self._files)
