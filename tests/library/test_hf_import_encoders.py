@@ -239,3 +239,16 @@ def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_he
     assert "type_vocab_size" not in ModelConfig().to_dict()
     with pytest.raises(ConfigError, match="not trained here"):
         TrainConfig(model=encoder)
+
+
+def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family, capsys, tmp_path):
+    if family != "bert":
+        pytest.skip("one family is enough")
+    for name in ("src", "tgt"):
+        (tmp_path / name).write_text("a dog runs\n")
+    for command in (["translate", "--model", str(imported.directory), "A dog."],
+                    ["importance", "--model", str(imported.directory), "--src", str(tmp_path / "src"), "--tgt",
+                     str(tmp_path / "tgt"), "--out", str(tmp_path / "t.csv")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "an encoder-only model" in err and err.count("\n") == 1
