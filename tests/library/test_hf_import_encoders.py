@@ -252,3 +252,21 @@ def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family
         assert main(command) == 2
         err = capsys.readouterr().err
         assert "an encoder-only model" in err and err.count("\n") == 1
+
+
+def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, family, imported, tmp_path):
+    if family != "bert":
+        pytest.skip("BERT's WordPiece vocabulary")
+    alone = tmp_path / "vocab-only"
+    shutil.copytree(folder, alone)
+    vocab = json.loads((alone / "tokenizer.json").read_text())["model"]["vocab"]
+    (alone / "vocab.txt").write_text("\n".join(sorted(vocab, key=vocab.get)) + "\n")
+    (alone / "tokenizer.json").unlink()
+    settings = json.loads((alone / "tokenizer_config.json").read_text())
+    (alone / "tokenizer_config.json").write_text(json.dumps({**settings, "tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
+    import_model(str(alone), tmp_path / "out")
+    reread = viz_model.load(tmp_path / "out", device="cpu")
+    for text, pair in PAIRS + [(f"A man {imported.mask_token} in the snow.", None)]:
+        assert reread.encoded(text, pair) == imported.encoded(text, pair)
+    assert transformers.AutoTokenizer.from_pretrained(alone)(*PAIRS[0]).input_ids == reread.encode(*PAIRS[0])
