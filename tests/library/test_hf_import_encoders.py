@@ -270,3 +270,29 @@ def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, fam
     for text, pair in PAIRS + [(f"A man {imported.mask_token} in the snow.", None)]:
         assert reread.encoded(text, pair) == imported.encoded(text, pair)
     assert transformers.AutoTokenizer.from_pretrained(alone)(*PAIRS[0]).input_ids == reread.encode(*PAIRS[0])
+
+
+def test_the_analyses_not_yet_written_for_an_encoder_say_so_in_one_line(imported, family):
+    if family != "bert":
+        pytest.skip("one family is enough")
+    from viz_model.analysis.ablation import ablate, head_importance
+    from viz_model.attribution import attribute
+
+    text = f"A man {imported.mask_token} in the snow."
+    for call, analysis in [(lambda: ablate(imported, text, [("encoder", 0, 0)]), "ablate"),
+                           (lambda: head_importance(imported, [text], ["runs"]), "head_importance"),
+                           (lambda: attribute(imported, text), "attribute")]:
+        with pytest.raises(ValueError, match=f"{analysis} does not apply to an encoder") as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_the_token_embeddings_given_in_place_of_the_ids_give_the_same_logits_and_gradients(imported, hf):
+    encoded = imported.encoded(f"A man {imported.mask_token} in the snow.", "The dog reads.")
+    tokens = imported.embeddings(encoded.ids).detach().requires_grad_(True)
+    out = imported.forced_pass(encoded.ids, encoded.type_ids, token_embeddings=tokens)
+    with torch.no_grad():
+        plain = imported.forced_pass(encoded.ids, encoded.type_ids).logits
+    assert torch.allclose(out.logits, plain, atol=1e-5)
+    out.logits[0, imported.mask_positions(encoded.ids)[0]].max().backward()
+    assert tokens.grad is not None and tokens.grad.abs().sum() > 0
