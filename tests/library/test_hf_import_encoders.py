@@ -296,3 +296,36 @@ def test_the_token_embeddings_given_in_place_of_the_ids_give_the_same_logits_and
     assert torch.allclose(out.logits, plain, atol=1e-5)
     out.logits[0, imported.mask_positions(encoded.ids)[0]].max().backward()
     assert tokens.grad is not None and tokens.grad.abs().sum() > 0
+
+
+def test_an_encoders_trace_saves_and_loads_back_losslessly(imported, family, tmp_path):
+    from viz_model.trace import AttentionTrace
+
+    if family not in ("bert", "albert"):
+        pytest.skip("two families are enough")
+    trace = imported.trace(f"A man {imported.mask_token} in the snow.", "The dog reads.")
+    for name in ("trace.npz", "trace.json"):
+        trace.save(tmp_path / name)
+        back = AttentionTrace.load(tmp_path / name)
+        assert back.source_tokens == trace.source_tokens and back.settings == trace.settings
+        for ours, theirs in zip(back.encoder_attentions, trace.encoder_attentions):
+            assert np.array_equal(ours, theirs)
+
+
+def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(family, hf, tmp_path):
+    if family != "bert":
+        pytest.skip("BERT's pre-training head")
+    model, tokenizer = hf
+    torch.manual_seed(1)
+    pretraining = transformers.BertForPreTraining(model.config)
+    pretraining.bert.load_state_dict(model.bert.state_dict(), strict=False)
+    pretraining.cls.predictions.load_state_dict(model.cls.predictions.state_dict())
+    pretraining.eval().save_pretrained(tmp_path / "pretraining")
+    tokenizer.save_pretrained(tmp_path / "pretraining")
+    import_model(str(tmp_path / "pretraining"), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    inputs = tokenizer(*PAIRS[0], return_tensors="pt")
+    with torch.no_grad():
+        theirs = pretraining(**inputs).prediction_logits
+        logits = ours.forced_pass(inputs.input_ids[0].tolist(), inputs.token_type_ids[0].tolist()).logits
+    assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE

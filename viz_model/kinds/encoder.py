@@ -210,7 +210,7 @@ class EncoderModel(ModelKind):
         filled = list(ids)
         for found in predictions:
             filled[found["position"]] = found["ids"][0]  # type: ignore[index]
-        tokens, width = self.tokenizer.pieces(ids), self.network.embedding.weight.shape[1]
+        tokens, width = self.tokenizer.pieces(ids), self.config.d_model  # the empty target side's width
         trace = AttentionTrace(
             source_text=text, translation=self.tokenizer.decode(filled),
             source_ids=ids, source_tokens=tokens, source_words=encoded.words, target_ids=[], target_tokens=[],
