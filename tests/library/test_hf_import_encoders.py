@@ -1,7 +1,7 @@
 """Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
 DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
-layer's weights shared by three depths, factorized embeddings).
+layer's weights shared by three depths, factorized embeddings; and a folder with its SentencePiece model alone).
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
@@ -329,3 +329,31 @@ def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(f
         theirs = pretraining(**inputs).prediction_logits
         logits = ours.forced_pass(inputs.input_ids[0].tolist(), inputs.token_type_ids[0].tolist()).logits
     assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
+
+
+def test_an_albert_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
+    if family != "albert":
+        pytest.skip("ALBERT's SentencePiece model")
+    pytest.importorskip("sentencepiece")
+    from support.hf_encoders import build_sentencepiece_albert
+
+    folder = build_sentencepiece_albert(tmp_path)
+    assert not (folder / "tokenizer.json").exists()
+    model = transformers.AlbertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    import_model(str(folder), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    for text in masked(sentences(WORDS_EN, 4, 5), tokenizer.mask_token):
+        assert ours.encode(text) == tokenizer(text).input_ids
+        theirs = pipe(text, top_k=5)
+        theirs = theirs if isinstance(theirs[0], list) else [theirs]
+        assert [[p["token_str"] for p in row] for row in theirs] == [[t for t, _ in row] for row in
+                                                                      ours.fill_mask(text)], text
+    inputs = tokenizer(*PAIRS[0], return_tensors="pt")
+    assert ours.encode(*PAIRS[0]) == inputs.input_ids[0].tolist()
+    with torch.no_grad():
+        theirs = model(**inputs, output_attentions=True)
+    trace = ours.trace(*PAIRS[0])
+    assert max(float(np.abs(a - b[0].numpy()).max()) for a, b in zip(trace.encoder_attentions, theirs.attentions)) \
+        < MAP_TOLERANCE

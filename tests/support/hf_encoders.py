@@ -91,3 +91,31 @@ def build_encoder_folder(root, name: str, seed: int = 0, **changes):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_sentencepiece_albert(root, seed: int = 0):
+    """An ALBERT folder whose tokenizer is a SentencePiece model alone (``spiece.model``, as ALBERT's hub folders
+    publish it: transformers builds the tokenizer from it); returns it."""
+    import json
+
+    import sentencepiece as spm
+    import torch
+    import transformers
+
+    folder = root / "albert-spiece"
+    folder.mkdir(parents=True)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_prefix=str(folder / "spiece"),
+                                   vocab_size=120, model_type="unigram", character_coverage=1.0, minloglevel=2,
+                                   hard_vocab_limit=False, pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>",
+                                   unk_piece="<unk>", bos_piece="[CLS]", eos_piece="[SEP]",
+                                   user_defined_symbols=["[MASK]"])
+    (folder / "spiece.vocab").unlink()
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "AlbertTokenizer"}))
+    size = len(transformers.AutoTokenizer.from_pretrained(folder))
+    torch.manual_seed(seed)
+    model = transformers.AlbertForMaskedLM(transformers.AlbertConfig(vocab_size=size, **{**CONFIGS["albert"][3]}))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    model.save_pretrained(folder)
+    return folder
