@@ -81,9 +81,8 @@ def test_load_returns_an_encoder_of_the_encoder_kind(imported, hf):
     assert imported.mask_token == hf[1].mask_token
 
 
+@pytest.mark.parametrize("family", ["albert"], indirect=True)
 def test_albert_runs_one_stored_layer_at_every_depth_with_maps_of_its_own(imported, family):
-    if family != "albert":
-        pytest.skip("ALBERT's shared layers")
     assert len(imported.network.layers) == 1 and imported.config.encoder_layers == 3
     assert all(imported.network.layer(depth) is imported.network.layers[0] for depth in range(3))
     maps = imported.trace(f"a dog {imported.mask_token} in the snow").encoder_attentions
@@ -205,18 +204,16 @@ def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family
     assert "has no masked-language-model head" in message and "BERT" in message
 
 
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family, tmp_path):
-    if family != "bert":
-        pytest.skip("one family is enough")
     for kind in ("deberta-v2", "modernbert"):
         message = refused(folder, tmp_path / kind, model_type=kind)
         assert "not an architecture this project can import" in message and "bert: BERT" in message
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"], indirect=True)
 def test_load_of_a_hugging_face_folder_and_from_transformers_give_the_encoder(hf, imported, folder, family, tmp_path,
                                                                               monkeypatch):
-    if family not in ("bert", "roberta"):
-        pytest.skip("two families are enough")
     monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
     text = f"the old {imported.mask_token} runs in the park."
     for loaded in (viz_model.load(str(folder), device="cpu"), viz_model.from_transformers(*hf, device="cpu")):
@@ -241,9 +238,8 @@ def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_he
         TrainConfig(model=encoder)
 
 
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family, capsys, tmp_path):
-    if family != "bert":
-        pytest.skip("one family is enough")
     for name in ("src", "tgt"):
         (tmp_path / name).write_text("a dog runs\n")
     for command in (["translate", "--model", str(imported.directory), "A dog."],
@@ -254,9 +250,8 @@ def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family
         assert "an encoder-only model" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, family, imported, tmp_path):
-    if family != "bert":
-        pytest.skip("BERT's WordPiece vocabulary")
     alone = tmp_path / "vocab-only"
     shutil.copytree(folder, alone)
     vocab = json.loads((alone / "tokenizer.json").read_text())["model"]["vocab"]
@@ -272,9 +267,8 @@ def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, fam
     assert transformers.AutoTokenizer.from_pretrained(alone)(*PAIRS[0]).input_ids == reread.encode(*PAIRS[0])
 
 
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_the_analyses_not_yet_written_for_an_encoder_say_so_in_one_line(imported, family):
-    if family != "bert":
-        pytest.skip("one family is enough")
     from viz_model.analysis.ablation import ablate, head_importance
     from viz_model.attribution import attribute
 
@@ -298,11 +292,10 @@ def test_the_token_embeddings_given_in_place_of_the_ids_give_the_same_logits_and
     assert tokens.grad is not None and tokens.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("family", ["bert", "albert"], indirect=True)
 def test_an_encoders_trace_saves_and_loads_back_losslessly(imported, family, tmp_path):
     from viz_model.trace import AttentionTrace
 
-    if family not in ("bert", "albert"):
-        pytest.skip("two families are enough")
     trace = imported.trace(f"A man {imported.mask_token} in the snow.", "The dog reads.")
     for name in ("trace.npz", "trace.json"):
         trace.save(tmp_path / name)
@@ -312,9 +305,8 @@ def test_an_encoders_trace_saves_and_loads_back_losslessly(imported, family, tmp
             assert np.array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(family, hf, tmp_path):
-    if family != "bert":
-        pytest.skip("BERT's pre-training head")
     model, tokenizer = hf
     torch.manual_seed(1)
     pretraining = transformers.BertForPreTraining(model.config)
@@ -331,9 +323,8 @@ def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(f
     assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
 
 
+@pytest.mark.parametrize("family", ["albert"], indirect=True)
 def test_an_albert_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
-    if family != "albert":
-        pytest.skip("ALBERT's SentencePiece model")
     pytest.importorskip("sentencepiece")
     from support.hf_encoders import build_sentencepiece_albert
 
