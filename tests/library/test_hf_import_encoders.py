@@ -348,3 +348,19 @@ def test_an_albert_folder_with_only_its_sentencepiece_model_imports_exactly(fami
     trace = ours.trace(*PAIRS[0])
     assert max(float(np.abs(a - b[0].numpy()).max()) for a, b in zip(trace.encoder_attentions, theirs.attentions)) \
         < MAP_TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["roberta"], indirect=True)
+def test_a_pad_token_in_the_text_reads_robertas_pad_row_as_transformers_does(hf, imported, family):
+    model, tokenizer = hf
+    text = f"a dog {tokenizer.pad_token} runs {tokenizer.mask_token} the snow"
+    inputs = tokenizer(text, return_tensors="pt")
+    assert tokenizer.pad_token_id in inputs.input_ids[0].tolist()
+    with torch.no_grad():
+        theirs = model(**inputs, output_attentions=True)
+        ours = imported.forced_pass(inputs.input_ids[0].tolist(), need_weights=True)
+    pad = inputs.input_ids[0].tolist().index(tokenizer.pad_token_id)
+    assert int(ours.positions[0, pad]) == tokenizer.pad_token_id
+    assert float((ours.logits - theirs.logits).abs().max()) < LOGIT_TOLERANCE
+    for mine, other in zip(ours.attentions, theirs.attentions):
+        assert float((mine - other).abs().max()) < MAP_TOLERANCE
