@@ -6,9 +6,11 @@ Read-only at inference (weights come back from calls), so one instance can serve
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +47,27 @@ def check_top_k(top_k: object) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     return top_k
+
+
+@dataclass
+class MaskPrediction:
+    """What the model predicts at one mask token: the softmax over the vocabulary at that position, as transformers'
+    fill-mask pipeline takes it.
+
+    :ivar position: the mask token's position among the tokens
+    :ivar ids: the top-k ids, most probable first
+    :ivar tokens: their text as the pipeline writes ``token_str`` (the tokenizer's decoding of that one id)
+    :ivar pieces: their pieces
+    :ivar probabilities: their probabilities
+    :ivar log_probability: the first one's log-probability
+    """
+
+    position: int
+    ids: list[int]
+    tokens: list[str]
+    pieces: list[str]
+    probabilities: list[float]
+    log_probability: float
 
 
 class EncoderModel(ModelKind):
@@ -134,17 +157,16 @@ class EncoderModel(ModelKind):
         """The positions of the mask token in `ids`."""
         return [i for i, token in enumerate(ids) if token == self.tokenizer.mask_id]
 
-    def _predictions(self, logits: torch.Tensor, positions: list[int], top_k: int) -> list[dict[str, object]]:
-        """Per mask position: its top-k ids, their tokens as the fill-mask pipeline writes them, their pieces and
-        probabilities (the softmax over the vocabulary at that position, as the pipeline takes it)."""
+    def predictions(self, logits: torch.Tensor, positions: list[int], top_k: int) -> list[MaskPrediction]:
+        """Per mask position of `logits` ``(len, vocab)``, its `top_k` predictions."""
         found = []
         for position in positions:
-            probabilities = torch.softmax(logits[position].float(), dim=-1)
-            top = probabilities.topk(min(top_k, probabilities.shape[-1]))
+            row = logits[position].float()
+            top = torch.softmax(row, dim=-1).topk(min(top_k, row.shape[-1]))  # as the pipeline ranks them
             ids = top.indices.tolist()
-            found.append({"position": position, "ids": ids, "tokens": [self.tokenizer.token_text(i) for i in ids],
-                          "pieces": self.tokenizer.pieces(ids), "probabilities": top.values.tolist(),
-                          "log_probability": float(torch.log_softmax(logits[position].float(), -1)[ids[0]])})
+            found.append(MaskPrediction(position, ids, [self.tokenizer.token_text(i) for i in ids],
+                                        self.tokenizer.pieces(ids), top.values.tolist(),
+                                        float(torch.log_softmax(row, dim=-1)[ids[0]])))
         return found
 
     @torch.inference_mode()
@@ -160,8 +182,7 @@ class EncoderModel(ModelKind):
             raise ValueError(f"the text has no mask token: write {self.mask_token} where the model should fill in "
                              "a word")
         logits = self.forced_pass(encoded.ids, encoded.type_ids, head_mask=head_mask).logits[0]
-        return [list(zip(found["tokens"], found["probabilities"]))  # type: ignore[call-overload]
-                for found in self._predictions(logits, positions, top_k)]
+        return [list(zip(found.tokens, found.probabilities)) for found in self.predictions(logits, positions, top_k)]
 
     @torch.inference_mode()
     def sequence_log_probs(self, inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
@@ -190,10 +211,10 @@ class EncoderModel(ModelKind):
 
         The maps are the trace's encoder maps (``encoder_attentions[layer]`` is ``(heads, n, n)``, the tokens its
         source tokens); the decoder and cross lists are empty and there are no decoding steps. ``settings`` holds
-        the token types (``type_ids``) and, per mask token, its ``predictions`` (position, ids, tokens as the
-        fill-mask pipeline writes them, pieces, probabilities); ``translation`` is the text with every mask filled
-        by its most probable token, ``log_probability`` the sum of those tokens' log-probabilities. `maps`: every
-        map is kept ("auto", "full"; an encoder reads no more than its positions)."""
+        the token types (``type_ids``) and, per mask token, its ``predictions`` (a `MaskPrediction` as a dict);
+        ``translation`` is the text with every mask filled by its most probable token, ``log_probability`` the sum
+        of those tokens' log-probabilities. `maps`: every map is kept ("auto", "full"; an encoder reads no more than
+        its positions)."""
         if forced_ids is not None:
             raise ValueError("an encoder reads its input whole: it has no output to force (forced_ids)")
         check_maps(maps)
@@ -206,10 +227,10 @@ class EncoderModel(ModelKind):
         ids, n = encoded.ids, len(encoded.ids)
         out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask, need_weights=True)
         ran = time.perf_counter()
-        predictions = self._predictions(out.logits[0], self.mask_positions(ids), top_k)
+        predictions = self.predictions(out.logits[0], self.mask_positions(ids), top_k)
         filled = list(ids)
         for found in predictions:
-            filled[found["position"]] = found["ids"][0]  # type: ignore[index]
+            filled[found.position] = found.ids[0]
         tokens, width = self.tokenizer.pieces(ids), self.config.d_model  # the empty target side's width
         trace = AttentionTrace(
             source_text=text, translation=self.tokenizer.decode(filled),
@@ -222,9 +243,9 @@ class EncoderModel(ModelKind):
             target_positional=np.zeros((0, width), dtype=np.float32),
             source_embeddings=self.embeddings(ids)[0].float().cpu().numpy(),
             target_embeddings=np.zeros((0, width), dtype=np.float32), steps=[],
-            log_probability=float(sum(found["log_probability"] for found in predictions)),  # type: ignore[misc]
+            log_probability=float(sum(found.log_probability for found in predictions)),
             settings={"top_k": top_k, "head_mask": head_mask is not None, "type_ids": encoded.type_ids,
-                      "text_pair": text_pair, "predictions": predictions},
+                      "text_pair": text_pair, "predictions": [dataclasses.asdict(found) for found in predictions]},
             config=self.config.to_dict(), model_name=self.name, device=device_label(self.device),
             timings={"trace_ms": 1000 * (ran - start), "total_ms": 1000 * (time.perf_counter() - start)})
         trace.validate()
