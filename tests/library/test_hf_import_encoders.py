@@ -364,3 +364,16 @@ def test_a_pad_token_in_the_text_reads_robertas_pad_row_as_transformers_does(hf,
     assert float((ours.logits - theirs.logits).abs().max()) < LOGIT_TOLERANCE
     for mine, other in zip(ours.attentions, theirs.attentions):
         assert float((mine - other).abs().max()) < MAP_TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(hf, family, tmp_path):
+    model, tokenizer = hf
+    classifier = transformers.BertForSequenceClassification(model.config)
+    classifier.save_pretrained(tmp_path / "classifier")
+    tokenizer.save_pretrained(tmp_path / "classifier")
+    with pytest.raises(HFImportError) as err:
+        import_model(str(tmp_path / "classifier"), tmp_path / "out")
+    message = str(err.value)
+    assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
+    assert "DistilBERT, ELECTRA (generator) and ALBERT" in message and not (tmp_path / "out").exists()
