@@ -1,7 +1,8 @@
 """Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
 DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
-layer's weights shared by three depths, factorized embeddings; and a folder with its SentencePiece model alone).
+layer's weights shared by three depths, factorized embeddings); ALBERT and XLM-R folders with their SentencePiece
+model alone.
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
@@ -323,14 +324,14 @@ def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(f
     assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
 
 
-@pytest.mark.parametrize("family", ["albert"], indirect=True)
-def test_an_albert_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
+@pytest.mark.parametrize("family", ["albert", "xlm-roberta"], indirect=True)
+def test_a_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
     pytest.importorskip("sentencepiece")
-    from support.hf_encoders import build_sentencepiece_albert
+    from support.hf_encoders import build_sentencepiece_folder
 
-    folder = build_sentencepiece_albert(tmp_path)
+    folder = build_sentencepiece_folder(tmp_path, family)
     assert not (folder / "tokenizer.json").exists()
-    model = transformers.AlbertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     import_model(str(folder), tmp_path / "out")
     ours = viz_model.load(tmp_path / "out", device="cpu")

@@ -93,27 +93,37 @@ def build_encoder_folder(root, name: str, seed: int = 0, **changes):
     return folder
 
 
-def build_sentencepiece_albert(root, seed: int = 0):
-    """An ALBERT folder whose tokenizer is a SentencePiece model alone (``spiece.model``, as ALBERT's hub folders
-    publish it: transformers builds the tokenizer from it); returns it."""
+SENTENCEPIECE = {  # the tokenizer class, its model file, the trainer's settings
+    "albert": ("AlbertTokenizer", "spiece", {"model_type": "unigram", "pad_id": 0, "unk_id": 1, "bos_id": 2,
+                                             "eos_id": 3, "pad_piece": "<pad>", "unk_piece": "<unk>",
+                                             "bos_piece": "[CLS]", "eos_piece": "[SEP]",
+                                             "user_defined_symbols": ["[MASK]"]}),
+    "xlm-roberta": ("XLMRobertaTokenizer", "sentencepiece.bpe", {"model_type": "bpe", "unk_id": 0, "bos_id": 1,
+                                                                 "eos_id": 2, "pad_id": -1}),
+}
+
+
+def build_sentencepiece_folder(root, name: str, seed: int = 0):
+    """A folder of family `name` (one of SENTENCEPIECE) whose tokenizer is a SentencePiece model alone
+    (``spiece.model``, ``sentencepiece.bpe.model``, as ALBERT's and XLM-R's hub folders publish it: transformers
+    builds the tokenizer from it); returns it."""
     import json
 
     import sentencepiece as spm
     import torch
     import transformers
 
-    folder = root / "albert-spiece"
+    tokenizer_class, prefix, settings = SENTENCEPIECE[name]
+    folder = root / f"{name}-sentencepiece"
     folder.mkdir(parents=True)
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_prefix=str(folder / "spiece"),
-                                   vocab_size=120, model_type="unigram", character_coverage=1.0, minloglevel=2,
-                                   hard_vocab_limit=False, pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>",
-                                   unk_piece="<unk>", bos_piece="[CLS]", eos_piece="[SEP]",
-                                   user_defined_symbols=["[MASK]"])
-    (folder / "spiece.vocab").unlink()
-    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "AlbertTokenizer"}))
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_prefix=str(folder / prefix), vocab_size=120,
+                                   character_coverage=1.0, minloglevel=2, hard_vocab_limit=False, **settings)
+    (folder / f"{prefix}.vocab").unlink()
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": tokenizer_class}))
     size = len(transformers.AutoTokenizer.from_pretrained(folder))
+    config_class, model_class, _, config = CONFIGS[name]
     torch.manual_seed(seed)
-    model = transformers.AlbertForMaskedLM(transformers.AlbertConfig(vocab_size=size, **{**CONFIGS["albert"][3]}))
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(vocab_size=size, **config))
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3)
