@@ -233,6 +233,10 @@ def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_he
         with pytest.raises(ConfigError, match="options of the encoder-only kind"):
             ModelConfig(**option)
     encoder = ModelConfig(kind="encoder", decoder_layers=0, positional="learned", type_vocab_size=2)
+    for option, said in (({"kv_heads": 2}, "not of an encoder-only model"),
+                         ({"output_bias": True}, "an encoder-only model reads none of them")):
+        with pytest.raises(ConfigError, match=said):
+            ModelConfig(**{**encoder.to_dict(), **option})
     assert ModelConfig.from_dict(encoder.to_dict()) == encoder
     assert "type_vocab_size" not in ModelConfig().to_dict()
     with pytest.raises(ConfigError, match="not trained here"):

@@ -309,14 +309,16 @@ class ModelConfig:
                 raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
             for i in self.sliding_layers:
                 check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
-        if self.kind == "seq2seq" and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
-                                                 and f.name != "kind" and getattr(self, f.name) != f.default]):
+        what = {"seq2seq": "an encoder-decoder model", "encoder": "an encoder-only model"}.get(self.kind)
+        if what and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
+                               and f.name != "kind" and getattr(self, f.name) != f.default]):
             raise ConfigError(f"{', '.join(given)}: options of the decoder-only kind (kind = \"decoder\"), not of "
-                              "an encoder-decoder model")
-        if self.kind == "decoder" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
+                              f"{what}")
+        if self.kind != "seq2seq" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
                                                  if getattr(self, name) != default]):
-            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); a "
-                              "decoder-only model reads none of them")
+            reader = "a decoder-only model" if self.kind == "decoder" else "an encoder-only model"
+            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); "
+                              f"{reader} reads none of them")
         if self.kind == "decoder" and self.positional not in DECODER_POSITIONS:
             raise ConfigError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
                               f"{self.positional!r}")
