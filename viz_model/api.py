@@ -8,19 +8,20 @@ from pathlib import Path
 
 import torch
 
+from .kinds.encoder import EncoderModel
 from .kinds.language_model import LanguageModel
 from .kinds.translator import TranslationModel
-from .modeldir.checkpoint import CheckpointError, is_decoder_only
+from .modeldir.checkpoint import CheckpointError, model_kind
 from .modeldir.shipped import DEFAULT_MODEL, asset_roots, model_root
 from .nn.devices import resolve_device
 
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
          target_lang: str | None = None, dtype: str | None = None, precision: str = "auto"
-         ) -> TranslationModel | LanguageModel:
+         ) -> TranslationModel | LanguageModel | EncoderModel:
     """Load a model directory (default: the shipped model in ``assets/``; a bare name such as ``multi30k-lm-en``: that
-    model of `available_models`): a `TranslationModel`, or a `LanguageModel` for a decoder-only one; errors name the
-    file at fault.
+    model of `available_models`): a `TranslationModel`, a `LanguageModel` for a decoder-only one, an `EncoderModel`
+    for an encoder-only one (BERT); errors name the file at fault.
 
     `precision`: the precision of beam search, ``auto`` (int8 on the CPU, see `viz_model.nn.quantize`), ``int8`` or
     ``fp32``; a language model has none to choose (only ``auto``). Traces are
@@ -61,19 +62,23 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
                                   "train one with `viz-model train` (see the docs) or pass a model directory")
         path = root / DEFAULT_MODEL
     directory = Path(path)
-    if is_decoder_only(directory):  # a decoder-only language model: its own door
+    kind = model_kind(directory)
+    if kind in ("decoder", "encoder"):  # a language model or an encoder: its own door
+        what = "a language model" if kind == "decoder" else "an encoder"
         if precision != "auto":  # refused, not ignored: it has no search precision to choose
-            raise CheckpointError(f"{argument('precision', precision, quoted=False)}: a language model has no search "
+            raise CheckpointError(f"{argument('precision', precision, quoted=False)}: {what} has no search "
                                   "precision to choose (fp32 on the CPU, its weights' dtype on a GPU); leave it out")
-        return LanguageModel.load(directory, resolve_device(device))
+        door = LanguageModel if kind == "decoder" else EncoderModel
+        return door.load(directory, resolve_device(device))
     return TranslationModel.load(directory, device, precision)
 
 
 def from_transformers(model: object, tokenizer: object, *, source_lang: str | None = None,
                       target_lang: str | None = None, dtype: str | None = None, device: str | torch.device = "auto",
-                      precision: str = "auto") -> TranslationModel | LanguageModel:
+                      precision: str = "auto") -> TranslationModel | LanguageModel | EncoderModel:
     """A transformers translation model in memory (Marian, M2M100/NLLB, T5, mT5, BART, mBART) and its tokenizer as a
-    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied), exactly as their saved
+    `TranslationModel` (a decoder-only language model: a `LanguageModel`, its weights copied; an encoder with its
+    masked-LM head, BERT to ALBERT: an `EncoderModel`), exactly as their saved
     folder imported with ``viz-model import`` loads; nothing is kept on disk (`directory` is None). Anything else:
     ``HFImportError`` (a ValueError) in one line, before anything is written. `source_lang` / `target_lang` /
     `dtype`: as for `load` of a hub id; `precision`: the search's."""

@@ -320,8 +320,8 @@ class AttentionTrace:
             for name in ARRAY_FIELDS:
                 dtype = bool if name.endswith("mask") else np.float32
                 values[name] = np.asarray(data[name], dtype=dtype)
-                if values[name].shape == (0,):  # a language model's empty source side: JSON keeps no shape
-                    values[name] = values[name].reshape(0, 0 if name.endswith("mask") else data["config"]["d_model"])
+                if values[name].shape == (0,):  # an empty side (a language model's source, an encoder's target)
+                    values[name] = values[name].reshape(_empty_shape(name, data))
             trace = cls(**values)
             trace.validate()
         except (KeyError, TypeError, ValueError) as err:
@@ -443,6 +443,14 @@ class AttentionTrace:
             target_embeddings=to_numpy(network.token_embeddings(prefix, "target")[0]),
             steps=steps, log_probability=total, settings=settings, config=network.config.to_dict(),
             model_name=model_name, device=device)
+
+
+def _empty_shape(name: str, data: dict[str, Any]) -> tuple[int, int]:
+    """The shape of an empty array field of a saved trace (JSON keeps none): a mask's from the token lists, an
+    encoding's (0, d_model)."""
+    s, t = len(data["source_ids"]), len(data["target_ids"])
+    masks = {"encoder_mask": (s, s), "decoder_mask": (t, t), "cross_mask": (t, s)}
+    return masks[name] if name in masks else (0, data["config"]["d_model"])
 
 
 def _on_demand_maps(values: dict[str, Any], arrays_of: Callable[[str, int], dict[str, Any]]

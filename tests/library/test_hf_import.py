@@ -112,7 +112,7 @@ def broken(marian_folder, tmp_path, change) -> tuple[int, str, object]:
 
 
 @pytest.mark.parametrize("what, change, names", [
-    ("bert", lambda f: (f / "config.json").write_text(json.dumps({"model_type": "bert"})), "config.json"),
+    ("deberta", lambda f: (f / "config.json").write_text(json.dumps({"model_type": "deberta-v2"})), "config.json"),
     ("t5", lambda f: (f / "config.json").write_text(json.dumps({"model_type": "t5"})), "config.json"),
     ("no vocab", lambda f: (f / "vocab.json").unlink(), "vocab.json"),
     ("no weights", lambda f: (f / "model.safetensors").unlink(), "pytorch_model.bin"),

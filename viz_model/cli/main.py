@@ -215,19 +215,24 @@ def _batch_tokens_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace, language_models: bool = False):
-    """The model of ``--model``; a decoder-only language model refused in one line unless `language_models`."""
+    """The model of ``--model``; a decoder-only language model refused in one line unless `language_models`, an
+    encoder always."""
     from ..api import load
-    from ..modeldir.checkpoint import is_decoder_only
+    from ..modeldir.checkpoint import model_kind
 
-    if language_models:
-        return load(args.model, device=args.device, precision=args.precision)
-    language_model = ValueError(f"{args.model}: a decoder-only language model; this command works on translation "
-                                "models (in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
-    if args.model and Path(args.model).is_dir() and is_decoder_only(Path(args.model)):  # before --precision is refused
-        raise language_model
+    def refused(kind: str | None) -> ValueError:
+        if kind == "encoder":
+            return ValueError(f"{args.model}: an encoder-only model; this command works on translation models (in "
+                              "Python: viz_model.load(...).fill_mask(text) or .trace(text))")
+        return ValueError(f"{args.model}: a decoder-only language model; this command works on translation models "
+                          "(in Python: viz_model.load(...).complete(prompt) or .trace(prompt))")
+
+    kind = model_kind(Path(args.model)) if args.model and Path(args.model).is_dir() else None
+    if kind == "encoder" or (kind == "decoder" and not language_models):  # before --precision is refused
+        raise refused(kind)
     model = load(args.model, device=args.device, precision=args.precision)
-    if "cross" not in model.attention_kinds:  # a decoder-only LanguageModel (a hub id's)
-        raise language_model
+    if model.kind == "encoder" or ("cross" not in model.attention_kinds and not language_models):  # a hub id's
+        raise refused(model.kind if model.kind == "encoder" else "decoder")
     return model
 
 

@@ -23,7 +23,8 @@ IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", 
                   "scale_embeddings", "embedding_norm", "d_kv", "scale_scores", "attention_bias", "ffn_bias",
                   "gated_ffn", "tied_head", "head_rescale")
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
-MODEL_KINDS = ("seq2seq", "decoder")  # the paper's encoder-decoder, or a decoder-only language model (GPT-2, Llama)
+MODEL_KINDS = ("seq2seq", "decoder", "encoder")  # the paper's encoder-decoder, a decoder-only language model (GPT-2,
+# Llama), or an encoder-only masked language model (BERT)
 ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
@@ -32,6 +33,9 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
+ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers")
+"""What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
+head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights)."""
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -125,6 +129,15 @@ class ModelConfig:
         (Gemma 3); None: one RoPE for every layer
     :ivar attention_only: each layer is self-attention alone, no feed-forward network (the attention-only models
         of Elhage et al. and Olsson et al.; `d_ff` is not read)
+    :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
+    :ivar embedding_size: the width of an encoder-only model's embeddings, projected to d_model after the embedding
+        norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); None: d_model, no projection
+    :ivar head_activation: the activation of the masked-LM head's transform (dense, activation, norm, then the tied
+        output projection)
+    :ivar pad_positions: positions count the tokens that are not `pad_id`, from ``pad_id + 1`` on (RoBERTa: a pad
+        reads row pad_id); False: 0, 1, 2, ...
+    :ivar shared_layers: the layers whose weights the `encoder_layers` run share (ALBERT's num_hidden_groups: layer
+        i runs stored layer ``int(i / (encoder_layers / shared_layers))``); None: every layer its own
     """
 
     vocab_size: int = 37_000
@@ -183,12 +196,17 @@ class ModelConfig:
     sandwich_norm: bool = False
     local_rope_base: float | None = None
     attention_only: bool = False
+    type_vocab_size: int = 0
+    embedding_size: int | None = None
+    head_activation: str = "gelu"
+    pad_positions: bool = False
+    shared_layers: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
         for name in ("vocab_size", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
                      "max_positions"):
-            low = 0 if name == "encoder_layers" and self.kind == "decoder" else 1
+            low = 0 if (name, self.kind) in (("encoder_layers", "decoder"), ("decoder_layers", "encoder")) else 1
             check_int(name, getattr(self, name), low, LIMITS[name])
         check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
@@ -226,6 +244,7 @@ class ModelConfig:
         self._check_layer_options()
         self._check_scheme_options()
         self._check_decoder_options()
+        self._check_encoder_options()
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -290,17 +309,40 @@ class ModelConfig:
                 raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
             for i in self.sliding_layers:
                 check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
-        if self.kind == "seq2seq" and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
-                                                 and f.name != "kind" and getattr(self, f.name) != f.default]):
+        what = {"seq2seq": "an encoder-decoder model", "encoder": "an encoder-only model"}.get(self.kind)
+        if what and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
+                               and f.name != "kind" and getattr(self, f.name) != f.default]):
             raise ConfigError(f"{', '.join(given)}: options of the decoder-only kind (kind = \"decoder\"), not of "
-                              "an encoder-decoder model")
-        if self.kind == "decoder" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
+                              f"{what}")
+        if self.kind != "seq2seq" and (given := [name for name, default in SEQ2SEQ_OPTIONS.items()
                                                  if getattr(self, name) != default]):
-            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); a "
-                              "decoder-only model reads none of them")
+            reader = "a decoder-only model" if self.kind == "decoder" else "an encoder-only model"
+            raise ConfigError(f"{', '.join(given)}: options of the encoder-decoder kind (kind = \"seq2seq\"); "
+                              f"{reader} reads none of them")
         if self.kind == "decoder" and self.positional not in DECODER_POSITIONS:
             raise ConfigError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
                               f"{self.positional!r}")
+
+    def _check_encoder_options(self) -> None:
+        """The encoder-only kind and what its families need: token types, a narrower embedding, the head."""
+        if self.kind != "encoder":
+            given = [f.name for f in dataclasses.fields(self) if f.name in ENCODER_OPTIONS
+                     and getattr(self, f.name) != f.default]
+            if given:
+                raise ConfigError(f"{', '.join(given)}: options of the encoder-only kind (kind = \"encoder\")")
+            return
+        if self.decoder_layers:
+            raise ConfigError(f"an encoder-only model has no decoder: decoder_layers must be 0, got "
+                              f"{self.decoder_layers}")
+        if self.positional != "learned":
+            raise ConfigError(f"an encoder-only model takes learned positions; got {self.positional!r}")
+        check_int("type_vocab_size", self.type_vocab_size, 0, 1024)
+        if self.embedding_size is not None:
+            check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
+        _check_choice("head_activation", self.head_activation, ACTIVATIONS)
+        _check_bool("pad_positions", self.pad_positions)
+        if self.shared_layers is not None:
+            check_int("shared_layers", self.shared_layers, 1, self.encoder_layers)
 
     @property
     def kv_group(self) -> int:
@@ -318,7 +360,8 @@ class ModelConfig:
         use them reads as before they existed."""
         data = dataclasses.asdict(self)
         for f in dataclasses.fields(self):
-            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS and data[f.name] == f.default:
+            if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS + ENCODER_OPTIONS and \
+                    data[f.name] == f.default:
                 del data[f.name]
         for name in ("never_emitted", "sliding_layers"):
             if data.get(name) is not None:

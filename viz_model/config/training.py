@@ -205,6 +205,9 @@ class TrainConfig:
         reads is refused on it, and `text_lang` on a translator."""
         if not isinstance(self.text_lang, str):
             raise ConfigError(f"text_lang must be a file ending such as \"en\" (a string), got {self.text_lang!r}")
+        if self.model.kind == "encoder":
+            raise ConfigError("an encoder-only model ([model] kind = \"encoder\") is imported (viz-model import), "
+                              "not trained here: train a translator or a decoder-only model")
         if self.model.kind == "seq2seq":
             if self.text_lang:
                 raise ConfigError(f"text_lang ({self.text_lang!r}) is a setting of decoder-only runs ([model] kind = "

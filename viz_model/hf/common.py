@@ -47,6 +47,7 @@ class Family:
     :ivar from_weights: what the checkpoint's tensors decide of the config (T5: whether the head has its own
         matrix), else None
     :ivar decoder_only: a decoder-only language model (GPT-2, Llama), imported by `viz_model.hf.lm_import`
+    :ivar encoder_only: an encoder-only masked language model (BERT), imported by `viz_model.hf.encoder_only`
     """
 
     label: str
@@ -60,6 +61,7 @@ class Family:
     forced_bos_from_generation: bool = False
     from_weights: Callable[[ModelConfig, dict[str, Tensor]], ModelConfig] | None = None
     decoder_only: bool = False
+    encoder_only: bool = False
 
 
 def write_staged(out: Path, write: Callable[[Path], None], error: type[ValueError] = HFImportError) -> Path:

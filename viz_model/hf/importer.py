@@ -25,16 +25,38 @@ from ..modeldir.languages import LANGUAGES
 from ..nn.model import Transformer
 from ..search.settings import GENERATION, GenerationError, HFGeneration, ModelGeneration, read_hf_generation
 from ..tokenization.imported import decoder_start
-from . import bart, bloom, gemma, gemma2, gemma3, gpt2, llama, m2m100, marian, mistral, qwen2, qwen3, t5
+from . import (
+    albert,
+    bart,
+    bert,
+    bloom,
+    distilbert,
+    electra,
+    gemma,
+    gemma2,
+    gemma3,
+    gpt2,
+    llama,
+    m2m100,
+    marian,
+    mistral,
+    qwen2,
+    qwen3,
+    roberta,
+    t5,
+)
 from .arguments import argument
 from .common import MAX_HF_CONFIG_BYTES, Family, HFImportError, checked_config, read_json_file, write_staged
+from .encoder_only import import_encoder
 from .lm_import import import_language_model
 
 FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY, "t5": t5.FAMILY, "mt5": t5.MT5,
                                "bart": bart.BART, "mbart": bart.MBART, "gpt2": gpt2.FAMILY, "llama": llama.FAMILY,
                                "mistral": mistral.FAMILY, "qwen2": qwen2.FAMILY, "qwen3": qwen3.FAMILY,
                                "gemma": gemma.FAMILY, "gemma2": gemma2.FAMILY,
-                               "gemma3_text": gemma3.FAMILY, "bloom": bloom.FAMILY}
+                               "gemma3_text": gemma3.FAMILY, "bloom": bloom.FAMILY, "bert": bert.FAMILY,
+                               "roberta": roberta.ROBERTA, "xlm-roberta": roberta.XLM_ROBERTA,
+                               "distilbert": distilbert.FAMILY, "electra": electra.FAMILY, "albert": albert.FAMILY}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")
@@ -188,6 +210,9 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     folder = resolve_source(source)
     hf = read_hf_config(folder)
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"
+    if family.encoder_only:
+        return import_encoder(family, folder, hf, out, source if label is None else label, read_weights, dtype,
+                              source_lang, target_lang)
     if family.decoder_only:
         return import_language_model(family, folder, hf, out, source if label is None else label, read_weights, dtype,
                                      source_lang, target_lang, copy)

@@ -18,7 +18,9 @@ CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration
            "mbart": "MBartForConditionalGeneration", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM",
            "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
            "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
-           "gemma3_text": "Gemma3ForCausalLM", "bloom": "BloomForCausalLM"}
+           "gemma3_text": "Gemma3ForCausalLM", "bloom": "BloomForCausalLM", "bert": "BertForMaskedLM",
+           "roberta": "RobertaForMaskedLM", "xlm-roberta": "XLMRobertaForMaskedLM",
+           "distilbert": "DistilBertForMaskedLM", "electra": "ElectraForMaskedLM", "albert": "AlbertForMaskedLM"}
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'

@@ -25,6 +25,7 @@ from safetensors.torch import save
 
 from ..config import MAX_CONFIG_BYTES, ConfigError, ModelConfig
 from ..nn.causal_lm import CausalLM
+from ..nn.encoder_lm import MaskedLM
 from ..nn.model import Transformer
 from ..tokenization.imported import PRETRAINED_TOKENIZERS, PretrainedTokenizer, pretrained_tokenizer_class
 from ..tokenization.tokenizer import Tokenizer, TokenizerError
@@ -98,9 +99,10 @@ def planned_model(config: ModelConfig) -> tuple[dict[str, tuple[int, ...]], int]
     return saved_shapes(model), needed
 
 
-def network_class(config: ModelConfig) -> type[Transformer] | type[CausalLM]:
-    """The network a config describes: the encoder-decoder `Transformer`, or a decoder-only `CausalLM`."""
-    return CausalLM if config.kind == "decoder" else Transformer
+def network_class(config: ModelConfig) -> type[Transformer] | type[CausalLM] | type[MaskedLM]:
+    """The network a config describes: the encoder-decoder `Transformer`, a decoder-only `CausalLM` or an
+    encoder-only `MaskedLM`."""
+    return {"decoder": CausalLM, "encoder": MaskedLM}.get(config.kind, Transformer)
 
 
 def _digest_update(digest: Any, name: str, tensor: torch.Tensor) -> None:
@@ -330,10 +332,16 @@ def optional_json(directory: str | Path, name: str, limit: int, error: type[Exce
 def is_decoder_only(directory: str | Path) -> bool:
     """Whether a model directory holds a decoder-only language model (its config.json's kind); False where the
     config cannot be read (the full load then names the fault)."""
+    return model_kind(directory) == "decoder"
+
+
+def model_kind(directory: str | Path) -> str | None:
+    """The kind of network a model directory holds (its config.json's ``kind``: seq2seq, decoder, encoder); None
+    where the config cannot be read (the full load then names the fault)."""
     try:
-        return ModelConfig.load(Path(directory) / CONFIG).kind == "decoder"
+        return ModelConfig.load(Path(directory) / CONFIG).kind
     except ConfigError:
-        return False
+        return None
 
 
 def read_card(directory: Path) -> str:

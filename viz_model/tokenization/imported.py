@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .encoder_tokenizer import EncoderTokenizer
 from .lm_tokenizer import LMTokenizer
 from .pretrained import M2M100Tokenizer, MarianTokenizer
 from .tokenizer_json import JsonTokenizer
 
-PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer | JsonTokenizer | LMTokenizer
+PretrainedTokenizer = MarianTokenizer | M2M100Tokenizer | JsonTokenizer | LMTokenizer | EncoderTokenizer
 PRETRAINED_TOKENIZERS: tuple[type[PretrainedTokenizer], ...] = (MarianTokenizer, M2M100Tokenizer, JsonTokenizer,
-                                                                 LMTokenizer)
+                                                                 LMTokenizer, EncoderTokenizer)
 
 
 def pretrained_tokenizer_class(directory: Path) -> type[PretrainedTokenizer] | None:

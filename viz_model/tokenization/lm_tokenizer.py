@@ -4,14 +4,11 @@ and ``lm_tokenizer.json``: the ids that end a continuation, the model's id table
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from .pretrained import FolderFiles, read_json
-from .tokenizer import TokenizerError
-from .tokenizer_json import byte_level_label, clean_up_spaces, read_backend
+from .rules_tokenizer import RulesTokenizer
+from .tokenizer_json import clean_up_spaces
 
 RULES = "lm_tokenizer.json"
 RULE_KEYS = ("ids", "eos", "clean_up_spaces", "chat_template", "special_tokens", "sampling", "generation")
@@ -21,7 +18,7 @@ MAX_MESSAGES = 200
 NO_CHAT_TEMPLATE = "this model has no chat template (a base model): give it a prompt to continue instead"
 
 
-class LMTokenizer(FolderFiles):
+class LMTokenizer(RulesTokenizer):
     """Text to a language model's ids and back, as transformers' tokenizer of its folder.
 
     :ivar rules: ``ids`` (the model's id table), ``eos`` (the ids that end a continuation), ``clean_up_spaces``,
@@ -35,37 +32,14 @@ class LMTokenizer(FolderFiles):
     FILES = ("tokenizer.json", RULES)
     WHAT = "an imported tokenizer"
     MARKER = RULES
+    RULES = RULES
+    RULE_KEYS = RULE_KEYS
+    OPTIONAL_RULES = OPTIONAL_RULES
 
     def __init__(self, backend: Any, rules: dict[str, Any], files: dict[str, bytes], path: str | None = None) -> None:
-        self.backend, self.rules, self._files, self.path = backend, rules, files, path
+        super().__init__(backend, rules, files, path)
         self.eos_ids: list[int] = list(rules["eos"])
         self.eos_id = self.eos_ids[0] if self.eos_ids else None
-        self.skipped = {i for i, token in backend.get_added_tokens_decoder().items() if token.special}
-        self.byte_level = json.loads(files["tokenizer.json"]).get("decoder", {}).get("type") == "ByteLevel"
-        size = backend.get_vocab_size(with_added_tokens=True)
-        if rules["ids"] < size:
-            raise TokenizerError(f"{path or RULES}: {rules['ids']} ids, but the tokenizer has {size}")
-
-    @classmethod
-    def from_files(cls, files: dict[str, bytes], directory: Path) -> LMTokenizer:
-        """The tokenizer of its two files' bytes (`directory`: where they are, for messages)."""
-        backend = read_backend(files, directory)
-        rules = read_json(files[RULES], directory / RULES)
-        if isinstance(rules, dict):
-            rules = {**OPTIONAL_RULES, **rules}
-        if not isinstance(rules, dict) or set(rules) != set(RULE_KEYS):
-            raise TokenizerError(f"{directory / RULES}: expected the keys {', '.join(RULE_KEYS)}")
-        return cls(backend, rules, files, str(directory))
-
-    @staticmethod
-    def rules_file(**rules: Any) -> bytes:
-        """The ``lm_tokenizer.json`` of a model (see `rules`)."""
-        return (json.dumps(rules, indent=1, ensure_ascii=False) + "\n").encode()
-
-    @property
-    def vocab_size(self) -> int:
-        """The model's id table (it may reserve ids past the tokenizer's, as Qwen's does)."""
-        return self.rules["ids"]
 
     def encode(self, text: str) -> list[int]:
         """The ids of `text` as transformers' ``tokenizer(text).input_ids`` gives them (BOS where the family adds
@@ -100,19 +74,6 @@ class LMTokenizer(FolderFiles):
     def chat_ids(self, messages: object) -> list[int]:
         """The ids of `chat_text`, tokenized with no special tokens added (the template wrote them)."""
         return self.backend.encode(self.chat_text(messages), add_special_tokens=False).ids
-
-    def piece(self, token_id: int) -> str:
-        """The display label of one id (a byte-level token as text, a word's leading space as ``▁``)."""
-        token = self.backend.id_to_token(int(token_id))
-        if token is None:
-            return "<unk>"
-        return byte_level_label(token) if self.byte_level and int(token_id) not in self.skipped else token
-
-    def pieces(self, ids: Iterable[int]) -> list[str]:
-        return [self.piece(i) for i in ids]
-
-    def files(self) -> dict[str, bytes]:
-        return dict(self._files)
 
 
 def check_messages(messages: object) -> None:

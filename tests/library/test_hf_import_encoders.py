@@ -1,0 +1,384 @@
+"""Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
+RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
+DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
+layer's weights shared by three depths, factorized embeddings); ALBERT and XLM-R folders with their SentencePiece
+model alone.
+Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
+map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
+tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf_encoders import CONFIGS, build_encoder_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+from viz_model.kinds.encoder import EncoderModel  # noqa: E402
+from viz_model.nn.model import HeadMask  # noqa: E402
+
+MAP_TOLERANCE, LOGIT_TOLERANCE, PROBABILITY_TOLERANCE = 1e-5, 1e-4, 1e-5
+
+
+def masked(texts: list[str], mask: str) -> list[str]:
+    """Each text with one of its words (a different one each) replaced by the mask token, and one with two."""
+    out = []
+    for i, text in enumerate(texts):
+        words = text.split()
+        words[i % len(words)] = mask
+        out.append(" ".join(words))
+    out.append(f"{mask} red dog {mask} in the park.")
+    return out
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def folder(family, tmp_path_factory):
+    return build_encoder_folder(tmp_path_factory.mktemp("hf"), family)
+
+
+@pytest.fixture(scope="module")
+def hf(family, folder):
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def imported(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ours") / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def texts(hf):
+    return masked(sentences(WORDS_EN, 6, 11), hf[1].mask_token)
+
+
+PAIRS = [("A man runs in the snow.", "The old dog reads a book!"), ("big house", "small cat plays")]
+
+
+def test_load_returns_an_encoder_of_the_encoder_kind(imported, hf):
+    assert isinstance(imported, EncoderModel)
+    assert imported.kind == "encoder" and imported.attention_kinds == ("encoder",)
+    assert imported.num_layers("encoder") == len(hf[0](**hf[1]("a dog", return_tensors="pt"),
+                                                       output_attentions=True).attentions)
+    with pytest.raises(ValueError, match="has no decoder attention"):
+        imported.num_layers("decoder")
+    assert imported.mask_token == hf[1].mask_token
+
+
+@pytest.mark.parametrize("family", ["albert"], indirect=True)
+def test_albert_runs_one_stored_layer_at_every_depth_with_maps_of_its_own(imported, family):
+    assert len(imported.network.layers) == 1 and imported.config.encoder_layers == 3
+    assert all(imported.network.layer(depth) is imported.network.layers[0] for depth in range(3))
+    maps = imported.trace(f"a dog {imported.mask_token} in the snow").encoder_attentions
+    assert len(maps) == 3 and not np.allclose(maps[0], maps[1]) and not np.allclose(maps[1], maps[2])
+
+
+def test_ids_and_token_types_equal_transformers(hf, imported, texts):
+    tokenizer = hf[1]
+    for text, pair in [(t, None) for t in texts] + PAIRS:
+        theirs = tokenizer(text, pair)
+        encoded = imported.encoded(text, pair)
+        assert encoded.ids == theirs["input_ids"], (text, pair)
+        types = theirs.get("token_type_ids", [0] * len(encoded.ids))
+        assert encoded.type_ids == types, (text, pair)
+
+
+def test_every_map_and_the_logits_equal_transformers_eager(hf, imported, texts):
+    model, tokenizer = hf
+    worst_map = worst_logit = 0.0
+    for text, pair in [(t, None) for t in texts[:4]] + PAIRS:
+        inputs = tokenizer(text, pair, return_tensors="pt")
+        with torch.no_grad():
+            theirs = model(**inputs, output_attentions=True)
+        trace = imported.trace(text, pair)
+        assert len(trace.encoder_attentions) == len(theirs.attentions) == imported.config.encoder_layers
+        for ours, other in zip(trace.encoder_attentions, theirs.attentions):
+            assert ours.shape == tuple(other[0].shape)
+            worst_map = max(worst_map, float(np.abs(ours - other[0].numpy()).max()))
+        encoded = imported.encoded(text, pair)
+        with torch.no_grad():
+            logits = imported.forced_pass(encoded.ids, encoded.type_ids).logits
+        worst_logit = max(worst_logit, float((logits - theirs.logits).abs().max()))
+    assert worst_map < MAP_TOLERANCE and worst_logit < LOGIT_TOLERANCE, (worst_map, worst_logit)
+
+
+def test_fill_mask_equals_the_pipeline(hf, imported, texts):
+    model, tokenizer = hf
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    for text in texts:
+        theirs = pipe(text, top_k=5)
+        theirs = theirs if isinstance(theirs[0], list) else [theirs]
+        ours = imported.fill_mask(text, top_k=5)
+        assert [[p["token_str"] for p in row] for row in theirs] == [[t for t, _ in row] for row in ours], text
+        for row, mine in zip(theirs, ours):
+            assert np.allclose([p["score"] for p in row], [q for _, q in mine], atol=PROBABILITY_TOLERANCE), text
+
+
+def test_the_trace_holds_the_tokens_the_types_and_the_predictions(imported, hf):
+    mask = hf[1].mask_token
+    text, pair = f"A man {mask} in the snow.", "The old dog reads a book!"
+    trace = imported.trace(text, pair, top_k=3)
+    encoded = imported.encoded(text, pair)
+    assert trace.source_ids == encoded.ids and trace.source_tokens == imported.pieces(encoded.ids)
+    assert trace.settings["type_ids"] == encoded.type_ids and trace.settings["text_pair"] == pair
+    assert trace.num_layers == {"encoder": imported.config.encoder_layers, "decoder": 0, "cross": 0}
+    assert trace.encoder_mask.all() and trace.steps == [] and trace.target_tokens == []
+    (found,) = trace.settings["predictions"]
+    assert found["position"] == encoded.ids.index(imported.tokenizer.mask_id)
+    filled = imported.fill_mask(text, 3, text_pair=pair)[0]
+    assert found["tokens"] == [t for t, _ in filled]
+    assert found["probabilities"] == pytest.approx([p for _, p in filled], abs=1e-6)
+    for layer in trace.encoder_attentions:
+        assert np.allclose(layer.sum(-1), 1.0, atol=1e-5)
+    assert trace.source_positional.shape == trace.source_embeddings.shape == (len(encoded.ids),
+                                                                             imported.embeddings([0]).shape[-1])
+
+
+def test_a_head_mask_switches_heads_off_as_transformers_head_mask_would(imported, hf, texts):
+    mask = torch.ones(imported.config.encoder_layers, imported.num_heads)
+    mask[0, 1] = 0.0
+    text = texts[0]
+    plain, ablated = imported.fill_mask(text), imported.fill_mask(text, head_mask=HeadMask(encoder=mask))
+    assert plain != ablated
+    trace = imported.trace(text, head_mask=HeadMask(encoder=torch.ones_like(mask)))
+    assert np.allclose(trace.encoder_attentions[0], imported.trace(text).encoder_attentions[0])
+    with pytest.raises(ValueError, match="no decoder or cross heads"):
+        imported.fill_mask(text, head_mask=HeadMask(decoder=mask))
+
+
+def test_sequence_log_probs_score_the_mask_positions(imported, hf):
+    mask = hf[1].mask_token
+    text = f"A {mask} runs in the {mask}."
+    ids = imported.encode(text)
+    chosen = [found["ids"][1] for found in imported.trace(text).settings["predictions"]]  # the second best of each
+    log_p = imported.sequence_log_probs([ids], [chosen])
+    with torch.no_grad():
+        logits = imported.forced_pass(ids).logits[0, imported.mask_positions(ids)]
+    expected = torch.log_softmax(logits, -1)[torch.arange(2), torch.tensor(chosen)].sum()
+    assert log_p[0] == pytest.approx(float(expected), abs=1e-5)
+    with pytest.raises(ValueError, match="one id per mask token"):
+        imported.sequence_log_probs([ids], [chosen[:1]])
+
+
+def test_bad_input_gets_one_line(imported, family):
+    for call, said in [(lambda: imported.fill_mask("a man runs in the snow"), "no mask token"),
+                       (lambda: imported.fill_mask(""), "empty"),
+                       (lambda: imported.fill_mask(f"a {imported.mask_token}", top_k=0), "top_k"),
+                       (lambda: imported.trace("the dog " * 30, "a cat " * 30), "the pair gives"),
+                       (lambda: imported.trace("a dog", forced_ids=[1]), "no output to force")]:
+        with pytest.raises(ValueError, match=said) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    """The one-line refusal of `folder` with config.json `changes`."""
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(changed), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)
+
+
+def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family, tmp_path):
+    message = refused(folder, tmp_path, architectures=["SomethingForSequenceClassification"])
+    assert "has no masked-language-model head" in message and "BERT" in message
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family, tmp_path):
+    for kind in ("deberta-v2", "modernbert"):
+        message = refused(folder, tmp_path / kind, model_type=kind)
+        assert "not an architecture this project can import" in message and "bert: BERT" in message
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"], indirect=True)
+def test_load_of_a_hugging_face_folder_and_from_transformers_give_the_encoder(hf, imported, folder, family, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
+    text = f"the old {imported.mask_token} runs in the park."
+    for loaded in (viz_model.load(str(folder), device="cpu"), viz_model.from_transformers(*hf, device="cpu")):
+        assert isinstance(loaded, EncoderModel)
+        assert loaded.fill_mask(text) == imported.fill_mask(text)
+    with pytest.raises(ValueError, match="an encoder has no search precision") as err:
+        viz_model.load(imported.directory, device="cpu", precision="int8")
+    assert "\n" not in str(err.value)
+
+
+def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_here():
+    from viz_model.config import ConfigError, ModelConfig
+    from viz_model.config.training import TrainConfig
+
+    for option in ({"type_vocab_size": 2}, {"pad_positions": True}, {"shared_layers": 1}):
+        with pytest.raises(ConfigError, match="options of the encoder-only kind"):
+            ModelConfig(**option)
+    encoder = ModelConfig(kind="encoder", decoder_layers=0, positional="learned", type_vocab_size=2)
+    for option, said in (({"kv_heads": 2}, "not of an encoder-only model"),
+                         ({"output_bias": True}, "an encoder-only model reads none of them")):
+        with pytest.raises(ConfigError, match=said):
+            ModelConfig(**{**encoder.to_dict(), **option})
+    assert ModelConfig.from_dict(encoder.to_dict()) == encoder
+    assert "type_vocab_size" not in ModelConfig().to_dict()
+    with pytest.raises(ConfigError, match="not trained here"):
+        TrainConfig(model=encoder)
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family, capsys, tmp_path):
+    for name in ("src", "tgt"):
+        (tmp_path / name).write_text("a dog runs\n")
+    for command in (["translate", "--model", str(imported.directory), "A dog."],
+                    ["importance", "--model", str(imported.directory), "--src", str(tmp_path / "src"), "--tgt",
+                     str(tmp_path / "tgt"), "--out", str(tmp_path / "t.csv")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "an encoder-only model" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, family, imported, tmp_path):
+    alone = tmp_path / "vocab-only"
+    shutil.copytree(folder, alone)
+    vocab = json.loads((alone / "tokenizer.json").read_text())["model"]["vocab"]
+    (alone / "vocab.txt").write_text("\n".join(sorted(vocab, key=vocab.get)) + "\n")
+    (alone / "tokenizer.json").unlink()
+    settings = json.loads((alone / "tokenizer_config.json").read_text())
+    (alone / "tokenizer_config.json").write_text(json.dumps({**settings, "tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
+    import_model(str(alone), tmp_path / "out")
+    reread = viz_model.load(tmp_path / "out", device="cpu")
+    for text, pair in PAIRS + [(f"A man {imported.mask_token} in the snow.", None)]:
+        assert reread.encoded(text, pair) == imported.encoded(text, pair)
+    assert transformers.AutoTokenizer.from_pretrained(alone)(*PAIRS[0]).input_ids == reread.encode(*PAIRS[0])
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_the_analyses_not_yet_written_for_an_encoder_say_so_in_one_line(imported, family):
+    from viz_model.analysis.ablation import ablate, head_importance
+    from viz_model.attribution import attribute
+
+    text = f"A man {imported.mask_token} in the snow."
+    for call, analysis in [(lambda: ablate(imported, text, [("encoder", 0, 0)]), "ablate"),
+                           (lambda: head_importance(imported, [text], ["runs"]), "head_importance"),
+                           (lambda: attribute(imported, text), "attribute")]:
+        with pytest.raises(ValueError, match=f"{analysis} does not apply to an encoder") as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_the_token_embeddings_given_in_place_of_the_ids_give_the_same_logits_and_gradients(imported, hf):
+    encoded = imported.encoded(f"A man {imported.mask_token} in the snow.", "The dog reads.")
+    tokens = imported.embeddings(encoded.ids).detach().requires_grad_(True)
+    out = imported.forced_pass(encoded.ids, encoded.type_ids, token_embeddings=tokens)
+    with torch.no_grad():
+        plain = imported.forced_pass(encoded.ids, encoded.type_ids).logits
+    assert torch.allclose(out.logits, plain, atol=1e-5)
+    out.logits[0, imported.mask_positions(encoded.ids)[0]].max().backward()
+    assert tokens.grad is not None and tokens.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("family", ["bert", "albert"], indirect=True)
+def test_an_encoders_trace_saves_and_loads_back_losslessly(imported, family, tmp_path):
+    from viz_model.trace import AttentionTrace
+
+    trace = imported.trace(f"A man {imported.mask_token} in the snow.", "The dog reads.")
+    for name in ("trace.npz", "trace.json"):
+        trace.save(tmp_path / name)
+        back = AttentionTrace.load(tmp_path / name)
+        assert back.source_tokens == trace.source_tokens and back.settings == trace.settings
+        for ours, theirs in zip(back.encoder_attentions, trace.encoder_attentions):
+            assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(family, hf, tmp_path):
+    model, tokenizer = hf
+    torch.manual_seed(1)
+    pretraining = transformers.BertForPreTraining(model.config)
+    pretraining.bert.load_state_dict(model.bert.state_dict(), strict=False)
+    pretraining.cls.predictions.load_state_dict(model.cls.predictions.state_dict())
+    pretraining.eval().save_pretrained(tmp_path / "pretraining")
+    tokenizer.save_pretrained(tmp_path / "pretraining")
+    import_model(str(tmp_path / "pretraining"), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    inputs = tokenizer(*PAIRS[0], return_tensors="pt")
+    with torch.no_grad():
+        theirs = pretraining(**inputs).prediction_logits
+        logits = ours.forced_pass(inputs.input_ids[0].tolist(), inputs.token_type_ids[0].tolist()).logits
+    assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["albert", "xlm-roberta"], indirect=True)
+def test_a_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
+    pytest.importorskip("sentencepiece")
+    from support.hf_encoders import build_sentencepiece_folder
+
+    folder = build_sentencepiece_folder(tmp_path, family)
+    assert not (folder / "tokenizer.json").exists()
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    import_model(str(folder), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    for text in masked(sentences(WORDS_EN, 4, 5), tokenizer.mask_token):
+        assert ours.encode(text) == tokenizer(text).input_ids
+        theirs = pipe(text, top_k=5)
+        theirs = theirs if isinstance(theirs[0], list) else [theirs]
+        assert [[p["token_str"] for p in row] for row in theirs] == [[t for t, _ in row] for row in
+                                                                      ours.fill_mask(text)], text
+    inputs = tokenizer(*PAIRS[0], return_tensors="pt")
+    assert ours.encode(*PAIRS[0]) == inputs.input_ids[0].tolist()
+    with torch.no_grad():
+        theirs = model(**inputs, output_attentions=True)
+    trace = ours.trace(*PAIRS[0])
+    assert max(float(np.abs(a - b[0].numpy()).max()) for a, b in zip(trace.encoder_attentions, theirs.attentions)) \
+        < MAP_TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["roberta"], indirect=True)
+def test_a_pad_token_in_the_text_reads_robertas_pad_row_as_transformers_does(hf, imported, family):
+    model, tokenizer = hf
+    text = f"a dog {tokenizer.pad_token} runs {tokenizer.mask_token} the snow"
+    inputs = tokenizer(text, return_tensors="pt")
+    assert tokenizer.pad_token_id in inputs.input_ids[0].tolist()
+    with torch.no_grad():
+        theirs = model(**inputs, output_attentions=True)
+        ours = imported.forced_pass(inputs.input_ids[0].tolist(), need_weights=True)
+    pad = inputs.input_ids[0].tolist().index(tokenizer.pad_token_id)
+    assert int(ours.positions[0, pad]) == tokenizer.pad_token_id
+    assert float((ours.logits - theirs.logits).abs().max()) < LOGIT_TOLERANCE
+    for mine, other in zip(ours.attentions, theirs.attentions):
+        assert float((mine - other).abs().max()) < MAP_TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(hf, family, tmp_path):
+    model, tokenizer = hf
+    classifier = transformers.BertForSequenceClassification(model.config)
+    classifier.save_pretrained(tmp_path / "classifier")
+    tokenizer.save_pretrained(tmp_path / "classifier")
+    with pytest.raises(HFImportError) as err:
+        import_model(str(tmp_path / "classifier"), tmp_path / "out")
+    message = str(err.value)
+    assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
+    assert "DistilBERT, ELECTRA (generator) and ALBERT" in message and not (tmp_path / "out").exists()
