@@ -99,3 +99,20 @@ def test_no_app_lm_module_remains_and_no_two_modules_share_a_file_name():
     library = {p.name for p in (ROOT / "viz_model").rglob("*.py")}
     assert not [n for n, count in Counter(app_names).items() if count > 1]
     assert not set(app_names) & library, set(app_names) & library
+
+
+def test_a_model_of_a_kind_the_pages_do_not_draw_is_one_line_in_the_sidebar(tmp_path, monkeypatch):
+    """CPU, float32: an encoder-only folder (a tiny random BERT) among the models: picking it says in one line what it
+    is and where it opens, with no traceback; the translator beside it still opens."""
+    from support.app import TINY_MODEL, build_tiny_assets, messages, ok, start
+    from support.hf_encoders import build_encoder_folder
+
+    build_tiny_assets(tmp_path)
+    build_encoder_folder(tmp_path, "bert")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
+    at = ok(start(model="bert"))
+    shown = [e.value for e in at.sidebar.error]
+    assert shown == ["This model is an encoder (encoder-only, a masked language model): the explorer's pages do not "
+                     "draw this kind yet; open it in Python with viz_model.load."], messages(at)
+    assert not at.get("plotly_chart")
+    assert not ok(start(model=TINY_MODEL)).sidebar.error
