@@ -10,6 +10,7 @@ __version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads 
 
 from .api import from_transformers, load
 from .config import ConfigError, ModelConfig, TrainConfig
+from .kinds.encoder import EncoderModel
 from .kinds.language_model import LanguageModel
 from .kinds.translator import TranslationModel
 from .modeldir.checkpoint import CheckpointError
@@ -18,6 +19,6 @@ from .nn.model import HeadMask, Transformer
 from .tokenization.tokenizer import Tokenizer, TokenizerError
 from .trace import AttentionTrace, DecodingStep, TraceError
 
-__all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "HeadMask",
-           "LanguageModel", "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig", "Transformer",
-           "TranslationModel", "available_models", "from_transformers", "load"]
+__all__ = ["AttentionTrace", "CheckpointError", "ConfigError", "DEFAULT_MODEL", "DecodingStep", "EncoderModel",
+           "HeadMask", "LanguageModel", "ModelConfig", "Tokenizer", "TokenizerError", "TraceError", "TrainConfig",
+           "Transformer", "TranslationModel", "available_models", "from_transformers", "load"]
