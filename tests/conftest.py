@@ -33,6 +33,22 @@ if LOCAL_DATA.is_dir() and not os.environ.get("VIZ_MODEL_DATA"):
     os.environ["VIZ_MODEL_DATA"] = str(LOCAL_DATA)
 
 
+WORKERS = 2  # the CI machine's cores; torch runs one thread in each worker (above)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config) -> None:
+    """Plain `pytest` runs the suite on `WORKERS` pytest-xdist workers, each test file on one worker (its module
+    fixtures built once); `-n N`, `-n 0`, `-p no:xdist`, `--pdb` and `--collect-only` choose otherwise."""
+    option = config.option
+    if (getattr(option, "numprocesses", 0) is not None or hasattr(config, "workerinput") or option.usepdb
+            or option.collectonly):
+        return
+    option.numprocesses = WORKERS
+    if option.dist == "no":
+        option.dist = "loadfile"
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked `gpu` skip where torch sees no CUDA device."""
     if torch.cuda.is_available():
