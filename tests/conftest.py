@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
+from support.parallel import add_worker_groups, pytest_cmdline_main, pytest_configure_node  # noqa: F401 (hooks)
 from support.training import trained_run
 
 import viz_model
@@ -33,24 +34,10 @@ if LOCAL_DATA.is_dir() and not os.environ.get("VIZ_MODEL_DATA"):
     os.environ["VIZ_MODEL_DATA"] = str(LOCAL_DATA)
 
 
-WORKERS = 2  # the CI machine's cores; torch runs one thread in each worker (above)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config) -> None:
-    """Plain `pytest` runs the suite on `WORKERS` pytest-xdist workers, each test file on one worker (its module
-    fixtures built once); `-n N`, `-n 0`, `-p no:xdist`, `--pdb` and `--collect-only` choose otherwise."""
-    option = config.option
-    if (getattr(option, "numprocesses", 0) is not None or hasattr(config, "workerinput") or option.usepdb
-            or option.collectonly):
-        return
-    option.numprocesses = WORKERS
-    if option.dist == "no":
-        option.dist = "loadfile"
-
-
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `gpu` skip where torch sees no CUDA device."""
+    """Tests marked `gpu` skip where torch sees no CUDA device; on xdist workers each test gets its group."""
+    add_worker_groups(config, items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")
