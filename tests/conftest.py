@@ -34,6 +34,13 @@ if LOCAL_DATA.is_dir() and not os.environ.get("VIZ_MODEL_DATA"):
     os.environ["VIZ_MODEL_DATA"] = str(LOCAL_DATA)
 
 
+def pytest_runtest_setup(item) -> None:
+    """Every test starts on one torch thread, as set above: CTranslate2 (tests/library/test_hf_export.py) sets the
+    OpenMP thread count it shares with torch to the machine's cores, and two threads in a process beside two busy
+    ones on 2 cores run about 100 times slower (three beam searches of the shipped model: 12 s instead of 0.13)."""
+    torch.set_num_threads(1)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked `gpu` skip where torch sees no CUDA device; on xdist workers each test gets its group."""
