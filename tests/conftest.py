@@ -23,8 +23,10 @@ from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import train_tokenizer
 
-# The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.
+# The machine running the suite may be busy: one intra-op thread is both faster and deterministic here, and in the
+# processes tests start (the explorer's servers, CLI runs), unless OMP_NUM_THREADS says otherwise.
 torch.set_num_threads(1)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The explorer loads its models on the device VIZ_MODEL_DEVICE names (default: the GPU where there is one). The app
 # tests compare what it shows with numbers computed here on the CPU, so the app runs on the CPU in this process;
 # tests/library/test_gpu.py starts it on the GPU in a process of its own.
