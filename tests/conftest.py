@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
+from support.parallel import add_worker_groups, pytest_cmdline_main, pytest_configure_node  # noqa: F401 (hooks)
 from support.training import trained_run
 
 import viz_model
@@ -22,8 +23,10 @@ from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import train_tokenizer
 
-# The machine running the suite may be busy: one intra-op thread is both faster and deterministic here.
+# The machine running the suite may be busy: one intra-op thread is both faster and deterministic here, and in the
+# processes tests start (the explorer's servers, CLI runs), unless OMP_NUM_THREADS says otherwise.
 torch.set_num_threads(1)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The explorer loads its models on the device VIZ_MODEL_DEVICE names (default: the GPU where there is one). The app
 # tests compare what it shows with numbers computed here on the CPU, so the app runs on the CPU in this process;
 # tests/library/test_gpu.py starts it on the GPU in a process of its own.
@@ -33,8 +36,17 @@ if LOCAL_DATA.is_dir() and not os.environ.get("VIZ_MODEL_DATA"):
     os.environ["VIZ_MODEL_DATA"] = str(LOCAL_DATA)
 
 
+def pytest_runtest_setup(item) -> None:
+    """Every test starts on one torch thread, as set above: CTranslate2 (tests/library/test_hf_export.py) sets the
+    OpenMP thread count it shares with torch to the machine's cores, and two threads in a process beside two busy
+    ones on 2 cores run about 100 times slower (three beam searches of the shipped model: 12 s instead of 0.13)."""
+    torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `gpu` skip where torch sees no CUDA device."""
+    """Tests marked `gpu` skip where torch sees no CUDA device; on xdist workers each test gets its group."""
+    add_worker_groups(config, items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")

@@ -8,6 +8,7 @@ kind are exercised. The sentences include HTML so the injection tests see real p
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import random
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
@@ -25,6 +27,10 @@ from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.modeldir.coverage import TRAINING_STATS, training_stats
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import Tokenizer, train_tokenizer
+
+# Each new AppTest scans every installed package's metadata for Streamlit components (a third of a second, paid by
+# every `start`); the installed packages do not change during a test run, so this process scans them once.
+manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 TINY_MODEL = "tiny-en-de"
 TINY_CONFIG = {**TINY_ARCHITECTURE, "decoder_layers": 3, "max_positions": 48}  # 2 + 3: layer counts differ

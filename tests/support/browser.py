@@ -42,15 +42,26 @@ def _bindable(port: int) -> bool:
         return True
 
 
+def worker_ports() -> range:
+    """This process's share of the loopback ports 20000-32767: one share per pytest-xdist worker (the whole range
+    outside xdist), so that two workers never pick the same port for their servers."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    span = (32768 - 20000) // workers
+    return range(20000 + index * span, 20000 + (index + 1) * span)
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` consecutive free loopback ports below Linux's ephemeral range (32768+), where the kernel does not hand
-    ports to outgoing connections meanwhile: a port the kernel chose (bind to 0) or its neighbour may be taken later."""
+    """`count` consecutive free loopback ports of `worker_ports`, below Linux's ephemeral range (32768+), where the
+    kernel does not hand ports to outgoing connections meanwhile: a port the kernel chose (bind to 0) or its
+    neighbour may be taken later."""
     rng = random.Random()
+    ports = worker_ports()
     for _ in range(1000):
-        first = rng.randrange(20000, 32768 - count)
+        first = rng.randrange(ports.start, ports.stop - count)
         if all(_bindable(port) for port in range(first, first + count)):
             return list(range(first, first + count))
-    raise RuntimeError(f"no {count} consecutive free ports found between 20000 and 32767")
+    raise RuntimeError(f"no {count} consecutive free ports found between {ports.start} and {ports.stop - 1}")
 
 
 def free_port() -> int:
