@@ -207,7 +207,7 @@ def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family
 
 @pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family, tmp_path):
-    for kind in ("deberta-v2", "modernbert"):
+    for kind in ("deberta", "mpnet"):
         message = refused(folder, tmp_path / kind, model_type=kind)
         assert "not an architecture this project can import" in message and "bert: BERT" in message
 
@@ -381,4 +381,19 @@ def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(h
         import_model(str(tmp_path / "classifier"), tmp_path / "out")
     message = str(err.value)
     assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
-    assert "DistilBERT, ELECTRA (generator) and ALBERT" in message and not (tmp_path / "out").exists()
+    assert "DistilBERT, ELECTRA (generator), ALBERT and ModernBERT" in message and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family", ["modernbert"], indirect=True)
+def test_modernberts_local_layers_see_their_window_and_turn_by_their_own_base(imported, hf, family, folder, tmp_path):
+    cfg = imported.config
+    assert cfg.windowed_layers == (1,) and cfg.window_radius == 4 and cfg.norm == "pre"
+    assert [rotary.base for rotary in imported.network.rotary] == [1000.0, 50.0]
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    maps = imported.trace(text).encoder_attentions
+    n = maps[0].shape[-1]
+    far = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) > 4
+    assert n > 10 and (maps[1][:, far] == 0).all() and (maps[0][:, far] > 0).all() and (maps[2][:, far] > 0).all()
+    assert "rope_type 'linear' is not implemented" in refused(
+        folder, tmp_path, rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})

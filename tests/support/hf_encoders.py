@@ -21,6 +21,10 @@ CONFIGS = {  # config class, masked-LM class, tokenizer kind, settings
     "electra": ("ElectraConfig", "ElectraForMaskedLM", "wordpiece", {**SMALL, "embedding_size": 16}),
     "albert": ("AlbertConfig", "AlbertForMaskedLM", "wordpiece", {**SMALL, "num_hidden_layers": 3,
                                                                   "embedding_size": 16, "num_hidden_groups": 1}),
+    "modernbert": ("ModernBertConfig", "ModernBertForMaskedLM", "wordpiece", {  # layers 0 and 2 global, 1 local
+        **SMALL, "num_hidden_layers": 3, "global_attn_every_n_layers": 2, "local_attention": 8,
+        "global_rope_theta": 1000.0, "local_rope_theta": 50.0, "mlp_bias": True, "pad_token_id": 0,
+        "bos_token_id": 2, "eos_token_id": 3, "cls_token_id": 2, "sep_token_id": 3}),
 }
 SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
