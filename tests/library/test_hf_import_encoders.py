@@ -1,8 +1,9 @@
 """Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
 DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
-layer's weights shared by three depths, factorized embeddings); ALBERT and XLM-R folders with their SentencePiece
-model alone.
+layer's weights shared by three depths, factorized embeddings), ModernBERT (global and local layers, two RoPE
+bases), DeBERTa-v3 and v2 (disentangled attention: log buckets, shared or separate position projections, both heads);
+ALBERT and XLM-R folders with their SentencePiece model alone.
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
@@ -381,7 +382,7 @@ def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(h
         import_model(str(tmp_path / "classifier"), tmp_path / "out")
     message = str(err.value)
     assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
-    assert "DistilBERT, ELECTRA (generator), ALBERT and ModernBERT" in message and not (tmp_path / "out").exists()
+    assert "ALBERT, ModernBERT and DeBERTa-v2 / v3" in message and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("family", ["modernbert"], indirect=True)
@@ -397,3 +398,38 @@ def test_modernberts_local_layers_see_their_window_and_turn_by_their_own_base(im
     assert "rope_type 'linear' is not implemented" in refused(
         folder, tmp_path, rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0},
                                            "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})
+
+
+@pytest.mark.parametrize("family", ["deberta-v3", "deberta-v2"], indirect=True)
+def test_debertas_three_terms_add_up_to_the_scores_it_computed(imported, hf, family):
+    from viz_model.nn.disentangled import DisentangledRecord
+
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    encoded = imported.encoded(text)
+    with torch.no_grad():
+        out = imported.forced_pass(encoded.ids, encoded.type_ids, need_weights=True)
+        theirs = hf[0](**hf[1](text, return_tensors="pt"), output_attentions=True).attentions
+    for record, other in zip(out.records, theirs):
+        assert isinstance(record, DisentangledRecord)
+        summed = record.content + record.content_to_position + record.position_to_content
+        assert torch.allclose(summed, record.scores, atol=1e-5)
+        assert float((torch.softmax(summed, -1) - other).abs().max()) < MAP_TOLERANCE
+        for term in (record.content_to_position, record.position_to_content):
+            assert float(term.abs().max()) > 0.1  # each term moves the scores
+
+
+@pytest.mark.parametrize("family", ["deberta-v3"], indirect=True)
+def test_debertas_log_buckets_are_transformers_and_what_it_cannot_run_is_refused(folder, family, tmp_path):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    from viz_model.nn.disentangled import log_bucket_position
+
+    offsets = torch.arange(-300, 301)[None, :]
+    for buckets, largest in ((8, 64), (256, 512), (32, 128)):
+        assert torch.equal(log_bucket_position(offsets, buckets, largest),
+                           make_log_bucket_position(offsets, buckets, largest).long())
+    assert "conv_kernel_size 3" in refused(folder, tmp_path / "conv", conv_kernel_size=3)
+    assert "without relative_attention is not implemented" in refused(folder, tmp_path / "plain",
+                                                                      relative_attention=False)
+    assert "set legacy true to read the head it has" in refused(folder, tmp_path / "head", legacy=False,
+                                                                embedding_size=32)

@@ -23,8 +23,8 @@ from .json_tokenizer import tokenizer_source
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "relu": "relu",
                "silu": "silu", "swish": "silu"}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA (generator), ALBERT and ModernBERT with their "
-             "masked-language-model head")
+SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA (generator), ALBERT, ModernBERT and DeBERTa-v2 / v3 "
+             "with their masked-language-model head")
 
 
 def activation(hf: dict[str, Any], key: str, path: Path, default: str = "gelu") -> str:
