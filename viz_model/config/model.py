@@ -264,12 +264,7 @@ class ModelConfig:
         _check_bool("eos_at_limit", self.eos_at_limit)
         for name in ("bos_id", "eos_id", "unk_id"):
             check_int(name, getattr(self, name), 0, self.vocab_size - 1)
-        if isinstance(self.never_emitted, list):  # read from JSON
-            object.__setattr__(self, "never_emitted", tuple(self.never_emitted))
-        if not isinstance(self.never_emitted, tuple):
-            raise ConfigError(f"never_emitted must be a list of token ids, got {self.never_emitted!r}")
-        for i in self.never_emitted:
-            check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
+        self._check_int_tuple("never_emitted", "an id", self.vocab_size - 1, "token ids")
         if self.eos_id in self.never_emitted:
             raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
         if self.forced_first_id is not None and self.forced_first_id in self.never_emitted:
@@ -282,6 +277,18 @@ class ModelConfig:
         self._check_scheme_options()
         self._check_decoder_options()
         self._check_encoder_options()
+
+    def _check_int_tuple(self, name: str, item: str, high: int, what: str) -> None:
+        """The field `name` as a tuple (JSON gives a list) of integers from 0 to `high`; else one line naming `what` it
+        lists and `item` at fault."""
+        value = getattr(self, name)
+        if isinstance(value, list):  # read from JSON
+            value = tuple(value)
+            object.__setattr__(self, name, value)
+        if not isinstance(value, tuple):
+            raise ConfigError(f"{name} must be a list of {what}, got {value!r}")
+        for i in value:
+            check_int(f"{item} of {name}", i, 0, high)
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -339,13 +346,8 @@ class ModelConfig:
             raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
         if self.sliding_window is not None:
             check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
-        if isinstance(self.sliding_layers, list):  # read from JSON
-            object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
         if self.sliding_layers is not None:
-            if not isinstance(self.sliding_layers, tuple):
-                raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
-            for i in self.sliding_layers:
-                check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
+            self._check_int_tuple("sliding_layers", "a layer", self.decoder_layers - 1, "layer indices")
         what = {"seq2seq": "an encoder-decoder model", "encoder": "an encoder-only model"}.get(self.kind)
         if what and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
                                and f.name != "kind" and getattr(self, f.name) != f.default]):
@@ -388,12 +390,7 @@ class ModelConfig:
         """ModernBERT's local layers: a window radius, the layers it applies to, their RoPE base."""
         for name in ("first_attn_norm", "project_before_norm"):
             _check_bool(name, getattr(self, name))
-        if isinstance(self.windowed_layers, list):  # read from JSON
-            object.__setattr__(self, "windowed_layers", tuple(self.windowed_layers))
-        if not isinstance(self.windowed_layers, tuple):
-            raise ConfigError(f"windowed_layers must be a list of layer indices, got {self.windowed_layers!r}")
-        for i in self.windowed_layers:
-            check_int("a layer of windowed_layers", i, 0, self.encoder_layers - 1)
+        self._check_int_tuple("windowed_layers", "a layer", self.encoder_layers - 1, "layer indices")
         if self.window_radius is not None:
             check_int("window_radius", self.window_radius, 1, LIMITS["max_positions"])
         elif self.windowed_layers:
