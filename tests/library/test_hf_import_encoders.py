@@ -213,7 +213,7 @@ def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family,
         assert "not an architecture this project can import" in message and "bert: BERT" in message
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"], indirect=True)
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert", "deberta-v2"], indirect=True)
 def test_load_of_a_hugging_face_folder_and_from_transformers_give_the_encoder(hf, imported, folder, family, tmp_path,
                                                                               monkeypatch):
     monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
@@ -329,7 +329,7 @@ def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(f
     assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
 
 
-@pytest.mark.parametrize("family", ["albert", "xlm-roberta"], indirect=True)
+@pytest.mark.parametrize("family", ["albert", "xlm-roberta", "deberta-v3"], indirect=True)
 def test_a_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
     pytest.importorskip("sentencepiece")
     from support.hf_encoders import build_sentencepiece_folder

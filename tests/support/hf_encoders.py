@@ -110,6 +110,9 @@ SENTENCEPIECE = {  # the tokenizer class, its model file, the trainer's settings
                                              "eos_id": 3, "pad_piece": "<pad>", "unk_piece": "<unk>",
                                              "bos_piece": "[CLS]", "eos_piece": "[SEP]",
                                              "user_defined_symbols": ["[MASK]"]}),
+    "deberta-v3": ("DebertaV2Tokenizer", "spm", {"model_type": "unigram", "pad_id": 0, "unk_id": 3, "bos_id": 1,
+                                               "eos_id": 2, "pad_piece": "[PAD]", "unk_piece": "[UNK]",
+                                               "bos_piece": "[CLS]", "eos_piece": "[SEP]"}),
     "xlm-roberta": ("XLMRobertaTokenizer", "sentencepiece.bpe", {"model_type": "bpe", "unk_id": 0, "bos_id": 1,
                                                                  "eos_id": 2, "pad_id": -1}),
 }
