@@ -2,7 +2,8 @@
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
 DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
 layer's weights shared by three depths, factorized embeddings), ModernBERT (global and local layers, two RoPE
-bases), DeBERTa-v3 and v2 (disentangled attention: log buckets, shared or separate position projections, both heads);
+bases), DeBERTa-v3 and v2 (disentangled attention: log buckets, shared or separate position projections, both heads,
+v2's convolution);
 ALBERT and XLM-R folders with their SentencePiece model alone.
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
@@ -428,8 +429,21 @@ def test_debertas_log_buckets_are_transformers_and_what_it_cannot_run_is_refused
     for buckets, largest in ((8, 64), (256, 512), (32, 128)):
         assert torch.equal(log_bucket_position(offsets, buckets, largest),
                            make_log_bucket_position(offsets, buckets, largest).long())
-    assert "conv_kernel_size 3" in refused(folder, tmp_path / "conv", conv_kernel_size=3)
+    assert "conv_kernel_size 4: an even kernel" in refused(folder, tmp_path / "conv", conv_kernel_size=4)
     assert "without relative_attention is not implemented" in refused(folder, tmp_path / "plain",
                                                                       relative_attention=False)
     assert "set legacy true to read the head it has" in refused(folder, tmp_path / "head", legacy=False,
                                                                 embedding_size=32)
+
+
+@pytest.mark.parametrize("family", ["deberta-v2"], indirect=True)
+def test_deberta_v2s_convolution_after_the_first_layer_moves_the_later_maps(imported, hf, family, monkeypatch):
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    with torch.no_grad():
+        theirs = hf[0](**hf[1](text, return_tensors="pt"), output_attentions=True).attentions
+    assert imported.config.conv_kernel_size == 3 and imported.network.convolution is not None
+    with_conv = imported.trace(text).encoder_attentions
+    monkeypatch.setattr(imported.network, "convolution", None)
+    without = imported.trace(text).encoder_attentions
+    assert np.abs(with_conv[1] - theirs[1][0].numpy()).max() < MAP_TOLERANCE
+    assert np.array_equal(with_conv[0], without[0]) and np.abs(without[1] - theirs[1][0].numpy()).max() > 1e-3

@@ -31,7 +31,7 @@ CONFIGS = {  # config class, masked-LM class, tokenizer kind, settings
         "position_buckets": 8, "share_att_key": True, "norm_rel_ebd": "layer_norm", "embedding_size": 16}),
     "deberta-v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", "wordpiece", {  # offsets clamped at 16, own projections
         **SMALL, "relative_attention": True, "pos_att_type": "p2c|c2p", "max_relative_positions": 16,
-        "type_vocab_size": 2, "legacy": False}),
+        "type_vocab_size": 2, "legacy": False, "conv_kernel_size": 3, "conv_act": "gelu"}),
 }
 SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}

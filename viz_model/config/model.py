@@ -36,7 +36,7 @@ DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only
 ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers",
                    "window_radius", "windowed_layers", "windowed_rope_base", "first_attn_norm", "project_before_norm",
                    "position_biased_input", "position_buckets", "max_relative_positions", "share_att_key",
-                   "pos_att_type", "relative_norm")
+                   "pos_att_type", "relative_norm", "conv_kernel_size", "conv_groups", "conv_activation")
 """What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
 head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights, ModernBERT's local
 layers and their RoPE base, DeBERTa's disentangled attention)."""
@@ -162,6 +162,9 @@ class ModelConfig:
         (False: by projections of their own)
     :ivar pos_att_type: DeBERTa's position terms: "c2p" (content to position), "p2c" (position to content)
     :ivar relative_norm: DeBERTa's relative embeddings are layer-normed before use (norm_rel_ebd "layer_norm")
+    :ivar conv_kernel_size: DeBERTa-v2's convolution over the embeddings, added after the first layer (0: none)
+    :ivar conv_groups: its groups of channels
+    :ivar conv_activation: its activation: "tanh" or one of the feed-forward network's
     """
 
     vocab_size: int = 37_000
@@ -236,6 +239,9 @@ class ModelConfig:
     share_att_key: bool = False
     pos_att_type: tuple[str, ...] = ()
     relative_norm: bool = False
+    conv_kernel_size: int = 0
+    conv_groups: int = 1
+    conv_activation: str = "tanh"
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -410,10 +416,16 @@ class ModelConfig:
             _check_bool(name, getattr(self, name))
         check_int("position_buckets", self.position_buckets, 0, MAX_RELATIVE_DISTANCE)
         check_int("max_relative_positions", self.max_relative_positions, 2, MAX_RELATIVE_DISTANCE)
+        check_int("conv_kernel_size", self.conv_kernel_size, 0, 64)
+        check_int("conv_groups", self.conv_groups, 1, self.d_model)
+        _check_choice("conv_activation", self.conv_activation, ("tanh", *ACTIVATIONS))
+        if self.conv_kernel_size and self.d_model % self.conv_groups:
+            raise ConfigError(f"conv_groups ({self.conv_groups}) must divide d_model ({self.d_model})")
         if self.positional != "disentangled" and (self.position_biased_input or self.position_buckets
-                                                  or self.share_att_key or self.pos_att_type or self.relative_norm):
-            raise ConfigError("position_biased_input, position_buckets, share_att_key, pos_att_type and "
-                              "relative_norm are options of disentangled positions (DeBERTa)")
+                                                  or self.share_att_key or self.pos_att_type or self.relative_norm
+                                                  or self.conv_kernel_size):
+            raise ConfigError("position_biased_input, position_buckets, share_att_key, pos_att_type, relative_norm "
+                              "and conv_kernel_size are options of disentangled positions (DeBERTa)")
 
     @property
     def kv_group(self) -> int:

@@ -5,8 +5,8 @@ term and pos_att_type's c2p and p2c, over log-bucketed relative positions, the r
 layer's own query and key projections with share_att_key, else by pos_query_proj / pos_key_proj); the masked-LM head
 as transformers computes it: ``cls.predictions`` (legacy, dense to embedding_size) or ``lm_predictions.lm_head``
 (legacy false), each dense, hidden_act, LayerNorm, the word embeddings' transpose and a bias. transformers runs no
-enhanced-mask-decoder layers (its z_steps is 0): neither does this import. The convolution of conv_kernel_size is
-refused in one line."""
+enhanced-mask-decoder layers (its z_steps is 0): neither does this import. With conv_kernel_size, the convolution
+over the embeddings is added after the first layer (`viz_model.nn.deberta_conv`)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,21 @@ def position_terms(hf: dict[str, Any]) -> tuple[str, ...]:
     return tuple(t for t in ("c2p", "p2c") if t in terms) + tuple(t for t in terms if t not in ("c2p", "p2c"))
 
 
+def conv_activation(hf: dict[str, Any], path: Path) -> str:
+    """The convolution's activation (conv_act, default tanh)."""
+    return "tanh" if hf.get("conv_act", "tanh") == "tanh" else activation(hf, "conv_act", path)
+
+
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a DeBERTa-v2 / v3 config.json."""
     check_masked_lm(hf, path, HEADS)
     if not hf.get("relative_attention", False):
         raise HFImportError(f"{path}: DeBERTa without relative_attention is not implemented (DeBERTa-v2 / v3 with "
                             "its disentangled attention are)")
-    if int(hf.get("conv_kernel_size", 0)) > 0:
-        raise HFImportError(f"{path}: conv_kernel_size {hf['conv_kernel_size']} (DeBERTa-v2's convolution after the "
-                            "first layer) is not implemented (DeBERTa-v3's layout, without it, is)")
+    conv = int(hf.get("conv_kernel_size", 0))
+    if conv > 0 and conv % 2 == 0:
+        raise HFImportError(f"{path}: conv_kernel_size {conv}: an even kernel changes the length in transformers' "
+                            "convolution (odd ones are implemented)")
     width, positions = int(need(hf, "hidden_size", path)), int(need(hf, "max_position_embeddings", path))
     embedding = int(hf.get("embedding_size", width))
     if not hf.get("legacy", True) and embedding != width:
@@ -65,7 +71,9 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
                           position_buckets=max(int(hf.get("position_buckets", -1)), 0),
                           max_relative_positions=maximum if maximum >= 1 else positions,
                           share_att_key=bool(hf.get("share_att_key", False)), pos_att_type=position_terms(hf),
-                          relative_norm="layer_norm" in str(hf.get("norm_rel_ebd", "none")).lower())
+                          relative_norm="layer_norm" in str(hf.get("norm_rel_ebd", "none")).lower(),
+                          conv_kernel_size=max(conv, 0), conv_groups=int(hf.get("conv_groups", 1)),
+                          conv_activation=conv_activation(hf, path) if conv > 0 else "tanh")
 
 
 def head_of(state: dict[str, Tensor], path: Path) -> tuple[dict[str, str], str]:
@@ -99,6 +107,9 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
         names[f"embedding_norm.{kind}"] = f"{prefix}embeddings.LayerNorm.{kind}"
         if cfg.relative_norm:
             names[f"relative.norm.{kind}"] = f"{prefix}encoder.LayerNorm.{kind}"
+        if cfg.conv_kernel_size:
+            names[f"convolution.conv.{kind}"] = f"{prefix}encoder.conv.conv.{kind}"
+            names[f"convolution.norm.{kind}"] = f"{prefix}encoder.conv.LayerNorm.{kind}"
         for i in range(cfg.encoder_layers):
             for theirs, ours in LAYER_PARTS.items():
                 if "pos_" not in theirs or theirs.rsplit(".", 1)[-1] in present:

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from .attention import AttentionRecord, combine_masks
+from .deberta_conv import EmbeddingConvolution
 from .disentangled import DisentangledAttention, DisentangledPosition, RelativeEmbeddings
 from .linear import Linear, linear
 from .model import ACTIVATION_FUNCTIONS, EncoderLayer, with_cpu_storage
@@ -76,6 +77,7 @@ class MaskedLM(nn.Module):
     :ivar layers: the `EncoderLayer` stack (ALBERT's: the layers the stack's depths share, `layer`)
     :ivar final_norm: the norm after the last pre-norm layer (ModernBERT), else None
     :ivar relative: DeBERTa's relative-position embeddings, else None
+    :ivar convolution: DeBERTa-v2's convolution over the embeddings, added after the first layer, else None
     :ivar rotary: RoPE of the layers that see every key and of the windowed ones (ModernBERT), else None
     :ivar head_dense: the head's transform (d_model to embedding_size)
     :ivar head_norm: the head's norm
@@ -100,6 +102,7 @@ class MaskedLM(nn.Module):
         self.layers = nn.ModuleList(encoder_layer(cfg, i) for i in range(cfg.shared_layers or cfg.encoder_layers))
         self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.norm == "pre" else None
         self.relative = RelativeEmbeddings(cfg) if cfg.positional == "disentangled" else None
+        self.convolution = EmbeddingConvolution(cfg) if cfg.conv_kernel_size else None
         self.rotary = (Rotary(cfg.d_head, cfg.rope_base), Rotary(cfg.d_head, cfg.windowed_rope_base)) \
             if cfg.positional == "rope" else None
         self.head_dense = Linear(cfg.d_model, width)
@@ -200,9 +203,12 @@ class MaskedLM(nn.Module):
         x, positions = self.embed(ids, type_ids, token_embeddings)
         out = MaskedLMOutput(x, positions=positions)
         schemes, masks = self.layer_positions(positions, need_weights), self.layer_masks(mask, ids.shape[1], x.device)
+        embedded = x
         for i in range(self.config.encoder_layers):
             x, record = self.layer(i)(x, masks[i], need_weights, None if head_mask is None else head_mask[i],
                                       schemes[i])
+            if i == 0 and self.convolution is not None:
+                x = self.convolution(embedded, x, mask)
             if record is not None:
                 out.records.append(record)
         out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
