@@ -1,8 +1,10 @@
 """Hugging Face encoder-only models open exactly as the encoder kind (issue 59): BERT (WordPiece, token types),
 RoBERTa (byte-level BPE, positions from the pad id), XLM-RoBERTa (Unigram, tanh GELU in the layers, erf in the head),
 DistilBERT (no token types, its fixed epsilon), ELECTRA's generator (narrower embeddings projected), ALBERT (one
-layer's weights shared by three depths, factorized embeddings); ALBERT and XLM-R folders with their SentencePiece
-model alone.
+layer's weights shared by three depths, factorized embeddings), ModernBERT (global and local layers, two RoPE
+bases), DeBERTa-v3 and v2 (disentangled attention: log buckets, shared or separate position projections, both heads,
+v2's convolution);
+ALBERT and XLM-R folders with their SentencePiece model alone.
 Small random models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention
 map within 1e-5 of transformers' eager attention, logits within 1e-4, token ids and token types equal to transformers'
 tokenizer's, fill-mask's top-k tokens equal to transformers' fill-mask pipeline's."""
@@ -207,12 +209,12 @@ def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family
 
 @pytest.mark.parametrize("family", ["bert"], indirect=True)
 def test_unsupported_encoder_families_are_refused_naming_what_is(folder, family, tmp_path):
-    for kind in ("deberta-v2", "modernbert"):
+    for kind in ("deberta", "mpnet"):
         message = refused(folder, tmp_path / kind, model_type=kind)
         assert "not an architecture this project can import" in message and "bert: BERT" in message
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"], indirect=True)
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert", "deberta-v2"], indirect=True)
 def test_load_of_a_hugging_face_folder_and_from_transformers_give_the_encoder(hf, imported, folder, family, tmp_path,
                                                                               monkeypatch):
     monkeypatch.setenv("VIZ_MODEL_CACHE", str(tmp_path / "cache"))
@@ -328,7 +330,7 @@ def test_a_bert_pretraining_folder_imports_its_masked_lm_head_without_the_rest(f
     assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
 
 
-@pytest.mark.parametrize("family", ["albert", "xlm-roberta"], indirect=True)
+@pytest.mark.parametrize("family", ["albert", "xlm-roberta", "deberta-v3"], indirect=True)
 def test_a_folder_with_only_its_sentencepiece_model_imports_exactly(family, tmp_path):
     pytest.importorskip("sentencepiece")
     from support.hf_encoders import build_sentencepiece_folder
@@ -381,4 +383,67 @@ def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(h
         import_model(str(tmp_path / "classifier"), tmp_path / "out")
     message = str(err.value)
     assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
-    assert "DistilBERT, ELECTRA (generator) and ALBERT" in message and not (tmp_path / "out").exists()
+    assert "ALBERT, ModernBERT and DeBERTa-v2 / v3" in message and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family", ["modernbert"], indirect=True)
+def test_modernberts_local_layers_see_their_window_and_turn_by_their_own_base(imported, hf, family, folder, tmp_path):
+    cfg = imported.config
+    assert cfg.windowed_layers == (1,) and cfg.window_radius == 4 and cfg.norm == "pre"
+    assert [rotary.base for rotary in imported.network.rotary] == [1000.0, 50.0]
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    maps = imported.trace(text).encoder_attentions
+    n = maps[0].shape[-1]
+    far = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) > 4
+    assert n > 10 and (maps[1][:, far] == 0).all() and (maps[0][:, far] > 0).all() and (maps[2][:, far] > 0).all()
+    assert "rope_type 'linear' is not implemented" in refused(
+        folder, tmp_path, rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})
+
+
+@pytest.mark.parametrize("family", ["deberta-v3", "deberta-v2"], indirect=True)
+def test_debertas_three_terms_add_up_to_the_scores_it_computed(imported, hf, family):
+    from viz_model.nn.disentangled import DisentangledRecord
+
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    encoded = imported.encoded(text)
+    with torch.no_grad():
+        out = imported.forced_pass(encoded.ids, encoded.type_ids, need_weights=True)
+        theirs = hf[0](**hf[1](text, return_tensors="pt"), output_attentions=True).attentions
+    for record, other in zip(out.records, theirs):
+        assert isinstance(record, DisentangledRecord)
+        summed = record.content + record.content_to_position + record.position_to_content
+        assert torch.allclose(summed, record.scores, atol=1e-5)
+        assert float((torch.softmax(summed, -1) - other).abs().max()) < MAP_TOLERANCE
+        for term in (record.content_to_position, record.position_to_content):
+            assert float(term.abs().max()) > 0.1  # each term moves the scores
+
+
+@pytest.mark.parametrize("family", ["deberta-v3"], indirect=True)
+def test_debertas_log_buckets_are_transformers_and_what_it_cannot_run_is_refused(folder, family, tmp_path):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    from viz_model.nn.disentangled import log_bucket_position
+
+    offsets = torch.arange(-300, 301)[None, :]
+    for buckets, largest in ((8, 64), (256, 512), (32, 128)):
+        assert torch.equal(log_bucket_position(offsets, buckets, largest),
+                           make_log_bucket_position(offsets, buckets, largest).long())
+    assert "conv_kernel_size 4: an even kernel" in refused(folder, tmp_path / "conv", conv_kernel_size=4)
+    assert "without relative_attention is not implemented" in refused(folder, tmp_path / "plain",
+                                                                      relative_attention=False)
+    assert "set legacy true to read the head it has" in refused(folder, tmp_path / "head", legacy=False,
+                                                                embedding_size=32)
+
+
+@pytest.mark.parametrize("family", ["deberta-v2"], indirect=True)
+def test_deberta_v2s_convolution_after_the_first_layer_moves_the_later_maps(imported, hf, family, monkeypatch):
+    text = f"a man runs in the snow with the old dog and the big red house {imported.mask_token} the park."
+    with torch.no_grad():
+        theirs = hf[0](**hf[1](text, return_tensors="pt"), output_attentions=True).attentions
+    assert imported.config.conv_kernel_size == 3 and imported.network.convolution is not None
+    with_conv = imported.trace(text).encoder_attentions
+    monkeypatch.setattr(imported.network, "convolution", None)
+    without = imported.trace(text).encoder_attentions
+    assert np.abs(with_conv[1] - theirs[1][0].numpy()).max() < MAP_TOLERANCE
+    assert np.array_equal(with_conv[0], without[0]) and np.abs(without[1] - theirs[1][0].numpy()).max() > 1e-3

@@ -1,6 +1,7 @@
 """Small encoder-only Hugging Face folders built locally by transformers (random weights, a tokenizer trained here):
 BERT and ELECTRA (WordPiece), RoBERTa (byte-level BPE), XLM-RoBERTa (Unigram), DistilBERT (WordPiece, no token
-types), ALBERT (Unigram, factorized embeddings, one layer's weights shared)."""
+types), ALBERT (Unigram, factorized embeddings, one layer's weights shared), ModernBERT and DeBERTa-v2 / v3
+(WordPiece)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ CONFIGS = {  # config class, masked-LM class, tokenizer kind, settings
     "electra": ("ElectraConfig", "ElectraForMaskedLM", "wordpiece", {**SMALL, "embedding_size": 16}),
     "albert": ("AlbertConfig", "AlbertForMaskedLM", "wordpiece", {**SMALL, "num_hidden_layers": 3,
                                                                   "embedding_size": 16, "num_hidden_groups": 1}),
+    "modernbert": ("ModernBertConfig", "ModernBertForMaskedLM", "wordpiece", {  # layers 0 and 2 global, 1 local
+        **SMALL, "num_hidden_layers": 3, "global_attn_every_n_layers": 2, "local_attention": 8,
+        "global_rope_theta": 1000.0, "local_rope_theta": 50.0, "mlp_bias": True, "pad_token_id": 0,
+        "bos_token_id": 2, "eos_token_id": 3, "cls_token_id": 2, "sep_token_id": 3}),
+    "deberta-v3": ("DebertaV2Config", "DebertaV2ForMaskedLM", "wordpiece", {  # log buckets, shared keys, legacy head
+        **SMALL, "relative_attention": True, "position_biased_input": False, "pos_att_type": ["p2c", "c2p"],
+        "position_buckets": 8, "share_att_key": True, "norm_rel_ebd": "layer_norm", "embedding_size": 16}),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", "wordpiece", {  # offsets clamped at 16, own projections
+        **SMALL, "relative_attention": True, "pos_att_type": "p2c|c2p", "max_relative_positions": 16,
+        "type_vocab_size": 2, "legacy": False, "conv_kernel_size": 3, "conv_act": "gelu"}),
 }
 SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
@@ -74,7 +85,8 @@ def build_encoder_folder(root, name: str, seed: int = 0, **changes):
                  zip(("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"), SPECIALS[kind]))
     if kind != "wordpiece":
         names.update(cls_token="<s>", sep_token="</s>")
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in ("bert", "electra", "albert") else [])
+    typed = ("bert", "electra", "albert", "deberta-v3", "deberta-v2")
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in typed else [])
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, model_input_names=inputs, **names)
     config = getattr(transformers, config_class)(vocab_size=tok.get_vocab_size(), **{**settings, **changes})
     torch.manual_seed(seed)
@@ -98,6 +110,9 @@ SENTENCEPIECE = {  # the tokenizer class, its model file, the trainer's settings
                                              "eos_id": 3, "pad_piece": "<pad>", "unk_piece": "<unk>",
                                              "bos_piece": "[CLS]", "eos_piece": "[SEP]",
                                              "user_defined_symbols": ["[MASK]"]}),
+    "deberta-v3": ("DebertaV2Tokenizer", "spm", {"model_type": "unigram", "pad_id": 0, "unk_id": 3, "bos_id": 1,
+                                               "eos_id": 2, "pad_piece": "[PAD]", "unk_piece": "[UNK]",
+                                               "bos_piece": "[CLS]", "eos_piece": "[SEP]"}),
     "xlm-roberta": ("XLMRobertaTokenizer", "sentencepiece.bpe", {"model_type": "bpe", "unk_id": 0, "bos_id": 1,
                                                                  "eos_id": 2, "pad_id": -1}),
 }

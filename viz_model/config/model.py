@@ -33,9 +33,15 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
-ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers")
+ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers",
+                   "window_radius", "windowed_layers", "windowed_rope_base", "first_attn_norm", "project_before_norm",
+                   "position_biased_input", "position_buckets", "max_relative_positions", "share_att_key",
+                   "pos_att_type", "relative_norm", "conv_kernel_size", "conv_groups", "conv_activation")
 """What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
-head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights)."""
+head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights, ModernBERT's local
+layers and their RoPE base, DeBERTa's disentangled attention)."""
+ENCODER_POSITIONS = ("learned", "rope", "disentangled")  # BERT's table, ModernBERT's RoPE, DeBERTa's relative terms
+DISENTANGLED_TERMS = ("c2p", "p2c")  # DeBERTa's content-to-position and position-to-content terms
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
 ROPE_BASE_RANGE = (2.0, 1e9)
@@ -138,6 +144,27 @@ class ModelConfig:
         reads row pad_id); False: 0, 1, 2, ...
     :ivar shared_layers: the layers whose weights the `encoder_layers` run share (ALBERT's num_hidden_groups: layer
         i runs stored layer ``int(i / (encoder_layers / shared_layers))``); None: every layer its own
+    :ivar window_radius: in the `windowed_layers`, a query sees the keys at most this far on either side
+        (ModernBERT's local_attention / 2); None: every layer sees every key
+    :ivar windowed_layers: the layers the window applies to (ModernBERT's sliding_attention layers)
+    :ivar windowed_rope_base: the windowed layers' RoPE base (ModernBERT's local_rope_theta); the others keep
+        `rope_base`
+    :ivar first_attn_norm: the first layer's pre-norm attention norms its input; False: it reads the embedding norm's
+        output as it is (ModernBERT)
+    :ivar project_before_norm: the embeddings are projected to d_model (without a bias) before their norm, not after
+        it (DeBERTa's embed_proj)
+    :ivar position_biased_input: with "disentangled" positions, a learned table is added to the input too (DeBERTa-v2;
+        v3: False)
+    :ivar position_buckets: DeBERTa's log-spaced buckets of relative positions (0: one bucket per offset up to
+        `max_relative_positions`)
+    :ivar max_relative_positions: DeBERTa's largest relative position (its buckets' range)
+    :ivar share_att_key: DeBERTa's relative embeddings are projected by the content query and key projections
+        (False: by projections of their own)
+    :ivar pos_att_type: DeBERTa's position terms: "c2p" (content to position), "p2c" (position to content)
+    :ivar relative_norm: DeBERTa's relative embeddings are layer-normed before use (norm_rel_ebd "layer_norm")
+    :ivar conv_kernel_size: DeBERTa-v2's convolution over the embeddings, added after the first layer (0: none)
+    :ivar conv_groups: its groups of channels
+    :ivar conv_activation: its activation: "tanh" or one of the feed-forward network's
     """
 
     vocab_size: int = 37_000
@@ -201,6 +228,20 @@ class ModelConfig:
     head_activation: str = "gelu"
     pad_positions: bool = False
     shared_layers: int | None = None
+    window_radius: int | None = None
+    windowed_layers: tuple[int, ...] = ()
+    windowed_rope_base: float = 10000.0
+    first_attn_norm: bool = True
+    project_before_norm: bool = False
+    position_biased_input: bool = False
+    position_buckets: int = 0
+    max_relative_positions: int = 512
+    share_att_key: bool = False
+    pos_att_type: tuple[str, ...] = ()
+    relative_norm: bool = False
+    conv_kernel_size: int = 0
+    conv_groups: int = 1
+    conv_activation: str = "tanh"
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -211,7 +252,9 @@ class ModelConfig:
         check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
         _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
-        _check_choice("positional", self.positional, POSITIONAL_KINDS)
+        _check_choice("positional", self.positional, (*POSITIONAL_KINDS, "disentangled"))
+        if self.positional == "disentangled" and self.kind != "encoder":
+            raise ConfigError("disentangled positions (DeBERTa's) are of the encoder-only kind (kind = \"encoder\")")
         _check_choice("norm", self.norm, NORM_KINDS)
         _check_bool("share_embeddings", self.share_embeddings)
         _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
@@ -227,12 +270,7 @@ class ModelConfig:
         _check_bool("eos_at_limit", self.eos_at_limit)
         for name in ("bos_id", "eos_id", "unk_id"):
             check_int(name, getattr(self, name), 0, self.vocab_size - 1)
-        if isinstance(self.never_emitted, list):  # read from JSON
-            object.__setattr__(self, "never_emitted", tuple(self.never_emitted))
-        if not isinstance(self.never_emitted, tuple):
-            raise ConfigError(f"never_emitted must be a list of token ids, got {self.never_emitted!r}")
-        for i in self.never_emitted:
-            check_int("an id of never_emitted", i, 0, self.vocab_size - 1)
+        self._check_int_tuple("never_emitted", "an id", self.vocab_size - 1, "token ids")
         if self.eos_id in self.never_emitted:
             raise ConfigError(f"never_emitted holds eos_id ({self.eos_id}): the model could never stop")
         if self.forced_first_id is not None and self.forced_first_id in self.never_emitted:
@@ -245,6 +283,18 @@ class ModelConfig:
         self._check_scheme_options()
         self._check_decoder_options()
         self._check_encoder_options()
+
+    def _check_int_tuple(self, name: str, item: str, high: int, what: str) -> None:
+        """The field `name` as a tuple (JSON gives a list) of integers from 0 to `high`; else one line naming `what` it
+        lists and `item` at fault."""
+        value = getattr(self, name)
+        if isinstance(value, list):  # read from JSON
+            value = tuple(value)
+            object.__setattr__(self, name, value)
+        if not isinstance(value, tuple):
+            raise ConfigError(f"{name} must be a list of {what}, got {value!r}")
+        for i in value:
+            check_int(f"{item} of {name}", i, 0, high)
 
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
@@ -302,13 +352,8 @@ class ModelConfig:
             raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
         if self.sliding_window is not None:
             check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
-        if isinstance(self.sliding_layers, list):  # read from JSON
-            object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
         if self.sliding_layers is not None:
-            if not isinstance(self.sliding_layers, tuple):
-                raise ConfigError(f"sliding_layers must be a list of layer indices, got {self.sliding_layers!r}")
-            for i in self.sliding_layers:
-                check_int("a layer of sliding_layers", i, 0, self.decoder_layers - 1)
+            self._check_int_tuple("sliding_layers", "a layer", self.decoder_layers - 1, "layer indices")
         what = {"seq2seq": "an encoder-decoder model", "encoder": "an encoder-only model"}.get(self.kind)
         if what and (given := [f.name for f in dataclasses.fields(self) if f.name in DECODER_OPTIONS
                                and f.name != "kind" and getattr(self, f.name) != f.default]):
@@ -334,8 +379,9 @@ class ModelConfig:
         if self.decoder_layers:
             raise ConfigError(f"an encoder-only model has no decoder: decoder_layers must be 0, got "
                               f"{self.decoder_layers}")
-        if self.positional != "learned":
-            raise ConfigError(f"an encoder-only model takes learned positions; got {self.positional!r}")
+        if self.positional not in ENCODER_POSITIONS:
+            raise ConfigError(f"an encoder-only model takes positions {', '.join(ENCODER_POSITIONS)}; got "
+                              f"{self.positional!r}")
         check_int("type_vocab_size", self.type_vocab_size, 0, 1024)
         if self.embedding_size is not None:
             check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
@@ -343,6 +389,43 @@ class ModelConfig:
         _check_bool("pad_positions", self.pad_positions)
         if self.shared_layers is not None:
             check_int("shared_layers", self.shared_layers, 1, self.encoder_layers)
+        self._check_windowed_layers()
+        self._check_disentangled()
+
+    def _check_windowed_layers(self) -> None:
+        """ModernBERT's local layers: a window radius, the layers it applies to, their RoPE base."""
+        for name in ("first_attn_norm", "project_before_norm"):
+            _check_bool(name, getattr(self, name))
+        self._check_int_tuple("windowed_layers", "a layer", self.encoder_layers - 1, "layer indices")
+        if self.window_radius is not None:
+            check_int("window_radius", self.window_radius, 1, LIMITS["max_positions"])
+        elif self.windowed_layers:
+            raise ConfigError("windowed_layers needs window_radius")
+        _check_float("windowed_rope_base", self.windowed_rope_base, *ROPE_BASE_RANGE)
+        if not self.first_attn_norm and self.norm != "pre":
+            raise ConfigError("first_attn_norm = false needs pre-norm layers (norm = pre)")
+
+    def _check_disentangled(self) -> None:
+        """DeBERTa's relative terms: only with "disentangled" positions."""
+        if isinstance(self.pos_att_type, list):  # read from JSON
+            object.__setattr__(self, "pos_att_type", tuple(self.pos_att_type))
+        if not isinstance(self.pos_att_type, tuple) or any(t not in DISENTANGLED_TERMS for t in self.pos_att_type):
+            raise ConfigError(f"pos_att_type must list terms of {', '.join(DISENTANGLED_TERMS)}, got "
+                              f"{self.pos_att_type!r}")
+        for name in ("position_biased_input", "share_att_key", "relative_norm"):
+            _check_bool(name, getattr(self, name))
+        check_int("position_buckets", self.position_buckets, 0, MAX_RELATIVE_DISTANCE)
+        check_int("max_relative_positions", self.max_relative_positions, 2, MAX_RELATIVE_DISTANCE)
+        check_int("conv_kernel_size", self.conv_kernel_size, 0, 64)
+        check_int("conv_groups", self.conv_groups, 1, self.d_model)
+        _check_choice("conv_activation", self.conv_activation, ("tanh", *ACTIVATIONS))
+        if self.conv_kernel_size and self.d_model % self.conv_groups:
+            raise ConfigError(f"conv_groups ({self.conv_groups}) must divide d_model ({self.d_model})")
+        if self.positional != "disentangled" and (self.position_biased_input or self.position_buckets
+                                                  or self.share_att_key or self.pos_att_type or self.relative_norm
+                                                  or self.conv_kernel_size):
+            raise ConfigError("position_biased_input, position_buckets, share_att_key, pos_att_type, relative_norm "
+                              "and conv_kernel_size are options of disentangled positions (DeBERTa)")
 
     @property
     def kv_group(self) -> int:
@@ -363,7 +446,7 @@ class ModelConfig:
             if f.name in IMPORT_OPTIONS + SCHEME_OPTIONS + DECODER_OPTIONS + ENCODER_OPTIONS and \
                     data[f.name] == f.default:
                 del data[f.name]
-        for name in ("never_emitted", "sliding_layers"):
+        for name in ("never_emitted", "sliding_layers", "windowed_layers", "pos_att_type"):
             if data.get(name) is not None:
                 data[name] = list(data[name])
         return data

@@ -23,8 +23,8 @@ from .json_tokenizer import tokenizer_source
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "relu": "relu",
                "silu": "silu", "swish": "silu"}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA (generator) and ALBERT with their masked-language-model "
-             "head")
+SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA (generator), ALBERT, ModernBERT and DeBERTa-v2 / v3 "
+             "with their masked-language-model head")
 
 
 def activation(hf: dict[str, Any], key: str, path: Path, default: str = "gelu") -> str:
@@ -108,8 +108,13 @@ def head_tied(state: dict[str, Tensor], output: str, embedding: str, path: Path)
 def conversion_lines(cfg: ModelConfig) -> list[str]:
     """How an encoder-only checkpoint maps onto the instrumented model, for the model card."""
     width = f", embeddings of width {cfg.embedding_size} projected to d_model" if cfg.embedding_size else ""
-    return [f"- Encoder-only: {cfg.encoder_layers} post-norm layers, {cfg.heads} heads, learned positions"
-            + (" counted from the pad id" if cfg.pad_positions else "")
+    positions = {"learned": "learned positions" + (" counted from the pad id" if cfg.pad_positions else ""),
+                 "rope": f"RoPE (base {cfg.rope_base:g}; {cfg.windowed_rope_base:g} in the {len(cfg.windowed_layers)} "
+                         f"layers that see the keys within {cfg.window_radius} on either side)",
+                 "disentangled": f"disentangled attention ({', '.join(('c2c', *cfg.pos_att_type))}"
+                                 + (f", {cfg.position_buckets} log buckets" if cfg.position_buckets else "") + ")"}
+    return [f"- Encoder-only: {cfg.encoder_layers} {cfg.norm}-norm layers, {cfg.heads} heads, "
+            f"{positions[cfg.positional]}"
             + (f", {cfg.type_vocab_size} token types" if cfg.type_vocab_size else ", no token types") + width
             + f"; the masked-LM head (dense, {cfg.head_activation}, norm, the tied output projection)."]
 

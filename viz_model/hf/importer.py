@@ -30,6 +30,7 @@ from . import (
     bart,
     bert,
     bloom,
+    deberta_v2,
     distilbert,
     electra,
     gemma,
@@ -40,6 +41,7 @@ from . import (
     m2m100,
     marian,
     mistral,
+    modernbert,
     qwen2,
     qwen3,
     roberta,
@@ -56,7 +58,8 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
                                "gemma": gemma.FAMILY, "gemma2": gemma2.FAMILY,
                                "gemma3_text": gemma3.FAMILY, "bloom": bloom.FAMILY, "bert": bert.FAMILY,
                                "roberta": roberta.ROBERTA, "xlm-roberta": roberta.XLM_ROBERTA,
-                               "distilbert": distilbert.FAMILY, "electra": electra.FAMILY, "albert": albert.FAMILY}
+                               "distilbert": distilbert.FAMILY, "electra": electra.FAMILY, "albert": albert.FAMILY,
+                               "modernbert": modernbert.FAMILY, "deberta-v2": deberta_v2.FAMILY}
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")

@@ -20,7 +20,8 @@ CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration
            "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
            "gemma3_text": "Gemma3ForCausalLM", "bloom": "BloomForCausalLM", "bert": "BertForMaskedLM",
            "roberta": "RobertaForMaskedLM", "xlm-roberta": "XLMRobertaForMaskedLM",
-           "distilbert": "DistilBertForMaskedLM", "electra": "ElectraForMaskedLM", "albert": "AlbertForMaskedLM"}
+           "distilbert": "DistilBertForMaskedLM", "electra": "ElectraForMaskedLM", "albert": "AlbertForMaskedLM",
+           "modernbert": "ModernBertForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM"}
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'

@@ -19,9 +19,10 @@ from ..tokenization.tokenizer import TokenizerError
 from ..tokenization.tokenizer_json import JsonTokenizer
 from .common import MAX_TOKENIZER_JSON_BYTES, HFImportError, read_json_file, tokenizer_settings
 
-VOCABULARIES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model", "merges.txt", "vocab.txt")
-"""The files transformers 5 reads a tokenizer's vocabulary from (``merges.txt``: byte-level BPE's, with vocab.json,
-as GPT-2, BART and Qwen publish it; ``vocab.txt``: WordPiece's, as older BERT folders publish it alone)."""
+VOCABULARIES = ("tokenizer.json", "spiece.model", "sentencepiece.bpe.model", "spm.model", "merges.txt", "vocab.txt")
+"""The files transformers 5 reads a tokenizer's vocabulary from (``spm.model``: DeBERTa-v2 / v3's SentencePiece model;
+``merges.txt``: byte-level BPE's, with vocab.json, as GPT-2, BART and Qwen publish it; ``vocab.txt``: WordPiece's, as
+older BERT folders publish it alone)."""
 
 _LOGGING = threading.Lock()  # transformers' log level is the process's: one import at a time lowers it
 

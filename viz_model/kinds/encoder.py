@@ -1,4 +1,5 @@
-"""`EncoderModel`: the one door to an encoder-only masked language model (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA):
+"""`EncoderModel`: the one door to an encoder-only masked language model (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA,
+ALBERT, ModernBERT, DeBERTa-v2 / v3):
 `trace` every layer's self-attention over a text or a pair of texts, `fill_mask` its mask tokens.
 
 Read-only at inference (weights come back from calls), so one instance can serve many threads.
@@ -239,7 +240,7 @@ class EncoderModel(ModelKind):
             encoder_attentions=[record.weights[0].float().cpu().numpy() for record in out.records],
             decoder_attentions=[], cross_attentions=[], encoder_mask=np.ones((n, n), dtype=bool),
             decoder_mask=np.zeros((0, 0), dtype=bool), cross_mask=np.zeros((0, n), dtype=bool),
-            source_positional=self.network.positions(out.positions)[0].float().cpu().numpy(),
+            source_positional=self.network.position_vectors(out.positions)[0].float().cpu().numpy(),
             target_positional=np.zeros((0, width), dtype=np.float32),
             source_embeddings=self.embeddings(ids)[0].float().cpu().numpy(),
             target_embeddings=np.zeros((0, width), dtype=np.float32), steps=[],
