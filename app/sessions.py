@@ -319,8 +319,10 @@ class Session:
         """`text` traced by the model `name` of the same assets folders, with this session's decoding settings and
         search precision, into this session's target language where that model has it (`matching_target`), else
         its own; returns the trace and the target language's code (a model that cannot load raises here, with its
-        message)."""
+        message; a model of another kind than a translator is refused in one line)."""
         other = load_model(ModelRef.of(name))
+        if "cross" not in other.attention_kinds:  # a language model or an encoder: no translation to compare
+            raise ValueError(f"{name} is {other.description}; the second model is a translator")
         lang = matching_target(other, self.model.languages.target)
         ref = ModelRef.of(name).searching(self.ref.precision, lang)
         trace = compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
