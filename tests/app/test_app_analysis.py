@@ -300,8 +300,8 @@ def test_compare_with_an_encoder_among_the_models(own):
     switch_to(at, "compare").run()
     for name in ("bert", "bert-imported"):
         at.selectbox(key="w_cmp_model").set_value(name).run()
-        assert (f"Model {name} cannot be used: {name} is an encoder (encoder-only, a masked language model); the "
-                "second model is a translator") in text_of(ok(at))
+        assert (f"Model {name} cannot be used: {name} is an encoder (encoder-only, a masked language model), not a "
+                "translation model") in text_of(ok(at))
 
 
 @pytest.fixture(scope="module")
