@@ -123,12 +123,21 @@ def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
     return viz_model.load(ref.directory, device=device_from_env())
 
 
+def load_translator(ref: ModelRef) -> TranslationModel:
+    """`load_model(ref)` where it is a translator; a model of another kind (a language model, an encoder) refused in
+    one line naming its kind."""
+    model = load_model(ref)
+    if "cross" not in model.attention_kinds:  # no source read by an encoder and a translation that reads it
+        raise ValueError(f"{ref.name} is {model.description}, not a translation model")
+    return model  # type: ignore[return-value]
+
+
 @st.cache_resource(show_spinner="Preparing the search…", max_entries=8)
 def searching_model(ref: ModelRef) -> TranslationModel:
     """The cached model searching in precision `ref.precision`, into target language `ref.lang` for a many-to-many
     model (a T5 that lists several: its translation task into it), with task prefix `ref.prefix` for a T5-family one
-    (the network is shared with `load_model`'s, not copied)."""
-    model = load_model(ref)
+    (the network is shared with `load_model`'s, not copied; a model that is no translator is refused in one line)."""
+    model = load_translator(ref)
     model = model if ref.precision == "auto" else model.with_precision(ref.precision)
     if ref.lang:  # a T5's translation task into that language, else a many-to-many model's target language
         model = with_translation_task(model, ref.lang) if translation_tasks(model) else \
@@ -319,8 +328,8 @@ class Session:
         """`text` traced by the model `name` of the same assets folders, with this session's decoding settings and
         search precision, into this session's target language where that model has it (`matching_target`), else
         its own; returns the trace and the target language's code (a model that cannot load raises here, with its
-        message)."""
-        other = load_model(ModelRef.of(name))
+        message, a model that is no translator in one line)."""
+        other = load_translator(ModelRef.of(name))
         lang = matching_target(other, self.model.languages.target)
         ref = ModelRef.of(name).searching(self.ref.precision, lang)
         trace = compute_trace(ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,

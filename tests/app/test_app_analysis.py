@@ -287,6 +287,23 @@ def test_compare_with_a_broken_second_model(own):
     assert "Model zz-broken cannot be used" in text_of(ok(at)) and "model.safetensors" in text_of(at)
 
 
+def test_compare_with_an_encoder_among_the_models(own):
+    """CPU, float32: an encoder-only model (a tiny random BERT, imported and as its Hugging Face folder) among the
+    models is refused as the second model in one line, with no traceback."""
+    from support.hf_encoders import build_encoder_folder
+
+    from viz_model.hf.importer import import_model
+
+    folder = build_encoder_folder(own, "bert")
+    import_model(str(folder), own / "bert-imported")
+    at = start(sentence=SENTENCE, model=TINY_MODEL)
+    switch_to(at, "compare").run()
+    for name in ("bert", "bert-imported"):
+        at.selectbox(key="w_cmp_model").set_value(name).run()
+        assert (f"Model {name} cannot be used: {name} is an encoder (encoder-only, a masked language model), not a "
+                "translation model") in text_of(ok(at))
+
+
 @pytest.fixture(scope="module")
 def many_to_many(tmp_path_factory, assets):
     """An assets folder with an M2M100 and an mBART-50 model imported English -> German, and the tiny model."""

@@ -171,6 +171,23 @@ def test_compare_puts_a_translator_beside_the_language_model():
     assert len(right["data"][0]["y"]) == 6  # one row per new token
 
 
+def test_compare_refuses_an_encoder_as_the_translator_in_one_line(models, tmp_path, monkeypatch):
+    """CPU, float32: an encoder-only model (a tiny random BERT, imported) is no translator to compare with: one
+    line, no traceback."""
+    from support.hf_encoders import build_encoder_folder
+
+    from app.texts import md_escape
+    from viz_model.hf.importer import import_model
+
+    root = tmp_path / "models"
+    shutil.copytree(models / LLAMA, root / LLAMA)
+    import_model(str(build_encoder_folder(tmp_path, "bert")), root / "bert")
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(root))
+    at = lm_page("compare")
+    assert md_escape("Model bert cannot be used: bert is an encoder (encoder-only, a masked language model), not a "
+                     "translation model") in messages(at)
+
+
 def test_compare_template_without_the_text_is_one_line():
     at = lm_page("compare")
     at.text_area(key="w_cmp_template").set_value("German:").run()

@@ -175,6 +175,16 @@ def test_positional_kinds(tmp_path):
     assert kinds == {"a": "sinusoidal", "b": "learned"}
 
 
+def test_positional_kinds_lists_translation_models_only(tmp_path):
+    """A language model's or an encoder's learned table (GPT-2's, BERT's) is no translator's to set beside the
+    sinusoids: their directories are left out, as their networks have no source-side encodings to draw."""
+    for name, kind, layers in (("seq2seq", "seq2seq", (2, 2)), ("gpt", "decoder", (0, 2)), ("bert", "encoder", (2, 0))):
+        (tmp_path / name).mkdir()
+        ModelConfig(vocab_size=16, d_model=8, heads=2, positional="learned", kind=kind, encoder_layers=layers[0],
+                    decoder_layers=layers[1]).save(tmp_path / name / "config.json")
+    assert pe_tables.positional_kinds(tmp_path, ["seq2seq", "gpt", "bert"]) == {"seq2seq": "learned"}
+
+
 def test_shuffle_words():
     text = "one two three four five"
     out = pe_tables.shuffle_words(text, 7)

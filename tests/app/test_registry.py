@@ -63,11 +63,12 @@ def test_a_page_that_does_not_apply_to_a_kind_says_why_in_one_line(monkeypatch):
     assert drawn == [("title", "Decoding step by step"), ("info", "Decoding does not apply to an encoder.")]
 
 
-def test_the_kind_is_asked_of_the_model_class_in_the_registry():
-    from viz_model import LanguageModel
+def test_the_kind_is_asked_of_the_model_interface_in_the_registry():
+    from viz_model import EncoderModel, LanguageModel, TranslationModel
 
     assert registry.kind_of(object.__new__(LanguageModel)) == registry.LANGUAGE_MODEL
-    assert registry.kind_of(object()) == registry.TRANSLATOR
+    assert registry.kind_of(object.__new__(TranslationModel)) == registry.TRANSLATOR
+    assert registry.kind_of(object.__new__(EncoderModel)) not in registry.KINDS  # no pages of its own yet
     assert set(registry.SETTINGS) == set(registry.KINDS)
 
 

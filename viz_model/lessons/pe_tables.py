@@ -94,13 +94,16 @@ def training_max_length(directory: Path | None, facts: TrainingFacts | None, sta
 
 
 def positional_kinds(root: Path, names: Sequence[str]) -> dict[str, str]:
-    """Model name -> "sinusoidal" / "learned", from each directory's config.json (weights are not loaded)."""
+    """Model name -> "sinusoidal" / "learned" of each translation model (encoder-decoder) among `names`, from its
+    directory's config.json (weights are not loaded; a language model or an encoder is left out)."""
     kinds = {}
     for name in names:
         try:
-            kinds[name] = ModelConfig.load(model_file(root / name, CONFIG)).positional
+            config = ModelConfig.load(model_file(root / name, CONFIG))
         except (ConfigError, CheckpointError, OSError):
             continue
+        if config.kind == "seq2seq":
+            kinds[name] = config.positional
     return kinds
 
 

@@ -1,6 +1,6 @@
 """Learn: watch attention form while a tiny Transformer trains on a synthetic task, with and without positional
 encoding side by side (`viz_model.lessons.watch_trainer`), or while induction heads form in a 2-layer attention-only
-language model (`app.induction_watch`). Training runs on the server, bounded in time and size, one per session."""
+language model (`induction_watch`). Training runs on the server, bounded in time and size, one per session."""
 
 import dataclasses
 import io
