@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
 from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
-from viz_model import language_model  # noqa: E402
+from viz_model.kinds import language_model  # noqa: E402
 from viz_model.nn.causal_lm import CausalLMOutput, maps_block  # noqa: E402
 from viz_model.nn.fused import FusedSelfAttention  # noqa: E402
 from viz_model.nn.model import HeadMask  # noqa: E402

@@ -10,8 +10,8 @@ import pytest
 import torch
 from support.long_lm import long_language_model, long_text
 
-from viz_model import language_model
 from viz_model.analysis.map_summary import block_edges, block_mean_grid
+from viz_model.kinds import language_model
 from viz_model.plot import long_map_figures, map_figures
 
 ATOL = 1e-6
