@@ -241,6 +241,13 @@ def test_the_encoder_options_belong_to_the_encoder_kind_and_it_is_not_trained_he
             ModelConfig(**{**encoder.to_dict(), **option})
     assert ModelConfig.from_dict(encoder.to_dict()) == encoder
     assert "type_vocab_size" not in ModelConfig().to_dict()
+    # the positions each kind takes: an encoder's list names DeBERTa's; a translator's does not
+    with pytest.raises(ConfigError, match="sinusoidal, learned, rope, alibi, relative, disentangled; got 'rotary'"):
+        ModelConfig(**{**encoder.to_dict(), "positional": "rotary"})
+    with pytest.raises(ConfigError, match="one of sinusoidal, learned, rope, alibi, relative; got 'rotary'"):
+        ModelConfig(positional="rotary")
+    with pytest.raises(ConfigError, match="disentangled positions .DeBERTa's. are of the encoder-only kind"):
+        ModelConfig(positional="disentangled")
     with pytest.raises(ConfigError, match="not trained here"):
         TrainConfig(model=encoder)
 

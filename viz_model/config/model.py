@@ -252,9 +252,10 @@ class ModelConfig:
         check_int("pad_id", self.pad_id, 0, self.vocab_size - 1)
         _check_float("dropout", self.dropout, 0.0, 0.99)
         _check_float("attention_dropout", self.attention_dropout, 0.0, 0.99)
-        _check_choice("positional", self.positional, (*POSITIONAL_KINDS, "disentangled"))
         if self.positional == "disentangled" and self.kind != "encoder":
             raise ConfigError("disentangled positions (DeBERTa's) are of the encoder-only kind (kind = \"encoder\")")
+        _check_choice("positional", self.positional,
+                      (*POSITIONAL_KINDS, "disentangled") if self.kind == "encoder" else POSITIONAL_KINDS)
         _check_choice("norm", self.norm, NORM_KINDS)
         _check_bool("share_embeddings", self.share_embeddings)
         _check_choice("sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
