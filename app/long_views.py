@@ -1,5 +1,5 @@
-"""The explorer's views of a long prompt (maps past `long_map_figures.LONG_MAP_TOKENS` tokens): their figures made
-once per trace and view (a rerun draws them again without remaking a map), let go with the trace."""
+"""The views of a long prompt (maps read by rows, past `on_demand.WHOLE_MAP_TOKENS` tokens): their figures made once
+per trace and view (a rerun draws them again without remaking a map), let go with the trace."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class ExploreSettings(PageSettings):
     head_view: Setting[dict | None] = Setting("hv_chart", None)  # the head view's selection
     focus: Setting[tuple[str, int] | None] = Setting("hv_focus", None)  # the head view's clicked token
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
-    long_draw: Setting[str] = Setting("long_draw", "blocks")  # a long prompt's heatmap: "blocks" or "window"
+    drawing: Setting[str] = Setting("long_draw", "blocks")  # a heatmap of maps read by rows: "blocks" or "window"
     new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
         "new_tokens", whole_number(1, MAX_LM_NEW_TOKENS), omit_default=True))  # a language model's continuation
     chat: Setting[bool] = Setting("lm_chat", False, Link("chat", one_of([True, False]), lambda v: str(bool(v)),

@@ -3,7 +3,6 @@ export buttons, and messages. Drawing only: the sidebar is `sidebar`, the trace 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 
 import plotly.graph_objects as go
@@ -24,7 +23,6 @@ from app.texts import (
 )
 from viz_model.data.typed_text import MAX_INPUT_CHARS
 from viz_model.kinds.translator import TranslationModel
-from viz_model.plot.long_map_figures import is_long
 from viz_model.trace import AttentionTrace
 
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": False}
@@ -196,22 +194,15 @@ def exports(fig: go.Figure, name: str, key: str, csv=None) -> None:
                                key=f"{key}_svg", on_click="ignore", icon=":material/image:")
 
 
-def downloaded(trace: AttentionTrace) -> AttentionTrace:
-    """The trace a download writes: its maps themselves where it keeps recipes but is short enough to draw whole (up
-    to `LONG_MAP_TOKENS` tokens: every short language-model trace), else `trace` (a long one's recipes)."""
-    made = {f"{kind}_attentions": list(trace.attentions(kind)) for kind in trace.recipes() if not is_long(trace, kind)}
-    return dataclasses.replace(trace, **made) if made else trace
-
-
 def trace_downloads(trace: AttentionTrace) -> None:
     with st.popover("Download trace", icon=":material/data_object:"):
-        recipes = any(is_long(trace, kind) for kind in trace.recipes())
+        recipes = any(trace.reading(kind) == "rows" for kind in trace.recipes())
         st.caption("Every attention map, mask, encoding and decoding step of this trace" + (
             " (a long prompt's maps as each layer's recipe: `AttentionTrace.load` makes them)." if recipes else "."))
-        st.download_button("Trace as JSON", data=lambda: downloaded(trace).to_json(), file_name="trace.json",
+        st.download_button("Trace as JSON", data=lambda: trace.with_whole_maps().to_json(), file_name="trace.json",
                            mime="application/json", key="trace_json", on_click="ignore")
-        st.download_button("Trace as NPZ (NumPy)", data=lambda: downloaded(trace).to_npz_bytes(), file_name="trace.npz",
-                           mime="application/octet-stream", key="trace_npz", on_click="ignore")
+        st.download_button("Trace as NPZ (NumPy)", data=lambda: trace.with_whole_maps().to_npz_bytes(),
+                           file_name="trace.npz", mime="application/octet-stream", key="trace_npz", on_click="ignore")
 
 
 # --- teaching pages ----------------------------------------------------------------------------------------------

@@ -26,6 +26,17 @@ FULL_MAPS_MAX_TOKENS = 0
 quiet run (``tests/library/test_maps_threshold.py``): keeping every map was nowhere faster by more than a tenth, so
 "auto" keeps recipes at every length."""
 MAP_MODES = ("auto", "full", "on_demand")  # how a trace keeps its maps
+WHOLE_MAP_TOKENS = 256
+"""Maps of up to this many query rows and keys are read whole: drawn cell by cell, every analysis run on them. Longer
+ones are read a head or a few rows at a time (`AttentionTrace.head_map`): drawn as blocks, windows and summaries, the
+analyses that need every map whole left out (`reading`)."""
+READINGS = ("whole", "rows")  # how a page reads a kind's maps: whole, or a head's rows at a time
+
+
+def reading(queries: int, keys: int) -> str:
+    """How maps of `queries` x `keys` are read (one of `READINGS`): "whole" up to `WHOLE_MAP_TOKENS` a side, else
+    "rows"."""
+    return "whole" if max(queries, keys) <= WHOLE_MAP_TOKENS else "rows"
 
 
 def check_maps(maps: object) -> str:

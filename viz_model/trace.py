@@ -28,7 +28,7 @@ from .nn.attention import causal_mask
 from .nn.kinds import check_kind
 from .nn.model import Seq2SeqOutput, Transformer
 from .nn.score_recipe import ScoreRecipe
-from .on_demand import OnDemandMaps, recipe_arrays, recipe_from_arrays, recipes_digest, translator_recipes
+from .on_demand import OnDemandMaps, reading, recipe_arrays, recipe_from_arrays, recipes_digest, translator_recipes
 from .tokenization.tokenizer import Tokenizer, word_ids
 
 FORMAT_VERSION = 1
@@ -173,6 +173,19 @@ class AttentionTrace:
         if isinstance(maps, OnDemandMaps):
             return maps.head(layer, head, rows)
         return maps[layer][head] if rows is None else maps[layer][head, rows]
+
+    def reading(self, kind: str) -> str:
+        """How a kind's maps are read (`on_demand.reading`): "whole" (drawn cell by cell) or "rows" (a head's rows at a
+        time: blocks, windows and summaries); decided here, from their size, for every page."""
+        _, n, m = self.map_shape(kind, 0)
+        return reading(n, m)
+
+    def with_whole_maps(self) -> AttentionTrace:
+        """The trace a download writes: its maps themselves where it keeps recipes of maps read whole (every short
+        language-model trace), else the recipes (a long one's: `load` makes the maps)."""
+        made = {f"{kind}_attentions": list(self.attentions(kind)) for kind in self.recipes()
+                if self.reading(kind) == "whole"}
+        return dataclasses.replace(self, **made) if made else self
 
     def recipes(self) -> dict[str, list[ScoreRecipe]]:
         """Per kind whose maps are made on demand, its layers' recipes."""

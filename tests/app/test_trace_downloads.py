@@ -1,6 +1,7 @@
 """The explorer's "Download trace" of a language model (CPU, fp32, the shipped `multi30k-lm-en`): a short prompt's
-trace keeps recipes (`FULL_MAPS_MAX_TOKENS` = 0) but its JSON and NPZ downloads hold every map, as before; past
-`LONG_MAP_TOKENS` tokens they hold the recipes (`AttentionTrace.load` makes the maps)."""
+trace keeps recipes (`FULL_MAPS_MAX_TOKENS` = 0) but its JSON and NPZ downloads (`AttentionTrace.with_whole_maps`)
+hold every map, as before; past `WHOLE_MAP_TOKENS` tokens they hold the recipes (`AttentionTrace.load` makes the
+maps)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import numpy as np
 import pytest
 
 import viz_model
-from app import widgets
 from viz_model.on_demand import OnDemandMaps
 from viz_model.trace import AttentionTrace
 
@@ -27,7 +27,7 @@ def traces():
 def test_a_short_prompts_downloads_hold_every_map(traces):
     trace, full = traces
     assert isinstance(trace.decoder_attentions, OnDemandMaps)  # what the explorer's cache holds
-    saved = widgets.downloaded(trace)
+    saved = trace.with_whole_maps()
     arrays = np.load(io.BytesIO(saved.to_npz_bytes()))
     data = json.loads(saved.to_json())
     assert "recipes" not in data
@@ -40,6 +40,6 @@ def test_a_short_prompts_downloads_hold_every_map(traces):
 
 def test_a_long_prompts_downloads_keep_the_recipes(traces, monkeypatch):
     trace, _ = traces
-    monkeypatch.setattr("viz_model.plot.long_map_figures.LONG_MAP_TOKENS", 4)  # this trace counts as long
-    assert widgets.downloaded(trace) is trace
-    assert "decoder_attentions/0/queries" in np.load(io.BytesIO(widgets.downloaded(trace).to_npz_bytes()))
+    monkeypatch.setattr("viz_model.on_demand.WHOLE_MAP_TOKENS", 4)  # this trace counts as long
+    assert trace.with_whole_maps() is trace
+    assert "decoder_attentions/0/queries" in np.load(io.BytesIO(trace.with_whole_maps().to_npz_bytes()))

@@ -31,7 +31,7 @@ def traces(lm):
 
 def test_the_fixture_is_long_and_on_demand(traces):
     lazy, full = traces
-    assert long_map_figures.is_long(lazy, "decoder")
+    assert lazy.reading("decoder") == "rows"
     assert type(lazy.decoder_attentions).__name__ == "OnDemandMaps" and isinstance(full.decoder_attentions, list)
 
 
@@ -116,7 +116,7 @@ def test_the_head_view_window_reads_its_rows_and_names_positions(traces):
 
 def test_short_traces_draw_as_before(lm):
     trace = lm.trace("a man in a red shirt", 2)
-    assert not long_map_figures.is_long(trace, "decoder")
+    assert trace.reading("decoder") == "whole"
     fig = map_figures.head_view(trace, "decoder", 0, [1])
     markers = [t for t in fig.data if t.name == "query tokens"][0]
     assert [list(c) for c in markers.customdata] == [["query", i] for i in range(len(trace.target_tokens))]

@@ -12,7 +12,6 @@ from ..nn.kinds import KIND_TITLES, check_kind
 from ..trace import AttentionTrace
 from .figure_style import WEIGHT_SCALE, escape
 from .map_figures import (
-    MAX_TICK_LABELS,
     Head,
     axis_names,
     check_head,
@@ -22,17 +21,10 @@ from .map_figures import (
     tiled_model_view,
 )
 
-LONG_MAP_TOKENS = MAX_TICK_LABELS  # maps with more query rows or keys than this: drawn downsampled or windowed
 DOWNSAMPLED_CELLS = 256  # the most blocks a downsampled map has a side
 SUMMARY_CELLS = 32  # the blocks a side of each map of a long trace's model view
 SUMMARY_ROWS = 8  # query rows read per block of a long trace's model view (every step-th row)
 WINDOW_TOKENS = 128  # a map window's side
-
-
-def is_long(trace: AttentionTrace, kind: str) -> bool:
-    """Whether the maps of `kind` are too long to draw cell by cell (more than `LONG_MAP_TOKENS` rows or keys)."""
-    _, n, m = trace.map_shape(kind, 0)
-    return max(n, m) > LONG_MAP_TOKENS
 
 
 def _block_names(tokens: list[str], edges: np.ndarray) -> list[str]:

@@ -4,10 +4,15 @@ a figure's token axis turned into a positions axis (tokens on hover)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.map_summary import block_edges, check_size
+from ..on_demand import reading
+from .decoding_figures import causal_growth_figure
 from .figure_style import escape
 from .long_map_figures import DOWNSAMPLED_CELLS
 from .masking_figures import mask_matrix_figure
@@ -89,3 +94,41 @@ def positions_axis(fig: go.Figure, title: str) -> go.Figure:
     fig.update_xaxes(tickmode="auto", tickvals=None, ticktext=None, dtick=None, tickangle=0,
                      title=dict(text=title))
     return fig
+
+
+def token_axis(fig: go.Figure, tokens: int, title: str) -> go.Figure:
+    """`fig` as drawn, a tick a token, where its x axis of `tokens` keys is read whole (`on_demand.reading`), else
+    with `positions_axis` (titled `title`)."""
+    return fig if reading(1, tokens) == "whole" else positions_axis(fig, title)
+
+
+def mask_drawings(mask: np.ndarray, query_labels: list[str], key_labels: list[str], title: str, around: int
+                  ) -> list[tuple[go.Figure, str]]:
+    """A ``(q, k)`` mask drawn cell by cell (`mask_matrix_figure`) where it is read whole (`on_demand.reading`), else
+    as blocks and a window of its cells around position `around`: each figure with its name's suffix."""
+    if reading(*mask.shape) == "whole":
+        return [(mask_matrix_figure(mask, query_labels, key_labels, title), "")]
+    first = window_start(around, max(mask.shape))
+    return [(downsampled_mask(mask, title), ""),
+            (mask_window(mask, query_labels, key_labels, first, first, title), "-window")]
+
+
+
+def causal_step_figure(labels: Sequence[str], t: int, rows: int = MASK_WINDOW_TOKENS) -> go.Figure:
+    """The causal mask after the step read at position `t` (`causal_growth_figure`): every row where it is read whole
+    (`on_demand.reading`), else its last `rows` rows (their cells exact), the title saying which."""
+    if reading(len(labels), len(labels)) == "whole":
+        return causal_growth_figure(labels, t)
+    first = max(0, t - rows + 1)
+    fig = causal_growth_figure([f"{p} {labels[p]}" for p in range(first, t + 1)], t - first)
+    fig.update_layout(title=dict(text=f"Causal mask after step {t + 1}, its last {t + 1 - first} rows and columns "
+                                      f"(positions {first}–{t} of 0–{t}): the new row (red) sees keys 0..{t}"))
+    return placed(fig, first, first)
+
+
+def token_bars(values: np.ndarray, ticks: list[str], **bar: Any) -> go.Figure:
+    """A bar a token (`bar`: the `go.Bar`'s other settings), named by `ticks` where they are read whole
+    (`on_demand.reading`), else drawn at its position on a "key position" axis, its tick on hover."""
+    whole = reading(1, len(ticks)) == "whole"
+    fig = go.Figure(go.Bar(x=ticks if whole else list(range(len(ticks))), y=values, customdata=ticks, **bar))
+    return fig if whole else fig.update_xaxes(title=dict(text="key position (hover for the token)"))

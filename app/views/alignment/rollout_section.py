@@ -11,7 +11,7 @@ from app import analyze_pages, long_views, state, token_picker, widgets
 from app.page_settings import ALIGNMENT as own
 from viz_model.analysis import rollout
 from viz_model.nn import kinds
-from viz_model.plot import analysis_figures, long_map_figures, row_strip_figures
+from viz_model.plot import analysis_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
 
@@ -36,9 +36,11 @@ def rollout_section(trace: AttentionTrace, self_kinds: tuple[str, ...], caption:
         state.bound(st.slider, "Residual share (identity)", own.residual, 0.0, 1.0, step=0.05,
                     help="How much of each position passes a layer unchanged through the residual connection.")
     layer, residual = int(own.rollout_layer.get()) - 1, float(own.residual.get())
-    if long_map_figures.is_long(trace, kind):
-        long_rollout(trace, kind, layer, residual)
-        return
+    ROLLOUTS[trace.reading(kind)](trace, kind, layer, residual)
+
+
+def whole_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) -> None:
+    """Maps read whole: the raw map, the rollout and (short inputs) the flow, each drawn cell by cell."""
     maps = trace.attentions(kind)
     queries, keys = trace.axes(kind)
     panels = [("raw", maps[layer].mean(axis=0), f"Raw attention, layer {layer + 1} (mean over heads)"),
@@ -60,9 +62,9 @@ def rollout_section(trace: AttentionTrace, self_kinds: tuple[str, ...], caption:
                 f"maximum-flow problem per pair of tokens ({len(keys)}² here). Shorten the input to see it.")
 
 
-def long_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) -> None:
-    """A long trace's rollout: one query token's row (picked by search or on the strip), carried layer by layer
-    (`rollout.rollout_rows`), beside its raw head-mean row, as strips over the prompt with their top tokens."""
+def row_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) -> None:
+    """Maps read by rows (a long trace's): one query token's row (picked by search or on the strip), carried layer
+    by layer (`rollout.rollout_rows`), beside its raw head-mean row, as strips over the prompt with their top tokens."""
     queries, keys = trace.axes(kind)
     n = len(queries)
     own.rollout_token.init(f"q{n - 1}")
@@ -95,3 +97,6 @@ def long_rollout(trace: AttentionTrace, kind: str, layer: int, residual: float) 
                          width="stretch")
     st.info(f"Attention flow is shown for up to {analyze_pages.FLOW_MAX_TOKENS} tokens: it solves one maximum-flow "
             f"problem per pair of tokens ({n}² here). Shorten the input to see it.")
+
+
+ROLLOUTS = {"whole": whole_rollout, "rows": row_rollout}  # per `AttentionTrace.reading`: how the section draws

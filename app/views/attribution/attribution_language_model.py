@@ -10,7 +10,6 @@ from app.shared_settings import SHARED
 from app.views.attribution import attribution_lm
 from app.views.attribution import attribution_sections as sections
 from viz_model.attribution import METHODS
-from viz_model.plot import attribution_figures, long_map_figures
 
 session = sessions.require_session()
 sections.heading("continuation: each of its tokens from the prompt and the continuation's earlier tokens "
@@ -29,13 +28,11 @@ if EXPLORE.chat.get():
 
 chosen, steps, tolerance = sections.pick_methods(attribution_lm.choices(sections.CHOICES))
 computed = tuple(m for m in METHODS if m in {*chosen, "alti"})  # the share chart needs ALTI+
-long = long_map_figures.is_long(trace, "decoder")  # maps on demand: some methods left out
+reading = attribution_lm.READINGS[trace.reading("decoder")]  # by rows: maps on demand, some methods left out
 try:
-    if long:
-        computed = attribution_lm.long_prompt_methods(
-            session.model, SHARED.sentence.get(""), own.target.get(),
-            len(trace.target_tokens) - completion.prompt_length(trace), computed, steps)
-        chosen = [m for m in chosen if m in computed]
+    computed = reading.runs(session.model, SHARED.sentence.get(""), own.target.get(),
+                            len(trace.target_tokens) - completion.prompt_length(trace), computed, steps)
+    chosen = [m for m in chosen if m in computed]
     ranked = sections.ranked_of(chosen)
     if not ranked:
         st.info("None of the methods picked runs on a prompt this long: pick value-weighted attention.")
@@ -46,7 +43,7 @@ try:
         traced = None if forced or EXPLORE.chat.get() else (tuple(trace.target_ids[:p]), tuple(trace.target_ids[p:]))
         result = attribution_lm.continuation_attribution(
             session.ref.stored, SHARED.sentence.get(""), forced, len(trace.target_tokens) - p, computed, steps,
-            tolerance, "on_demand" if long else "full", traced)
+            tolerance, reading.maps, traced)
 except ValueError as err:
     widgets.input_problem(err, sections.CANNOT)
     st.stop()
@@ -59,21 +56,12 @@ if result.alti is not None:
 
 # --- one output token, every method -----------------------------------------------------------------------------
 output = sections.pick_output(result)
-if long:
-    fig = attribution_lm.methods_strip(result, output, ranked)
-    widgets.chart(fig, "methods", key="at_methods_chart")
-    st.caption(f"Each method's scores over the {len(result.source_tokens)} prompt tokens for this output token, "
-               "scaled so that its largest magnitude is 1, one strip a method (hover for the position and its token); "
-               "the tokens each method ranks highest:")
-    st.dataframe(attribution_lm.top_table(result, output, ranked), hide_index=True, width="stretch")
-else:
-    fig = sections.methods_chart(result, output, ranked, "prompt")
+fig = reading.methods(result, output, ranked)
 sections.methods_export_and_gap(fig, result, output, ranked)
 st.caption(attribution_lm.NO_FOIL)
 
 # --- the full matrix ------------------------------------------------------------------------------------------------
-sections.matrix_section(ranked, lambda method: (attribution_lm.matrix_strip(result, method) if long else
-                                                attribution_figures.contribution_figure(result, method)),
+sections.matrix_section(ranked, lambda method: reading.matrix(result, method),
                         "ALTI+ and the gradient methods also score the continuation's earlier tokens (right of the "
                         "line); value-weighted attention scores the prompt only.")
 

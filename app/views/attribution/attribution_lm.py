@@ -3,12 +3,18 @@ the prompt and the continuation's earlier tokens (`viz_model.attribution.attribu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import widgets
 from app.sessions import ModelRef, load_model
+from app.views.attribution import attribution_sections as sections
 from viz_model.attribution import Attribution, attribute_continuation
 from viz_model.attribution.long_prompt import refusals
 from viz_model.attribution.scoring import CROSS_METHODS, attribute_continuation_ids
@@ -40,6 +46,12 @@ def continuation_attribution(ref: ModelRef, prompt: str, continuation: str, new_
     return result
 
 
+def every_method(model: LanguageModel, prompt: str, continuation: str, new_tokens: int,
+                 methods: tuple[str, ...], steps: int) -> tuple[str, ...]:
+    """`methods`, every one: each runs on a prompt whose maps are read whole."""
+    return methods
+
+
 def long_prompt_methods(model: LanguageModel, prompt: str, continuation: str, new_tokens: int,
                         methods: tuple[str, ...], steps: int) -> tuple[str, ...]:
     """Of `methods`, those that run on this long prompt, after one line for each kind left out (the method and its
@@ -60,6 +72,18 @@ def methods_strip(result: Attribution, output: int, methods: tuple[str, ...]) ->
     return row_strip_figures.strip_figure(
         scaled, result.source_tokens, [attribution_figures.method_label(m) for m in methods],
         f"Why “{result.output_tokens[output]}” (output {output}): each method's prompt scores, scaled to its largest")
+
+
+def methods_strip_section(result: Attribution, output: int, methods: tuple[str, ...]) -> go.Figure:
+    """A long prompt's methods side by side (`methods_strip`), drawn, with the tokens each ranks highest; the
+    figure."""
+    fig = methods_strip(result, output, methods)
+    widgets.chart(fig, "methods", key="at_methods_chart")
+    st.caption(f"Each method's scores over the {len(result.source_tokens)} prompt tokens for this output token, "
+               "scaled so that its largest magnitude is 1, one strip a method (hover for the position and its token); "
+               "the tokens each method ranks highest:")
+    st.dataframe(top_table(result, output, methods), hide_index=True, width="stretch")
+    return fig
 
 
 def top_table(result: Attribution, output: int, methods: tuple[str, ...], k: int = row_strip_figures.TOP_TOKENS
@@ -98,3 +122,21 @@ def share_figure(result: Attribution) -> go.Figure:
         bar.hovertemplate = f"%{{x}}<br>from the {name}: %{{y:.1%}}<extra></extra>"
     fig.update_layout(title=dict(text="ALTI+: where each continuation token's prediction comes from"))
     return fig
+
+
+@dataclass(frozen=True)
+class PromptReading:
+    """How the page attributes a prompt whose maps are read whole or by rows: the methods that run (after a line for
+    each left out), the maps the attribution reads ("full" or "on_demand"), the methods side by side for one output
+    (drawn; the figure) and a method's every output token."""
+
+    runs: Callable[[LanguageModel, str, str, int, tuple[str, ...], int], tuple[str, ...]]
+    maps: str
+    methods: Callable[[Attribution, int, tuple[str, ...]], go.Figure]
+    matrix: Callable[[Attribution, str], go.Figure]
+
+
+READINGS = {  # per `AttentionTrace.reading`
+    "whole": PromptReading(every_method, "full", partial(sections.methods_chart, over="prompt"),
+                           attribution_figures.contribution_figure),
+    "rows": PromptReading(long_prompt_methods, "on_demand", methods_strip_section, matrix_strip)}

@@ -4,6 +4,9 @@ step from the layer's own weights (`head_steps`), the weights checked against th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +17,7 @@ from app.page_settings import BY_HAND as own
 from app.sessions import ModelRef, Session, load_model
 from app.views.by_hand.head_steps import HeadSteps, head_steps
 from viz_model.lessons import typed_matrices
-from viz_model.plot import analysis_figures, long_map_figures, long_mask_figures, row_strip_figures
+from viz_model.plot import analysis_figures, long_mask_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
 TOP_KEYS = 16  # a long prompt's query row: the keys it weighs most, listed first
@@ -67,7 +70,7 @@ def page(session: Session) -> None:
         st.stop()
     cfg = session.model.config
     layers, heads, n = trace.num_layers["decoder"], trace.num_heads, len(trace.target_tokens)
-    long = long_map_figures.is_long(trace, "decoder")  # one query row worked out, read alone from the trace
+    reading = READINGS[trace.reading("decoder")]  # by rows: one query row worked out, read alone from the trace
     labels = [f"{j}: {t}" for j, t in enumerate(trace.target_tokens)]
     a, b, c = st.columns(3)
     with a:
@@ -78,33 +81,22 @@ def page(session: Session) -> None:
         state.clamp_choice(own.lm_head, list(range(1, heads + 1)), 1, "Head")
         state.bound(st.selectbox, "Head", own.lm_head, list(range(1, heads + 1)),
                     format_func=completion.grouped_head_label(trace))
-    if long:
-        own.lm_token.init(f"q{completion.prompt_length(trace) - 1}")
-        i = token_picker.token_picker(trace.target_tokens, own.lm_token, what="query token",
-                                      default=completion.prompt_length(trace) - 1)
-    else:
-        with c:
-            state.clamp_choice(own.lm_query, list(range(n)), completion.prompt_length(trace) - 1, "Query")
-            state.bound(st.selectbox, "Follow the query of token", own.lm_query, list(range(n)),
-                        format_func=lambda i: labels[i])
-        i = int(own.lm_query.get())
+    i = reading.pick(trace, labels, c)
     layer, head = int(own.lm_layer.get()) - 1, int(own.lm_head.get()) - 1
     with st.spinner("Working the head through…"):
-        steps = cached_steps(session.ref.stored, tuple(trace.target_ids), layer, head, (i, i + 1) if long else None)
+        steps = cached_steps(session.ref.stored, tuple(trace.target_ids), layer, head, reading.rows(i))
     # checked against the map the trace recorded while it continued the prompt (the one Complete & explore draws;
     # a long prompt's: the query's row alone, made on demand)
-    recorded = trace.head_map("decoder", layer, head, slice(i, i + 1) if long else None)
+    recorded = trace.head_map("decoder", layer, head, reading.recorded(i))
     steps = dataclasses.replace(steps, recorded=np.asarray(recorded, dtype=np.float64))
-    shown = around(i, n) if long else list(range(n))  # the tokens the tables of q and k list
+    shown = reading.shown(i, n)  # the tokens the tables of q and k list
 
     st.subheader("1. Queries and keys")
     kv = ("" if steps.kv_head is None else
           f" Query heads share key/value heads here: head {head + 1} reads key/value head {steps.kv_head + 1}, so "
           "its keys are the same as those of every query head in its group.")
     st.caption(f"x: the layer's input after its {cfg.normalization} norm ({n} tokens × d_model = {cfg.d_model}). "
-               f"q = x W_q and k = x W_k, this head's {steps.q.shape[1]} columns (d_k)." + kv + (
-                   f" The tables list the {len(shown)} tokens {shown[0]}–{shown[-1]} around token {i}."
-                   if long else ""))
+               f"q = x W_q and k = x W_k, this head's {steps.q.shape[1]} columns (d_k)." + kv + reading.note(shown, i))
     stages_q = [("x W_q", steps.q_projected)] + ([("after the query norm", steps.q_normed)]
                                                  if steps.q_normed is not None else [])
     stages_k = [("x W_k", steps.k_projected)] + ([("after the key norm", steps.k_normed)]
@@ -134,10 +126,28 @@ def page(session: Session) -> None:
     st.caption(f"Each key's score q·k ÷ {'√d_k' if steps.divisor != 1 else '1 (unscaled)'} = {steps.divisor:.4g}; "
                f"the causal mask{window} sets every hidden key's score to −∞, so its weight is exactly 0; the "
                "softmax of the rest sums to 1.")
-    if long:
-        long_query_tables(trace, steps, labels, i)
-        long_query_strip(trace, steps, layer, head, i)
-        return
+    reading.query(trace, steps, labels, layer, head, i)
+
+
+def pick_in_column(trace: AttentionTrace, labels: list[str], column) -> int:
+    """The query followed, picked in `column` among every token."""
+    n = len(labels)
+    with column:
+        state.clamp_choice(own.lm_query, list(range(n)), completion.prompt_length(trace) - 1, "Query")
+        state.bound(st.selectbox, "Follow the query of token", own.lm_query, list(range(n)),
+                    format_func=lambda i: labels[i])
+    return int(own.lm_query.get())
+
+
+def pick_by_search(trace: AttentionTrace, labels: list[str], column) -> int:
+    """The query followed, picked by search or on the strip (a long prompt's: no list of every token)."""
+    own.lm_token.init(f"q{completion.prompt_length(trace) - 1}")
+    return token_picker.token_picker(trace.target_tokens, own.lm_token, what="query token",
+                                     default=completion.prompt_length(trace) - 1)
+
+
+def whole_query(trace: AttentionTrace, steps: HeadSteps, labels: list[str], layer: int, head: int, i: int) -> None:
+    """Maps read whole: the query's row as a table, then every query at once, worked out and recorded."""
     st.dataframe(query_table(steps, labels, i).style.format(precision=4), hide_index=True, width="stretch")
 
     st.subheader("3. Every query at once")
@@ -161,7 +171,13 @@ def page(session: Session) -> None:
                    "recorded while it continued the prompt (the one Complete & explore draws).")
 
 
-def long_query_tables(trace: AttentionTrace, steps: HeadSteps, labels: list[str], i: int) -> None:
+def row_query(trace: AttentionTrace, steps: HeadSteps, labels: list[str], layer: int, head: int, i: int) -> None:
+    """Maps read by rows (a long prompt's): the query row's tables, then the row over the whole prompt."""
+    row_query_tables(trace, steps, labels, i)
+    row_query_strip(trace, steps, layer, head, i)
+
+
+def row_query_tables(trace: AttentionTrace, steps: HeadSteps, labels: list[str], i: int) -> None:
     """A long prompt's query row: the keys it weighs most, then a window of keys picked by search or on the strip."""
     r = i - steps.first_row
     top = [int(j) for j in np.argsort(-steps.weights[r], kind="stable")[:TOP_KEYS]]
@@ -176,7 +192,7 @@ def long_query_tables(trace: AttentionTrace, steps: HeadSteps, labels: list[str]
                f"{steps.weights[r].sum():.6f}.")
 
 
-def long_query_strip(trace: AttentionTrace, steps: HeadSteps, layer: int, head: int, i: int) -> None:
+def row_query_strip(trace: AttentionTrace, steps: HeadSteps, layer: int, head: int, i: int) -> None:
     """A long prompt's step 3: the query's row worked out here and the one recorded, as strips over the prompt."""
     st.subheader(f"3. Token {i}'s row over the whole prompt")
     r = i - steps.first_row
@@ -191,3 +207,25 @@ def long_query_strip(trace: AttentionTrace, steps: HeadSteps, layer: int, head: 
     st.metric("Largest difference from the row the model recorded", f"{steps.difference:.1e}",
               help="The row above, worked out step by step in float64, against the same row of the attention map "
                    "the trace records (made on demand from the layer's queries and keys).")
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """How the page follows a query, for maps read whole or by rows: the picker, the query rows worked out and those
+    of the recorded map read (None: all), the tokens the q and k tables list, the caption's note on them and the
+    query's tables and figures."""
+
+    pick: Callable[[AttentionTrace, list[str], Any], int]
+    rows: Callable[[int], tuple[int, int] | None]
+    recorded: Callable[[int], slice | None]
+    shown: Callable[[int, int], list[int]]
+    note: Callable[[list[int], int], str]
+    query: Callable[[AttentionTrace, HeadSteps, list[str], int, int, int], None]
+
+
+READINGS = {  # per `AttentionTrace.reading`
+    "whole": QueryReading(pick_in_column, lambda i: None, lambda i: None, lambda i, n: list(range(n)),
+                          lambda shown, i: "", whole_query),
+    "rows": QueryReading(pick_by_search, lambda i: (i, i + 1), lambda i: slice(i, i + 1), around,
+                         lambda shown, i: f" The tables list the {len(shown)} tokens {shown[0]}–{shown[-1]} around "
+                                          f"token {i}.", row_query)}

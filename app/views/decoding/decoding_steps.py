@@ -6,18 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from app import state, widgets
 from app.page_settings import DECODING as own
 from viz_model.plot import decoding_figures, long_mask_figures
-from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.search.hypotheses import BeamTree
 from viz_model.trace import AttentionTrace
 
 ROWS = {"cross": ("Cross-attention", "source"), "decoder": ("Self-attention", "earlier")}  # title, key side
-MASK_ROWS = long_mask_figures.MASK_WINDOW_TOKENS  # a long prompt's causal mask: its last rows drawn
 
 
 def step_rows(trace: AttentionTrace, kind: str, layer: int, t: int, keys: int) -> np.ndarray:
@@ -25,18 +22,6 @@ def step_rows(trace: AttentionTrace, kind: str, layer: int, t: int, keys: int) -
     (`AttentionTrace.head_map`: a long trace's maps are never made a layer at once)."""
     heads = trace.map_shape(kind, layer)[0]
     return np.stack([trace.head_map(kind, layer, head, slice(t, t + 1))[0, :keys] for head in range(heads)])
-
-
-def causal_mask_figure(labels: Sequence[str], t: int) -> go.Figure:
-    """The causal mask after the step read at position `t`: every row, or past `LONG_MAP_TOKENS` tokens the last
-    `MASK_ROWS` rows (their cells exact), the title saying which."""
-    if len(labels) <= LONG_MAP_TOKENS:
-        return decoding_figures.causal_growth_figure(labels, t)
-    first = max(0, t - MASK_ROWS + 1)
-    fig = decoding_figures.causal_growth_figure([f"{p} {labels[p]}" for p in range(first, t + 1)], t - first)
-    fig.update_layout(title=dict(text=f"Causal mask after step {t + 1}, its last {t + 1 - first} rows and columns "
-                                      f"(positions {first}–{t} of 0–{t}): the new row (red) sees keys 0..{t}"))
-    return long_mask_figures.placed(fig, first, first)
 
 
 def step_panels(trace: AttentionTrace, t: int, number: int, kind: str, keys: Sequence[str],
@@ -61,13 +46,12 @@ def step_panels(trace: AttentionTrace, t: int, number: int, kind: str, keys: Seq
         layer = int(own.layer.get()) - 1
         rows = step_rows(trace, kind, layer, t, len(keys))
         fig = decoding_figures.cross_rows_figure(rows, keys, layer, number - 1, step.token, title, side)
-        if len(keys) > LONG_MAP_TOKENS:
-            long_mask_figures.positions_axis(fig, f"{side} tokens (position; hover for the token)")
+        long_mask_figures.token_axis(fig, len(keys), f"{side} tokens (position; hover for the token)")
         name, short = f"step{number}-{title.lower()}", "cross" if kind == "cross" else "self"
         widgets.chart(fig, name, key=f"dec_{short}_chart")
         widgets.exports(fig, name, f"dec_{short}")
         st.caption(note(layer))
-    fig = causal_mask_figure(trace.target_tokens, t)
+    fig = long_mask_figures.causal_step_figure(trace.target_tokens, t)
     widgets.chart(fig, f"step{number}-causal-mask", key="dec_mask_chart")
     widgets.exports(fig, f"step{number}-causal-mask", "dec_mask")
     st.caption(mask_note)

@@ -9,16 +9,13 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import long_views, sessions, state, token_picker, widgets
+from app import sessions, state, widgets
 from app.page_settings import EXPLORE as own
-from app.shared_settings import LEVEL_LABELS, SHARED, VIEWS
+from app.shared_settings import SHARED, VIEWS
+from app.views.explore.explore_readings import READINGS
 from viz_model.nn import kinds
-from viz_model.plot import head_groups, long_map_figures, map_figures
+from viz_model.plot import head_groups, map_figures
 from viz_model.trace import AttentionTrace
-
-LONG_DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}
-HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token
-FOCUS_COLUMN_ROWS = 512  # the queries a long prompt's token focus reads its column over, from the token on
 
 
 @dataclass(frozen=True)
@@ -64,10 +61,8 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
     layer_count = trace.num_layers[kind]
     head_count = trace.num_heads
     layer_options = list(range(1, layer_count + 1))
-    long = long_map_figures.is_long(trace, kind)  # maps too long to draw cell by cell: blocks, windows, summaries
-    head_options = state.head_options(head_count)
-    if long and view == "heatmap":  # one head's map is read alone; mean and max would make every map
-        head_options = [h for h in head_options if isinstance(h, int)]
+    reading = READINGS[trace.reading(kind)]  # by rows: maps too long to draw cell by cell (blocks, windows, summaries)
+    head_options = reading.head_options(state.head_options(head_count), view)
     current_layer = SHARED.layer.get()
     notices.append(state.clamp_choice(SHARED.layer, layer_options, min(current_layer, layer_count)
                                       if isinstance(current_layer, int) else 1, "Layer"))
@@ -80,23 +75,8 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
         with columns[2]:
             state.bound(st.selectbox, "Head", SHARED.head, head_options,
                         format_func=parts.head_label(trace))
-    if view == "heatmap" and long:
-        SHARED.level.set("piece")
-        with columns[3]:
-            own.long_draw.init()
-            state.bound(st.radio, "Draw", own.long_draw, list(LONG_DRAWINGS), format_func=LONG_DRAWINGS.get,
-                        help=f"A map of {len(trace.axes(kind)[0])} tokens has too many cells to draw one by one: "
-                             "blocks show all of it, a window shows every weight of a part of it.")
-    elif view == "heatmap":
-        with columns[3]:
-            state.clamp_choice(SHARED.level, list(LEVEL_LABELS), "piece", "Granularity")
-            state.bound(st.selectbox, "Granularity", SHARED.level, list(LEVEL_LABELS), format_func=LEVEL_LABELS.get)
-    if view == "heatmap" and kind != "encoder" and not long:
-        own.rows.init()
-        state.bound(st.radio, "Label decoder rows by", own.rows, list(map_figures.ROW_LABELS), horizontal=True,
-                    format_func={"input": "the token each row reads (decoder input)",
-                                 "output": "the token each row predicts"}.get,
-                    help="Row t of a decoder or cross-attention map reads token t and predicts token t + 1.")
+    if view == "heatmap":
+        reading.heatmap_controls(trace, kind, columns[3])
     if view == "heatmap" and not parts.value_measures:
         own.measure.set("weights")  # value-weighted maps and contributions: translation models for now
     elif view == "heatmap":
@@ -117,11 +97,6 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
 
 
     # --- views -------------------------------------------------------------------------------------------------------
-    def picked_position() -> int:
-        """A long prompt's token, picked by search or on the strip (the window and the token focus open at it)."""
-        return token_picker.token_picker(trace.axes(kind)[0], own.token)
-
-
     def open_from_model_view() -> None:
         point = state.selected_point(own.model_view.get())
         if point is None:
@@ -138,46 +113,8 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
         own.focus.set(None if point is None else (str(point[0]), int(point[1])))
 
 
-    if view == "heatmap" and long:
-        n = len(trace.axes(kind)[0])
-        if own.long_draw.get() == "window":
-            position = picked_position()
-            first = max(0, min(position - long_map_figures.WINDOW_TOKENS // 2, n - long_map_figures.WINDOW_TOKENS))
-            fig = long_views.cached_figure(trace, ("window", kind, layer, head, first), lambda: (
-                long_map_figures.map_window(trace, kind, layer, head, first, first)))
-            note = (f"Every weight of queries and keys {first} to {first + long_map_figures.WINDOW_TOKENS - 1} around "
-                    f"token {position}, exact (hover a cell); pick another token to move the window.")
-        else:
-            fig = long_views.cached_figure(trace, ("blocks", kind, layer, head), lambda: (
-                long_map_figures.downsampled_map(trace, kind, layer, head)))
-            note = (f"Downsampled: the {n} x {n} map is drawn as blocks, each its strongest weight (hover for its mean "
-                    "too); zoom in by dragging, or draw a window to read every weight.")
-        parts.mark_map(fig, trace, layer)
-        widgets.chart(fig, name, key="heatmap_chart")
-        st.caption(note + " Rows are queries, columns are keys; each row sums to 1.")
-        widgets.exports(fig, name, "heatmap")
-
-    elif view == "heatmap":
-        level = SHARED.level.get()
-        measure = own.measure.get()
-        attribution = None
-        if measure != "weights":
-            with st.spinner("Computing the contributions…"):
-                attribution = session.attribution(trace, ("value_weighted", "alti"))
-            if measure == "contributions":
-                st.caption("Contributions are per layer: the head choice does not apply." + (
-                    " Cross-attention's last column is the decoder's own residual stream." if kind == "cross" else ""))
-        amap = map_figures.attention_map(trace, kind, layer, head, level, own.rows.get(), measure, attribution)
-        name = name if measure == "weights" else f"{name}-{measure}"
-        fig = map_figures.map_heatmap(amap)
-        if level == "piece":
-            parts.mark_map(fig, trace, layer)
-        widgets.chart(fig, name, key="heatmap_chart")
-        parts.heatmap_note(trace, layer, level)
-        st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
-                   "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
-                   "(shown on hover).")
-        widgets.exports(fig, name, "heatmap", csv=lambda: map_figures.map_dataframe(amap))
+    if view == "heatmap":
+        reading.heatmap(session, trace, parts, kind, layer, head, name)
 
     elif view == "model":
         aggregate_options = ["heads", "mean", "max"]
@@ -186,21 +123,9 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
                     format_func={"heads": "Every head", "mean": "Mean over heads, per layer",
                                  "max": "Max over heads, per layer"}.get)
         aggregate = None if own.aggregate.get() == "heads" else own.aggregate.get()
-        if long:
-            with st.spinner("Summarising every head…"):
-                fig = long_views.cached_figure(trace, ("model", kind, aggregate), lambda: (
-                    long_map_figures.summary_model_view(trace, kind, aggregate)))
-            long_map_figures.select_map(fig, trace, kind, aggregate, (layer, head))
-        else:
-            fig = map_figures.model_view(trace, kind, aggregate, selected=(layer, head))
-        if not long:
-            parts.mark_model_view(fig, trace, kind, aggregate)
+        fig = reading.model_view(trace, parts, kind, aggregate, (layer, head))
         widgets.chart(fig, f"{kind}-model-view", key=own.model_view.key, on_select=open_from_model_view)
-        if long:
-            st.caption(f"A {len(trace.axes(kind)[0])}-token prompt: each map is drawn from a summary, the mean weight "
-                       f"of each block of query rows and keys, read over {long_map_figures.SUMMARY_ROWS} evenly spaced "
-                       "rows of the block (the title says how far apart); the head heatmap draws one map whole.")
-        st.caption("Click a map to open it in the head heatmap." + ("" if long else parts.model_view_note(trace)))
+        reading.model_notes(trace, parts, kind)
         widgets.exports(fig, f"{kind}-model-view", "model")
 
     elif view == "head":
@@ -224,14 +149,7 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
             focus = None
             own.focus.set(None)
         groups = parts.groups(trace)
-        window = None
-        if long:
-            position = picked_position()
-            first = max(0, min(position - HEAD_VIEW_TOKENS // 2, len(queries) - HEAD_VIEW_TOKENS))
-            window = slice(first, first + HEAD_VIEW_TOKENS)
-            st.caption(f"A {len(queries)}-token prompt: the lines among positions {first} to "
-                       f"{first + HEAD_VIEW_TOKENS - 1} around token {position} (pick another token to move them); "
-                       "lines to keys outside them are left out.")
+        window = reading.head_window(trace, kind)
         fig = map_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
                                       colors=None if groups is None else head_groups.group_colors(groups),
                                       names=None if groups is None else head_groups.group_names(groups),
@@ -260,21 +178,10 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
 
             def describe(option: str) -> str:
                 return f"{int(option[1:])}: {queries[int(option[1:])]}"
-        if long and kind != "cross":
-            picked_position()
-        else:
-            state.clamp_choice(own.token, options, options[min(1, len(options) - 1)], "Token")
-            state.bound(st.selectbox, "Token", own.token, options, format_func=describe)
+        reading.focus_token(trace, kind, options, describe)
         choice = own.token.get()
         side = "query" if choice[0] == "q" else "key"
-        if long:  # made once per trace, token and head: a rerun draws it again without remaking a map
-            fig = long_views.cached_figure(trace, ("focus", kind, side, int(choice[1:]), head), lambda: (
-                map_figures.token_focus(trace, kind, side, int(choice[1:]), head, column_rows=FOCUS_COLUMN_ROWS)))
-        else:
-            fig = map_figures.token_focus(trace, kind, side, int(choice[1:]), head)
-        if long:
-            st.caption(f"A {len(queries)}-token prompt: the right panel reads the {FOCUS_COLUMN_ROWS} queries from the "
-                       "token on (the tokens after it, the only ones that can attend to it).")
+        fig = reading.focus(trace, kind, side, int(choice[1:]), head)
         widgets.chart(fig, f"{kind}-token-focus", key="focus_chart")
         st.caption("Each row is a layer. Left: the token's own row of the map (where it attends); right: its column "
                    "(which tokens attend to it).")

@@ -3,6 +3,9 @@ prompts, padded on the side the tokenizer pads (what its files say, else transfo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import streamlit as st
 import torch
@@ -14,7 +17,6 @@ from viz_model.analysis.map_summary import row_blocks
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
 from viz_model.plot import long_mask_figures, masking_figures
-from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
 from viz_model.trace import AttentionTrace
 
 PAD = "<pad>"
@@ -78,16 +80,11 @@ def recorded_check(trace: AttentionTrace, layer: int, visible: np.ndarray, rows:
 
 def mask_figures(mask: np.ndarray, rows: list[str], keys: list[str], title: str, around: int, name: str,
                  key: str, trace: AttentionTrace | None = None) -> None:
-    """`mask` drawn cell by cell, or past `LONG_MAP_TOKENS` as blocks and a window of its cells around position
-    `around` (`trace`: the prompt's end marked on each)."""
-    if max(mask.shape) <= LONG_MAP_TOKENS:
-        figures = [(masking_figures.mask_matrix_figure(mask, rows, keys, title), name, key)]
-    else:
-        first = long_mask_figures.window_start(around, max(mask.shape))
-        figures = [(long_mask_figures.downsampled_mask(mask, title), name, key),
-                   (long_mask_figures.mask_window(mask, rows, keys, first, first, title), f"{name}-window",
-                    f"{key}_window")]
-    for fig, fig_name, fig_key in figures:
+    """`mask` drawn as `long_mask_figures.mask_drawings` draws it: cell by cell, or as blocks and a window of its
+    cells around position `around` (`trace`: the prompt's end marked on each)."""
+    figures = long_mask_figures.mask_drawings(mask, rows, keys, title, around)
+    for fig, suffix in figures:
+        fig_name, fig_key = name + suffix, key + suffix.replace("-", "_")
         if trace is not None:
             completion.mark_boundary(fig, trace)
         widgets.chart(fig, fig_name, key=fig_key)
@@ -96,6 +93,23 @@ def mask_figures(mask: np.ndarray, rows: list[str], keys: list[str], title: str,
         st.caption(f"{len(rows):,} tokens: the whole mask as blocks (each coloured by the share of its cells that may "
                    f"attend), then every cell of the {long_mask_figures.MASK_WINDOW_TOKENS} positions around "
                    f"position {around}.")
+
+
+@dataclass(frozen=True)
+class MaskCheck:
+    """Which query rows the recorded weights are checked over, for maps read whole (all) or by rows (the window's),
+    and what the metric's label and help add."""
+
+    rows: Callable[[int, int], slice | None]
+    label: Callable[[slice | None], str]
+    help: str
+
+
+CHECKS = {"whole": MaskCheck(lambda n, around: None, lambda rows: "", ""),
+          "rows": MaskCheck(lambda n, around: slice(first := long_mask_figures.window_start(around, n),
+                                                    first + long_mask_figures.MASK_WINDOW_TOKENS),
+                            lambda rows: f", queries {rows.start}–{rows.stop - 1}",
+                            " On a long prompt, over the window's queries drawn above (each head's rows read alone).")}
 
 
 def page(session: Session) -> None:
@@ -125,15 +139,13 @@ def page(session: Session) -> None:
     mask_figures(visible, trace.target_tokens, trace.target_tokens,
                  f"Layer {layer + 1}'s mask over the prompt and its continuation ({what})",
                  completion.prompt_length(trace), f"layer{layer + 1}-mask", "lm_mask_chart", trace)
-    first = long_mask_figures.window_start(completion.prompt_length(trace), n)
-    checked = None if n <= LONG_MAP_TOKENS else slice(first, first + long_mask_figures.MASK_WINDOW_TOKENS)
+    check = CHECKS[trace.reading("decoder")]
+    checked = check.rows(n, completion.prompt_length(trace))
     hidden, low, high = recorded_check(trace, layer, visible, checked)
     a, b = st.columns(2)
-    a.metric("Largest weight on a masked cell (every head" + ("" if checked is None else
-                                                              f", queries {checked.start}–{checked.stop - 1}") + ")",
-             f"{hidden:.1e}", help="From the weights the model recorded for this prompt: exactly 0 where the mask "
-             "hides a key." + ("" if checked is None else " On a long prompt, over the window's queries drawn above "
-                               "(each head's rows read alone)."))
+    a.metric(f"Largest weight on a masked cell (every head{check.label(checked)})", f"{hidden:.1e}",
+             help="From the weights the model recorded for this prompt: exactly 0 where the mask hides a key."
+             + check.help)
     b.metric("Row sums", f"{low:.6f}" if np.isclose(low, high, atol=5e-6)
              else f"{low:.4f}–{high:.4f}", help="Every query's weights sum to 1 over what it may see.")
 
@@ -170,8 +182,7 @@ def page(session: Session) -> None:
                 "see the padding mask at work.")
     fig = masking_figures.padding_mask_figure(rows, keys, f"Padding mask of the keys, padded on the {side}: "
                                               "1 = real token, 0 = <pad>")
-    if keys.shape[1] > LONG_MAP_TOKENS:
-        long_mask_figures.positions_axis(fig, "key position (hover for the token)")
+    long_mask_figures.token_axis(fig, keys.shape[1], "key position (hover for the token)")
     widgets.chart(fig, "padding-mask", key="pad_chart")
     widgets.exports(fig, "padding-mask", "pad")
     shorter = 0 if ids <= len(other) else 1

@@ -7,14 +7,12 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from app import completion, state, widgets
 from app.page_settings import SINKS as own
 from viz_model.analysis.sinks import SinkShares
-from viz_model.plot import analysis_figures, figure_style
-from viz_model.plot.long_map_figures import LONG_MAP_TOKENS
+from viz_model.plot import analysis_figures, figure_style, long_mask_figures
 
 WHY = """
 Softmax turns a head's scores into weights that **must sum to 1**: a head has no way to say "nothing here is worth
@@ -118,12 +116,9 @@ def head_detail(shares: SinkShares, boundary: int | None) -> None:
         state.bound(st.selectbox, "Head", own.head, list(range(1, heads + 1)))
     values = shares.head(own.layer.get() - 1, own.head.get() - 1)
     ticks = [f"{i} {figure_style.escape(repr(t))}" for i, t in enumerate(shares.tokens)]
-    long = len(ticks) > LONG_MAP_TOKENS  # a bar a token at its position, the token on hover
-    fig = go.Figure(go.Bar(x=list(range(len(ticks))) if long else ticks, y=np.nan_to_num(values), customdata=ticks,
-                           marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),
-                           hovertemplate="%{customdata}<br>share %{y:.4f}<extra></extra>"))
-    if long:
-        fig.update_xaxes(title=dict(text="key position (hover for the token)"))
+    fig = long_mask_figures.token_bars(np.nan_to_num(values), ticks,
+                                       marker_color=["#1f77b4"] + ["#9ecae1"] * (len(ticks) - 1),
+                                       hovertemplate="%{customdata}<br>share %{y:.4f}<extra></extra>")
     fig.add_hline(y=shares.threshold, line=dict(color="#d62728", dash="dot", width=1))
     if boundary is not None and boundary < len(ticks):
         fig.add_vline(x=boundary - 0.5, line=dict(color=completion.BOUNDARY_COLOR, width=2, dash="dot"))
