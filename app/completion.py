@@ -13,12 +13,12 @@ import torch
 from jinja2 import TemplateError
 
 from app.page_settings import EXPLORE, MAX_LM_NEW_TOKENS
-from app.sessions import Session, load_model, require_session, trace_cache
+from app.sessions import Session, load_model, planned_trace, require_session, trace_cache
 from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label, page_link
 from app.texts import count
-from app.widgets import show_text
-from viz_model.analysis.memory_estimate import MemoryFitError, trace_report
+from app.widgets import memory_report, show_text
+from viz_model.analysis.memory_estimate import MemoryFitError, TracePlan, plan_trace
 from viz_model.plot import head_groups
 from viz_model.trace import AttentionTrace
 
@@ -60,13 +60,13 @@ def chat_messages(prompt: str) -> list[dict[str, str]]:
 
 
 def chat_completion(session: Session, messages: list[dict[str, str]], max_new_tokens: int,
-                    check: Callable[[], str] | None = None) -> AttentionTrace:
+                    plan: Callable[[], TracePlan] | None = None) -> AttentionTrace:
     """A language model's trace of `messages` through its chat template and the reply, from the shared cache
-    (`check`: see `TraceCache.get`)."""
+    (`plan`: see `sessions.planned_trace`)."""
     key = (session.ref.stored, "chat", tuple((m["role"], m["content"]) for m in messages), max_new_tokens,
            session.top_k)
-    return trace_cache().get(key, lambda: load_model(session.ref).trace(messages, max_new_tokens, session.top_k),
-                             check)
+    return planned_trace(key, lambda maps: load_model(session.ref).trace(messages, max_new_tokens, session.top_k,
+                                                                         maps=maps), plan)
 
 
 def asked_turn(prompt: str) -> str | list[dict[str, str]]:
@@ -93,13 +93,13 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
             warnings.simplefilter("always")
             n_tokens = len(session.model.encode(prompt, new_tokens)) + new_tokens
 
-            def check() -> str:  # on a cache miss only: a cached trace is served whatever memory is free now
-                return trace_report(session.model, n_tokens, new_tokens)  # the library's estimate
+            def plan() -> TracePlan:  # on a cache miss only: a cached trace is served whatever memory is free now
+                return plan_trace(session.model, n_tokens, new_tokens)  # the library's estimate decides its maps
             with st.spinner("Completing…"):
-                trace = (session.completion(prompt, new_tokens, check) if isinstance(prompt, str)
-                         else chat_completion(session, prompt, new_tokens, check))
+                trace = (session.completion(prompt, new_tokens, plan) if isinstance(prompt, str)
+                         else chat_completion(session, prompt, new_tokens, plan))
     except MemoryFitError as err:
-        st.error(f"This prompt is not run: {err}.")
+        memory_report(str(err), refused=True)
         return None
     except TemplateError as err:  # the template's own refusal (such as "system role not supported")
         st.error(f"The model's chat template fails on this message: {err}. Turn chat off or change the message.")
@@ -114,9 +114,7 @@ def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: 
         return None
     for warning in {str(w.message): w for w in caught}.values():  # the check's and the trace's: once
         st.warning(f"{str(warning.message)[0].upper()}{str(warning.message)[1:]}.")
-    note = trace_cache().note(trace)
-    if note:
-        st.caption(note)
+    memory_report(trace_cache().note(trace))
     return trace
 
 

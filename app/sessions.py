@@ -22,6 +22,7 @@ import streamlit as st
 import viz_model
 from viz_model import LanguageModel
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
+from viz_model.analysis.memory_estimate import TracePlan
 from viz_model.attribution import Attribution, attribute_ids
 from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
@@ -243,12 +244,25 @@ def compute_trace(ref: ModelRef, text: str, beam: int, alpha: float, target: str
         text, beam=beam, alpha=alpha, target=target, top_k=top_k, truncate=truncate, positions=positions, rule=rule))
 
 
+def planned_trace(key: tuple, trace: Callable[[str], AttentionTrace],
+                  plan: Callable[[], TracePlan] | None = None) -> AttentionTrace:
+    """The cached trace of `key`, or on a miss `trace(maps)`, its maps kept as `plan()` decided before it from the
+    library's memory estimate (`memory_estimate.plan_trace`: it may refuse; its line is the trace's note), "auto"
+    without a plan."""
+    made: list[TracePlan] = []
+
+    def check() -> str:
+        made.append(plan())
+        return made[0].note
+    return trace_cache().get(key, lambda: trace(made[0].maps if made else "auto"), None if plan is None else check)
+
+
 def compute_completion(ref: ModelRef, prompt: str, max_new_tokens: int, top_k: int,
-                       check: Callable[[], str] | None = None) -> AttentionTrace:
-    """A language model's trace of `prompt` and its greedy continuation, from the shared `TraceCache` (`check`: run
-    on a miss, before the trace; see `TraceCache.get`)."""
+                       plan: Callable[[], TracePlan] | None = None) -> AttentionTrace:
+    """A language model's trace of `prompt` and its greedy continuation, from the shared `TraceCache` (`plan`: see
+    `planned_trace`)."""
     key = (ref.stored, "complete", prompt, max_new_tokens, top_k)
-    return trace_cache().get(key, lambda: load_model(ref).trace(prompt, max_new_tokens, top_k), check)
+    return planned_trace(key, lambda maps: load_model(ref).trace(prompt, max_new_tokens, top_k, maps=maps), plan)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -315,10 +329,11 @@ class Session:
     def name(self) -> str:
         return self.ref.name
 
-    def completion(self, prompt: str, max_new_tokens: int, check: Callable[[], str] | None = None) -> AttentionTrace:
-        """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached (`check`:
-        see `TraceCache.get`)."""
-        return compute_completion(self.ref, prompt, max_new_tokens, self.top_k, check)
+    def completion(self, prompt: str, max_new_tokens: int, plan: Callable[[], TracePlan] | None = None
+                   ) -> AttentionTrace:
+        """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached (`plan`:
+        see `planned_trace`)."""
+        return compute_completion(self.ref, prompt, max_new_tokens, self.top_k, plan)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,

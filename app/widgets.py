@@ -194,6 +194,16 @@ def exports(fig: go.Figure, name: str, key: str, csv=None) -> None:
                                key=f"{key}_svg", on_click="ignore", icon=":material/image:")
 
 
+def memory_report(line: str | None, refused: bool = False) -> None:
+    """What the library's memory estimate said before a trace (`memory_estimate.plan_trace`), the one place a page
+    reports it: its refusal as an error (`refused`), else its line as a caption (none: a trace served without a
+    check)."""
+    if refused:
+        st.error(f"This prompt is not run: {line}.")
+    elif line:
+        st.caption(line)
+
+
 def trace_downloads(trace: AttentionTrace) -> None:
     with st.popover("Download trace", icon=":material/data_object:"):
         recipes = any(trace.reading(kind) == "rows" for kind in trace.recipes())

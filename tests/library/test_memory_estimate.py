@@ -20,6 +20,7 @@ import viz_model  # noqa: E402
 from viz_model.analysis.memory_estimate import (  # noqa: E402
     GB,
     MemoryFitError,
+    TracePlan,
     check_fits,
     directory_estimate,
     estimate,
@@ -27,6 +28,7 @@ from viz_model.analysis.memory_estimate import (  # noqa: E402
     int8_draft_bytes,
     model_estimate,
     parameter_count,
+    plan_trace,
     stored_dtype,
     trace_report,
 )
@@ -163,6 +165,31 @@ def test_the_report_before_a_trace_is_one_line_or_a_refusal_naming_the_model_too
         trace_report(lm, 600, 20)
     assert str(err.value).endswith(f"with the model open: a shorter prompt. The model takes {gb(found.weights)} "
                                    f"({found.weights_held})"), str(err.value)
+
+
+def test_the_plan_decides_the_maps_from_the_estimate_before_the_trace(monkeypatch):
+    """`plan_trace`: the maps a trace keeps, decided once from the estimate ("auto" keeps recipes at every length
+    today; where "auto" would keep every map but they would not fit, maps on demand), with `trace_report`'s line."""
+    from viz_model.analysis import memory_estimate
+
+    lm = viz_model.load("multi30k-lm-en", device="cpu")
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": 2**40)
+    plan = plan_trace(lm, 100, 20)
+    assert plan.maps == "on_demand" and plan.note == trace_report(lm, 100, 20)
+    auto, planned = lm.trace("a man", 2), lm.trace("a man", 2, maps=plan.maps)
+    assert type(auto.decoder_attentions) is type(planned.decoder_attentions)
+    monkeypatch.setattr("viz_model.on_demand.FULL_MAPS_MAX_TOKENS", 4096)  # "auto" would keep every map
+    assert plan_trace(lm, 100, 20).maps == "full"
+    full, lazy = model_estimate(lm, 100, "full", 20), model_estimate(lm, 100, "on_demand", 20)
+    assert lazy.trace_bytes < full.trace_bytes
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": lazy.trace_bytes)
+    assert plan_trace(lm, 100, 20) == TracePlan("on_demand", trace_report(lm, 100, 20))
+    assert plan_trace(lm, 100, 20, maps="on_demand").maps == "on_demand"
+    with pytest.raises(MemoryFitError):
+        plan_trace(lm, 100, 20, maps="full")  # asked for: not changed, refused
+    monkeypatch.setattr(memory_estimate, "available_bytes", lambda device="cpu": lazy.trace_bytes - 1)
+    with pytest.raises(MemoryFitError):
+        plan_trace(lm, 100, 20)
 
 
 @pytest.mark.parametrize(("argument", "value", "message"), [

@@ -210,18 +210,35 @@ def available_bytes(device: str | torch.device = "cpu") -> int:
     raise OSError("/proc/meminfo has no MemAvailable")
 
 
-def trace_report(model: Any, n_tokens: int, new_tokens: int = 0) -> str:
-    """Before an `n_tokens`-token trace of `model` (open: its weights held), the last `new_tokens` a continuation: its
-    memory in one line ("Memory: the model ..., this trace about ..."); a `MemoryFitError` in one line naming the
+@dataclass(frozen=True)
+class TracePlan:
+    """What the library decides before a trace, from its memory estimate: how the trace keeps its maps ("full" or
+    "on_demand", the `Estimate.maps_mode` that fits) and its memory in one line ("Memory: the model ...")."""
+
+    maps: str
+    note: str
+
+
+def plan_trace(model: Any, n_tokens: int, new_tokens: int = 0, maps: str = "auto") -> TracePlan:
+    """Before an `n_tokens`-token trace of `model` (open: its weights held), the last `new_tokens` a continuation: how
+    it keeps its maps (`maps`; "auto" as `LanguageModel.trace` decides it, but on demand where keeping every map would
+    not fit) and its memory in one line; a `MemoryFitError` in one line naming the
     estimate, what is available and the model's size where the trace would not fit."""
-    estimate = model_estimate(model, n_tokens, new_tokens=new_tokens)
+    estimate = model_estimate(model, n_tokens, maps, new_tokens)
     available = available_bytes(model.device)
+    if maps == "auto" and estimate.maps_mode == "full" and estimate.trace_bytes > available:
+        estimate = model_estimate(model, n_tokens, "on_demand", new_tokens)
     try:
         check_fits(estimate, available, opened=True)
     except MemoryFitError as err:
         raise MemoryFitError(f"{err}. The model takes {gb(estimate.weights)} ({estimate.weights_held})") from None
-    return (f"Memory: the model {gb(estimate.weights)} ({estimate.weights_held}), this {n_tokens:,}-token trace "
-            f"about {gb(estimate.trace_bytes)} ({gb(available)} available now).")
+    return TracePlan(estimate.maps_mode, f"Memory: the model {gb(estimate.weights)} ({estimate.weights_held}), this "
+                     f"{n_tokens:,}-token trace about {gb(estimate.trace_bytes)} ({gb(available)} available now).")
+
+
+def trace_report(model: Any, n_tokens: int, new_tokens: int = 0) -> str:
+    """`plan_trace`'s line: the memory of an `n_tokens`-token trace of `model`, or its `MemoryFitError`."""
+    return plan_trace(model, n_tokens, new_tokens).note
 
 
 def check_fits(estimate: Estimate, available: int, opened: bool = False) -> None:
