@@ -12,7 +12,7 @@ import pytest
 from support.app import INJECTION, arr  # noqa: E402
 
 from app import analyze_pages  # noqa: E402
-from viz_model.analysis import rollout, word_alignment  # noqa: E402
+from viz_model.analysis import head_stats, lm_head_roles, rollout, word_alignment  # noqa: E402
 from viz_model.analysis.ablation import TokenEdit, all_heads, layer_counts  # noqa: E402
 from viz_model.analysis.corpus_attention import analyze_corpus  # noqa: E402
 from viz_model.plot import analysis_figures, figure_style, map_figures  # noqa: E402
@@ -226,3 +226,16 @@ def test_diff_markdown_marks_edits_as_escaped_text():
 
 def test_head_label_counts_from_one():
     assert analyze_pages.head_label(("cross", 0, 3)) == "Cross-attention · layer 1 · head 4"
+
+
+def test_a_share_is_coloured_on_the_fixed_scale_and_a_stretched_scale_says_so():
+    """An induction grid running from 0.01 to 0.04 is not a bright yellow head on a scale of its own."""
+    faint = {"decoder": np.array([[0.01, 0.04], [0.02, 0.03]])}
+    share = spec(analysis_figures.head_grid(faint, "t", "induction", unit=True))
+    assert (share["layout"]["coloraxis"]["cmin"], share["layout"]["coloraxis"]["cmax"]) == (0.0, 1.0)
+    assert share["layout"]["coloraxis"]["colorbar"]["title"]["text"] == "induction"
+    stretched = spec(analysis_figures.head_grid(faint, "t", "entropy"))
+    assert (stretched["layout"]["coloraxis"]["cmin"], stretched["layout"]["coloraxis"]["cmax"]) == (0.01, 0.04)
+    assert "stretched" in stretched["layout"]["coloraxis"]["colorbar"]["title"]["text"]
+    assert set(lm_head_roles.SHARE_SCORES) < set(lm_head_roles.ROLE_SCORES)
+    assert set(head_stats.SHARE_STATISTICS) < set(head_stats.STATISTICS)

@@ -61,6 +61,8 @@ def test_head_roles_scores_repeated_random_tokens_by_default(lm_app):
     table = lm_head_roles.repeated_roles(model)
     assert table["induction"].notna().all() and table["induction"].nunique() > 1
     np.testing.assert_allclose(grid(at), expected(lm_app, GPT2, "induction", table), atol=1e-6)
+    (fig,) = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]  # a share: the fixed scale 0 to 1
+    assert (fig["layout"]["coloraxis"]["cmin"], fig["layout"]["coloraxis"]["cmax"]) == (0.0, 1.0)
 
 
 def test_head_roles_on_the_prompt_draw_the_chosen_score(lm_app):

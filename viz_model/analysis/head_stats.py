@@ -37,6 +37,7 @@ from ..tokenization.tokenizer import WORD_START
 
 STATISTICS = ("entropy", "entropy_ratio", "same", "previous", "next", "diagonal", "distance", "delimiter",
               "punctuation")
+SHARE_STATISTICS = ("entropy_ratio", "same", "previous", "next", "diagonal", "delimiter", "punctuation")  # 0 to 1
 SPECIAL_TOKENS = ("<s>", "</s>")
 HEAD_COLUMNS = ["kind", "layer", "head"]
 

@@ -27,6 +27,7 @@ from .store import HEAD_STATS_SENTENCES_FILE
 
 ROLE_SCORES = ("previous_token", "induction", "duplicate_token", "first_token", "entropy")
 ROLE_COLUMNS = ["layer", "head", *ROLE_SCORES]
+SHARE_SCORES = ("previous_token", "induction", "duplicate_token", "first_token")  # shares of attention: 0 to 1
 CORPUS_FILES = ("multi30k/val.en.gz", "multi30k/test_2016_flickr.en.gz")  # under the data root, first found
 CORPUS_SENTENCES = 32
 REPEATED_LENGTH, REPEATED_COPIES, REPEATED_SAMPLES = 25, 4, 10  # Olsson et al.: 25 random tokens x4, 10 examples

@@ -93,6 +93,15 @@ def token_vectors(network: Transformer | CausalLM, record: AttentionRecord, kind
     return centred / std[:, :, None, None] * norm.weight.to(f.dtype)
 
 
+def sandwich_norm_layer(network: CausalLM) -> int | None:
+    """The first layer whose attention output is normed before the residual (Gemma 2 / 3's sandwich norm), which
+    ALTI cannot decompose; None: ALTI runs on every layer."""
+    for layer in range(len(network.layers)):
+        if getattr(network.attention_block(layer)[1], "post_norm", None) is not None:
+            return layer
+    return None
+
+
 def alti_block(network: Transformer | CausalLM, record: AttentionRecord, kind: str, layer: int) -> Tensor:
     """ALTI contributions of one attention sub-layer: ``(batch, q, k)`` (``k + 1`` for cross-attention, the last
     column the residual stream), non-negative, each row summing to 1."""

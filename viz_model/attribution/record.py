@@ -45,6 +45,7 @@ class Attribution:
     :ivar tolerance: the relative gap adaptive integrated gradients aimed for (0: fixed Gauss-Legendre points)
     :ivar foil: contrastive: the piece the scores explain "and not"; None: not contrastive
     :ivar model_name: the model directory's name
+    :ivar skipped: method -> the one line saying why it was asked for and not computed (ALTI+ on a sandwich norm)
     :ivar version: the file format's version
     """
 
@@ -67,6 +68,7 @@ class Attribution:
     tolerance: float = 0.0
     foil: str | None = None
     model_name: str = ""
+    skipped: dict[str, str] = field(default_factory=dict)
     version: int = FORMAT_VERSION
 
     @property
@@ -131,7 +133,8 @@ class Attribution:
     def source_share(self) -> np.ndarray:
         """ALTI+: per output token the share of its prediction that comes from the source (the rest: the prefix)."""
         if self.alti is None:
-            raise ValueError("this attribution was computed without ALTI+ (methods must include 'alti')")
+            raise ValueError(self.skipped.get("alti", "this attribution was computed without ALTI+ (methods must "
+                                                      "include 'alti')"))
         return self.alti[:, :len(self.source_tokens)].sum(axis=1)
 
     # --- files -------------------------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ class Attribution:
                   "value_weighted": {k: len(v) for k, v in self.value_weighted.items()},
                   "alti_layers": {k: len(v) for k, v in self.alti_layers.items()},
                   "gradients": list(self.gradients), "steps": self.steps, "tolerance": self.tolerance,
-                  "foil": self.foil, "model_name": self.model_name}
+                  "foil": self.foil, "model_name": self.model_name, "skipped": self.skipped}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, header=np.array(json.dumps(header)), **arrays)
         return buffer.getvalue()
@@ -187,7 +190,8 @@ class Attribution:
                 alti_layers={k: [arrays[f"alti_{k}_{i}"] for i in range(n)] for k, n in header["alti_layers"].items()},
                 gradients={m: arrays[f"gradient_{m}"] for m in header["gradients"]}, steps=header["steps"],
                 completeness_gap=arrays.get("completeness_gap"), score_change=arrays.get("score_change"),
-                tolerance=float(header.get("tolerance", 0.0)), foil=header["foil"], model_name=header["model_name"])
+                tolerance=float(header.get("tolerance", 0.0)), foil=header["foil"], model_name=header["model_name"],
+                skipped=dict(header.get("skipped", {})))
         except AttributionError:
             raise
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as err:

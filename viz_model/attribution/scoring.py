@@ -15,7 +15,7 @@ from ..kinds.translator import TranslationModel
 from ..nn.arrays import to_numpy
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Transformer
-from .contributions import alti_blocks, alti_plus, rollout, self_alti, value_weighted
+from .contributions import alti_blocks, alti_plus, rollout, sandwich_norm_layer, self_alti, value_weighted
 from .gradients import (
     DEFAULT_STEPS,
     DEFAULT_TOLERANCE,
@@ -152,8 +152,12 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
             vw["decoder"] = (value_weighted_rows(model.network, out, first) if maps == "on_demand" else
                              [_float64(value_weighted(model.network, r, "decoder", i)[0])
                               for i, r in enumerate(out.records)])
-        alti, alti_layers = None, {}
-        if "alti" in methods:
+        alti, alti_layers, skipped = None, {}, {}
+        sandwich = sandwich_norm_layer(model.network) if "alti" in methods else None
+        if sandwich is not None:  # the other methods still run; the record says why ALTI+ did not
+            skipped["alti"] = (f"ALTI+ does not decompose layer {sandwich}'s sandwich norm (Gemma 2 / 3 norm the "
+                               "attention output before the residual): its parts would not add up to the output")
+        elif "alti" in methods:
             rolled, blocks = self_alti(model.network, out)
             alti, alti_layers = _float64(rolled[0, first:]), {"decoder": [_float64(b[0]) for b in blocks]}
         del out
@@ -166,7 +170,7 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
         source_ids=list(prompt_ids), output_ids=list(new), log_probs=_float64(chosen), attentions=[],
         encoder_attentions=[], value_weighted=vw, alti=alti, alti_layers=alti_layers, gradients=grads.scores,
         steps=grads.steps, completeness_gap=grads.completeness_gap, score_change=grads.score_change,
-        tolerance=grads.tolerance, model_name=model.name)
+        tolerance=grads.tolerance, model_name=model.name, skipped=skipped)
 
 
 ATTRIBUTE: PerKind[Callable[..., Attribution]] = PerKind("attribute")  # (model, text, target, *, methods, steps,

@@ -54,10 +54,10 @@ def _cell_text(kind: str, layer: int, head: int, value: float, value_name: str, 
 def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, colorscale: str | list = "Viridis",
               selected: Collection[Head] = (), labels: Mapping[str, np.ndarray] | None = None,
               zmid: float | None = None, colorbar: dict | None = None, showscale: bool = True,
-              hover_labels: Mapping[str, np.ndarray] | None = None) -> go.Figure:
+              hover_labels: Mapping[str, np.ndarray] | None = None, unit: bool = False) -> go.Figure:
     """One layer x head heatmap per kind (``values[kind]`` of shape ``(layers, heads)``, NaN = blank), side by side
     on one colour scale; `selected` heads are ringed, `labels` (same shapes, text) go into the cells and, unless
-    `hover_labels` are given, the hovers."""
+    `hover_labels` are given, the hovers. `unit`: a share of attention, coloured on the fixed scale 0 to 1."""
     kinds = _ordered(values)
     fig = make_subplots(rows=1, cols=len(kinds), subplot_titles=[escape(KIND_TITLES[k]) for k in kinds],
                         horizontal_spacing=0.06)
@@ -67,6 +67,8 @@ def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, col
     if zmid is not None:
         span = max(abs(low - zmid), abs(high - zmid), 1e-9)
         low, high = zmid - span, zmid + span
+    if unit:
+        low, high = 0.0, 1.0
     for column, kind in enumerate(kinds, start=1):
         hovers = hover_labels if hover_labels is not None else labels
         _add_grid(fig, kind, np.asarray(values[kind], dtype=np.float64), column, value_name,
@@ -77,7 +79,8 @@ def head_grid(values: Mapping[str, np.ndarray], title: str, value_name: str, col
         title=dict(text=escape(title)), height=150 + 46 * max(layers, 2), margin=MARGIN, hovermode="closest",
         clickmode="event+select", dragmode=False, plot_bgcolor="rgba(0,0,0,0)", showlegend=False,
         coloraxis=dict(colorscale=colorscale, cmin=low, cmax=high if high > low else low + 1e-9, showscale=showscale,
-                       colorbar=colorbar or dict(title=dict(text=escape(value_name)))))
+                       colorbar=colorbar or dict(title=dict(text=escape(value_name) + (
+                           "" if unit or zmid is not None else "<br>(colours stretched<br>to this grid)")))))
     return fig
 
 

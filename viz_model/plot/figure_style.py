@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
@@ -47,13 +48,20 @@ def _token_axis(labels: Sequence[str], title: str, reverse: bool = False) -> dic
     return axis
 
 
-def _marks(fig: go.Figure, marks: dict[str, float] | None, axis: str = "x") -> None:
-    """Dashed lines at named positions (e.g. the training length, max_positions)."""
+def _marks(fig: go.Figure, marks: dict[str, float] | None, axis: str = "x", log: bool = False) -> None:
+    """Dashed lines at named positions (e.g. the training length, max_positions); `log`: the axis is logarithmic,
+    where plotly places an annotation at 10^y, so its label goes at log10(value)."""
     for n, (label, value) in enumerate((marks or {}).items()):
         color = HEAD_COLORS[(n + 3) % len(HEAD_COLORS)]
+        line = dict(color=color, dash="dash", width=1.5)
         if axis == "x":
-            fig.add_vline(x=value, line=dict(color=color, dash="dash", width=1.5), annotation_text=escape(label),
+            fig.add_vline(x=value, line=line, annotation_text=escape(label),
                           annotation_position="top right" if n % 2 == 0 else "bottom right")
+        elif log:
+            fig.add_hline(y=value, line=line)
+            fig.add_annotation(x=0, xref="x domain", y=float(np.log10(value)), yref="y", text=escape(label),
+                               showarrow=False, xanchor="left", yanchor="bottom" if n % 2 == 0 else "top",
+                               font=dict(color=color))
         else:
-            fig.add_hline(y=value, line=dict(color=color, dash="dash", width=1.5), annotation_text=escape(label),
+            fig.add_hline(y=value, line=line, annotation_text=escape(label),
                           annotation_position="top left" if n % 2 == 0 else "bottom left")

@@ -58,7 +58,7 @@ def frequency_figure(table: pd.DataFrame, marks: dict[str, float]) -> go.Figure:
                                      marker=dict(color=color, size=8), customdata=rows["stretch"],
                                      hovertemplate="pair %{x}: %{y:,.1f} positions (×%{customdata:.3g})"
                                                    "<extra></extra>"))
-    _marks(fig, marks, axis="y")
+    _marks(fig, marks, axis="y", log=True)
     fig.update_layout(title=dict(text="RoPE: each frequency pair's wavelength in this model"), height=400,
                       margin=MARGIN, xaxis_title="frequency pair i (fast → slow)",
                       yaxis=dict(title=dict(text="wavelength (positions)"), type="log"),

@@ -68,7 +68,7 @@ def wavelength_figure(wavelengths: np.ndarray, marks: dict[str, float] | None = 
                                                                          "dash")):
         fig.add_trace(go.Scatter(x=[pairs[0], pairs[-1]], y=[value, value], mode="lines", name=label,
                                  line=dict(color="#999", dash=dash), hoverinfo="skip"))
-    _marks(fig, marks, axis="y")
+    _marks(fig, marks, axis="y", log=True)
     title = f"Wavelength of each sin/cos pair (log scale): {wavelength_formula(frequencies)}"
     fig.update_layout(title=dict(text=title),
                       height=380, margin=MARGIN, legend=dict(orientation="h", yanchor="top", y=-0.2),

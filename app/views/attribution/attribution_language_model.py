@@ -47,6 +47,7 @@ try:
 except ValueError as err:
     widgets.input_problem(err, sections.CANNOT)
     st.stop()
+ranked = sections.computed_of(result, ranked)
 
 # --- prompt or continuation --------------------------------------------------------------------------------------
 if result.alti is not None:

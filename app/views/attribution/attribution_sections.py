@@ -92,6 +92,17 @@ def pick_output(result: Attribution) -> int:
     return int(own.output.get())
 
 
+def computed_of(result: Attribution, ranked: tuple[str, ...]) -> tuple[str, ...]:
+    """The methods of `ranked` the library computed; one line for each it could not (ALTI+ on a sandwich norm)."""
+    for why in result.skipped.values():
+        st.info(why)
+    computed = tuple(m for m in ranked if m not in result.skipped)
+    if not computed:
+        st.info("None of the methods picked runs on this model: pick another.")
+        st.stop()
+    return computed
+
+
 def methods_chart(result: Attribution, output: int, ranked: tuple[str, ...], over: str) -> go.Figure:
     """Every method's scores over the `over` tokens for output token `output`, side by side."""
     fig = attribution_figures.methods_figure(result, output, ranked)

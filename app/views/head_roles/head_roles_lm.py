@@ -98,7 +98,8 @@ def page(session: sessions.Session) -> None:
     score = own.lm_score.get()
     layers = ablation.layer_counts(config)
     fig = analysis_figures.head_grid(analysis_figures.table_grid(table, score, layers, config.heads),
-                                     f"{SCORE_LABELS[score]} of every head", SCORE_LABELS[score])
+                                     f"{SCORE_LABELS[score]} of every head", SCORE_LABELS[score],
+                                     unit=score in lm_head_roles.SHARE_SCORES)
     widgets.chart(fig, f"head-{score}", key="hr_lm_chart")
     st.caption(SCORE_HELP[score] + " Blank cells: no row of the text defines the score (no token repeats).")
     widgets.exports(fig, f"head-{score}", "hr_lm", csv=lambda: analyze_pages.display_heads(table))

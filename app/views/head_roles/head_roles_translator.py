@@ -9,7 +9,7 @@ from app import analyze_pages, sessions, state, texts, widgets
 from app.page_settings import HEAD_ROLES as own
 from viz_model.analysis import store
 from viz_model.analysis.ablation import layer_counts
-from viz_model.analysis.head_stats import ROLE_RULES, STATISTICS, role_summary
+from viz_model.analysis.head_stats import ROLE_RULES, SHARE_STATISTICS, STATISTICS, role_summary
 from viz_model.plot import analysis_figures
 
 STAT_HELP = {
@@ -77,7 +77,7 @@ state.clamp_choice(own.statistic, list(STATISTICS), "entropy", "Statistic")
 state.bound(st.selectbox, "Statistic", own.statistic, list(STATISTICS), format_func=lambda s: s.replace("_", " "))
 stat = own.statistic.get()
 fig = analysis_figures.head_grid(analysis_figures.table_grid(table, stat, layers, heads),
-                                 f"{stat.replace('_', ' ')} of every head", stat)
+                                 f"{stat.replace('_', ' ')} of every head", stat, unit=stat in SHARE_STATISTICS)
 widgets.chart(fig, f"head-{stat}", key="hr_stat_chart")
 st.caption(STAT_HELP[stat] + " Blank cells: the statistic is not defined for that kind of attention.")
 widgets.exports(fig, f"head-{stat}", "hr_stat", csv=lambda: analyze_pages.display_heads(table))

@@ -70,8 +70,8 @@ def shares_grid(shares: SinkShares, what: str) -> None:
     labels = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(first)
     chosen = [("decoder", own.layer.get() - 1, own.head.get() - 1)]
     fig = analysis_figures.head_grid({"decoder": first}, f"Share of attention on the first token {what!s}",
-                                     "first-token share", "Blues", selected=chosen, labels={"decoder": labels})
-    fig.update_layout(coloraxis=dict(cmin=0.0, cmax=1.0))
+                                     "first-token share", "Blues", selected=chosen, labels={"decoder": labels},
+                                     unit=True)
     chart_key = f"sk_grid_{own.redraws.get()}"
     widgets.chart(fig, "first-token-share", key=chart_key, on_select=partial(pick_head, chart_key))
     a, b, c = st.columns(3)
