@@ -103,22 +103,35 @@ class EncoderModel(ModelKind):
         return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
 
     @property
+    def has_head(self) -> bool:
+        """Whether it has its masked-LM head (else it was imported from a folder without one: its maps only)."""
+        return self.config.masked_lm_head
+
+    def check_head(self, what: str) -> None:
+        """One line where `what` needs the masked-LM head this model lacks."""
+        if not self.has_head:
+            raise ValueError(f"{what} needs a masked-language-model head, and {self.name or 'this model'} has none "
+                             "(its folder is a sequence classifier or another model without one): it opens for its "
+                             "attention maps only (trace)")
+
+    @property
     def mask_token(self) -> str:
         """The text of the mask token (``[MASK]``, ``<mask>``)."""
         return self.tokenizer.mask_token
 
     def encoded(self, text: str, text_pair: str | None = None) -> EncodedText:
         """`text` (and `text_pair`) as the model reads them: ids, token types and words; one line where they are
-        no text or longer than the model's positions."""
+        no text or longer than the model's positions (a pair's naming both lengths and the limit)."""
         check_text(text)
         if text_pair is not None:
             check_text(text_pair, "text_pair")
         encoded = self.tokenizer.encoded(text, text_pair)
         limit = self.network.longest
         if len(encoded.ids) > limit:
-            what = "the pair gives" if text_pair is not None else "the text gives"
-            raise ValueError(f"{what} {len(encoded.ids)} tokens; this model reads at most {limit} "
-                             "(max_position_embeddings)")
+            n = len(encoded.ids)
+            what = (f"the pair gives {n} tokens (the text {encoded.lengths[0]}, text_pair {encoded.lengths[1]}, "
+                    f"{n - sum(encoded.lengths)} special)" if text_pair is not None else f"the text gives {n} tokens")
+            raise ValueError(f"{what}; this model reads at most {limit} (max_position_embeddings)")
         return encoded
 
     def encode(self, text: str, text_pair: str | None = None) -> list[int]:
@@ -140,7 +153,10 @@ class EncoderModel(ModelKind):
                     token_embeddings: torch.Tensor | None = None) -> MaskedLMOutput:
         """The network over `ids` (one sequence), batch 1 (or the batch of `token_embeddings` ``(batch, len,
         embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record.
-        Gradients flow where the caller enables them."""
+        Gradients flow where the caller enables them. Without the masked-LM head, only for the records (the logits
+        are None)."""
+        if not need_weights:
+            self.check_head("a pass for the logits")
         tensor = torch.tensor([list(ids)], device=self.device)
         types = None if type_ids is None else torch.tensor([list(type_ids)], device=self.device)
         if token_embeddings is not None:
@@ -175,7 +191,8 @@ class EncoderModel(ModelKind):
                   head_mask: HeadMask | None = None) -> list[list[tuple[str, float]]]:
         """For each mask token of `text` (and `text_pair`), in order, its `top_k` (token, probability), most
         probable first: the token as transformers' fill-mask pipeline writes ``token_str``; one line where the text
-        has no mask token. `head_mask` switches heads off."""
+        has no mask token, or the model no masked-LM head. `head_mask` switches heads off."""
+        self.check_head("fill_mask")
         top_k = check_top_k(top_k)
         encoded = self.encoded(text, text_pair)
         positions = self.mask_positions(encoded.ids)
@@ -190,6 +207,7 @@ class EncoderModel(ModelKind):
                            head_mask: HeadMask | None = None) -> np.ndarray:
         """The masked-LM ``log P(outputs | input)`` of each (input ids, output ids) pair: the input's mask positions,
         in order, scored for the output's ids (one per mask), summed."""
+        self.check_head("sequence_log_probs")
         if len(inputs) != len(outputs):
             raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs: the lists must align")
         result = np.zeros(len(inputs), dtype=np.float64)
@@ -214,7 +232,8 @@ class EncoderModel(ModelKind):
         source tokens); the decoder and cross lists are empty and there are no decoding steps. ``settings`` holds
         the token types (``type_ids``) and, per mask token, its ``predictions`` (a `MaskPrediction` as a dict);
         ``translation`` is the text with every mask filled by its most probable token, ``log_probability`` the sum
-        of those tokens' log-probabilities. `maps`: every map is kept ("auto", "full"; an encoder reads no more than
+        of those tokens' log-probabilities (without the masked-LM head: no predictions, the text as read). `maps`:
+        every map is kept ("auto", "full"; an encoder reads no more than
         its positions)."""
         if forced_ids is not None:
             raise ValueError("an encoder reads its input whole: it has no output to force (forced_ids)")
@@ -228,7 +247,7 @@ class EncoderModel(ModelKind):
         ids, n = encoded.ids, len(encoded.ids)
         out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask, need_weights=True)
         ran = time.perf_counter()
-        predictions = self.predictions(out.logits[0], self.mask_positions(ids), top_k)
+        predictions = [] if out.logits is None else self.predictions(out.logits[0], self.mask_positions(ids), top_k)
         filled = list(ids)
         for found in predictions:
             filled[found.position] = found.ids[0]
