@@ -21,13 +21,17 @@ from ..modeldir.checkpoint import CheckpointError, load_model_dir, read_card
 from ..nn.devices import device_label
 from ..nn.encoder_lm import MaskedLM, MaskedLMOutput
 from ..nn.model import HeadMask
-from ..on_demand import check_maps
+from ..nn.score_recipe import laid_out
+from ..on_demand import OnDemandMaps, check_maps
 from ..tokenization.encoder_tokenizer import EncodedText, EncoderTokenizer
 from ..trace import AttentionTrace
 from .base import ModelKind
 
 MAX_TEXT_CHARS = 100_000  # a guard on the text alone: the positions bound what the model reads
 MAX_TOP_K = 50
+FULL_MAPS_MAX_TOKENS = 512
+"""An encoder's trace of up to this many tokens keeps every map with ``maps="auto"`` (BERT's, RoBERTa's and
+DeBERTa's positions: all of theirs); a longer one (ModernBERT's) keeps each layer's recipe and makes a map when read."""
 
 
 def check_text(text: object, name: str = "text") -> str:
@@ -149,10 +153,11 @@ class EncoderModel(ModelKind):
         return None if head_mask.encoder is None else head_mask.encoder.to(self.device)
 
     def forced_pass(self, ids: Sequence[int], type_ids: Sequence[int] | None = None, *,
-                    head_mask: HeadMask | None = None, need_weights: bool = False,
+                    head_mask: HeadMask | None = None, need_weights: bool | str = False,
                     token_embeddings: torch.Tensor | None = None) -> MaskedLMOutput:
         """The network over `ids` (one sequence), batch 1 (or the batch of `token_embeddings` ``(batch, len,
-        embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record.
+        embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record
+        (``"recipe"``: its `ScoreRecipe`).
         Gradients flow where the caller enables them. Without the masked-LM head, only for the records (the logits
         are None)."""
         if not need_weights:
@@ -221,6 +226,13 @@ class EncoderModel(ModelKind):
             result[i] = float(log_probs[torch.arange(len(positions)), torch.tensor(list(chosen))].sum())
         return result
 
+    def recipe_maps(self, recipes: Sequence[object]) -> OnDemandMaps:
+        """The maps of a pass's recipes (``need_weights="recipe"``), made when read: every key visible, the windowed
+        layers' within `window_radius` on either side."""
+        cfg = self.config
+        return OnDemandMaps([laid_out(recipe, radius=cfg.window_radius if i in cfg.windowed_layers else None)
+                             for i, recipe in enumerate(recipes)])  # type: ignore[arg-type]
+
     @torch.inference_mode()
     def trace(self, text: str, text_pair: str | None = None, *, top_k: int = 5,  # type: ignore[override]
               head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None,
@@ -233,19 +245,21 @@ class EncoderModel(ModelKind):
         the token types (``type_ids``) and, per mask token, its ``predictions`` (a `MaskPrediction` as a dict);
         ``translation`` is the text with every mask filled by its most probable token, ``log_probability`` the sum
         of those tokens' log-probabilities (without the masked-LM head: no predictions, the text as read). `maps`:
-        every map is kept ("auto", "full"; an encoder reads no more than
-        its positions)."""
+        "full" keeps every map, "on_demand" each layer's recipe (`OnDemandMaps`: a map is made when read; not
+        DeBERTa's), "auto" every map up to `FULL_MAPS_MAX_TOKENS` tokens, recipes beyond."""
         if forced_ids is not None:
             raise ValueError("an encoder reads its input whole: it has no output to force (forced_ids)")
-        check_maps(maps)
-        if maps == "on_demand":
-            raise ValueError("an encoder's maps are kept in full (it reads no more than its positions): use maps="
+        disentangled = self.config.positional == "disentangled"
+        if check_maps(maps) == "on_demand" and disentangled:
+            raise ValueError("DeBERTa's maps are kept in full (its position terms are no score recipe): use maps="
                              "'auto' or 'full'")
         top_k = check_top_k(top_k)
         start = time.perf_counter()
         encoded = self.encoded(text, text_pair)
         ids, n = encoded.ids, len(encoded.ids)
-        out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask, need_weights=True)
+        on_demand = not disentangled and (maps == "on_demand" or maps == "auto" and n > FULL_MAPS_MAX_TOKENS)
+        out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask,
+                               need_weights="recipe" if on_demand else True)
         ran = time.perf_counter()
         predictions = [] if out.logits is None else self.predictions(out.logits[0], self.mask_positions(ids), top_k)
         filled = list(ids)
@@ -256,7 +270,8 @@ class EncoderModel(ModelKind):
             source_text=text, translation=self.tokenizer.decode(filled),
             source_ids=ids, source_tokens=tokens, source_words=encoded.words, target_ids=[], target_tokens=[],
             target_words=[], output_ids=[], output_tokens=[],
-            encoder_attentions=[record.weights[0].float().cpu().numpy() for record in out.records],
+            encoder_attentions=self.recipe_maps(out.records) if on_demand else
+            [record.weights[0].float().cpu().numpy() for record in out.records],
             decoder_attentions=[], cross_attentions=[], encoder_mask=np.ones((n, n), dtype=bool),
             decoder_mask=np.zeros((0, 0), dtype=bool), cross_mask=np.zeros((0, n), dtype=bool),
             source_positional=self.network.position_vectors(out.positions)[0].float().cpu().numpy(),

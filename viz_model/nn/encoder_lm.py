@@ -33,7 +33,8 @@ class MaskedLMOutput:
     """What one `MaskedLM` call computed.
 
     :ivar logits: ``(batch, len, vocab)`` the scores of each position's token; None without the head (maps only)
-    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``)
+    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``; its `ScoreRecipe` with
+        ``need_weights="recipe"``)
     :ivar positions: ``(batch, len)`` the position ids the embeddings read
     """
 
@@ -193,18 +194,20 @@ class MaskedLM(nn.Module):
         band = combine_masks(mask, band_mask(length, cfg.window_radius, device))
         return [band if i in cfg.windowed_layers else mask for i in range(cfg.encoder_layers)]
 
-    def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool = False,
+    def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool | str = False,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
                 mask: Tensor | None = None) -> MaskedLMOutput:
         """Read `ids` ``(batch, len)`` (`type_ids`: their token types, default 0) and score every position's token.
-        `need_weights`: each layer's record; `head_mask` ``(layers, heads)``: multipliers of each head's output (0
-        switches it off); `token_embeddings` ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
+        `need_weights`: each layer's record (``"recipe"``: its `ScoreRecipe`, no maps made); `head_mask`
+        ``(layers, heads)``: multipliers of each head's output (0 switches it off); `token_embeddings`
+        ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
         `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key."""
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         x, positions = self.embed(ids, type_ids, token_embeddings)
         out = MaskedLMOutput(None, positions=positions)
-        schemes, masks = self.layer_positions(positions, need_weights), self.layer_masks(mask, ids.shape[1], x.device)
+        schemes = self.layer_positions(positions, need_weights is True)
+        masks = self.layer_masks(mask, ids.shape[1], x.device)
         embedded = x
         for i in range(self.config.encoder_layers):
             x, record = self.layer(i)(x, masks[i], need_weights, None if head_mask is None else head_mask[i],
