@@ -159,7 +159,8 @@ def recipe_from_arrays(settings: dict, arrays: dict[str, np.ndarray]) -> ScoreRe
     if not isinstance(scale, (bool, int, float)) or (not isinstance(scale, bool) and scale <= 0):
         raise ValueError(f"recipe scale must be true, false or a positive number, got {scale!r}")
     recipe = ScoreRecipe(kv_heads=settings["kv_heads"], scale=scale, softcap=settings["softcap"],
-                         causal=bool(settings["causal"]), window=settings["window"], **tensors)
+                         causal=bool(settings["causal"]), window=settings["window"], radius=settings.get("radius"),
+                         **tensors)
     recipe.check()
     return recipe
 

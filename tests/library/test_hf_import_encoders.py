@@ -179,11 +179,24 @@ def test_sequence_log_probs_score_the_mask_positions(imported, hf):
         imported.sequence_log_probs([ids], [chosen[:1]])
 
 
+def test_a_pair_longer_than_the_positions_names_both_lengths_and_the_limit(imported, hf):
+    text, pair = "the dog " * 20, "a cat runs " * 20
+    theirs = hf[1](text, pair)["input_ids"]
+    first, second = (len(hf[1](part, add_special_tokens=False)["input_ids"]) for part in (text, pair))
+    with pytest.raises(ValueError) as err:
+        imported.trace(text, pair)
+    assert str(err.value) == (f"the pair gives {len(theirs)} tokens (the text {first}, text_pair {second}, "
+                              f"{len(theirs) - first - second} special); this model reads at most "
+                              f"{imported.network.longest} (max_position_embeddings)")
+
+
 def test_bad_input_gets_one_line(imported, family):
     for call, said in [(lambda: imported.fill_mask("a man runs in the snow"), "no mask token"),
                        (lambda: imported.fill_mask(""), "empty"),
                        (lambda: imported.fill_mask(f"a {imported.mask_token}", top_k=0), "top_k"),
-                       (lambda: imported.trace("the dog " * 30, "a cat " * 30), "the pair gives"),
+                       (lambda: imported.trace("the dog " * 30, "a cat " * 30),
+                        r"the pair gives \d+ tokens \(the text \d+, text_pair \d+, \d special\); this model reads "
+                        rf"at most {imported.network.longest} \(max_position_embeddings\)"),
                        (lambda: imported.trace("a dog", forced_ids=[1]), "no output to force")]:
         with pytest.raises(ValueError, match=said) as err:
             call()
@@ -192,19 +205,45 @@ def test_bad_input_gets_one_line(imported, family):
 
 def refused(folder, tmp_path, **changes) -> str:
     """The one-line refusal of `folder` with config.json `changes`."""
-    changed = tmp_path / "changed"
-    shutil.copytree(folder, changed)
-    config = json.loads((changed / "config.json").read_text())
-    (changed / "config.json").write_text(json.dumps({**config, **changes}))
+    changed = changed_folder(folder, tmp_path, **changes)
     with pytest.raises(HFImportError) as err:
         import_model(str(changed), tmp_path / "out")
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
     return str(err.value)
 
 
-def test_a_folder_without_a_masked_lm_head_is_refused_in_one_line(folder, family, tmp_path):
-    message = refused(folder, tmp_path, architectures=["SomethingForSequenceClassification"])
-    assert "has no masked-language-model head" in message and "BERT" in message
+def changed_folder(folder, tmp_path, **changes):
+    """A copy of `folder` with config.json `changes` (a value None: the key left out)."""
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    config = {**json.loads((changed / "config.json").read_text()), **changes}
+    (changed / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    return changed
+
+
+def assert_maps_only(model, text: str) -> None:
+    """`model` has no masked-LM head: its trace has no predictions; fill_mask, sequence_log_probs and a pass for the
+    logits each refuse in one line naming why."""
+    assert not model.has_head and model.trace(text).settings["predictions"] == []
+    ids = model.encode(text)
+    for call in (lambda: model.fill_mask(text), lambda: model.sequence_log_probs([ids], [[ids[1]]]),
+                 lambda: model.forced_pass(ids)):
+        with pytest.raises(ValueError, match="needs a masked-language-model head") as err:
+            call()
+        assert "\n" not in str(err.value) and "attention maps only" in str(err.value)
+
+
+def test_a_folder_without_a_masked_lm_head_opens_for_its_maps_only(folder, family, imported, tmp_path):
+    changed = changed_folder(folder, tmp_path, architectures=["SomethingForSequenceClassification"])
+    import_model(str(changed), tmp_path / "out")
+    maps_only = viz_model.load(tmp_path / "out", device="cpu")
+    text = f"A man {imported.mask_token} in the snow."
+    assert_maps_only(maps_only, text)
+    assert maps_only.config.masked_lm_head is False and imported.config.masked_lm_head is True
+    assert "no masked-language-model head" in maps_only.card
+    for ours, theirs in zip(maps_only.trace(text, "The dog reads.").encoder_attentions,
+                            imported.trace(text, "The dog reads.").encoder_attentions, strict=True):
+        assert np.array_equal(ours, theirs)
 
 
 @pytest.mark.parametrize("family", ["bert"], indirect=True)
@@ -262,6 +301,24 @@ def test_the_translation_commands_refuse_an_encoder_in_one_line(imported, family
         assert main(command) == 2
         err = capsys.readouterr().err
         assert "an encoder-only model" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("family", ["bert"], indirect=True)
+def test_a_tokenizer_json_that_stores_truncation_and_padding_reads_a_text_whole_as_transformers_does(folder, family,
+                                                                                                    tmp_path):
+    stored = tmp_path / "stored"
+    shutil.copytree(folder, stored)
+    settings = json.loads((stored / "tokenizer.json").read_text())
+    settings["truncation"] = {"direction": "Right", "max_length": 6, "strategy": "LongestFirst", "stride": 0}
+    settings["padding"] = {"strategy": {"Fixed": 40}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                           "pad_type_id": 0, "pad_token": "[PAD]"}
+    (stored / "tokenizer.json").write_text(json.dumps(settings))
+    import_model(str(stored), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    theirs = transformers.AutoTokenizer.from_pretrained(stored)
+    for text, pair in PAIRS + [("a man runs in the snow with the old dog and the big red house", None)]:
+        assert ours.encode(text, pair) == theirs(text, pair).input_ids
+        assert 6 < len(ours.encode(text, pair)) < 40
 
 
 @pytest.mark.parametrize("family", ["bert"], indirect=True)
@@ -380,17 +437,32 @@ def test_a_pad_token_in_the_text_reads_robertas_pad_row_as_transformers_does(hf,
         assert float((mine - other).abs().max()) < MAP_TOLERANCE
 
 
-@pytest.mark.parametrize("family", ["bert"], indirect=True)
-def test_a_sequence_classifier_folder_is_refused_in_one_line_naming_what_opens(hf, family, tmp_path):
+CLASSIFIERS = {"bert": "BertForSequenceClassification", "deberta-v3": "DebertaV2ForSequenceClassification",
+               "deberta-v2": "DebertaV2ForSequenceClassification"}
+
+
+@pytest.mark.parametrize("family", list(CLASSIFIERS), indirect=True)
+def test_a_sequence_classifier_folder_opens_for_its_maps_only(hf, family, tmp_path):
     model, tokenizer = hf
-    classifier = transformers.BertForSequenceClassification(model.config)
+    torch.manual_seed(1)
+    classifier = getattr(transformers, CLASSIFIERS[family])(model.config)
+    loaded = classifier.base_model.load_state_dict(model.base_model.state_dict(), strict=False)
+    assert [k for k in loaded.missing_keys if not k.startswith("pooler.")] == []  # the encoder is the fitted one
     classifier.save_pretrained(tmp_path / "classifier")
     tokenizer.save_pretrained(tmp_path / "classifier")
-    with pytest.raises(HFImportError) as err:
-        import_model(str(tmp_path / "classifier"), tmp_path / "out")
-    message = str(err.value)
-    assert "BertForSequenceClassification has no masked-language-model head" in message and "\n" not in message
-    assert "ALBERT, ModernBERT and DeBERTa-v2 / v3" in message and not (tmp_path / "out").exists()
+    classifier = getattr(transformers, CLASSIFIERS[family]).from_pretrained(tmp_path / "classifier",
+                                                                          attn_implementation="eager").eval()
+    import_model(str(tmp_path / "classifier"), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    assert_maps_only(ours, f"A man {tokenizer.mask_token} in the snow.")
+    for text, pair in PAIRS:
+        inputs = tokenizer(text, pair, return_tensors="pt")
+        with torch.no_grad():
+            theirs = classifier(**inputs, output_attentions=True).attentions
+        trace = ours.trace(text, pair)
+        assert trace.source_ids == inputs["input_ids"][0].tolist()
+        assert max(float(np.abs(a - b[0].numpy()).max()) for a, b in zip(trace.encoder_attentions, theirs,
+                                                                         strict=True)) < MAP_TOLERANCE
 
 
 @pytest.mark.parametrize("family", ["modernbert"], indirect=True)
@@ -441,6 +513,33 @@ def test_debertas_log_buckets_are_transformers_and_what_it_cannot_run_is_refused
                                                                       relative_attention=False)
     assert "set legacy true to read the head it has" in refused(folder, tmp_path / "head", legacy=False,
                                                                 embedding_size=32)
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "deberta-v3"], indirect=True)
+def test_a_deberta_config_without_legacy_as_the_hubs_v3_reads_the_head_its_checkpoint_has(hf, family, folder, tmp_path):
+    """The hub's DeBERTa-v3 configs name no legacy (transformers then reads the legacy head ``cls.predictions``): the
+    import reads the head the checkpoint has, exactly as transformers computes it with the legacy that names it."""
+    model, tokenizer = hf
+    legacy = model.config.legacy
+    assert any(k.startswith("cls.predictions." if legacy else "lm_predictions.") for k in model.state_dict())
+    changed = changed_folder(folder, tmp_path, legacy=None)
+    assert "legacy" not in json.loads((changed / "config.json").read_text())
+    import_model(str(changed), tmp_path / "out")
+    ours = viz_model.load(tmp_path / "out", device="cpu")
+    inputs = tokenizer(*PAIRS[0], return_tensors="pt")
+    with torch.no_grad():
+        theirs = model(**inputs).logits
+        logits = ours.forced_pass(inputs.input_ids[0].tolist(), inputs.token_type_ids[0].tolist()).logits
+        hub = getattr(transformers, CONFIGS[family][1]).from_pretrained(changed).eval()(**inputs).logits
+    assert float((logits - theirs).abs().max()) < LOGIT_TOLERANCE
+    # transformers reading the same folder: the legacy head where the checkpoint has it; else drawn at random
+    assert (float((hub - theirs).abs().max()) < LOGIT_TOLERANCE) == legacy
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+    text = f"the old {tokenizer.mask_token} runs in the park."
+    assert [p["token_str"] for p in pipe(text, top_k=5)] == [t for t, _ in ours.fill_mask(text)[0]]
+    if not legacy:
+        message = refused(folder, tmp_path / "wide", legacy=None, embedding_size=16)
+        assert "embedding_size 16 != hidden_size 32: transformers' head lm_predictions.lm_head cannot" in message
 
 
 @pytest.mark.parametrize("family", ["deberta-v2"], indirect=True)

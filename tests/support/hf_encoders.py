@@ -37,18 +37,22 @@ SPECIALS = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "unigram": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}
 
 
-def trained_tokenizer(kind: str):
-    """A tokenizers-library tokenizer of `kind` (wordpiece, bpe, unigram) trained on `TEXTS`, with its family's
-    post-processor: ``[CLS] A [SEP] B [SEP]`` or ``<s> A </s></s> B </s>``."""
+VOCAB_SIZES = {"wordpiece": 200, "bpe": 300, "unigram": 150}
+
+
+def trained_tokenizer(kind: str, texts: list[str] = TEXTS, vocab_size: int | None = None):
+    """A tokenizers-library tokenizer of `kind` (wordpiece, bpe, unigram) trained on `texts` (`vocab_size` ids, else
+    the kind's size of `VOCAB_SIZES`), with its family's post-processor: ``[CLS] A [SEP] B [SEP]`` or
+    ``<s> A </s></s> B </s>``."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    specials = SPECIALS[kind]
+    specials, size = SPECIALS[kind], vocab_size or VOCAB_SIZES[kind]
     if kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        tok.train_from_iterator(TEXTS, trainers.WordPieceTrainer(vocab_size=200, special_tokens=specials))
+        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=size, special_tokens=specials))
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls),
@@ -58,18 +62,33 @@ def trained_tokenizer(kind: str):
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=300, special_tokens=specials,
+        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=size, special_tokens=specials,
                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     else:
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.NFKC()
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
-        tok.train_from_iterator(TEXTS, trainers.UnigramTrainer(vocab_size=150, special_tokens=specials,
+        tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=size, special_tokens=specials,
                                                                unk_token="<unk>"))
     tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
                                                       ("<s>", tok.token_to_id("<s>")), trim_offsets=False)
     return tok
+
+
+def fast_tokenizer(name: str, kind: str, tok):
+    """transformers' tokenizer of family `name` (one of CONFIGS) around `tok`, a tokenizer of `kind`: its special
+    tokens named, token type ids where the family gives them."""
+    import transformers
+
+    names = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIALS[kind])
+                 if kind == "wordpiece" else
+                 zip(("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"), SPECIALS[kind]))
+    if kind != "wordpiece":
+        names.update(cls_token="<s>", sep_token="</s>")
+    typed = ("bert", "electra", "albert", "deberta-v3", "deberta-v2")
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in typed else [])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, model_input_names=inputs, **names)
 
 
 def build_encoder_folder(root, name: str, seed: int = 0, **changes):
@@ -80,14 +99,7 @@ def build_encoder_folder(root, name: str, seed: int = 0, **changes):
 
     config_class, model_class, kind, settings = CONFIGS[name]
     tok = trained_tokenizer(kind)
-    names = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIALS[kind])
-                 if kind == "wordpiece" else
-                 zip(("bos_token", "pad_token", "eos_token", "unk_token", "mask_token"), SPECIALS[kind]))
-    if kind != "wordpiece":
-        names.update(cls_token="<s>", sep_token="</s>")
-    typed = ("bert", "electra", "albert", "deberta-v3", "deberta-v2")
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if name in typed else [])
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, model_input_names=inputs, **names)
+    tokenizer = fast_tokenizer(name, kind, tok)
     config = getattr(transformers, config_class)(vocab_size=tok.get_vocab_size(), **{**settings, **changes})
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config)

@@ -36,10 +36,11 @@ DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only
 ENCODER_OPTIONS = ("type_vocab_size", "embedding_size", "head_activation", "pad_positions", "shared_layers",
                    "window_radius", "windowed_layers", "windowed_rope_base", "first_attn_norm", "project_before_norm",
                    "position_biased_input", "position_buckets", "max_relative_positions", "share_att_key",
-                   "pos_att_type", "relative_norm", "conv_kernel_size", "conv_groups", "conv_activation")
+                   "pos_att_type", "relative_norm", "conv_kernel_size", "conv_groups", "conv_activation",
+                   "masked_lm_head")
 """What only the encoder-only kind reads (BERT's token types, ALBERT's and ELECTRA's narrower embeddings, the masked-LM
 head's activation, RoBERTa's positions counted from its pad id, ALBERT's layers sharing weights, ModernBERT's local
-layers and their RoPE base, DeBERTa's disentangled attention)."""
+layers and their RoPE base, DeBERTa's disentangled attention, a folder without the masked-LM head)."""
 ENCODER_POSITIONS = ("learned", "rope", "disentangled")  # BERT's table, ModernBERT's RoPE, DeBERTa's relative terms
 DISENTANGLED_TERMS = ("c2p", "p2c")  # DeBERTa's content-to-position and position-to-content terms
 SOFTCAP_RANGE = (1.0, 1e4)
@@ -165,6 +166,8 @@ class ModelConfig:
     :ivar conv_kernel_size: DeBERTa-v2's convolution over the embeddings, added after the first layer (0: none)
     :ivar conv_groups: its groups of channels
     :ivar conv_activation: its activation: "tanh" or one of the feed-forward network's
+    :ivar masked_lm_head: an encoder-only model has its masked-LM head; False: its maps only (imported from a folder
+        without the head, such as a sequence classifier's)
     """
 
     vocab_size: int = 37_000
@@ -242,6 +245,7 @@ class ModelConfig:
     conv_kernel_size: int = 0
     conv_groups: int = 1
     conv_activation: str = "tanh"
+    masked_lm_head: bool = True
 
     def __post_init__(self) -> None:
         _check_choice("kind", self.kind, MODEL_KINDS)
@@ -388,6 +392,7 @@ class ModelConfig:
             check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
         _check_choice("head_activation", self.head_activation, ACTIVATIONS)
         _check_bool("pad_positions", self.pad_positions)
+        _check_bool("masked_lm_head", self.masked_lm_head)
         if self.shared_layers is not None:
             check_int("shared_layers", self.shared_layers, 1, self.encoder_layers)
         self._check_windowed_layers()

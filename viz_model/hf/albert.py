@@ -26,12 +26,12 @@ LAYER_PARTS = {"attention.query": "self_attn.w_q", "attention.key": "self_attn.w
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of an ALBERT config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     if int(hf.get("inner_group_num", 1)) != 1:
         raise HFImportError(f"{path}: inner_group_num {hf['inner_group_num']} is not implemented (1 is)")
     fields = bert_fields({"hidden_act": "gelu_new", **hf}, path)  # ALBERT's default activation
     groups = int(hf.get("num_hidden_groups", 1))
-    return encoder_config(hf, path, **fields, head_activation=fields["activation"],
+    return encoder_config(hf, path, head, **fields, head_activation=fields["activation"],
                           embedding_size=int(hf.get("embedding_size", 128)),  # always projected, even to its own width
                           shared_layers=None if groups == fields["encoder_layers"] else groups)
 
@@ -51,7 +51,8 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
             for theirs, ours in LAYER_PARTS.items():
                 group = f"{prefix}encoder.albert_layer_groups.{i}.albert_layers.0"
                 names[f"layers.{i}.{ours}.{kind}"] = f"{group}.{theirs}.{kind}"
-    return mapped(state, names, "predictions.decoder.weight", path, (f"{prefix}pooler.", "sop_classifier."))
+    return mapped(state, names, "predictions.decoder.weight", path, (f"{prefix}pooler.", "sop_classifier."),
+                  cfg.masked_lm_head)
 
 
 FAMILY = Family("ALBERT", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

@@ -33,9 +33,9 @@ def bert_fields(hf: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a BERT config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     fields = bert_fields(hf, path)
-    return encoder_config(hf, path, **fields, head_activation=fields["activation"])
+    return encoder_config(hf, path, head, **fields, head_activation=fields["activation"])
 
 
 def encoder_names(cfg: ModelConfig, prefix: str) -> dict[str, str]:
@@ -60,10 +60,16 @@ def head_names(dense: str, norm: str, bias: str) -> dict[str, str]:
 
 
 def mapped(state: dict[str, Tensor], names: dict[str, str], output: str, path: Path,
-           unused: tuple[str, ...] = ()) -> dict[str, Tensor]:
+           unused: tuple[str, ...] = (), head: bool = True) -> dict[str, Tensor]:
     """Our state dict of `names`: the output projection's stored matrix `output` checked tied (and its stored bias,
     the head's own), tensors starting with `unused` (a pooler, a next-sentence head) left out; anything else
-    unplaced is refused in one line."""
+    unplaced is refused in one line. Without the masked-LM `head` (a classifier's folder): the encoder's tensors
+    alone, whatever the folder keeps beside them (its head, a classifier) left out."""
+    if not head:
+        names = {ours: theirs for ours, theirs in names.items() if not ours.startswith("head_")}
+        encoder = names["embedding.weight"].split(".", 1)[0] + "."
+        return placed(state, names, {k for k in state if not k.startswith(encoder) or k.startswith(unused)
+                                     or k.endswith(("position_ids", "token_type_ids"))}, path)
     ignored = head_tied(state, output, names["embedding.weight"], path)
     ignored |= {k for k in state if k.startswith(unused) or k == output.replace(".weight", ".bias")
                 or k.endswith(("position_ids", "token_type_ids"))}
@@ -75,7 +81,8 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
     names = {**encoder_names(cfg, "bert."), **head_names("cls.predictions.transform.dense",
                                                          "cls.predictions.transform.LayerNorm",
                                                          "cls.predictions.bias")}
-    return mapped(state, names, "cls.predictions.decoder.weight", path, ("bert.pooler.", "cls.seq_relationship."))
+    return mapped(state, names, "cls.predictions.decoder.weight", path, ("bert.pooler.", "cls.seq_relationship."),
+                  cfg.masked_lm_head)
 
 
 FAMILY = Family("BERT", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

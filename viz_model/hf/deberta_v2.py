@@ -4,7 +4,8 @@ LayerNorm; BERT's post-norm layers whose self-attention is disentangled (`viz_mo
 term and pos_att_type's c2p and p2c, over log-bucketed relative positions, the relative embeddings projected by the
 layer's own query and key projections with share_att_key, else by pos_query_proj / pos_key_proj); the masked-LM head
 as transformers computes it: ``cls.predictions`` (legacy, dense to embedding_size) or ``lm_predictions.lm_head``
-(legacy false), each dense, hidden_act, LayerNorm, the word embeddings' transpose and a bias. transformers runs no
+(legacy false; where config.json names no legacy, as the hub's DeBERTa-v3 configs, the one the checkpoint has), each
+dense, hidden_act, LayerNorm, the word embeddings' transpose and a bias. transformers runs no
 enhanced-mask-decoder layers (its z_steps is 0): neither does this import. With conv_kernel_size, the convolution
 over the embeddings is added after the first layer (`viz_model.nn.deberta_conv`)."""
 
@@ -43,7 +44,7 @@ def conv_activation(hf: dict[str, Any], path: Path) -> str:
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a DeBERTa-v2 / v3 config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     if not hf.get("relative_attention", False):
         raise HFImportError(f"{path}: DeBERTa without relative_attention is not implemented (DeBERTa-v2 / v3 with "
                             "its disentangled attention are)")
@@ -53,14 +54,11 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
                             "convolution (odd ones are implemented)")
     width, positions = int(need(hf, "hidden_size", path)), int(need(hf, "max_position_embeddings", path))
     embedding = int(hf.get("embedding_size", width))
-    if not hf.get("legacy", True) and embedding != width:
-        raise HFImportError(f"{path}: legacy false with embedding_size {embedding} != hidden_size {width}: "
-                            "transformers' head cannot compute it")
     heads = int(need(hf, "num_attention_heads", path))
     head_width = int(hf.get("attention_head_size", width // heads))
     act = activation(hf, "hidden_act", path)
     maximum = int(hf.get("max_relative_positions", -1))
-    return encoder_config(hf, path, encoder_layers=int(need(hf, "num_hidden_layers", path)), d_model=width,
+    return encoder_config(hf, path, head, encoder_layers=int(need(hf, "num_hidden_layers", path)), d_model=width,
                           heads=heads, d_ff=int(need(hf, "intermediate_size", path)), max_positions=positions,
                           d_kv=None if head_width * heads == width else head_width,
                           type_vocab_size=int(hf.get("type_vocab_size", 0)),
@@ -76,23 +74,34 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
                           conv_activation=conv_activation(hf, path) if conv > 0 else "tanh")
 
 
-def head_of(state: dict[str, Tensor], path: Path) -> tuple[dict[str, str], str]:
+HEAD_PARTS = {True: ("cls.predictions.", "transform.dense", "transform.LayerNorm"),  # legacy
+              False: ("lm_predictions.lm_head.", "dense", "LayerNorm")}
+
+
+def head_of(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> tuple[dict[str, str], str]:
     """The masked-LM head transformers reads, by config.json's legacy (beside the weights `path`): its names and its
-    stored output matrix; one line where the checkpoint lacks it (transformers would draw it at random)."""
-    legacy = json.loads((path.parent / "config.json").read_text(encoding="utf-8")).get("legacy", True)
-    prefix, dense, norm, bias = (("cls.predictions.", "transform.dense", "transform.LayerNorm", "bias") if legacy else
-                                 ("lm_predictions.lm_head.", "dense", "LayerNorm", "bias"))
-    if not any(k.startswith(prefix) for k in state):
+    stored output matrix. Where config.json names no legacy (the hub's DeBERTa-v3 configs), the head the checkpoint
+    has: transformers' legacy one where it is there (transformers reads it), else ``lm_predictions.lm_head``, as
+    transformers computes it with legacy false (with legacy true it would draw the legacy head at random). One line
+    where the checkpoint lacks the head legacy names, or has neither."""
+    given = json.loads((path.parent / "config.json").read_text(encoding="utf-8")).get("legacy")
+    has = {legacy: any(k.startswith(parts[0]) for k in state) for legacy, parts in HEAD_PARTS.items()}
+    legacy = bool(given) if given is not None else has[True] or not has[False]
+    prefix, dense, norm = HEAD_PARTS[legacy]
+    if not has[legacy]:
         raise HFImportError(f"{path}: legacy {str(legacy).lower()} in config.json reads the head {prefix[:-1]}, which "
                             "this checkpoint lacks (transformers would draw it at random): set legacy "
                             f"{str(not legacy).lower()} to read the head it has")
-    return head_names(prefix + dense, prefix + norm, prefix + bias), f"{prefix}decoder.weight"
+    if not legacy and cfg.embedding_size is not None:
+        raise HFImportError(f"{path}: legacy false with embedding_size {cfg.embedding_size} != hidden_size "
+                            f"{cfg.d_model}: transformers' head {prefix[:-1]} cannot compute it")
+    return head_names(prefix + dense, prefix + norm, prefix + "bias"), f"{prefix}decoder.weight"
 
 
 def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
     """Our state dict of DeBERTa's tensors."""
     prefix = "deberta."
-    head, output = head_of(state, path)
+    head, output = head_of(state, cfg, path) if cfg.masked_lm_head else ({}, "")
     names = {"embedding.weight": f"{prefix}embeddings.word_embeddings.weight",
              "relative.embedding.weight": f"{prefix}encoder.rel_embeddings.weight", **head}
     if cfg.position_biased_input:
@@ -116,7 +125,7 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
                     names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}encoder.layer.{i}.{theirs}.{kind}"
     unused = ("mask_predictions.",) + (() if cfg.position_biased_input else
                                        (f"{prefix}embeddings.position_embeddings.",))
-    return mapped(state, names, output, path, unused)
+    return mapped(state, names, output, path, unused, cfg.masked_lm_head)
 
 
 FAMILY = Family("DeBERTa-v2 / v3", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

@@ -25,10 +25,11 @@ LAYER_PARTS = {"attention.q_lin": "self_attn.w_q", "attention.k_lin": "self_attn
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a DistilBERT config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     act = activation(hf, "activation", path)
-    return encoder_config(hf, path, encoder_layers=int(need(hf, "n_layers", path)), d_model=int(need(hf, "dim", path)),
-                          heads=int(need(hf, "n_heads", path)), d_ff=int(need(hf, "hidden_dim", path)),
+    return encoder_config(hf, path, head, encoder_layers=int(need(hf, "n_layers", path)),
+                          d_model=int(need(hf, "dim", path)), heads=int(need(hf, "n_heads", path)),
+                          d_ff=int(need(hf, "hidden_dim", path)),
                           max_positions=int(need(hf, "max_position_embeddings", path)), norm_eps=EPS, activation=act,
                           head_activation=act)
 
@@ -44,7 +45,7 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
         for i in range(cfg.encoder_layers):
             for theirs, ours in LAYER_PARTS.items():
                 names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}transformer.layer.{i}.{theirs}.{kind}"
-    return mapped(state, names, "vocab_projector.weight", path)
+    return mapped(state, names, "vocab_projector.weight", path, head=cfg.masked_lm_head)
 
 
 FAMILY = Family("DistilBERT", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

@@ -20,10 +20,10 @@ HEADS = ("ElectraForMaskedLM",)
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of an ELECTRA generator's config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     fields = bert_fields(hf, path)
     width = int(hf.get("embedding_size", fields["d_model"]))
-    return encoder_config(hf, path, **fields, head_activation="gelu",
+    return encoder_config(hf, path, head, **fields, head_activation="gelu",
                           embedding_size=None if width == fields["d_model"] else width)
 
 
@@ -34,7 +34,7 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
     if cfg.embedding_size is not None:
         names.update({"projection.weight": "electra.embeddings_project.weight",
                       "projection.bias": "electra.embeddings_project.bias"})
-    return mapped(state, names, "generator_lm_head.weight", path)
+    return mapped(state, names, "generator_lm_head.weight", path, head=cfg.masked_lm_head)
 
 
 FAMILY = Family("ELECTRA (generator)", encoder_tokenizer, model_config, map_weights, conversion_lines,

@@ -1,6 +1,7 @@
 """What the encoder-only families' imports share (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA): the tokenizer as
-transformers 5 builds it with its mask token and token types, the config's common fields, the refusal of a folder
-without a masked-LM head, and the import itself (a self-contained model directory, its weights copied)."""
+transformers 5 builds it with its mask token and token types, the config's common fields, whether the folder has a
+masked-LM head (without one it opens for its maps only), and the import itself (a self-contained model directory,
+its weights copied)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,6 @@ from .json_tokenizer import tokenizer_source
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new", "relu": "relu",
                "silu": "silu", "swish": "silu"}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA (generator), ALBERT, ModernBERT and DeBERTa-v2 / v3 "
-             "with their masked-language-model head")
 
 
 def activation(hf: dict[str, Any], key: str, path: Path, default: str = "gelu") -> str:
@@ -35,28 +34,29 @@ def activation(hf: dict[str, Any], key: str, path: Path, default: str = "gelu") 
     return ACTIVATIONS[name]
 
 
-def check_masked_lm(hf: dict[str, Any], path: Path, heads: tuple[str, ...]) -> None:
-    """One line where config.json's architectures name no class with a masked-LM head (of `heads`): a sequence
-    classifier, a bare encoder, ELECTRA's discriminator."""
-    architectures = hf.get("architectures") or []
-    if architectures and not any(name in heads for name in architectures):
-        raise HFImportError(f"{path}: {', '.join(map(str, architectures))} has no masked-language-model head; "
-                            f"viz-model opens {SUPPORTED} ({', '.join(heads)})")
+def check_masked_lm(hf: dict[str, Any], path: Path, heads: tuple[str, ...]) -> bool:
+    """Whether config.json's architectures name a class with a masked-LM head (of `heads`; none named: it has one);
+    a folder without one (a sequence classifier, a bare encoder, ELECTRA's discriminator) opens for its maps only.
+    One line for a decoder and for positions not implemented."""
     if hf.get("is_decoder") or hf.get("add_cross_attention"):
         raise HFImportError(f"{path}: is_decoder / add_cross_attention: a decoder is not implemented (the encoder "
                             "reading every token is)")
     kind = hf.get("position_embedding_type", "absolute")
     if kind != "absolute":
         raise HFImportError(f"{path}: position_embedding_type {kind!r} is not implemented (absolute is)")
+    architectures = hf.get("architectures") or []
+    return not architectures or any(name in heads for name in architectures)
 
 
-def encoder_config(hf: dict[str, Any], path: Path, **values: Any) -> ModelConfig:
-    """An encoder-only `ModelConfig` with the fields every family shares and `values` (the family's names)."""
+def encoder_config(hf: dict[str, Any], path: Path, head: bool, **values: Any) -> ModelConfig:
+    """An encoder-only `ModelConfig` with the fields every family shares, `values` (the family's names) and whether
+    it has its masked-LM `head` (`check_masked_lm`)."""
     pad = hf.get("pad_token_id")
     pad = pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
     fields = {"kind": "encoder", "decoder_layers": 0, "vocab_size": int(need(hf, "vocab_size", path)),
               "dropout": 0.0, "norm": "post", "positional": "learned", "share_embeddings": True,
-              "scale_embeddings": False, "pad_id": pad, "bos_id": pad, "eos_id": pad, "unk_id": pad, **values}
+              "scale_embeddings": False, "pad_id": pad, "bos_id": pad, "eos_id": pad, "unk_id": pad,
+              "masked_lm_head": head, **values}
     return checked_config(path, **fields)
 
 
@@ -116,7 +116,9 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
     return [f"- Encoder-only: {cfg.encoder_layers} {cfg.norm}-norm layers, {cfg.heads} heads, "
             f"{positions[cfg.positional]}"
             + (f", {cfg.type_vocab_size} token types" if cfg.type_vocab_size else ", no token types") + width
-            + f"; the masked-LM head (dense, {cfg.head_activation}, norm, the tied output projection)."]
+            + (f"; the masked-LM head (dense, {cfg.head_activation}, norm, the tied output projection)."
+               if cfg.masked_lm_head else "; no masked-language-model head in the folder: its maps only (no "
+               "fill-mask).")]
 
 
 def import_encoder(family: Family, folder: Path, hf: dict[str, Any], out: Path, label: str,

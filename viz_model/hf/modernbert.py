@@ -49,11 +49,11 @@ def rope_theta(hf: dict[str, Any], path: Path, kind: str) -> float:
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a ModernBERT config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     layers, width = int(need(hf, "num_hidden_layers", path)), int(need(hf, "hidden_size", path))
     types = layer_types(hf, path, layers)
     window = int(hf.get("local_attention", 128)) // 2
-    return encoder_config(hf, path, encoder_layers=layers, d_model=width,
+    return encoder_config(hf, path, head, encoder_layers=layers, d_model=width,
                           heads=int(need(hf, "num_attention_heads", path)),
                           d_ff=int(need(hf, "intermediate_size", path)),
                           max_positions=int(hf.get("max_position_embeddings", 8192)),
@@ -123,7 +123,8 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
         if ours in names:
             state[theirs] = or_zeros(state, theirs, size)
     split = {k for k in state if k.endswith(("attn.Wqkv.weight", "attn.Wqkv.bias", "mlp.Wi.weight", "mlp.Wi.bias"))}
-    return mapped({k: v for k, v in state.items() if k not in split}, names, "decoder.weight", path)
+    return mapped({k: v for k, v in state.items() if k not in split}, names, "decoder.weight", path,
+                  head=cfg.masked_lm_head)
 
 
 FAMILY = Family("ModernBERT", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

@@ -20,16 +20,16 @@ HEADS = ("RobertaForMaskedLM", "XLMRobertaForMaskedLM")
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:
     """Our `ModelConfig` of a RoBERTa or XLM-R config.json."""
-    check_masked_lm(hf, path, HEADS)
+    head = check_masked_lm(hf, path, HEADS)
     fields = bert_fields(hf, path)
-    return encoder_config(hf, path, **{**fields, "type_vocab_size": int(hf.get("type_vocab_size", 1))},
+    return encoder_config(hf, path, head, **{**fields, "type_vocab_size": int(hf.get("type_vocab_size", 1))},
                           head_activation="gelu", pad_positions=True)
 
 
 def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
     """Our state dict of RoBERTa's tensors."""
     names = {**encoder_names(cfg, "roberta."), **head_names("lm_head.dense", "lm_head.layer_norm", "lm_head.bias")}
-    return mapped(state, names, "lm_head.decoder.weight", path, ("roberta.pooler.",))
+    return mapped(state, names, "lm_head.decoder.weight", path, ("roberta.pooler.",), cfg.masked_lm_head)
 
 
 ROBERTA = Family("RoBERTa", encoder_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

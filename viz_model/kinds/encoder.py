@@ -21,13 +21,17 @@ from ..modeldir.checkpoint import CheckpointError, load_model_dir, read_card
 from ..nn.devices import device_label
 from ..nn.encoder_lm import MaskedLM, MaskedLMOutput
 from ..nn.model import HeadMask
-from ..on_demand import check_maps
+from ..nn.score_recipe import laid_out
+from ..on_demand import OnDemandMaps, check_maps
 from ..tokenization.encoder_tokenizer import EncodedText, EncoderTokenizer
 from ..trace import AttentionTrace
 from .base import ModelKind
 
 MAX_TEXT_CHARS = 100_000  # a guard on the text alone: the positions bound what the model reads
 MAX_TOP_K = 50
+FULL_MAPS_MAX_TOKENS = 512
+"""An encoder's trace of up to this many tokens keeps every map with ``maps="auto"`` (BERT's, RoBERTa's and
+DeBERTa's positions: all of theirs); a longer one (ModernBERT's) keeps each layer's recipe and makes a map when read."""
 
 
 def check_text(text: object, name: str = "text") -> str:
@@ -103,22 +107,35 @@ class EncoderModel(ModelKind):
         return cls(network, tokenizer, directory.name, directory, device, read_card(directory))
 
     @property
+    def has_head(self) -> bool:
+        """Whether it has its masked-LM head (else it was imported from a folder without one: its maps only)."""
+        return self.config.masked_lm_head
+
+    def check_head(self, what: str) -> None:
+        """One line where `what` needs the masked-LM head this model lacks."""
+        if not self.has_head:
+            raise ValueError(f"{what} needs a masked-language-model head, and {self.name or 'this model'} has none "
+                             "(its folder is a sequence classifier or another model without one): it opens for its "
+                             "attention maps only (trace)")
+
+    @property
     def mask_token(self) -> str:
         """The text of the mask token (``[MASK]``, ``<mask>``)."""
         return self.tokenizer.mask_token
 
     def encoded(self, text: str, text_pair: str | None = None) -> EncodedText:
         """`text` (and `text_pair`) as the model reads them: ids, token types and words; one line where they are
-        no text or longer than the model's positions."""
+        no text or longer than the model's positions (a pair's naming both lengths and the limit)."""
         check_text(text)
         if text_pair is not None:
             check_text(text_pair, "text_pair")
         encoded = self.tokenizer.encoded(text, text_pair)
         limit = self.network.longest
         if len(encoded.ids) > limit:
-            what = "the pair gives" if text_pair is not None else "the text gives"
-            raise ValueError(f"{what} {len(encoded.ids)} tokens; this model reads at most {limit} "
-                             "(max_position_embeddings)")
+            n = len(encoded.ids)
+            what = (f"the pair gives {n} tokens (the text {encoded.lengths[0]}, text_pair {encoded.lengths[1]}, "
+                    f"{n - sum(encoded.lengths)} special)" if text_pair is not None else f"the text gives {n} tokens")
+            raise ValueError(f"{what}; this model reads at most {limit} (max_position_embeddings)")
         return encoded
 
     def encode(self, text: str, text_pair: str | None = None) -> list[int]:
@@ -136,11 +153,15 @@ class EncoderModel(ModelKind):
         return None if head_mask.encoder is None else head_mask.encoder.to(self.device)
 
     def forced_pass(self, ids: Sequence[int], type_ids: Sequence[int] | None = None, *,
-                    head_mask: HeadMask | None = None, need_weights: bool = False,
+                    head_mask: HeadMask | None = None, need_weights: bool | str = False,
                     token_embeddings: torch.Tensor | None = None) -> MaskedLMOutput:
         """The network over `ids` (one sequence), batch 1 (or the batch of `token_embeddings` ``(batch, len,
-        embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record.
-        Gradients flow where the caller enables them."""
+        embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record
+        (``"recipe"``: its `ScoreRecipe`).
+        Gradients flow where the caller enables them. Without the masked-LM head, only for the records (the logits
+        are None)."""
+        if not need_weights:
+            self.check_head("a pass for the logits")
         tensor = torch.tensor([list(ids)], device=self.device)
         types = None if type_ids is None else torch.tensor([list(type_ids)], device=self.device)
         if token_embeddings is not None:
@@ -175,7 +196,8 @@ class EncoderModel(ModelKind):
                   head_mask: HeadMask | None = None) -> list[list[tuple[str, float]]]:
         """For each mask token of `text` (and `text_pair`), in order, its `top_k` (token, probability), most
         probable first: the token as transformers' fill-mask pipeline writes ``token_str``; one line where the text
-        has no mask token. `head_mask` switches heads off."""
+        has no mask token, or the model no masked-LM head. `head_mask` switches heads off."""
+        self.check_head("fill_mask")
         top_k = check_top_k(top_k)
         encoded = self.encoded(text, text_pair)
         positions = self.mask_positions(encoded.ids)
@@ -190,6 +212,7 @@ class EncoderModel(ModelKind):
                            head_mask: HeadMask | None = None) -> np.ndarray:
         """The masked-LM ``log P(outputs | input)`` of each (input ids, output ids) pair: the input's mask positions,
         in order, scored for the output's ids (one per mask), summed."""
+        self.check_head("sequence_log_probs")
         if len(inputs) != len(outputs):
             raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs: the lists must align")
         result = np.zeros(len(inputs), dtype=np.float64)
@@ -203,6 +226,13 @@ class EncoderModel(ModelKind):
             result[i] = float(log_probs[torch.arange(len(positions)), torch.tensor(list(chosen))].sum())
         return result
 
+    def recipe_maps(self, recipes: Sequence[object]) -> OnDemandMaps:
+        """The maps of a pass's recipes (``need_weights="recipe"``), made when read: every key visible, the windowed
+        layers' within `window_radius` on either side."""
+        cfg = self.config
+        return OnDemandMaps([laid_out(recipe, radius=cfg.window_radius if i in cfg.windowed_layers else None)
+                             for i, recipe in enumerate(recipes)])  # type: ignore[arg-type]
+
     @torch.inference_mode()
     def trace(self, text: str, text_pair: str | None = None, *, top_k: int = 5,  # type: ignore[override]
               head_mask: HeadMask | None = None, forced_ids: Sequence[int] | None = None,
@@ -214,21 +244,24 @@ class EncoderModel(ModelKind):
         source tokens); the decoder and cross lists are empty and there are no decoding steps. ``settings`` holds
         the token types (``type_ids``) and, per mask token, its ``predictions`` (a `MaskPrediction` as a dict);
         ``translation`` is the text with every mask filled by its most probable token, ``log_probability`` the sum
-        of those tokens' log-probabilities. `maps`: every map is kept ("auto", "full"; an encoder reads no more than
-        its positions)."""
+        of those tokens' log-probabilities (without the masked-LM head: no predictions, the text as read). `maps`:
+        "full" keeps every map, "on_demand" each layer's recipe (`OnDemandMaps`: a map is made when read; not
+        DeBERTa's), "auto" every map up to `FULL_MAPS_MAX_TOKENS` tokens, recipes beyond."""
         if forced_ids is not None:
             raise ValueError("an encoder reads its input whole: it has no output to force (forced_ids)")
-        check_maps(maps)
-        if maps == "on_demand":
-            raise ValueError("an encoder's maps are kept in full (it reads no more than its positions): use maps="
+        disentangled = self.config.positional == "disentangled"
+        if check_maps(maps) == "on_demand" and disentangled:
+            raise ValueError("DeBERTa's maps are kept in full (its position terms are no score recipe): use maps="
                              "'auto' or 'full'")
         top_k = check_top_k(top_k)
         start = time.perf_counter()
         encoded = self.encoded(text, text_pair)
         ids, n = encoded.ids, len(encoded.ids)
-        out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask, need_weights=True)
+        on_demand = not disentangled and (maps == "on_demand" or maps == "auto" and n > FULL_MAPS_MAX_TOKENS)
+        out = self.forced_pass(ids, encoded.type_ids, head_mask=head_mask,
+                               need_weights="recipe" if on_demand else True)
         ran = time.perf_counter()
-        predictions = self.predictions(out.logits[0], self.mask_positions(ids), top_k)
+        predictions = [] if out.logits is None else self.predictions(out.logits[0], self.mask_positions(ids), top_k)
         filled = list(ids)
         for found in predictions:
             filled[found.position] = found.ids[0]
@@ -237,7 +270,8 @@ class EncoderModel(ModelKind):
             source_text=text, translation=self.tokenizer.decode(filled),
             source_ids=ids, source_tokens=tokens, source_words=encoded.words, target_ids=[], target_tokens=[],
             target_words=[], output_ids=[], output_tokens=[],
-            encoder_attentions=[record.weights[0].float().cpu().numpy() for record in out.records],
+            encoder_attentions=self.recipe_maps(out.records) if on_demand else
+            [record.weights[0].float().cpu().numpy() for record in out.records],
             decoder_attentions=[], cross_attentions=[], encoder_mask=np.ones((n, n), dtype=bool),
             decoder_mask=np.zeros((0, 0), dtype=bool), cross_mask=np.zeros((0, n), dtype=bool),
             source_positional=self.network.position_vectors(out.positions)[0].float().cpu().numpy(),

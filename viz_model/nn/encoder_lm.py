@@ -32,12 +32,13 @@ from .score_position import ScorePosition
 class MaskedLMOutput:
     """What one `MaskedLM` call computed.
 
-    :ivar logits: ``(batch, len, vocab)`` the scores of each position's token
-    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``)
+    :ivar logits: ``(batch, len, vocab)`` the scores of each position's token; None without the head (maps only)
+    :ivar records: per layer, the self-attention's `AttentionRecord` (with ``need_weights``; its `ScoreRecipe` with
+        ``need_weights="recipe"``)
     :ivar positions: ``(batch, len)`` the position ids the embeddings read
     """
 
-    logits: Tensor
+    logits: Tensor | None
     records: list[AttentionRecord] = field(default_factory=list)
     positions: Tensor | None = None
 
@@ -79,7 +80,8 @@ class MaskedLM(nn.Module):
     :ivar relative: DeBERTa's relative-position embeddings, else None
     :ivar convolution: DeBERTa-v2's convolution over the embeddings, added after the first layer, else None
     :ivar rotary: RoPE of the layers that see every key and of the windowed ones (ModernBERT), else None
-    :ivar head_dense: the head's transform (d_model to embedding_size)
+    :ivar head_dense: the head's transform (d_model to embedding_size); the head's three are None where the config
+        has no masked-LM head (its maps only)
     :ivar head_norm: the head's norm
     :ivar head_bias: the output projection's bias
     """
@@ -105,9 +107,10 @@ class MaskedLM(nn.Module):
         self.convolution = EmbeddingConvolution(cfg) if cfg.conv_kernel_size else None
         self.rotary = (Rotary(cfg.d_head, cfg.rope_base), Rotary(cfg.d_head, cfg.windowed_rope_base)) \
             if cfg.positional == "rope" else None
-        self.head_dense = Linear(cfg.d_model, width)
-        self.head_norm = make_norm(width, cfg.normalization, cfg.norm_eps)
-        self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        head = cfg.masked_lm_head
+        self.head_dense = Linear(cfg.d_model, width) if head else None
+        self.head_norm = make_norm(width, cfg.normalization, cfg.norm_eps) if head else None
+        self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if head else None
         self.activation = ACTIVATION_FUNCTIONS[cfg.head_activation]
 
     @classmethod
@@ -191,18 +194,20 @@ class MaskedLM(nn.Module):
         band = combine_masks(mask, band_mask(length, cfg.window_radius, device))
         return [band if i in cfg.windowed_layers else mask for i in range(cfg.encoder_layers)]
 
-    def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool = False,
+    def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool | str = False,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
                 mask: Tensor | None = None) -> MaskedLMOutput:
         """Read `ids` ``(batch, len)`` (`type_ids`: their token types, default 0) and score every position's token.
-        `need_weights`: each layer's record; `head_mask` ``(layers, heads)``: multipliers of each head's output (0
-        switches it off); `token_embeddings` ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
+        `need_weights`: each layer's record (``"recipe"``: its `ScoreRecipe`, no maps made); `head_mask`
+        ``(layers, heads)``: multipliers of each head's output (0 switches it off); `token_embeddings`
+        ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
         `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key."""
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         x, positions = self.embed(ids, type_ids, token_embeddings)
-        out = MaskedLMOutput(x, positions=positions)
-        schemes, masks = self.layer_positions(positions, need_weights), self.layer_masks(mask, ids.shape[1], x.device)
+        out = MaskedLMOutput(None, positions=positions)
+        schemes = self.layer_positions(positions, need_weights is True)
+        masks = self.layer_masks(mask, ids.shape[1], x.device)
         embedded = x
         for i in range(self.config.encoder_layers):
             x, record = self.layer(i)(x, masks[i], need_weights, None if head_mask is None else head_mask[i],
@@ -211,11 +216,14 @@ class MaskedLM(nn.Module):
                 x = self.convolution(embedded, x, mask)
             if record is not None:
                 out.records.append(record)
-        out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
+        if self.head_bias is not None:
+            out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:
         """The masked-LM head: dense, activation, norm, then the tied output projection and its bias."""
+        if self.head_dense is None or self.head_norm is None:
+            raise ValueError("this encoder has no masked-language-model head: it gives its attention maps only")
         h = normed(self.head_norm, self.activation(self.head_dense(hidden)))
         return linear(h, self.embedding.weight, self.head_bias)
 

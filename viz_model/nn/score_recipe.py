@@ -36,6 +36,8 @@ class ScoreRecipe:
     :ivar key_positions: ``(m,)`` int64 the keys' positions
     :ivar causal: a query sees keys at its own position or before only
     :ivar window: a query sees its last `window` positions only (sliding window), else None
+    :ivar radius: a query sees the keys at most `radius` positions away on either side (ModernBERT's local layers),
+        else None
     :ivar key_mask: ``(m,)`` bool, True = may be attended (padding, an extra key mask), else None: every key
     :ivar alibi_slopes: ``(heads,)`` float32 ALiBi slopes, else None
     :ivar bias_table: ``(buckets, heads)`` T5's relative bias table, else None
@@ -56,6 +58,7 @@ class ScoreRecipe:
     alibi_slopes: Tensor | None = None
     bias_table: Tensor | None = None
     offset_buckets: Tensor | None = None
+    radius: int | None = None
 
     @property
     def heads(self) -> int:
@@ -77,8 +80,9 @@ class ScoreRecipe:
 
     def settings(self) -> dict[str, object]:
         """The recipe's non-tensor fields and its tensors' dtype (what a saved trace's header holds)."""
+        radius = {} if self.radius is None else {"radius": self.radius}  # older traces' settings read as before
         return {"kv_heads": self.kv_heads, "scale": self.scale, "softcap": self.softcap, "causal": self.causal,
-                "window": self.window, "dtype": str(self.queries.dtype).removeprefix("torch.")}
+                "window": self.window, **radius, "dtype": str(self.queries.dtype).removeprefix("torch.")}
 
     def check(self) -> None:
         """Raise ValueError naming the first field whose shape or value disagrees with the others."""
@@ -104,12 +108,14 @@ class ScoreRecipe:
                                             or int(self.offset_buckets.max()) >= self.bias_table.shape[0]):
             raise ValueError(f"recipe relative bias table {tuple(self.bias_table.shape)} and offset buckets "
                              f"{tuple(self.offset_buckets.shape)} disagree")
-        if self.window is not None and (not isinstance(self.window, int) or self.window < 1):
-            raise ValueError(f"recipe window must be a positive integer or None, got {self.window!r}")
+        for name in ("window", "radius"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"recipe {name} must be a positive integer or None, got {value!r}")
 
     def visible(self, rows: slice | Tensor | None = None) -> Tensor | None:
         """``(rows, m)`` bool, True = may attend; None where every key is visible to every query."""
-        if not self.causal and self.window is None and self.key_mask is None:
+        if not self.causal and self.window is None and self.radius is None and self.key_mask is None:
             return None
         q = self.query_positions if rows is None else self.query_positions[rows]
         k = self.key_positions
@@ -118,6 +124,8 @@ class ScoreRecipe:
             visible &= k[None, :] <= q[:, None]
         if self.window is not None:
             visible &= k[None, :] > q[:, None] - self.window
+        if self.radius is not None:
+            visible &= (k[None, :] - q[:, None]).abs() <= self.radius
         if self.key_mask is not None:
             visible &= self.key_mask[None, :]
         return visible
@@ -147,9 +155,10 @@ def query_recipe(queries: Tensor, keys: Tensor, kv_heads: list[int] | None, scal
 
 
 def laid_out(recipe: ScoreRecipe, *, causal: bool = False, window: int | None = None, key_mask: Tensor | None = None,
-             scheme: object = None) -> ScoreRecipe:
-    """`recipe` with its mask and position bias: causal, a `window`, a ``(m,)`` or ``(1, .., m)`` `key_mask`, and the
-    bias of `scheme` (`ALiBi` or `RelativePositionBias`; any other scheme adds none to the scores)."""
+             scheme: object = None, radius: int | None = None) -> ScoreRecipe:
+    """`recipe` with its mask and position bias: causal, a `window`, a ``(m,)`` or ``(1, .., m)`` `key_mask`, a
+    `radius` on either side, and the bias of `scheme` (`ALiBi` or `RelativePositionBias`; any other scheme adds none to
+    the scores)."""
     slopes = table = buckets = None
     if isinstance(scheme, ALiBi):
         slopes = scheme.slopes.float().cpu()
@@ -160,7 +169,7 @@ def laid_out(recipe: ScoreRecipe, *, causal: bool = False, window: int | None = 
     if key_mask is not None:
         key_mask = key_mask.reshape(-1, key_mask.shape[-1])[0].detach().cpu().bool()
     return dataclasses.replace(recipe, causal=causal, window=window, key_mask=key_mask, alibi_slopes=slopes,
-                               bias_table=table, offset_buckets=buckets)
+                               bias_table=table, offset_buckets=buckets, radius=radius)
 
 
 def merged(recipes: Sequence[ScoreRecipe]) -> ScoreRecipe:

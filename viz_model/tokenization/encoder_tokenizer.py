@@ -24,11 +24,13 @@ class EncodedText:
     :ivar ids: the token ids, special tokens included
     :ivar type_ids: each token's type (0: the first text, 1: the second), all 0 where the model reads none
     :ivar words: per token, the index of its word (a special token is a word of its own)
+    :ivar lengths: the tokens of the text and (of a pair) of the second, special tokens left out
     """
 
     ids: list[int]
     type_ids: list[int]
     words: list[int]
+    lengths: tuple[int, ...] = ()
 
 
 class EncoderTokenizer(RulesTokenizer):
@@ -65,7 +67,8 @@ class EncoderTokenizer(RulesTokenizer):
             words.append(word)
             last = key
         types = encoding.type_ids if self.rules["token_types"] else [0] * len(encoding.ids)
-        return EncodedText(list(encoding.ids), list(types), words)
+        lengths = tuple(encoding.sequence_ids.count(k) for k in range(1 if pair is None else 2))
+        return EncodedText(list(encoding.ids), list(types), words, lengths)
 
     def encode(self, text: str) -> list[int]:
         """The ids of `text`, special tokens included."""

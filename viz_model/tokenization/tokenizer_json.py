@@ -34,17 +34,21 @@ BYTES = byte_level_alphabet()
 
 
 def read_backend(files: dict[str, bytes], directory: Path) -> Any:
-    """The ``tokenizers`` library's tokenizer of ``files["tokenizer.json"]``; one line where the package is missing
-    or the file is no tokenizer."""
+    """The ``tokenizers`` library's tokenizer of ``files["tokenizer.json"]``, its stored truncation and padding left
+    unused (transformers' tokenizer turns both off for a text it is given alone); one line where the package is
+    missing or the file is no tokenizer."""
     try:
         from tokenizers import Tokenizer as Backend
     except ImportError:
         raise TokenizerError(f"{directory}: this model's tokenizer needs the tokenizers package "
                              "(pip install tokenizers)") from None
     try:
-        return Backend.from_str(files["tokenizer.json"].decode("utf-8"))
+        backend = Backend.from_str(files["tokenizer.json"].decode("utf-8"))
     except Exception as err:  # the library raises its own Exception types
         raise TokenizerError(f"{directory / 'tokenizer.json'}: not a readable tokenizer ({err})") from None
+    backend.no_truncation()
+    backend.no_padding()
+    return backend
 
 
 def byte_level_label(token: str) -> str:
