@@ -14,8 +14,8 @@ from app import sidebar
 from app.sessions import ModelRef, Session
 from viz_model.kinds.base import ModelKind
 
-TRANSLATOR, LANGUAGE_MODEL = "translator", "language_model"
-KINDS = (TRANSLATOR, LANGUAGE_MODEL)
+TRANSLATOR, LANGUAGE_MODEL, ENCODER = "translator", "language_model", "encoder"
+KINDS = (TRANSLATOR, LANGUAGE_MODEL, ENCODER)
 NO_MODEL = "views/no_model.py"  # the one page when no model directory exists
 SECTIONS = ("Explore", "Analyze", "Learn")
 
@@ -48,9 +48,17 @@ class Page:
         return None if isinstance(drawn, NotApplicable) else drawn
 
 
-def _per_kind(folder: str) -> dict[str, str | NotApplicable]:
-    """A page with a script per kind: views/FOLDER/FOLDER_translator.py and FOLDER_language_model.py."""
-    return {kind: f"views/{folder}/{folder}_{kind}.py" for kind in KINDS}
+def _per_kind(folder: str, **not_applicable: str) -> dict[str, str | NotApplicable]:
+    """A page with a script per kind (views/FOLDER/FOLDER_translator.py, FOLDER_language_model.py, ...), except the
+    kinds named in `not_applicable`, each with its one line why not."""
+    return {kind: NotApplicable(not_applicable[kind]) if kind in not_applicable
+            else f"views/{folder}/{folder}_{kind}.py" for kind in KINDS}
+
+
+def _encoder_later(page: str) -> str:
+    """The line of a page not drawn for an encoder yet."""
+    return (f"{page} is not drawn for an encoder-only model yet: open a translation model or a language model in the "
+            "sidebar to see it.")
 
 
 def _shared(folder: str) -> dict[str, str | NotApplicable]:
@@ -59,19 +67,33 @@ def _shared(folder: str) -> dict[str, str | NotApplicable]:
 
 
 PAGES = (
-    Page("explore", {TRANSLATOR: "Translate & explore", LANGUAGE_MODEL: "Complete & explore"}, ":material/translate:",
-         "explore", "Explore", _per_kind("explore")),
-    Page("masks", "Masks", ":material/visibility_off:", "masks", "Explore", _per_kind("masks")),
-    Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze", _per_kind("attribution")),
-    Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze", _per_kind("head_roles")),
-    Page("ablation", "Ablation", ":material/block:", "ablation", "Analyze", _per_kind("ablation")),
-    Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze", _per_kind("alignment")),
-    Page("compare", "Compare", ":material/compare:", "compare", "Analyze", _per_kind("compare")),
-    Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze", _per_kind("sinks")),
-    Page("positional", "Positional encoding", ":material/timeline:", "positional", "Learn", _per_kind("positional")),
-    Page("by_hand", "Attention by hand", ":material/calculate:", "attention-by-hand", "Learn", _per_kind("by_hand")),
-    Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn", _per_kind("decoding")),
-    Page("training", "The training recipe", ":material/model_training:", "training", "Learn", _per_kind("training")),
+    Page("explore", {TRANSLATOR: "Translate & explore", LANGUAGE_MODEL: "Complete & explore",
+                     ENCODER: "Fill in the blank & explore"}, ":material/translate:", "explore", "Explore",
+         _per_kind("explore")),
+    Page("masks", "Masks", ":material/visibility_off:", "masks", "Explore",
+         _per_kind("masks", encoder=_encoder_later("Masks"))),
+    Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze",
+         _per_kind("attribution", encoder=_encoder_later("Attribution"))),
+    Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze",
+         _per_kind("head_roles", encoder=_encoder_later("Head roles"))),
+    Page("ablation", "Ablation", ":material/block:", "ablation", "Analyze",
+         _per_kind("ablation", encoder=_encoder_later("Ablation"))),
+    Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze",
+         _per_kind("alignment", encoder=_encoder_later("Alignment & rollout"))),
+    Page("compare", "Compare", ":material/compare:", "compare", "Analyze",
+         _per_kind("compare", encoder=_encoder_later("Compare"))),
+    Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze",
+         _per_kind("sinks", encoder=_encoder_later("Attention sinks"))),
+    Page("positional", "Positional encoding", ":material/timeline:", "positional", "Learn",
+         _per_kind("positional", encoder=_encoder_later("Positional encoding"))),
+    Page("by_hand", "Attention by hand", ":material/calculate:", "attention-by-hand", "Learn",
+         _per_kind("by_hand", encoder=_encoder_later("Attention by hand"))),
+    Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn",
+         _per_kind("decoding", encoder="Decoding does not apply to an encoder: it reads the whole text at once and "
+                                       "fills in its masks in one pass, with no output written token by token.")),
+    Page("training", "The training recipe", ":material/model_training:", "training", "Learn",
+         _per_kind("training", encoder="The training recipe is drawn for a translation model or a language model; "
+                                       "an encoder-only model's training is not drawn here.")),
     Page("watch", "Watch attention form", ":material/play_circle:", "watch", "Learn", _shared("watch")),
 )
 BY_KEY = {page.key: page for page in PAGES}
@@ -85,7 +107,8 @@ def kind_of(model: ModelKind) -> str:
 
 
 SETTINGS: dict[str, Callable[[object, ModelRef], Session]] = {
-    TRANSLATOR: sidebar.translator_settings, LANGUAGE_MODEL: sidebar.language_model_settings}
+    TRANSLATOR: sidebar.translator_settings, LANGUAGE_MODEL: sidebar.language_model_settings,
+    ENCODER: sidebar.encoder_settings}
 
 
 def open_model(models: list[str]) -> tuple[str, Session | None]:
@@ -96,10 +119,6 @@ def open_model(models: list[str]) -> tuple[str, Session | None]:
         return TRANSLATOR, None
     kind = kind_of(picked[0])
     with st.sidebar:
-        if kind not in SETTINGS:  # a kind the library opens and the pages do not draw yet (an encoder-only model)
-            st.error(f"This model is {picked[0].description}: the explorer's pages do not draw this kind yet; open "
-                     "it in Python with viz_model.load.")
-            return TRANSLATOR, None
         return kind, SETTINGS[kind](*picked)
 
 

@@ -9,8 +9,7 @@ from viz_model.nn import kinds
 
 PARTS = explore_views.KindParts(
     attention_kinds=list(kinds.KIND_LABELS), say_kind_change=True,
-    head_label=lambda trace: lambda v: state.head_label(v, trace.num_heads),
-    short_head_label=lambda trace: lambda h: f"Head {h + 1}", value_measures=True,
+    head_label=explore_views.head_label, short_head_label=explore_views.short_head_label, value_measures=True,
     mark_map=lambda fig, trace, layer: None, heatmap_note=lambda trace, layer, level: None,
     mark_model_view=lambda fig, trace, kind, aggregate: None, model_view_note=lambda trace: "",
     groups=lambda trace: None, head_view_note=lambda trace, layer: None)
