@@ -24,6 +24,11 @@ PAIR_COLOR = "#2ca02c"  # the line between sentence A and sentence B on every ma
 WORD = re.compile(r"\w+")
 
 
+def mask_code(mask: str) -> str:
+    """The mask token as Markdown shows it literally (a code span: ``<mask>`` is no HTML tag there)."""
+    return f"`{mask}`"
+
+
 def _submit() -> None:
     SHARED.sentence.set(FORM.sentence_box.get(""))
     EXPLORE.pair.set(EXPLORE.pair_box.get("").strip())
@@ -71,8 +76,8 @@ def text_form(session: Session) -> None:
                  args=(mask,), format_func=lambda example: example.format(mask=mask),
                  placeholder="Pick an example sentence…")
     with st.form("fill_in_form", border=False):
-        st.text_area(f"Sentence (write {mask} where the model should fill in a word)", key=FORM.sentence_box.key,
-                     height=80, placeholder=f"Type a sentence with {mask} in it")
+        st.text_area(f"Sentence (write {mask_code(mask)} where the model should fill in a word)",
+                     key=FORM.sentence_box.key, height=80, placeholder=f"Type a sentence with {mask} in it")
         with st.expander("A second sentence (a pair, read with token types)", expanded=bool(EXPLORE.pair.get())):
             st.text_input("Sentence B (optional)", key=EXPLORE.pair_box.key,
                           help="The model reads both sentences in one sequence, the second marked by its token type "
@@ -91,7 +96,7 @@ def current_reading(session: Session) -> AttentionTrace | None:
     page_link(EXPLORE)
     text, pair = SHARED.sentence.get(""), EXPLORE.pair.get("") or None
     if not text.strip():
-        st.info(f"Type a sentence with {session.model.mask_token} in it for the model to fill in.")
+        st.info(f"Type a sentence with {mask_code(session.model.mask_token)} in it for the model to fill in.")
         return None
     try:
         with st.spinner("Reading…"):
@@ -126,8 +131,8 @@ def fill_in_panel(trace: AttentionTrace, mask: str) -> None:
     with st.container(border=True):
         show_text("Filled in", trace.translation)
         if not found:
-            st.info(f"The text has no mask token: write {mask} where the model should fill in a word, or click a "
-                    "word to mask it. The maps below are drawn all the same.")
+            st.info(f"The text has no mask token: write {mask_code(mask)} where the model should fill in a word, or "
+                    "click a word to mask it. The maps below are drawn all the same.")
         else:
             if len(found) > MAX_MASKS_SHOWN:
                 st.warning(f"The text has {len(found)} mask tokens; this page lists the predictions at the first "

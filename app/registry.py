@@ -48,17 +48,25 @@ class Page:
         return None if isinstance(drawn, NotApplicable) else drawn
 
 
-def _per_kind(folder: str, **not_applicable: str) -> dict[str, str | NotApplicable]:
+ENCODER_NOT_YET = {  # the pages an encoder-only model does not have yet: key -> title (its line says so)
+    "masks": "Masks", "attribution": "Attribution", "head_roles": "Head roles", "ablation": "Ablation",
+    "alignment": "Alignment & rollout", "compare": "Compare", "sinks": "Attention sinks",
+    "positional": "Positional encoding", "by_hand": "Attention by hand"}
+NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
+    "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
+                          "masks in one pass, with no output written token by token."},
+    "training": {ENCODER: "The training recipe is drawn for a translation model or a language model; an "
+                          "encoder-only model's training is not drawn here."},
+    **{key: {ENCODER: f"{title} is not drawn for an encoder-only model yet: open a translation model or a language "
+                      "model in the sidebar to see it."} for key, title in ENCODER_NOT_YET.items()}}
+
+
+def _per_kind(folder: str) -> dict[str, str | NotApplicable]:
     """A page with a script per kind (views/FOLDER/FOLDER_translator.py, FOLDER_language_model.py, ...), except the
-    kinds named in `not_applicable`, each with its one line why not."""
-    return {kind: NotApplicable(not_applicable[kind]) if kind in not_applicable
-            else f"views/{folder}/{folder}_{kind}.py" for kind in KINDS}
-
-
-def _encoder_later(page: str) -> str:
-    """The line of a page not drawn for an encoder yet."""
-    return (f"{page} is not drawn for an encoder-only model yet: open a translation model or a language model in the "
-            "sidebar to see it.")
+    kinds `NOT_APPLICABLE` gives its one line why not."""
+    lines = NOT_APPLICABLE.get(folder, {})
+    return {kind: NotApplicable(lines[kind]) if kind in lines else f"views/{folder}/{folder}_{kind}.py"
+            for kind in KINDS}
 
 
 def _shared(folder: str) -> dict[str, str | NotApplicable]:
@@ -70,30 +78,17 @@ PAGES = (
     Page("explore", {TRANSLATOR: "Translate & explore", LANGUAGE_MODEL: "Complete & explore",
                      ENCODER: "Fill in the blank & explore"}, ":material/translate:", "explore", "Explore",
          _per_kind("explore")),
-    Page("masks", "Masks", ":material/visibility_off:", "masks", "Explore",
-         _per_kind("masks", encoder=_encoder_later("Masks"))),
-    Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze",
-         _per_kind("attribution", encoder=_encoder_later("Attribution"))),
-    Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze",
-         _per_kind("head_roles", encoder=_encoder_later("Head roles"))),
-    Page("ablation", "Ablation", ":material/block:", "ablation", "Analyze",
-         _per_kind("ablation", encoder=_encoder_later("Ablation"))),
-    Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze",
-         _per_kind("alignment", encoder=_encoder_later("Alignment & rollout"))),
-    Page("compare", "Compare", ":material/compare:", "compare", "Analyze",
-         _per_kind("compare", encoder=_encoder_later("Compare"))),
-    Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze",
-         _per_kind("sinks", encoder=_encoder_later("Attention sinks"))),
-    Page("positional", "Positional encoding", ":material/timeline:", "positional", "Learn",
-         _per_kind("positional", encoder=_encoder_later("Positional encoding"))),
-    Page("by_hand", "Attention by hand", ":material/calculate:", "attention-by-hand", "Learn",
-         _per_kind("by_hand", encoder=_encoder_later("Attention by hand"))),
-    Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn",
-         _per_kind("decoding", encoder="Decoding does not apply to an encoder: it reads the whole text at once and "
-                                       "fills in its masks in one pass, with no output written token by token.")),
-    Page("training", "The training recipe", ":material/model_training:", "training", "Learn",
-         _per_kind("training", encoder="The training recipe is drawn for a translation model or a language model; "
-                                       "an encoder-only model's training is not drawn here.")),
+    Page("masks", "Masks", ":material/visibility_off:", "masks", "Explore", _per_kind("masks")),
+    Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze", _per_kind("attribution")),
+    Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze", _per_kind("head_roles")),
+    Page("ablation", "Ablation", ":material/block:", "ablation", "Analyze", _per_kind("ablation")),
+    Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze", _per_kind("alignment")),
+    Page("compare", "Compare", ":material/compare:", "compare", "Analyze", _per_kind("compare")),
+    Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze", _per_kind("sinks")),
+    Page("positional", "Positional encoding", ":material/timeline:", "positional", "Learn", _per_kind("positional")),
+    Page("by_hand", "Attention by hand", ":material/calculate:", "attention-by-hand", "Learn", _per_kind("by_hand")),
+    Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn", _per_kind("decoding")),
+    Page("training", "The training recipe", ":material/model_training:", "training", "Learn", _per_kind("training")),
     Page("watch", "Watch attention form", ":material/play_circle:", "watch", "Learn", _shared("watch")),
 )
 BY_KEY = {page.key: page for page in PAGES}

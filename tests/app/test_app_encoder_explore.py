@@ -35,7 +35,7 @@ def test_the_fill_in_equals_fill_mask_and_the_heatmap_the_trace(encoders, loaded
 
 def test_a_text_without_a_mask_is_drawn_and_says_how_to_add_one(encoders):
     at = encoder_page(None, "bert", sentence="two dogs play in the snow .")
-    assert "The text has no mask token: write [MASK] where the model should fill in a word" in messages(at)
+    assert "The text has no mask token: write `[MASK]` where the model should fill in a word" in messages(at)
     assert at.get("plotly_chart")
 
 

@@ -64,6 +64,22 @@ def sentence_windows(choice: str, start: int, n: int) -> tuple[slice | None, sli
     return sentences[choice[0]], sentences[choice[1]]
 
 
+def page(session: sessions.Session, form: Callable[[], None], read: Callable[[], AttentionTrace | None],
+         panel: Callable[[AttentionTrace], None], parts: Callable[[AttentionTrace], KindParts]) -> None:
+    """The explorer below its title: the `form` beside what it gave (`read`'s trace, drawn by `panel`), then the
+    attention views as `parts` says; the page stops where there is no trace (the reason is already shown)."""
+    form_column, result_column = st.columns([3, 2], gap="large")
+    with form_column:
+        form()
+    with result_column:
+        trace = read()
+        if trace is not None:
+            panel(trace)
+    if trace is None:
+        st.stop()
+    draw(session, trace, parts(trace))
+
+
 def link_and_downloads(trace: AttentionTrace) -> None:
     """The link to this view and the trace's downloads, side by side."""
     with st.container(horizontal=True):
