@@ -111,6 +111,17 @@ def current_reading(session: Session) -> AttentionTrace | None:
     return None
 
 
+def reading_or_stop(session: Session) -> AttentionTrace:
+    """A collapsed "Change the sentence" form, then the current text's trace; the page stops where there is none
+    (the reason is already shown)."""
+    with st.expander("Change the sentence", expanded=False):
+        text_form(session)
+    trace = current_reading(session)
+    if trace is None:
+        st.stop()
+    return trace
+
+
 def predictions(trace: AttentionTrace) -> list[dict]:
     """Per mask token, in order, its top-k predictions as the trace holds them (`MaskPrediction` as a dict)."""
     return trace.settings.get("predictions", [])

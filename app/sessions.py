@@ -27,6 +27,7 @@ from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.kinds.translator import TranslationModel
 from viz_model.lessons import hand_attention
+from viz_model.lessons.encoder_masks import PaddedBatch, padded_batch
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, model_kind
 from viz_model.modeldir.coverage import TRAINING_STATS
@@ -260,6 +261,12 @@ def compute_reading(ref: ModelRef, text: str, text_pair: str | None, top_k: int)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
+def compute_padded_batch(ref: ModelRef, texts: tuple[str, ...]) -> PaddedBatch:
+    """An encoder's batch of `texts`, padded and read in one pass with the padding mask (`padded_batch`)."""
+    return padded_batch(load_model(ref), texts)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(ref: ModelRef, text: str, beam: int, alpha: float, truncate: bool,
                       rule: str | None = None) -> BeamTree:
     return searching_model(ref).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate, rule=rule)
@@ -332,6 +339,10 @@ class Session:
     def reading(self, text: str, text_pair: str | None = None) -> AttentionTrace:
         """An encoder's trace of `text` (and `text_pair`) and its top-k predictions at each mask token, cached."""
         return compute_reading(self.ref, text, text_pair, self.top_k)
+
+    def padded_batch(self, texts: list[str]) -> PaddedBatch:
+        """An encoder's batch of `texts`, padded and read in one pass with the padding mask, cached."""
+        return compute_padded_batch(self.ref.stored, tuple(texts))
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
