@@ -19,6 +19,7 @@ LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model pro
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
 EXPERIMENTS = ("task", "induction")  # Watch attention form: a translation task, or induction heads in a language model
 INDUCTION_STEPS = [500, 1000, 2000, 3000, 5000]
+MAX_PAIR_CHARS = 2_000  # an encoder's second sentence, in the link
 
 
 def lengths_from(raw: str) -> tuple[int, int]:
@@ -45,6 +46,7 @@ class ExploreSettings(PageSettings):
     min_weight: Setting[float] = Setting("hv_min", 0.02)
     head_view: Setting[dict | None] = Setting("hv_chart", None)  # the head view's selection
     focus: Setting[tuple[str, int] | None] = Setting("hv_focus", None)  # the head view's clicked token
+    sentences: Setting[str] = Setting("hv_sentences", "all")  # a pair's head view: "ab" = sentence A to B
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
     long_draw: Setting[str] = Setting("long_draw", "blocks")  # a long prompt's heatmap: "blocks" or "window"
     new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
@@ -53,6 +55,10 @@ class ExploreSettings(PageSettings):
                                                          omit_default=True))  # through the chat template
     system: Setting[str] = Setting("lm_system", "", Link("system", one_line(500, "a system message"),
                                                          omit_default=True))  # the chat's system message
+    pair: Setting[str] = Setting("pair", "", Link("pair", one_line(MAX_PAIR_CHARS, "a second sentence"),
+                                                  omit_default=True))  # an encoder's second sentence ("": none)
+    pair_box: Setting[str] = Setting("pair_input", "")  # its box in the form
+    masked_word: Setting[int | None] = Setting("mask_word", None)  # the word clicked to mask it
 
 
 @dataclass(frozen=True)
