@@ -1,0 +1,37 @@
+"""What a change to an encoder (heads switched off, [SEP] hidden) does to its fill-mask predictions: each mask's top
+tokens before and after, side by side (the Ablation and Attention sinks pages)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.fill_in import MAX_MASKS_SHOWN
+from app.texts import md_escape
+
+COLUMNS = ["mask", "rank", "token", "probability", "token after", "probability after"]
+
+
+def side_by_side(before: list[dict], after: list[dict]) -> pd.DataFrame:
+    """Per mask (1-based, the first `MAX_MASKS_SHOWN`) and rank, the top token and its probability before and after
+    (`MaskPrediction`s as dicts, in mask order)."""
+    rows = [{"mask": m + 1, "rank": r + 1, "token": token, "probability": p, "token after": other,
+             "probability after": q}
+            for m, (first, second) in enumerate(list(zip(before, after))[:MAX_MASKS_SHOWN])
+            for r, (token, p, other, q) in enumerate(zip(first["tokens"], first["probabilities"], second["tokens"],
+                                                        second["probabilities"]))]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def changes_table(before: list[dict], after: list[dict], what: str) -> None:
+    """The side-by-side table (`what`: the change, as the columns' note names it) and whether any first choice
+    moved."""
+    st.dataframe(side_by_side(before, after), hide_index=True, width="stretch",
+                 column_config={name: st.column_config.NumberColumn(format="%.4f")
+                                for name in ("probability", "probability after")})
+    moved = [m + 1 for m, (a, b) in enumerate(zip(before, after)) if a["ids"][0] != b["ids"][0]]
+    st.caption(md_escape(f"Each mask's top tokens as the intact model ranks them (left) and {what} (right)."))
+    if moved:
+        st.warning(f"The first choice changed at mask {', '.join(map(str, moved))}.")
+    else:
+        st.success("Every mask's first choice stayed the same.")
