@@ -5,11 +5,12 @@ library's, and bad input gets one line."""
 from __future__ import annotations
 
 import pytest
-from support.app import charts, messages
+from support.app import arr, charts, messages
 from support.app_encoders import ENCODERS, encoder_page
 
 import viz_model
 from viz_model.analysis import ablate
+from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +41,28 @@ def test_ablation_shows_the_predictions_with_and_without_the_heads(encoders, loa
 def test_ablation_without_a_mask_says_so_in_one_line(encoders):
     at = encoder_page("ablation", "bert", sentence="two young dogs are playing in the snow .")
     assert "The text has no mask token" in messages(at)
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_sinks_draw_the_shares_on_sep_and_cls_and_hiding_sep_moves_the_predictions(encoders, loaded, name):
+    model = loaded[name]
+    text = text_of(model)
+    at = encoder_page("sinks", name, sentence=text)
+    shares = trace_special_shares(model, model.trace(text))
+    sep, cls = charts(at)[:2]
+    assert arr(sep["data"][0]["z"]) == pytest.approx(shares.sep, abs=1e-6)
+    assert arr(cls["data"][0]["z"]) == pytest.approx(shares.cls, abs=1e-6)
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["Mean share on [SEP]"]) == pytest.approx(shares.sep.mean(), abs=1e-3)
+    at.toggle[0].set_value(True).run()
+    switch = hide_sep(model, text)
+    frame = at.dataframe[-1].value
+    assert frame["token"].tolist() == switch.masks[0].intact.tokens
+    assert frame["token after"].tolist() == switch.masks[0].switched.tokens
+    assert frame["probability after"].tolist() == pytest.approx(switch.masks[0].switched.probabilities, abs=1e-6)
+    assert not at.exception
+
+
+def test_sinks_without_a_mask_draw_the_shares_and_say_why_there_is_no_switch(encoders):
+    at = encoder_page("sinks", "bert", sentence="two young dogs are playing in the snow .")
+    assert len(charts(at)) >= 2 and "The text has no mask token" in messages(at)
