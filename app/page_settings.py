@@ -100,6 +100,8 @@ class HeadRolesSettings(PageSettings):
     statistic: Setting[str] = Setting("hr_stat", "entropy")
     lm_source: Setting[str] = Setting("hr_lm_source", "repeated")
     lm_score: Setting[str] = Setting("hr_lm_score", "induction")
+    encoder_source: Setting[str] = Setting("hr_enc_source", "corpus")  # an encoder's: its text or the corpus
+    encoder_score: Setting[str] = Setting("hr_enc_score", "sep")
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,15 @@ library's, and bad input gets one line."""
 from __future__ import annotations
 
 import pytest
-from support.app import arr, charts, messages
+from support.app import arr, charts, markdown, messages
 from support.app_encoders import ENCODERS, encoder_page
 
 import viz_model
+from app.texts import md_escape
 from viz_model.analysis import ablate
+from viz_model.analysis.encoder_head_roles import corpus_roles, findings, text_roles
 from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
+from viz_model.analysis.lm_head_roles import english_corpus
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +69,27 @@ def test_sinks_draw_the_shares_on_sep_and_cls_and_hiding_sep_moves_the_predictio
 def test_sinks_without_a_mask_draw_the_shares_and_say_why_there_is_no_switch(encoders):
     at = encoder_page("sinks", "bert", sentence="two young dogs are playing in the snow .")
     assert len(charts(at)) >= 2 and "The text has no mask token" in messages(at)
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_head_roles_score_every_head_on_the_corpus_and_on_the_text_and_name_the_findings(encoders, loaded, name):
+    model = loaded[name]
+    at = encoder_page("head_roles", name, sentence=text_of(model))
+    sentences, _ = english_corpus()
+    table = corpus_roles(model, sentences)
+    (grid,) = charts(at)
+    assert arr(grid["data"][0]["z"]) == pytest.approx(table["sep"].to_numpy().reshape(-1, model.num_heads), abs=1e-6)
+    shown = at.dataframe[-1].value
+    assert shown["layer"].min() == 1 and shown["cls"].to_numpy() == pytest.approx(table["cls"].to_numpy())
+    found = findings(table)
+    if found:
+        assert md_escape(found[0].text[1:]) in markdown(at)
+    else:
+        assert "No head of this model crosses these thresholds here." in messages(at)
+    at.radio[0].set_value("text").run()
+    alone = text_roles(model, text_of(model))
+    assert arr(charts(at)[0]["data"][0]["z"]) == pytest.approx(alone["sep"].to_numpy().reshape(-1, model.num_heads))
+    at.selectbox(key="w_hr_enc_score").set_value("previous_token").run()
+    assert arr(charts(at)[0]["data"][0]["z"]) == pytest.approx(
+        alone["previous_token"].to_numpy().reshape(-1, model.num_heads))
+    assert not at.exception

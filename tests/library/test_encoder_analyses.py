@@ -111,8 +111,8 @@ def test_findings_name_the_heads_over_the_stated_thresholds(bert):
     found = findings(table)
     texts = [f.text for f in found]
     layer, head = int(table["layer"][3]), int(table["head"][3])
-    assert f"layer {layer} head {head} puts 62% of its weight on [SEP]" in " ".join(texts)
-    assert any(t.startswith(f"layer {layer} head {head} follows the previous token") for t in texts)
+    assert f"layer {layer + 1} head {head + 1} puts 62% of its weight on [SEP]" in " ".join(texts)
+    assert any(t.startswith(f"layer {layer + 1} head {head + 1} follows the previous token") for t in texts)
     assert all(f.value >= 0.5 for f in found if f.score != "breadth")
     assert all(f.value >= 0.9 for f in found if f.score == "breadth")
     assert {(f.layer, f.head) for f in findings(table, threshold=0.6, broad=1.0) if f.score == "previous_token"} \

@@ -131,7 +131,7 @@ def corpus_roles(model: EncoderModel, sentences: Sequence[str]) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Finding:
     """One of the paper's findings shown by one head: its layer and head (0-based), the score, its value, the
-    sentence that names it."""
+    sentence that names it (its layer and head counted from 1, as the paper and the app write them)."""
 
     layer: int
     head: int
@@ -153,6 +153,6 @@ def findings(table: pd.DataFrame, threshold: float = ROLE_THRESHOLD, broad: floa
         limit = broad if score == "breadth" else threshold
         rows = table[table[score] >= limit].sort_values(score, ascending=False)
         found.extend(Finding(int(row["layer"]), int(row["head"]), score, float(row[score]),
-                             f"layer {int(row['layer'])} head {int(row['head'])} " + sentence.format(share=row[score]))
-                     for _, row in rows.iterrows())
+                             f"layer {int(row['layer']) + 1} head {int(row['head']) + 1} "
+                             + sentence.format(share=row[score])) for _, row in rows.iterrows())
     return found
