@@ -10,7 +10,7 @@ from support.app_encoders import ENCODERS, encoder_page
 
 import viz_model
 from app.texts import md_escape
-from viz_model.analysis import ablate
+from viz_model.analysis import ablate, attention_rollout
 from viz_model.analysis.encoder_head_roles import corpus_roles, findings, text_roles
 from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
 from viz_model.analysis.lm_head_roles import english_corpus
@@ -93,3 +93,15 @@ def test_head_roles_score_every_head_on_the_corpus_and_on_the_text_and_name_the_
     assert arr(charts(at)[0]["data"][0]["z"]) == pytest.approx(
         alone["previous_token"].to_numpy().reshape(-1, model.num_heads))
     assert not at.exception
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_rollout_over_the_encoder_is_the_libraries_and_alignment_says_why_not(encoders, loaded, name):
+    model = loaded[name]
+    at = encoder_page("alignment", name, sentence=text_of(model))
+    assert "Word alignment reads cross-attention" in messages(at)
+    maps = model.trace(text_of(model)).encoder_attentions
+    drawn = {fig["layout"]["title"]["text"]: arr(fig["data"][0]["z"]) for fig in charts(at)}
+    layers = model.config.encoder_layers
+    assert drawn[f"Rollout through layers 1–{layers}"] == pytest.approx(attention_rollout(maps)[-1], abs=1e-6)
+    assert any(title.startswith("Flow through layers") for title in drawn)
