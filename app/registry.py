@@ -49,7 +49,6 @@ class Page:
 
 
 ENCODER_NOT_YET = {  # the pages an encoder-only model does not have yet: key -> title (its line says so)
-    "attribution": "Attribution",
     "compare": "Compare", "positional": "Positional encoding",
     "by_hand": "Attention by hand"}
 NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line

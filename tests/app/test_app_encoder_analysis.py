@@ -14,6 +14,7 @@ from viz_model.analysis import ablate, attention_rollout
 from viz_model.analysis.encoder_head_roles import corpus_roles, findings, text_roles
 from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
 from viz_model.analysis.lm_head_roles import english_corpus
+from viz_model.attribution import METHODS, attribute
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +106,21 @@ def test_rollout_over_the_encoder_is_the_libraries_and_alignment_says_why_not(en
     layers = model.config.encoder_layers
     assert drawn[f"Rollout through layers 1–{layers}"] == pytest.approx(attention_rollout(maps)[-1], abs=1e-6)
     assert any(title.startswith("Flow through layers") for title in drawn)
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_attribution_scores_the_text_for_the_prediction_at_the_mask(encoders, loaded, name):
+    model = loaded[name]
+    text = f"two young {model.mask_token} are {model.mask_token} in the snow ."
+    at = encoder_page("attribution", name, sentence=text)
+    picked = at.multiselect[0].value
+    result = attribute(model, text, methods=[m for m in METHODS if m in picked])
+    assert at.selectbox(key="w_at_output").options == [f"{i}: {t}" for i, t in enumerate(result.output_tokens)]
+    matrix = [fig for fig in charts(at) if "every output token (rows)" in fig["layout"]["title"]["text"]][0]
+    assert arr(matrix["data"][0]["z"]) == pytest.approx(result.source_scores("alti"), abs=1e-6)
+    assert result.output_ids == [found["ids"][0] for found in model.trace(text).settings["predictions"]]
+
+
+def test_attribution_without_a_mask_says_so_in_one_line(encoders):
+    at = encoder_page("attribution", "bert", sentence="two young dogs are playing in the snow .")
+    assert "The text has no mask token" in messages(at)
