@@ -4,6 +4,8 @@ library's, and bad input gets one line."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from support.app import arr, charts, markdown, messages
 from support.app_encoders import ENCODERS, encoder_page
@@ -15,6 +17,7 @@ from viz_model.analysis.encoder_head_roles import corpus_roles, findings, text_r
 from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
 from viz_model.analysis.lm_head_roles import english_corpus
 from viz_model.attribution import METHODS, attribute
+from viz_model.modeldir.shipped import ASSETS_DIR, SHIPPED_LANGUAGE_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +127,23 @@ def test_attribution_scores_the_text_for_the_prediction_at_the_mask(encoders, lo
 def test_attribution_without_a_mask_says_so_in_one_line(encoders):
     at = encoder_page("attribution", "bert", sentence="two young dogs are playing in the snow .")
     assert "The text has no mask token" in messages(at)
+
+
+def test_compare_puts_the_encoder_beside_a_language_model_on_the_filled_in_sentence(encoder_assets, loaded,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", f"{encoder_assets}{os.pathsep}{ASSETS_DIR}")
+    model = loaded["bert"]
+    at = encoder_page("compare", "bert", sentence=text_of(model))
+    assert at.selectbox(key="w_cmp_model").value == SHIPPED_LANGUAGE_MODEL
+    filled = model.trace(text_of(model)).translation
+    encoder_map, lm_map = charts(at)[:2]
+    mean = model.trace(filled).encoder_attentions[-1].mean(axis=0)
+    assert arr(encoder_map["data"][0]["z"]) == pytest.approx(mean, abs=1e-5)
+    lm = viz_model.load(ASSETS_DIR / SHIPPED_LANGUAGE_MODEL, device="cpu").trace(filled, 0)
+    assert arr(lm_map["data"][0]["z"]) == pytest.approx(lm.decoder_attentions[-1].mean(axis=0), abs=1e-5)
+    assert "0% of a row's weight lies after the query" in " ".join(c.value for c in at.caption)
+
+
+def test_compare_without_a_language_model_says_so_in_one_line(encoders):
+    at = encoder_page("compare", "bert", sentence="two young dogs are playing in the snow .")
+    assert "No language model is available" in messages(at)
