@@ -6,8 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.fill_in import MAX_MASKS_SHOWN
+from app.fill_in import MAX_MASKS_SHOWN, mask_code, predictions, reading_or_stop
+from app.sessions import Session
 from app.texts import md_escape
+from viz_model.trace import AttentionTrace
 
 COLUMNS = ["mask", "rank", "token", "probability", "token after", "probability after"]
 
@@ -35,3 +37,21 @@ def changes_table(before: list[dict], after: list[dict], what: str) -> None:
         st.warning(f"The first choice changed at mask {', '.join(map(str, moved))}.")
     else:
         st.success("Every mask's first choice stayed the same.")
+
+
+def no_mask_line(session: Session, why: str = "") -> None:
+    """The one line a page that needs a mask token says where the text has none (`why`: what the mask is for)."""
+    st.info(f"The text has no mask token: write {mask_code(session.model.mask_token)} where the model should fill in "
+            f"a word{why}, or click a word to mask it (Change the sentence above).")
+
+
+def masked_reading_or_stop(session: Session, page: str) -> AttentionTrace:
+    """The current text's trace where it has a mask token; else one line and the page (`page`, as its sentence
+    names it) stops. With a pair, a line that the page reads sentence A alone."""
+    trace = reading_or_stop(session)
+    if not predictions(trace):
+        no_mask_line(session)
+        st.stop()
+    if trace.settings.get("text_pair") is not None:
+        st.caption(f"{page} reads sentence A alone (the second sentence is left out).")
+    return trace

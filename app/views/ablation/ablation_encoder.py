@@ -3,7 +3,7 @@ filled in, each mask's top tokens before and after, the log-probability of the i
 
 import streamlit as st
 
-from app import fill_in, fill_in_changes, sessions
+from app import fill_in_changes, sessions
 from app.views.ablation import head_switches
 from viz_model.analysis import ablation
 from viz_model.analysis.ablation import AblationResult, Head, layer_counts
@@ -19,13 +19,7 @@ def compute_ablation(ref: sessions.ModelRef, text: str, heads: tuple[Head, ...])
 
 session = sessions.require_session()
 head_switches.heading(OUTPUT, "fill in the masks again", " At each mask: its top tokens with and without them.")
-trace = fill_in.reading_or_stop(session)
-if not fill_in.predictions(trace):
-    st.info(f"The text has no mask token: write {fill_in.mask_code(session.model.mask_token)} where the model should "
-            "fill in a word (Change the sentence above), or click a word to mask it.")
-    st.stop()
-if trace.settings.get("text_pair") is not None:
-    st.caption("Ablation reads sentence A alone (the second sentence is left out).")
+trace = fill_in_changes.masked_reading_or_stop(session, "Ablation")
 chosen = head_switches.pick_heads(session.model.config,
                                   ("encoder", layer_counts(session.model.config)["encoder"] - 1, 0))
 result = head_switches.ablated(chosen, "Filling in", lambda: compute_ablation(

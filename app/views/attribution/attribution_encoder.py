@@ -4,7 +4,7 @@ gradients), every method side by side."""
 
 import streamlit as st
 
-from app import fill_in, sessions, widgets
+from app import fill_in_changes, sessions, widgets
 from app.views.attribution import attribution_lm
 from app.views.attribution import attribution_sections as sections
 from viz_model.attribution import METHODS, Attribution, attribute
@@ -26,13 +26,7 @@ def mask_attribution(ref: sessions.ModelRef, text: str, methods: tuple[str, ...]
 session = sessions.require_session()
 sections.heading("prediction at each mask token: which tokens of the text it depends on (its first choice's "
                  "log-probability, read at the mask).")
-trace = fill_in.reading_or_stop(session)
-if not fill_in.predictions(trace):
-    st.info(f"The text has no mask token: write {fill_in.mask_code(session.model.mask_token)} where the model should "
-            "fill in a word, or click a word to mask it.")
-    st.stop()
-if trace.settings.get("text_pair") is not None:
-    st.caption("Attribution reads sentence A alone (the second sentence is left out).")
+trace = fill_in_changes.masked_reading_or_stop(session, "Attribution")
 chosen, steps, tolerance = sections.pick_methods(attribution_lm.choices(sections.CHOICES))
 ranked = sections.ranked_of(chosen)
 try:

@@ -28,11 +28,7 @@ st.title("Compare")
 st.caption("This encoder beside a language model on the same sentence: the encoder reads the whole text at once, "
            "every token seeing every other, while a language model reads left to right, each token seeing only the "
            "tokens before it. Where does each look?")
-names = language_models()
-if not names:
-    st.info(f"No language model is available: put one into {sessions.roots_label()} to compare it with "
-            f"{session.name}.")
-    st.stop()
+names = compare_lm.models_or_stop(language_models(), "language model", session)
 trace = fill_in.reading_or_stop(session)
 sentence = trace.translation if fill_in.predictions(trace) else trace.source_text
 state.clamp_choice(own.model, names, names[0], "Language model")

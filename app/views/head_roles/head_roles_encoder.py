@@ -54,14 +54,19 @@ def findings_section(table: pd.DataFrame) -> None:
         st.caption(f"And {len(found) - 12} more: sort the table below.")
 
 
+def measured_on() -> str:
+    """What the scores are measured on, picked ("corpus" or "text")."""
+    state.clamp_choice(own.encoder_source, list(SOURCES), "corpus", "Measured on")
+    state.bound(st.radio, "Measured on", own.encoder_source, list(SOURCES), horizontal=True, format_func=SOURCES.get)
+    return own.encoder_source.get()
+
+
 session = sessions.require_session()
 config = session.model.config
 st.title("Head roles")
 st.caption("What does each head of this encoder look at? Seven scores per layer and head after Clark et al., \"What "
            "Does BERT Look At?\" (2019), measured on a small English corpus or on your text.")
-state.clamp_choice(own.encoder_source, list(SOURCES), "corpus", "Measured on")
-state.bound(st.radio, "Measured on", own.encoder_source, list(SOURCES), horizontal=True, format_func=SOURCES.get)
-source = own.encoder_source.get()
+source = measured_on()
 text, pair = "", None
 if source == "text":
     trace = fill_in.reading_or_stop(session)

@@ -78,7 +78,6 @@ st.caption("How much of each head's attention lands on [SEP] and on [CLS], the e
 trace = fill_in.reading_or_stop(session)
 shares_section(trace_special_shares(session.model, trace))
 if not fill_in.predictions(trace):
-    st.info(f"The text has no mask token: write {fill_in.mask_code(session.model.mask_token)} where the model should "
-            "fill in a word to see how hiding [SEP] moves its predictions.")
+    fill_in_changes.no_mask_line(session, " to see how hiding [SEP] moves its predictions")
     st.stop()
 switch_section(trace.source_text, trace.settings.get("text_pair"))
