@@ -14,7 +14,7 @@ pytest.importorskip("tokenizers")
 from support.hf_encoders import CONFIGS, build_encoder_folder  # noqa: E402
 
 import viz_model  # noqa: E402
-from viz_model.analysis import ablate, attention_rollout  # noqa: E402
+from viz_model.analysis import ablate, attention_rollout, head_importance  # noqa: E402
 from viz_model.analysis.encoder_head_roles import (  # noqa: E402
     KeySets,
     corpus_roles,
@@ -185,6 +185,36 @@ def test_ablating_heads_gives_the_fill_mask_predictions_of_the_head_mask(bert):
         assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="no mask token"):
         ablate(model, "A man runs.", heads)
+
+
+def test_head_importance_is_the_masked_tokens_nll_rise_with_each_head_off(bert):
+    model = bert[0]
+    texts = ["A man [MASK] in the snow.", "The old [MASK] plays in the [MASK]."]
+    references = ["A man runs in the snow.", "The old dog plays in the park."]
+    table = head_importance(model, texts, references)
+    assert len(table) == model.config.encoder_layers * model.num_heads and set(table["kind"]) == {"encoder"}
+
+    def nll(mask):
+        total, count = 0.0, 0
+        for text, reference in zip(texts, references):
+            ids, filled = model.encode(text), model.encode(reference)
+            with torch.no_grad():
+                logits = model.forced_pass(ids, head_mask=mask).logits[0]
+            for position in [i for i, t in enumerate(ids) if t == model.tokenizer.mask_id]:
+                total -= float(torch.log_softmax(logits[position].double(), -1)[filled[position]])
+                count += 1
+        return total / count
+
+    row = table[(table["layer"] == 1) & (table["head"] == 2)].iloc[0]
+    off = torch.ones(model.config.encoder_layers, model.num_heads)
+    off[1, 2] = 0.0
+    assert row["nll_intact"] == pytest.approx(nll(None), abs=1e-4)
+    assert row["nll_rise"] == pytest.approx(nll(HeadMask(encoder=off)) - nll(None), abs=1e-4)
+    for sources, refs, line in [(["A man runs."], ["A man runs."], "text 1 has no mask token"),
+                                (texts[:1], ["A tall man runs in the snow."], "reference 1 is not text 1")]:
+        with pytest.raises(ValueError, match=line) as err:
+            head_importance(model, sources, refs)
+        assert "\n" not in str(err.value)
 
 
 # --- attribution ----------------------------------------------------------------------------------------------------
