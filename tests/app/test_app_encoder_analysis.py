@@ -15,6 +15,7 @@ from app.texts import md_escape
 from viz_model.analysis import ablate, attention_rollout
 from viz_model.analysis.encoder_head_roles import corpus_roles, findings, text_roles
 from viz_model.analysis.encoder_sinks import hide_sep, trace_special_shares
+from viz_model.analysis.fill_mask_ablation import text_importance
 from viz_model.analysis.lm_head_roles import english_corpus
 from viz_model.attribution import METHODS, attribute
 from viz_model.modeldir.shipped import ASSETS_DIR, SHIPPED_LANGUAGE_MODEL
@@ -42,7 +43,9 @@ def test_ablation_shows_the_predictions_with_and_without_the_heads(encoders, loa
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["log P(original filled-in text), every head on"]) == pytest.approx(result.log_prob_intact,
                                                                                           abs=1e-3)
-    assert charts(at)  # the grid of heads to click
+    grid = [fig for fig in charts(at) if fig["layout"]["title"]["text"].startswith("Change of log P")][0]
+    change = text_importance(model, text_of(model))["change"].to_numpy().reshape(-1, model.num_heads)
+    assert arr(grid["data"][0]["z"]) == pytest.approx(change, abs=1e-5)
 
 
 def test_ablation_without_a_mask_says_so_in_one_line(encoders):

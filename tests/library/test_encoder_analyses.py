@@ -24,6 +24,7 @@ from viz_model.analysis.encoder_head_roles import (  # noqa: E402
     text_roles,
 )
 from viz_model.analysis.encoder_sinks import hidden_keys_mask, hide_sep, trace_special_shares  # noqa: E402
+from viz_model.analysis.fill_mask_ablation import text_importance  # noqa: E402
 from viz_model.analysis.rollout import rollout_rows  # noqa: E402
 from viz_model.attribution import attribute  # noqa: E402
 from viz_model.attribution.contributions import alti_block  # noqa: E402
@@ -215,6 +216,18 @@ def test_head_importance_is_the_masked_tokens_nll_rise_with_each_head_off(bert):
         with pytest.raises(ValueError, match=line) as err:
             head_importance(model, sources, refs)
         assert "\n" not in str(err.value)
+
+
+def test_the_texts_importance_is_each_heads_ablation_alone(bert):
+    model = bert[0]
+    table = text_importance(model, TEXT)
+    assert len(table) == model.config.encoder_layers * model.num_heads
+    for layer, head in [(0, 0), (1, 3)]:
+        row = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
+        assert row["change"] == pytest.approx(ablate(model, TEXT, [("encoder", layer, head)]).log_prob_change,
+                                              abs=1e-5)
+    with pytest.raises(ValueError, match="no mask token"):
+        text_importance(model, "A man runs.")
 
 
 # --- attribution ----------------------------------------------------------------------------------------------------

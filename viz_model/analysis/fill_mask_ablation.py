@@ -90,3 +90,23 @@ def fill_mask_importance(model: EncoderModel, sources: Sequence[str], references
                                           file=sys.stderr)
             for value in [nll(head_mask_for(model.config, [(kind, layer, head)], model.device))]]
     return pd.DataFrame(rows)
+
+
+@torch.inference_mode()
+def text_importance(model: EncoderModel, text: str) -> pd.DataFrame:
+    """Per head of the encoder, switched off alone: the change in the log-probability of the intact model's first
+    choices at `text`'s mask tokens (summed over the masks; negative: the head helped them). Columns: kind, layer,
+    head, log_prob_intact, log_prob_ablated, change; one line where the text has no mask token."""
+    ids = model.encode(text)
+    positions = model.mask_positions(ids)
+    if not positions:
+        raise ValueError(f"the text has no mask token: write {model.mask_token} where the model should fill in a word")
+    chosen = model.forced_pass(ids).logits[0, positions].argmax(dim=-1).tolist()
+    intact = float(model.sequence_log_probs([ids], [chosen])[0])
+    rows = []
+    for kind, layer, head in all_heads(model.config):
+        ablated = float(model.sequence_log_probs([ids], [chosen], head_mask_for(model.config, [(kind, layer, head)],
+                                                                                   model.device))[0])
+        rows.append({"kind": kind, "layer": layer, "head": head, "log_prob_intact": intact,
+                     "log_prob_ablated": ablated, "change": ablated - intact})
+    return pd.DataFrame(rows)

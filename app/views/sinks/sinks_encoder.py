@@ -7,10 +7,9 @@ import streamlit as st
 
 from app import fill_in, fill_in_changes, sessions, state, widgets
 from app.page_settings import SINKS as own
+from viz_model.analysis.encoder_head_roles import ROLE_THRESHOLD as NO_OP  # the Head roles page's threshold
 from viz_model.analysis.encoder_sinks import SepSwitch, SpecialShares, hide_sep, trace_special_shares
 from viz_model.plot import analysis_figures
-
-NO_OP = 0.5  # a head "rests on [SEP]" when at least half its weight lands there (the Head roles page's threshold)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
