@@ -50,8 +50,7 @@ class Page:
 
 ENCODER_NOT_YET = {  # the pages an encoder-only model does not have yet: key -> title (its line says so)
     "attribution": "Attribution", "head_roles": "Head roles", "ablation": "Ablation",
-    "alignment": "Alignment & rollout", "compare": "Compare", "sinks": "Attention sinks",
-    "by_hand": "Attention by hand"}
+    "alignment": "Alignment & rollout", "compare": "Compare", "sinks": "Attention sinks"}
 NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
     "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
                           "masks in one pass, with no output written token by token."},
