@@ -222,6 +222,9 @@ class AttentionByHandSettings(PageSettings):
     lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
     lm_token: Setting[str] = Setting("abh_lm_token", "")  # a long prompt's query ("q812") and key window's centre
     lm_key: Setting[str] = Setting("abh_lm_key", "")
+    enc_layer: Setting[int] = Setting("abh_enc_layer", 1)  # an encoder's head (1-based) and query (0-based)
+    enc_head: Setting[int] = Setting("abh_enc_head", 1)
+    enc_query: Setting[int | None] = Setting("abh_enc_query", None)  # by default the first mask token
 
     @staticmethod
     def editor(name: str) -> Setting:

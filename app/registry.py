@@ -48,16 +48,11 @@ class Page:
         return None if isinstance(drawn, NotApplicable) else drawn
 
 
-ENCODER_NOT_YET = {  # the pages an encoder-only model does not have yet: key -> title (its line says so)
-    "positional": "Positional encoding",
-    "by_hand": "Attention by hand"}
 NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
     "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
                           "masks in one pass, with no output written token by token."},
     "training": {ENCODER: "The training recipe is drawn for a translation model or a language model; an "
-                          "encoder-only model's training is not drawn here."},
-    **{key: {ENCODER: f"{title} is not drawn for an encoder-only model yet: open a translation model or a language "
-                      "model in the sidebar to see it."} for key, title in ENCODER_NOT_YET.items()}}
+                          "encoder-only model's training is not drawn here."}}
 
 
 def _per_kind(folder: str) -> dict[str, str | NotApplicable]:

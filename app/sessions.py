@@ -28,6 +28,7 @@ from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.kinds.translator import TranslationModel
 from viz_model.lessons import hand_attention
 from viz_model.lessons.encoder_masks import PaddedBatch, padded_batch
+from viz_model.lessons.encoder_positions import DisentangledSplit, disentangled_split
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
 from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, model_kind
 from viz_model.modeldir.coverage import TRAINING_STATS
@@ -267,6 +268,13 @@ def compute_padded_batch(ref: ModelRef, texts: tuple[str, ...]) -> PaddedBatch:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
+def compute_disentangled_split(ref: ModelRef, text: str, text_pair: str | None, layer: int,
+                               head: int) -> DisentangledSplit:
+    """A DeBERTa head's scores on a text split into its three terms (`disentangled_split`)."""
+    return disentangled_split(load_model(ref), text, text_pair, layer, head)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(ref: ModelRef, text: str, beam: int, alpha: float, truncate: bool,
                       rule: str | None = None) -> BeamTree:
     return searching_model(ref).beam_tree(text, beam=beam, alpha=alpha, truncate=truncate, rule=rule)
@@ -343,6 +351,10 @@ class Session:
     def padded_batch(self, texts: list[str]) -> PaddedBatch:
         """An encoder's batch of `texts`, padded and read in one pass with the padding mask, cached."""
         return compute_padded_batch(self.ref.stored, tuple(texts))
+
+    def disentangled_split(self, text: str, text_pair: str | None, layer: int, head: int) -> DisentangledSplit:
+        """A DeBERTa head's scores on `text` (and `text_pair`) split into its three terms, cached."""
+        return compute_disentangled_split(self.ref.stored, text, text_pair, layer, head)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,

@@ -111,7 +111,7 @@ def encoder_settings(model: EncoderModel, ref: ModelRef) -> Session:
     """An encoder-only model's sidebar below the picker: its kind and shape, its card and the top-k predictions at
     each mask token."""
     cfg = model.config
-    kind_badge(model, "Encoder (masked language model)")
+    kind_badge(model, "Encoder")
     st.caption(f"{cfg.encoder_layers} encoder layers · {count(cfg.heads, 'head')} · d_model {cfg.d_model} · "
                f"{cfg.positional} positions · at most {model.network.longest} tokens · fills in its mask token "
                f"{md_escape(model.mask_token)}")

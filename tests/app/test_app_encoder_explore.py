@@ -78,3 +78,19 @@ def test_the_pair_head_view_draws_sentence_a_to_sentence_b(encoders, loaded):
     assert [c for c in tokens["key tokens"]["customdata"]] == [["key", j] for j in range(start, n)]
     assert f"queries 0 to {start - 1}, keys {start} to {n - 1}" in fig["layout"]["title"]["text"]
     assert trace.settings["type_ids"][start:] == [1] * (n - start)
+
+
+def test_the_model_view_and_one_token_across_layers_are_the_traces(encoders, loaded):
+    model = loaded["deberta-v3"]
+    text = "two dogs [MASK] in the snow ."
+    trace = model.trace(text)
+    at = encoder_page(None, "deberta-v3", sentence=text, view="model")
+    grid = arr(next(d["z"] for d in charts(at)[0]["data"] if d.get("type") == "heatmap"))
+    n = len(trace.source_tokens)  # one map a cell of the grid, a gap of one row and column between them
+    assert grid.shape == (2 * n + 1, 4 * n + 3)
+    assert np.allclose(grid[:n, :n], trace.encoder_attentions[0][0], atol=1e-6)
+    assert np.allclose(grid[n + 1:, 3 * (n + 1):], trace.encoder_attentions[1][3], atol=1e-6)
+    at.segmented_control(key="w_view").set_value("focus").run()
+    at.selectbox(key="w_focus_token").set_value("q2").run()
+    rows = arr(charts(at)[0]["data"][0]["z"])
+    assert np.allclose(rows, [layer[0, 2] for layer in trace.encoder_attentions], atol=1e-6)
