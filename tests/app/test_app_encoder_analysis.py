@@ -147,6 +147,10 @@ def test_compare_puts_the_encoder_beside_a_language_model_on_the_filled_in_sente
     assert "0% of a row's weight lies after the query" in " ".join(c.value for c in at.caption)
 
 
-def test_compare_without_a_language_model_says_so_in_one_line(encoders):
-    at = encoder_page("compare", "bert", sentence="two young dogs are playing in the snow .")
+def test_compare_without_a_language_model_draws_the_encoder_and_says_so_in_one_line(encoders, loaded):
+    text = "two young dogs are playing in the snow ."
+    at = encoder_page("compare", "bert", sentence=text)
     assert "No language model is available" in messages(at)
+    (drawn,) = charts(at)
+    mean = loaded["bert"].trace(text).encoder_attentions[-1].mean(axis=0)
+    assert arr(drawn["data"][0]["z"]) == pytest.approx(mean, abs=1e-5)
