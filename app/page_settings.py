@@ -19,6 +19,7 @@ LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model pro
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
 EXPERIMENTS = ("task", "induction")  # Watch attention form: a translation task, or induction heads in a language model
 INDUCTION_STEPS = [500, 1000, 2000, 3000, 5000]
+MAX_PAIR_CHARS = 2_000  # an encoder's second sentence, in the link
 
 
 def lengths_from(raw: str) -> tuple[int, int]:
@@ -45,6 +46,7 @@ class ExploreSettings(PageSettings):
     min_weight: Setting[float] = Setting("hv_min", 0.02)
     head_view: Setting[dict | None] = Setting("hv_chart", None)  # the head view's selection
     focus: Setting[tuple[str, int] | None] = Setting("hv_focus", None)  # the head view's clicked token
+    sentences: Setting[str] = Setting("hv_sentences", "all")  # a pair's head view: "ab" = sentence A to B
     token: Setting[str] = Setting("focus_token", "q1")  # "q3" or "k2"
     drawing: Setting[str] = Setting("long_draw", "blocks")  # a heatmap of maps read by rows: "blocks" or "window"
     new_tokens: Setting[int] = Setting("lm_new_tokens", LM_NEW_TOKENS, Link(
@@ -53,6 +55,10 @@ class ExploreSettings(PageSettings):
                                                          omit_default=True))  # through the chat template
     system: Setting[str] = Setting("lm_system", "", Link("system", one_line(500, "a system message"),
                                                          omit_default=True))  # the chat's system message
+    pair: Setting[str] = Setting("pair", "", Link("pair", one_line(MAX_PAIR_CHARS, "a second sentence"),
+                                                  omit_default=True))  # an encoder's second sentence ("": none)
+    pair_box: Setting[str] = Setting("pair_input", "")  # its box in the form
+    masked_word: Setting[int | None] = Setting("mask_word", None)  # the word clicked to mask it
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,8 @@ class HeadRolesSettings(PageSettings):
     statistic: Setting[str] = Setting("hr_stat", "entropy")
     lm_source: Setting[str] = Setting("hr_lm_source", "repeated")
     lm_score: Setting[str] = Setting("hr_lm_score", "induction")
+    encoder_source: Setting[str] = Setting("hr_enc_source", "corpus")  # an encoder's: its text or the corpus
+    encoder_score: Setting[str] = Setting("hr_enc_score", "sep")
 
 
 @dataclass(frozen=True)
@@ -214,6 +222,9 @@ class AttentionByHandSettings(PageSettings):
     lm_query: Setting[int | None] = Setting("abh_lm_query", None)  # by default the prompt's last token
     lm_token: Setting[str] = Setting("abh_lm_token", "")  # a long prompt's query ("q812") and key window's centre
     lm_key: Setting[str] = Setting("abh_lm_key", "")
+    enc_layer: Setting[int] = Setting("abh_enc_layer", 1)  # an encoder's head (1-based) and query (0-based)
+    enc_head: Setting[int] = Setting("abh_enc_head", 1)
+    enc_query: Setting[int | None] = Setting("abh_enc_query", None)  # by default the first mask token
 
     @staticmethod
     def editor(name: str) -> Setting:

@@ -14,8 +14,8 @@ from app import sidebar
 from app.sessions import ModelRef, Session
 from viz_model.kinds.base import ModelKind
 
-TRANSLATOR, LANGUAGE_MODEL = "translator", "language_model"
-KINDS = (TRANSLATOR, LANGUAGE_MODEL)
+TRANSLATOR, LANGUAGE_MODEL, ENCODER = "translator", "language_model", "encoder"
+KINDS = (TRANSLATOR, LANGUAGE_MODEL, ENCODER)
 NO_MODEL = "views/no_model.py"  # the one page when no model directory exists
 SECTIONS = ("Explore", "Analyze", "Learn")
 
@@ -48,9 +48,19 @@ class Page:
         return None if isinstance(drawn, NotApplicable) else drawn
 
 
+NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
+    "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
+                          "masks in one pass, with no output written token by token."},
+    "training": {ENCODER: "The training recipe is drawn for a translation model or a language model; an "
+                          "encoder-only model's training is not drawn here."}}
+
+
 def _per_kind(folder: str) -> dict[str, str | NotApplicable]:
-    """A page with a script per kind: views/FOLDER/FOLDER_translator.py and FOLDER_language_model.py."""
-    return {kind: f"views/{folder}/{folder}_{kind}.py" for kind in KINDS}
+    """A page with a script per kind (views/FOLDER/FOLDER_translator.py, FOLDER_language_model.py, ...), except the
+    kinds `NOT_APPLICABLE` gives its one line why not."""
+    lines = NOT_APPLICABLE.get(folder, {})
+    return {kind: NotApplicable(lines[kind]) if kind in lines else f"views/{folder}/{folder}_{kind}.py"
+            for kind in KINDS}
 
 
 def _shared(folder: str) -> dict[str, str | NotApplicable]:
@@ -59,8 +69,9 @@ def _shared(folder: str) -> dict[str, str | NotApplicable]:
 
 
 PAGES = (
-    Page("explore", {TRANSLATOR: "Translate & explore", LANGUAGE_MODEL: "Complete & explore"}, ":material/translate:",
-         "explore", "Explore", _per_kind("explore")),
+    Page("explore", {TRANSLATOR: "Translate & explore", LANGUAGE_MODEL: "Complete & explore",
+                     ENCODER: "Fill in the blank & explore"}, ":material/translate:", "explore", "Explore",
+         _per_kind("explore")),
     Page("masks", "Masks", ":material/visibility_off:", "masks", "Explore", _per_kind("masks")),
     Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze", _per_kind("attribution")),
     Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze", _per_kind("head_roles")),
@@ -85,7 +96,8 @@ def kind_of(model: ModelKind) -> str:
 
 
 SETTINGS: dict[str, Callable[[object, ModelRef], Session]] = {
-    TRANSLATOR: sidebar.translator_settings, LANGUAGE_MODEL: sidebar.language_model_settings}
+    TRANSLATOR: sidebar.translator_settings, LANGUAGE_MODEL: sidebar.language_model_settings,
+    ENCODER: sidebar.encoder_settings}
 
 
 def open_model(models: list[str]) -> tuple[str, Session | None]:
@@ -96,10 +108,6 @@ def open_model(models: list[str]) -> tuple[str, Session | None]:
         return TRANSLATOR, None
     kind = kind_of(picked[0])
     with st.sidebar:
-        if kind not in SETTINGS:  # a kind the library opens and the pages do not draw yet (an encoder-only model)
-            st.error(f"This model is {picked[0].description}: the explorer's pages do not draw this kind yet; open "
-                     "it in Python with viz_model.load.")
-            return TRANSLATOR, None
         return kind, SETTINGS[kind](*picked)
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 import viz_model
-from viz_model import LanguageModel
+from viz_model import EncoderModel, LanguageModel
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
 from viz_model.analysis.memory_estimate import TracePlan
 from viz_model.attribution import Attribution, attribute_ids
@@ -28,8 +28,10 @@ from viz_model.attribution.faithfulness import deletion_scores
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.kinds.translator import TranslationModel
 from viz_model.lessons import hand_attention
+from viz_model.lessons.encoder_masks import PaddedBatch, padded_batch
+from viz_model.lessons.encoder_positions import DisentangledSplit, disentangled_split
 from viz_model.lessons.position_parts import ScoreSplit, split_scores
-from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, is_decoder_only
+from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, model_kind
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
@@ -41,6 +43,7 @@ from viz_model.trace import AttentionTrace
 from viz_model.translation_tasks import translation_tasks, with_translation_task
 
 LANGUAGE_MODEL = "language model"  # what the model picker says of a decoder-only model directory
+ENCODER = "encoder"  # and of an encoder-only one
 TRACE_CACHE_ENTRIES = 12
 TRAINING_SLOTS = 2  # synthetic trainings (Learn: watch attention form) the server runs at once, for every session
 TRAINING_BUSY = (f"The server is already training {TRAINING_SLOTS} models for other visitors; try again in a "
@@ -112,13 +115,13 @@ class ModelRef:
         return replace(self, precision=precision, lang=lang, prefix=prefix)
 
 
-def load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
+def load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel:
     """The model of `ref`'s directory version, loaded once per process and shared by every session."""
     return _load_model(ref.stored)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel:
+def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel:
     if ref.name not in viz_model.available_models(ref.root):  # only ever a real directory directly under the root
         raise CheckpointError(f"no model directory named {ref.name!r} in {ref.root}")
     return viz_model.load(ref.directory, device=device_from_env())
@@ -265,6 +268,26 @@ def compute_completion(ref: ModelRef, prompt: str, max_new_tokens: int, top_k: i
     return planned_trace(key, lambda maps: load_model(ref).trace(prompt, max_new_tokens, top_k, maps=maps), plan)
 
 
+def compute_reading(ref: ModelRef, text: str, text_pair: str | None, top_k: int) -> AttentionTrace:
+    """An encoder's trace of `text` (and `text_pair`) with its `top_k` predictions at each mask token, from the shared
+    `TraceCache`."""
+    key = (ref.stored, "read", text, text_pair, top_k)
+    return trace_cache().get(key, lambda: load_model(ref).trace(text, text_pair, top_k=top_k))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_padded_batch(ref: ModelRef, texts: tuple[str, ...]) -> PaddedBatch:
+    """An encoder's batch of `texts`, padded and read in one pass with the padding mask (`padded_batch`)."""
+    return padded_batch(load_model(ref), texts)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def compute_disentangled_split(ref: ModelRef, text: str, text_pair: str | None, layer: int,
+                               head: int) -> DisentangledSplit:
+    """A DeBERTa head's scores on a text split into its three terms (`disentangled_split`)."""
+    return disentangled_split(load_model(ref), text, text_pair, layer, head)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def compute_beam_tree(ref: ModelRef, text: str, beam: int, alpha: float, truncate: bool,
                       rule: str | None = None) -> BeamTree:
@@ -315,9 +338,10 @@ def compute_saturation(dims: tuple[int, ...], keys: int, samples: int, seed: int
 
 @dataclass
 class Session:
-    """The loaded model (a translation or a language model) and the decoding settings chosen in the sidebar."""
+    """The loaded model (a translation model, a language model or an encoder) and the decoding settings chosen in the
+    sidebar."""
 
-    model: TranslationModel | LanguageModel
+    model: TranslationModel | LanguageModel | EncoderModel
     ref: ModelRef  # the model as the caches key it, searching as the sidebar says
     beam: int
     alpha: float
@@ -334,6 +358,18 @@ class Session:
         """A language model's trace of `prompt` and its greedy continuation of `max_new_tokens`, cached (`plan`:
         see `planned_trace`)."""
         return compute_completion(self.ref, prompt, max_new_tokens, self.top_k, plan)
+
+    def reading(self, text: str, text_pair: str | None = None) -> AttentionTrace:
+        """An encoder's trace of `text` (and `text_pair`) and its top-k predictions at each mask token, cached."""
+        return compute_reading(self.ref, text, text_pair, self.top_k)
+
+    def padded_batch(self, texts: list[str]) -> PaddedBatch:
+        """An encoder's batch of `texts`, padded and read in one pass with the padding mask, cached."""
+        return compute_padded_batch(self.ref.stored, tuple(texts))
+
+    def disentangled_split(self, text: str, text_pair: str | None, layer: int, head: int) -> DisentangledSplit:
+        """A DeBERTa head's scores on `text` (and `text_pair`) split into its three terms, cached."""
+        return compute_disentangled_split(self.ref.stored, text, text_pair, layer, head)
 
     def trace(self, text: str, target: str | None = None, positions: bool = True) -> AttentionTrace:
         return compute_trace(self.ref, text, self.beam, self.alpha, target or None, self.top_k, self.truncate,
@@ -386,9 +422,10 @@ def training_slot() -> Iterator[bool]:
 
 def model_languages(directory: Path) -> str:
     """"en → de" for the model picker, from the directory's languages.json ("?" when it is unreadable); "language
-    model" for a decoder-only one."""
-    if is_decoder_only(directory):
-        return LANGUAGE_MODEL
+    model" for a decoder-only one, "encoder" for an encoder-only one."""
+    named = {"decoder": LANGUAGE_MODEL, "encoder": ENCODER}.get(model_kind(directory) or "")
+    if named:
+        return named
     try:
         return read_languages(directory).label
     except (OSError, ValueError):

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.sessions import LANGUAGE_MODEL, ModelRef, Session, load_model, model_languages, roots_label, searching_model
+from app.sessions import (
+    ENCODER,
+    LANGUAGE_MODEL,
+    ModelRef,
+    Session,
+    load_model,
+    model_languages,
+    roots_label,
+    searching_model,
+)
 from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHARED
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
-from viz_model import LanguageModel
+from viz_model import EncoderModel, LanguageModel
 from viz_model.kinds.translator import TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
@@ -20,12 +29,12 @@ from viz_model.translation_tasks import TranslationTask, translation_tasks
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 
-def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel, ModelRef] | None:
+def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | EncoderModel, ModelRef] | None:
     """The model picker and its caption; loads the model (cached). None if it cannot load (said there)."""
     with st.sidebar:
         kinds = {name: model_languages(ModelRef.of(name).directory) for name in models}
         bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}",
-              format_func=lambda n: f"{n} (language model)" if kinds.get(n) == LANGUAGE_MODEL else n)
+              format_func=lambda n: f"{n} ({kinds[n]})" if kinds.get(n) in (LANGUAGE_MODEL, ENCODER) else n)
         name = SHARED.model.get()
         ref = ModelRef.of(name)
         # the full name and the language pair below the picker: a long name is cut inside the box
@@ -64,29 +73,51 @@ def translator_settings(model: TranslationModel, ref: ModelRef) -> Session:
     st.caption(f"{cfg.encoder_layers} encoder + {cfg.decoder_layers} decoder layers · {count(cfg.heads, 'head')} · "
                f"d_model {cfg.d_model} · at most {cfg.max_positions} tokens · search with "
                f"{model.search_precision} weights, every map and probability in full precision")
-    if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
-                                help="Opens the model card in a wide window"):
-        show_card(model.name, model.card)
+    card_button(model)
     decoding_settings(model, rule)
     return Session(model, ref, search_beam(), float(SHARED.alpha.get()), int(SHARED.top_k.get()),
                    bool(SHARED.truncate.get()), None if SHARED.rule.get() == "auto" else rule)
+
+
+def kind_badge(model: LanguageModel | EncoderModel, kind: str) -> None:
+    """The model's kind and where it runs, as a badge (green on a GPU)."""
+    st.badge(f"{kind} · {'CPU' if model.device.type == 'cpu' else 'GPU'}", icon=":material/memory:",
+             color="green" if model.device.type == "cuda" else "gray")
+
+
+def card_button(model: TranslationModel | LanguageModel | EncoderModel) -> None:
+    """The model card's button (where it has one), opening it in a wide window."""
+    if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
+                                help="Opens the model card in a wide window"):
+        show_card(model.name, model.card)
 
 
 def language_model_settings(model: LanguageModel, ref: ModelRef) -> Session:
     """A language model's sidebar below the picker: its kind and shape, its card and the top-k (it continues
     greedily)."""
     cfg = model.config
-    st.badge(f"Language model · {'CPU' if model.device.type == 'cpu' else 'GPU'}", icon=":material/memory:",
-             color="green" if model.device.type == "cuda" else "gray")
+    kind_badge(model, "Language model")
     shared = f" sharing {count(cfg.kv_heads, 'key/value head')}" if cfg.kv_heads else ""
     st.caption(f"{cfg.decoder_layers} decoder layers · {count(cfg.heads, 'query head')}{shared} · "
                f"d_model {cfg.d_model} · {cfg.positional} positions · at most {cfg.max_positions} tokens · "
                "continues greedily")
-    if model.card and st.button("Model card", icon=":material/description:", key="model_card_button",
-                                help="Opens the model card in a wide window"):
-        show_card(model.name, model.card)
+    card_button(model)
     st.subheader("Decoding")
     bound(st.slider, "Top-k candidates per step", SHARED.top_k, 1, MAX_TOP_K_SHOWN)
+    return Session(model, ref, 1, 0.0, int(SHARED.top_k.get()), False)
+
+
+def encoder_settings(model: EncoderModel, ref: ModelRef) -> Session:
+    """An encoder-only model's sidebar below the picker: its kind and shape, its card and the top-k predictions at
+    each mask token."""
+    cfg = model.config
+    kind_badge(model, "Encoder")
+    st.caption(f"{cfg.encoder_layers} encoder layers · {count(cfg.heads, 'head')} · d_model {cfg.d_model} · "
+               f"{cfg.positional} positions · at most {model.network.longest} tokens · fills in its mask token "
+               f"{md_escape(model.mask_token)}")
+    card_button(model)
+    st.subheader("Fill in the blank")
+    bound(st.slider, "Top-k predictions per mask", SHARED.top_k, 1, MAX_TOP_K_SHOWN)
     return Session(model, ref, 1, 0.0, int(SHARED.top_k.get()), False)
 
 

@@ -27,6 +27,13 @@ EXAMPLE_DOMAINS = {
 
 
 EXAMPLES = tuple(sentence for group in EXAMPLE_DOMAINS.values() for sentence in group)
+MASKED_EXAMPLES = (  # an encoder's fill-in-the-blank examples: {mask} is the model's mask token
+    "Two young dogs are {mask} in the snow.",
+    "A man in a blue shirt is riding a {mask} down the street.",
+    "A woman is reading a {mask} on the beach.",
+    "Where is the train {mask}?",
+    "My brother has lived in {mask} for ten years.",
+)
 
 
 LOW_CONFIDENCE = 0.5  # output words below this probability are highlighted

@@ -145,3 +145,18 @@ def app_model(assets) -> viz_model.TranslationModel:
 def app_trace(app_model):
     """A greedy trace of a short sentence by the app's tiny model."""
     return app_model.trace("Two dogs play in the snow.", beam=1)
+
+
+@pytest.fixture(scope="session")
+def encoder_assets(tmp_path_factory) -> Path:
+    """A models folder holding a small random BERT and DeBERTa-v3, imported (built once per test session)."""
+    from support.app_encoders import build_encoder_assets
+
+    return build_encoder_assets(tmp_path_factory.mktemp("encoder-assets"))
+
+
+@pytest.fixture
+def encoders(encoder_assets, monkeypatch) -> Path:
+    """Point the app at the encoders' assets folder."""
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(encoder_assets))
+    return encoder_assets

@@ -38,13 +38,26 @@ def test_the_navigation_lists_every_page_once_for_each_kind(monkeypatch, kind):
     for entry in listed:
         page = next(p for p in registry.PAGES if p.url_path == entry.url_path)
         assert entry.title == page.title_for(kind) and entry.icon == page.icon
-        assert entry.target == page.script(kind) and (APP_DIR / entry.target).is_file(), entry.target  # all apply
+        if page.script(kind) is None:  # its one line why not
+            assert kind == registry.ENCODER and callable(entry.target), (kind, page.key)
+        else:
+            assert entry.target == page.script(kind) and (APP_DIR / entry.target).is_file(), entry.target
+    if kind != registry.ENCODER:  # every page applies to a translator and to a language model
+        assert registry.pages_for(kind) == list(registry.PAGES)
+
+
+def test_an_encoder_has_explore_and_watch_and_decoding_says_in_one_line_why_not():
+    applies = [page.key for page in registry.pages_for(registry.ENCODER)]
+    assert applies[0] == "explore" and "watch" in applies and "decoding" not in applies
+    reason = registry.BY_KEY["decoding"].draws[registry.ENCODER].reason
+    assert reason.startswith("Decoding does not apply to an encoder") and "\n" not in reason
 
 
 def test_the_navigation_names_explore_as_the_kind_does_it(monkeypatch):
     titles = {kind: next(e.title for e in recorded_navigation(monkeypatch, kind)["Explore"] if e.default)
               for kind in registry.KINDS}
-    assert titles == {registry.TRANSLATOR: "Translate & explore", registry.LANGUAGE_MODEL: "Complete & explore"}
+    assert titles == {registry.TRANSLATOR: "Translate & explore", registry.LANGUAGE_MODEL: "Complete & explore",
+                      registry.ENCODER: "Fill in the blank & explore"}
 
 
 def test_a_page_that_does_not_apply_to_a_kind_says_why_in_one_line(monkeypatch):
@@ -68,7 +81,7 @@ def test_the_kind_is_asked_of_the_model_interface_in_the_registry():
 
     assert registry.kind_of(object.__new__(LanguageModel)) == registry.LANGUAGE_MODEL
     assert registry.kind_of(object.__new__(TranslationModel)) == registry.TRANSLATOR
-    assert registry.kind_of(object.__new__(EncoderModel)) not in registry.KINDS  # no pages of its own yet
+    assert registry.kind_of(object.__new__(EncoderModel)) == registry.ENCODER
     assert set(registry.SETTINGS) == set(registry.KINDS)
 
 
@@ -102,9 +115,10 @@ def test_no_app_lm_module_remains_and_no_two_modules_share_a_file_name():
     assert not set(app_names) & library, set(app_names) & library
 
 
-def test_a_model_of_a_kind_the_pages_do_not_draw_is_one_line_in_the_sidebar(tmp_path, monkeypatch):
-    """CPU, float32: an encoder-only folder (a tiny random BERT) among the models: picking it says in one line what it
-    is and where it opens, with no traceback; the translator beside it still opens."""
+def test_an_encoder_folder_opens_with_the_encoder_sidebar_and_fill_in_the_blank(tmp_path, monkeypatch):
+    """CPU, float32: an encoder-only folder (a tiny random BERT, as its Hugging Face folder) among the models: picking
+    it opens the encoder's sidebar and Fill in the blank & explore, with no traceback; the translator beside it still
+    opens."""
     from support.app import TINY_MODEL, build_tiny_assets, messages, ok, start
     from support.hf_encoders import build_encoder_folder
 
@@ -112,8 +126,8 @@ def test_a_model_of_a_kind_the_pages_do_not_draw_is_one_line_in_the_sidebar(tmp_
     build_encoder_folder(tmp_path, "bert")
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(tmp_path))
     at = ok(start(model="bert"))
-    shown = [e.value for e in at.sidebar.error]
-    assert shown == ["This model is an encoder (encoder-only, a masked language model): the explorer's pages do not "
-                     "draw this kind yet; open it in Python with viz_model.load."], messages(at)
-    assert not at.get("plotly_chart")
+    assert not at.sidebar.error, messages(at)
+    assert [t.value for t in at.title] == ["Fill in the blank & explore"]
+    assert at.sidebar.slider(key="w_top_k").label == "Top-k predictions per mask"
+    assert at.get("plotly_chart")
     assert not ok(start(model=TINY_MODEL)).sidebar.error

@@ -339,15 +339,15 @@ def test_a_bert_folder_with_only_vocab_txt_imports_with_the_same_ids(folder, fam
 
 
 @pytest.mark.parametrize("family", ["bert"], indirect=True)
-def test_the_analyses_not_yet_written_for_an_encoder_say_so_in_one_line(imported, family):
+def test_the_analyses_of_an_encoder_refuse_what_is_a_translators_in_one_line(imported, family):
     from viz_model.analysis.ablation import ablate, head_importance
-    from viz_model.attribution import attribute
+    from viz_model.analysis.word_alignment import corpus_aer
 
     text = f"A man {imported.mask_token} in the snow."
-    for call, analysis in [(lambda: ablate(imported, text, [("encoder", 0, 0)]), "ablate"),
-                           (lambda: head_importance(imported, [text], ["runs"]), "head_importance"),
-                           (lambda: attribute(imported, text), "attribute")]:
-        with pytest.raises(ValueError, match=f"{analysis} does not apply to an encoder") as err:
+    for call, line in [(lambda: head_importance(imported, [text], ["A man runs in the snow."], bleu=True), "bleu"),
+                       (lambda: ablate(imported, text, [("encoder", 0, 0)], beam=2), "beam"),
+                       (lambda: corpus_aer(imported, [text], [text], []), "does not apply to an encoder")]:
+        with pytest.raises(ValueError, match=line) as err:
             call()
         assert "\n" not in str(err.value)
 

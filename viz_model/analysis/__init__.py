@@ -14,13 +14,17 @@ Modules: `head_stats` (per-head statistics of maps, roles), `corpus_attention` (
 `word_alignment` (word alignment and AER), `rollout` (rollout and flow), `ablation` (head masks per call), `inputs`
 (checks of sentence lists), `tables` (CSV / Parquet), `store` (the precomputed tables of a model directory,
 ``analysis/*.csv``), `layer_scores` (one layer's attention step by step), `lm_head_roles` (a language model's
-previous-token, induction, duplicate-token, first-token and entropy scores, and an ablation's logit change). Heads
+previous-token, induction, duplicate-token, first-token and entropy scores, and an ablation's logit change),
+`encoder_head_roles` (an encoder's shares on [CLS], [SEP], punctuation, the previous and next token, entropy: Clark et
+al.'s findings), `encoder_sinks` (an encoder's shares on [SEP] and [CLS], and [SEP] hidden), `fill_mask_ablation`
+(an encoder's `ablate`: its fill-mask predictions with heads off). Heads
 are ``(kind, layer, head)`` with kind "encoder", "decoder" or "cross" and 0-based indices; nothing here changes the
 model. What runs the model goes
 through its door, `viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`),
 never around it to the search.
 """
 
+from . import fill_mask_ablation  # noqa: F401  (registers the encoder's `ablate`)
 from .ablation import AblationResult, HeadMaskedNetwork, ablate, all_heads, head_importance, head_mask_for
 from .corpus_attention import CorpusAnalysis, SentenceAttention, analyze_corpus, iter_attentions
 from .head_stats import (

@@ -35,10 +35,12 @@ Head = tuple[str, int, int]  # (kind, layer, head), 0-based
 
 
 def layer_counts(config: ModelConfig) -> dict[str, int]:
-    """How many layers each attention kind has in a model of `config` (a language model: decoder only)."""
-    if config.kind == "decoder":
-        return {"decoder": config.decoder_layers}
-    return {"encoder": config.encoder_layers, "decoder": config.decoder_layers, "cross": config.decoder_layers}
+    """How many layers each attention kind has in a model of `config` (a language model: decoder only; an
+    encoder-only model: encoder only; cross-attention where there are both stacks)."""
+    both = config.encoder_layers and config.decoder_layers
+    counts = {"encoder": config.encoder_layers, "decoder": config.decoder_layers,
+              "cross": config.decoder_layers if both else 0}
+    return {kind: count for kind, count in counts.items() if count}
 
 
 def all_heads(config: ModelConfig) -> list[Head]:

@@ -10,8 +10,9 @@ score is the mean of its per-sequence scores (NaN skipped).
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,9 @@ SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)  # this project's SentencePiece's
 LOGIT_COLUMNS = ["position", "token", "next_token", "log_prob_intact", "log_prob_ablated", "change", "kl"]
 
 
-def _check_map(weights: np.ndarray, ids: Sequence[int] | None = None) -> np.ndarray:
+def check_map(weights: np.ndarray, ids: Sequence[int] | None = None) -> np.ndarray:
+    """`weights` as float64 when it is a non-empty ``(heads, n, n)`` map of finite non-negative weights (over
+    `ids`, where given); else one line."""
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[1] != w.shape[2] or 0 in w.shape:
         raise ValueError(f"a causal attention map is a non-empty (heads, n, n) array, got shape {w.shape}")
@@ -54,7 +57,7 @@ def _rows_mean(share: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def previous_token_score(weights: np.ndarray) -> np.ndarray:
     """Per head, the mean weight query i puts on key i - 1, over queries 1..n-1 (TransformerLens's
     "previous_token_head" pattern, averaged per row)."""
-    w = _check_map(weights)
+    w = check_map(weights)
     rows = np.arange(1, w.shape[1])
     return w[:, rows, rows - 1].mean(axis=1) if rows.size else np.full(w.shape[0], np.nan)
 
@@ -62,7 +65,7 @@ def previous_token_score(weights: np.ndarray) -> np.ndarray:
 def duplicate_token_score(weights: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     """Per head, the weight query i puts on the earlier keys j < i holding the same token (``ids[j] == ids[i]``),
     averaged over the queries that have such a key (TransformerLens's "duplicate_token_head" pattern, per row)."""
-    w = _check_map(weights, ids)
+    w = check_map(weights, ids)
     tokens = np.asarray(ids)
     same = (tokens[:, None] == tokens[None, :]) & np.tri(len(tokens), k=-1, dtype=bool)  # j < i
     return _rows_mean((w * same).sum(axis=-1), same.any(axis=1))
@@ -72,7 +75,7 @@ def induction_score(weights: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     """Per head, the weight query i puts on the keys j + 1 that followed an earlier copy of its token (j < i,
     ``ids[j] == ids[i]``), averaged over the queries that have one: Olsson et al.'s prefix matching. On repeats of
     distinct random tokens r_1..r_L it is TransformerLens's induction stripe (query L + i, key i + 1)."""
-    w = _check_map(weights, ids)
+    w = check_map(weights, ids)
     tokens = np.asarray(ids)
     n = len(tokens)
     earlier = (tokens[:, None] == tokens[None, :]) & np.tri(n, k=-1, dtype=bool)  # [i, j]: j < i, same token
@@ -84,17 +87,22 @@ def induction_score(weights: np.ndarray, ids: Sequence[int]) -> np.ndarray:
 def first_token_share(weights: np.ndarray) -> np.ndarray:
     """Per head, the mean weight on key 0 over queries 1..n-1 (query 0 sees key 0 alone): the attention sink's
     share (Xiao et al., 2023)."""
-    w = _check_map(weights)
+    w = check_map(weights)
     return w[:, 1:, 0].mean(axis=1) if w.shape[1] > 1 else np.full(w.shape[0], np.nan)
 
 
 def entropy(weights: np.ndarray) -> np.ndarray:
     """Per head, the mean over queries 1..n-1 of the row's entropy in nats (0 log 0 = 0; query 0 sees one key)."""
-    w = _check_map(weights)[:, 1:]
+    w = check_map(weights)[:, 1:]
     if not w.shape[1]:
         return np.full(w.shape[0], np.nan)
+    return row_entropies(w).mean(axis=1)
+
+
+def row_entropies(w: np.ndarray) -> np.ndarray:
+    """``(heads, rows)`` each row's entropy in nats of weights ``(heads, rows, keys)`` (0 log 0 = 0)."""
     logs = np.log(w, where=w > 0, out=np.zeros_like(w))
-    return -(w * logs).sum(axis=-1).mean(axis=1)
+    return -(w * logs).sum(axis=-1)
 
 
 def map_scores(weights: np.ndarray, ids: Sequence[int]) -> dict[str, np.ndarray]:
@@ -104,20 +112,23 @@ def map_scores(weights: np.ndarray, ids: Sequence[int]) -> dict[str, np.ndarray]
             "entropy": entropy(weights)}
 
 
-def maps_table(sequences: Iterable[tuple[list[np.ndarray], Sequence[int]]]) -> pd.DataFrame:
-    """One row per (layer, head): each score's mean over `sequences` (per layer maps ``(heads, n, n)``, ids), NaN
-    skipped; a column ``sequences`` says over how many."""
+def maps_table(sequences: Iterable[tuple[list[np.ndarray], Any]],
+               score: Callable[[np.ndarray, Any], dict[str, np.ndarray]] = map_scores,
+               columns: Sequence[str] = ROLE_COLUMNS) -> pd.DataFrame:
+    """One row per (layer, head): each score's mean over `sequences` (per layer maps ``(heads, n, n)``, and what
+    `score` reads beside a map: the ids), NaN skipped; a column ``sequences`` says over how many. `score`: a map's
+    scores per head (`map_scores`), `columns`: the table's columns before ``sequences``."""
     scores: dict[tuple[int, int], list[dict[str, float]]] = {}
     for maps, ids in sequences:
         for layer, weights in enumerate(maps):
-            values = map_scores(weights, ids)
+            values = score(weights, ids)
             for head in range(len(values["entropy"])):
                 scores.setdefault((layer, head), []).append({k: float(v[head]) for k, v in values.items()})
     if not scores:
         raise ValueError("no sequences to score the heads on")
     rows = [{"layer": layer, "head": head, **pd.DataFrame(found).mean(skipna=True).to_dict(),
              "sequences": len(found)} for (layer, head), found in sorted(scores.items())]
-    return pd.DataFrame(rows, columns=[*ROLE_COLUMNS, "sequences"])
+    return pd.DataFrame(rows, columns=[*columns, "sequences"])
 
 
 @torch.inference_mode()

@@ -18,13 +18,15 @@ the target prefix too):
 
 A `viz_model.LanguageModel`: `attribute(model, prompt)` attributes each token of its continuation to the prompt's
 tokens and the continuation's earlier ones (value_weighted, alti, the gradient methods; the cross-attention methods
-refuse in one line).
+refuse in one line). A `viz_model.EncoderModel`: `attribute(model, text)` attributes the prediction at each mask
+token to the text's tokens (`fill_mask_scoring`).
 
 `faithfulness.deletion_scores` checks which ranking the prediction really depends on. Modules: `record` (the
 `Attribution` and its files), `scoring` (`attribute`, `attribute_ids`), `contributions`, `gradients`, `faithfulness`,
 `corpus_scores` (faithfulness over a corpus), `method_aer` (each method's word-alignment error).
 """
 
+from . import fill_mask_scoring  # noqa: F401  (registers the encoder's `attribute`)
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from .record import FORMAT_VERSION, Attribution, AttributionError
 from .scoring import (

@@ -28,10 +28,13 @@ import torch
 from torch import Tensor
 
 from ..config.checks import check_int
+from ..kinds.encoder import EncoderModel
 from ..kinds.language_model import LanguageModel
 from ..nn.causal_lm import CausalLM
+from ..nn.encoder_lm import MaskedLM
 from ..nn.model import Transformer
 
+ForcedPasses = LanguageModel | EncoderModel  # a self-attention model's door: forced_pass, embeddings
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
 DEFAULT_STEPS = 256  # the most points integrated gradients may use (adaptive), or the points (tolerance 0)
 MAX_STEPS = 256
@@ -267,7 +270,7 @@ def gradient_attributions(network: Transformer, source_ids: list[int], output_id
     return GradientResult(scores, 0, None, None, tolerance)
 
 
-def check_settings(network: Transformer | CausalLM, methods: tuple[str, ...], steps: int, foil: int | None,
+def check_settings(network: Transformer | CausalLM | MaskedLM, methods: tuple[str, ...], steps: int, foil: int | None,
                    tolerance: float) -> tuple[int, float]:
     """`steps` and `tolerance` checked (with the methods, the foil and the network's mode), one line at fault."""
     unknown = [m for m in methods if m not in GRADIENT_METHODS]
@@ -289,12 +292,13 @@ def integrated(path: _Path, scores: dict[str, np.ndarray], steps: int, tolerance
     return GradientResult(scores, len(path.points), np.abs(ig.sum(axis=1) - change), change, tolerance)
 
 
-def continuation_gradients(model: LanguageModel, ids: list[int], first: int, outputs: Tensor,
+def continuation_gradients(model: ForcedPasses, ids: list[int], rows: list[int], outputs: Tensor,
                            inputs: Tensor, foil: int | None) -> tuple[Tensor, list[Tensor]]:
-    """A language model's scores ``(batch, outputs)`` given the token embeddings `inputs` ``(batch, len, d_model)``
-    of `ids`, and per output the gradient of its score (summed over the batch) with respect to `inputs`. Output i
-    is read at position ``first + i``."""
-    logits = model.forced_pass(ids, token_embeddings=inputs).logits[:, first:first + outputs.shape[-1]]
+    """A model's scores ``(batch, outputs)`` given the token embeddings `inputs` ``(batch, len, d_model)`` of `ids`,
+    and per output the gradient of its score (summed over the batch) with respect to `inputs`. Output i is read at
+    position ``rows[i]`` (a language model's: the positions before each continuation token; an encoder's: its mask
+    tokens)."""
+    logits = model.forced_pass(ids, token_embeddings=inputs).logits[:, rows]
     scores = _scores(torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1),
                      outputs, foil)
     count = scores.shape[1]
@@ -303,25 +307,26 @@ def continuation_gradients(model: LanguageModel, ids: list[int], first: int, out
 
 
 class ContinuationPath(_Path):
-    """A language model's path: from all-zero token embeddings of a prompt and its continuation (every input
-    position, so every column) to the real ones; the input positions stay."""
+    """A self-attention model's path (a language model's, an encoder's): from all-zero token embeddings of every
+    input position (so every column) to the real ones; the input positions stay."""
 
-    def __init__(self, model: LanguageModel, ids: list[int], first: int, outputs: Tensor, foil: int | None) -> None:
-        self.model, self.ids, self.first, self.outputs, self.foil = model, ids, first, outputs, foil
+    def __init__(self, model: ForcedPasses, ids: list[int], rows: list[int], outputs: Tensor,
+                 foil: int | None) -> None:
+        self.model, self.ids, self.rows, self.outputs, self.foil = model, ids, rows, outputs, foil
         self.embedded = model.embeddings(ids).detach()
         self.like = self.embedded
         self.points = {}
 
     def _evaluate(self, alphas: Tensor) -> tuple[np.ndarray, np.ndarray]:
         inputs = (alphas[:, None, None] * self.embedded).requires_grad_()
-        scores, grads = continuation_gradients(self.model, self.ids, self.first, self.outputs, inputs, self.foil)
+        scores, grads = continuation_gradients(self.model, self.ids, self.rows, self.outputs, inputs, self.foil)
         products = torch.stack([(self.embedded * g).sum(-1) for g in grads], dim=1)
         return scores.detach().double().cpu().numpy(), products.detach().double().cpu().numpy()
 
     def end_scores(self, scale: float) -> Tensor:
         with torch.no_grad():
             logits = self.model.forced_pass(self.ids, token_embeddings=scale * self.embedded).logits
-            log_probs = torch.log_softmax(logits[:, self.first:self.first + self.outputs.shape[-1]].float(), dim=-1)
+            log_probs = torch.log_softmax(logits[:, self.rows].float(), dim=-1)
             return _scores(log_probs, self.outputs, self.foil)[0]
 
 
@@ -330,15 +335,24 @@ def language_model_gradients(model: LanguageModel, prompt_ids: list[int], contin
                              foil: int | None = None, tolerance: float = DEFAULT_TOLERANCE) -> GradientResult:
     """`gradient_attributions` of a language model: each continuation token's score attributed to every input
     token before it, ``(continuation, prompt + continuation - 1)`` (the prompt's columns first)."""
-    steps, tolerance = check_settings(model.network, methods, steps, foil, tolerance)
     ids = [*prompt_ids, *continuation_ids[:-1]]
-    outputs = torch.tensor([continuation_ids], device=model.device)
+    first = len(prompt_ids) - 1
+    return read_gradients(model, ids, list(range(first, first + len(continuation_ids))), continuation_ids, methods,
+                          steps, foil, tolerance)
+
+
+def read_gradients(model: ForcedPasses, ids: list[int], rows: list[int], output_ids: list[int],
+                   methods: tuple[str, ...] = GRADIENT_METHODS, steps: int = DEFAULT_STEPS,
+                   foil: int | None = None, tolerance: float = DEFAULT_TOLERANCE) -> GradientResult:
+    """The gradient `methods` of a model read at positions `rows` of one pass over `ids`: output i's score (of id
+    ``output_ids[i]`` at ``rows[i]``) attributed to every input token, ``(outputs, len(ids))``."""
+    steps, tolerance = check_settings(model.network, methods, steps, foil, tolerance)
+    outputs = torch.tensor([list(output_ids)], device=model.device)
     scores: dict[str, np.ndarray] = {}
     with torch.enable_grad():
-        path = ContinuationPath(model, ids, len(prompt_ids) - 1, outputs, foil)
+        path = ContinuationPath(model, ids, rows, outputs, foil)
         if {"saliency", "input_x_gradient"} & set(methods):
-            _, grads = continuation_gradients(model, ids, path.first, outputs, path.embedded.clone().requires_grad_(),
-                                              foil)
+            _, grads = continuation_gradients(model, ids, rows, outputs, path.embedded.clone().requires_grad_(), foil)
             if "saliency" in methods:
                 scores["saliency"] = np.stack([g[0].norm(dim=-1).detach().double().cpu().numpy() for g in grads])
             if "input_x_gradient" in methods:

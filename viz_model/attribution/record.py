@@ -33,7 +33,7 @@ class Attribution:
     :ivar attentions: cross-attention per layer, ``(heads, outputs, src_len)``
     :ivar encoder_attentions: encoder self-attention per layer, ``(heads, src_len, src_len)``, for the rollout
     :ivar value_weighted: kind -> per layer ``(heads, queries, keys)`` value-weighted attention (a language model's
-        long prompt: the continuation's query rows alone)
+        long prompt: the continuation's query rows alone; an encoder's: its mask tokens' rows alone)
     :ivar alti: ALTI+ ``(outputs, src_len + prefix_len)``: source columns, then prefix columns; None: not computed
     :ivar encoder_alti: ``(src_len, src_len)`` the ALTI rollout of the encoder
     :ivar alti_layers: ALTI of each sub-layer alone, kind -> per layer ``(queries, keys)``; cross-attention's
@@ -86,7 +86,8 @@ class Attribution:
         """``(outputs, src_len)``: how much each source token mattered to each output token, by `method`."""
         src = len(self.source_tokens)
         if (method.startswith("attention") or method == "rollout") and not self.attentions:
-            raise ValueError(f"{method!r} reads cross-attention; a language model's attribution has none")
+            raise ValueError(f"{method!r} reads cross-attention; a language model's attribution has none, nor an "
+                             "encoder's")
         if method == "attention_mean":
             return np.mean([a.mean(axis=0) for a in self.attentions], axis=0)
         if method.startswith("attention_layer"):
@@ -100,9 +101,10 @@ class Attribution:
         if method == "value_weighted" and "cross" in self.value_weighted:
             maps = np.mean([m.mean(axis=0) for m in self.value_weighted["cross"]], axis=0)
             return maps / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
-        if method == "value_weighted" and self.value_weighted:  # a language model's: output i is read at row src-1+i,
-            # the last rows (a long prompt's record keeps those alone)
-            maps = np.mean([m.mean(axis=0) for m in self.value_weighted["decoder"]], axis=0)[-len(self.output_tokens):]
+        if method == "value_weighted" and self.value_weighted:  # self-attention's (a language model's: output i is
+            # read at row src-1+i; an encoder's record keeps its mask rows alone): the last rows
+            (layers,) = self.value_weighted.values()
+            maps = np.mean([m.mean(axis=0) for m in layers], axis=0)[-len(self.output_tokens):]
             return maps[:, :src] / np.maximum(maps.sum(axis=1, keepdims=True), 1e-12)
         if method == "alti" and self.alti is not None:
             return self.alti[:, :src]

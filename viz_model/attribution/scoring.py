@@ -105,7 +105,7 @@ def attribute_continuation(model: LanguageModel, prompt: str, continuation: str 
     The record's source is the prompt, its prefix the continuation's inputs (all but its last token). `maps`: see
     `attribute_continuation_ids`."""
     methods = check_methods(methods)
-    _check_language_model_methods(methods)
+    check_self_attention_methods(methods)
     if continuation is None:
         trace = model.trace(prompt, max_new_tokens, top_k=1)
         prompt_ids = trace.target_ids[:trace.settings["prompt_length"]]
@@ -116,12 +116,12 @@ def attribute_continuation(model: LanguageModel, prompt: str, continuation: str 
     return attribute_continuation_ids(model, prompt_ids, new, methods, steps, tolerance, maps)
 
 
-def _check_language_model_methods(methods: Sequence[str]) -> None:
+def check_self_attention_methods(methods: Sequence[str], what: str = "a language model (decoder-only)") -> None:
+    """One line where `methods` name one that reads cross-attention, which `what` has none of."""
     cross = [m for m in methods if m in CROSS_METHODS]
     if cross:
-        raise ValueError(f"attribution method {cross[0]!r} reads cross-attention, which a language model "
-                         f"(decoder-only) has none of; choose from {', '.join(LANGUAGE_MODEL_DEFAULTS)}, "
-                         "integrated_gradients")
+        raise ValueError(f"attribution method {cross[0]!r} reads cross-attention, which {what} has none of; "
+                         f"choose from {', '.join(LANGUAGE_MODEL_DEFAULTS)}, integrated_gradients")
 
 
 def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], new: Sequence[int],
@@ -131,7 +131,7 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
     the pass keeps no map; value-weighted attention keeps the continuation's rows alone, made from each layer's
     recipe, and ALTI+ (which splits every layer into n² vectors) refuses in one line."""
     methods = check_methods(methods)
-    _check_language_model_methods(methods)
+    check_self_attention_methods(methods)
     if maps not in ("full", "on_demand"):
         raise ValueError(f"maps must be 'full' or 'on_demand', got {maps!r}")
     if maps == "on_demand" and "alti" in methods:

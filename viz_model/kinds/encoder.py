@@ -154,12 +154,13 @@ class EncoderModel(ModelKind):
 
     def forced_pass(self, ids: Sequence[int], type_ids: Sequence[int] | None = None, *,
                     head_mask: HeadMask | None = None, need_weights: bool | str = False,
-                    token_embeddings: torch.Tensor | None = None) -> MaskedLMOutput:
+                    token_embeddings: torch.Tensor | None = None,
+                    key_mask: torch.Tensor | None = None) -> MaskedLMOutput:
         """The network over `ids` (one sequence), batch 1 (or the batch of `token_embeddings` ``(batch, len,
         embedding width)``, given in place of the ids' own: gradients); `need_weights`: every layer's record
-        (``"recipe"``: its `ScoreRecipe`).
-        Gradients flow where the caller enables them. Without the masked-LM head, only for the records (the logits
-        are None)."""
+        (``"recipe"``: its `ScoreRecipe`); `key_mask` ``(len, len)``: keys hidden from queries in every layer (True =
+        may attend). Gradients flow where the caller enables them. Without the masked-LM head, only for the records
+        (the logits are None)."""
         if not need_weights:
             self.check_head("a pass for the logits")
         tensor = torch.tensor([list(ids)], device=self.device)
@@ -168,7 +169,7 @@ class EncoderModel(ModelKind):
             tensor = tensor.expand(token_embeddings.shape[0], -1)
             types = None if types is None else types.expand(token_embeddings.shape[0], -1)
         return self.network(tensor, types, need_weights=need_weights, head_mask=self.layer_mask(head_mask),
-                            token_embeddings=token_embeddings)
+                            token_embeddings=token_embeddings, key_mask=key_mask)
 
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
         """``(1, len, embedding width)`` the token embeddings of `ids`, before positions and token types are

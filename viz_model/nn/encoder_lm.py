@@ -196,18 +196,20 @@ class MaskedLM(nn.Module):
 
     def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool | str = False,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
-                mask: Tensor | None = None) -> MaskedLMOutput:
+                mask: Tensor | None = None, key_mask: Tensor | None = None) -> MaskedLMOutput:
         """Read `ids` ``(batch, len)`` (`type_ids`: their token types, default 0) and score every position's token.
         `need_weights`: each layer's record (``"recipe"``: its `ScoreRecipe`, no maps made); `head_mask`
         ``(layers, heads)``: multipliers of each head's output (0 switches it off); `token_embeddings`
         ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
-        `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key."""
+        `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key;
+        `key_mask` ``(len, len)``: keys hidden from queries in every layer's attention alone (True = may attend)."""
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         x, positions = self.embed(ids, type_ids, token_embeddings)
         out = MaskedLMOutput(None, positions=positions)
         schemes = self.layer_positions(positions, need_weights is True)
-        masks = self.layer_masks(mask, ids.shape[1], x.device)
+        seen = mask if key_mask is None else combine_masks(mask, key_mask.to(x.device)[None, None])
+        masks = self.layer_masks(seen, ids.shape[1], x.device)
         embedded = x
         for i in range(self.config.encoder_layers):
             x, record = self.layer(i)(x, masks[i], need_weights, None if head_mask is None else head_mask[i],
@@ -219,6 +221,16 @@ class MaskedLM(nn.Module):
         if self.head_bias is not None:
             out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
         return out
+
+    def attention_block(self, kind: str, layer: int) -> tuple[nn.Module, nn.Module]:
+        """The self-attention module run at depth `layer` and the residual connection around it (what ALTI reads
+        beside the layer's record); `kind` is "encoder", the one kind of attention it has."""
+        if kind != "encoder":
+            raise ValueError(f"an encoder-only model has encoder self-attention only, not {kind!r}")
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.config.encoder_layers:
+            raise ValueError(f"layer must be an integer from 0 to {self.config.encoder_layers - 1}, got {layer!r}")
+        block = self.layer(layer)
+        return block.self_attn, block.attn_residual
 
     def logits(self, hidden: Tensor) -> Tensor:
         """The masked-LM head: dense, activation, norm, then the tied output projection and its bias."""

@@ -305,10 +305,11 @@ def _entropy(m: np.ndarray) -> float:
 def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int],
               focus: tuple[str, int] | None = None, min_weight: float = 0.0, bins: int = 8,
               colors: Sequence[str] | None = None, names: Sequence[str] | None = None,
-              window: slice | None = None) -> go.Figure:
+              window: slice | None = None, key_window: slice | None = None) -> go.Figure:
     """Lines from each query token (left) to each key token (right), one colour per head (`colors`, `names`: each
     head's colour and legend name in place of the defaults, as `head_groups` gives for grouped query heads);
-    `window`: those positions alone as queries and keys (a long prompt's), each head's rows read alone.
+    `window`: those positions alone as queries and keys (a long prompt's), each head's rows read alone;
+    `key_window`: other positions as the keys (a sentence pair's B beside its A, as bertviz draws it).
 
     Line opacity is the weight relative to the strongest line drawn (binned into `bins` levels); lines below
     `min_weight` (absolute) are left out.
@@ -326,13 +327,15 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
     if focus is not None and focus[0] not in ("query", "key"):
         raise ValueError(f"focus side must be 'query' or 'key'; got {focus[0]!r}")
     queries, keys = trace.axes(kind)
+    keys_apart = key_window is not None
+    key_window = key_window or window or slice(None)
     offset = 0 if window is None else range(len(queries))[window].start
-    if window is not None:
-        queries, keys = queries[window], keys[window]
-    drawn = np.stack([trace.head_map(kind, layer, int(h), window)[:, window or slice(None)] for h in heads])
+    key_offset = range(len(keys))[key_window].start
+    queries, keys = queries[window or slice(None)], keys[key_window]
+    drawn = np.stack([trace.head_map(kind, layer, int(h), window)[:, key_window] for h in heads])
     nq, nk = len(queries), len(keys)
     if focus is not None:
-        focus = (focus[0], focus[1] - offset)
+        focus = (focus[0], focus[1] - (offset if focus[0] == "query" else key_offset))
         if not 0 <= focus[1] < (nq if focus[0] == "query" else nk):
             focus = None  # a token outside the window: every line of the window
     fig = go.Figure()
@@ -366,7 +369,7 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=color, width=2.5),
                                      name=name, legendgroup=f"head{h}", hoverinfo="skip"))
     mean = drawn.mean(axis=0)
-    q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys, offset=offset) for i in range(nq)]
+    q_hover = [_links(f"{escape(queries[i])} attends to", mean[i], keys, offset=key_offset) for i in range(nq)]
     k_hover = [_links(f"{escape(keys[j])} is attended by", mean[:, j], queries, offset=offset) for j in range(nk)]
     for side, labels, x, hover, position in (("query", queries, 0.0, q_hover, "middle left"),
                                              ("key", keys, 1.0, k_hover, "middle right")):
@@ -376,7 +379,8 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
             text=[escape(t) for t in labels], textposition=position,
             textfont=dict(size=_font_px(max(nq, nk)), color=["#e4572e" if f else "#31333f" for f in focused]),
             marker=dict(size=[14 if f else 9 for f in focused], color=["#e4572e" if f else "#8c8c8c" for f in focused]),
-            customdata=[[side, offset + i] for i in range(len(labels))], hovertext=hover,
+            customdata=[[side, (offset if side == "query" else key_offset) + i] for i in range(len(labels))],
+            hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>", name=f"{side} tokens", showlegend=False))
     q_title, k_title = axis_names(kind)
     n = max(nq, nk)
@@ -384,10 +388,13 @@ def head_view(trace: AttentionTrace, kind: str, layer: int, heads: Sequence[int]
     focus_text = ""
     if focus is not None:
         label = queries[focus[1]] if focus[0] == "query" else keys[focus[1]]
-        focus_text = f" · only the lines of {focus[0]} {offset + focus[1]}: {label}"
+        focus_text = f" · only the lines of {focus[0]} {(offset if focus[0] == 'query' else key_offset) + focus[1]}"
+        focus_text += f": {label}"
+    where = "" if window is None else f" · positions {offset} to {offset + nq - 1} of {len(trace.axes(kind)[0])}"
+    if keys_apart:
+        where = f" · queries {offset} to {offset + nq - 1}, keys {key_offset} to {key_offset + nk - 1}"
     fig.update_layout(
-        title=dict(text=escape(f"{KIND_TITLES[kind]}: layer {layer + 1}, heads {heads_text}{focus_text}" + (
-            "" if window is None else f" · positions {offset} to {offset + nq - 1} of {len(trace.axes(kind)[0])}"))),
+        title=dict(text=escape(f"{KIND_TITLES[kind]}: layer {layer + 1}, heads {heads_text}{focus_text}{where}")),
         height=max(360, 140 + _row_px(n) * n), hovermode="closest", clickmode="event+select", dragmode=False,
         margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="rgba(0,0,0,0)",
         legend=dict(orientation="h", y=-0.02, yanchor="top"),

@@ -24,14 +24,27 @@ def _cut(text: str, chars: int) -> str:
 def padding_mask_figure(tokens: Sequence[Sequence[str]], mask: np.ndarray, title: str) -> go.Figure:
     """The ``(batch, length)`` padding mask: 1 = real token (may be attended), 0 = ``<pad>`` (never attended).
     Each cell's token is written upright (rotated, cut to a few characters) so neighbours never run together."""
-    mask = np.asarray(mask, dtype=bool)
-    rows, length = mask.shape
+    return _token_rows(tokens, np.asarray(mask, dtype=bool), title, ["#d9d9d9", "#9ecae1"],
+                       "mask %{z} (1 = may attend)", "sentence", "sentence in the batch")
+
+
+def token_type_figure(tokens: Sequence[str], type_ids: Sequence[int], title: str) -> go.Figure:
+    """An encoder's token types of a pair, one cell a token: 0 = sentence A, 1 = sentence B (written upright as
+    `padding_mask_figure` writes its tokens)."""
+    return _token_rows([tokens], np.asarray([type_ids]) > 0, title, ["#fdd0a2", "#a1d99b"],
+                       "token type %{z} (0 = sentence A, 1 = sentence B)", "pair", "the pair")
+
+
+def _token_rows(tokens: Sequence[Sequence[str]], values: np.ndarray, title: str, colors: list[str], what: str,
+                row_noun: str, rows_title: str) -> go.Figure:
+    """A ``(rows, length)`` grid of 0/1 `values` in two `colors`, each cell's token written upright (hover: the
+    `row_noun`, the position, the token and `what` the value means)."""
+    rows, length = values.shape
     text = [[escape(t) for t in row] for row in tokens]
     fig = go.Figure(go.Heatmap(
-        z=mask.astype(np.float32), customdata=text, colorscale=[[0, "#d9d9d9"], [1, "#9ecae1"]], zmin=0, zmax=1,
+        z=values.astype(np.float32), customdata=text, colorscale=[[0, colors[0]], [1, colors[1]]], zmin=0, zmax=1,
         showscale=False, xgap=2, ygap=2,
-        hovertemplate="sentence %{y}, position %{x}<br>token %{customdata}<br>mask %{z} (1 = may attend)"
-                      "<extra></extra>"))
+        hovertemplate=f"{row_noun} %{{y}}, position %{{x}}<br>token %{{customdata}}<br>{what}<extra></extra>"))
     if length <= PAD_LABEL_MAX_POSITIONS:
         fig.update_layout(annotations=[
             dict(x=x, y=y, text=escape(_cut(str(token), PAD_LABEL_CHARS)), textangle=-90, showarrow=False,
@@ -41,7 +54,7 @@ def padding_mask_figure(tokens: Sequence[Sequence[str]], mask: np.ndarray, title
         title=dict(text=escape(title)), height=160 + 100 * rows, margin=dict(l=10, r=10, t=60, b=10),
         xaxis=dict(title=dict(text="key position"), tickmode="linear", tick0=0, dtick=1 if length <= 30 else 5,
                    showgrid=False, zeroline=False),
-        yaxis=dict(title=dict(text="sentence in the batch"), tickmode="array", tickvals=list(range(rows)),
+        yaxis=dict(title=dict(text=rows_title), tickmode="array", tickvals=list(range(rows)),
                    ticktext=[f"#{i + 1}" for i in range(rows)], autorange="reversed", showgrid=False,
                    zeroline=False),
         plot_bgcolor="rgba(0,0,0,0)")

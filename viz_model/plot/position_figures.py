@@ -59,15 +59,35 @@ def alibi_slopes_figure(slopes: np.ndarray) -> go.Figure:
     return fig
 
 
-def relative_buckets_figure(buckets: dict[str, np.ndarray]) -> go.Figure:
-    """T5's bucket of each offset key − query, for the encoder and the decoder."""
+def relative_buckets_figure(buckets: dict[str, np.ndarray],
+                            title: str = "T5's relative bias: the bucket of each offset (key − query)",
+                            x_title: str = "offset j − p") -> go.Figure:
+    """The bucket of each offset (``buckets["offset"]``), one line per other entry: T5's encoder and decoder (key −
+    query), or DeBERTa's (query − key) with its `title` and `x_title`."""
     fig = go.Figure()
-    for n, stack in enumerate(("encoder", "decoder")):
-        fig.add_trace(go.Scatter(x=buckets["offset"], y=buckets[stack], mode="lines+markers", name=stack,
+    for n, stack in enumerate(name for name in buckets if name != "offset"):
+        fig.add_trace(go.Scatter(x=buckets["offset"], y=buckets[stack], mode="lines+markers", name=escape(stack),
                                  line=dict(color=HEAD_COLORS[n], shape="hv"), marker=dict(size=4),
-                                 hovertemplate=f"{stack}: offset %{{x}} → bucket %{{y}}<extra></extra>"))
-    fig.update_layout(title=dict(text="T5's relative bias: the bucket of each offset (key − query)"), height=340,
-                      margin=MARGIN, xaxis_title="offset j − p", yaxis_title="bucket")
+                                 hovertemplate=f"{escape(stack)}: offset %{{x}} → bucket %{{y}}<extra></extra>"))
+    fig.update_layout(title=dict(text=title), height=340, margin=MARGIN, xaxis_title=x_title, yaxis_title="bucket")
+    return fig
+
+
+def rope_bases_figure(wavelengths: dict[str, np.ndarray], marks: dict[str, float]) -> go.Figure:
+    """Each frequency pair's wavelength (positions per turn) under each RoPE base (ModernBERT's global and local
+    layers), on a log scale, with lengths marked."""
+    fig = go.Figure()
+    for n, (name, lengths) in enumerate(wavelengths.items()):
+        fig.add_trace(go.Scatter(x=np.arange(len(lengths)), y=lengths, mode="lines+markers", name=escape(name),
+                                 line=dict(color=HEAD_COLORS[n]), marker=dict(size=5),
+                                 hovertemplate=f"{escape(name)}: pair %{{x}} turns once in %{{y:,.1f}} positions"
+                                               "<extra></extra>"))
+    for n, (label, value) in enumerate(marks.items()):
+        fig.add_hline(y=value, line=dict(color=HEAD_COLORS[(n + 3) % len(HEAD_COLORS)], dash="dash"),
+                      annotation_text=escape(label))
+    fig.update_layout(title=dict(text="RoPE: each pair's wavelength under each base"), height=380, margin=MARGIN,
+                      xaxis_title="frequency pair i (fast → slow)", yaxis_title="wavelength (positions)",
+                      yaxis_type="log", legend=dict(orientation="h", y=-0.25))
     return fig
 
 

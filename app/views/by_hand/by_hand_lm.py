@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from app import completion, state, token_picker, widgets
 from app.page_settings import BY_HAND as own
 from app.sessions import ModelRef, Session, load_model
-from app.views.by_hand.head_steps import HeadSteps, head_steps
+from app.views.by_hand.head_steps import HeadSteps, every_query, head_steps, pick_head, query_table
 from viz_model.lessons import typed_matrices
-from viz_model.plot import analysis_figures, long_mask_figures, row_strip_figures
+from viz_model.plot import long_mask_figures, row_strip_figures
 from viz_model.trace import AttentionTrace
 
 TOP_KEYS = 16  # a long prompt's query row: the keys it weighs most, listed first
@@ -29,24 +28,6 @@ def cached_steps(ref: ModelRef, ids: tuple[int, ...], layer: int, head: int,
                  rows: tuple[int, int] | None = None) -> HeadSteps:
     """`head_steps` of the model `ref` names (`rows`: those query rows alone), cached."""
     return head_steps(load_model(ref), list(ids), layer, head, rows)  # type: ignore[arg-type]
-
-
-def query_table(steps: HeadSteps, labels: list[str], i: int, keys: list[int] | None = None) -> pd.DataFrame:
-    """Query `i`'s row, one line per key (`keys`: those alone, in that order): the dot product, the scaled (capped,
-    biased) score, the mask, the weight worked out here and the recorded one."""
-    r = i - steps.first_row
-    keys = list(range(len(labels))) if keys is None else keys
-    dots = steps.dots[r, keys]
-    row = {"key": [labels[j] for j in keys], "q·k": dots, f"÷ {steps.divisor:.4g}": dots / steps.divisor}
-    if steps.softcap is not None:
-        row[f"capped ({steps.softcap:g}·tanh(s/{steps.softcap:g}))"] = np.tanh(
-            dots / steps.divisor / steps.softcap) * steps.softcap
-    if steps.bias is not None:
-        row["+ position bias (ALiBi)"] = steps.scores[r, keys]
-    row["may attend"] = steps.visible[r, keys]
-    row["softmax weight"] = steps.weights[r, keys]
-    row["recorded weight"] = steps.recorded[r, keys]
-    return pd.DataFrame(row)
 
 
 def around(position: int, n: int, size: int = KEY_WINDOW) -> list[int]:
@@ -73,14 +54,7 @@ def page(session: Session) -> None:
     reading = READINGS[trace.reading("decoder")]  # by rows: one query row worked out, read alone from the trace
     labels = [f"{j}: {t}" for j, t in enumerate(trace.target_tokens)]
     a, b, c = st.columns(3)
-    with a:
-        state.clamp_choice(own.lm_layer, list(range(1, layers + 1)), 1, "Layer")
-        state.bound(st.selectbox, "Layer", own.lm_layer, list(range(1, layers + 1)),
-                    format_func=lambda v: f"Layer {v} of {layers}")
-    with b:
-        state.clamp_choice(own.lm_head, list(range(1, heads + 1)), 1, "Head")
-        state.bound(st.selectbox, "Head", own.lm_head, list(range(1, heads + 1)),
-                    format_func=completion.grouped_head_label(trace))
+    pick_head((a, b), own.lm_layer, own.lm_head, layers, heads, completion.grouped_head_label(trace))
     i = reading.pick(trace, labels, c)
     layer, head = int(own.lm_layer.get()) - 1, int(own.lm_head.get()) - 1
     with st.spinner("Working the head through…"):
@@ -150,25 +124,8 @@ def whole_query(trace: AttentionTrace, steps: HeadSteps, labels: list[str], laye
     """Maps read whole: the query's row as a table, then every query at once, worked out and recorded."""
     st.dataframe(query_table(steps, labels, i).style.format(precision=4), hide_index=True, width="stretch")
 
-    st.subheader("3. Every query at once")
-    left, right = st.columns(2)
-    with left:
-        scores = np.where(steps.visible, steps.scores, np.nan)
-        fig = analysis_figures.token_map_figure(scores, trace.target_tokens, trace.target_tokens, "decoder", layer,
-                                                f"Masked scores, layer {layer + 1}, head {head + 1}")
-        fig.update_traces(zmin=float(np.nanmin(scores)), zmax=float(np.nanmax(scores)), colorscale="RdBu_r",
-                          colorbar=dict(title=dict(text="score")), selector=dict(type="heatmap"),
-                          hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>score %{z:.4f}"
-                                        "<extra>masked: blank</extra>")
-        widgets.chart(fig, f"scores-layer{layer + 1}-head{head + 1}", key="abh_lm_scores_chart")
-    with right:
-        fig = analysis_figures.token_map_figure(steps.weights, trace.target_tokens, trace.target_tokens, "decoder",
-                                                layer, f"Softmax weights worked out here, layer {layer + 1}, head "
-                                                f"{head + 1}")
-        widgets.chart(fig, f"weights-layer{layer + 1}-head{head + 1}", key="abh_lm_weights_chart")
-    st.metric("Largest difference from the map the model recorded", f"{steps.difference:.1e}",
-              help="The weights above, worked out step by step in float64, against the attention map the model "
-                   "recorded while it continued the prompt (the one Complete & explore draws).")
+    every_query(steps, trace.target_tokens, "decoder", layer, head, "abh_lm",
+                "while it continued the prompt (the one Complete & explore draws)")
 
 
 def row_query(trace: AttentionTrace, steps: HeadSteps, labels: list[str], layer: int, head: int, i: int) -> None:

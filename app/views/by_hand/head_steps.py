@@ -6,16 +6,22 @@ the map the network records."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+import streamlit as st
 import torch
 from torch import Tensor
 
+from app import state, widgets
+from app.setting_types import Setting
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.nn.causal_lm import window_mask
 from viz_model.nn.rotary import Rotary, rotate
 from viz_model.on_demand import recipe_maps
+from viz_model.plot import analysis_figures
 
 
 @dataclass
@@ -40,6 +46,7 @@ class HeadSteps:
     :ivar rotated: whether RoPE turned q and k
     :ivar window: the layer's sliding window, else None
     :ivar first_row: the query row the ``(rows, n)`` arrays start at (0: every row, ``(n, n)``)
+    :ivar values: ``(n, d_head)`` x W_v (+ bias), this head's columns, where they are worked through (an encoder's)
     """
 
     x: np.ndarray
@@ -61,6 +68,7 @@ class HeadSteps:
     rotated: bool
     window: int | None
     first_row: int = 0
+    values: np.ndarray | None = None
 
     @property
     def difference(self) -> float:
@@ -68,7 +76,7 @@ class HeadSteps:
         return float(np.abs(self.weights - self.recorded).max())
 
 
-def _f64(t: Tensor) -> np.ndarray:
+def f64(t: Tensor) -> np.ndarray:
     return t.detach().double().cpu().numpy()
 
 
@@ -117,15 +125,15 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows
         if rotated:
             turn = scheme.score_position(where, where, False).rotation
             q, k = rotate(q, *turn), rotate(k, *turn)
-        q64, k64 = _f64(q[0, 0]), _f64(k[0, 0])
-        recorded = (_f64(out.records[layer].weights[0, head]) if rows is None else
-                    _f64(recipe_maps(out.recipes[layer], [head], slice(first, stop))[0]))
+        q64, k64 = f64(q[0, 0]), f64(k[0, 0])
+        recorded = (f64(out.records[layer].weights[0, head]) if rows is None else
+                    f64(recipe_maps(out.recipes[layer], [head], slice(first, stop))[0]))
     divisor = 1.0 if attn.scale is False else math.sqrt(q64.shape[-1] if attn.scale is True else attn.scale)
     dots = q64[first:stop] @ k64.T
     scores = dots / divisor
     if attn.softcap is not None:
         scores = np.tanh(scores / attn.softcap) * attn.softcap
-    bias = None if position is None or position.bias is None else _f64(position.bias[0, head])
+    bias = None if position is None or position.bias is None else f64(position.bias[0, head])
     if bias is not None:
         scores = scores + bias
     visible = window_mask(stop - first, first, window, torch.device("cpu"))[0, 0].numpy()
@@ -133,7 +141,62 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows
     masked = np.where(visible, scores, -np.inf)
     weights = np.exp(masked - masked.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
-    return HeadSteps(_f64(x[0]), _f64(q_projected[0, 0]), _f64(k_projected[0, 0]),
-                     None if q_normed is None else _f64(q_normed[0, 0]),
-                     None if k_normed is None else _f64(k_normed[0, 0]), q64, k64, kv_head, divisor, dots,
+    return HeadSteps(f64(x[0]), f64(q_projected[0, 0]), f64(k_projected[0, 0]),
+                     None if q_normed is None else f64(q_normed[0, 0]),
+                     None if k_normed is None else f64(k_normed[0, 0]), q64, k64, kv_head, divisor, dots,
                      attn.softcap, bias, scores, visible, weights, recorded, rotated, window, first)
+
+
+# --- drawn by every kind's page ----------------------------------------------------------------------------------
+def query_table(steps: HeadSteps, labels: list[str], i: int, keys: list[int] | None = None,
+                bias: str = "+ position bias (ALiBi)") -> pd.DataFrame:
+    """Query `i`'s row, one line per key (`keys`: those alone, in that order): the dot product, the scaled (capped,
+    biased: the `bias` column) score, the mask, the weight worked out here and the recorded one."""
+    r = i - steps.first_row
+    keys = list(range(len(labels))) if keys is None else keys
+    dots = steps.dots[r, keys]
+    row = {"key": [labels[j] for j in keys], "q·k": dots, f"÷ {steps.divisor:.4g}": dots / steps.divisor}
+    if steps.softcap is not None:
+        row[f"capped ({steps.softcap:g}·tanh(s/{steps.softcap:g}))"] = np.tanh(
+            dots / steps.divisor / steps.softcap) * steps.softcap
+    if steps.bias is not None:
+        row[bias] = steps.scores[r, keys]
+    row["may attend"] = steps.visible[r, keys]
+    row["softmax weight"] = steps.weights[r, keys]
+    row["recorded weight"] = steps.recorded[r, keys]
+    return pd.DataFrame(row)
+
+
+def pick_head(columns: tuple, layer: Setting[int], head: Setting[int], layers: int, heads: int,
+              head_label: Callable[[int], str]) -> None:
+    """The layer and head pickers (1-based, kept in `layer` and `head`), in the first two of `columns`."""
+    with columns[0]:
+        state.clamp_choice(layer, list(range(1, layers + 1)), 1, "Layer")
+        state.bound(st.selectbox, "Layer", layer, list(range(1, layers + 1)),
+                    format_func=lambda v: f"Layer {v} of {layers}")
+    with columns[1]:
+        state.clamp_choice(head, list(range(1, heads + 1)), 1, "Head")
+        state.bound(st.selectbox, "Head", head, list(range(1, heads + 1)), format_func=head_label)
+
+
+def every_query(steps: HeadSteps, tokens: list[str], kind: str, layer: int, head: int, key: str, recorded: str) -> None:
+    """Step 3: the masked scores and the weights worked out here, every query at once, and their largest difference
+    from the map the model recorded (`recorded`: when, in words; `key`: the charts' key prefix)."""
+    st.subheader("3. Every query at once")
+    left, right = st.columns(2)
+    with left:
+        scores = np.where(steps.visible, steps.scores, np.nan)
+        fig = analysis_figures.token_map_figure(scores, tokens, tokens, kind, layer,
+                                                f"Masked scores, layer {layer + 1}, head {head + 1}")
+        fig.update_traces(zmin=float(np.nanmin(scores)), zmax=float(np.nanmax(scores)), colorscale="RdBu_r",
+                          colorbar=dict(title=dict(text="score")), selector=dict(type="heatmap"),
+                          hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>score %{z:.4f}"
+                                        "<extra>masked: blank</extra>")
+        widgets.chart(fig, f"scores-layer{layer + 1}-head{head + 1}", key=f"{key}_scores_chart")
+    with right:
+        fig = analysis_figures.token_map_figure(steps.weights, tokens, tokens, kind, layer,
+                                                f"Softmax weights worked out here, layer {layer + 1}, head {head + 1}")
+        widgets.chart(fig, f"weights-layer{layer + 1}-head{head + 1}", key=f"{key}_weights_chart")
+    st.metric("Largest difference from the map the model recorded", f"{steps.difference:.1e}",
+              help=f"The weights above, worked out step by step in float64, against the attention map the model "
+                   f"recorded {recorded}.")

@@ -25,6 +25,15 @@ def translators() -> list[str]:
     return [m for m in sessions.model_names() if sessions.model_languages(ModelRef.of(m).directory) != LANGUAGE_MODEL]
 
 
+def models_or_stop(names: list[str], what: str, session: Session) -> list[str]:
+    """`names` (the models the open one can be compared with), or one line saying there is no `what` and the page
+    stops."""
+    if not names:
+        st.info(f"No {what} is available: put one into {sessions.roots_label()} to compare it with {session.name}.")
+        st.stop()
+    return names
+
+
 def lm_prompt(template: str, text: str) -> tuple[str, int, int]:
     """The language model's prompt (`template` with `SOURCE` replaced by `text`) and the characters of `text` in it;
     one line where the template does not hold `SOURCE` exactly once."""
@@ -94,11 +103,7 @@ def page(session: Session) -> None:
                "translate: where does each look in the text while it writes? The translator's cross-attention reads "
                "the source through its encoder; the language model's self-attention reads the same words as part "
                "of its own prompt.")
-    names = translators()
-    if not names:
-        st.info(f"No translation model is available: put one into {sessions.roots_label()} to compare it with "
-                f"{session.name}.")
-        st.stop()
+    names = models_or_stop(translators(), "translation model", session)
     own.source.init(texts.EXAMPLES[0])
     own.template.init()
     state.bound(st.text_input, "Text to translate", own.source)

@@ -6,6 +6,15 @@ import streamlit as st
 from app import completion, sessions, state
 from app.page_settings import EXPLORE as own
 from app.views.explore import explore_lm_parts, explore_views
+from viz_model.trace import AttentionTrace
+
+
+def panel(trace: AttentionTrace) -> None:
+    """The continuation, the link and downloads, the decoding steps."""
+    completion.completion_panel(trace)
+    explore_views.link_and_downloads(trace)
+    completion.completion_steps(trace)
+
 
 session = sessions.require_session()
 st.title("Complete & explore")
@@ -13,15 +22,5 @@ st.caption("Type a prompt: see the language model continue it, and every attenti
            "reads the prompt and writes the continuation.")
 state.page_link(own)
 state.show_url_problems()
-form_column, result_column = st.columns([3, 2], gap="large")
-with form_column:
-    completion.prompt_form()
-with result_column:
-    trace = completion.current_completion(session)
-    if trace is not None:
-        completion.completion_panel(trace)
-        explore_views.link_and_downloads(trace)
-        completion.completion_steps(trace)
-if trace is None:
-    st.stop()
-explore_views.draw(session, trace, explore_lm_parts.PARTS)
+explore_views.page(session, completion.prompt_form, lambda: completion.current_completion(session), panel,
+                   lambda trace: explore_lm_parts.PARTS)

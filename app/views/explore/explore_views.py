@@ -23,7 +23,8 @@ class KindParts:
     """What the views draw their own way for one kind of model: the attention kinds offered (the first is the
     fallback; `say_kind_change`: a kind that does not exist here is said), the head pickers' labels, whether the
     heatmap offers value-weighted maps and contributions, the marks on a self-attention map and on the model view,
-    the notes below them and the key/value head groups of the head view."""
+    the notes below them, the key/value head groups of the head view and where a sentence pair's second sentence
+    starts (the head view then draws one sentence's attention to the other)."""
 
     attention_kinds: list[str]
     say_kind_change: bool
@@ -36,6 +37,33 @@ class KindParts:
     model_view_note: Callable[[AttentionTrace], str]
     groups: Callable[[AttentionTrace], list[int] | None]
     head_view_note: Callable[[AttentionTrace, int], None]
+    pair_start: Callable[[AttentionTrace], int | None] = lambda trace: None  # where an encoder's sentence B starts
+
+
+def head_label(trace: AttentionTrace) -> Callable[[int | str], str]:
+    """The head pickers' plain labels: "Head 2 of 8", "Mean over heads"."""
+    return lambda value: state.head_label(value, trace.num_heads)
+
+
+def short_head_label(trace: AttentionTrace) -> Callable[[int], str]:
+    """The head view's plain labels of its 0-based heads: "Head 2"."""
+    return lambda head: f"Head {head + 1}"
+
+
+def page(session: sessions.Session, form: Callable[[], None], read: Callable[[], AttentionTrace | None],
+         panel: Callable[[AttentionTrace], None], parts: Callable[[AttentionTrace], KindParts]) -> None:
+    """The explorer below its title: the `form` beside what it gave (`read`'s trace, drawn by `panel`), then the
+    attention views as `parts` says; the page stops where there is no trace (the reason is already shown)."""
+    form_column, result_column = st.columns([3, 2], gap="large")
+    with form_column:
+        form()
+    with result_column:
+        trace = read()
+        if trace is not None:
+            panel(trace)
+    if trace is None:
+        st.stop()
+    draw(session, trace, parts(trace))
 
 
 def link_and_downloads(trace: AttentionTrace) -> None:
@@ -149,11 +177,11 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
             focus = None
             own.focus.set(None)
         groups = parts.groups(trace)
-        window = reading.head_window(trace, kind)
+        window, key_window = reading.head_window(trace, kind, parts)
         fig = map_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
                                       colors=None if groups is None else head_groups.group_colors(groups),
                                       names=None if groups is None else head_groups.group_names(groups),
-                                      window=window)
+                                      window=window, key_window=key_window)
         widgets.chart(fig, f"{kind}-layer{layer + 1}-head-view", key=own.head_view.key,
                       on_select=focus_from_head_view)
         if focus is not None:

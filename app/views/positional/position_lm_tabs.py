@@ -20,11 +20,11 @@ from app.shared_settings import SHARED
 from app.texts import count
 from app.views.positional import position_tabs
 from viz_model.kinds.language_model import LanguageModel
-from viz_model.lessons import pe_tables, position_alibi, position_length, position_rope, position_split
+from viz_model.lessons import position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
 from viz_model.lessons.position_parts import LessonError
 from viz_model.lessons.position_text import TITLE
-from viz_model.plot import lm_position_figures, pe_lab_figures, position_figures
+from viz_model.plot import lm_position_figures, position_figures
 
 MEASURED_TOKENS = 256  # the text's first tokens RoPE's decay and bands are measured on
 SPLIT_TOKENS = 48  # the most of the prompt the score split draws
@@ -65,37 +65,8 @@ def layer_choice(setting: Setting[int], layers: int) -> int:
 
 
 def table_tab(model: LanguageModel) -> None:
-    """GPT-2's learned table in the sinusoid tabs' views: the similarity of its positions, its principal
-    components."""
-    table = tables.learned_table(model)
-    rows, width = table.shape
-    st.caption(f"This model adds one vector of {width} numbers per position to each token's embedding: {rows} rows, "
-               f"trained with the rest of the model; nothing exists past position {rows - 1}.")
-    fig = pe_lab_figures.pe_matrix_figure(table, f"Its table: {rows} positions × {width} dimensions")
-    widgets.chart(fig, "lm-position-table", key="pe_lm_table_chart")
-    left, right = st.columns(2)
-    with left:
-        fig = pe_lab_figures.similarity_figure(tables.cosine_similarity(table),
-                                               f"cos(PE(p), PE(q)) for positions 0–{rows - 1}")
-        widgets.chart(fig, "lm-position-similarity", key="pe_lm_sim_chart")
-        widgets.exports(fig, "lm-position-similarity", "pe_lm_sim")
-    with right:
-        profile = pe_tables.similarity_profile(pe_tables.dot_similarity(table))
-        fig = pe_lab_figures.profile_figure(profile, width)
-        fig.update_layout(title=dict(text="Its PE(p)·PE(q) against the distance |p − q|: mean and range"))
-        widgets.chart(fig, "lm-position-profile", key="pe_lm_profile_chart")
-        spread = float((profile["max"] - profile["min"]).max())
-        st.caption(f"Unlike the sinusoids' PE(p)·PE(q), a learned table's depends on where the pair sits, not only "
-                   f"on their distance: pairs at one distance differ by up to {spread:.3g} here.")
-    coordinates, explained = tables.principal_components(table, 3)
-    fig = lm_position_figures.components_figure(coordinates, explained,
-                                                f"Its principal components ({explained.sum():.0%} of the variance "
-                                                f"in the first {len(explained)})")
-    widgets.chart(fig, "lm-position-components", key="pe_lm_pca_chart")
-    widgets.exports(fig, "lm-position-components", "pe_lm_pca")
-    st.caption("Each component is one direction of the table's rows, largest spread first. Where its curve is "
-               "smooth, neighbouring positions have similar vectors, as the sinusoids' low frequencies give them; "
-               "a table of random weights shows noise.")
+    """GPT-2's learned table in the sinusoid tabs' views (`position_tabs.table_views`)."""
+    position_tabs.table_views(tables.learned_table(model))
 
 
 def frequencies_tab(model: LanguageModel) -> None:
@@ -217,17 +188,7 @@ def split_tab(model: LanguageModel, key: str) -> None:
     config = model.config
     ids, where = split_prompt(model)
     tokens = model.tokenizer.pieces(ids)
-    layers, heads = config.decoder_layers, config.heads
-    state.clamp_choice(own.split_layer, list(range(1, layers + 1)), 1, "Layer")
-    state.clamp_choice(own.split_head, list(range(1, heads + 1)), 1, "Head")
-    c1, c2 = st.columns(2)
-    with c1:
-        state.bound(st.selectbox, "Layer", own.split_layer, list(range(1, layers + 1)),
-                    format_func=lambda v: f"Layer {v} of {layers}")
-    with c2:
-        state.bound(st.selectbox, "Head", own.split_head, list(range(1, heads + 1)),
-                    format_func=lambda v: f"Head {v} of {heads}")
-    layer, head = int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1
+    layer, head = position_tabs.split_head_choice(config.decoder_layers, config.heads)
     try:
         split = _score_split(key, model, tuple(ids), layer, head)
     except LessonError as err:

@@ -5,6 +5,7 @@ of the loaded model looked where it did (its scores split into content and posit
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -13,11 +14,12 @@ from app.page_settings import POSITIONAL_ENCODING as own
 from viz_model.config import ModelConfig
 from viz_model.config.model import INPUT_POSITIONS, POSITIONAL_KINDS
 from viz_model.kinds.translator import TranslationModel
-from viz_model.lessons import position_parts
+from viz_model.lessons import pe_tables, position_parts
+from viz_model.lessons import position_table as tables
 from viz_model.lessons.position_experiment import TASKS, LengthExperiment, run_length_experiment
 from viz_model.lessons.watch_trainer import WatchError
 from viz_model.nn.alibi import alibi_slopes
-from viz_model.plot import length_figures, position_figures
+from viz_model.plot import length_figures, lm_position_figures, pe_lab_figures, position_figures
 from viz_model.trace import AttentionTrace
 
 SCHEME_NAMES = {"sinusoidal": "Sinusoidal (the paper)", "learned": "Learned table (BERT, GPT-2, BART)",
@@ -45,6 +47,53 @@ def scheme_caption(config: ModelConfig) -> str:
 def content_term(config: ModelConfig) -> str:
     """The scores' content term in LaTeX: divided by √d_k unless the model leaves its scores unscaled (T5)."""
     return r"\frac{q_p \cdot k_j}{\sqrt{d_k}}" if config.scale_scores else r"q_p \cdot k_j"
+
+
+def split_head_choice(layers: int, heads: int) -> tuple[int, int]:
+    """The layer and head (0-based) whose scores are split, picked side by side."""
+    state.clamp_choice(own.split_layer, list(range(1, layers + 1)), 1, "Layer")
+    state.clamp_choice(own.split_head, list(range(1, heads + 1)), 1, "Head")
+    c1, c2 = st.columns(2)
+    with c1:
+        state.bound(st.selectbox, "Layer", own.split_layer, list(range(1, layers + 1)),
+                    format_func=lambda v: f"Layer {v} of {layers}")
+    with c2:
+        state.bound(st.selectbox, "Head", own.split_head, list(range(1, heads + 1)),
+                    format_func=lambda v: f"Head {v} of {heads}")
+    return int(own.split_layer.get()) - 1, int(own.split_head.get()) - 1
+
+
+def table_views(table: np.ndarray) -> None:
+    """A learned table of positions (GPT-2's, BERT's) in the sinusoid tabs' views: the table, the similarity of its
+    positions, its principal components."""
+    rows, width = table.shape
+    st.caption(f"This model adds one vector of {width} numbers per position to each token's embedding: {rows} rows, "
+               f"trained with the rest of the model; nothing exists past position {rows - 1}.")
+    fig = pe_lab_figures.pe_matrix_figure(table, f"Its table: {rows} positions × {width} dimensions")
+    widgets.chart(fig, "lm-position-table", key="pe_lm_table_chart")
+    left, right = st.columns(2)
+    with left:
+        fig = pe_lab_figures.similarity_figure(tables.cosine_similarity(table),
+                                               f"cos(PE(p), PE(q)) for positions 0–{rows - 1}")
+        widgets.chart(fig, "lm-position-similarity", key="pe_lm_sim_chart")
+        widgets.exports(fig, "lm-position-similarity", "pe_lm_sim")
+    with right:
+        profile = pe_tables.similarity_profile(pe_tables.dot_similarity(table))
+        fig = pe_lab_figures.profile_figure(profile, width)
+        fig.update_layout(title=dict(text="Its PE(p)·PE(q) against the distance |p − q|: mean and range"))
+        widgets.chart(fig, "lm-position-profile", key="pe_lm_profile_chart")
+        spread = float((profile["max"] - profile["min"]).max())
+        st.caption(f"Unlike the sinusoids' PE(p)·PE(q), a learned table's depends on where the pair sits, not only "
+                   f"on their distance: pairs at one distance differ by up to {spread:.3g} here.")
+    coordinates, explained = tables.principal_components(table, 3)
+    fig = lm_position_figures.components_figure(coordinates, explained,
+                                                f"Its principal components ({explained.sum():.0%} of the variance "
+                                                f"in the first {len(explained)})")
+    widgets.chart(fig, "lm-position-components", key="pe_lm_pca_chart")
+    widgets.exports(fig, "lm-position-components", "pe_lm_pca")
+    st.caption("Each component is one direction of the table's rows, largest spread first. Where its curve is "
+               "smooth, neighbouring positions have similar vectors, as the sinusoids' low frequencies give them; "
+               "a table of random weights shows noise.")
 
 
 def schemes_tab(config: ModelConfig) -> None:

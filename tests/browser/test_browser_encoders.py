@@ -1,0 +1,58 @@
+"""Encoder-only models in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a models folder holding
+a small random BERT and DeBERTa-v3 (imported); every page of the registry is walked with each of them, with a mask
+token in the text and with a sentence pair: no exception box, no error, no "something went wrong", no clipped
+figure; a page drawn for an encoder draws a figure, one that is not says so in one line."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from support.app_encoders import ENCODERS
+from support.browser import CHROMIUM, shot, streamlit_server
+from test_browser_lm import main_text, settle
+from test_browser_walk import CLIPPED
+
+from app import registry, widgets
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
+                                                     "(apt-get install chromium); CI installs it"),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder_server(encoder_assets, tmp_path_factory):
+    with streamlit_server(encoder_assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.mark.parametrize("model", ENCODERS)
+def test_every_page_opens_with_an_encoder_in_a_real_browser(encoder_server, page, model):
+    """Each page of the registry, and each Explore view (the head view of a pair too), opened with `model`; a
+    screenshot of each as ``encoder-walk-MODEL-PAGE.png``."""
+    visits = [(p.key, registry.link_path(p), {}) for p in registry.PAGES]
+    visits += [("explore", "", {"view": view}) for view in ("model", "head", "focus")]
+    visits += [("explore", "", {"view": "head", "pair": "The old dog reads a book."}),
+               ("masks", registry.BY_KEY["masks"].url_path, {"pair": "The old dog reads a book."})]
+    for key, path, extra in visits:
+        query = urlencode({"model": model, "sentence": "Two young dogs are [MASK] in the snow.", **extra})
+        page.goto(f"{encoder_server}/{path}?{query}")
+        settle(page)
+        name = "-".join([key, *(v.split()[0] for v in extra.values())])
+        shot(page, f"encoder-walk-{model}-{name}.png")
+        assert page.locator('[data-testid="stException"]').count() == 0, f"{model} {name}: an exception box"
+        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+        assert not errors, f"{model} {name}: {errors}"
+        assert widgets.UNEXPECTED not in main_text(page), name
+        figures = page.evaluate(CLIPPED)
+        drawn = registry.script(key, registry.ENCODER)
+        if drawn is None:
+            assert registry.BY_KEY[key].draws[registry.ENCODER].reason in main_text(page), name
+        elif key != "watch":
+            assert figures, f"{model} {name}: no figure drawn"
+        clipped = [f for f in figures if f["clipped"]]
+        assert not clipped, f"{model} {name}: tick labels outside their figure: {clipped}"
+        narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
+        assert not narrow, f"{model} {name}: figures squeezed under 200 px: {narrow}"
