@@ -193,12 +193,11 @@ class MaskedLM(nn.Module):
 
     def forward(self, ids: Tensor, type_ids: Tensor | None = None, need_weights: bool = False,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
-                mask: Tensor | None = None, scored: Tensor | None = None) -> MaskedLMOutput:
+                mask: Tensor | None = None) -> MaskedLMOutput:
         """Read `ids` ``(batch, len)`` (`type_ids`: their token types, default 0) and score every position's token.
         `need_weights`: each layer's record; `head_mask` ``(layers, heads)``: multipliers of each head's output (0
         switches it off); `token_embeddings` ``(batch, len, embedding_size)``: in place of the ids' own (gradients);
-        `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key;
-        `scored` ``(batch, len)`` bool: only those positions go through the head (logits ``(n, vocab)``, a loss's)."""
+        `mask`: broadcastable to ``(batch, heads, len, len)``, True = may attend (padding), None: every key."""
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         x, positions = self.embed(ids, type_ids, token_embeddings)
@@ -212,8 +211,7 @@ class MaskedLM(nn.Module):
                 x = self.convolution(embedded, x, mask)
             if record is not None:
                 out.records.append(record)
-        x = x if self.final_norm is None else normed(self.final_norm, x)
-        out.logits = self.logits(x if scored is None else x[scored])
+        out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:

@@ -53,7 +53,7 @@ def evaluate_masked(model: MaskedLM, tokenizer: EncoderTokenizer, data: EvalSet,
     for number, indices in enumerate(make_batches(encoded, DEFAULT_BATCH_TOKENS, seed, 0)):
         batch = masked_batch(encoded, indices, vocab, draw_seed(seed, HELD_OUT, number), ALL_MASKED).to(device)
         keep = batch.tgt_out != PAD_ID
-        logits = model(batch.tgt_in, mask=(batch.tgt_in != PAD_ID)[:, None, None, :], scored=keep).logits.float()
+        logits = model(batch.tgt_in, mask=(batch.tgt_in != PAD_ID)[:, None, None, :]).logits[keep].float()
         labels = batch.tgt_out[keep]
         top = logits.topk(5, dim=-1).indices
         hits1 += int((top[:, 0] == labels).sum())

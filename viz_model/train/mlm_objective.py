@@ -68,7 +68,7 @@ def masked_batch(data: EncodedPairs, indices: list[int], vocab_size: int, seed: 
 
 class MaskedTokenLoss(nn.Module):
     """An encoder's summed label-smoothed loss and plain NLL at the chosen positions of a `masked_batch` (the
-    padding is masked from every query); only those positions go through the head."""
+    padding is masked from every query)."""
 
     def __init__(self, model: MaskedLM, smoothing: float) -> None:
         super().__init__()
@@ -77,5 +77,5 @@ class MaskedTokenLoss(nn.Module):
 
     def forward(self, src: None, inputs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         chosen = labels != PAD_ID
-        logits = self.model(inputs, mask=(inputs != PAD_ID)[:, None, None, :], scored=chosen).logits
-        return label_smoothed_loss(logits, labels[chosen], self.smoothing)
+        logits = self.model(inputs, mask=(inputs != PAD_ID)[:, None, None, :]).logits
+        return label_smoothed_loss(logits[chosen], labels[chosen], self.smoothing)
