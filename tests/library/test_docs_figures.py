@@ -24,7 +24,7 @@ def page_id(page: Path) -> str:
 
 def test_the_model_cards_are_checked_pages():
     cards = docs_figures.cards()
-    assert {p.parent.name for p in cards} >= {"mixed-en-de", "multi30k-en-de", "multi30k-lm-en"}
+    assert {p.parent.name for p in cards} >= {"mixed-en-de", "multi30k-en-de", "multi30k-lm-en", "multi30k-mlm-en"}
     assert set(cards) <= set(PAGES) and all(docs_figures.base_of(p) == p.parent for p in cards)
 
 

@@ -19,7 +19,7 @@ import pytest
 import viz_model
 from app import registry
 from viz_model.cli.main import main
-from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL
+from viz_model.modeldir.shipped import SHIPPED_ENCODER, SHIPPED_LANGUAGE_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "CHANGELOG.md", "CITATION.cff", "LICENSE", "README.md", "app",
@@ -27,6 +27,7 @@ PROJECT_FILES = {".ci", ".gitignore", ".streamlit", "CHANGELOG.md", "CITATION.cf
                  "tests", "viz_model"}
 DEFAULT_MODEL_FILES = {"config.json", "model.safetensors", "tokenizer.model", "MODEL_CARD.md", "training_stats.json",
                        "training_facts.json"}
+ENCODER_FILES = DEFAULT_MODEL_FILES - {"tokenizer.model"} | {"tokenizer.json", "encoder_tokenizer.json"}
 
 
 def test_the_tracked_root_holds_only_the_projects_own_files():
@@ -88,7 +89,7 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_language_model_and_nothing_else(built):
+def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_lm_the_encoder_and_nothing_else(built):
     _, wheel = built
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -96,6 +97,7 @@ def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_language
     assert tops == {"viz_model", f"viz_model-{viz_model.__version__}.dist-info"}  # no top-level app package
     assert {f"viz_model/_assets/{viz_model.DEFAULT_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
     assert {f"viz_model/_assets/{SHIPPED_LANGUAGE_MODEL}/{f}" for f in DEFAULT_MODEL_FILES} <= set(names)
+    assert {f"viz_model/_assets/{SHIPPED_ENCODER}/{f}" for f in ENCODER_FILES} <= set(names)
     scripts = {f"viz_model/_app/app/{script}" for page in registry.PAGES for kind in registry.KINDS
                if (script := page.script(kind)) is not None}  # every page's script for every kind
     assert {"viz_model/_app/app/streamlit_app.py", "viz_model/_app/app/icon.png", "viz_model/cli/main.py",
@@ -103,7 +105,7 @@ def test_the_wheel_holds_the_library_the_explorer_the_default_model_the_language
     assert f"viz_model-{viz_model.__version__}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if any(part in n for part in ("tests/", "fixtures", "benchmarks", "__pycache__",
                                                                ".whl", "multi30k-en-de"))]
-    assert wheel.stat().st_size < 40 * 1024**2  # the library, the app, one fp16 translator and the small LM
+    assert wheel.stat().st_size < 40 * 1024**2  # the library, the app, one fp16 translator, the small LM and encoder
 
 
 @pytest.mark.slow

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
+from support.shipped import assert_listed_after_the_default, open_by_name
 
 import viz_model
 from viz_model.kinds.language_model import LanguageModel
-from viz_model.modeldir.shipped import DEFAULT_MODEL, SHIPPED_LANGUAGE_MODEL, named_model
+from viz_model.modeldir.shipped import SHIPPED_LANGUAGE_MODEL, named_model
 
 REPO = Path(__file__).resolve().parents[2]
 DIRECTORY = REPO / "assets" / SHIPPED_LANGUAGE_MODEL
@@ -24,16 +25,11 @@ PROMPT = "A man in a blue shirt is"
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory) -> LanguageModel:
     """The shipped language model, loaded by its name from the repository's assets folder."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("VIZ_MODEL_ASSETS", raising=False)
-        patch.chdir(tmp_path_factory.mktemp("elsewhere"))  # the name, not a folder of the working directory
-        return viz_model.load(SHIPPED_LANGUAGE_MODEL, device="cpu")
+    return open_by_name(SHIPPED_LANGUAGE_MODEL, tmp_path_factory)  # type: ignore[return-value]
 
 
 def test_it_is_listed_after_the_default_translator(monkeypatch):
-    monkeypatch.delenv("VIZ_MODEL_ASSETS", raising=False)
-    names = viz_model.available_models()
-    assert names[0] == DEFAULT_MODEL and SHIPPED_LANGUAGE_MODEL in names
+    assert_listed_after_the_default(SHIPPED_LANGUAGE_MODEL, monkeypatch)
     assert isinstance(viz_model.load(device="cpu"), viz_model.TranslationModel)  # load() without a path
 
 

@@ -201,24 +201,24 @@ class TrainConfig:
                                   "set data_dir, train, val and test in each corpus table")
 
     def _check_kind(self) -> None:
-        """A decoder-only model learns the lines of one language's files (`text_lang`); what only a translation run
-        reads is refused on it, and `text_lang` on a translator."""
+        """A decoder-only model learns the lines of one language's files (`text_lang`), an encoder-only one fills
+        masked tokens of them; what only a translation run reads is refused on both, and `text_lang` on a
+        translator."""
         if not isinstance(self.text_lang, str):
             raise ConfigError(f"text_lang must be a file ending such as \"en\" (a string), got {self.text_lang!r}")
-        if self.model.kind == "encoder":
-            raise ConfigError("an encoder-only model ([model] kind = \"encoder\") is imported (viz-model import), "
-                              "not trained here: train a translator or a decoder-only model")
         if self.model.kind == "seq2seq":
             if self.text_lang:
                 raise ConfigError(f"text_lang ({self.text_lang!r}) is a setting of decoder-only runs ([model] kind = "
                                   "\"decoder\"); a translation run reads src_lang and tgt_lang")
             return
+        run, learns = (("a decoder-only run", "learns the lines") if self.model.kind == "decoder" else
+                       ("an encoder-only run", "learns to fill masked tokens"))
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         if given := [name for name in TRANSLATION_SETTINGS if getattr(self, name) != defaults[name]]:
-            raise ConfigError(f"{', '.join(given)}: settings of translation runs; a decoder-only run learns the lines "
+            raise ConfigError(f"{', '.join(given)}: settings of translation runs; {run} {learns} "
                               "of its text_lang files and is scored by its loss")
         if not self.text_lang:
-            raise ConfigError("a decoder-only run learns plain text lines: set text_lang, the ending of its files "
+            raise ConfigError(f"{run} learns plain text lines: set text_lang, the ending of its files "
                               "(\"en\" reads train.en of a parallel corpus, \"txt\" a folder's train.txt)")
         if self.init_from:
             raise ConfigError("init_from: warm starts are implemented for translation runs only")

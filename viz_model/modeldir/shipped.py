@@ -7,13 +7,15 @@ import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent
-PACKAGED_ASSETS = PACKAGE / "_assets"  # an installed wheel's copy of the default model and the language model
+PACKAGED_ASSETS = PACKAGE / "_assets"  # an installed wheel's copy of the default model, the LM and the encoder
 # the shipped models: the wheel's copy when installed, the repository's assets/ in a clone (editable install)
 ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else PACKAGE.parent / "assets"
 DEFAULT_MODEL = "mixed-en-de"  # captions + everyday sentences; "multi30k-en-de": captions only
 """The model `load()` opens without a path: the shipped captions + everyday sentences English-German model."""
 SHIPPED_LANGUAGE_MODEL = "multi30k-lm-en"
 """The shipped language model: a small decoder-only Transformer trained on Multi30K's English captions."""
+SHIPPED_ENCODER = "multi30k-mlm-en"
+"""The shipped encoder: a small encoder-only masked language model trained on Multi30K's English captions."""
 
 
 def asset_roots() -> list[Path]:

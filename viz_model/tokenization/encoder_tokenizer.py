@@ -74,6 +74,10 @@ class EncoderTokenizer(RulesTokenizer):
         """The ids of `text`, special tokens included."""
         return self.encoded(text).ids
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """The ids of each text, special tokens included."""
+        return [list(encoding.ids) for encoding in self.backend.encode_batch(texts)]
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         """Text of `ids` (``decode(ids, skip_special_tokens=...)``)."""
         text = self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)

@@ -114,13 +114,21 @@ def tokenizer_line(cfg: TrainConfig) -> str:
     """The vocabulary in words: trained by the run (training data only), or copied from the warm-start model."""
     if cfg.init_from:
         return f"joint SentencePiece vocabulary of {cfg.model.vocab_size} pieces (copied from `{cfg.init_from}`)"
+    if cfg.model.kind == "encoder":
+        return (f"lowercased WordPiece vocabulary of {cfg.model.vocab_size} pieces (BERT's normalizer and "
+                "pre-tokenizer; training split only) with [PAD], [UNK], [CLS], [SEP] and [MASK]")
     joint = "joint " if cfg.model.kind == "seq2seq" else ""
     return (f"{joint}SentencePiece {cfg.tokenizer_type.upper()} vocabulary of {cfg.model.vocab_size} pieces (training "
             f"{'split' if cfg.corpora is None else 'parts of all corpora'} only)")
 
 
 def what_it_is(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
-    """The card's first lines: a translator, or a decoder-only language model, and what it was trained on."""
+    """The card's first lines: a translator, a decoder-only language model or an encoder, and what it was trained
+    on."""
+    if cfg.model.kind == "encoder":
+        return [f"Encoder-only Transformer (BERT-shaped), trained with `viz-model train` to fill in masked tokens of "
+                f"the `{cfg.text_lang}` lines of {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training "
+                "lines): 15% of the tokens chosen, 80% of those replaced by [MASK], 10% by a random token, 10% kept."]
     if cfg.model.kind == "decoder":
         return [f"Decoder-only Transformer language model, trained with `viz-model train` to predict each next piece "
                 f"of the `{cfg.text_lang}` lines of {trained_on(cfg, start)} ({start.get('train_pairs', '?')} "
@@ -136,6 +144,10 @@ def architecture_lines(cfg: TrainConfig) -> list[str]:
     ffn = f"gated ({m.activation}) " if m.gated_ffn else ""
     widths = (f"d_model {m.d_model}, {m.heads} heads (d_k = {m.d_head}), {ffn}d_ff {m.d_ff}, {m.norm}-{norm}, "
               f"{m.positional} positions, max {m.max_positions} positions")
+    if m.kind == "encoder":
+        return [f"- {m.encoder_layers} self-attention layers over [CLS] text [SEP], {widths}",
+                f"- {tokenizer_line(cfg)}; the masked-LM head (dense, {m.head_activation}, norm) tied to the "
+                "embeddings"]
     if m.kind == "decoder":
         grouped = f", {m.kv_heads} key/value heads" if m.kv_heads else ""
         head = "the output projection tied to the embeddings" if m.tied_head else "its own output projection"
@@ -150,11 +162,25 @@ def quality_lines(cfg: TrainConfig, results: dict[str, dict[str, float]]) -> lis
     if cfg.model.kind == "seq2seq":
         return ["## Quality (sacrebleu, cased, detokenized; alpha 0.6 for beam 4)",
                 results_table(results) if results else "(not evaluated yet)"]
+    if cfg.model.kind == "encoder":
+        return masked_quality_lines(results)
     rows = ["| set | lines | NLL per piece | perplexity |", "|---|---|---|---|"]
     rows += [f"| {name} | {r.get('lines', '-')} | {r.get('nll', '-')} | {r.get('perplexity', '-')} |"
              for name, r in sorted(results.items(), key=lambda item: (not split_of(item[0]).startswith("val"),
                                                                         item[0]))]
     return ["## Quality (next-piece loss on held-out lines, `</s>` included)",
+            "\n".join(rows) if results else "(not evaluated yet)"]
+
+
+def masked_quality_lines(results: dict[str, dict[str, float]]) -> list[str]:
+    """An encoder's held-out masked-token accuracy per set, each figure with its marker."""
+    rows = ["| set | lines | masked tokens | top-1 | top-5 | NLL per masked token |", "|---|---|---|---|---|---|"]
+    for name in sorted(results, key=lambda s: (not split_of(s).startswith("val"), s)):
+        cells = [figure(results[name][key], "results.json", f"{name}.{key}", spec)
+                 for key, spec in (("lines", "d"), ("masked", "d"), ("top1", ".4f"), ("top5", ".4f"), ("nll", ".4f"))]
+        rows.append(f"| {name} | {' | '.join(cells)} |")
+    return ["## Quality (held-out masked tokens: 15% of each line's tokens chosen by a fixed draw, each replaced by "
+            "[MASK]; the share whose token is the first prediction, or among the first five)",
             "\n".join(rows) if results else "(not evaluated yet)"]
 
 

@@ -5,6 +5,7 @@ Reading the text files: `viz_model.data.textfiles`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,6 +73,13 @@ def encode_texts(tokenizer: Tokenizer, lines: list[str], max_len: int) -> Encode
     """A decoder-only run's lines as pairs with no source: the model reads ``<s> y`` and predicts ``y </s>``; empty
     lines and lines longer than `max_len` - 1 pieces are dropped."""
     kept = [ids for ids in tokenizer.encode_batch(lines) if ids and len(ids) + 1 <= max_len]
+    return EncodedPairs([[] for _ in kept], kept)
+
+
+def encode_lines(tokenizer: Any, lines: list[str], max_len: int) -> EncodedPairs:
+    """An encoder-only run's lines as pairs with no source: each line's ids with its special tokens (``[CLS] y
+    [SEP]``, `tokenizer.encode_batch`); empty lines and lines of more than `max_len` ids are dropped."""
+    kept = [ids for ids in tokenizer.encode_batch([line for line in lines if line.strip()]) if len(ids) <= max_len]
     return EncodedPairs([[] for _ in kept], kept)
 
 

@@ -11,16 +11,17 @@ from tqdm import tqdm
 
 from ..config import ConfigError, TrainConfig
 from ..data.textfiles import DataError
-from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, network_class, save_model_dir
+from ..modeldir.checkpoint import TRAINING_LOG, atomic_write_bytes, load_tokenizer, network_class, save_model_dir
 from ..modeldir.coverage import TRAINING_STATS, TrainingStats, training_stats
 from ..modeldir.training_facts import TRAINING_FACTS, facts_from_run, read_log
 from ..nn.causal_lm import CausalLM
+from ..nn.encoder_lm import MaskedLM
 from ..tokenization.tokenizer import Tokenizer
 from .card import model_card
-from .checkpoints import CONFIG_FILE, LOG_FILE, TOKENIZER_FILE, average_checkpoints
+from .checkpoints import CONFIG_FILE, LOG_FILE, average_checkpoints
 from .corpora import load_corpora, select_eval_sets
 from .data import EvalSet
-from .evaluate import evaluate_bleu, evaluate_loss
+from .evaluate import evaluate_bleu, evaluate_loss, evaluate_masked
 from .objectives import Network
 
 RESULTS_FILE = "results.json"
@@ -30,9 +31,13 @@ EXPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfl
 def evaluate_sets(model: Network, tokenizer: Tokenizer, sets: list[EvalSet], device: torch.device,
                   beams: tuple[int, ...] = (1, 4)) -> dict[str, dict[str, float]]:
     """BLEU/chrF of each evaluation set (all its references), keyed "set/beamN" (e.g. "tatoeba:test/beam4"); a
-    language model's NLL and perplexity of each set, keyed by the set's name."""
+    language model's NLL and perplexity of each set, an encoder's masked-token accuracy, keyed by the set's name."""
     results: dict[str, dict[str, float]] = {}
     for data in sets:
+        if isinstance(model, MaskedLM):
+            results[data.name] = scores = evaluate_masked(model, tokenizer, data, device)
+            tqdm.write(f"{data.name}: masked-token top-1 {scores['top1']}, top-5 {scores['top5']}")
+            continue
         if isinstance(model, CausalLM):
             results[data.name] = evaluate_loss(model, tokenizer, data, device)
             tqdm.write(f"{data.name}: NLL {results[data.name]['nll']}, perplexity {results[data.name]['perplexity']}")
@@ -92,7 +97,7 @@ def export_run(run_dir: Path, out_dir: Path, last: int | None = None, evaluate: 
     if last < 1:
         raise ConfigError(f"--last must be at least 1, got {last}")
     sets = select_eval_sets(cfg, evaluate) if evaluate else []  # data errors before the work
-    tokenizer = Tokenizer.load(run_dir / TOKENIZER_FILE)
+    tokenizer = load_tokenizer(run_dir)[0]  # the run's tokenizer.model, or an encoder's tokenizer.json and rules
     model_cfg = cfg.model if cfg.model.vocab_size == tokenizer.vocab_size else TrainConfig.from_dict(
         {**cfg.to_dict(), "model": {**cfg.model.to_dict(), "vocab_size": tokenizer.vocab_size}}).model
     model = network_class(model_cfg)(model_cfg)

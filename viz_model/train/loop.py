@@ -36,9 +36,11 @@ from tqdm import tqdm
 from ..config import ConfigError, TrainConfig
 from ..config.recipe import cooldown_factor, learning_rate
 from ..data.shard import Distributed, setup_distributed
-from ..modeldir.checkpoint import atomic_write_bytes, network_class, save_weights
+from ..modeldir.checkpoint import atomic_write_bytes, load_tokenizer, network_class, save_weights
 from ..nn.model import Transformer
+from ..tokenization.encoder_tokenizer import RULES, EncoderTokenizer
 from ..tokenization.tokenizer import Tokenizer, train_tokenizer
+from ..tokenization.wordpiece import train_wordpiece
 from .checkpoints import (
     CONFIG_FILE,
     LATEST,
@@ -54,8 +56,8 @@ from .data import (
     Batch,
     EncodedPairs,
     EvalSet,
-    collate,
     concat_pairs,
+    encode_lines,
     encode_pairs,
     encode_texts,
     make_batches,
@@ -63,7 +65,8 @@ from .data import (
 )
 from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
-from .objectives import Network, mean_nll, objective
+from .mlm_objective import TRAINING
+from .objectives import Network, make_batch, mean_nll, objective
 from .resume import load_init, prepare_run, resumed_batch_index, resumed_bf16, run_lock
 from .runtime import autocast_for, bf16_autocast_used, pick_device
 
@@ -120,8 +123,14 @@ def _logged_after(line: str, step: int) -> bool:
 
 
 def build_tokenizer(cfg: TrainConfig, run_dir: Path, ctx: Distributed, src: list[str], tgt: list[str],
-                    source: Tokenizer | None = None) -> Tokenizer:
-    """The run's tokenizer: `source`'s (a warm start) or trained on `src` + `tgt` once, kept in the run directory."""
+                    source: Tokenizer | None = None) -> Tokenizer | EncoderTokenizer:
+    """The run's tokenizer: `source`'s (a warm start) or trained on `src` + `tgt` once, kept in the run directory
+    (an encoder's: a WordPiece vocabulary, `train_wordpiece`)."""
+    if cfg.model.kind == "encoder":
+        if ctx.main and not (run_dir / RULES).exists():  # its rules file is written last
+            train_wordpiece(src + tgt, cfg.vocab_size, run_dir)
+        ctx.barrier()
+        return load_tokenizer(run_dir)[0]  # type: ignore[return-value]
     path = run_dir / TOKENIZER_FILE
     if ctx.main and source is not None:
         atomic_write_bytes(path, source.serialized())
@@ -137,9 +146,12 @@ def validation_loss(model: Network, data: EncodedPairs, cfg: TrainConfig, device
 
 
 def encode_part(cfg: TrainConfig, tokenizer: Tokenizer, src: list[str], tgt: list[str]) -> EncodedPairs:
-    """A part of the data as the run's model reads it: sentence pairs, or (a decoder-only run) the text lines."""
+    """A part of the data as the run's model reads it: sentence pairs, or (a decoder-only or encoder-only run) the
+    text lines."""
     if cfg.model.kind == "decoder":
         return encode_texts(tokenizer, tgt, cfg.max_len)
+    if cfg.model.kind == "encoder":
+        return encode_lines(tokenizer, tgt, cfg.max_len)
     return encode_pairs(tokenizer, src, tgt, cfg.max_len)
 
 
@@ -217,7 +229,7 @@ def prepare_data(cfg: TrainConfig, run_dir: Path, ctx: Distributed, corpora: lis
     """The tokenizer (trained on the union of the training parts, or the warm start's), the config with its
     vocabulary size, and the encoded data; refused when nothing would be trained on."""
     training = [c for c in corpora if c.config.trains]
-    texts = cfg.model.kind == "decoder"  # its sources are its targets: the tokenizer learns each line once
+    texts = cfg.model.kind != "seq2seq"  # its sources are its targets: the tokenizer learns each line once
     tokenizer = build_tokenizer(cfg, run_dir, ctx, [s for c in training for s in c.train_src],
                                 [] if texts else [t for c in training for t in c.train_tgt], init_tokenizer)
     if tokenizer.vocab_size != cfg.model.vocab_size:
@@ -328,7 +340,8 @@ def train_epochs(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
             total_steps = bar.total = p.step - p.batch_index + (cfg.epochs - p.epoch) * len(batches)
         while p.batch_index < len(batches) and not (cfg.max_steps and p.step >= cfg.max_steps):
             run.model.train()
-            batch: Batch = collate(data.train, batches[p.batch_index]).to(device)
+            batch: Batch = make_batch(run.model, data.train, batches[p.batch_index], cfg.seed, TRAINING, p.epoch,
+                                      p.batch_index).to(device)
             lr = learning_rate(p.step + 1, cfg) * cooldown_factor(p.epoch, p.batch_index, len(batches), cfg)
             loss, nll = train_step(step_fn, run.optimizer, batch, lr, cfg, params, autocast)
             p.step += 1

@@ -1,5 +1,6 @@
 """What a run minimises: a translator's label-smoothed loss given the source, a language model's next-token loss under
-its causal mask; and the mean negative log-likelihood of a data set (validation)."""
+its causal mask, an encoder's masked-token loss (`mlm_objective`); and the mean negative log-likelihood of a data set
+(validation)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from torch import nn
 
 from ..config.recipe import label_smoothed_loss
 from ..nn.causal_lm import CausalLM
+from ..nn.encoder_lm import MaskedLM
 from ..nn.model import Transformer
 from ..tokenization.tokenizer import PAD_ID
-from .data import EncodedPairs, collate, make_batches
+from .data import Batch, EncodedPairs, collate, make_batches
+from .mlm_objective import HELD_OUT, MaskedTokenLoss, draw_seed, masked_batch
 
-Network = Transformer | CausalLM
+Network = Transformer | CausalLM | MaskedLM
 
 
 class LabelSmoothedLoss(nn.Module):
@@ -48,8 +51,19 @@ class NextTokenLoss(nn.Module):
 
 
 def objective(model: Network, smoothing: float) -> nn.Module:
-    """The loss module that trains `model`: `NextTokenLoss` for a `CausalLM`, else `LabelSmoothedLoss`."""
+    """The loss module that trains `model`: `NextTokenLoss` for a `CausalLM`, `MaskedTokenLoss` for a `MaskedLM`,
+    else `LabelSmoothedLoss`."""
+    if isinstance(model, MaskedLM):
+        return MaskedTokenLoss(model, smoothing)
     return NextTokenLoss(model, smoothing) if isinstance(model, CausalLM) else LabelSmoothedLoss(model, smoothing)
+
+
+def make_batch(model: Network, data: EncodedPairs, indices: list[int], seed: int, *key: int) -> Batch:
+    """The batch of `indices` that `objective(model)` reads: an encoder's with its masks drawn from (`seed`, `key`)
+    (a resumed run draws the same), else `collate`'s."""
+    if isinstance(model, MaskedLM):
+        return masked_batch(data, indices, model.config.vocab_size, draw_seed(seed, *key))
+    return collate(data, indices)
 
 
 @torch.no_grad()
@@ -58,8 +72,8 @@ def mean_nll(model: Network, data: EncodedPairs, batch_tokens: int, seed: int, d
     model.eval()
     total, tokens = 0.0, 0
     loss = objective(model, 0.0)
-    for indices in make_batches(data, batch_tokens, seed, 0):
-        batch = collate(data, indices).to(device)
+    for number, indices in enumerate(make_batches(data, batch_tokens, seed, 0)):
+        batch = make_batch(model, data, indices, seed, HELD_OUT, number).to(device)  # the same masks every time
         _, nll = loss(batch.src, batch.tgt_in, batch.tgt_out)
         total += float(nll)
         tokens += batch.target_tokens
