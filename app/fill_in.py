@@ -15,11 +15,12 @@ from app.page_settings import EXPLORE
 from app.sessions import Session
 from app.shared_settings import FORM, SHARED
 from app.state import page_link
-from app.texts import MASKED_EXAMPLES, count, md_escape
+from app.texts import EXAMPLES, MASKED_EXAMPLES, count, md_escape
 from app.widgets import show_text
 from viz_model.trace import AttentionTrace
 
 MAX_MASKS_SHOWN = 8  # the masks whose predictions the page lists
+MASKED_DEFAULT = "_fill_in_default"  # set once the untouched default sentence has been given a mask
 PAIR_COLOR = "#2ca02c"  # the line between sentence A and sentence B on every map
 WORD = re.compile(r"\w+")
 
@@ -65,11 +66,23 @@ def _mask_word(mask: str) -> None:
     EXPLORE.masked_word.set(None)
 
 
+def masked_default(mask: str) -> None:
+    """The first time an encoder is open in a session, the explorer's default sentence (the first example: no mask
+    in it) becomes its fill-in-the-blank example; any other sentence stays as it is."""
+    if st.session_state.get(MASKED_DEFAULT):
+        return
+    st.session_state[MASKED_DEFAULT] = True
+    if SHARED.sentence.get("") == EXAMPLES[0]:
+        SHARED.sentence.set(MASKED_EXAMPLES[0].format(mask=mask))
+        FORM.sentence_box.set(SHARED.sentence.get())
+
+
 def text_form(session: Session) -> None:
     """Examples, the sentence box, the optional second sentence, the Fill in button and the words to click to mask
     one."""
     page_link(EXPLORE)  # the second sentence in the link on every page that draws the form
     mask = session.model.mask_token
+    masked_default(mask)
     FORM.sentence_box.init(SHARED.sentence.get(""))
     EXPLORE.pair_box.init(EXPLORE.pair.get(""))
     st.selectbox("Examples", MASKED_EXAMPLES, index=None, key=FORM.example.key, on_change=_pick_example,
@@ -94,6 +107,7 @@ def current_reading(session: Session) -> AttentionTrace | None:
     """The trace of the submitted sentence (and second sentence), or None after one line saying why there is
     none."""
     page_link(EXPLORE)
+    masked_default(session.model.mask_token)
     text, pair = SHARED.sentence.get(""), EXPLORE.pair.get("") or None
     if not text.strip():
         st.info(f"Type a sentence with {mask_code(session.model.mask_token)} in it for the model to fill in.")
