@@ -141,6 +141,14 @@ def predictions(trace: AttentionTrace) -> list[dict]:
     return trace.settings.get("predictions", [])
 
 
+def predictions_line(trace: AttentionTrace, top: int = 3) -> str:
+    """The first `top` predictions at each mask the page lists, in one line of Markdown ("" without a mask): what
+    the maps below the fill-in are read beside."""
+    found = predictions(trace)[:MAX_MASKS_SHOWN]
+    return " · ".join(f"token {p['position']} ({md_escape(trace.source_tokens[p['position']])}): " + ", ".join(
+        f"{md_escape(t)} {q:.3f}" for t, q in zip(p["tokens"][:top], p["probabilities"][:top])) for p in found)
+
+
 def predictions_frame(trace: AttentionTrace) -> pd.DataFrame:
     """The first `MAX_MASKS_SHOWN` masks' predictions, one row each: mask (1-based), position, rank, token,
     probability."""

@@ -31,6 +31,9 @@ def test_the_fill_in_equals_fill_mask_and_the_heatmap_the_trace(encoders, loaded
     assert np.allclose(frame["probability"], [p for _, p in expected[0]], atol=1e-6)
     heatmap = charts(at)[0]["data"][0]
     assert np.allclose(arr(heatmap["z"]), model.trace(text).encoder_attentions[0][0], atol=1e-6)
+    p, position = expected[0][0][1], model.mask_positions(model.encode(text))[0]
+    assert any(c.value.startswith(f"Filled in at token {position}") and f"{p:.3f}" in c.value
+               for c in at.caption)  # under the maps too
 
 
 def test_an_encoder_opens_on_a_sentence_with_a_mask(encoders, loaded):
