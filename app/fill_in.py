@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.page_settings import EXPLORE
+from app.page_settings import EXPLORE, MAX_PAIR_CHARS
 from app.sessions import Session
 from app.shared_settings import FORM, SHARED
 from app.state import page_link
@@ -92,7 +92,7 @@ def text_form(session: Session) -> None:
         st.text_area(f"Sentence (write {mask_code(mask)} where the model should fill in a word)",
                      key=FORM.sentence_box.key, height=80, placeholder=f"Type a sentence with {mask} in it")
         with st.expander("A second sentence (a pair, read with token types)", expanded=bool(EXPLORE.pair.get())):
-            st.text_input("Sentence B (optional)", key=EXPLORE.pair_box.key,
+            st.text_input("Sentence B (optional)", key=EXPLORE.pair_box.key, max_chars=MAX_PAIR_CHARS,
                           help="The model reads both sentences in one sequence, the second marked by its token type "
                                "(as for next-sentence prediction); the head view can draw A's attention to B.")
         st.form_submit_button("Fill in", type="primary", on_click=_submit, icon=":material/edit_note:")
