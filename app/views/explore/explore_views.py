@@ -19,8 +19,6 @@ from viz_model.trace import AttentionTrace
 LONG_DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}
 HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token
 FOCUS_COLUMN_ROWS = 512  # the queries a long prompt's token focus reads its column over, from the token on
-SENTENCE_PAIRS = {"all": "All", "aa": "Sentence A → Sentence A", "bb": "Sentence B → Sentence B",
-                  "ab": "Sentence A → Sentence B", "ba": "Sentence B → Sentence A"}  # bertviz's head view's choices
 
 
 @dataclass(frozen=True)
@@ -28,8 +26,8 @@ class KindParts:
     """What the views draw their own way for one kind of model: the attention kinds offered (the first is the
     fallback; `say_kind_change`: a kind that does not exist here is said), the head pickers' labels, whether the
     heatmap offers value-weighted maps and contributions, the marks on a self-attention map and on the model view,
-    the notes below them, the key/value head groups of the head view and where a sentence pair's second sentence
-    starts (the head view then draws one sentence's attention to the other)."""
+    the notes below them, the key/value head groups of the head view and the queries and keys it draws (a window
+    of a long prompt's; one sentence of a pair to the other)."""
 
     attention_kinds: list[str]
     say_kind_change: bool
@@ -42,7 +40,8 @@ class KindParts:
     model_view_note: Callable[[AttentionTrace], str]
     groups: Callable[[AttentionTrace], list[int] | None]
     head_view_note: Callable[[AttentionTrace, int], None]
-    pair_start: Callable[[AttentionTrace], int | None] = lambda trace: None  # where an encoder's sentence B starts
+    head_windows: Callable[[AttentionTrace, slice | None], tuple[slice | None, slice | None]] = (
+        lambda trace, window: (window, None))  # the head view's queries and keys (an encoder's pair: A and B)
 
 
 def head_label(trace: AttentionTrace) -> Callable[[int | str], str]:
@@ -53,15 +52,6 @@ def head_label(trace: AttentionTrace) -> Callable[[int | str], str]:
 def short_head_label(trace: AttentionTrace) -> Callable[[int], str]:
     """The head view's plain labels of its 0-based heads: "Head 2"."""
     return lambda head: f"Head {head + 1}"
-
-
-def sentence_windows(choice: str, start: int, n: int) -> tuple[slice | None, slice | None]:
-    """The head view's (queries, keys) of a pair of `n` tokens whose sentence B starts at `start` for one of
-    `SENTENCE_PAIRS` ("ab": sentence A's queries, sentence B's keys; "all": (None, None), every token)."""
-    if choice == "all":
-        return None, None
-    sentences = {"a": slice(0, start), "b": slice(start, n)}
-    return sentences[choice[0]], sentences[choice[1]]
 
 
 def page(session: sessions.Session, form: Callable[[], None], read: Callable[[], AttentionTrace | None],
@@ -263,15 +253,7 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
             focus = None
             own.focus.set(None)
         groups = parts.groups(trace)
-        window = key_window = None
-        start = parts.pair_start(trace)
-        if start is not None and not long:  # a sentence pair: one sentence's attention to the other, as bertviz
-            own.sentences.init()
-            state.bound(st.radio, "Sentences", own.sentences, list(SENTENCE_PAIRS), horizontal=True,
-                        format_func=SENTENCE_PAIRS.get,
-                        help="Which sentence's tokens are the queries (left) and which the keys (right); each line "
-                             "keeps its weight in the whole map's row.")
-            window, key_window = sentence_windows(own.sentences.get(), start, len(queries))
+        window = None
         if long:
             position = picked_position()
             first = max(0, min(position - HEAD_VIEW_TOKENS // 2, len(queries) - HEAD_VIEW_TOKENS))
@@ -279,6 +261,7 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
             st.caption(f"A {len(queries)}-token prompt: the lines among positions {first} to "
                        f"{first + HEAD_VIEW_TOKENS - 1} around token {position} (pick another token to move them); "
                        "lines to keys outside them are left out.")
+        window, key_window = parts.head_windows(trace, window)
         fig = map_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
                                       colors=None if groups is None else head_groups.group_colors(groups),
                                       names=None if groups is None else head_groups.group_names(groups),
