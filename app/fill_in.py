@@ -11,15 +11,16 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from app.page_settings import EXPLORE
+from app.page_settings import EXPLORE, MAX_PAIR_CHARS
 from app.sessions import Session
 from app.shared_settings import FORM, SHARED
 from app.state import page_link
-from app.texts import MASKED_EXAMPLES, count, md_escape
+from app.texts import EXAMPLES, MASKED_EXAMPLES, count, md_escape
 from app.widgets import show_text
 from viz_model.trace import AttentionTrace
 
 MAX_MASKS_SHOWN = 8  # the masks whose predictions the page lists
+MASKED_DEFAULT = "_fill_in_default"  # set once the untouched default sentence has been given a mask
 PAIR_COLOR = "#2ca02c"  # the line between sentence A and sentence B on every map
 WORD = re.compile(r"\w+")
 
@@ -65,11 +66,23 @@ def _mask_word(mask: str) -> None:
     EXPLORE.masked_word.set(None)
 
 
+def masked_default(mask: str) -> None:
+    """The first time an encoder is open in a session, the explorer's default sentence (the first example: no mask
+    in it) becomes its fill-in-the-blank example; any other sentence stays as it is."""
+    if st.session_state.get(MASKED_DEFAULT):
+        return
+    st.session_state[MASKED_DEFAULT] = True
+    if SHARED.sentence.get("") == EXAMPLES[0]:
+        SHARED.sentence.set(MASKED_EXAMPLES[0].format(mask=mask))
+        FORM.sentence_box.set(SHARED.sentence.get())
+
+
 def text_form(session: Session) -> None:
     """Examples, the sentence box, the optional second sentence, the Fill in button and the words to click to mask
     one."""
     page_link(EXPLORE)  # the second sentence in the link on every page that draws the form
     mask = session.model.mask_token
+    masked_default(mask)
     FORM.sentence_box.init(SHARED.sentence.get(""))
     EXPLORE.pair_box.init(EXPLORE.pair.get(""))
     st.selectbox("Examples", MASKED_EXAMPLES, index=None, key=FORM.example.key, on_change=_pick_example,
@@ -79,7 +92,7 @@ def text_form(session: Session) -> None:
         st.text_area(f"Sentence (write {mask_code(mask)} where the model should fill in a word)",
                      key=FORM.sentence_box.key, height=80, placeholder=f"Type a sentence with {mask} in it")
         with st.expander("A second sentence (a pair, read with token types)", expanded=bool(EXPLORE.pair.get())):
-            st.text_input("Sentence B (optional)", key=EXPLORE.pair_box.key,
+            st.text_input("Sentence B (optional)", key=EXPLORE.pair_box.key, max_chars=MAX_PAIR_CHARS,
                           help="The model reads both sentences in one sequence, the second marked by its token type "
                                "(as for next-sentence prediction); the head view can draw A's attention to B.")
         st.form_submit_button("Fill in", type="primary", on_click=_submit, icon=":material/edit_note:")
@@ -94,13 +107,14 @@ def current_reading(session: Session) -> AttentionTrace | None:
     """The trace of the submitted sentence (and second sentence), or None after one line saying why there is
     none."""
     page_link(EXPLORE)
+    masked_default(session.model.mask_token)
     text, pair = SHARED.sentence.get(""), EXPLORE.pair.get("") or None
     if not text.strip():
         st.info(f"Type a sentence with {mask_code(session.model.mask_token)} in it for the model to fill in.")
         return None
     try:
         with st.spinner("Reading…"):
-            return session.reading(text, pair)
+            return session.encoder_trace(text, pair)
     except ValueError as err:
         message = str(err)
         st.error(md_escape(f"This text cannot be read: {message}."))
@@ -125,6 +139,14 @@ def reading_or_stop(session: Session) -> AttentionTrace:
 def predictions(trace: AttentionTrace) -> list[dict]:
     """Per mask token, in order, its top-k predictions as the trace holds them (`MaskPrediction` as a dict)."""
     return trace.settings.get("predictions", [])
+
+
+def predictions_line(trace: AttentionTrace, top: int = 3) -> str:
+    """The first `top` predictions at each mask the page lists, in one line of Markdown ("" without a mask): what
+    the maps below the fill-in are read beside."""
+    found = predictions(trace)[:MAX_MASKS_SHOWN]
+    return " · ".join(f"token {p['position']} ({md_escape(trace.source_tokens[p['position']])}): " + ", ".join(
+        f"{md_escape(t)} {q:.3f}" for t, q in zip(p["tokens"][:top], p["probabilities"][:top])) for p in found)
 
 
 def predictions_frame(trace: AttentionTrace) -> pd.DataFrame:

@@ -276,9 +276,10 @@ def compute_reading(ref: ModelRef, text: str, text_pair: str | None, top_k: int)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def compute_padded_batch(ref: ModelRef, texts: tuple[str, ...]) -> PaddedBatch:
-    """An encoder's batch of `texts`, padded and read in one pass with the padding mask (`padded_batch`)."""
-    return padded_batch(load_model(ref), texts)
+def compute_padded_batch(ref: ModelRef, texts: tuple[str, ...], pairs: tuple[str | None, ...]) -> PaddedBatch:
+    """An encoder's batch of `texts` (with their second sentences `pairs`), padded and read in one pass with the
+    padding mask (`padded_batch`)."""
+    return padded_batch(load_model(ref), texts, pairs)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -359,13 +360,14 @@ class Session:
         see `planned_trace`)."""
         return compute_completion(self.ref, prompt, max_new_tokens, self.top_k, plan)
 
-    def reading(self, text: str, text_pair: str | None = None) -> AttentionTrace:
+    def encoder_trace(self, text: str, text_pair: str | None = None) -> AttentionTrace:
         """An encoder's trace of `text` (and `text_pair`) and its top-k predictions at each mask token, cached."""
         return compute_reading(self.ref, text, text_pair, self.top_k)
 
-    def padded_batch(self, texts: list[str]) -> PaddedBatch:
-        """An encoder's batch of `texts`, padded and read in one pass with the padding mask, cached."""
-        return compute_padded_batch(self.ref.stored, tuple(texts))
+    def padded_batch(self, texts: list[str], pairs: list[str | None]) -> PaddedBatch:
+        """An encoder's batch of `texts` (with their second sentences `pairs`), padded and read in one pass with the
+        padding mask, cached."""
+        return compute_padded_batch(self.ref.stored, tuple(texts), tuple(pairs))
 
     def disentangled_split(self, text: str, text_pair: str | None, layer: int, head: int) -> DisentangledSplit:
         """A DeBERTa head's scores on `text` (and `text_pair`) split into its three terms, cached."""

@@ -46,10 +46,24 @@ def test_a_modernbert_local_layer_worked_by_hand_rotates_and_keeps_to_its_window
     assert not np.allclose(steps.q, steps.q_projected)
 
 
-def _hf(folder):
+def test_albert_shared_layer_is_worked_at_each_depth_it_runs(tmp_path):
+    from support.hf_encoders import build_encoder_folder
+
+    model = viz_model.from_transformers(*_hf(build_encoder_folder(tmp_path, "albert"), "AlbertForMaskedLM"),
+                                        device="cpu")
+    text = "two young dogs are [MASK] in the snow ."
+    encoded, trace = model.encoded(text), model.trace(text)
+    assert len(model.network.layers) == 1 and model.config.encoder_layers == 3  # one layer's weights, three depths
+    worked = [encoder_head_steps(model, encoded.ids, encoded.type_ids, depth, 1).weights for depth in range(3)]
+    for depth in range(3):
+        assert np.abs(worked[depth] - trace.encoder_attentions[depth][1]).max() < 1e-5
+    assert np.abs(worked[0] - worked[2]).max() > 1e-3  # the same weights, other maps at each depth
+
+
+def _hf(folder, model_class: str = "ModernBertForMaskedLM"):
     import transformers
 
-    model = transformers.ModernBertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    model = getattr(transformers, model_class).from_pretrained(folder, attn_implementation="eager").eval()
     return model, transformers.AutoTokenizer.from_pretrained(folder)
 
 

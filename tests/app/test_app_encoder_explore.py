@@ -31,6 +31,18 @@ def test_the_fill_in_equals_fill_mask_and_the_heatmap_the_trace(encoders, loaded
     assert np.allclose(frame["probability"], [p for _, p in expected[0]], atol=1e-6)
     heatmap = charts(at)[0]["data"][0]
     assert np.allclose(arr(heatmap["z"]), model.trace(text).encoder_attentions[0][0], atol=1e-6)
+    p, position = expected[0][0][1], model.mask_positions(model.encode(text))[0]
+    assert any(c.value.startswith(f"Filled in at token {position}") and f"{p:.3f}" in c.value
+               for c in at.caption)  # under the maps too
+
+
+def test_an_encoder_opens_on_a_sentence_with_a_mask(encoders, loaded):
+    from app.texts import MASKED_EXAMPLES
+
+    text = MASKED_EXAMPLES[0].format(mask="[MASK]")
+    at = encoder_page(None, "bert")  # no sentence in the link: the explorer's default, given a mask
+    assert at.text_area[0].value == text
+    assert list(at.dataframe[0].value["token"]) == [t for t, _ in loaded["bert"].fill_mask(text)[0]]
 
 
 def test_a_text_without_a_mask_is_drawn_and_says_how_to_add_one(encoders):

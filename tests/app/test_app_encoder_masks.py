@@ -59,12 +59,17 @@ def test_the_masks_page_draws_the_padding_and_checks_it(encoders, loaded, name):
     assert "Every layer of this model sees every key" in messages(at)
 
 
-def test_the_token_types_of_a_pair(encoders, loaded):
+def test_the_token_types_of_a_pair_and_a_pair_in_the_batch(encoders, loaded):
+    model = loaded["bert"]
     text, pair = "a [MASK] runs .", "the old dog reads"
     at = encoder_page("masks", "bert", sentence=text, pair=pair)
     figure = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Token types"))
-    expected = loaded["bert"].trace(text, pair).settings["type_ids"]
+    expected = model.trace(text, pair).settings["type_ids"]
     assert arr(figure["data"][0]["z"]).ravel().tolist() == expected and 0 in expected and 1 in expected
+    batch = padded_batch(model, [text, "two dogs"], [pair, None])  # the pair read with its token types, padded
+    assert batch.real.sum(axis=1).tolist() == [len(expected), len(model.encode("two dogs"))]
+    assert batch.difference(0, model.trace(text, pair).encoder_attentions) < 1e-5
+    assert float(next(m.value for m in at.metric if m.label == "Max difference from each text read alone")) < 1e-5
 
 
 def test_modernbert_local_layers_show_their_band(modernbert_assets, monkeypatch):

@@ -39,10 +39,12 @@ class PaddedBatch:
 
 
 @torch.inference_mode()
-def padded_batch(model: EncoderModel, texts: Sequence[str]) -> PaddedBatch:
-    """`texts` (each as `EncoderModel.encoded` checks it) padded on the right to the longest and read in one pass with
-    the padding mask; every layer's weights."""
-    encoded = [model.encoded(text) for text in texts]
+def padded_batch(model: EncoderModel, texts: Sequence[str], pairs: Sequence[str | None] | None = None
+                 ) -> PaddedBatch:
+    """`texts` (each with its second sentence of `pairs`, None: none; each as `EncoderModel.encoded` checks it) padded
+    on the right to the longest and read in one pass with the padding mask and their token types; every layer's
+    weights."""
+    encoded = [model.encoded(text, pair) for text, pair in zip(texts, pairs or [None] * len(texts))]
     length = max(len(e.ids) for e in encoded)
     pad = model.config.pad_id
     ids = torch.full((len(encoded), length), pad, dtype=torch.long)

@@ -37,7 +37,7 @@ if names:
     state.bound(st.selectbox, "Language model", own.model, names)
 try:
     with st.spinner("Reading the sentence…"):
-        read = session.reading(sentence)
+        read = session.encoder_trace(sentence)
         written = sessions.compute_completion(ModelRef.of(own.model.get()), sentence, 0, session.top_k) \
             if names else None
 except (CheckpointError, OSError, ValueError, RuntimeError) as err:

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}  # a long map's heatmap
 HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token
 FOCUS_COLUMN_ROWS = 512  # the queries a long prompt's token focus reads its column over, from the token on
-SENTENCE_PAIRS = {"all": "All", "aa": "Sentence A → Sentence A", "bb": "Sentence B → Sentence B",
-                  "ab": "Sentence A → Sentence B", "ba": "Sentence B → Sentence A"}  # bertviz's head view's choices
 
 
 def picked_position(trace: AttentionTrace, kind: str) -> int:
@@ -87,27 +85,9 @@ def whole_model_notes(trace: AttentionTrace, parts: KindParts, kind: str) -> Non
     st.caption("Click a map to open it in the head heatmap." + parts.model_view_note(trace))
 
 
-def sentence_windows(choice: str, start: int, n: int) -> tuple[slice | None, slice | None]:
-    """The head view's (queries, keys) of a pair of `n` tokens whose sentence B starts at `start` for one of
-    `SENTENCE_PAIRS` ("ab": sentence A's queries, sentence B's keys; "all": (None, None), every token)."""
-    if choice == "all":
-        return None, None
-    sentences = {"a": slice(0, start), "b": slice(start, n)}
-    return sentences[choice[0]], sentences[choice[1]]
-
-
-def every_position(trace: AttentionTrace, kind: str, parts: KindParts) -> tuple[slice | None, slice | None]:
-    """The head view's (queries, keys): all of them (None, None), or for a sentence pair the sentences picked (one
-    sentence's attention to the other, as bertviz draws it)."""
-    start = parts.pair_start(trace)
-    if start is None:
-        return None, None
-    own.sentences.init()
-    state.bound(st.radio, "Sentences", own.sentences, list(SENTENCE_PAIRS), horizontal=True,
-                format_func=SENTENCE_PAIRS.get,
-                help="Which sentence's tokens are the queries (left) and which the keys (right); each line keeps its "
-                     "weight in the whole map's row.")
-    return sentence_windows(own.sentences.get(), start, len(trace.axes(kind)[0]))
+def every_position(trace: AttentionTrace, kind: str) -> slice | None:
+    """The head view's positions: all of them (None)."""
+    return None
 
 
 def focus_select(trace: AttentionTrace, kind: str, options: list[str], describe: Callable[[str], str]) -> None:
@@ -176,16 +156,16 @@ def summary_model_notes(trace: AttentionTrace, parts: KindParts, kind: str) -> N
     st.caption("Click a map to open it in the head heatmap.")
 
 
-def positions_around(trace: AttentionTrace, kind: str, parts: KindParts) -> tuple[slice, None]:
+def positions_around(trace: AttentionTrace, kind: str) -> slice:
     """The head view's `HEAD_VIEW_TOKENS` positions around a token picked by search or on the strip, said in a
-    caption (queries and keys alike)."""
+    caption."""
     queries = trace.axes(kind)[0]
     position = picked_position(trace, kind)
     first = max(0, min(position - HEAD_VIEW_TOKENS // 2, len(queries) - HEAD_VIEW_TOKENS))
     st.caption(f"A {len(queries)}-token prompt: the lines among positions {first} to "
                f"{first + HEAD_VIEW_TOKENS - 1} around token {position} (pick another token to move them); "
                "lines to keys outside them are left out.")
-    return slice(first, first + HEAD_VIEW_TOKENS), None
+    return slice(first, first + HEAD_VIEW_TOKENS)
 
 
 def focus_search(trace: AttentionTrace, kind: str, options: list[str], describe: Callable[[str], str]) -> None:
@@ -217,7 +197,7 @@ class MapReading:
     heatmap: Callable[..., None]
     model_view: Callable[..., go.Figure]
     model_notes: Callable[..., None]
-    head_window: Callable[[AttentionTrace, str, KindParts], tuple[slice | None, slice | None]]
+    head_window: Callable[[AttentionTrace, str], slice | None]
     focus_token: Callable[[AttentionTrace, str, list[str], Callable[[str], str]], None]
     focus: Callable[[AttentionTrace, str, str, int, Any], go.Figure]
 

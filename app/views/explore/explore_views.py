@@ -23,8 +23,8 @@ class KindParts:
     """What the views draw their own way for one kind of model: the attention kinds offered (the first is the
     fallback; `say_kind_change`: a kind that does not exist here is said), the head pickers' labels, whether the
     heatmap offers value-weighted maps and contributions, the marks on a self-attention map and on the model view,
-    the notes below them, the key/value head groups of the head view and where a sentence pair's second sentence
-    starts (the head view then draws one sentence's attention to the other)."""
+    the notes below them, the key/value head groups of the head view and the queries and keys it draws (a window
+    of a long prompt's; one sentence of a pair to the other)."""
 
     attention_kinds: list[str]
     say_kind_change: bool
@@ -37,7 +37,8 @@ class KindParts:
     model_view_note: Callable[[AttentionTrace], str]
     groups: Callable[[AttentionTrace], list[int] | None]
     head_view_note: Callable[[AttentionTrace, int], None]
-    pair_start: Callable[[AttentionTrace], int | None] = lambda trace: None  # where an encoder's sentence B starts
+    head_windows: Callable[[AttentionTrace, slice | None], tuple[slice | None, slice | None]] = (
+        lambda trace, window: (window, None))  # the head view's queries and keys (an encoder's pair: A and B)
 
 
 def head_label(trace: AttentionTrace) -> Callable[[int | str], str]:
@@ -177,7 +178,8 @@ def draw(session: sessions.Session, trace: AttentionTrace, parts: KindParts) -> 
             focus = None
             own.focus.set(None)
         groups = parts.groups(trace)
-        window, key_window = reading.head_window(trace, kind, parts)
+        window = reading.head_window(trace, kind)
+        window, key_window = parts.head_windows(trace, window)
         fig = map_figures.head_view(trace, kind, layer, chosen, focus=focus, min_weight=float(own.min_weight.get()),
                                       colors=None if groups is None else head_groups.group_colors(groups),
                                       names=None if groups is None else head_groups.group_names(groups),

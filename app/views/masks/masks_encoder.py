@@ -38,23 +38,23 @@ def token_count(text: str) -> int:
 # --- padding -----------------------------------------------------------------------------------------------------
 st.subheader("Padding: a batch of two texts")
 examples = [example.format(mask=mask) for example in MASKED_EXAMPLES]
-length = token_count(trace.source_text)
+pair = trace.settings.get("text_pair")
 companion = own.other.get()
-if companion is None or (companion in examples and token_count(companion) == length):
-    own.other.set(next((e for e in examples if token_count(e) != length), examples[0]))
+if companion is None or (companion in examples and token_count(companion) == n):
+    own.other.set(next((e for e in examples if token_count(e) != n), examples[0]))
 state.bound(st.text_input, "Second text of the batch (a different length makes the padding visible)", own.other)
-texts = [trace.source_text, own.other.get()]
-if trace.settings.get("text_pair") is not None:
-    st.caption("The batch reads sentence A alone, beside the second text.")
+texts, pairs = [trace.source_text, own.other.get()], [pair, None]
+if pair is not None:
+    st.caption("The batch reads your pair (sentences A and B, with their token types) beside the second text.")
 try:
-    batch = session.padded_batch(texts)
-    alone = [session.reading(text).encoder_attentions for text in texts]
+    batch = session.padded_batch(texts, pairs)
+    alone = [session.encoder_trace(text, second).encoder_attentions for text, second in zip(texts, pairs)]
 except ValueError as err:
     st.error(md_escape(f"The second text cannot be used: {err}."))
 else:
     pad = model.pieces([model.config.pad_id])[0]
     if batch.real.all():
-        st.info(f"Both texts have {count(length, 'token')}, so nothing is padded: type a shorter or longer second text "
+        st.info(f"Both texts have {count(n, 'token')}, so nothing is padded: type a shorter or longer second text "
                 "to see the padding mask at work.")
     fig = masking_figures.padding_mask_figure(batch.tokens, batch.real, f"Padding mask of the keys, padded on the "
                                               f"right: 1 = real token, 0 = {pad}")
