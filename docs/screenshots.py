@@ -2,11 +2,13 @@
 of other docs pages (`ELSEWHERE`: a tab of a page, e.g. docs/positions/*.webp).
 
 ``python docs/screenshots.py`` starts ``streamlit run app`` with the shipped models on a free port, opens every link
-of docs/gallery.md and docs/language-models-tour.md in headless Chromium (/usr/bin/chromium, as the browser tests
-do) and saves each page's picture where the page shows it; the gallery's first link also gives docs/screenshot.png.
+of docs/gallery.md and of the tours (docs/language-models-tour.md, docs/encoders-tour.md) in headless Chromium
+(/usr/bin/chromium, as the browser tests do) and saves each page's picture where the page shows it; the gallery's first
+link also gives docs/screenshot.png.
 Takes a few minutes.
 ``python docs/screenshots.py masks watch`` retakes only those pictures (named by their file: ``schemes why`` for the
-Positional encodings page's, ``tour/sinks`` for the language models tour's).
+Positional encodings page's, ``tour/sinks`` for the language models tour's, ``encoder-tour/sinks`` for the encoders
+tour's).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path[:0] = [str(DOCS.parent), str(DOCS.parent / "tests")]  # the app, and the browser tests' server and Chromium
 
 from support.browser import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
-from support.gallery import TOUR, entries  # noqa: E402
+from support.gallery import ENCODER_TOUR, TOUR, entries  # noqa: E402
 
 VIEWPORT = {"width": 1440, "height": 1000}
 TALLEST = 2000  # a picture grows down to its first figure's bottom, up to this height
@@ -116,7 +118,8 @@ def main(names: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
     gallery = entries()
-    chosen = [e for e in gallery + entries(TOUR) if not names or f"{e.image.parent.name}/{e.image.stem}" in names
+    tours = entries(TOUR) + entries(ENCODER_TOUR)
+    chosen = [e for e in gallery + tours if not names or f"{e.image.parent.name}/{e.image.stem}" in names
               or (e.image.parent.name == "gallery" and e.image.stem in names)]
     with tempfile.TemporaryDirectory() as tmp, streamlit_server(None, Path(tmp) / "streamlit.log") as url, \
             sync_playwright() as playwright:

@@ -1,5 +1,6 @@
-"""docs/gallery.md and docs/language-models-tour.md read as data: each section's page title, picture and link (shared
-by their tests and by docs/screenshots.py, which takes the pictures by opening the links)."""
+"""docs/gallery.md and the tours (docs/language-models-tour.md, docs/encoders-tour.md) read as data: each section's
+page title, picture and link (shared by their tests and by docs/screenshots.py, which takes the pictures by opening the
+links)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 ROOT = Path(__file__).resolve().parents[2]
 GALLERY = ROOT / "docs" / "gallery.md"
 TOUR = ROOT / "docs" / "language-models-tour.md"  # the same form, with the shipped language model
+ENCODER_TOUR = ROOT / "docs" / "encoders-tour.md"  # and with the shipped encoder
 BASE = "http://localhost:8501/"
 
 

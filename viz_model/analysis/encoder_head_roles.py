@@ -23,6 +23,7 @@ from .lm_head_roles import check_map, maps_table, previous_token_score, row_entr
 
 ROLE_SCORES = ("cls", "sep", "punctuation", "previous_token", "next_token", "entropy", "breadth")
 ROLE_COLUMNS = ["layer", "head", *ROLE_SCORES]
+SHARE_SCORES = ("cls", "sep", "punctuation", "previous_token", "next_token", "breadth")  # 0 to 1 (entropy: nats)
 ROLE_THRESHOLD = 0.5  # a head "puts its weight on" a set of keys when its mean share there is at least this
 BROAD_THRESHOLD = 0.9  # a head "attends broadly" when its mean row entropy is at least this share of log n
 FINDINGS = {  # score: what the paper found, the threshold named in the finding

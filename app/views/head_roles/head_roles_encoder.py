@@ -8,7 +8,7 @@ import streamlit as st
 from app import analyze_pages, fill_in, sessions, state, texts, widgets
 from app.page_settings import HEAD_ROLES as own
 from viz_model.analysis import ablation, encoder_head_roles, lm_head_roles
-from viz_model.analysis.encoder_head_roles import BROAD_THRESHOLD, ROLE_SCORES, ROLE_THRESHOLD
+from viz_model.analysis.encoder_head_roles import BROAD_THRESHOLD, ROLE_SCORES, ROLE_THRESHOLD, SHARE_SCORES
 from viz_model.plot import analysis_figures
 
 SOURCES = {"corpus": "A small English corpus", "text": "My text"}
@@ -85,7 +85,7 @@ state.bound(st.selectbox, "Score", own.encoder_score, list(ROLE_SCORES), format_
 score = own.encoder_score.get()
 fig = analysis_figures.head_grid(
     analysis_figures.table_grid(table, score, ablation.layer_counts(config), config.heads),
-    f"Attention {SCORE_LABELS[score]} of every head", SCORE_LABELS[score])
+    f"Attention {SCORE_LABELS[score]} of every head", SCORE_LABELS[score], unit=score in SHARE_SCORES)
 widgets.chart(fig, f"head-{score}", key="hr_enc_chart")
 st.caption(SCORE_HELP[score])
 widgets.exports(fig, f"head-{score}", "hr_enc", csv=lambda: analyze_pages.display_heads(table))

@@ -22,8 +22,7 @@ def grid(values: np.ndarray, name: str, key: str) -> None:
     """A layer x head grid of one special token's share."""
     labels = np.vectorize(lambda v: f"{v:.2f}")(values)
     fig = analysis_figures.head_grid({"encoder": values}, f"Share of attention on {name}", f"{name} share", "Blues",
-                                     labels={"encoder": labels})
-    fig.update_layout(coloraxis=dict(cmin=0.0, cmax=1.0))
+                                     labels={"encoder": labels}, unit=True)
     widgets.chart(fig, f"{key}-share", key=f"sk_enc_{key}")
     widgets.exports(fig, f"{key}-share", f"sk_enc_{key}_export")
 
