@@ -1,10 +1,12 @@
 """Encoder-only models in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a models folder holding
-a small random BERT and DeBERTa-v3 (imported); every page of the registry is walked with each of them, with a mask
+a small random BERT and DeBERTa-v3 (imported) and on the shipped models (the shipped encoder; the shipped language
+model for Compare); every page of the registry is walked with each of them, with a mask
 token in the text and with a sentence pair: no exception box, no error, no "something went wrong", no clipped
 figure; a page drawn for an encoder draws a figure, one that is not says so in one line."""
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlencode
 
 import pytest
@@ -14,6 +16,7 @@ from test_browser_lm import main_text, settle
 from test_browser_walk import CLIPPED
 
 from app import registry, widgets
+from viz_model.modeldir.shipped import ASSETS_DIR, SHIPPED_ENCODER
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,11 +27,12 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def encoder_server(encoder_assets, tmp_path_factory):
-    with streamlit_server(encoder_assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+    folders = os.pathsep.join([str(encoder_assets), str(ASSETS_DIR)])  # the fixtures, then the shipped models
+    with streamlit_server(folders, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
 
 
-@pytest.mark.parametrize("model", ENCODERS)
+@pytest.mark.parametrize("model", [*ENCODERS, SHIPPED_ENCODER])
 def test_every_page_opens_with_an_encoder_in_a_real_browser(encoder_server, page, model):
     """Each page of the registry, and each Explore view (the head view of a pair too), opened with `model`; a
     screenshot of each as ``encoder-walk-MODEL-PAGE.png``."""
