@@ -30,6 +30,7 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
+UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox")  # one key/value head per query head
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -69,7 +70,7 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
     assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
     assert cfg.embedding_norm == (family == "bloom")
-    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
+    assert cfg.kv_heads == {"smollm2": 1, "gemma": 1, **dict.fromkeys(UNGROUPED)}.get(family, 2)
     gemma = family in ("gemma", "gemma2", "gemma3")
     assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
         family in ("qwen3", "gemma3"), gemma, gemma)
@@ -79,6 +80,7 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6}.get(family)
     assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2)}.get(family)
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
+    assert (cfg.rope_dims, cfg.parallel_residual) == {"gpt_neox": (4, True)}.get(family, (None, False))
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):
@@ -194,8 +196,7 @@ def test_a_head_mask_switches_heads_off(imported):
 
 def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
     record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
-    expected = {"gpt2": None, "llama2": None, "bloom": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(
-        family, [0, 0, 1, 1])
+    expected = {"smollm2": [0] * 4, "gemma": [0] * 4, **dict.fromkeys(UNGROUPED)}.get(family, [0, 0, 1, 1])
     assert record.kv_heads == expected
 
 

@@ -1,7 +1,8 @@
 """Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
 trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
-Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm)."""
+Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
+research families: GPT-NeoX (parallel residual, partial rotary)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,16 @@ CONFIGS = {
         "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
                             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
     "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
+    # the research families (issue 60)
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {**SMALL, "max_position_embeddings": 256,
+                                                        "rotary_pct": 0.5, "rotary_emb_base": 5000}),
 }
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
 STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
                    "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
+ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox"}  # families whose one special token is <|endoftext|>
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 
@@ -57,7 +62,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
     from tokenizers import ByteLevelBPETokenizer, processors
 
     bpe = ByteLevelBPETokenizer()
-    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2", "qwen3", "bloom") else ["<s>", "</s>"]
+    specials = ["<|endoftext|>"] if name in ENDOFTEXT else ["<s>", "</s>"]
     bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=2, special_tokens=specials)
     eos = specials[-1]
     if name in BOS:

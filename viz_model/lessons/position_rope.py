@@ -113,9 +113,7 @@ def unrotated_queries_keys(model: LanguageModel, residual: torch.Tensor,
     attention, around = model.network.attention_block(layer)
     with torch.no_grad():
         q, kv = attention.project(around.enter(residual))
-        key = kv.key
-        if attention.q_norm is not None and attention.k_norm is not None:
-            q, key = attention.q_norm(q), attention.k_norm(key)
+        q, key = attention.normed_queries_keys(q, kv.key)
         key = attention.query_heads(key)
     scale = attention.scale
     divisor = 1.0 if scale is False else math.sqrt(attention.d_head if scale is True else scale)
