@@ -30,7 +30,8 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
-UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox")  # one key/value head per query head
+SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo")  # a window on some layers
+UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo")  # one key/value head per query head
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -68,7 +69,7 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert isinstance(imported, viz_model.LanguageModel)
     cfg = imported.config
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
-    assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
+    assert cfg.positional == {"gpt2": "learned", "gpt_neo": "learned", "bloom": "alibi"}.get(family, "rope")
     assert cfg.embedding_norm == (family == "bloom")
     assert cfg.kv_heads == {"smollm2": 1, "gemma": 1, **dict.fromkeys(UNGROUPED)}.get(family, 2)
     gemma = family in ("gemma", "gemma2", "gemma3")
@@ -77,8 +78,9 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
         "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0)}.get(family, (False, None, None, None))
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6}.get(family)
-    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2)}.get(family)
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5}.get(family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)
+    assert cfg.scale_scores == (family != "gpt_neo")
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
     assert (cfg.rope_dims, cfg.parallel_residual) == {"gpt_neox": (4, True)}.get(family, (None, False))
 
@@ -104,7 +106,7 @@ def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
 
 
 def test_the_sliding_window_hides_the_keys_before_it(family, imported):
-    if family not in ("mistral", "qwen2", "gemma2", "gemma3"):
+    if family not in SLIDING:
         pytest.skip("no sliding window in this family")
     ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
     window = imported.config.sliding_window
@@ -128,7 +130,7 @@ def test_the_trace_carries_each_layers_own_mask_and_the_decoders_heads(family, i
         assert np.array_equal(mask, (k <= q) & (k > q - (window or n)))
         assert (weights[:, ~mask] == 0).all()
     sliding = [imported.network.window(i) is not None for i in range(imported.config.decoder_layers)]
-    assert any(sliding) == (family in ("mistral", "qwen2", "gemma2", "gemma3"))
+    assert any(sliding) == (family in SLIDING)
 
 
 def test_greedy_continuations_equal_generate(hf, imported):
@@ -249,7 +251,7 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
     assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
     if family == "gpt2":
         assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
-    if family in ("gpt2", "bloom"):  # no RoPE
+    if family in ("gpt2", "bloom", "gpt_neo"):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
     if family == "gemma3":  # one RoPE per kind of layer

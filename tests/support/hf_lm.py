@@ -2,7 +2,7 @@
 trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
 Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
-research families: GPT-NeoX (parallel residual, partial rotary)."""
+research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers)."""
 
 from __future__ import annotations
 
@@ -44,13 +44,16 @@ CONFIGS = {
     # the research families (issue 60)
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {**SMALL, "max_position_embeddings": 256,
                                                         "rotary_pct": 0.5, "rotary_emb_base": 5000}),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {"hidden_size": 32, "num_layers": 3, "num_heads": 4,
+                                                      "attention_types": [[["global", "local"], 1], [["local"], 1]],
+                                                      "window_size": 5, "max_position_embeddings": 128}),
 }
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
 STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
                    "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
-ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox"}  # families whose one special token is <|endoftext|>
+ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo"}  # their one special token: <|endoftext|>
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 

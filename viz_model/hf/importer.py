@@ -37,6 +37,7 @@ from . import (
     gemma2,
     gemma3,
     gpt2,
+    gpt_neo,
     gpt_neox,
     llama,
     m2m100,
@@ -61,7 +62,8 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
                                "roberta": roberta.ROBERTA, "xlm-roberta": roberta.XLM_ROBERTA,
                                "distilbert": distilbert.FAMILY, "electra": electra.FAMILY, "albert": albert.FAMILY,
                                "modernbert": modernbert.FAMILY, "deberta-v2": deberta_v2.FAMILY}
-FAMILIES.update({"gpt_neox": gpt_neox.FAMILY})  # the research families' language models (issue 60)
+# the research families' language models (issue 60)
+FAMILIES.update({"gpt_neox": gpt_neox.FAMILY, "gpt_neo": gpt_neo.FAMILY})
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")

@@ -22,7 +22,8 @@ CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration
            "roberta": "RobertaForMaskedLM", "xlm-roberta": "XLMRobertaForMaskedLM",
            "distilbert": "DistilBertForMaskedLM", "electra": "ElectraForMaskedLM", "albert": "AlbertForMaskedLM",
            "modernbert": "ModernBertForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM"}
-CLASSES.update({"gpt_neox": "GPTNeoXForCausalLM"})  # the research families' language models (issue 60)
+# the research families' language models (issue 60)
+CLASSES.update({"gpt_neox": "GPTNeoXForCausalLM", "gpt_neo": "GPTNeoForCausalLM"})
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'
