@@ -31,7 +31,8 @@ MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
 SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo")  # a window on some layers
-UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo")  # one key/value head per query head
+LEARNED = ("gpt2", "gpt_neo", "opt")  # learned positions added to the input
+UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo", "opt")  # one key/value head per query head
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -69,7 +70,8 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert isinstance(imported, viz_model.LanguageModel)
     cfg = imported.config
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
-    assert cfg.positional == {"gpt2": "learned", "gpt_neo": "learned", "bloom": "alibi"}.get(family, "rope")
+    assert cfg.positional == {"bloom": "alibi", **dict.fromkeys(LEARNED, "learned")}.get(family, "rope")
+    assert cfg.position_offset == (2 if family == "opt" else 0)
     assert cfg.embedding_norm == (family == "bloom")
     assert cfg.kv_heads == {"smollm2": 1, "gemma": 1, **dict.fromkeys(UNGROUPED)}.get(family, 2)
     gemma = family in ("gemma", "gemma2", "gemma3")
@@ -179,7 +181,9 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
     cfg, network = imported.config, imported.network
     tokens = network.embedding.weight[trace.target_ids] * (cfg.d_model ** 0.5 if cfg.scale_embeddings else 1.0)
     assert np.allclose(trace.target_embeddings, tokens.detach().numpy(), atol=1e-6)
-    added = network.positions.embedding.weight[:n] if cfg.positional == "learned" else torch.zeros(n, cfg.d_model)
+    first = cfg.position_offset  # OPT's table: position p at row p + 2
+    added = network.positions.embedding.weight[first:first + n] if cfg.positional == "learned" else \
+        torch.zeros(n, cfg.d_model)
     assert np.array_equal(trace.target_positional, added.detach().numpy())
     alone = imported.trace(prompt, max_new_tokens=0)
     assert alone.target_ids == prompt_ids and alone.translation == ""
@@ -251,7 +255,7 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
     assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
     if family == "gpt2":
         assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
-    if family in ("gpt2", "bloom", "gpt_neo"):  # no RoPE
+    if family in ("bloom", *LEARNED):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
     if family == "gemma3":  # one RoPE per kind of layer

@@ -2,7 +2,8 @@
 trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
 Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
-research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers)."""
+research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers), OPT
+(positions offset by 2)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ CONFIGS = {
     "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {"hidden_size": 32, "num_layers": 3, "num_heads": 4,
                                                       "attention_types": [[["global", "local"], 1], [["local"], 1]],
                                                       "window_size": 5, "max_position_embeddings": 128}),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"hidden_size": 32, "ffn_dim": 64, "num_hidden_layers": 2,
+                                            "num_attention_heads": 4, "max_position_embeddings": 128}),
 }
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
@@ -54,7 +57,7 @@ CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config th
 STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
                    "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
 ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo"}  # their one special token: <|endoftext|>
-BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt"}  # their tokenizer puts <s> first
 
 
 def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None):
