@@ -84,7 +84,9 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)
     assert cfg.scale_scores == (family != "gpt_neo")
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
-    assert (cfg.rope_dims, cfg.parallel_residual) == {"gpt_neox": (4, True)}.get(family, (None, False))
+    partial = {"gpt_neox": (4, True), "phi": (4, True)}  # 4 of 8 dimensions turned, parallel layers
+    assert (cfg.rope_dims, cfg.parallel_residual) == partial.get(family, (None, False))
+    assert cfg.head_bias == (family == "phi")
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):

@@ -23,7 +23,8 @@ CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration
            "distilbert": "DistilBertForMaskedLM", "electra": "ElectraForMaskedLM", "albert": "AlbertForMaskedLM",
            "modernbert": "ModernBertForMaskedLM", "deberta-v2": "DebertaV2ForMaskedLM"}
 # the research families' language models (issue 60)
-CLASSES.update({"gpt_neox": "GPTNeoXForCausalLM", "gpt_neo": "GPTNeoForCausalLM", "opt": "OPTForCausalLM"})
+CLASSES.update({"gpt_neox": "GPTNeoXForCausalLM", "gpt_neo": "GPTNeoForCausalLM", "opt": "OPTForCausalLM",
+                "phi": "PhiForCausalLM"})
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'
