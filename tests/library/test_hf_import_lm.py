@@ -76,9 +76,11 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert cfg.kv_heads == {"smollm2": 1, "gemma": 1, **dict.fromkeys(UNGROUPED)}.get(family, 2)
     gemma = family in ("gemma", "gemma2", "gemma3")
     assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
-        family in ("qwen3", "gemma3"), gemma, gemma)
+        family in ("qwen3", "gemma3", "olmo2"), gemma, gemma)
+    assert (cfg.joint_qk_norm, cfg.input_norm) == ((True, False) if family == "olmo2" else (False, True))
     assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
-        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0)}.get(family, (False, None, None, None))
+        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0), "olmo2": (True, None, None, None)}.get(
+        family, (False, None, None, None))
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
     assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5}.get(family)
     assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)

@@ -3,7 +3,8 @@ trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (lin
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
 Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
 research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers), OPT
-(positions offset by 2), Phi (a parallel layer with one norm, partial rotary, head bias)."""
+(positions offset by 2), Phi (a parallel layer with one norm, partial rotary, head bias), OLMo 2
+(norms after the sub-layers, query/key norms over all heads)."""
 
 from __future__ import annotations
 
@@ -53,13 +54,15 @@ CONFIGS = {
     "phi": ("PhiConfig", "PhiForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256,
                                             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                                                 "partial_rotary_factor": 0.5}}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256}),
 }
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
 STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
                    "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
-ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo", "phi"}  # their one special token: <|endoftext|>
+# families whose one special token is <|endoftext|>
+ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo", "phi", "olmo2"}
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt"}  # their tokenizer puts <s> first
 
 
