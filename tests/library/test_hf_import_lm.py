@@ -11,7 +11,6 @@ models built here by transformers, imported with ``viz-model import``; fp32 on t
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import CHAT, CONFIGS, build_lm_folder  # noqa: E402
+from support.hf_lm import CHAT, CONFIGS, build_lm_folder, refused  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -242,17 +241,6 @@ def test_past_a_rope_models_trained_length_it_runs_with_a_warning(family, hf, im
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=10)
     assert imported.continue_ids(ids, 10) == out[0, len(ids):].tolist()
-
-
-def refused(folder, tmp_path, **changes) -> str:
-    config = json.loads((folder / "config.json").read_text())
-    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
-    shutil.copytree(folder, copy)
-    (copy / "config.json").write_text(json.dumps({**config, **changes}))
-    with pytest.raises(HFImportError) as err:
-        import_model(str(copy), tmp_path / "out")
-    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
-    return str(err.value)
 
 
 def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):

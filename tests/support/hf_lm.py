@@ -8,6 +8,9 @@ research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscal
 
 from __future__ import annotations
 
+import json
+import shutil
+
 from support.hf import WORDS_DE, WORDS_EN, sentences
 
 TEXTS = sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1)
@@ -66,9 +69,11 @@ ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo", "phi", "o
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt"}  # their tokenizer puts <s> first
 
 
-def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None):
+def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None, folder_name: str | None = None,
+                    **changes):
     """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer
-    (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); returns it."""
+    (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); `changes`:
+    config settings beside or in place of CONFIGS' (saved as `folder_name`); returns it."""
     import torch
     import transformers
     from tokenizers import ByteLevelBPETokenizer, processors
@@ -84,7 +89,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
     config_class, model_class, settings = CONFIGS[name]
     vocab = bpe.get_vocab_size()
     ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
-    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **settings)
+    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **{**settings, **changes})
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config)
     with torch.no_grad():
@@ -92,7 +97,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
             if param_name.endswith("bias") or "norm" in param_name or "ln_" in param_name:
                 p.normal_(0, 0.2 if param_name.endswith("bias") else 1.0).add_(0.0 if param_name.endswith("bias")
                                                                                  else 0.0)
-    folder = root / name
+    folder = root / (folder_name or name)
     if name in CHAT:
         tokenizer.chat_template = CHAT_TEMPLATE
         model.generation_config.update(do_sample=True, temperature=0.6, top_p=0.9)
@@ -119,3 +124,20 @@ def lm_models_folder(tmp_path_factory, families: tuple[str, ...]):
     for family in families:
         import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
     return root
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    """The one-line `HFImportError` importing a copy of `folder` whose config.json has `changes` raises (nothing
+    written)."""
+    import pytest
+
+    from viz_model.hf.importer import HFImportError, import_model
+
+    config = json.loads((folder / "config.json").read_text())
+    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(copy), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)
