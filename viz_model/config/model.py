@@ -30,7 +30,7 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base",
                    "attention_only", "rope_dims", "parallel_residual", "final_norm", "input_norm", "joint_qk_norm",
-                   "head_bias")
+                   "head_bias", "experts", "experts_per_token")
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
@@ -146,6 +146,9 @@ class ModelConfig:
     :ivar joint_qk_norm: the query and key norms (`qk_norm`) run over all heads together, before the heads are split
         (OLMo 2), not over each head
     :ivar head_bias: the language model's own output projection has a bias (Phi)
+    :ivar experts: the feed-forward network is a mixture of this many gated experts (of width `d_ff`, no biases),
+        each token routed to `experts_per_token` of them (Mixtral); 0: one feed-forward network
+    :ivar experts_per_token: how many experts each token goes through
     :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
     :ivar embedding_size: the width of an encoder-only model's embeddings, projected to d_model after the embedding
         norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); a language model's, projected to d_model
@@ -241,6 +244,8 @@ class ModelConfig:
     input_norm: bool = True
     joint_qk_norm: bool = False
     head_bias: bool = False
+    experts: int = 0
+    experts_per_token: int = 2
     type_vocab_size: int = 0
     embedding_size: int | None = None
     head_activation: str = "gelu"
@@ -364,6 +369,9 @@ class ModelConfig:
             raise ConfigError("joint_qk_norm needs qk_norm")
         if self.kind == "decoder" and self.embedding_size is not None:
             check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
+        check_int("experts", self.experts, 0, 1024)
+        if self.experts:
+            check_int("experts_per_token", self.experts_per_token, 1, self.experts)
         if self.head_bias and self.tied_head:
             raise ConfigError("head_bias needs the head's own matrix (tied_head = false)")
         if self.query_scalar is not None:

@@ -43,6 +43,7 @@ from . import (
     m2m100,
     marian,
     mistral,
+    mixtral,
     modernbert,
     olmo2,
     opt,
@@ -67,7 +68,8 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
                                "modernbert": modernbert.FAMILY, "deberta-v2": deberta_v2.FAMILY}
 # the research families' language models (issue 60)
 FAMILIES.update({"gpt_neox": gpt_neox.FAMILY, "gpt_neo": gpt_neo.FAMILY, "opt": opt.FAMILY,
-                 "phi": phi.FAMILY, "olmo2": olmo2.FAMILY})
+                 "phi": phi.FAMILY, "olmo2": olmo2.FAMILY,
+                 "mixtral": mixtral.FAMILY})
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
+from .experts import MixtureOfExperts
 from .linear import Linear, linear
 from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
@@ -38,7 +39,8 @@ class CausalLayer(nn.Module):
         super().__init__()
         self.parallel = cfg.parallel_residual
         self.self_attn = _attention(cfg)
-        self.ffn: FeedForward | None = _feed_forward(cfg)
+        self.ffn: FeedForward | MixtureOfExperts | None = _feed_forward(cfg) if not cfg.experts else \
+            MixtureOfExperts(cfg.d_model, cfg.d_ff, cfg.experts, cfg.experts_per_token, cfg.activation)
         self.attn_residual = _residual(cfg)
         self.ffn_residual: Residual | None = _residual(cfg)
         if cfg.attention_only:  # built, then dropped: a seed draws the same initial weights as it always did

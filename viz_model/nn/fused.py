@@ -85,7 +85,7 @@ def with_search_layers(module: nn.Module, make_linear: LinearFactory) -> nn.Modu
     fused: dict[str, nn.Module] = {}
     if isinstance(module, EncoderLayer | DecoderLayer | CausalLayer):
         fused["self_attn"] = FusedSelfAttention(module.self_attn, make_linear)
-        if module.ffn is not None and module.ffn.w_3 is not None:  # an attention-only layer has none
+        if getattr(module.ffn, "w_3", None) is not None:  # an attention-only layer has none, experts their own
             fused["ffn"] = FusedGatedFeedForward(module.ffn, make_linear)
     clone = copy.copy(module)  # new __dict__, same parameter and buffer tensors
     clone._modules = {name: fused[name] if name in fused else None if child is None
