@@ -12,7 +12,7 @@ from torch import Tensor
 from ..config import ModelConfig
 from .common import Family, HFImportError, need
 from .decoder_only import conversion_lines, decoder_config, end_ids, lm_tokenizer, placed
-from .gpt2 import ACTIVATIONS
+from .gpt2 import ACTIVATIONS, gpt_names
 
 LAYER_PARTS = {"ln_1": "attn_residual.norm", "ln_2": "ffn_residual.norm", "attn.attention.q_proj": "self_attn.w_q",
                "attn.attention.k_proj": "self_attn.w_k", "attn.attention.v_proj": "self_attn.w_v",
@@ -52,19 +52,7 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
 
 def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
     """Our state dict of GPT-Neo's tensors (``transformer.`` prefix or none)."""
-    prefix = "transformer." if any(k.startswith("transformer.") for k in state) else ""
-    names = {"embedding.weight": f"{prefix}wte.weight", "positions.embedding.weight": f"{prefix}wpe.weight",
-             "final_norm.weight": f"{prefix}ln_f.weight", "final_norm.bias": f"{prefix}ln_f.bias"}
-    if not cfg.tied_head:
-        names["lm_head.weight"] = "lm_head.weight"
-    for i in range(cfg.decoder_layers):
-        for theirs, ours in LAYER_PARTS.items():
-            for kind in ("weight", "bias"):
-                if kind == "weight" or not theirs.endswith(("q_proj", "k_proj", "v_proj")):
-                    names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}h.{i}.{theirs}.{kind}"
-    ignored = {k for k in state if k.endswith((".attention.bias", ".attention.masked_bias"))}  # old mask buffers
-    ignored |= {"lm_head.weight"} if cfg.tied_head else set()
-    return placed(state, names, ignored, path)
+    return placed(state, *gpt_names(state, cfg, LAYER_PARTS, ("q_proj", "k_proj", "v_proj")), path)
 
 
 FAMILY = Family("GPT-Neo", lm_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,
