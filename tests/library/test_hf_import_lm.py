@@ -29,7 +29,7 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
-SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo")  # a window on some layers
+SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo", "phi3")  # a window on some layers
 LEARNED = ("gpt2", "gpt_neo", "opt")  # learned positions added to the input
 UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo", "opt")  # one key/value head per query head
 
@@ -81,11 +81,12 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
         "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0), "olmo2": (True, None, None, None)}.get(
         family, (False, None, None, None))
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5}.get(family)
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5, "phi3": 6}.get(
+        family)
     assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)
     assert cfg.scale_scores == (family != "gpt_neo")
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
-    partial = {"gpt_neox": (4, True), "phi": (4, True)}  # 4 of 8 dimensions turned, parallel layers
+    partial = {"gpt_neox": (4, True), "phi": (4, True), "phi3": (6, False)}  # 4 (6) of 8 dimensions turned
     assert (cfg.rope_dims, cfg.parallel_residual) == partial.get(family, (None, False))
     assert cfg.head_bias == (family == "phi")
     assert (cfg.experts, cfg.experts_per_token) == ((4, 2) if family == "mixtral" else (0, 2))
@@ -254,6 +255,9 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
     if family == "gemma3":  # one RoPE per kind of layer
         yarn = {"full_attention": yarn, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
     assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
+    if family == "phi3":  # its 128k models' scaling
+        longrope = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 3, "long_factor": [2.0] * 3}
+        assert "rope_type 'longrope' is not implemented" in refused(folder, tmp_path, rope_parameters=longrope)
     if family != "mixtral":  # its experts
         assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
 
