@@ -81,7 +81,8 @@ def test_a_llama_with_partial_rotary_is_refused_naming_the_families_that_have_it
     folder = build_lm_folder(tmp_path, "smollm2")
     rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
     said = refused(folder, tmp_path, rope_parameters=rope)
-    assert "partial_rotary_factor 0.5 is not implemented for llama (GPT-NeoX's and Phi's partial rotary is)" in said
+    assert "partial_rotary_factor 0.5 is not implemented for llama (GPT-NeoX's, Phi's and Phi-3's partial rotary is)" \
+        in said
 
 
 def test_gpt_neo_attention_types_of_another_kind_are_refused(tmp_path):

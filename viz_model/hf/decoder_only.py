@@ -44,7 +44,7 @@ def rope_settings(hf: dict[str, Any], path: Path, head_width: int | None = None)
     partial = float(params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", 1.0))))
     if partial != 1.0 and head_width is None:
         raise HFImportError(f"{path}: partial_rotary_factor {partial} is not implemented for {hf.get('model_type')} "
-                            "(GPT-NeoX's and Phi's partial rotary is)")
+                            "(GPT-NeoX's, Phi's and Phi-3's partial rotary is)")
     theta = params.get("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
     settings: dict[str, Any] = {"rope_base": float(theta), "rope_scaling": kind}
     if head_width is not None and int(head_width * partial) != head_width:
