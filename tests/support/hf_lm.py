@@ -67,6 +67,7 @@ CONFIGS = {
                                                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                                                    "partial_rotary_factor": 0.75}}),
 }
+RESEARCH = ("gpt_neox", "gpt_neo", "opt", "phi", "olmo2", "mixtral", "phi3")  # the families of issue 60
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
