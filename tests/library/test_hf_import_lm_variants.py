@@ -16,6 +16,9 @@ pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
 from support.hf_lm import CONFIGS, build_lm_folder, import_lm, refused  # noqa: E402
 
+from viz_model.lessons.position_rope import frequency_table, rope_measures  # noqa: E402
+from viz_model.lessons.position_split import split_lm_scores  # noqa: E402
+
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 4, 11)
 VARIANTS = {  # name: (family, config changes, what our config reads of them)
@@ -60,6 +63,20 @@ def test_every_map_the_logits_and_the_continuations_equal_transformers(variant):
         assert (ours.logits - theirs.logits).abs().max() <= LOGIT_TOLERANCE
         assert imported.continue_ids(ids[0].tolist(), 8) == greedy[0, ids.shape[1]:].tolist()
         assert imported.beam_ids(ids[0].tolist(), 4, 6) == beam[0, ids.shape[1]:].tolist()
+
+
+def test_the_positional_lessons_read_the_dimensions_that_turn(variant):
+    """Partial rotary (GPT-NeoX: 2 of 8 dimensions, Phi: 4): one frequency per turned pair, and each head's scores
+    split into content and rotation adding up to the forward's."""
+    name, _, _, imported = variant
+    if imported.config.positional != "rope":
+        pytest.skip("no RoPE")
+    ids = imported.encode(PROMPTS[0], 0)
+    pairs = imported.config.rope_dims // 2
+    assert len(frequency_table(imported.config)) == pairs < imported.config.d_head // 2
+    assert rope_measures(imported, ids, 6).shares.shape[-1] == pairs
+    for layer, head in ((0, 0), (1, 3)):
+        assert split_lm_scores(imported, ids, layer, head).adds_up
 
 
 def test_what_is_not_implemented_is_refused_in_one_line_naming_it(variant, tmp_path):

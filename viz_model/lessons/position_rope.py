@@ -39,12 +39,12 @@ def trained_length(config: ModelConfig) -> int:
 
 def model_frequencies(config: ModelConfig) -> np.ndarray:
     """The ``theta_i`` (float64 of the float32 the model rotates by) of the loaded model's RoPE, scaled as its
-    config says."""
+    config says (one per pair of the dimensions it turns: fewer than the head's under partial rotary)."""
     from ..nn.rope_scaling import scaled_frequencies
 
     check_rope(config)
-    return scaled_frequencies(config.d_head, config.rope_base, config.rope_scaling, config.rope_factor,
-                              config.rope_low_freq_factor, config.rope_high_freq_factor,
+    return scaled_frequencies(config.rope_dims or config.d_head, config.rope_base, config.rope_scaling,
+                              config.rope_factor, config.rope_low_freq_factor, config.rope_high_freq_factor,
                               config.rope_original_max_positions).double().numpy()
 
 
@@ -53,7 +53,7 @@ def frequency_table(config: ModelConfig) -> pd.DataFrame:
     wavelengths, the stretch (unscaled / model's), whether the scaling kept, stretched or smoothed it, and its
     band (wavelength within the trained length: high, else low)."""
     own = model_frequencies(config)
-    plain = rope_frequencies(config.d_head, config.rope_base).double().numpy()
+    plain = rope_frequencies(config.rope_dims or config.d_head, config.rope_base).double().numpy()
     stretch = plain / own
     status = np.where(np.isclose(stretch, 1.0, rtol=1e-6), KEPT,
                       np.where(np.isclose(stretch, config.rope_factor, rtol=1e-6), STRETCHED, SMOOTHED))
@@ -167,6 +167,8 @@ def rope_measures(model: LanguageModel, ids: Sequence[int], distances: int = 64)
     measured, rotation, shares = [], [], []
     for layer, record in enumerate(out.records):
         q, k, divisor = unrotated_queries_keys(model, record.residual, layer)
+        turned = config.rope_dims or config.d_head  # partial rotary (GPT-NeoX, Phi): the pairs that turn
+        q, k = q[..., :turned], k[..., :turned]
         measured.append(measured_decay(record.scores[0].double().cpu().numpy(), distances))
         rotation.append(rotation_decay(q, k, layer_frequencies(model, layer, frequencies), distances, divisor))
         shares.append(band_shares(q, k))
