@@ -106,3 +106,13 @@ def test_gpt_neo_attention_types_of_another_kind_are_refused(tmp_path):
     folder = build_lm_folder(tmp_path, "gpt_neo")
     said = refused(folder, tmp_path, attention_types=[[["global", "sparse"], 1], [["local"], 1]])
     assert "attention_types must give one of global, local for each of the 3 layers" in said
+
+
+def test_attention_by_hand_works_through_olmo2s_query_key_norms_over_all_heads(tmp_path):
+    """The Attention by hand page's steps of an OLMo 2 head (its query and key norms span every head) give the
+    recorded map."""
+    from app.views.by_hand.head_steps import head_steps
+
+    lm = import_lm(build_lm_folder(tmp_path / "hf", "olmo2"), tmp_path / "ours")
+    steps = head_steps(lm, lm.encode(PROMPTS[1], 0), 1, 3)
+    assert steps.q_normed is not None and steps.difference <= MAP_TOLERANCE
