@@ -16,6 +16,7 @@ pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
 from support.hf_lm import CONFIGS, build_lm_folder, import_lm, refused  # noqa: E402
 
+from viz_model.attribution.scoring import attribute_continuation  # noqa: E402
 from viz_model.lessons.position_rope import frequency_table, rope_measures  # noqa: E402
 from viz_model.lessons.position_split import split_lm_scores  # noqa: E402
 
@@ -108,11 +109,14 @@ def test_gpt_neo_attention_types_of_another_kind_are_refused(tmp_path):
     assert "attention_types must give one of global, local for each of the 3 layers" in said
 
 
-def test_attention_by_hand_works_through_olmo2s_query_key_norms_over_all_heads(tmp_path):
+def test_olmo2_by_hand_and_its_alti_refusal(tmp_path):
     """The Attention by hand page's steps of an OLMo 2 head (its query and key norms span every head) give the
-    recorded map."""
+    recorded map; ALTI, which cannot decompose a norm of the attention output, says so in one line naming it."""
     from app.views.by_hand.head_steps import head_steps
 
     lm = import_lm(build_lm_folder(tmp_path / "hf", "olmo2"), tmp_path / "ours")
     steps = head_steps(lm, lm.encode(PROMPTS[1], 0), 1, 3)
     assert steps.q_normed is not None and steps.difference <= MAP_TOLERANCE
+    with pytest.raises(ValueError, match="norm of the attention output .* OLMo 2's") as err:
+        attribute_continuation(lm, PROMPTS[1], max_new_tokens=2, methods=["alti"])
+    assert "\n" not in str(err.value)
