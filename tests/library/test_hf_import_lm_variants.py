@@ -120,3 +120,34 @@ def test_olmo2_by_hand_and_its_alti_refusal(tmp_path):
     with pytest.raises(ValueError, match="norm of the attention output .* OLMo 2's") as err:
         attribute_continuation(lm, PROMPTS[1], max_new_tokens=2, methods=["alti"])
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("values, said", [
+    ({"positional": "rope", "rope_dims": 3}, r"rope_dims \(3\) needs rope positions and an even number"),
+    ({"positional": "learned", "rope_dims": 4}, r"rope_dims \(4\) needs rope positions"),
+    ({"input_norm": False}, "input_norm = false needs sandwich_norm"),
+    ({"joint_qk_norm": True}, "joint_qk_norm needs qk_norm"),
+    ({"head_bias": True}, r"head_bias needs the head's own matrix \(tied_head = false\)"),
+    ({"experts": 4, "experts_per_token": 5}, "experts_per_token"),
+])
+def test_the_research_families_options_are_checked_in_one_line(values, said):
+    from viz_model.config import ModelConfig
+
+    with pytest.raises(ValueError, match=said) as err:
+        ModelConfig(kind="decoder", encoder_layers=0, d_model=32, heads=4, **values)
+    assert "\n" not in str(err.value)
+
+
+def test_the_research_families_options_belong_to_the_decoder_kind_and_stay_out_of_other_configs():
+    from viz_model.config import ModelConfig
+
+    lm = ModelConfig(kind="decoder", encoder_layers=0, d_model=32, heads=4, positional="rope", rope_dims=4,
+                     parallel_residual=True, final_norm=False, experts=4, embedding_size=16, tied_head=False,
+                     head_bias=True)
+    assert ModelConfig.from_dict(lm.to_dict()) == lm
+    assert not {"rope_dims", "parallel_residual", "final_norm", "input_norm", "joint_qk_norm", "head_bias", "experts",
+                "experts_per_token"} & set(ModelConfig().to_dict())
+    with pytest.raises(ValueError, match="options of the decoder-only kind"):
+        ModelConfig(parallel_residual=True)
+    with pytest.raises(ValueError, match="embedding_size: options of the encoder-only kind"):
+        ModelConfig(embedding_size=16)
