@@ -8,6 +8,7 @@ each: every continuation identical. fp32 on the CPU, one thread (a tiny model ru
 
 from __future__ import annotations
 
+import os
 import random
 import warnings
 
@@ -16,7 +17,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 from support.hf import WORDS_EN, word_for_word  # noqa: E402
-from support.hf_lm import CONFIGS, build_lm_folder, import_lm  # noqa: E402
+from support.hf_lm import CONFIGS, RESEARCH, build_lm_folder, import_lm  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="module", params=list(CONFIGS))
+# the research families (issue 60) fit only where asked: ~2 minutes each on a busy 2-core machine, where their
+# exactness on random weights (test_hf_import_lm) takes seconds; VIZ_MODEL_FIT_RESEARCH=1 runs them too
+FIT_RESEARCH = os.environ.get("VIZ_MODEL_FIT_RESEARCH") == "1"
+FAMILIES = [pytest.param(name, marks=pytest.mark.skipif(name in RESEARCH and not FIT_RESEARCH,
+                                                        reason="a research family: VIZ_MODEL_FIT_RESEARCH=1 fits it"))
+            for name in CONFIGS]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
 def fitted(request, tmp_path_factory):
     """(transformers' model reloaded from the fitted folder, its tokenizer, the imported model) of one family."""
     name = request.param

@@ -11,7 +11,6 @@ models built here by transformers, imported with ``viz-model import``; fp32 on t
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import CHAT, CONFIGS, build_lm_folder  # noqa: E402
+from support.hf_lm import CHAT, CONFIGS, build_lm_folder, refused  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -30,6 +29,9 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
+SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo", "phi3")  # a window on some layers
+LEARNED = ("gpt2", "gpt_neo", "opt")  # learned positions added to the input
+UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo", "opt")  # one key/value head per query head
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -67,18 +69,27 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert isinstance(imported, viz_model.LanguageModel)
     cfg = imported.config
     assert (cfg.kind, cfg.encoder_layers, cfg.norm) == ("decoder", 0, "pre")
-    assert cfg.positional == {"gpt2": "learned", "bloom": "alibi"}.get(family, "rope")
+    assert cfg.positional == {"bloom": "alibi", **dict.fromkeys(LEARNED, "learned")}.get(family, "rope")
+    assert cfg.position_offset == (2 if family == "opt" else 0)
     assert cfg.embedding_norm == (family == "bloom")
-    assert cfg.kv_heads == {"gpt2": None, "llama2": None, "smollm2": 1, "gemma": 1, "bloom": None}.get(family, 2)
+    assert cfg.kv_heads == {"smollm2": 1, "gemma": 1, **dict.fromkeys(UNGROUPED)}.get(family, 2)
     gemma = family in ("gemma", "gemma2", "gemma3")
     assert (cfg.qk_norm, cfg.normalization == "gemma", cfg.scale_embeddings) == (
-        family in ("qwen3", "gemma3"), gemma, gemma)
+        family in ("qwen3", "gemma3", "olmo2"), gemma, gemma)
+    assert (cfg.joint_qk_norm, cfg.input_norm) == ((True, False) if family == "olmo2" else (False, True))
     assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
-        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0)}.get(family, (False, None, None, None))
+        "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0), "olmo2": (True, None, None, None)}.get(
+        family, (False, None, None, None))
     assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6}.get(family)
-    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2)}.get(family)
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5, "phi3": 6}.get(
+        family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)
+    assert cfg.scale_scores == (family != "gpt_neo")
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
+    partial = {"gpt_neox": (4, True), "phi": (4, True), "phi3": (6, False)}  # 4 (6) of 8 dimensions turned
+    assert (cfg.rope_dims, cfg.parallel_residual) == partial.get(family, (None, False))
+    assert cfg.head_bias == (family == "phi")
+    assert (cfg.experts, cfg.experts_per_token) == ((4, 2) if family == "mixtral" else (0, 2))
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):
@@ -102,7 +113,7 @@ def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
 
 
 def test_the_sliding_window_hides_the_keys_before_it(family, imported):
-    if family not in ("mistral", "qwen2", "gemma2", "gemma3"):
+    if family not in SLIDING:
         pytest.skip("no sliding window in this family")
     ids = torch.tensor([imported.tokenizer.encode(PROMPTS[-1])])
     window = imported.config.sliding_window
@@ -126,7 +137,7 @@ def test_the_trace_carries_each_layers_own_mask_and_the_decoders_heads(family, i
         assert np.array_equal(mask, (k <= q) & (k > q - (window or n)))
         assert (weights[:, ~mask] == 0).all()
     sliding = [imported.network.window(i) is not None for i in range(imported.config.decoder_layers)]
-    assert any(sliding) == (family in ("mistral", "qwen2", "gemma2", "gemma3"))
+    assert any(sliding) == (family in SLIDING)
 
 
 def test_greedy_continuations_equal_generate(hf, imported):
@@ -175,7 +186,9 @@ def test_the_trace_covers_prompt_and_continuation(hf, imported):
     cfg, network = imported.config, imported.network
     tokens = network.embedding.weight[trace.target_ids] * (cfg.d_model ** 0.5 if cfg.scale_embeddings else 1.0)
     assert np.allclose(trace.target_embeddings, tokens.detach().numpy(), atol=1e-6)
-    added = network.positions.embedding.weight[:n] if cfg.positional == "learned" else torch.zeros(n, cfg.d_model)
+    first = cfg.position_offset  # OPT's table: position p at row p + 2
+    added = network.positions.embedding.weight[first:first + n] if cfg.positional == "learned" else \
+        torch.zeros(n, cfg.d_model)
     assert np.array_equal(trace.target_positional, added.detach().numpy())
     alone = imported.trace(prompt, max_new_tokens=0)
     assert alone.target_ids == prompt_ids and alone.translation == ""
@@ -194,8 +207,7 @@ def test_a_head_mask_switches_heads_off(imported):
 
 def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, imported):
     record = imported.network(torch.tensor([[5, 6, 7]]), need_weights=True).records[0]
-    expected = {"gpt2": None, "llama2": None, "bloom": None, "smollm2": [0] * 4, "gemma": [0] * 4}.get(
-        family, [0, 0, 1, 1])
+    expected = {"smollm2": [0] * 4, "gemma": [0] * 4, **dict.fromkeys(UNGROUPED)}.get(family, [0, 0, 1, 1])
     assert record.kv_heads == expected
 
 
@@ -233,28 +245,21 @@ def test_past_a_rope_models_trained_length_it_runs_with_a_warning(family, hf, im
     assert imported.continue_ids(ids, 10) == out[0, len(ids):].tolist()
 
 
-def refused(folder, tmp_path, **changes) -> str:
-    config = json.loads((folder / "config.json").read_text())
-    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
-    shutil.copytree(folder, copy)
-    (copy / "config.json").write_text(json.dumps({**config, **changes}))
-    with pytest.raises(HFImportError) as err:
-        import_model(str(copy), tmp_path / "out")
-    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
-    return str(err.value)
-
-
 def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder, tmp_path):
-    assert "model_type 'mixtral'" in refused(folder, tmp_path, model_type="mixtral")
+    assert "model_type 'qwen2_moe'" in refused(folder, tmp_path, model_type="qwen2_moe")
     if family == "gpt2":
         assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
-    if family in ("gpt2", "bloom"):  # no RoPE
+    if family in ("bloom", *LEARNED):  # no RoPE
         return
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
     if family == "gemma3":  # one RoPE per kind of layer
         yarn = {"full_attention": yarn, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
     assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
-    assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
+    if family == "phi3":  # its 128k models' scaling
+        longrope = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 3, "long_factor": [2.0] * 3}
+        assert "rope_type 'longrope' is not implemented" in refused(folder, tmp_path, rope_parameters=longrope)
+    if family != "mixtral":  # its experts
+        assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
 
 
 def test_a_translation_config_reads_and_digests_as_before():

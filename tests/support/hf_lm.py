@@ -1,9 +1,16 @@
 """Small decoder-only Hugging Face folders built locally by transformers (random weights, a byte-level BPE tokenizer
 trained here): GPT-2, Llama 3 (grouped-query, llama3 RoPE scaling), Llama 2 (linear scaling, biases), SmolLM2,
 Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms, a head width of its own),
-Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm)."""
+Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
+research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers), OPT
+(positions offset by 2), Phi (a parallel layer with one norm, partial rotary, head bias), OLMo 2
+(norms after the sub-layers, query/key norms over all heads), Mixtral (4 experts, top 2), Phi-3 (fused
+projections, partial rotary, a sliding window)."""
 
 from __future__ import annotations
+
+import json
+import shutil
 
 from support.hf import WORDS_DE, WORDS_EN, sentences
 
@@ -40,24 +47,49 @@ CONFIGS = {
         "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
                             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
     "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 48, "n_layer": 2, "n_head": 6}),
+    # the research families (issue 60)
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {**SMALL, "max_position_embeddings": 256,
+                                                        "rotary_pct": 0.5, "rotary_emb_base": 5000}),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", {"hidden_size": 32, "num_layers": 3, "num_heads": 4,
+                                                      "attention_types": [[["global", "local"], 1], [["local"], 1]],
+                                                      "window_size": 5, "max_position_embeddings": 128}),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"hidden_size": 32, "ffn_dim": 64, "num_hidden_layers": 2,
+                                            "num_attention_heads": 4, "max_position_embeddings": 128}),
+    "phi": ("PhiConfig", "PhiForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256,
+                                            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                                "partial_rotary_factor": 0.5}}),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256}),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {**SMALL, "num_key_value_heads": 2, "num_local_experts": 4,
+                                                        "num_experts_per_tok": 2, "max_position_embeddings": 256}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256,
+                                               "sliding_window": 6, "original_max_position_embeddings": 256,
+                                               "pad_token_id": None,
+                                               "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                                   "partial_rotary_factor": 0.75}}),
 }
+RESEARCH = ("gpt_neox", "gpt_neo", "opt", "phi", "olmo2", "mixtral", "phi3")  # the families of issue 60
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
 STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception("
                    "'System role not supported') }}{% endif %}[INST] {{ m['content'] }} [/INST]{% endfor %}")
-BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
+# families whose one special token is <|endoftext|>
+ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo", "phi", "olmo2"}
+# families whose tokenizer puts <s> first
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt", "mixtral", "phi3"}
 
 
-def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None):
+def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None, folder_name: str | None = None,
+                    **changes):
     """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer
-    (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); returns it."""
+    (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); `changes`:
+    config settings beside or in place of CONFIGS' (saved as `folder_name`); returns it."""
     import torch
     import transformers
     from tokenizers import ByteLevelBPETokenizer, processors
 
     bpe = ByteLevelBPETokenizer()
-    specials = ["<|endoftext|>"] if name in ("gpt2", "qwen2", "qwen3", "bloom") else ["<s>", "</s>"]
+    specials = ["<|endoftext|>"] if name in ENDOFTEXT else ["<s>", "</s>"]
     bpe.train_from_iterator(TEXTS, vocab_size=300, min_frequency=2, special_tokens=specials)
     eos = specials[-1]
     if name in BOS:
@@ -67,7 +99,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
     config_class, model_class, settings = CONFIGS[name]
     vocab = bpe.get_vocab_size()
     ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
-    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **settings)
+    config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **{**settings, **changes})
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config)
     with torch.no_grad():
@@ -75,7 +107,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
             if param_name.endswith("bias") or "norm" in param_name or "ln_" in param_name:
                 p.normal_(0, 0.2 if param_name.endswith("bias") else 1.0).add_(0.0 if param_name.endswith("bias")
                                                                                  else 0.0)
-    folder = root / name
+    folder = root / (folder_name or name)
     if name in CHAT:
         tokenizer.chat_template = CHAT_TEMPLATE
         model.generation_config.update(do_sample=True, temperature=0.6, top_p=0.9)
@@ -102,3 +134,20 @@ def lm_models_folder(tmp_path_factory, families: tuple[str, ...]):
     for family in families:
         import_lm(build_lm_folder(tmp_path_factory.mktemp("hf-lm"), family), root)
     return root
+
+
+def refused(folder, tmp_path, **changes) -> str:
+    """The one-line `HFImportError` importing a copy of `folder` whose config.json has `changes` raises (nothing
+    written)."""
+    import pytest
+
+    from viz_model.hf.importer import HFImportError, import_model
+
+    config = json.loads((folder / "config.json").read_text())
+    copy = tmp_path / f"changed-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(copy), tmp_path / "out")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+    return str(err.value)

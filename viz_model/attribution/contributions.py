@@ -77,8 +77,8 @@ def token_vectors(network: Transformer | CausalLM, record: AttentionRecord, kind
         parts[:, index, index] += residual
     attention, connection = attention_block(network, kind, layer)
     if getattr(connection, "post_norm", None) is not None:
-        raise ValueError(f"ALTI does not decompose {kind} layer {layer}'s sandwich norm (Gemma 2 / 3's norm of the "
-                         "attention output): its parts do not add up to the output")
+        raise ValueError(f"ALTI does not decompose {kind} layer {layer}'s norm of the attention output (Gemma 2 / "
+                         "3's sandwich norm, OLMo 2's): its parts do not add up to the output")
     if connection.pre:  # y = x + attention(LayerNorm(x)): already a sum of the parts (and the bias)
         return parts
     total = parts.sum(dim=2)  # what the norm normalised

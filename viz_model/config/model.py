@@ -29,7 +29,8 @@ ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type value
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
                    "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base",
-                   "attention_only")
+                   "attention_only", "rope_dims", "parallel_residual", "final_norm", "input_norm", "joint_qk_norm",
+                   "head_bias", "experts", "experts_per_token")
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
@@ -136,9 +137,23 @@ class ModelConfig:
         (Gemma 3); None: one RoPE for every layer
     :ivar attention_only: each layer is self-attention alone, no feed-forward network (the attention-only models
         of Elhage et al. and Olsson et al.; `d_ff` is not read)
+    :ivar rope_dims: RoPE turns the first `rope_dims` dimensions of each head, the rest pass unturned (partial rotary:
+        GPT-NeoX's rotary_pct, Phi's partial_rotary_factor); None: every dimension
+    :ivar parallel_residual: the attention and the feed-forward network both read the layer's input (each through
+        its own pre-norm) and both add to it, ``x + attn(norm1 x) + ffn(norm2 x)`` (GPT-NeoX, Phi)
+    :ivar final_norm: a norm after the last layer (False: OPT's post-norm models end without one)
+    :ivar input_norm: each pre-norm sub-layer norms its input; False: only its output (OLMo 2: ``x + norm(f(x))``,
+        with `sandwich_norm`)
+    :ivar joint_qk_norm: the query and key norms (`qk_norm`) run over all heads together, before the heads are split
+        (OLMo 2), not over each head
+    :ivar head_bias: the language model's own output projection has a bias (Phi)
+    :ivar experts: the feed-forward network is a mixture of this many gated experts (of width `d_ff`, no biases),
+        each token routed to `experts_per_token` of them (Mixtral); 0: one feed-forward network
+    :ivar experts_per_token: how many experts each token goes through
     :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
     :ivar embedding_size: the width of an encoder-only model's embeddings, projected to d_model after the embedding
-        norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); None: d_model, no projection
+        norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); a language model's, projected to d_model
+        before the positions are added and back before the head (OPT's word_embed_proj_dim); None: d_model
     :ivar head_activation: the activation of the masked-LM head's transform (dense, activation, norm, then the tied
         output projection)
     :ivar pad_positions: positions count the tokens that are not `pad_id`, from ``pad_id + 1`` on (RoBERTa: a pad
@@ -226,6 +241,14 @@ class ModelConfig:
     sandwich_norm: bool = False
     local_rope_base: float | None = None
     attention_only: bool = False
+    rope_dims: int | None = None
+    parallel_residual: bool = False
+    final_norm: bool = True
+    input_norm: bool = True
+    joint_qk_norm: bool = False
+    head_bias: bool = False
+    experts: int = 0
+    experts_per_token: int = 2
     type_vocab_size: int = 0
     embedding_size: int | None = None
     head_activation: str = "gelu"
@@ -338,6 +361,23 @@ class ModelConfig:
         _check_bool("qk_norm", self.qk_norm)
         _check_bool("sandwich_norm", self.sandwich_norm)
         _check_bool("attention_only", self.attention_only)
+        for name in ("parallel_residual", "final_norm", "input_norm", "joint_qk_norm", "head_bias"):
+            _check_bool(name, getattr(self, name))
+        if self.rope_dims is not None:
+            check_int("rope_dims", self.rope_dims, 2, self.d_head)
+            if self.rope_dims % 2 or self.positional != "rope":
+                raise ConfigError(f"rope_dims ({self.rope_dims}) needs rope positions and an even number")
+        if not self.input_norm and not self.sandwich_norm:
+            raise ConfigError("input_norm = false needs sandwich_norm (a sub-layer's output is then its one norm)")
+        if self.joint_qk_norm and not self.qk_norm:
+            raise ConfigError("joint_qk_norm needs qk_norm")
+        if self.kind == "decoder" and self.embedding_size is not None:
+            check_int("embedding_size", self.embedding_size, 1, LIMITS["d_model"])
+        check_int("experts", self.experts, 0, 1024)
+        if self.experts:
+            check_int("experts_per_token", self.experts_per_token, 1, self.experts)
+        if self.head_bias and self.tied_head:
+            raise ConfigError("head_bias needs the head's own matrix (tied_head = false)")
         if self.query_scalar is not None:
             _check_float("query_scalar", self.query_scalar, 1.0, 1e6)
         for name in ("attention_softcap", "logit_softcap"):
@@ -377,7 +417,8 @@ class ModelConfig:
         """The encoder-only kind and what its families need: token types, a narrower embedding, the head."""
         if self.kind != "encoder":
             given = [f.name for f in dataclasses.fields(self) if f.name in ENCODER_OPTIONS
-                     and getattr(self, f.name) != f.default]
+                     and getattr(self, f.name) != f.default
+                     and (f.name, self.kind) != ("embedding_size", "decoder")]  # OPT's project_in / project_out
             if given:
                 raise ConfigError(f"{', '.join(given)}: options of the encoder-only kind (kind = \"encoder\")")
             return

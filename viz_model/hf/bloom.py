@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..config import ModelConfig
 from .common import Family, HFImportError, need
-from .decoder_only import conversion_lines, decoder_config, end_ids, lm_tokenizer, placed
+from .decoder_only import conversion_lines, decoder_config, end_ids, lm_tokenizer, per_head_qkv, placed
 
 LAYER_PARTS = {"input_layernorm": "attn_residual.norm", "post_attention_layernorm": "ffn_residual.norm",
                "self_attention.query_key_value": "self_attn.w_qkv", "self_attention.dense": "self_attn.w_o",
@@ -46,16 +46,7 @@ def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[
         for theirs, ours in LAYER_PARTS.items():
             for kind in ("weight", "bias"):
                 names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}h.{i}.{theirs}.{kind}"
-    flat = placed(state, names, {"lm_head.weight"} if cfg.tied_head else set(), path)
-    mapped: dict[str, Tensor] = {}
-    for name, tensor in flat.items():
-        if ".w_qkv." not in name:
-            mapped[name] = tensor
-            continue
-        per_head = tensor.reshape(cfg.heads, 3, cfg.d_head, *tensor.shape[1:])  # rows: head, (q, k, v), dim
-        for part, index in (("w_q", 0), ("w_k", 1), ("w_v", 2)):
-            mapped[name.replace("w_qkv", part)] = per_head[:, index].reshape(cfg.d_model, *tensor.shape[1:]).clone()
-    return mapped
+    return per_head_qkv(placed(state, names, {"lm_head.weight"} if cfg.tied_head else set(), path), cfg)
 
 
 FAMILY = Family("BLOOM", lm_tokenizer, model_config, map_weights, conversion_lines, lambda *_: None,

@@ -1,4 +1,4 @@
-"""What the decoder-only families' imports share (GPT-2, Llama, Mistral, Qwen2): RoPE's settings, the tokenizer as
+"""What the decoder-only families' imports share (GPT-2, Llama, Mistral, Qwen2, ...): RoPE's settings, the tokenizer as
 transformers 5 builds it, the end-of-text ids, the config's common fields and the one-line refusals of what the
 instrumented model does not implement."""
 
@@ -27,9 +27,11 @@ NOT_APPLIED = {**{k: v for k, v in NEUTRAL.items() if k != "repetition_penalty"}
                "forced_eos_token_id": None, "renormalize_logits": False}
 
 
-def rope_settings(hf: dict[str, Any], path: Path) -> dict[str, Any]:
+def rope_settings(hf: dict[str, Any], path: Path, head_width: int | None = None) -> dict[str, Any]:
     """Our RoPE options of a config's ``rope_parameters`` (transformers 5) or legacy ``rope_theta`` +
-    ``rope_scaling``; any rope type but default, linear and llama3 is refused in one line naming it."""
+    ``rope_scaling`` (GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); any rope type but default, linear and llama3 is
+    refused in one line naming it, and so is a partial rotary factor unless `head_width` (the family's head width:
+    GPT-NeoX, Phi) makes it the number of dimensions turned."""
     params = hf.get("rope_parameters") or {}
     legacy = hf.get("rope_scaling") or {}
     if not isinstance(params, dict) or not isinstance(legacy, dict):
@@ -39,10 +41,14 @@ def rope_settings(hf: dict[str, Any], path: Path) -> dict[str, Any]:
     if kind not in ROPE_TYPES:
         raise HFImportError(f"{path}: rope_type {kind!r} is not implemented ({', '.join(ROPE_TYPES)} are); it is "
                             "refused rather than run as a different model")
-    if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise HFImportError(f"{path}: partial_rotary_factor {params['partial_rotary_factor']} is not implemented")
-    settings: dict[str, Any] = {"rope_base": float(params.get("rope_theta", hf.get("rope_theta", 10000.0))),
-                                "rope_scaling": kind}
+    partial = float(params.get("partial_rotary_factor", hf.get("partial_rotary_factor", hf.get("rotary_pct", 1.0))))
+    if partial != 1.0 and head_width is None:
+        raise HFImportError(f"{path}: partial_rotary_factor {partial} is not implemented for {hf.get('model_type')} "
+                            "(GPT-NeoX's, Phi's and Phi-3's partial rotary is)")
+    theta = params.get("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
+    settings: dict[str, Any] = {"rope_base": float(theta), "rope_scaling": kind}
+    if head_width is not None and int(head_width * partial) != head_width:
+        settings["rope_dims"] = int(head_width * partial)  # transformers' int(): the first dimensions of each head
     if kind != "default":
         settings["rope_factor"] = float(need(params, "factor", path))
     if kind == "llama3":
@@ -132,9 +138,9 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
 
 def decoder_config(hf: dict[str, Any], path: Path, eos: list[int], **values: Any) -> ModelConfig:
     """A decoder-only `ModelConfig` with the fields every family shares and `values`; refuses a model that is not a
-    plain causal language model (mixture of experts, cross-attention)."""
+    plain causal language model (cross-attention, a mixture of experts unless `values` sets ``experts``: Mixtral)."""
     for key in ("num_local_experts", "num_experts", "add_cross_attention"):
-        if hf.get(key):
+        if hf.get(key) and not (key == "num_local_experts" and values.get("experts")):
             raise HFImportError(f"{path}: {key} = {hf[key]!r} is not implemented (a plain decoder-only model is)")
     vocab = int(need(hf, "vocab_size", path))
     first_eos = eos[0] if eos else 0
@@ -158,10 +164,28 @@ def placed(state: dict[str, Tensor], names: dict[str, str], ignored: set[str], p
     return {ours: state[theirs] for ours, theirs in names.items()}
 
 
+def per_head_qkv(flat: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+    """`flat` with each fused ``w_qkv`` (weight or bias) split into Q, K and V where its rows hold each head's query,
+    key and value side by side (``[q_h, k_h, v_h]`` per head: BLOOM, GPT-NeoX), not all queries first."""
+    mapped: dict[str, Tensor] = {}
+    for name, tensor in flat.items():
+        if ".w_qkv." not in name:
+            mapped[name] = tensor
+            continue
+        per_head = tensor.reshape(cfg.heads, 3, cfg.d_head, *tensor.shape[1:])  # rows: head, (q, k, v), dim
+        for part, index in (("w_q", 0), ("w_k", 1), ("w_v", 2)):
+            mapped[name.replace("w_qkv", part)] = per_head[:, index].reshape(cfg.d_model, *tensor.shape[1:]).clone()
+    return mapped
+
+
 def conversion_lines(cfg: ModelConfig) -> list[str]:
     """How a decoder-only checkpoint maps onto the instrumented model, for the model card."""
     grouped = f", {cfg.kv_heads} key/value heads" if cfg.kv_heads else ""
     window = f", a sliding window of {cfg.sliding_window} keys" if cfg.sliding_window else ""
-    return [f"- Decoder-only: {cfg.decoder_layers} pre-norm layers ({cfg.normalization} norm), {cfg.heads} query "
+    layout = {"post": "post-norm", "pre": "pre-norm" if cfg.input_norm else "output-norm"}[cfg.norm]
+    layout += " parallel (attention and feed-forward side by side)" if cfg.parallel_residual else ""
+    turned = f", {cfg.rope_dims} of {cfg.d_head} dimensions turned" if cfg.rope_dims else ""
+    window += f", a mixture of {cfg.experts} experts ({cfg.experts_per_token} a token)" if cfg.experts else ""
+    return [f"- Decoder-only: {cfg.decoder_layers} {layout} layers ({cfg.normalization} norm), {cfg.heads} query "
             f"heads{grouped}, positions {cfg.positional}"
-            + (f" (scaling {cfg.rope_scaling})" if cfg.positional == "rope" else "") + window + "."]
+            + (f" (scaling {cfg.rope_scaling}{turned})" if cfg.positional == "rope" else "") + window + "."]

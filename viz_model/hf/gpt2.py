@@ -40,21 +40,29 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
                           tied_head=bool(hf.get("tie_word_embeddings", True)))
 
 
-def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
-    """Our state dict of GPT-2's tensors (``transformer.`` prefix or none): Conv1D weights transposed, c_attn split
-    into Q, K and V."""
+def gpt_names(state: dict[str, Tensor], cfg: ModelConfig, parts: dict[str, str],
+              unbiased: tuple[str, ...] = ()) -> tuple[dict[str, str], set[str]]:
+    """Our names of a GPT-2-shaped checkpoint's tensors (GPT-2, GPT-Neo; ``transformer.`` prefix or none): the
+    embeddings, positions, final norm, the head where it is untied and each layer's `parts` (their name: ours; no bias
+    for those ending in one of `unbiased`); and the tensors left unplaced (old mask buffers, a tied head's copy)."""
     prefix = "transformer." if any(k.startswith("transformer.") for k in state) else ""
     names = {"embedding.weight": f"{prefix}wte.weight", "positions.embedding.weight": f"{prefix}wpe.weight",
              "final_norm.weight": f"{prefix}ln_f.weight", "final_norm.bias": f"{prefix}ln_f.bias"}
     if not cfg.tied_head:
         names["lm_head.weight"] = "lm_head.weight"
     for i in range(cfg.decoder_layers):
-        for theirs, ours in {**LAYER_PARTS, "attn.c_attn": "self_attn.w_qkv"}.items():
-            for kind in ("weight", "bias"):
+        for theirs, ours in parts.items():
+            for kind in ("weight",) if theirs.endswith(unbiased) else ("weight", "bias"):
                 names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}h.{i}.{theirs}.{kind}"
-    ignored = {k for k in state if k.endswith((".attn.bias", ".attn.masked_bias"))}
-    ignored |= {"lm_head.weight"} if cfg.tied_head else set()
-    flat = placed(state, names, ignored, path)
+    ignored = {k for k in state if k.endswith((".attn.bias", ".attn.masked_bias", ".attention.bias",
+                                               ".attention.masked_bias"))}
+    return names, ignored | ({"lm_head.weight"} if cfg.tied_head else set())
+
+
+def map_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path) -> dict[str, Tensor]:
+    """Our state dict of GPT-2's tensors (``transformer.`` prefix or none): Conv1D weights transposed, c_attn split
+    into Q, K and V."""
+    flat = placed(state, *gpt_names(state, cfg, {**LAYER_PARTS, "attn.c_attn": "self_attn.w_qkv"}), path)
     mapped: dict[str, Tensor] = {}
     for name, tensor in flat.items():
         conv = ".self_attn." in name or ".ffn." in name

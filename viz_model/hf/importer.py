@@ -37,11 +37,18 @@ from . import (
     gemma2,
     gemma3,
     gpt2,
+    gpt_neo,
+    gpt_neox,
     llama,
     m2m100,
     marian,
     mistral,
+    mixtral,
     modernbert,
+    olmo2,
+    opt,
+    phi,
+    phi3,
     qwen2,
     qwen3,
     roberta,
@@ -60,6 +67,10 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
                                "roberta": roberta.ROBERTA, "xlm-roberta": roberta.XLM_ROBERTA,
                                "distilbert": distilbert.FAMILY, "electra": electra.FAMILY, "albert": albert.FAMILY,
                                "modernbert": modernbert.FAMILY, "deberta-v2": deberta_v2.FAMILY}
+# the research families' language models (issue 60)
+FAMILIES.update({"gpt_neox": gpt_neox.FAMILY, "gpt_neo": gpt_neo.FAMILY, "opt": opt.FAMILY,
+                 "phi": phi.FAMILY, "olmo2": olmo2.FAMILY,
+                 "mixtral": mixtral.FAMILY, "phi3": phi3.FAMILY})
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")

@@ -21,8 +21,9 @@ LAYER_PARTS = {"self_attn.q_proj": "self_attn.w_q", "self_attn.k_proj": "self_at
                "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm"}  # Qwen3's
 
 
-def llama_config(hf: dict[str, Any], path: Path, **values: Any) -> ModelConfig:
-    """Our `ModelConfig` of a Llama-family config.json (`values`: what a variant sets besides)."""
+def llama_config(hf: dict[str, Any], path: Path, partial_rotary: bool = False, **values: Any) -> ModelConfig:
+    """Our `ModelConfig` of a Llama-family config.json (`values`: what a variant sets besides; `partial_rotary`: its
+    partial_rotary_factor read, not refused: Phi-3)."""
     act = hf.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
         raise HFImportError(f"{path}: hidden_act {act!r} is not implemented ({', '.join(ACTIVATIONS)} are)")
@@ -40,7 +41,8 @@ def llama_config(hf: dict[str, Any], path: Path, **values: Any) -> ModelConfig:
                     normalization="rms", norm_eps=float(hf.get("rms_norm_eps", 1e-6)), activation=ACTIVATIONS[act],
                     gated_ffn=True, attention_bias=bool(hf.get("attention_bias", False)),
                     ffn_bias=bool(hf.get("mlp_bias", False)), tied_head=bool(hf.get("tie_word_embeddings", False)))
-    return decoder_config(hf, path, end_ids(path.parent, hf), **{**settings, **rope_settings(hf, path), **values})
+    rope = rope_settings(hf, path, int(head_dim) if partial_rotary else None)
+    return decoder_config(hf, path, end_ids(path.parent, hf), **{**settings, **rope, **values})
 
 
 def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_id: int | None = None) -> ModelConfig:

@@ -39,12 +39,12 @@ def trained_length(config: ModelConfig) -> int:
 
 def model_frequencies(config: ModelConfig) -> np.ndarray:
     """The ``theta_i`` (float64 of the float32 the model rotates by) of the loaded model's RoPE, scaled as its
-    config says."""
+    config says (one per pair of the dimensions it turns: fewer than the head's under partial rotary)."""
     from ..nn.rope_scaling import scaled_frequencies
 
     check_rope(config)
-    return scaled_frequencies(config.d_head, config.rope_base, config.rope_scaling, config.rope_factor,
-                              config.rope_low_freq_factor, config.rope_high_freq_factor,
+    return scaled_frequencies(config.rope_dims or config.d_head, config.rope_base, config.rope_scaling,
+                              config.rope_factor, config.rope_low_freq_factor, config.rope_high_freq_factor,
                               config.rope_original_max_positions).double().numpy()
 
 
@@ -53,7 +53,7 @@ def frequency_table(config: ModelConfig) -> pd.DataFrame:
     wavelengths, the stretch (unscaled / model's), whether the scaling kept, stretched or smoothed it, and its
     band (wavelength within the trained length: high, else low)."""
     own = model_frequencies(config)
-    plain = rope_frequencies(config.d_head, config.rope_base).double().numpy()
+    plain = rope_frequencies(config.rope_dims or config.d_head, config.rope_base).double().numpy()
     stretch = plain / own
     status = np.where(np.isclose(stretch, 1.0, rtol=1e-6), KEPT,
                       np.where(np.isclose(stretch, config.rope_factor, rtol=1e-6), STRETCHED, SMOOTHED))
@@ -113,9 +113,7 @@ def unrotated_queries_keys(model: LanguageModel, residual: torch.Tensor,
     attention, around = model.network.attention_block(layer)
     with torch.no_grad():
         q, kv = attention.project(around.enter(residual))
-        key = kv.key
-        if attention.q_norm is not None and attention.k_norm is not None:
-            q, key = attention.q_norm(q), attention.k_norm(key)
+        q, key = attention.normed_queries_keys(q, kv.key)
         key = attention.query_heads(key)
     scale = attention.scale
     divisor = 1.0 if scale is False else math.sqrt(attention.d_head if scale is True else scale)
@@ -169,6 +167,8 @@ def rope_measures(model: LanguageModel, ids: Sequence[int], distances: int = 64)
     measured, rotation, shares = [], [], []
     for layer, record in enumerate(out.records):
         q, k, divisor = unrotated_queries_keys(model, record.residual, layer)
+        turned = config.rope_dims or config.d_head  # partial rotary (GPT-NeoX, Phi): the pairs that turn
+        q, k = q[..., :turned], k[..., :turned]
         measured.append(measured_decay(record.scores[0].double().cpu().numpy(), distances))
         rotation.append(rotation_decay(q, k, layer_frequencies(model, layer, frequencies), distances, divisor))
         shares.append(band_shares(q, k))

@@ -53,6 +53,8 @@ def split_lm_scores(model: LanguageModel, ids: Sequence[int], layer: int, head: 
                           f"ALiBi: q·k of the tokens' vectors, and −m·|p − j| with this head's slope{note_cap}",
                           tolerance)
     frequencies = torch.from_numpy(layer_frequencies(model, layer, model_frequencies(config)))
-    part = rotation_part(q[head:head + 1], k[head:head + 1], config.rope_base, divisor, frequencies)[0]
+    turned = config.rope_dims or config.d_head  # partial rotary: the dimensions left add nothing to the rotation
+    part = rotation_part(q[head:head + 1, :, :turned], k[head:head + 1, :, :turned], config.rope_base, divisor,
+                         frequencies)[0]
     return ScoreSplit(score, {"content": content, "rotation": part},
                       f"RoPE: q·k of the unrotated queries and keys, and q·R(j−p)k − q·k{note_cap}", tolerance)

@@ -237,14 +237,17 @@ class MultiHeadAttention(nn.Module):
         key/value head ``h // (heads / kv_heads)``)
     :ivar q_norm: the norm of each head's queries (Qwen3), else None
     :ivar k_norm: the norm of each head's keys, else None
+    :ivar joint_qk_norm: `q_norm` and `k_norm` run over all heads together, before the split (OLMo 2)
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
                  scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None,
-                 qk_norm: str | None = None, norm_eps: float = 1e-6, softcap: float | None = None) -> None:
+                 qk_norm: str | None = None, norm_eps: float = 1e-6, softcap: float | None = None,
+                 joint_qk_norm: bool = False) -> None:
         """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise;
-        `qk_norm`: the kind of norm (see `make_norm`) each head's queries and keys go through, else None; `scale`:
-        see `attention_scores`; `softcap`: the cap of the scores (Gemma 2), else None."""
+        `qk_norm`: the kind of norm (see `make_norm`) each head's queries and keys go through, else None (with
+        `joint_qk_norm` all heads' at once); `scale`: see `attention_scores`; `softcap`: the cap of the scores
+        (Gemma 2), else None."""
         super().__init__()
         if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
@@ -258,8 +261,10 @@ class MultiHeadAttention(nn.Module):
         self.w_v = Linear(d_model, kv_heads * self.d_head, bias=bias)
         self.w_o = Linear(self.inner, d_model, bias=bias if out_bias is None else out_bias)
         self.softcap = softcap
-        self.q_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
-        self.k_norm = None if qk_norm is None else make_norm(self.d_head, qk_norm, norm_eps)
+        self.joint_qk_norm = joint_qk_norm
+        q_width, k_width = (self.inner, kv_heads * self.d_head) if joint_qk_norm else (self.d_head, self.d_head)
+        self.q_norm = None if qk_norm is None else make_norm(q_width, qk_norm, norm_eps)
+        self.k_norm = None if qk_norm is None else make_norm(k_width, qk_norm, norm_eps)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, heads * d_head) -> (batch, heads, len, d_head)`` (queries, or the key/value heads)."""
@@ -280,6 +285,16 @@ class MultiHeadAttention(nn.Module):
         """``(batch, heads, len, d_head) -> (batch, len, heads * d_head)`` (the concatenation)."""
         batch, _, length, _ = x.shape
         return x.transpose(1, 2).reshape(batch, length, self.inner)
+
+    def normed_queries_keys(self, q: Tensor, key: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and keys ``(batch, heads, len, d_head)`` through the query and key norms (each head's: Qwen3; all
+        heads' at once: OLMo 2), before any rotation; as they are without the norms."""
+        if self.q_norm is None or self.k_norm is None:
+            return q, key
+        if not self.joint_qk_norm:
+            return self.q_norm(q), self.k_norm(key)
+        return (self.split_heads(self.q_norm(q.transpose(1, 2).flatten(2))),
+                self.split_heads(self.k_norm(key.transpose(1, 2).flatten(2))))
 
     def project_kv(self, source: Tensor) -> KVCache:
         """Keys and values of `source`, split into heads."""
@@ -308,8 +323,9 @@ class MultiHeadAttention(nn.Module):
             q, kv = self.split_heads(self.w_q(query)), cache
         else:
             q, kv = self.project(query, source)
-            if self.q_norm is not None and self.k_norm is not None:  # Qwen3: per head, before the rotation
-                q, kv = self.q_norm(q), KVCache(self.k_norm(kv.key), kv.value)
+            if self.q_norm is not None and self.k_norm is not None:  # Qwen3, OLMo 2: before the rotation
+                q, key = self.normed_queries_keys(q, kv.key)
+                kv = KVCache(key, kv.value)
             if position is not None:
                 kv = KVCache(kv.key, kv.value, position.positions)
                 if position.rotation is not None:

@@ -1,10 +1,11 @@
-"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2), instrumented as the translator is.
+"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2, Gemma, BLOOM, GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2),
+instrumented as the translator is.
 
-One stack of pre-norm layers, each causal self-attention then a feed-forward network, a final norm and the
-pre-softmax projection (tied to the embeddings or its own). It is built from the translator's blocks
-(`MultiHeadAttention` with grouped key/value heads, `FeedForward`, `Residual`, the position schemes); what the
-families differ in are settings of `ModelConfig` (kind "decoder"). Every forward can return each layer's
-`AttentionRecord`; nothing is stored on a module.
+One stack of layers, each causal self-attention then a feed-forward network (or both side by side: parallel
+residual), a final norm and the pre-softmax projection (tied to the embeddings or its own). It is built from the
+translator's blocks (`MultiHeadAttention` with grouped key/value heads, `FeedForward`, `Residual`, the position
+schemes); what the families differ in are settings of `ModelConfig` (kind "decoder"). Every forward can return each
+layer's `AttentionRecord`; nothing is stored on a module.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
+from .experts import MixtureOfExperts
 from .linear import Linear, linear
 from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
@@ -30,12 +32,15 @@ from .score_recipe import ScoreRecipe, laid_out
 
 class CausalLayer(nn.Module):
     """Self-attention, masked and cached as it decodes, then the feed-forward network: the encoder layer's
-    sub-layers (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None)."""
+    sub-layers (`ModelConfig.attention_only`: the self-attention alone, ``ffn`` and ``ffn_residual`` None); with
+    `ModelConfig.parallel_residual` both read the layer's input and add to it."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        self.parallel = cfg.parallel_residual
         self.self_attn = _attention(cfg)
-        self.ffn: FeedForward | None = _feed_forward(cfg)
+        self.ffn: FeedForward | MixtureOfExperts | None = _feed_forward(cfg) if not cfg.experts else \
+            MixtureOfExperts(cfg.d_model, cfg.d_ff, cfg.experts, cfg.experts_per_token, cfg.activation)
         self.attn_residual = _residual(cfg)
         self.ffn_residual: Residual | None = _residual(cfg)
         if cfg.attention_only:  # built, then dropped: a seed draws the same initial weights as it always did
@@ -51,6 +56,8 @@ class CausalLayer(nn.Module):
         y = self.attn_residual.leave(x, out)
         if self.ffn is None:  # attention-only
             return y, _with_stream(record, x, y), kv
+        if self.parallel:  # GPT-NeoX, Phi: x + attn(norm1 x) + ffn(norm2 x)
+            return self.ffn_residual.leave(y, self.ffn(self.ffn_residual.enter(x))), _with_stream(record, x, y), kv
         return self.ffn_residual.forward(y, self.ffn), _with_stream(record, x, y), kv
 
 
@@ -111,12 +118,14 @@ class CausalLM(nn.Module):
 
     :ivar config: its `ModelConfig` (kind "decoder")
     :ivar embedding: the token embeddings (the output projection too where the head is tied)
+    :ivar project_in: the embeddings' projection to d_model where they are narrower (OPT's), else None
+    :ivar project_out: the last hidden state's projection back to the embeddings' width, before the head, else None
     :ivar positions: the learned or sinusoidal positions added to the input, else None (RoPE, ALiBi)
     :ivar embedding_norm: the norm on the embeddings (BLOOM's word_embeddings_layernorm), else None
     :ivar dropout: on the embeddings while training (the sub-layers' own is in each `Residual`)
     :ivar layers: the `CausalLayer` stack
-    :ivar final_norm: the norm after the last layer
-    :ivar lm_head: the output projection where it has its own matrix, else None
+    :ivar final_norm: the norm after the last layer (None: OPT's post-norm models have none)
+    :ivar lm_head: the output projection where it has its own matrix (and its bias: Phi's), else None
     :ivar scheme: what puts position into the scores (`Rotary`, `ALiBi`), else None
     :ivar local_scheme: the sliding layers' own RoPE (Gemma 3's local base), else None
     """
@@ -129,13 +138,16 @@ class CausalLM(nn.Module):
             raise ValueError(f"a decoder-only model takes positions {', '.join(DECODER_POSITIONS)}; got "
                              f"{cfg.positional!r}")
         self.config = cfg
-        self.embedding = normal_embedding(cfg.vocab_size, cfg.d_model, cfg.d_model ** -0.5)
+        width = cfg.d_model if cfg.embedding_size is None else cfg.embedding_size
+        self.embedding = normal_embedding(cfg.vocab_size, width, cfg.d_model ** -0.5)
+        self.project_in = None if cfg.embedding_size is None else Linear(width, cfg.d_model, bias=False)
+        self.project_out = None if cfg.embedding_size is None else Linear(cfg.d_model, width, bias=False)
         self.positions = input_positions(cfg)
         self.embedding_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.embedding_norm else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(CausalLayer(cfg) for _ in range(cfg.decoder_layers))
-        self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps)
-        self.lm_head = None if cfg.tied_head else Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.final_norm = make_norm(cfg.d_model, cfg.normalization, cfg.norm_eps) if cfg.final_norm else None
+        self.lm_head = None if cfg.tied_head else Linear(width, cfg.vocab_size, bias=cfg.head_bias)
         self.scheme, self.local_scheme = score_schemes(cfg)
         self.reset_parameters()
 
@@ -164,11 +176,12 @@ class CausalLM(nn.Module):
         return cfg.sliding_window if sliding else None
 
     def token_embeddings(self, ids: Tensor) -> Tensor:
-        """``(batch, len, d_model)`` the ids' embeddings, times sqrt(d_model) where the config scales them."""
+        """``(batch, len, d_model)`` the ids' embeddings, times sqrt(d_model) where the config scales them (projected
+        to d_model where they are narrower: OPT's project_in)."""
         x = self.embedding(ids)
         if self.config.scale_embeddings:  # the factor in the embeddings' dtype, as Gemma rounds it
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype, device=x.device)
-        return x
+        return x if self.project_in is None else self.project_in(x)
 
     def embed(self, ids: Tensor, offset: int = 0, tokens: Tensor | None = None) -> Tensor:
         """`token_embeddings` (or `tokens` in their place) plus the input positions, normed where the config says
@@ -230,11 +243,15 @@ class CausalLM(nn.Module):
                     if maps_only else out.records.append(record)
             record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
-        out.logits = self.logits(normed(self.final_norm, x[:, -1:] if last_logits else x))
+        x = x[:, -1:] if last_logits else x
+        out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
         return out
 
     def logits(self, hidden: Tensor) -> Tensor:
-        """Pre-softmax scores over the vocabulary (soft-capped where the config caps them: Gemma 2)."""
+        """Pre-softmax scores over the vocabulary of the normed last hidden states (projected back to the
+        embeddings' width first where the model has `project_out`; soft-capped where the config caps them:
+        Gemma 2)."""
+        hidden = hidden if self.project_out is None else self.project_out(hidden)
         logits = self.lm_head(hidden) if self.lm_head is not None else linear(hidden, self.embedding.weight)
         cap = self.config.logit_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap

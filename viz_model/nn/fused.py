@@ -46,6 +46,7 @@ class FusedSelfAttention(MultiHeadAttention):
         self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
         self.inner, self.scale, self.kv_heads = attn.inner, attn.scale, attn.kv_heads
         self.q_norm, self.k_norm, self.softcap = attn.q_norm, attn.k_norm, attn.softcap
+        self.joint_qk_norm = attn.joint_qk_norm
         self.w_qkv = make_linear(parts(attn.w_q, attn.w_k, attn.w_v))
         self.w_o = make_linear(parts(attn.w_o))
         self.train(attn.training)  # as the layer it copies (nn.Module starts training: attention dropout on)
@@ -84,7 +85,7 @@ def with_search_layers(module: nn.Module, make_linear: LinearFactory) -> nn.Modu
     fused: dict[str, nn.Module] = {}
     if isinstance(module, EncoderLayer | DecoderLayer | CausalLayer):
         fused["self_attn"] = FusedSelfAttention(module.self_attn, make_linear)
-        if module.ffn is not None and module.ffn.w_3 is not None:  # an attention-only layer has none
+        if getattr(module.ffn, "w_3", None) is not None:  # an attention-only layer has none, experts their own
             fused["ffn"] = FusedGatedFeedForward(module.ffn, make_linear)
     clone = copy.copy(module)  # new __dict__, same parameter and buffer tensors
     clone._modules = {name: fused[name] if name in fused else None if child is None

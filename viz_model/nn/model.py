@@ -93,10 +93,11 @@ class Residual(nn.Module):
     two and keeps whatever else the sub-layer returns (attention records) as plain values."""
 
     def __init__(self, d_model: int, dropout: float, norm: str, normalization: str = "layer",
-                 eps: float = 1e-5, sandwich: bool = False) -> None:
-        """`sandwich` (pre-norm): the sub-layer's output is normed too before it is added (Gemma 2's post norms)."""
+                 eps: float = 1e-5, sandwich: bool = False, input_norm: bool = True) -> None:
+        """`sandwich` (pre-norm): the sub-layer's output is normed too before it is added (Gemma 2's post norms);
+        without `input_norm` (and with `sandwich`) only the output is (OLMo 2: ``norm`` is then the identity)."""
         super().__init__()
-        self.norm = make_norm(d_model, normalization, eps)
+        self.norm = make_norm(d_model, normalization, eps) if input_norm else nn.Identity()
         self.post_norm = make_norm(d_model, normalization, eps) if sandwich else None
         self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
@@ -123,7 +124,7 @@ def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     scale = cfg.scale_scores if cfg.query_scalar is None else cfg.query_scalar
     return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, scale,
                               cfg.kv_heads, cfg.attention_bias, cfg.normalization if cfg.qk_norm else None,
-                              cfg.norm_eps, cfg.attention_softcap)
+                              cfg.norm_eps, cfg.attention_softcap, cfg.joint_qk_norm)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:
@@ -131,7 +132,8 @@ def _feed_forward(cfg: ModelConfig) -> FeedForward:
 
 
 def _residual(cfg: ModelConfig) -> Residual:
-    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps, cfg.sandwich_norm)
+    return Residual(cfg.d_model, cfg.dropout, cfg.norm, cfg.normalization, cfg.norm_eps, cfg.sandwich_norm,
+                    cfg.input_norm)
 
 
 def _with_stream(record: AttentionRecord | None, entering: Tensor, leaving: Tensor) -> AttentionRecord | None:

@@ -42,13 +42,20 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """`x` ``(batch, heads, len, d_head)`` rotated by the angles of ``(batch or 1, len, d_head)`` cos and sin."""
+    """`x` ``(batch, heads, len, d_head)`` rotated by the angles of ``(batch or 1, len, width)`` cos and sin: its first
+    `width` dimensions, the rest unturned where the rotation is narrower than the head (partial rotary: GPT-NeoX,
+    Phi)."""
     cos, sin = cos[:, None].to(x.dtype), sin[:, None].to(x.dtype)
-    return x * cos + rotate_half(x) * sin
+    width = cos.shape[-1]
+    if width == x.shape[-1]:
+        return x * cos + rotate_half(x) * sin
+    turned = x[..., :width]
+    return torch.cat((turned * cos + rotate_half(turned) * sin, x[..., width:]), dim=-1)
 
 
 class Rotary:
-    """RoPE for one stack's self-attention: no parameters, the frequencies from `base` (or given: a scaled RoPE's)."""
+    """RoPE for one stack's self-attention: no parameters, the frequencies from `base` (or given: a scaled RoPE's);
+    `d_head`: the dimensions it turns (the first of each head: fewer than the head's under partial rotary)."""
 
     adds_bias = False  # a rotation of queries and keys: its effect on the scores depends on the tokens
 

@@ -110,13 +110,14 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows
     owners = attn.query_kv_heads()
     kv_head = None if owners is None else owners[head]
     with torch.inference_mode():
-        q = attn.split_heads(attn.w_q(x))[:, head:head + 1]
-        k = attn.split_heads(attn.w_k(x))[:, (head if kv_head is None else kv_head):][:, :1]
-        q_projected, k_projected = q, k
+        own = head if kv_head is None else kv_head  # the key/value head this query head reads
+        q_all, k_all = attn.split_heads(attn.w_q(x)), attn.split_heads(attn.w_k(x))
+        q, k = q_projected, k_projected = q_all[:, head:head + 1], k_all[:, own:own + 1]
         q_normed = k_normed = None
-        if attn.q_norm is not None and attn.k_norm is not None:
-            q = q_normed = attn.q_norm(q)
-            k = k_normed = attn.k_norm(k)
+        if attn.q_norm is not None and attn.k_norm is not None:  # each head's (Qwen3) or all heads' at once (OLMo 2)
+            q_all, k_all = attn.normed_queries_keys(q_all, k_all)
+            q = q_normed = q_all[:, head:head + 1]
+            k = k_normed = k_all[:, own:own + 1]
         window = network.window(layer)
         scheme = network.local_scheme if network.local_scheme is not None and window is not None else network.scheme
         where = torch.arange(n, device=x.device)[None]
