@@ -94,8 +94,8 @@ def token_vectors(network: Transformer | CausalLM, record: AttentionRecord, kind
 
 
 def sandwich_norm_layer(network: CausalLM) -> int | None:
-    """The first layer whose attention output is normed before the residual (Gemma 2 / 3's sandwich norm), which
-    ALTI cannot decompose; None: ALTI runs on every layer."""
+    """The first layer whose attention output is normed before the residual (Gemma 2 / 3's sandwich norm, OLMo 2's),
+    which ALTI cannot decompose; None: ALTI runs on every layer."""
     for layer in range(len(network.layers)):
         if getattr(network.attention_block(layer)[1], "post_norm", None) is not None:
             return layer

@@ -155,8 +155,8 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
         alti, alti_layers, skipped = None, {}, {}
         sandwich = sandwich_norm_layer(model.network) if "alti" in methods else None
         if sandwich is not None:  # the other methods still run; the record says why ALTI+ did not
-            skipped["alti"] = (f"ALTI+ does not decompose layer {sandwich}'s sandwich norm (Gemma 2 / 3 norm the "
-                               "attention output before the residual): its parts would not add up to the output")
+            skipped["alti"] = (f"ALTI+ does not decompose layer {sandwich}'s norm of the attention output (Gemma 2 / "
+                               "3's sandwich norm, OLMo 2's): its parts would not add up to the output")
         elif "alti" in methods:
             rolled, blocks = self_alti(model.network, out)
             alti, alti_layers = _float64(rolled[0, first:]), {"decoder": [_float64(b[0]) for b in blocks]}
