@@ -49,8 +49,8 @@ STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'sy
 BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3"}  # families whose tokenizer puts <s> first
 
 
-def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None):
-    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer
+def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None, configs: dict | None = None):
+    """A saved folder of family `name` (one of CONFIGS, or of `configs`): random weights (biases too), its tokenizer
     (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); returns it."""
     import torch
     import transformers
@@ -64,7 +64,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
         bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token=eos,
                                                      bos_token=specials[0])
-    config_class, model_class, settings = CONFIGS[name]
+    config_class, model_class, settings = (CONFIGS if configs is None else configs)[name]
     vocab = bpe.get_vocab_size()
     ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
     config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **settings)

@@ -1,0 +1,198 @@
+"""RoPE scaled by YaRN and by dynamic NTK (issue 60) opens exactly: small Llama and Qwen2 folders built here by
+transformers with random weights, each run on prompts longer than the length its frequencies were trained at. Every
+map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy and beam continuations equal to
+``generate``'s; a rope type still not implemented is refused in one line naming the implemented ones.
+
+transformers' dynamic RoPE keeps state between calls (the longest length it has seen, until a pass shorter than
+max_position_embeddings resets it); ours is that of a fresh model, so each comparison starts transformers afresh."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf_lm import SMALL, build_lm_folder  # noqa: E402
+
+import viz_model  # noqa: E402
+from viz_model.cli.main import main  # noqa: E402
+from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+
+MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
+TRAINED = 16  # yarn's original_max_position_embeddings, dynamic's max_position_embeddings
+LLAMA = ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 2, "tie_word_embeddings": False})
+QWEN2 = ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_key_value_heads": 2})
+
+
+def scaled(family: tuple, max_positions: int, **rope) -> tuple:
+    """`family`'s config with these rope parameters and `max_positions`."""
+    name, model, settings = family
+    return name, model, {**settings, "max_position_embeddings": max_positions,
+                         "rope_parameters": {"rope_theta": 10000.0, **rope}}
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": TRAINED}
+CONFIGS = {
+    "llama-yarn": scaled(LLAMA, 4 * TRAINED, **YARN),
+    "llama-yarn-given": scaled(LLAMA, 4 * TRAINED, **YARN, attention_factor=0.8, beta_fast=8.0, beta_slow=2.0,
+                               truncate=False),
+    "qwen2-yarn-mscale": scaled(QWEN2, 4 * TRAINED, **YARN, mscale=1.0, mscale_all_dim=0.5),
+    "qwen2-yarn": scaled(QWEN2, 4 * TRAINED, **{**YARN, "factor": 2.5, "rope_theta": 1e6}),
+    "llama-dynamic": scaled(LLAMA, TRAINED, rope_type="dynamic", factor=2.0),
+    "qwen2-dynamic": scaled(QWEN2, TRAINED, rope_type="dynamic", factor=3.0),
+}
+LONG = " ".join(sentences(WORDS_EN, 3, 11))  # past the trained length
+PROMPTS = [LONG, sentences(WORDS_EN, 1, 12)[0]] + sentences(WORDS_EN, 6, 13)  # some cross it while continuing
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def folder(family, tmp_path_factory):
+    return build_lm_folder(tmp_path_factory.mktemp("hf"), family, configs=CONFIGS)
+
+
+@pytest.fixture(scope="module")
+def hf(family, folder):
+    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def imported(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ours") / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")
+
+
+def afresh(model) -> None:
+    """transformers' dynamic RoPE back to its state at loading: one pass shorter than its trained length resets it."""
+    with torch.no_grad():
+        model(torch.tensor([[1]]))
+
+
+def test_the_config_names_the_scaling(family, imported):
+    cfg = imported.config
+    assert cfg.rope_scaling == family.split("-")[1]
+    rope = CONFIGS[family][2]["rope_parameters"]
+    assert cfg.rope_factor == rope["factor"] and cfg.rope_base == rope["rope_theta"]
+    assert cfg.rope_original_max_positions == TRAINED
+    if family == "llama-yarn-given":
+        assert (cfg.rope_attention_factor, cfg.rope_beta_fast, cfg.rope_beta_slow, cfg.rope_truncate) == \
+            (0.8, 8.0, 2.0, False)
+
+
+def test_every_map_and_the_logits_equal_transformers_eager(hf, imported):
+    model, tok = hf
+    for prompt in PROMPTS[:3]:
+        ids = torch.tensor([tok(prompt).input_ids])
+        afresh(model)
+        with torch.no_grad():
+            theirs = model(ids, output_attentions=True)
+            ours = imported.network(ids, need_weights=True)
+        for a, b in zip(ours.attentions, theirs.attentions, strict=True):
+            assert a.shape == b.shape
+            assert (a - b).abs().max() <= MAP_TOLERANCE
+        assert (ours.logits - theirs.logits).abs().max() <= LOGIT_TOLERANCE
+    assert ids.shape[1] > TRAINED or prompt != LONG
+
+
+def test_the_long_prompt_is_past_the_trained_length(hf):
+    assert len(hf[1](LONG).input_ids) > 2 * TRAINED
+
+
+def test_the_forced_pass_equals_one_pass_of_transformers(hf, imported):
+    model, tok = hf
+    ids = tok(LONG).input_ids
+    afresh(model)
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits
+        ours = imported.forced_pass(ids).logits
+    assert (ours - theirs).abs().max() <= LOGIT_TOLERANCE
+
+
+def generated(model, ids: list[int], **settings) -> list[int]:
+    afresh(model)
+    tensor = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(tensor, do_sample=False, attention_mask=torch.ones_like(tensor), **settings)
+    new = out[0, len(ids):].tolist()
+    while new and new[-1] == model.generation_config.pad_token_id and new[-1] not in [model.config.eos_token_id]:
+        new.pop()  # generate pads a hypothesis that ended early
+    return new
+
+
+def test_greedy_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # past the trained length, said once per prompt
+        for prompt in PROMPTS:
+            ids = tok(prompt).input_ids
+            assert imported.continue_ids(ids, 20) == generated(model, ids, max_new_tokens=20), prompt
+
+
+def test_beam_continuations_equal_generate(hf, imported):
+    model, tok = hf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for prompt in PROMPTS[::2]:
+            ids = tok(prompt).input_ids
+            assert imported.beam_ids(ids, 4, 12) == generated(model, ids, num_beams=4, max_new_tokens=12), prompt
+
+
+def test_the_traces_maps_are_those_generate_records(family, hf, imported):
+    """The trace's rows are computed as generate computes them, each new token in its own pass: under dynamic NTK
+    the keys cached earlier keep the rotation of the length they were made at."""
+    model, tok = hf
+    prompt = PROMPTS[1]
+    ids = tok(prompt).input_ids
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = imported.trace(prompt, max_new_tokens=24)
+    afresh(model)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24, output_attentions=True,
+                             return_dict_in_generate=True, attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+    assert trace.target_ids == out.sequences[0].tolist()
+    assert len(trace.target_ids) > TRAINED + 1
+    row = 0
+    for step in out.attentions:  # per pass: per layer (1, heads, new, keys)
+        new, keys = step[0].shape[-2:]
+        for layer, theirs in enumerate(step):
+            ours = trace.decoder_attentions[layer][:, row:row + new, :keys]
+            assert abs(ours - theirs[0].numpy()).max() <= MAP_TOLERANCE
+        row += new
+
+
+def test_a_dynamic_model_decodes_one_token_per_pass(family, imported):
+    assert imported.network.one_token_per_pass == family.endswith("dynamic")
+    if family.endswith("dynamic"):
+        imported.draft = "int8"
+        with pytest.raises(ValueError, match="dynamic RoPE scaling"):
+            imported.draft_network()
+        imported.draft = "auto"
+
+
+def test_a_rope_type_still_not_implemented_is_refused_in_one_line(family, folder, tmp_path):
+    if family != "llama-yarn":
+        pytest.skip("one family is enough")
+    config = json.loads((folder / "config.json").read_text())
+    copy = tmp_path / "longrope"
+    shutil.copytree(folder, copy)
+    config["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4,
+                                 "long_factor": [2.0] * 4, "original_max_position_embeddings": TRAINED}
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HFImportError) as err:
+        import_model(str(copy), tmp_path / "out")
+    said = str(err.value)
+    assert "\n" not in said and not (tmp_path / "out").exists()
+    assert "rope_type 'longrope' is not implemented (default, linear, llama3, yarn, dynamic are)" in said
