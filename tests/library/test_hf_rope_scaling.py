@@ -12,6 +12,7 @@ import json
 import shutil
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,6 +24,7 @@ from support.hf_lm import SMALL, build_lm_folder  # noqa: E402
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
 from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+from viz_model.lessons import position_length, position_rope, position_split  # noqa: E402
 
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 TRAINED = 16  # yarn's original_max_position_embeddings, dynamic's max_position_embeddings
@@ -196,3 +198,57 @@ def test_a_rope_type_still_not_implemented_is_refused_in_one_line(family, folder
     said = str(err.value)
     assert "\n" not in said and not (tmp_path / "out").exists()
     assert "rope_type 'longrope' is not implemented (default, linear, llama3, yarn, dynamic are)" in said
+
+
+# --- the Positional page's lesson ------------------------------------------------------------------------------------
+def test_the_lessons_frequencies_equal_transformers(family, folder, imported):
+    from transformers import modeling_rope_utils
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    table = position_rope.frequency_table(imported.config)
+    if family.endswith("dynamic"):
+        for length in (TRAINED, TRAINED + 1, 37, position_rope.shown_length(imported.config)):
+            theirs, _ = modeling_rope_utils._compute_dynamic_ntk_parameters(config, "cpu", torch.tensor(length))
+            assert np.array_equal(position_rope.model_frequencies(imported.config, length), theirs.double().numpy())
+        assert np.array_equal(table["theta"].to_numpy(), position_rope.model_frequencies(imported.config, 2 * TRAINED))
+        return
+    theirs, factor = modeling_rope_utils._compute_yarn_parameters(config, "cpu")
+    assert np.array_equal(table["theta"].to_numpy(), theirs.double().numpy())
+    assert position_rope.attention_factor(imported.config) == pytest.approx(factor, rel=1e-12)
+    assert factor != 1.0
+
+
+def test_the_lesson_names_what_the_scaling_did_to_each_pair(family, imported):
+    table = position_rope.frequency_table(imported.config)
+    stretch, named = table["stretch"].to_numpy(), list(table["scaling"])
+    assert named[0] == position_rope.KEPT and stretch[0] == 1.0  # the fastest pair turns as before
+    if family.endswith("dynamic"):  # every other pair slower, the slower ones the more
+        assert named[1:] == [position_rope.GROWN] * (len(named) - 1)
+        assert (np.diff(stretch) > 0).all()
+        return
+    factor = imported.config.rope_factor  # YaRN: kept, then the ramp (smoothed), then divided by the factor
+    order = {position_rope.KEPT: 0, position_rope.SMOOTHED: 1, position_rope.STRETCHED: 2}
+    assert [order[n] for n in named] == sorted(order[n] for n in named)
+    assert named[-1] == position_rope.STRETCHED and np.isclose(stretch[-1], factor)
+    smoothed = table["scaling"] == position_rope.SMOOTHED
+    assert ((stretch[smoothed] > 1) & (stretch[smoothed] < factor)).all()
+
+
+def test_the_score_split_adds_up_past_the_trained_length(imported):
+    ids = position_length.text_ids(imported)[:3 * TRAINED]
+    record = imported.forced_pass(ids, need_weights=True).records[1]
+    for layer in range(imported.config.decoder_layers):
+        split = position_split.split_lm_scores(imported, ids, layer, 1)
+        assert split.adds_up and split.residual < 1e-4, (layer, split.residual)
+    assert np.allclose(split.parts["rotation"], record.position_bias[0, 1].detach().numpy(), atol=1e-4)
+
+
+def test_the_rotation_decay_at_distance_zero_is_the_mean_content_score(imported):
+    """At distance 0 nothing turns: the rotation's curve is the mean q·k, times YaRN's factor squared."""
+    ids = position_length.text_ids(imported)[:3 * TRAINED]
+    measures = position_rope.rope_measures(imported, ids, 8)
+    factor = position_rope.attention_factor(imported.config)
+    record = imported.forced_pass(ids, need_weights=True).records[0]
+    q, k, divisor = position_rope.unrotated_queries_keys(imported, record.residual, 0)
+    expected = (q.mean(-2) * k.mean(-2)).sum(-1).numpy() * factor ** 2 / divisor
+    assert np.allclose(measures.rotation[0][:, 0], expected)
