@@ -19,7 +19,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import SMALL, build_lm_folder  # noqa: E402
+from support.hf_lm import build_lm_folder  # noqa: E402
+from support.hf_rope import CONFIGS, TRAINED  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -27,28 +28,6 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 from viz_model.lessons import position_length, position_rope, position_split  # noqa: E402
 
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
-TRAINED = 16  # yarn's original_max_position_embeddings, dynamic's max_position_embeddings
-LLAMA = ("LlamaConfig", "LlamaForCausalLM", {**SMALL, "num_key_value_heads": 2, "tie_word_embeddings": False})
-QWEN2 = ("Qwen2Config", "Qwen2ForCausalLM", {**SMALL, "num_key_value_heads": 2})
-
-
-def scaled(family: tuple, max_positions: int, **rope) -> tuple:
-    """`family`'s config with these rope parameters and `max_positions`."""
-    name, model, settings = family
-    return name, model, {**settings, "max_position_embeddings": max_positions,
-                         "rope_parameters": {"rope_theta": 10000.0, **rope}}
-
-
-YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": TRAINED}
-CONFIGS = {
-    "llama-yarn": scaled(LLAMA, 4 * TRAINED, **YARN),
-    "llama-yarn-given": scaled(LLAMA, 4 * TRAINED, **YARN, attention_factor=0.8, beta_fast=8.0, beta_slow=2.0,
-                               truncate=False),
-    "qwen2-yarn-mscale": scaled(QWEN2, 4 * TRAINED, **YARN, mscale=1.0, mscale_all_dim=0.5),
-    "qwen2-yarn": scaled(QWEN2, 4 * TRAINED, **{**YARN, "factor": 2.5, "rope_theta": 1e6}),
-    "llama-dynamic": scaled(LLAMA, TRAINED, rope_type="dynamic", factor=2.0),
-    "qwen2-dynamic": scaled(QWEN2, TRAINED, rope_type="dynamic", factor=3.0),
-}
 LONG = " ".join(sentences(WORDS_EN, 3, 11))  # past the trained length
 PROMPTS = [LONG, sentences(WORDS_EN, 1, 12)[0]] + sentences(WORDS_EN, 6, 13)  # some cross it while continuing
 
@@ -232,6 +211,7 @@ def test_the_lesson_names_what_the_scaling_did_to_each_pair(family, imported):
     assert named[-1] == position_rope.STRETCHED and np.isclose(stretch[-1], factor)
     smoothed = table["scaling"] == position_rope.SMOOTHED
     assert ((stretch[smoothed] > 1) & (stretch[smoothed] < factor)).all()
+    assert smoothed.any() == (family == "llama-yarn")  # its ramp ends between two pairs
 
 
 def test_the_score_split_adds_up_past_the_trained_length(imported):
