@@ -232,3 +232,22 @@ def test_the_rotation_decay_at_distance_zero_is_the_mean_content_score(imported)
     q, k, divisor = position_rope.unrotated_queries_keys(imported, record.residual, 0)
     expected = (q.mean(-2) * k.mean(-2)).sum(-1).numpy() * factor ** 2 / divisor
     assert np.allclose(measures.rotation[0][:, 0], expected)
+
+
+def test_a_top_level_original_length_wins_as_in_transformers(family, folder, tmp_path):
+    """Phi-3 keeps original_max_position_embeddings beside rope_parameters; transformers reads that one."""
+    if family != "llama-yarn":
+        pytest.skip("one family is enough")
+    copy = tmp_path / "top-level"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "original_max_position_embeddings": TRAINED // 2}))
+    out = tmp_path / "ours"
+    assert main(["import", str(copy), "--out", str(out)]) == 0
+    ours = viz_model.load(out, device="cpu")
+    assert ours.config.rope_original_max_positions == TRAINED // 2
+    theirs = transformers.LlamaForCausalLM.from_pretrained(copy, attn_implementation="eager").eval()
+    ids = torch.tensor([ours.tokenizer.encode(LONG)])
+    with torch.no_grad():
+        expected, got = theirs(ids).logits, ours.network(ids).logits
+    assert (got - expected).abs().max() <= LOGIT_TOLERANCE

@@ -61,7 +61,8 @@ def yarn_settings(params: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
     """Our YaRN options of its rope parameters, with transformers' defaults: the factor (None: max_position_embeddings
     over the original), beta_fast 32 and beta_slow 1 where unset or 0, truncate true, the attention factor given or
     left to be made from the factor and mscale / mscale_all_dim."""
-    original = int(params.get("original_max_position_embeddings", hf["max_position_embeddings"]))
+    original = int(hf.get("original_max_position_embeddings")  # Phi-3 keeps it beside rope_parameters; it wins
+                   or params.get("original_max_position_embeddings", hf["max_position_embeddings"]))
     factor = params.get("factor")
     factor = hf["max_position_embeddings"] / original if factor is None else factor
     given = params.get("attention_factor")
