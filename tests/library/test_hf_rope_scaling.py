@@ -19,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
-from support.hf_lm import build_lm_folder  # noqa: E402
+from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 from support.hf_rope import CONFIGS, TRAINED  # noqa: E402
 
 import viz_model  # noqa: E402
@@ -44,15 +44,15 @@ def folder(family, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(family, folder):
-    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
-    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+    """transformers' eager model of the folder, and its tokenizer."""
+    model_class = getattr(transformers, CONFIGS[family][1])
+    return (model_class.from_pretrained(folder, attn_implementation="eager").eval(),
+            transformers.AutoTokenizer.from_pretrained(folder))
 
 
 @pytest.fixture(scope="module")
 def imported(folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ours") / folder.name
-    assert main(["import", str(folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu")
+    return import_lm(folder, tmp_path_factory.mktemp("ours"))
 
 
 def afresh(model) -> None:
