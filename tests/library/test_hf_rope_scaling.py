@@ -1,4 +1,4 @@
-"""RoPE scaled by YaRN and by dynamic NTK (issue 60) opens exactly: small Llama and Qwen2 folders built here by
+"""RoPE scaled by YaRN and by dynamic NTK (issue 60) opens exactly: small Llama, Qwen2 and Gemma 3 folders built here by
 transformers with random weights, each run on prompts longer than the length its frequencies were trained at. Every
 map within 1e-5 of transformers' eager attention, logits within 1e-4, greedy and beam continuations equal to
 ``generate``'s; a rope type still not implemented is refused in one line naming the implemented ones.
@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, sentences  # noqa: E402
 from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
-from support.hf_rope import CONFIGS, TRAINED  # noqa: E402
+from support.hf_rope import CONFIGS, TRAINED, full_rope  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -64,7 +64,7 @@ def afresh(model) -> None:
 def test_the_config_names_the_scaling(family, imported):
     cfg = imported.config
     assert cfg.rope_scaling == family.split("-")[1]
-    rope = CONFIGS[family][2]["rope_parameters"]
+    rope = full_rope(CONFIGS[family][2])
     assert cfg.rope_factor == rope["factor"] and cfg.rope_base == rope["rope_theta"]
     assert cfg.rope_original_max_positions == TRAINED
     if family == "llama-yarn-given":
@@ -146,10 +146,11 @@ def test_the_traces_maps_are_those_generate_records(family, hf, imported):
     assert trace.target_ids == out.sequences[0].tolist()
     assert len(trace.target_ids) > TRAINED + 1
     row = 0
-    for step in out.attentions:  # per pass: per layer (1, heads, new, keys)
-        new, keys = step[0].shape[-2:]
+    for step in out.attentions:  # per pass: per layer (1, heads, new, keys: a sliding layer's last ones alone)
+        new = step[0].shape[-2]
         for layer, theirs in enumerate(step):
-            ours = trace.decoder_attentions[layer][:, row:row + new, :keys]
+            keys = theirs.shape[-1]
+            ours = trace.decoder_attentions[layer][:, row:row + new, row + new - keys:row + new]
             assert abs(ours - theirs[0].numpy()).max() <= MAP_TOLERANCE
         row += new
 
@@ -184,14 +185,16 @@ def test_the_lessons_frequencies_equal_transformers(family, folder, imported):
     from transformers import modeling_rope_utils
 
     config = transformers.AutoConfig.from_pretrained(folder)
+    layer_type = "full_attention" if family.startswith("gemma3") else None  # the scaled layers'
     table = position_rope.frequency_table(imported.config)
     if family.endswith("dynamic"):
         for length in (TRAINED, TRAINED + 1, 37, position_rope.shown_length(imported.config)):
-            theirs, _ = modeling_rope_utils._compute_dynamic_ntk_parameters(config, "cpu", torch.tensor(length))
+            theirs, _ = modeling_rope_utils._compute_dynamic_ntk_parameters(config, "cpu", torch.tensor(length),
+                                                                            layer_type)
             assert np.array_equal(position_rope.model_frequencies(imported.config, length), theirs.double().numpy())
         assert np.array_equal(table["theta"].to_numpy(), position_rope.model_frequencies(imported.config, 2 * TRAINED))
         return
-    theirs, factor = modeling_rope_utils._compute_yarn_parameters(config, "cpu")
+    theirs, factor = modeling_rope_utils._compute_yarn_parameters(config, "cpu", layer_type=layer_type)
     assert np.array_equal(table["theta"].to_numpy(), theirs.double().numpy())
     assert position_rope.attention_factor(imported.config) == pytest.approx(factor, rel=1e-12)
     assert factor != 1.0
@@ -211,27 +214,30 @@ def test_the_lesson_names_what_the_scaling_did_to_each_pair(family, imported):
     assert named[-1] == position_rope.STRETCHED and np.isclose(stretch[-1], factor)
     smoothed = table["scaling"] == position_rope.SMOOTHED
     assert ((stretch[smoothed] > 1) & (stretch[smoothed] < factor)).all()
-    assert smoothed.any() == (family == "llama-yarn")  # its ramp ends between two pairs
+    assert smoothed.any() or family != "llama-yarn"  # its ramp ends between two pairs
 
 
 def test_the_score_split_adds_up_past_the_trained_length(imported):
     ids = position_length.text_ids(imported)[:3 * TRAINED]
-    record = imported.forced_pass(ids, need_weights=True).records[1]
-    for layer in range(imported.config.decoder_layers):
+    records = imported.forced_pass(ids, need_weights=True).records
+    for layer, record in enumerate(records):  # Gemma 3's sliding layers: their own unscaled RoPE
         split = position_split.split_lm_scores(imported, ids, layer, 1)
         assert split.adds_up and split.residual < 1e-4, (layer, split.residual)
-    assert np.allclose(split.parts["rotation"], record.position_bias[0, 1].detach().numpy(), atol=1e-4)
+        assert np.allclose(split.parts["rotation"], record.position_bias[0, 1].detach().numpy(), atol=1e-4)
 
 
-def test_the_rotation_decay_at_distance_zero_is_the_mean_content_score(imported):
+def test_the_rotation_decay_at_distance_zero_is_the_mean_content_score(family, imported):
     """At distance 0 nothing turns: the rotation's curve is the mean q·k, times YaRN's factor squared."""
     ids = position_length.text_ids(imported)[:3 * TRAINED]
     measures = position_rope.rope_measures(imported, ids, 8)
-    factor = position_rope.attention_factor(imported.config)
-    record = imported.forced_pass(ids, need_weights=True).records[0]
-    q, k, divisor = position_rope.unrotated_queries_keys(imported, record.residual, 0)
-    expected = (q.mean(-2) * k.mean(-2)).sum(-1).numpy() * factor ** 2 / divisor
-    assert np.allclose(measures.rotation[0][:, 0], expected)
+    records = imported.forced_pass(ids, need_weights=True).records
+    for layer, record in enumerate(records):
+        factor = position_rope.layer_attention_factor(imported, layer)
+        q, k, divisor = position_rope.unrotated_queries_keys(imported, record.residual, layer)
+        expected = (q.mean(-2) * k.mean(-2)).sum(-1).numpy() * factor ** 2 / divisor
+        assert np.allclose(measures.rotation[layer][:, 0], expected)
+    assert position_rope.layer_attention_factor(imported, len(records) - 1) == \
+        (1.0 if family.startswith("gemma3") else position_rope.attention_factor(imported.config))  # sliding: own
 
 
 def test_a_top_level_original_length_wins_as_in_transformers(family, folder, tmp_path):
