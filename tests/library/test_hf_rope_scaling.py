@@ -257,3 +257,21 @@ def test_a_top_level_original_length_wins_as_in_transformers(family, folder, tmp
     with torch.no_grad():
         expected, got = theirs(ids).logits, ours.network(ids).logits
     assert (got - expected).abs().max() <= LOGIT_TOLERANCE
+
+
+def test_yarn_and_dynamic_settings_are_checked_and_left_out_where_unused():
+    from viz_model.config import ConfigError, ModelConfig
+
+    base = {"kind": "decoder", "encoder_layers": 0, "positional": "rope", "d_model": 32, "heads": 4}
+    plain = ModelConfig(**base).to_dict()
+    assert not any(key.startswith(("rope_beta", "rope_truncate", "rope_attention", "rope_mscale")) for key in plain)
+    yarn = ModelConfig(**base, rope_scaling="yarn", rope_factor=4.0, rope_attention_factor=0.9, rope_mscale=1.0)
+    assert ModelConfig.from_dict(yarn.to_dict()) == yarn
+    for bad, said in [({"rope_beta_fast": 0.0}, "rope_beta_fast"), ({"rope_truncate": "yes"}, "rope_truncate"),
+                      ({"rope_attention_factor": -1.0}, "rope_attention_factor"),
+                      ({"rope_mscale": -1.0}, "rope_mscale"),
+                      ({"rope_scaling": "longrope"}, "rope_scaling")]:
+        with pytest.raises(ConfigError, match=said):
+            ModelConfig(**base, **bad)
+    with pytest.raises(ConfigError, match="head width above 2"):
+        ModelConfig(**{**base, "heads": 16}, rope_scaling="dynamic", rope_factor=2.0)
