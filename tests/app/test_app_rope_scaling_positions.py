@@ -34,9 +34,9 @@ def open_lm(model: str) -> AppTest:
     return ok(on_page("positional", model=model, sentence=""))
 
 
-@pytest.mark.parametrize("family, said", [(YARN, "YaRN: pairs that turn more than 32 times within 16 positions kept, "
-                                                 "fewer than 1 times divided by 4, a linear ramp between; cos and "
-                                                 "sin × 1.139, so every score × 1.296"),
+@pytest.mark.parametrize("family, said", [(YARN, "YaRN: a pair that turns more than 32× within 16 positions kept, "
+                                                 "one that turns under 1× divided by 4, a linear ramp between; cos "
+                                                 "and sin × 1.139, so every score × 1.296"),
                                           (DYNAMIC, "dynamic NTK scaling: past 16 tokens the base grows with the "
                                                     "length a pass reaches")])
 def test_the_frequencies_tab_names_what_the_scaling_did(rope_app, family, said):

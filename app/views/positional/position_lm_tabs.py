@@ -110,10 +110,10 @@ def frequencies_tab(model: LanguageModel) -> None:
                          f"{config.rope_low_freq_factor:g} positions divided by {config.rope_factor:g}, shorter "
                          f"than {config.rope_original_max_positions} / {config.rope_high_freq_factor:g} kept, a "
                          "smooth ramp between",
-               "yarn": f"YaRN: pairs that turn more than {config.rope_beta_fast:g} times within "
-                       f"{config.rope_original_max_positions} positions kept, fewer than {config.rope_beta_slow:g} "
-                       f"times divided by {config.rope_factor:g}, a linear ramp between; cos and sin × "
-                       f"{factor:.4g}, so every score × {factor ** 2:.4g}",
+               "yarn": f"YaRN: a pair that turns more than {config.rope_beta_fast:g}× within "
+                       f"{config.rope_original_max_positions} positions kept, one that turns under "
+                       f"{config.rope_beta_slow:g}× divided by {config.rope_factor:g}, a linear ramp between; cos "
+                       f"and sin × {factor:.4g}, so every score × {factor ** 2:.4g}",
                "dynamic": f"dynamic NTK scaling: past {config.rope_original_max_positions} tokens the base grows "
                           "with the length a pass reaches, so every pair but the first turns slower, the slow ones "
                           f"most; shown at {position_rope.shown_length(config)} tokens"}[config.rope_scaling]
