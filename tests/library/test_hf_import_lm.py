@@ -251,13 +251,12 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
         assert "scale_attn_weights = false is not implemented" in refused(folder, tmp_path, scale_attn_weights=False)
     if family in ("bloom", *LEARNED):  # no RoPE
         return
-    yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    longrope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
     if family == "gemma3":  # one RoPE per kind of layer
-        yarn = {"full_attention": yarn, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
-    assert "rope_type 'yarn' is not implemented" in refused(folder, tmp_path, rope_parameters=yarn)
-    if family == "phi3":  # its 128k models' scaling
+        longrope = {"full_attention": longrope, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    if family == "phi3":  # its 128k models' scaling: three pairs of its partial rotary
         longrope = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 3, "long_factor": [2.0] * 3}
-        assert "rope_type 'longrope' is not implemented" in refused(folder, tmp_path, rope_parameters=longrope)
+    assert "rope_type 'longrope' is not implemented" in refused(folder, tmp_path, rope_parameters=longrope)
     if family != "mixtral":  # its experts
         assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
 

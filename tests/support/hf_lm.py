@@ -80,8 +80,8 @@ BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "op
 
 
 def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None, folder_name: str | None = None,
-                    **changes):
-    """A saved folder of family `name` (one of CONFIGS): random weights (biases too), its tokenizer
+                    configs: dict | None = None, **changes):
+    """A saved folder of family `name` (one of CONFIGS, or of `configs`): random weights (biases too), its tokenizer
     (`chat_template`: this one, such as `STRICT_TEMPLATE`, Mistral's kind that refuses a system message); `changes`:
     config settings beside or in place of CONFIGS' (saved as `folder_name`); returns it."""
     import torch
@@ -96,7 +96,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
         bpe.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token=eos,
                                                      bos_token=specials[0])
-    config_class, model_class, settings = CONFIGS[name]
+    config_class, model_class, settings = (CONFIGS if configs is None else configs)[name]
     vocab = bpe.get_vocab_size()
     ids = {"bos_token_id": bpe.token_to_id(specials[0]), "eos_token_id": bpe.token_to_id(eos)}
     config = getattr(transformers, config_class)(vocab_size=vocab + 4, **ids, **{**settings, **changes})

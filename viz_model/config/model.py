@@ -25,9 +25,11 @@ IMPORT_OPTIONS = ("sinusoid_layout", "sinusoid_frequencies", "position_offset", 
 SCHEME_OPTIONS = ("rope_base", "alibi_max_bias", "relative_buckets", "relative_max_distance")
 MODEL_KINDS = ("seq2seq", "decoder", "encoder")  # the paper's encoder-decoder, a decoder-only language model (GPT-2,
 # Llama), or an encoder-only masked language model (BERT)
-ROPE_SCALINGS = ("default", "linear", "llama3")  # transformers' rope_type values this project implements
+ROPE_SCALINGS = ("default", "linear", "llama3", "yarn", "dynamic")  # transformers' rope_type values implemented here
 DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor", "rope_low_freq_factor",
-                   "rope_high_freq_factor", "rope_original_max_positions", "sliding_window", "sliding_layers",
+                   "rope_high_freq_factor", "rope_original_max_positions", "rope_beta_fast", "rope_beta_slow",
+                   "rope_truncate", "rope_attention_factor", "rope_mscale", "rope_mscale_all_dim",
+                   "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base",
                    "attention_only", "rope_dims", "parallel_residual", "final_norm", "input_norm", "joint_qk_norm",
                    "head_bias", "experts", "experts_per_token")
@@ -46,6 +48,7 @@ ENCODER_POSITIONS = ("learned", "rope", "disentangled")  # BERT's table, ModernB
 DISENTANGLED_TERMS = ("c2p", "p2c")  # DeBERTa's content-to-position and position-to-content terms
 SOFTCAP_RANGE = (1.0, 1e4)
 ROPE_FACTOR_RANGE = (1.0, 1024.0)
+YARN_BETA_RANGE = (1e-3, 1e4)  # yarn's beta_fast / beta_slow and its attention factor
 ROPE_BASE_RANGE = (2.0, 1e9)
 ALIBI_MAX_BIAS_RANGE = (0.5, 64.0)
 RELATIVE_BUCKETS_RANGE = (4, 1024)
@@ -118,11 +121,19 @@ class ModelConfig:
     :ivar qkv_bias: the Q, K, V projections have biases while the output projection follows `attention_bias`
         (Qwen2); None: all four follow `attention_bias`
     :ivar rope_scaling: how RoPE's frequencies are rescaled (transformers' rope_type): "default", "linear" (divided
-        by `rope_factor`) or "llama3" (Llama 3.1's per-wavelength rule)
+        by `rope_factor`), "llama3" (Llama 3.1's per-wavelength rule), "yarn" (a ramp over pairs, an attention
+        factor) or "dynamic" (NTK: the base grows with the length)
     :ivar rope_factor: the scaling's factor
     :ivar rope_low_freq_factor: llama3's low_freq_factor
     :ivar rope_high_freq_factor: llama3's high_freq_factor
-    :ivar rope_original_max_positions: llama3's original_max_position_embeddings
+    :ivar rope_original_max_positions: llama3's and yarn's original_max_position_embeddings; dynamic's
+        max_position_embeddings (the length past which its base grows)
+    :ivar rope_beta_fast: yarn's beta_fast: pairs turning more often within the trained length are kept
+    :ivar rope_beta_slow: yarn's beta_slow: pairs turning fewer times are divided by the factor
+    :ivar rope_truncate: yarn's truncate: the ramp's ends rounded to whole pairs
+    :ivar rope_attention_factor: yarn's attention_factor multiplying cos and sin (None: from the factor)
+    :ivar rope_mscale: yarn's mscale (0: unset)
+    :ivar rope_mscale_all_dim: yarn's mscale_all_dim (0: unset)
     :ivar sliding_window: each query sees its last `sliding_window` keys (itself included) in the sliding layers
         (Mistral, Qwen2); None: no window
     :ivar sliding_layers: the layers the window applies to; None: every layer
@@ -232,6 +243,12 @@ class ModelConfig:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_max_positions: int = 8192
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_truncate: bool = True
+    rope_attention_factor: float | None = None
+    rope_mscale: float = 0.0
+    rope_mscale_all_dim: float = 0.0
     sliding_window: int | None = None
     sliding_layers: tuple[int, ...] | None = None
     qk_norm: bool = False
@@ -324,6 +341,20 @@ class ModelConfig:
         for i in value:
             check_int(f"{item} of {name}", i, 0, high)
 
+    def _check_yarn(self) -> None:
+        """YaRN's settings (checked whatever the scaling, so a saved config holds no bad value) and dynamic NTK's
+        head width."""
+        for name in ("rope_beta_fast", "rope_beta_slow"):
+            _check_float(name, getattr(self, name), *YARN_BETA_RANGE)
+        for name in ("rope_mscale", "rope_mscale_all_dim"):
+            _check_float(name, getattr(self, name), 0.0, YARN_BETA_RANGE[1])
+        if self.rope_attention_factor is not None:
+            _check_float("rope_attention_factor", self.rope_attention_factor, *YARN_BETA_RANGE)
+        if not isinstance(self.rope_truncate, bool):
+            raise ConfigError(f"rope_truncate must be true or false, got {self.rope_truncate!r}")
+        if self.rope_scaling == "dynamic" and self.positional == "rope" and self.d_head <= 2:
+            raise ConfigError("dynamic rope scaling needs a head width above 2")
+
     def _check_layer_options(self) -> None:
         """The settings of the norms, attention, feed-forward network and head that imported families need."""
         _check_choice("normalization", self.normalization, NORMALIZATIONS)
@@ -395,6 +426,7 @@ class ModelConfig:
         check_int("rope_original_max_positions", self.rope_original_max_positions, 1, LIMITS["max_positions"])
         if self.rope_scaling == "llama3" and self.rope_high_freq_factor <= self.rope_low_freq_factor:
             raise ConfigError("llama3 rope scaling needs rope_high_freq_factor above rope_low_freq_factor")
+        self._check_yarn()
         if self.sliding_window is not None:
             check_int("sliding_window", self.sliding_window, 1, LIMITS["max_positions"])
         if self.sliding_layers is not None:

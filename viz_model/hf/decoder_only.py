@@ -18,7 +18,7 @@ from .arguments import argument
 from .common import HFImportError, checked_config, need, read_json_file, tokenizer_settings
 from .json_tokenizer import tokenizer_source
 
-ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic")
 MAX_GENERATION_CONFIG_BYTES = 1024**2
 SEARCH_SETTINGS = ("num_beams", "length_penalty", "early_stopping", "repetition_penalty", "no_repeat_ngram_size")
 # what generate(do_sample=False) would apply beside them, with the value that changes nothing: refused otherwise
@@ -29,9 +29,9 @@ NOT_APPLIED = {**{k: v for k, v in NEUTRAL.items() if k != "repetition_penalty"}
 
 def rope_settings(hf: dict[str, Any], path: Path, head_width: int | None = None) -> dict[str, Any]:
     """Our RoPE options of a config's ``rope_parameters`` (transformers 5) or legacy ``rope_theta`` +
-    ``rope_scaling`` (GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); any rope type but default, linear and llama3 is
-    refused in one line naming it, and so is a partial rotary factor unless `head_width` (the family's head width:
-    GPT-NeoX, Phi) makes it the number of dimensions turned."""
+    ``rope_scaling`` (GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); any rope type but default, linear, llama3, yarn
+    and dynamic is refused in one line naming it, and so is a partial rotary factor unless `head_width` (the family's
+    head width: GPT-NeoX, Phi) makes it the number of dimensions turned."""
     params = hf.get("rope_parameters") or {}
     legacy = hf.get("rope_scaling") or {}
     if not isinstance(params, dict) or not isinstance(legacy, dict):
@@ -49,14 +49,35 @@ def rope_settings(hf: dict[str, Any], path: Path, head_width: int | None = None)
     settings: dict[str, Any] = {"rope_base": float(theta), "rope_scaling": kind}
     if head_width is not None and int(head_width * partial) != head_width:
         settings["rope_dims"] = int(head_width * partial)  # transformers' int(): the first dimensions of each head
-    if kind != "default":
+    if kind not in ("default", "yarn"):
         settings["rope_factor"] = float(need(params, "factor", path))
     if kind == "llama3":
         settings.update(rope_low_freq_factor=float(need(params, "low_freq_factor", path)),
                         rope_high_freq_factor=float(need(params, "high_freq_factor", path)),
                         rope_original_max_positions=int(params.get("original_max_position_embeddings",
                                                                    hf["max_position_embeddings"])))
+    if kind == "yarn":
+        settings.update(yarn_settings(params, hf))
+    if kind == "dynamic":  # transformers grows the base past max_position_embeddings, not the original length
+        settings["rope_original_max_positions"] = int(hf["max_position_embeddings"])
     return settings
+
+
+def yarn_settings(params: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
+    """Our YaRN options of its rope parameters, with transformers' defaults: the factor (None: max_position_embeddings
+    over the original), beta_fast 32 and beta_slow 1 where unset or 0, truncate true, the attention factor given or
+    left to be made from the factor and mscale / mscale_all_dim."""
+    original = int(hf.get("original_max_position_embeddings")  # Phi-3 keeps it beside rope_parameters; it wins
+                   or params.get("original_max_position_embeddings", hf["max_position_embeddings"]))
+    factor = params.get("factor")
+    factor = hf["max_position_embeddings"] / original if factor is None else factor
+    given = params.get("attention_factor")
+    return {"rope_factor": float(factor), "rope_original_max_positions": original,
+            "rope_beta_fast": float(params.get("beta_fast") or 32),
+            "rope_beta_slow": float(params.get("beta_slow") or 1), "rope_truncate": bool(params.get("truncate", True)),
+            "rope_attention_factor": None if given is None else float(given),
+            "rope_mscale": float(params.get("mscale") or 0.0),
+            "rope_mscale_all_dim": float(params.get("mscale_all_dim") or 0.0)}
 
 
 def generation_config(folder: Path) -> dict[str, Any]:

@@ -167,8 +167,14 @@ class LanguageModel(ModelKind):
     def draft_network(self) -> CausalLM | None:
         """The int8 copy of the network that drafts a greedy continuation (the network verifies every token, so the
         continuation and maps are its own), or None: the network decodes alone. ``draft="auto"``: float32 on the CPU
-        with at least `DRAFT_MIN_PARAMETERS` (GPT-2-small size: yes); "int8": wherever int8 can run; "off": never."""
+        with at least `DRAFT_MIN_PARAMETERS` (GPT-2-small size: yes); "int8": wherever int8 can run; "off": never; never
+        with dynamic RoPE scaling (one token per pass, as generate runs)."""
         if self.draft == "off":
+            return None
+        if self.network.one_token_per_pass:  # a draft's tokens are verified several to a pass
+            if self.draft == "int8":
+                raise ValueError("an int8 draft verifies several tokens in one pass, and this model's dynamic RoPE "
+                                 "scaling turns by the length each pass reaches: set draft to auto or off")
             return None
         dtype = next(self.network.parameters()).dtype
         if self.device.type != "cpu" or dtype != torch.float32:

@@ -286,10 +286,11 @@ def _unpositioned_queries_keys(network: Transformer, entering: torch.Tensor, sta
 
 
 def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 1.0,
-                  frequencies: torch.Tensor | None = None) -> np.ndarray:
-    """``(heads, len, len)``: ``(q_p · R((j−p)θ) k_j − q_p · k_j) / scale`` for unrotated queries and keys ``(heads,
+                  frequencies: torch.Tensor | None = None, magnitude: float = 1.0) -> np.ndarray:
+    """``(heads, len, len)``: ``(m q_p · R((j−p)θ) k_j − q_p · k_j) / scale`` for unrotated queries and keys ``(heads,
     len, d_head)``: what RoPE's rotation adds to the scores (Llama's pairing: dimension i turns with i + d_head/2);
-    `frequencies`: the ``theta_i`` in place of `base`'s (a scaled RoPE's)."""
+    `frequencies`: the ``theta_i`` in place of `base`'s (a scaled RoPE's); `magnitude` m: YaRN's attention factor
+    squared (cos and sin of both queries and keys scaled), else 1."""
     d_head, length = q.shape[-1], q.shape[-2]
     q, k = q.double(), k.double()
     positions = torch.arange(length, dtype=torch.float64, device=q.device)
@@ -301,7 +302,7 @@ def rotation_part(q: torch.Tensor, k: torch.Tensor, base: float, scale: float = 
         angles = (positions[None, :] - positions[start:start + 32, None])[..., None] * frequencies  # (j − p)·θ_i
         turned = k[:, None] * angles.cos() + quarter[:, None] * angles.sin()  # key j turned by (j − p)·θ, per p
         rows.append((q[:, start:start + 32, None, :] * turned).sum(-1))
-    return ((torch.cat(rows, 1) - q @ k.transpose(-1, -2)) / scale).cpu().numpy()
+    return ((magnitude * torch.cat(rows, 1) - q @ k.transpose(-1, -2)) / scale).cpu().numpy()
 
 
 def _input_split(network: Transformer, ids: torch.Tensor, side: str, stack: str, head: int) -> dict[str, np.ndarray]:

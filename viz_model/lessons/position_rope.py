@@ -1,6 +1,7 @@
-"""RoPE in a loaded language model: its frequencies (which ones a llama3 or linear scaling stretched), the decay of
-q·k with distance measured in its real heads, and how much of each head's q·k each frequency band can carry
-(high frequencies: position; low ones: meaning, after Barbero et al. 2024, "Round and Round We Go")."""
+"""RoPE in a loaded language model: its frequencies (which ones a llama3, linear, yarn or dynamic scaling
+stretched), the decay of q·k with distance measured in its real heads, and how much of each head's q·k each
+frequency band can carry (high frequencies: position; low ones: meaning, after Barbero et al. 2024, "Round and
+Round We Go")."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..nn.rotary import rope_frequencies
 from .position_parts import LessonError
 
 KEPT, STRETCHED, SMOOTHED = "kept", "stretched", "between (smoothed)"
+GROWN = "stretched by the grown base"  # dynamic NTK: every pair but the first, the slower the more
 BANDS = ("high", "low")  # a wavelength within the trained length: position; longer: barely turns, so meaning
 
 
@@ -28,35 +30,51 @@ def check_rope(config: ModelConfig) -> None:
 
 
 def trained_length(config: ModelConfig) -> int:
-    """The length the frequencies were trained at before any stretching: llama3's original_max_position_embeddings,
-    a linear scaling's max_position_embeddings / factor, else max_position_embeddings."""
-    if config.rope_scaling == "llama3":
+    """The length the frequencies were trained at before any stretching: llama3's and yarn's
+    original_max_position_embeddings, dynamic's max_position_embeddings (past which its base grows), a linear
+    scaling's max_position_embeddings / factor, else max_position_embeddings."""
+    if config.rope_scaling in ("llama3", "yarn", "dynamic"):
         return config.rope_original_max_positions
     if config.rope_scaling == "linear":
         return max(1, round(config.max_positions / config.rope_factor))
     return config.max_positions
 
 
-def model_frequencies(config: ModelConfig) -> np.ndarray:
+def shown_length(config: ModelConfig) -> int:
+    """The length a dynamic scaling's frequencies are shown at: twice its trained length (its frequencies grow
+    with the length a pass reaches; every other scaling's are the same at any length)."""
+    return 2 * trained_length(config)
+
+
+def model_frequencies(config: ModelConfig, length: int | None = None) -> np.ndarray:
     """The ``theta_i`` (float64 of the float32 the model rotates by) of the loaded model's RoPE, scaled as its
-    config says (one per pair of the dimensions it turns: fewer than the head's under partial rotary)."""
-    from ..nn.rope_scaling import scaled_frequencies
+    config says (one per pair of the dimensions it turns: fewer than the head's under partial rotary); a dynamic
+    scaling's for a pass of `length` tokens (None: `shown_length`)."""
+    from ..nn.rope_scaling import config_frequencies
 
     check_rope(config)
-    return scaled_frequencies(config.rope_dims or config.d_head, config.rope_base, config.rope_scaling,
-                              config.rope_factor, config.rope_low_freq_factor, config.rope_high_freq_factor,
-                              config.rope_original_max_positions).double().numpy()
+    return config_frequencies(config, shown_length(config) if length is None else length).double().numpy()
+
+
+def attention_factor(config: ModelConfig) -> float:
+    """What the model's RoPE multiplies cos and sin by: YaRN's attention factor, else 1."""
+    from ..nn.rope_scaling import config_attention_factor
+
+    return config_attention_factor(config)
 
 
 def frequency_table(config: ModelConfig) -> pd.DataFrame:
-    """One row per frequency pair i (fast to slow): the unscaled ``base^(-2i/d_head)``, the model's own, both
-    wavelengths, the stretch (unscaled / model's), whether the scaling kept, stretched or smoothed it, and its
-    band (wavelength within the trained length: high, else low)."""
+    """One row per frequency pair i (fast to slow): the unscaled ``base^(-2i/d_head)``, the model's own (a dynamic
+    scaling's at `shown_length`), both wavelengths, the stretch (unscaled / model's), whether the scaling kept,
+    stretched or smoothed it (dynamic: stretched by the grown base), and its band (wavelength within the trained
+    length: high, else low)."""
     own = model_frequencies(config)
     plain = rope_frequencies(config.rope_dims or config.d_head, config.rope_base).double().numpy()
     stretch = plain / own
+    changed = GROWN if config.rope_scaling == "dynamic" else SMOOTHED
     status = np.where(np.isclose(stretch, 1.0, rtol=1e-6), KEPT,
-                      np.where(np.isclose(stretch, config.rope_factor, rtol=1e-6), STRETCHED, SMOOTHED))
+                      np.where(np.isclose(stretch, config.rope_factor, rtol=1e-6) & (changed != GROWN), STRETCHED,
+                               changed))
     wavelength = 2 * math.pi / own
     return pd.DataFrame({"pair": np.arange(len(own)), "unscaled theta": plain, "theta": own,
                          "unscaled wavelength": 2 * math.pi / plain, "wavelength": wavelength, "stretch": stretch,
@@ -129,6 +147,15 @@ def layer_frequencies(model: LanguageModel, layer: int, frequencies: np.ndarray)
     return own.double().numpy()
 
 
+def layer_attention_factor(model: LanguageModel, layer: int) -> float:
+    """What `layer`'s RoPE multiplies cos and sin by: YaRN's attention factor, 1 in a sliding layer with its own
+    unscaled base (Gemma 3's) and in every other scaling."""
+    local = model.network.local_scheme
+    if local is not None and model.network.window(layer) is not None:
+        return local.attention_factor
+    return attention_factor(model.config)
+
+
 @dataclass
 class RopeMeasures:
     """What the loaded model's RoPE does on a text, per layer and head.
@@ -161,7 +188,7 @@ def rope_measures(model: LanguageModel, ids: Sequence[int], distances: int = 64)
     check_rope(config)
     if len(ids) < 2:
         raise LessonError(f"the text gives {len(ids)} token; at least 2 are needed to measure distances")
-    frequencies = model_frequencies(config)
+    frequencies = model_frequencies(config, len(ids))
     with torch.no_grad():
         out = model.forced_pass(list(ids), need_weights=True)
     measured, rotation, shares = [], [], []
@@ -170,7 +197,9 @@ def rope_measures(model: LanguageModel, ids: Sequence[int], distances: int = 64)
         turned = config.rope_dims or config.d_head  # partial rotary (GPT-NeoX, Phi): the pairs that turn
         q, k = q[..., :turned], k[..., :turned]
         measured.append(measured_decay(record.scores[0].double().cpu().numpy(), distances))
-        rotation.append(rotation_decay(q, k, layer_frequencies(model, layer, frequencies), distances, divisor))
+        magnitude = layer_attention_factor(model, layer) ** 2  # YaRN's: cos and sin of queries and keys scaled
+        rotation.append(rotation_decay(q, k, layer_frequencies(model, layer, frequencies), distances,
+                                       divisor / magnitude))
         shares.append(band_shares(q, k))
     bands = band_of(2 * math.pi / frequencies, trained_length(config))
     return RopeMeasures(frequencies, np.stack(measured), np.stack(rotation), np.stack(shares), bands, len(ids))

@@ -12,7 +12,7 @@ from ..kinds.language_model import INPUT_POSITIONS, LanguageModel
 from ..nn.arrays import to_numpy
 from .position_alibi import distance_bias
 from .position_parts import LessonError, ScoreSplit, rotation_part
-from .position_rope import layer_frequencies, model_frequencies, unrotated_queries_keys
+from .position_rope import layer_attention_factor, layer_frequencies, model_frequencies, unrotated_queries_keys
 
 
 def check_layer_head(model: LanguageModel, layer: int, head: int) -> None:
@@ -52,9 +52,9 @@ def split_lm_scores(model: LanguageModel, ids: Sequence[int], layer: int, head: 
         return ScoreSplit(score, {"content": content, "position bias": penalty},
                           f"ALiBi: q·k of the tokens' vectors, and −m·|p − j| with this head's slope{note_cap}",
                           tolerance)
-    frequencies = torch.from_numpy(layer_frequencies(model, layer, model_frequencies(config)))
+    frequencies = torch.from_numpy(layer_frequencies(model, layer, model_frequencies(config, len(ids))))
     turned = config.rope_dims or config.d_head  # partial rotary: the dimensions left add nothing to the rotation
     part = rotation_part(q[head:head + 1, :, :turned], k[head:head + 1, :, :turned], config.rope_base, divisor,
-                         frequencies)[0]
+                         frequencies, layer_attention_factor(model, layer) ** 2)[0]
     return ScoreSplit(score, {"content": content, "rotation": part},
                       f"RoPE: q·k of the unrotated queries and keys, and q·R(j−p)k − q·k{note_cap}", tolerance)

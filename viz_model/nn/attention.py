@@ -364,6 +364,7 @@ def _appended(cache: KVCache, new: KVCache, positions: Tensor | None) -> KVCache
 
 
 def _unrotated(x: Tensor, rotation: tuple[Tensor, Tensor]) -> Tensor:
-    """`x` turned back by its rotation (RoPE's rotation is orthogonal: the same angles, negated)."""
+    """`x` turned back by its rotation (RoPE's rotation is orthogonal: the same angles, negated; divided by the
+    squared length of (cos, sin), YaRN's attention factor squared, 1 otherwise)."""
     cos, sin = rotation
-    return rotate(x, cos, -sin)
+    return rotate(x, cos, -sin) / (cos * cos + sin * sin)[:, None].to(x.dtype)

@@ -175,6 +175,12 @@ class CausalLM(nn.Module):
         sliding = cfg.sliding_window is not None and (cfg.sliding_layers is None or layer in cfg.sliding_layers)
         return cfg.sliding_window if sliding else None
 
+    @property
+    def one_token_per_pass(self) -> bool:
+        """Whether a pass's rotation depends on how long the sequence has grown (dynamic NTK RoPE): a continuation
+        then equals ``generate``'s only when each new token runs in a pass of its own, as there."""
+        return bool(getattr(self.scheme, "grows_with_length", False))
+
     def token_embeddings(self, ids: Tensor) -> Tensor:
         """``(batch, len, d_model)`` the ids' embeddings, times sqrt(d_model) where the config scales them (projected
         to d_model where they are narrower: OPT's project_in)."""

@@ -8,8 +8,9 @@ from torch import nn
 
 from ..config import ModelConfig
 from .alibi import ALiBi
+from .dynamic_rotary import DynamicRotary
 from .positional import LearnedPositions, SinusoidalPositions
-from .rope_scaling import scaled_frequencies
+from .rope_scaling import config_attention_factor, config_frequencies, rotary_dims
 from .rotary import Rotary
 
 
@@ -28,13 +29,13 @@ def score_schemes(cfg: ModelConfig) -> tuple[Rotary | ALiBi | None, Rotary | Non
     once, not at every decoding step; and the sliding layers' own RoPE (Gemma 3's local base). None where the config
     has none."""
     if cfg.positional == "rope":
-        turned = cfg.d_head if cfg.rope_dims is None else cfg.rope_dims  # partial rotary: the first dimensions
-        with torch.device("cpu"):  # also where the model is built on the meta device to be loaded
-            frequencies = scaled_frequencies(turned, cfg.rope_base, cfg.rope_scaling, cfg.rope_factor,
-                                             cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
-                                             cfg.rope_original_max_positions)
+        turned = rotary_dims(cfg)  # partial rotary: the first dimensions of each head
         local = None if cfg.local_rope_base is None else Rotary(turned, cfg.local_rope_base)
-        return Rotary(turned, cfg.rope_base, frequencies), local
+        if cfg.rope_scaling == "dynamic":  # recomputed for each pass's length
+            return DynamicRotary(turned, cfg.rope_base, cfg.rope_factor, cfg.rope_original_max_positions), local
+        with torch.device("cpu"):  # also where the model is built on the meta device to be loaded
+            frequencies = config_frequencies(cfg)
+        return Rotary(turned, cfg.rope_base, frequencies, config_attention_factor(cfg)), local
     if cfg.positional == "alibi":
         return ALiBi(cfg.heads, cfg.alibi_max_bias), None
     return None, None

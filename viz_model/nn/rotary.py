@@ -24,15 +24,17 @@ def rope_frequencies(d_head: int, base: float = 10000.0) -> Tensor:
     return 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.int64).float() / d_head))
 
 
-def rope_angles(positions: Tensor, d_head: int, base: float = 10000.0,
-                frequencies: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def rope_angles(positions: Tensor, d_head: int, base: float = 10000.0, frequencies: Tensor | None = None,
+                attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
     """cos and sin of ``p * theta_i`` for positions ``(..., len)``: each ``(..., len, d_head)``, the angles of the
     first half repeated for the second (dimension i and i + d_head/2 turn together); `frequencies`: the ``theta_i``
-    in place of `base`'s (a scaled RoPE's)."""
+    in place of `base`'s (a scaled RoPE's); both times `attention_factor` (YaRN's, as transformers applies it)."""
     frequencies = (rope_frequencies(d_head, base) if frequencies is None else frequencies).to(positions.device)
     angles = positions[..., None].float() * frequencies
     both = torch.cat((angles, angles), dim=-1)
-    return both.cos(), both.sin()
+    if attention_factor == 1.0:
+        return both.cos(), both.sin()
+    return both.cos() * attention_factor, both.sin() * attention_factor
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -54,17 +56,26 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class Rotary:
-    """RoPE for one stack's self-attention: no parameters, the frequencies from `base` (or given: a scaled RoPE's);
-    `d_head`: the dimensions it turns (the first of each head: fewer than the head's under partial rotary)."""
+    """RoPE for one stack's self-attention: no parameters, the frequencies from `base` (or given: a scaled RoPE's),
+    cos and sin times `attention_factor` (YaRN's; 1 otherwise); `d_head`: the dimensions it turns (the first of each
+    head: fewer than the head's under partial rotary)."""
 
     adds_bias = False  # a rotation of queries and keys: its effect on the scores depends on the tokens
+    grows_with_length = False  # the same frequencies at every length
 
-    def __init__(self, d_head: int, base: float = 10000.0, frequencies: Tensor | None = None) -> None:
-        self.d_head, self.base, self.frequencies = d_head, base, frequencies
+    def __init__(self, d_head: int, base: float = 10000.0, frequencies: Tensor | None = None,
+                 attention_factor: float = 1.0) -> None:
+        self.d_head, self.base, self.frequencies, self.attention_factor = d_head, base, frequencies, attention_factor
+
+    def frequencies_for(self, queries: Tensor) -> Tensor | None:
+        """The ``theta_i`` a pass with new tokens at `queries` turns by: the same at every length (None: `base`'s)."""
+        return self.frequencies
 
     def score_position(self, queries: Tensor, keys: Tensor, need_weights: bool) -> ScorePosition:
         """The rotation of the new tokens at positions `queries` ``(batch, len)``; with `need_weights` also every
         key's (at `keys`), so a record can give the scores without the rotation."""
-        rotation = rope_angles(queries, self.d_head, self.base, self.frequencies)
-        key_rotation = rope_angles(keys, self.d_head, self.base, self.frequencies) if need_weights else None
+        frequencies = self.frequencies_for(queries)
+        rotation = rope_angles(queries, self.d_head, self.base, frequencies, self.attention_factor)
+        key_rotation = rope_angles(keys, self.d_head, self.base, frequencies, self.attention_factor) \
+            if need_weights else None
         return ScorePosition(queries, rotation=rotation, key_rotation=key_rotation, key_positions=keys)

@@ -12,10 +12,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..lessons.position_length import PositionLoss
-from ..lessons.position_rope import KEPT, SMOOTHED, STRETCHED
+from ..lessons.position_rope import GROWN, KEPT, SMOOTHED, STRETCHED
 from .figure_style import HEAD_COLORS, MARGIN, _marks, escape
 
-SCALING_COLORS = {KEPT: "#3182bd", STRETCHED: "#e4572e", SMOOTHED: "#f2a900"}
+SCALING_COLORS = {KEPT: "#3182bd", STRETCHED: "#e4572e", SMOOTHED: "#f2a900", GROWN: "#8e44ad"}
 
 
 def components_figure(coordinates: np.ndarray, explained: np.ndarray, title: str) -> go.Figure:

@@ -74,12 +74,20 @@ def frequencies_tab(model: LanguageModel) -> None:
     config = model.config
     table = position_rope.frequency_table(config)
     trained = position_rope.trained_length(config)
+    factor = position_rope.attention_factor(config)
     scaling = {"default": "no scaling: every pair turns at base^(−2i/d_head)",
                "linear": f"linear scaling: every frequency divided by {config.rope_factor:g}",
                "llama3": f"Llama 3's scaling: wavelengths longer than {config.rope_original_max_positions} / "
                          f"{config.rope_low_freq_factor:g} positions divided by {config.rope_factor:g}, shorter "
                          f"than {config.rope_original_max_positions} / {config.rope_high_freq_factor:g} kept, a "
-                         "smooth ramp between"}[config.rope_scaling]
+                         "smooth ramp between",
+               "yarn": f"YaRN: a pair that turns more than {config.rope_beta_fast:g}× within "
+                       f"{config.rope_original_max_positions} positions kept, one that turns under "
+                       f"{config.rope_beta_slow:g}× divided by {config.rope_factor:g}, a linear ramp between; cos "
+                       f"and sin × {factor:.4g}, so every score × {factor ** 2:.4g}",
+               "dynamic": f"dynamic NTK scaling: past {config.rope_original_max_positions} tokens the base grows "
+                          "with the length a pass reaches, so every pair but the first turns slower, the slow ones "
+                          f"most; shown at {position_rope.shown_length(config)} tokens"}[config.rope_scaling]
     st.caption(f"Each head of {config.d_head} dimensions turns {config.d_head // 2} pairs (dimension i with i + "
                f"d_head/2, Llama's pairing), base {config.rope_base:g}; {scaling}.")
     marks = {f"trained length {trained}": trained}
