@@ -367,4 +367,7 @@ def _unrotated(x: Tensor, rotation: tuple[Tensor, Tensor]) -> Tensor:
     """`x` turned back by its rotation (RoPE's rotation is orthogonal: the same angles, negated; divided by the
     squared length of (cos, sin), YaRN's attention factor squared, 1 otherwise)."""
     cos, sin = rotation
-    return rotate(x, cos, -sin) / (cos * cos + sin * sin)[:, None].to(x.dtype)
+    turned, scale = rotate(x, cos, -sin), (cos * cos + sin * sin)[:, None].to(x.dtype)
+    width = scale.shape[-1]  # partial rotary (GPT-NeoX, Phi): the dimensions past it were not turned
+    return turned / scale if width == x.shape[-1] else torch.cat((turned[..., :width] / scale, turned[..., width:]),
+                                                                 dim=-1)
