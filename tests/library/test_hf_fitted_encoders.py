@@ -13,10 +13,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.fitted_encoders import FITTED, HELD_OUT, fitted_folder, held_out  # noqa: E402
+from support.hf import eager_model, imported_model  # noqa: E402
 from support.hf_encoders import CONFIGS  # noqa: E402
-
-import viz_model  # noqa: E402
-from viz_model.hf.importer import import_model  # noqa: E402
 
 AGREEMENT, PROBABILITY_TOLERANCE, MAP_TOLERANCE, TOP_K = 0.99, 1e-4, 1e-4, 5
 
@@ -35,15 +33,12 @@ def folder(family, request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(family, folder):
-    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
-    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+    return eager_model(CONFIGS[family][1], folder)
 
 
 @pytest.fixture(scope="module")
 def imported(folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fitted") / folder.name
-    import_model(str(folder), out)
-    return viz_model.load(out, device="cpu")
+    return imported_model(folder, tmp_path_factory.mktemp("fitted"))
 
 
 def theirs(hf, text: str):

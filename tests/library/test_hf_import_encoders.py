@@ -20,7 +20,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
-from support.hf import WORDS_EN, sentences  # noqa: E402
+from support.hf import WORDS_EN, eager_model, imported_model, sentences  # noqa: E402
 from support.hf_encoders import CONFIGS, build_encoder_folder  # noqa: E402
 
 import viz_model  # noqa: E402
@@ -55,15 +55,12 @@ def folder(family, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(family, folder):
-    model = getattr(transformers, CONFIGS[family][1]).from_pretrained(folder, attn_implementation="eager")
-    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+    return eager_model(CONFIGS[family][1], folder)
 
 
 @pytest.fixture(scope="module")
 def imported(folder, tmp_path_factory):
-    out = tmp_path_factory.mktemp("ours") / folder.name
-    assert main(["import", str(folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu")
+    return imported_model(folder, tmp_path_factory.mktemp("ours"))
 
 
 @pytest.fixture(scope="module")

@@ -212,3 +212,22 @@ def fit(model, tokenizer, steps: int, seed: int = 0, lr: float = 3e-3) -> None:
         loss.backward()
         optimizer.step()
     model.eval()
+
+
+def eager_model(model_class: str, folder):
+    """transformers' `model_class` (a name, e.g. "BertForMaskedLM") loaded from `folder` with eager attention, in eval
+    mode, and the folder's tokenizer: the reference the import tests compare with."""
+    import transformers
+
+    model = getattr(transformers, model_class).from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def imported_model(folder, root):
+    """`folder` imported with ``viz-model import`` into `root`, loaded on the CPU."""
+    import viz_model
+    from viz_model.cli.main import main
+
+    out = root / folder.name
+    assert main(["import", str(folder), "--out", str(out)]) == 0
+    return viz_model.load(out, device="cpu")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from support.hf import WORDS_DE, WORDS_EN, sentences
+from support.hf import WORDS_DE, WORDS_EN, imported_model, sentences
 
 TEXTS = sentences(WORDS_EN, 300, 0) + sentences(WORDS_DE, 300, 1)
 SMALL = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -120,12 +120,7 @@ def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = 
 
 def import_lm(folder, root):
     """`folder` imported with ``viz-model import`` into `root`, loaded on the CPU (a `LanguageModel`)."""
-    import viz_model
-    from viz_model.cli.main import main
-
-    out = root / folder.name
-    assert main(["import", str(folder), "--out", str(out)]) == 0
-    return viz_model.load(out, device="cpu")
+    return imported_model(folder, root)
 
 
 def lm_models_folder(tmp_path_factory, families: tuple[str, ...]):
