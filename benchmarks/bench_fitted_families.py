@@ -117,12 +117,12 @@ def family(name: str, root: Path, args: argparse.Namespace, prompts: list[str]) 
 
 
 def table(found: dict) -> str:
-    lines = [f"{'family':9} {'prompts':>7} {'greedy':>7} {'beam 4':>7} {'ended':>6} {'worst map':>10} {'fit s':>6}"]
-    for name, f in found["families"].items():
-        lines.append(f"{name:9} {f['prompts']:>7} {f['greedy']['share']:7.1%} {f['beam4']['share']:7.1%} "
-                     f"{f['greedy']['ended']:>6} {f['worst_map_difference']:10.2e} {f['fit_s']:6.0f}")
-    lines.append(f"every target met: {found['all_targets_met']}")
-    return "\n".join(lines)
+    """The results in words: a family a line."""
+    head = f"{'family':9} {'prompts':>7} {'greedy':>7} {'beam 4':>7} {'ended':>6} {'worst map':>10} {'fit s':>6}"
+    rows = [f"{name:9} {f['prompts']:>7} {f['greedy']['share']:7.1%} {f['beam4']['share']:7.1%} "
+            f"{f['greedy']['ended']:>6} {f['worst_map_difference']:10.2e} {f['fit_s']:6.0f}"
+            for name, f in found["families"].items()]
+    return "\n".join([head, *rows, f"every target met: {found['all_targets_met']}"])
 
 
 def main(argv: list[str] | None = None) -> int:
