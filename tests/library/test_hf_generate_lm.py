@@ -1,9 +1,10 @@
 """Imported decoder-only language models continue prompts as ``generate`` does (issue 51), on fitted weights.
 
-Each family's small model (tests/support/hf_lm.py) is fitted here, as the T5 / BART tests fit theirs, to continue
-``"<English sentence> ="`` with its word-for-word German and the end-of-text id (random weights never end), saved,
-imported, and its greedy and beam (4) continuations compared with ``generate(do_sample=False)``'s on 100 prompts
-each: every continuation identical. fp32 on the CPU, one thread (a tiny model runs fastest so).
+Each family's small model (tests/support/hf_lm.py; the research families in benchmarks/bench_fitted_families.py) is
+fitted here (tests/support/hf_lm_fit.py), as the T5 / BART tests fit theirs, to continue ``"<English sentence> ="``
+with its word-for-word German and the end-of-text id (random weights never end), saved, imported, and its greedy
+and beam (4) continuations compared with ``generate(do_sample=False)``'s on 100 prompts each: every continuation
+identical. fp32 on the CPU, one thread (a tiny model runs fastest so).
 """
 
 from __future__ import annotations
