@@ -90,12 +90,13 @@ def base_of(page: Path) -> Path:
 
 
 def lookup(data: object, path: str) -> object:
-    """`data` at a dotted key path; a key that itself holds dots is matched whole (longest first)."""
+    """`data` at a dotted key path; a key that itself holds dots is matched whole (longest first); ``*`` reads every
+    item of a list, every value of a mapping."""
     parts = path.split(".")
     while parts:
-        if parts[0] == "*" and isinstance(data, list):
+        if parts[0] == "*" and (isinstance(data, list) or isinstance(data, dict) and "*" not in data):
             found = []
-            for item in data:
+            for item in data.values() if isinstance(data, dict) else data:
                 try:
                     found.append(lookup(item, ".".join(parts[1:])) if parts[1:] else item)
                 except KeyError:

@@ -87,6 +87,9 @@ def test_key_paths_reach_into_lists_and_keys_with_dots_and_spaces():
     assert docs_figures.lookup(data, "runs.copy, sinusoidal PE.steps") == 800
     assert docs_figures.lookup(data, "beam4-alpha1.0.bleu") == 37.09
     assert docs_figures.lookup(data, "t.0.x") == 1
+    assert docs_figures.lookup({"f": {"a": {"s": 1.0}, "b": {"s": 0.5}}}, "f.*.s") == [1.0, 0.5]  # every value
+    assert docs_figures.render(docs_figures.lookup({"f": {"a": {"s": 1.0}, "b": {"s": 0.5}}}, "f.*.s"),
+                               "min .1%") == "50.0%"
     assert docs_figures.render(0.0368, "x100 .1f") == "3.7" and docs_figures.render(11753.4, "/1000 .1f") == "11.8"
 
 

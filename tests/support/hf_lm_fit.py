@@ -1,0 +1,81 @@
+"""Small decoder-only folders (hf_lm.py) fitted by transformers to continue ``"<English sentence> ="`` with its
+word-for-word German and the end-of-text id (random weights never end), and ``generate``'s continuations of them; the
+fitting tests/library/test_hf_generate_lm.py and benchmarks/bench_fitted_families.py share."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+from support.hf import WORDS_EN, word_for_word
+from support.hf_lm import CONFIGS
+
+NEW_TOKENS = 40  # room for the German and the end-of-text id
+FIT_SEED = 5000  # fitting step s reads sentences(16, FIT_SEED + s)
+
+
+def sentences(count: int, seed: int) -> list[str]:
+    """`count` sentences of 2 to 5 test words (short: a 2-layer model of width 32 fits them in seconds)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS_EN) for _ in range(rng.randint(2, 5))).capitalize() + rng.choice(".!?")
+            for _ in range(count)]
+
+
+def example(text: str) -> str:
+    """What the fitted model reads: a sentence, ``=``, its word-for-word German."""
+    return f"{text} = {word_for_word(text)}"
+
+
+def seen_in_fitting(steps: int) -> set[str]:
+    """Every sentence `fit_lm` reads in `steps` steps (what a held-out prompt must not be)."""
+    return {text for step in range(steps) for text in sentences(16, FIT_SEED + step)}
+
+
+def fit_lm(model, tokenizer, eos: int, steps: int, lr: float = 1e-2) -> None:
+    """Train a transformers causal language model in place for `steps` Adam steps on `example` texts, each ending
+    in `eos` (the loss on every token, padding masked)."""
+    torch.manual_seed(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for step in range(steps):
+        rows = [tokenizer(example(t)).input_ids + [eos] for t in sentences(16, FIT_SEED + step)]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [eos] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        labels = ids.masked_fill(mask == 0, -100)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+
+
+def fit_folder(folder: Path, name: str, steps: int = 300, lr: float = 1e-2, changes: dict | None = None):
+    """`folder` (family `name`, built by hf_lm.build_lm_folder) refitted in place: a model of its config (with
+    `changes` set) from transformers' own initialisation, fitted for `steps` steps at `lr` and saved; returns
+    (transformers' model reloaded with eager attention, its tokenizer)."""
+    import transformers
+
+    model_class = getattr(transformers, CONFIGS[name][1])
+    config = transformers.AutoConfig.from_pretrained(folder)
+    for key, value in (changes or {}).items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = model_class(config)  # transformers' own initialisation fits in a few hundred steps
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    fit_lm(model, tokenizer, config.eos_token_id, steps=steps, lr=lr)
+    model.save_pretrained(folder)
+    return model_class.from_pretrained(folder, attn_implementation="eager").eval(), tokenizer
+
+
+def generated(model, tokenizer, prompt: str, eos: list[int], **settings) -> tuple[list[int], list[int]]:
+    """The prompt's ids and what ``generate(do_sample=False)`` continues it with, up to the end-of-text id."""
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS,
+                             **settings)
+    new = out[0, ids.shape[1]:].tolist()
+    ends = [i for i, token in enumerate(new) if token in eos]
+    return ids[0].tolist(), new[:ends[0] + 1] if ends else new  # beam search pads after the end
