@@ -50,6 +50,7 @@ NOT_MEASURED: dict[str, tuple[str, ...]] = {
     "docs/deploy.md": ("10 s (", "raised 1.4x", "under 1 s", "within 1.4x", "rate, 1.4x higher", "every 30 s", "x 30 s",
                        "400 MB per", "about 1 GB", "2 GB at"),
     "docs/explorer.md": ("a 5-60 s budget",),
+    "docs/python-api.md": ("at least 99%",),  # issue 59's target for the fitted encoders (the tests assert it)
     "docs/language-models.md": ("default budget is 60 s", "up to 120 s"),
     "docs/long-prompts.md": ("the aim of 5 s",),  # issue 53's aim for a page's settle time
     "docs/models.md": ("beam 4 BLEU", "under 50% (20%)", *MASKING_RULE),
