@@ -3,8 +3,9 @@ masked-language-model head, built by transformers and imported; `build_classifie
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
+
+from support.app_encoders import imported_into
 
 CLASSIFIERS = {"bert-classifier": ("bert", "BertForSequenceClassification"),
                "deberta-v3-classifier": ("deberta-v3", "DebertaV2ForSequenceClassification")}
@@ -31,11 +32,4 @@ def build_classifier_folder(root: Path, name: str) -> Path:
 def build_classifier_assets(root: Path) -> Path:
     """``root/bert-classifier`` and ``root/deberta-v3-classifier``, each imported from a classifier folder (skipped
     where already there); returns `root`."""
-    from viz_model.hf.importer import import_model
-
-    root.mkdir(parents=True, exist_ok=True)
-    for name in CLASSIFIERS:
-        if not (root / name / "config.json").is_file():
-            import_model(str(build_classifier_folder(root / "hf", name)), root / name)
-    shutil.rmtree(root / "hf", ignore_errors=True)
-    return root
+    return imported_into(root, CLASSIFIERS, build_classifier_folder)
