@@ -63,6 +63,8 @@ def test_every_page_draws_the_maps_or_says_in_one_line_it_needs_the_head(classif
     if page == "explore":
         assert said.count(fill_in.no_head_line(model)) == 1
         assert not at.dataframe  # no predictions table
+    if page == "by_hand":  # the query followed first is the mask token's, as with the head
+        assert at.selectbox(key="w_abh_enc_query").value == model.trace(SENTENCE).source_tokens.index("[MASK]")
     if page == "training":  # imported: no run of its own to draw
         assert f"{name} has no training_log.jsonl" in said and not charts(at)
     if page in MAPS_ONLY:
