@@ -17,12 +17,29 @@ from app.shared_settings import FORM, SHARED
 from app.state import page_link
 from app.texts import EXAMPLES, MASKED_EXAMPLES, count, md_escape
 from app.widgets import show_text
+from viz_model.kinds.encoder import EncoderModel
 from viz_model.trace import AttentionTrace
 
 MAX_MASKS_SHOWN = 8  # the masks whose predictions the page lists
 MASKED_DEFAULT = "_fill_in_default"  # set once the untouched default sentence has been given a mask
 PAIR_COLOR = "#2ca02c"  # the line between sentence A and sentence B on every map
 WORD = re.compile(r"\w+")
+MASKED_LM_FOLDER = "a …ForMaskedLM folder (such as BertForMaskedLM)"  # what a maps-only encoder's fill-in needs
+
+
+def no_head_line(model: EncoderModel) -> str:
+    """The one line in place of the fill-in where `model` has no masked-language-model head (a classifier folder)."""
+    return md_escape(f"{model.name or 'This model'} has no masked-language-model head: it gives its attention maps "
+                     f"only; fill-in predictions need {MASKED_LM_FOLDER}.")
+
+
+def has_head_or_say(model: EncoderModel, what: str) -> bool:
+    """Whether `model` has its masked-language-model head; else False after one line that `what` needs it."""
+    if not model.has_head:
+        st.info(md_escape(f"{what} needs the masked-language-model head's predictions, and "
+                          f"{model.name or 'this model'} has none: it gives its attention maps only (open "
+                          f"{MASKED_LM_FOLDER} for this)."))
+    return model.has_head
 
 
 def mask_code(mask: str) -> str:
@@ -158,25 +175,37 @@ def predictions_frame(trace: AttentionTrace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["mask", "position", "rank", "token", "probability"])
 
 
-def fill_in_panel(trace: AttentionTrace, mask: str) -> None:
-    """The text with every mask filled by its most probable token, and the top-k at each mask (or how to add one)."""
+def _predictions_part(trace: AttentionTrace, mask: str) -> None:
+    """The top-k at each mask the page lists, or how to add a mask."""
     found = predictions(trace)
+    if not found:
+        st.info(f"The text has no mask token: write {mask_code(mask)} where the model should fill in a word, or "
+                "click a word to mask it. The maps below are drawn all the same.")
+        return
+    if len(found) > MAX_MASKS_SHOWN:
+        st.warning(f"The text has {len(found)} mask tokens; this page lists the predictions at the first "
+                   f"{MAX_MASKS_SHOWN} (the maps show every token).")
+    st.dataframe(predictions_frame(trace), hide_index=True, width="stretch",
+                 column_config={"probability": st.column_config.NumberColumn(format="%.4f")})
+
+
+def fill_in_panel(trace: AttentionTrace, model: EncoderModel) -> None:
+    """The text with every mask filled by its most probable token, and the top-k at each mask (or how to add one);
+    where `model` has no masked-language-model head, the text as read and one line in their place."""
     with st.container(border=True):
-        show_text("Filled in", trace.translation)
-        if not found:
-            st.info(f"The text has no mask token: write {mask_code(mask)} where the model should fill in a word, or "
-                    "click a word to mask it. The maps below are drawn all the same.")
-        else:
-            if len(found) > MAX_MASKS_SHOWN:
-                st.warning(f"The text has {len(found)} mask tokens; this page lists the predictions at the first "
-                           f"{MAX_MASKS_SHOWN} (the maps show every token).")
-            st.dataframe(predictions_frame(trace), hide_index=True, width="stretch",
-                         column_config={"probability": st.column_config.NumberColumn(format="%.4f")})
         timing = trace.timings.get("total_ms")
         pair = trace.settings.get("text_pair") is not None
-        st.caption(f"{count(len(trace.source_tokens), 'token')}{' (a pair: A, then B)' if pair else ''} · "
-                   f"{count(len(found), 'mask')} · log-probability of the filled-in tokens "
-                   f"{trace.log_probability:.3f} · {trace.device}" + (f" · {timing:.0f} ms" if timing else ""))
+        tokens = f"{count(len(trace.source_tokens), 'token')}{' (a pair: A, then B)' if pair else ''}"
+        device = f"{trace.device}" + (f" · {timing:.0f} ms" if timing else "")
+        if not model.has_head:
+            show_text("Read", trace.source_text)
+            st.info(no_head_line(model))
+            st.caption(f"{tokens} · {device}")
+            return
+        show_text("Filled in", trace.translation)
+        _predictions_part(trace, model.mask_token)
+        st.caption(f"{tokens} · {count(len(predictions(trace)), 'mask')} · log-probability of the filled-in tokens "
+                   f"{trace.log_probability:.3f} · {device}")
 
 
 def pair_start(session: Session, trace: AttentionTrace) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.fill_in import MAX_MASKS_SHOWN, mask_code, predictions, reading_or_stop
+from app.fill_in import MAX_MASKS_SHOWN, has_head_or_say, mask_code, predictions, reading_or_stop
 from app.sessions import Session
 from app.texts import md_escape
 from viz_model.trace import AttentionTrace
@@ -47,7 +47,10 @@ def no_mask_line(session: Session, why: str = "") -> None:
 
 def masked_reading_or_stop(session: Session, page: str) -> AttentionTrace:
     """The current text's trace where it has a mask token; else one line and the page (`page`, as its sentence
-    names it) stops. With a pair, a line that the page reads sentence A alone."""
+    names it) stops (as where the model has no masked-language-model head). With a pair, a line that the page reads
+    sentence A alone."""
+    if not has_head_or_say(session.model, page):
+        st.stop()
     trace = reading_or_stop(session)
     if not predictions(trace):
         no_mask_line(session)

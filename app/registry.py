@@ -50,9 +50,7 @@ class Page:
 
 NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
     "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
-                          "masks in one pass, with no output written token by token."},
-    "training": {ENCODER: "The training recipe is drawn for a translation model or a language model; an "
-                          "encoder-only model's training is not drawn here."}}
+                          "masks in one pass, with no output written token by token."}}
 
 
 def _per_kind(folder: str) -> dict[str, str | NotApplicable]:

@@ -58,15 +58,17 @@ def smoothing_figure(target: np.ndarray, correct: int, shown: int = 40) -> go.Fi
     return fig
 
 
-def training_curves_figure(events: Sequence[dict[str, Any]], perplexity: bool = False) -> go.Figure:
-    """Loss (train, val), validation BLEU (`perplexity`: exp(validation NLL), a language model's), tokens/s and
-    learning rate against the step, from the run log."""
+def training_curves_figure(events: Sequence[dict[str, Any]], perplexity: bool = False,
+                           scored: str = "target token") -> go.Figure:
+    """Loss (train, val), validation BLEU (`perplexity`: exp(validation NLL), a language model's or an encoder's),
+    tokens/s and learning rate against the step, from the run log; `scored`: what the loss is per (an encoder's:
+    "masked token")."""
     train = pd.DataFrame([e for e in events if e.get("event") == "train" and "step" in e])
     val = pd.DataFrame([e for e in events if e.get("event") == "val" and "step" in e])
     if perplexity and "val_loss" in val:
         val["val_perplexity"] = np.exp(val["val_loss"])
     second = "validation perplexity" if perplexity else "validation BLEU"
-    fig = make_subplots(rows=2, cols=2, subplot_titles=["loss (per target token)", second,
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[f"loss (per {scored})", second,
                                                         "training speed (target tokens/s)", "learning rate"],
                         vertical_spacing=0.16, horizontal_spacing=0.08)
 

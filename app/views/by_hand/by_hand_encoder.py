@@ -34,7 +34,7 @@ st.latex(r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{q_i\,k_j^\top}{\sqrt
 trace = fill_in.reading_or_stop(session)
 layers, heads, n = trace.num_layers["encoder"], trace.num_heads, len(trace.source_tokens)
 labels = [f"{j}: {t}" for j, t in enumerate(trace.source_tokens)]
-masks = [found["position"] for found in fill_in.predictions(trace)]
+masks = session.model.mask_positions(trace.source_ids)  # the query followed first (the head or not)
 a, b, c = st.columns(3)
 pick_head((a, b), own.enc_layer, own.enc_head, layers, heads, lambda v: f"Head {v} of {heads}")
 with c:

@@ -46,6 +46,8 @@ except (CheckpointError, OSError, ValueError, RuntimeError) as err:
 if fill_in.predictions(trace):
     st.caption(texts.md_escape(f"Both read the text with each mask filled by the encoder's first choice: "
                                f"“{sentence}”."))
+elif not session.model.has_head:
+    st.info(f"{fill_in.no_head_line(session.model)} Both read the text as it is typed.")
 
 left, right = st.columns(2)
 with left:

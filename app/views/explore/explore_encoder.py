@@ -12,7 +12,7 @@ from viz_model.trace import AttentionTrace
 
 def panel(trace: AttentionTrace) -> None:
     """The text filled in and the top-k at each mask, the link and downloads."""
-    fill_in.fill_in_panel(trace, session.model.mask_token)
+    fill_in.fill_in_panel(trace, session.model)
     explore_views.link_and_downloads(trace)
 
 

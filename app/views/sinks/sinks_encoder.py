@@ -75,6 +75,8 @@ st.caption("How much of each head's attention lands on [SEP] and on [CLS], the e
            "model fills in when [SEP] is hidden from every query.")
 trace = fill_in.reading_or_stop(session)
 shares_section(trace_special_shares(session.model, trace))
+if not fill_in.has_head_or_say(session.model, "The switch that hides [SEP]"):
+    st.stop()
 if not fill_in.predictions(trace):
     fill_in_changes.no_mask_line(session, " to see how hiding [SEP] moves its predictions")
     st.stop()

@@ -3,6 +3,7 @@ model's curves and card, and why self-attention (measured live)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from viz_model.lessons import layer_memory, lesson_inputs, training_recipe
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TRAINING_FACTS, TrainingFacts
 from viz_model.plot import training_figures
+from viz_model.trace import AttentionTrace
 
 
 def read_log(directory: Path | None) -> tuple[list[dict], str | None]:
@@ -24,6 +26,36 @@ def read_log(directory: Path | None) -> tuple[list[dict], str | None]:
         return (training_recipe.training_events(directory) if directory is not None else []), None
     except lesson_inputs.InputError as err:
         return [], str(err)
+
+
+def logged_run(model, no_log_line: Callable[[], str], caption: str, facts: TrainingFacts | None, imported: bool,
+               examples: str, scored: str = "target token") -> list[dict]:
+    """The page's title and a language model's or an encoder's run from its training log (`caption` says how it
+    trained): the schedule and smoothing, the curves with perplexity (loss per `scored`) and the card; where it has
+    no log, one line (`no_log_line`'s) and the page stops (a log that fails the model-file checks is said first,
+    then read as none)."""
+    events, log_problem = read_log(model.directory)
+    st.title("The training recipe")
+    if log_problem:
+        st.warning(f"The training log is not read: {log_problem}")
+    if not events:
+        st.info(no_log_line())
+        st.stop()
+    st.caption(caption)
+    schedule_and_smoothing(model.config, facts, events)
+    curves_and_card(model, events, facts, imported, perplexity=True, examples=examples, scored=scored)
+    return events
+
+
+def shapes_section(subject: str, read: Callable[[], AttentionTrace | None], summary: Callable[[AttentionTrace], str],
+                   stages: Callable[[AttentionTrace], list[dict[str, str]]]) -> None:
+    """The stack's stages with their tensor shapes for the trace `read` gives (of the user's `subject`: "prompt",
+    "text"), under a line (`summary`); the heading alone where there is none (`read` says why)."""
+    st.subheader(f"The architecture, with the shapes for your {subject}")
+    trace = read()
+    if trace is not None:
+        st.caption(summary(trace))
+        st.dataframe(stages(trace), hide_index=True, width="stretch")
 
 
 def schedule_and_smoothing(config, facts: TrainingFacts | None, events: list[dict]) -> None:
@@ -136,15 +168,15 @@ def schedule_and_smoothing(config, facts: TrainingFacts | None, events: list[dic
 
 
 def curves_and_card(model, events: list[dict], facts: TrainingFacts | None, imported: bool, perplexity: bool,
-                    examples: str) -> None:
-    """How the model trained (its curves: loss with `perplexity` or BLEU; `examples`: what it trained on) and its
-    card."""
+                    examples: str, scored: str = "target token") -> None:
+    """How the model trained (its curves: loss per `scored` with `perplexity` or BLEU; `examples`: what it
+    trained on) and its card."""
     # --- training curves and the card --------------------------------------------------------------------------------
     st.subheader("How this model trained")
     if imported and not events:
         st.info("Its source documents how it trained: see the model card below.")
     elif events:
-        fig = training_figures.training_curves_figure(events, perplexity=perplexity)
+        fig = training_figures.training_curves_figure(events, perplexity=perplexity, scored=scored)
         widgets.chart(fig, "training-curves", key="tr_curves_chart")
         widgets.exports(fig, "training-curves", "tr_curves")
         start = next((e for e in events if e.get("event") == "start"), {})

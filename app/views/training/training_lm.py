@@ -3,14 +3,14 @@ the decoder-only architecture with the tensor shapes for the prompt and its cont
 
 from __future__ import annotations
 
-import streamlit as st
-
 from app import completion
 from app.sessions import Session
+from app.views.training import recipe_sections
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.modeldir.checkpoint import TRAINING_LOG
 from viz_model.modeldir.training_facts import TrainingFacts, load_training_facts
 from viz_model.tokenization.lm_tokenizer import LMTokenizer
+from viz_model.trace import AttentionTrace
 
 
 def imported(model: LanguageModel) -> bool:
@@ -56,13 +56,13 @@ def stages(model: LanguageModel, length: int) -> list[dict[str, str]]:
 
 def architecture_section(session: Session) -> None:
     """The decoder-only stack's stages with the shapes for the current prompt and continuation."""
-    st.subheader("The architecture, with the shapes for your prompt")
-    trace = completion.current_completion(session)
-    if trace is None:
-        return
     model: LanguageModel = session.model  # type: ignore[assignment]
-    n, cfg = len(trace.target_tokens), model.config
-    st.caption(f"A decoder-only stack: {completion.prompt_length(trace)} prompt tokens + "
-               f"{n - completion.prompt_length(trace)} new ones = {n} positions; {cfg.heads} query heads of d_k = "
-               f"{cfg.d_head}; {cfg.normalization} norm; vocabulary {cfg.vocab_size:,}.")
-    st.dataframe(stages(model, n), hide_index=True, width="stretch")
+    cfg = model.config
+
+    def summary(trace: AttentionTrace) -> str:
+        n, prompt = len(trace.target_tokens), completion.prompt_length(trace)
+        return (f"A decoder-only stack: {prompt} prompt tokens + {n - prompt} new ones = {n} positions; {cfg.heads} "
+                f"query heads of d_k = {cfg.d_head}; {cfg.normalization} norm; vocabulary {cfg.vocab_size:,}.")
+
+    recipe_sections.shapes_section("prompt", lambda: completion.current_completion(session), summary,
+                                   lambda trace: stages(model, len(trace.target_tokens)))
