@@ -294,3 +294,15 @@ def test_rollout_over_the_encoder_is_the_product_of_its_mixed_layers(bert):
     mixed = [0.5 * np.eye(n) + 0.5 * np.asarray(a, dtype=np.float64).mean(0) for a in trace.encoder_attentions]
     assert np.allclose(rolled[-1], mixed[1] @ mixed[0]) and np.allclose(rolled[-1].sum(-1), 1.0)
     assert np.allclose(rollout_rows(trace, "encoder", [2, 0]), rolled[-1][[2, 0]])
+
+
+def test_the_corpus_scores_the_sentences_the_model_reads_whole_and_says_when_none_fits(bert):
+    """A small model's 64 positions leave long captions out of the corpus scores (they would be refused one by one);
+    the table counts the sentences read, and a corpus of long sentences alone is one line."""
+    model, _, _ = bert
+    short, long = "the dog runs on the grass .", " ".join(["the dog runs on the grass ."] * 20)
+    table = corpus_roles(model, [short, long, short])
+    assert set(table["sequences"]) == {2}
+    np.testing.assert_allclose(table["sep"], text_roles(model, short)["sep"])
+    with pytest.raises(ValueError, match="none of the 2 sentences fits in this model's positions"):
+        corpus_roles(model, [long, long])

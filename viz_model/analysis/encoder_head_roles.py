@@ -123,10 +123,23 @@ def text_roles(model: EncoderModel, text: str, text_pair: str | None = None) -> 
 
 
 def corpus_roles(model: EncoderModel, sentences: Sequence[str]) -> pd.DataFrame:
-    """`roles_table` over `sentences`, each weighing the same."""
+    """`roles_table` over those of `sentences` the model can read whole (a small model's positions leave the longest
+    out: the ``sequences`` column says how many were read), each weighing the same."""
     if not sentences:
         raise ValueError("no sentences to score the heads on")
-    return roles_table(text_maps(model, sentence) for sentence in sentences)
+    read = [sentence for sentence in sentences if fits(model, sentence)]
+    if not read:
+        raise ValueError(f"none of the {len(sentences)} sentences fits in this model's positions")
+    return roles_table(text_maps(model, sentence) for sentence in read)
+
+
+def fits(model: EncoderModel, text: str) -> bool:
+    """Whether the model reads `text` whole (within its positions)."""
+    try:
+        model.encoded(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

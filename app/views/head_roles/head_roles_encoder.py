@@ -34,7 +34,10 @@ def compute_roles(ref: sessions.ModelRef, source: str, text: str, pair: str | No
         tokens = texts.count(len(model.encode(text, pair)), "token")
         return encoder_head_roles.text_roles(model, text, pair), f"the text ({tokens})"
     sentences, where = lm_head_roles.english_corpus()
-    return encoder_head_roles.corpus_roles(model, sentences), f"{len(sentences)} sentences: {where}"
+    table = encoder_head_roles.corpus_roles(model, sentences)
+    read = int(table["sequences"].max())
+    left = "" if read == len(sentences) else f" of {len(sentences)} (the others are longer than its positions)"
+    return table, f"{read}{left} sentences: {where}"
 
 
 def findings_section(table: pd.DataFrame) -> None:
