@@ -69,7 +69,7 @@ PROMPT = ("The old lighthouse keeper climbed the narrow stairs every evening, li
 LONG_WORDS = ("In the middle of the valley there was a small town where people met at the market every morning to "
               "trade bread, cheese, apples and stories about the weather, the harvest and the roads. ")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-MEMORY_REPEATS = 3  # fresh processes per side for the long prompt's peak memory; the median is reported
+MEMORY_REPEATS = 3  # fresh processes per side for the long prompt's peak memory; the median is reported (--quick: 1)
 
 
 def build_folder(root: Path, name: str, model_class: str, quick: bool, dtype: torch.dtype) -> Path:
@@ -151,7 +151,7 @@ def model_case(label: str, root: Path, args: argparse.Namespace, device: torch.d
     found = timed(label, folder, out, args, device)
     lp = found["long_prompt"]
     peaks: dict[str, list] = {"ours": [], "transformers_forward": []}
-    for _ in range(MEMORY_REPEATS):  # each in a fresh process, the models here let go; the sides interleaved
+    for _ in range(1 if args.quick else MEMORY_REPEATS):  # each in a fresh process, the models let go, sides by turns
         for side, found_peaks in peaks.items():
             found_peaks.append(memory_child(side, folder, out, model_class, args))
     for side, found_peaks in peaks.items():

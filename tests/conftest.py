@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
-from support.parallel import add_worker_groups, pytest_cmdline_main, pytest_configure_node  # noqa: F401 (hooks)
+from support.parallel import (  # noqa: F401 (hooks)
+    add_worker_groups,
+    order_groups,
+    pytest_cmdline_main,
+    pytest_configure_node,
+    record_group_seconds,
+)
 from support.training import trained_run
 
 import viz_model
@@ -43,16 +49,22 @@ def pytest_runtest_setup(item) -> None:
     torch.set_num_threads(1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
-def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `gpu` skip where torch sees no CUDA device; on xdist workers each test gets its group."""
+def pytest_configure(config) -> None:
+    record_group_seconds(config)
+
+
+@pytest.hookimpl(wrapper=True)  # around the other hooks: before pytest-xdist's worker reads the groups, after pytest's
+def pytest_collection_modifyitems(config, items):  # own reordering
+    """Tests marked `gpu` skip where torch sees no CUDA device; on xdist workers each test gets its group, and the
+    groups run longest first."""
     add_worker_groups(config, items)
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    yield
+    order_groups(config, items)
 
 
 @pytest.fixture(scope="session")

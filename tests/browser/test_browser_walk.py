@@ -16,6 +16,8 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium"),
 ]
+# on the suite's workers (tests/support/parallel.py), each server's tests a group of their own: minutes each
+SPLIT_BY_FIXTURES = ("server", "imported_server", "schemes_server", "families_server")
 
 SENTENCE = "My grandmother bakes bread every Sunday morning."
 PAGES = ["", "masks", "positional", "attention-by-hand", "decoding", "training", "attribution", "head-roles",
