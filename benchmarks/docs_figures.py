@@ -49,6 +49,7 @@ NOT_MEASURED: dict[str, tuple[str, ...]] = {
                            "default budget, 60 s"),
     "docs/deploy.md": ("10 s (", "raised 1.4x", "under 1 s", "within 1.4x", "rate, 1.4x higher", "every 30 s", "x 30 s",
                        "400 MB per", "about 1 GB", "2 GB at"),
+    "docs/contributing.md": ("0.3 s a test",),  # the suite's guess for a group its seconds table does not name
     "docs/explorer.md": ("a 5-60 s budget",),
     "docs/python-api.md": ("at least 99%",),  # issue 59's target for the fitted encoders (the tests assert it)
     "docs/language-models.md": ("default budget is 60 s", "up to 120 s"),
