@@ -9,7 +9,7 @@ import streamlit as st
 from app import fill_in, state
 from app.page_settings import EXPLORE as own
 from app.sessions import Session
-from app.views.explore.explore_views import KindParts, head_label, short_head_label
+from app.views.explore.explore_parts import KindParts, head_label, short_head_label
 from viz_model.trace import AttentionTrace
 
 SENTENCE_PAIRS = {"all": "All", "aa": "Sentence A → Sentence A", "bb": "Sentence B → Sentence B",

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import completion
-from app.views.explore.explore_views import KindParts
+from app.views.explore.explore_parts import KindParts
 from viz_model.plot import head_groups, window_bands
 from viz_model.trace import AttentionTrace
 

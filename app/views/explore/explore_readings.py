@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -13,11 +13,9 @@ import streamlit as st
 from app import long_views, sessions, state, token_picker, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import LEVEL_LABELS, SHARED
+from app.views.explore.explore_parts import KindParts
 from viz_model.plot import long_map_figures, map_figures
 from viz_model.trace import AttentionTrace
-
-if TYPE_CHECKING:
-    from app.views.explore.explore_views import KindParts
 
 DRAWINGS = {"blocks": "the whole map, in blocks", "window": "a window, every weight"}  # a long map's heatmap
 HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around the picked token

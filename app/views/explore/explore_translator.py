@@ -4,13 +4,13 @@
 import streamlit as st
 
 from app import sessions, state, tracing, widgets
-from app.views.explore import explore_views
+from app.views.explore import explore_parts, explore_views
 from viz_model.nn import kinds
 from viz_model.trace import AttentionTrace
 
-PARTS = explore_views.KindParts(
+PARTS = explore_parts.KindParts(
     attention_kinds=list(kinds.KIND_LABELS), say_kind_change=True,
-    head_label=explore_views.head_label, short_head_label=explore_views.short_head_label, value_measures=True,
+    head_label=explore_parts.head_label, short_head_label=explore_parts.short_head_label, value_measures=True,
     mark_map=lambda fig, trace, layer: None, heatmap_note=lambda trace, layer, level: None,
     mark_model_view=lambda fig, trace, kind, aggregate: None, model_view_note=lambda trace: "",
     groups=lambda trace: None, head_view_note=lambda trace, layer: None)

@@ -4,51 +4,17 @@ then the head heatmap, the model view, the head view or the token focus."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from app import sessions, state, widgets
 from app.page_settings import EXPLORE as own
 from app.shared_settings import SHARED, VIEWS
+from app.views.explore.explore_parts import KindParts
 from app.views.explore.explore_readings import READINGS
 from viz_model.nn import kinds
 from viz_model.plot import head_groups, map_figures
 from viz_model.trace import AttentionTrace
-
-
-@dataclass(frozen=True)
-class KindParts:
-    """What the views draw their own way for one kind of model: the attention kinds offered (the first is the
-    fallback; `say_kind_change`: a kind that does not exist here is said), the head pickers' labels, whether the
-    heatmap offers value-weighted maps and contributions, the marks on a self-attention map and on the model view,
-    the notes below them, the key/value head groups of the head view and the queries and keys it draws (a window
-    of a long prompt's; one sentence of a pair to the other)."""
-
-    attention_kinds: list[str]
-    say_kind_change: bool
-    head_label: Callable[[AttentionTrace], Callable[[int | str], str]]
-    short_head_label: Callable[[AttentionTrace], Callable[[int], str]]
-    value_measures: bool
-    mark_map: Callable[[go.Figure, AttentionTrace, int], None]
-    heatmap_note: Callable[[AttentionTrace, int, str], None]
-    mark_model_view: Callable[[go.Figure, AttentionTrace, str, str | None], None]
-    model_view_note: Callable[[AttentionTrace], str]
-    groups: Callable[[AttentionTrace], list[int] | None]
-    head_view_note: Callable[[AttentionTrace, int], None]
-    head_windows: Callable[[AttentionTrace, slice | None], tuple[slice | None, slice | None]] = (
-        lambda trace, window: (window, None))  # the head view's queries and keys (an encoder's pair: A and B)
-
-
-def head_label(trace: AttentionTrace) -> Callable[[int | str], str]:
-    """The head pickers' plain labels: "Head 2 of 8", "Mean over heads"."""
-    return lambda value: state.head_label(value, trace.num_heads)
-
-
-def short_head_label(trace: AttentionTrace) -> Callable[[int], str]:
-    """The head view's plain labels of its 0-based heads: "Head 2"."""
-    return lambda head: f"Head {head + 1}"
 
 
 def page(session: sessions.Session, form: Callable[[], None], read: Callable[[], AttentionTrace | None],
