@@ -17,7 +17,7 @@ import torch
 from ..kinds.encoder import EncoderModel, MaskPrediction, check_top_k
 from ..trace import AttentionTrace
 from .encoder_head_roles import KeySets, model_key_sets, set_share
-from .sinks import NextToken
+from .sinks import NextToken, compared
 
 
 @dataclass(frozen=True)
@@ -103,12 +103,6 @@ class SepSwitch:
     masks: list[MaskSwitch]
 
 
-def top_tokens(model: EncoderModel, first: torch.Tensor, second: torch.Tensor, top_k: int) -> list[NextToken]:
-    """The `top_k` tokens of the probabilities `first` ``(vocab,)``, each with its probability in `second`."""
-    chosen = first.topk(min(top_k, first.shape[-1])).indices.tolist()
-    return [NextToken(model.tokenizer.token_text(i), i, float(first[i]), float(second[i])) for i in chosen]
-
-
 @torch.inference_mode()
 def hide_sep(model: EncoderModel, text: str, top_k: int = 5, text_pair: str | None = None) -> SepSwitch:
     """The fill-mask predictions of `text` (and `text_pair`) with every key seen and with every [SEP] hidden from
@@ -130,7 +124,5 @@ def hide_sep(model: EncoderModel, text: str, top_k: int = 5, text_pair: str | No
     for intact, switched in zip(model.predictions(before, positions, top_k),
                                 model.predictions(after, positions, top_k)):
         p, q = (torch.log_softmax(logits[intact.position].float(), dim=-1) for logits in (before, after))
-        switches.append(MaskSwitch(intact, switched, float((p.exp() * (p - q)).sum()),
-                                   top_tokens(model, p.exp(), q.exp(), top_k),
-                                   top_tokens(model, q.exp(), p.exp(), top_k)))
+        switches.append(MaskSwitch(intact, switched, *compared(model.tokenizer.token_text, p, q, top_k)))
     return SepSwitch(model.tokenizer.pieces(encoded.ids), hidden, switches)

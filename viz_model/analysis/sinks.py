@@ -10,7 +10,7 @@ share exceeds `HEAVY_SHARE`, the threshold ε = 0.3 of Gu et al., "When Attentio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,18 +148,27 @@ def remove_sink(model: LanguageModel, prompt: str, max_new_tokens: int = 20, key
     before = torch.log_softmax(model.forced_pass(ids).logits[0, -1].float(), dim=-1)
     after = torch.log_softmax(model.forced_pass(ids, key_mask=mask[:len(ids), :len(ids)]).logits[0, -1].float(),
                               dim=-1)
-    p, q = before.exp(), after.exp()
-    kl = float((p * (before - after)).sum())
-
-    def top(first: torch.Tensor, second: torch.Tensor) -> list[NextToken]:
-        chosen = first.topk(top_k).indices.tolist()
-        return [NextToken(model.tokenizer.piece(i), i, float(first[i]), float(second[i])) for i in chosen]
-
+    kl, top_intact, top_switched = compared(model.tokenizer.piece, before, after, top_k)
     intact = model.continue_ids(ids, max_new_tokens)
     switched = model.continue_with_key_mask(ids, max_new_tokens, mask)
-    return SinkSwitch(model.tokenizer.pieces(ids), sorted(set(keys)), kl, float(0.5 * (p - q).abs().sum()),
-                      top(p, q), top(q, p),
+    return SinkSwitch(model.tokenizer.pieces(ids), sorted(set(keys)), kl,
+                      float(0.5 * (before.exp() - after.exp()).abs().sum()), top_intact, top_switched,
                       model.tokenizer.decode(intact), model.tokenizer.decode(switched), intact, switched)
+
+
+def top_tokens(name: Callable[[int], str], first: torch.Tensor, second: torch.Tensor, top_k: int) -> list[NextToken]:
+    """The `top_k` tokens of the probabilities `first` ``(vocab,)`` (each written by `name`), with their
+    probability in `second`."""
+    chosen = first.topk(min(top_k, first.shape[-1])).indices.tolist()
+    return [NextToken(name(i), i, float(first[i]), float(second[i])) for i in chosen]
+
+
+def compared(name: Callable[[int], str], before: torch.Tensor, after: torch.Tensor, top_k: int
+             ) -> tuple[float, list[NextToken], list[NextToken]]:
+    """Two log-probability vectors ``(vocab,)`` of one prediction, intact and switched: KL(intact || switched) in
+    nats, and each one's top tokens with their probability in the other."""
+    p, q = before.exp(), after.exp()
+    return float((p * (before - after)).sum()), top_tokens(name, p, q, top_k), top_tokens(name, q, p, top_k)
 
 
 @dataclass(frozen=True)
