@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from ..nn.attention import AttentionRecord, MultiHeadAttention
 from ..nn.causal_lm import CausalLM, CausalLMOutput
+from ..nn.encoder_lm import MaskedLM, MaskedLMOutput
 from ..nn.kinds import ATTENTION_KINDS
 from ..nn.model import Seq2SeqOutput, Transformer
 from ..nn.norms import RMSNorm
@@ -153,8 +154,10 @@ def alti_plus(network: Transformer, out: Seq2SeqOutput, blocks: dict[str, list[T
     return mix
 
 
-def self_alti(network: CausalLM, out: CausalLMOutput) -> tuple[Tensor, list[Tensor]]:
-    """A language model's ALTI: ``(batch, len, len)``, each position's share of every token up to it, rolled out
-    over the layers' self-attention (rows sum to 1), and each layer's own block."""
-    blocks = [alti_block(network, record, "decoder", layer) for layer, record in enumerate(out.records)]
+def self_alti(network: CausalLM | MaskedLM, out: CausalLMOutput | MaskedLMOutput, kind: str = "decoder"
+              ) -> tuple[Tensor, list[Tensor]]:
+    """ALTI of a self-attention stack (a language model's, `kind` "decoder"; an encoder's, "encoder"):
+    ``(batch, len, len)``, each position's share of every token it sees, rolled out over the layers (rows sum to 1),
+    and each layer's own block."""
+    blocks = [alti_block(network, record, kind, layer) for layer, record in enumerate(out.records)]
     return rollout(blocks), blocks

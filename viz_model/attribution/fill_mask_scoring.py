@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from ..kinds.encoder import EncoderModel
-from ..nn.arrays import to_numpy
-from .contributions import alti_block, rollout, value_weighted
+from .contributions import self_alti, value_weighted
 from .gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE, GRADIENT_METHODS, GradientResult, read_gradients
 from .record import Attribution
-from .scoring import ATTRIBUTE, DEFAULT_METHODS, LANGUAGE_MODEL_DEFAULTS, check_methods, check_self_attention_methods
+from .scoring import (
+    ATTRIBUTE,
+    DEFAULT_METHODS,
+    LANGUAGE_MODEL_DEFAULTS,
+    check_methods,
+    check_self_attention_methods,
+    float64_array,
+)
 
 ENCODER = "an encoder (encoder-only)"
-
-
-def _float64(tensor: torch.Tensor) -> np.ndarray:
-    return to_numpy(tensor, torch.float64)
 
 
 @ATTRIBUTE.register("encoder")
@@ -50,14 +51,14 @@ def attribute_fill_mask(model: EncoderModel, text: str, target: str | None = Non
         log_probs = torch.log_softmax(out.logits[0, rows].float(), dim=-1)
         chosen = log_probs.argmax(dim=-1)
         network = model.network
-        vw = ({"encoder": [_float64(value_weighted(network, record, "encoder", layer)[0][:, rows])
+        vw = ({"encoder": [float64_array(value_weighted(network, record, "encoder", layer)[0][:, rows])
                            for layer, record in enumerate(out.records)]} if "value_weighted" in methods else {})
         alti, alti_layers = None, {}
         if "alti" in methods:
-            blocks = [alti_block(network, record, "encoder", layer) for layer, record in enumerate(out.records)]
-            alti = _float64(rollout(blocks)[0, rows])
-            alti_layers = {"encoder": [_float64(block[0]) for block in blocks]}
-        maps = [_float64(weights[0]) for weights in out.attentions]
+            rolled, blocks = self_alti(network, out, "encoder")
+            alti = float64_array(rolled[0, rows])
+            alti_layers = {"encoder": [float64_array(block[0]) for block in blocks]}
+        maps = [float64_array(weights[0]) for weights in out.attentions]
         del out
     outputs = chosen.tolist()
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
@@ -66,7 +67,7 @@ def attribute_fill_mask(model: EncoderModel, text: str, target: str | None = Non
     pieces = model.tokenizer.pieces
     return Attribution(
         source_tokens=pieces(ids), prefix_tokens=[], output_tokens=pieces(outputs), source_ids=list(ids),
-        output_ids=outputs, log_probs=_float64(log_probs.max(dim=-1).values), attentions=[],
+        output_ids=outputs, log_probs=float64_array(log_probs.max(dim=-1).values), attentions=[],
         encoder_attentions=maps, value_weighted=vw, alti=alti, alti_layers=alti_layers, gradients=grads.scores,
         steps=grads.steps, completeness_gap=grads.completeness_gap, score_change=grads.score_change,
         tolerance=grads.tolerance, model_name=model.name)

@@ -40,8 +40,9 @@ LANGUAGE_MODEL_DEFAULTS = tuple(m for m in DEFAULT_METHODS if m not in CROSS_MET
 """What `attribute` computes for a language model unless told."""
 
 
-def _float64(tensor: torch.Tensor) -> np.ndarray:
-    return to_numpy(tensor, torch.float64)  # an attribution's arrays are float64
+def float64_array(tensor: torch.Tensor) -> np.ndarray:
+    """`tensor` as a float64 array (an attribution's arrays are float64)."""
+    return to_numpy(tensor, torch.float64)
 
 
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
@@ -73,24 +74,24 @@ def attribute_ids(network: Transformer, source_ids: list[int], output_ids: list[
         out = network(src, tgt, need_weights=True)
         log_probs = torch.log_softmax(out.logits[0].float(), dim=-1)
         chosen = log_probs[torch.arange(len(output_ids)), torch.tensor(output_ids, device=device)]
-        vw = ({kind: [_float64(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
+        vw = ({kind: [float64_array(value_weighted(network, r, kind, i)[0]) for i, r in enumerate(out.records(kind))]
                for kind in ATTENTION_KINDS} if "value_weighted" in methods else {})
         alti = encoder_alti = None
         alti_layers: dict[str, list[np.ndarray]] = {}
         if "alti" in methods:
             blocks = alti_blocks(network, out)
-            alti = _float64(alti_plus(network, out, blocks)[0])
-            encoder_alti = _float64(rollout(blocks["encoder"])[0])
-            alti_layers = {kind: [_float64(block[0]) for block in layers] for kind, layers in blocks.items()}
+            alti = float64_array(alti_plus(network, out, blocks)[0])
+            encoder_alti = float64_array(rollout(blocks["encoder"])[0])
+            alti_layers = {kind: [float64_array(block[0]) for block in layers] for kind, layers in blocks.items()}
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (gradient_attributions(network, source_ids, output_ids, gradient_methods, steps, foil, tolerance)
              if gradient_methods else GradientResult({}, 0, None, None))
     name = pieces or (lambda ids: [str(i) for i in ids])
     return Attribution(
         source_tokens=list(name(source_ids)), prefix_tokens=list(name(prefix)), output_tokens=list(name(output_ids)),
-        source_ids=list(source_ids), output_ids=list(output_ids), log_probs=_float64(chosen),
-        attentions=[_float64(a[0]) for a in out.cross_attentions],
-        encoder_attentions=[_float64(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
+        source_ids=list(source_ids), output_ids=list(output_ids), log_probs=float64_array(chosen),
+        attentions=[float64_array(a[0]) for a in out.cross_attentions],
+        encoder_attentions=[float64_array(a[0]) for a in out.encoder_attentions], value_weighted=vw, alti=alti,
         encoder_alti=encoder_alti, alti_layers=alti_layers, gradients=grads.scores, steps=grads.steps,
         completeness_gap=grads.completeness_gap, score_change=grads.score_change, tolerance=grads.tolerance,
         foil=None if foil is None else (name([foil])[0]))
@@ -150,7 +151,7 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
         vw: dict[str, list[np.ndarray]] = {}
         if "value_weighted" in methods:
             vw["decoder"] = (value_weighted_rows(model.network, out, first) if maps == "on_demand" else
-                             [_float64(value_weighted(model.network, r, "decoder", i)[0])
+                             [float64_array(value_weighted(model.network, r, "decoder", i)[0])
                               for i, r in enumerate(out.records)])
         alti, alti_layers, skipped = None, {}, {}
         sandwich = sandwich_norm_layer(model.network) if "alti" in methods else None
@@ -159,7 +160,7 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
                                "3's sandwich norm, OLMo 2's): its parts would not add up to the output")
         elif "alti" in methods:
             rolled, blocks = self_alti(model.network, out)
-            alti, alti_layers = _float64(rolled[0, first:]), {"decoder": [_float64(b[0]) for b in blocks]}
+            alti, alti_layers = float64_array(rolled[0, first:]), {"decoder": [float64_array(b[0]) for b in blocks]}
         del out
     gradient_methods = tuple(m for m in methods if m in GRADIENT_METHODS)
     grads = (language_model_gradients(model, prompt_ids, new, gradient_methods, steps, None, tolerance)
@@ -167,7 +168,7 @@ def attribute_continuation_ids(model: LanguageModel, prompt_ids: Sequence[int], 
     pieces = model.tokenizer.pieces
     return Attribution(
         source_tokens=pieces(prompt_ids), prefix_tokens=pieces(new[:-1]), output_tokens=pieces(new),
-        source_ids=list(prompt_ids), output_ids=list(new), log_probs=_float64(chosen), attentions=[],
+        source_ids=list(prompt_ids), output_ids=list(new), log_probs=float64_array(chosen), attentions=[],
         encoder_attentions=[], value_weighted=vw, alti=alti, alti_layers=alti_layers, gradients=grads.scores,
         steps=grads.steps, completeness_gap=grads.completeness_gap, score_change=grads.score_change,
         tolerance=grads.tolerance, model_name=model.name, skipped=skipped)
