@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
+from ..nn.lens_reading import LogitLens
 from ..nn.model import HeadMask
 from ..trace import AttentionTrace
 
@@ -70,6 +71,12 @@ class ModelKind(ABC):
     @abstractmethod
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
         """``(1, len, d_model)`` the token embeddings of the ids it reads (what gradients are taken against)."""
+
+    def logit_lens(self, text: Any, /, top_k: int = 5, *, track: Sequence[int] = ()) -> LogitLens:
+        """The logit lens of the stream that writes the model's output (`LogitLens`); a kind without one says so in
+        one line."""
+        raise ValueError(f"the logit lens does not apply to {self.description}: it reads the residual stream of a "
+                         "model that writes text token by token")
 
 
 Function = TypeVar("Function", bound=Callable[..., Any])

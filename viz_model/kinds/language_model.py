@@ -20,6 +20,7 @@ import torch
 from ..modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
+from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask
 from ..nn.quantize import LazyInt8Copy, int8_causal_network
 from ..nn.score_recipe import merged
@@ -298,6 +299,17 @@ class LanguageModel(ModelKind):
             chosen = torch.log_softmax(logits, dim=-1)[torch.arange(len(continuation)), torch.tensor(continuation)]
             result[i] = float(chosen.sum())
         return result
+
+    @torch.inference_mode()
+    def logit_lens(self, prompt: str | list[dict[str, str]], /, top_k: int = 5, *, track: Sequence[int] = ()
+                   ) -> LogitLens:
+        """The logit lens of `prompt` (text, or chat messages): the embeddings and the residual stream after each
+        block, each read through the final norm and the unembedding (soft-capped where the model caps its logits);
+        the last row is the model's own output. `track`: token ids whose rank and probability it follows."""
+        top_k, track = check_lens(top_k, track, self.config.vocab_size)
+        ids = self.encode(prompt)
+        out = self.network(torch.tensor([ids], device=self.device), states=True)
+        return read_lens(ids, out.states, self.network.unembed, top_k, track, self.pieces)
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
         """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,

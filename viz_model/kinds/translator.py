@@ -36,6 +36,7 @@ from ..modeldir.languages import LanguagePair, LanguagesError, read_languages
 from ..modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
 from ..nn.devices import device_label, resolve_device
 from ..nn.head_masked import HeadMaskedNetwork
+from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask, Seq2SeqOutput, Transformer
 from ..nn.quantize import LazyInt8Copy, rows_interact, search_network_for
 from ..on_demand import check_maps, keeps_full_maps
@@ -341,6 +342,26 @@ class TranslationModel(ModelKind):
                          "trace_ms": round((finished - decoded) * 1000, 2),
                          "total_ms": round((finished - started) * 1000, 2)}
         return trace
+
+    @torch.inference_mode()
+    def logit_lens(self, text: str, /, top_k: int = 5, *, track: Sequence[int] = (), target: str | None = None,
+                   forced_ids: list[int] | None = None) -> LogitLens:
+        """The logit lens of the decoder reading `text`'s encoding and its own translation (`target` or
+        `forced_ids`: this output instead): the decoder's embeddings and its residual stream after each layer, read
+        through its final norm and output projection; the last row is the model's own output. Positions are the
+        decoder's input (the start token, then the output but its last token)."""
+        top_k, track = check_lens(top_k, track, self.config.vocab_size)
+        if target is not None and forced_ids is not None:
+            raise ValueError("give the forced output as target text or as forced_ids, not both")
+        checked = self.request(text, target)
+        if forced_ids is not None:
+            output_ids = requests.forced_output_ids(self.config, forced_ids)
+        else:
+            output_ids = checked.forced_ids or self.translate_ids([checked.source_ids])[0]
+        target_ids = [self.config.bos_id] + output_ids[:-1]
+        encoded = self.network.encode(torch.tensor([checked.source_ids], device=self.device))
+        decoded = self.network.decode(torch.tensor([target_ids], device=self.device), encoded, states=True)
+        return read_lens(target_ids, decoded.states, self.network.unembed, top_k, track, self.pieces)
 
     def beam_tree(self, text: str, beam: int | None = None, alpha: float | None = None, truncate: bool = False,
                   positions: bool = True, rule: str | None = None) -> BeamTree:

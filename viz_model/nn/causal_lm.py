@@ -71,6 +71,8 @@ class CausalLMOutput:
     :ivar mask: the self-attention mask of the last layer, True = may attend (None: every key visible)
     :ivar maps: per layer, the attention weights alone (with ``need_weights="maps"``: no records kept)
     :ivar recipes: per layer, what its scores need (with ``need_weights="recipe"``: no maps made)
+    :ivar states: with ``states=True``, the residual stream entering block 0 (the embeddings and what the model adds
+        to them) and leaving each block, ``(batch, len, d_model)`` each (the logit lens reads them)
     """
 
     logits: Tensor
@@ -79,6 +81,7 @@ class CausalLMOutput:
     mask: Tensor | None = None
     maps: list[Tensor] = field(default_factory=list)
     recipes: list[ScoreRecipe] = field(default_factory=list)
+    states: list[Tensor] = field(default_factory=list)
 
     @property
     def attentions(self) -> list[Tensor]:
@@ -201,7 +204,7 @@ class CausalLM(nn.Module):
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
                 last_logits: bool = False, key_mask: Tensor | None = None,
-                maps_into: list[Tensor] | None = None) -> CausalLMOutput:
+                maps_into: list[Tensor] | None = None, states: bool = False) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
@@ -210,7 +213,8 @@ class CausalLM(nn.Module):
         ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask;
         "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made; `maps_into`: with "maps", per layer a tensor
         of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
-        layer's maps left among the freed scores of the next, `maps_block`)."""
+        layer's maps left among the freed scores of the next, `maps_block`); `states`: the residual stream before
+        block 0 and after each block (``states``)."""
         if need_weights not in (False, True, "maps", "recipe"):
             raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
         recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
@@ -228,7 +232,7 @@ class CausalLM(nn.Module):
             parts = need_weights and not maps_only  # a record's positional part
             position = self.scheme.score_position(where, keys, parts)
             local = None if self.local_scheme is None else self.local_scheme.score_position(where, keys, parts)
-        out = CausalLMOutput(x)
+        out = CausalLMOutput(x, states=[x] if states else [])
         masks: dict[int | None, Tensor | None] = {}
         for i, layer in enumerate(self.layers):
             window = self.window(i)
@@ -242,6 +246,8 @@ class CausalLM(nn.Module):
             x, record, kv = layer(x, masks[window], "recipe" if recipe else need_weights, cache[i] if cache else None,
                                   scheme, None if head_mask is None else head_mask[i])
             out.cache.append(kv)
+            if states:
+                out.states.append(x)
             if recipe:
                 out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
             elif record is not None:
@@ -249,9 +255,12 @@ class CausalLM(nn.Module):
                     if maps_only else out.records.append(record)
             record = None  # with "maps", its scores go before the next layer's are made
             out.mask = masks[window]
-        x = x[:, -1:] if last_logits else x
-        out.logits = self.logits(x if self.final_norm is None else normed(self.final_norm, x))
+        out.logits = self.unembed(x[:, -1:] if last_logits else x)
         return out
+
+    def unembed(self, stream: Tensor) -> Tensor:
+        """The logits of residual-stream states: the final norm (where the model has one), then `logits`."""
+        return self.logits(stream if self.final_norm is None else normed(self.final_norm, stream))
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Pre-softmax scores over the vocabulary of the normed last hidden states (projected back to the

@@ -290,12 +290,14 @@ class DecoderOutput:
     :ivar self_records: per layer, the masked self-attention's `AttentionRecord` (with ``need_weights``)
     :ivar cross_records: per layer, the cross-attention's `AttentionRecord`
     :ivar cache: per layer, the keys and values incremental decoding reuses
+    :ivar states: with ``states=True``, the residual stream entering layer 0 and leaving each layer (the logit lens)
     """
 
     hidden: Tensor
     self_records: list[AttentionRecord] = field(default_factory=list)
     cross_records: list[AttentionRecord] = field(default_factory=list)
     cache: list[LayerCache] = field(default_factory=list)
+    states: list[Tensor] = field(default_factory=list)
 
     @property
     def self_attentions(self) -> list[Tensor]:
@@ -544,13 +546,14 @@ class Transformer(nn.Module):
     def decode(self, tgt: Tensor, encoded: EncoderOutput, need_weights: bool = False,
                cache: list[LayerCache] | None = None, offset: int = 0, tgt_mask: Tensor | None = None,
                head_mask: HeadMask | None = None, positions: bool = True,
-               token_embeddings: Tensor | None = None, position_ids: Tensor | None = None) -> DecoderOutput:
+               token_embeddings: Tensor | None = None, position_ids: Tensor | None = None,
+               states: bool = False) -> DecoderOutput:
         """Run the decoder over ``tgt`` ``(batch, tgt_len)`` (positions ``offset..``) attending to `encoded`.
 
         Pass the `cache` returned by the previous call to decode one step at a time (O(length) per step).
         ``positions=False`` leaves the positional encodings out. `position_ids` ``(batch, tgt_len)`` gives each
         token its own position (a tree of prefixes decoded at once: each node at its depth, `tgt_mask` letting it
-        see its ancestors only).
+        see its ancestors only). `states`: the residual stream entering layer 0 and leaving each layer (``states``).
         """
         self._check_ids(tgt, "tgt")
         if tgt.shape[0] != encoded.hidden.shape[0]:
@@ -565,18 +568,25 @@ class Transformer(nn.Module):
             earlier = cache[0].self_attn.positions if cache else None
             keys = where if earlier is None else torch.cat([earlier, where], dim=1)
             position = self.score_position("target", where, keys, need_weights)
-        out = DecoderOutput(x)
+        out = DecoderOutput(x, states=[x] if states else [])
         for i, layer in enumerate(self.decoder_layers):
             masks = (head_mask.layer("decoder", i), head_mask.layer("cross", i)) if head_mask else (None, None)
             x, self_record, cross_record, layer_cache = layer(
                 x, encoded.hidden, self_mask, encoded.attention_mask, need_weights,
                 cache[i] if cache is not None else None, masks, position)
             out.cache.append(layer_cache)
+            if states:
+                out.states.append(x)
             if self_record is not None and cross_record is not None:
                 out.self_records.append(self_record)
                 out.cross_records.append(cross_record)
         out.hidden = self.decoder_norm(x) if self.decoder_norm is not None else x
         return out
+
+    def unembed(self, stream: Tensor) -> Tensor:
+        """The logits of decoder residual-stream states: the decoder's final norm (a pre-norm decoder's), then
+        `logits`."""
+        return self.logits(stream if self.decoder_norm is None else self.decoder_norm(stream))
 
     def logits(self, hidden: Tensor, mask_never_emitted: bool = True) -> Tensor:
         """Pre-softmax scores over the vocabulary (tied to the embeddings when shared), plus the output bias of an
