@@ -160,6 +160,18 @@ class SinksSettings(PageSettings):
     redraws: Setting[int] = Setting("sk_grid_n", 0)
 
 
+@dataclass(frozen=True)
+class LogitLensSettings(PageSettings):
+    """Logit lens: the cell chosen (its row: 0 the embeddings, i after block i; its 0-based position; by default the
+    model's own output at the last position), the token followed through the rows (by default the cell's position's
+    prediction) and the grid's redraw count."""
+
+    row: Setting[int | None] = Setting("ll_row", None)
+    position: Setting[int | None] = Setting("ll_position", None)
+    token: Setting[int | None] = Setting("ll_token", None)
+    redraws: Setting[int] = Setting("ll_grid_n", 0)
+
+
 # --- Learn -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PositionalSettings(PageSettings):
@@ -327,7 +339,9 @@ ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), 
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
 TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
+LOGIT_LENS = LogitLensSettings()
 BY_PAGE: dict[str, PageSettings] = {  # by the page's key in app/registry.py
     "explore": EXPLORE, "masks": MASKS, "attribution": ATTRIBUTION, "head_roles": HEAD_ROLES, "ablation": ABLATION,
     "alignment": ALIGNMENT, "compare": COMPARE, "positional": POSITIONAL_ENCODING, "by_hand": BY_HAND,
-    "decoding": DECODING, "training": TRAINING, "watch": WATCH, "sinks": SINKS}
+    "decoding": DECODING, "training": TRAINING, "watch": WATCH, "sinks": SINKS,
+    "logit_lens": LOGIT_LENS}

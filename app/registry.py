@@ -50,7 +50,9 @@ class Page:
 
 NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
     "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
-                          "masks in one pass, with no output written token by token."}}
+                          "masks in one pass, with no output written token by token."},
+    "logit_lens": {ENCODER: "The logit lens does not apply to an encoder: it reads the residual stream of a model "
+                            "that writes text token by token (a language model, a translator's decoder)."}}
 
 
 def _per_kind(folder: str) -> dict[str, str | NotApplicable]:
@@ -77,6 +79,7 @@ PAGES = (
     Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze", _per_kind("alignment")),
     Page("compare", "Compare", ":material/compare:", "compare", "Analyze", _per_kind("compare")),
     Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze", _per_kind("sinks")),
+    Page("logit_lens", "Logit lens", ":material/layers:", "logit-lens", "Analyze", _per_kind("logit_lens")),
     Page("positional", "Positional encoding", ":material/timeline:", "positional", "Learn", _per_kind("positional")),
     Page("by_hand", "Attention by hand", ":material/calculate:", "attention-by-hand", "Learn", _per_kind("by_hand")),
     Page("decoding", "Decoding step by step", ":material/account_tree:", "decoding", "Learn", _per_kind("decoding")),

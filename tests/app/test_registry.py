@@ -33,7 +33,7 @@ def test_the_navigation_lists_every_page_once_for_each_kind(monkeypatch, kind):
     assert list(nav) == list(registry.SECTIONS)
     listed = [entry for entries in nav.values() for entry in entries]
     assert sorted(e.url_path for e in listed) == sorted(p.url_path for p in registry.PAGES)
-    assert len({e.url_path for e in listed}) == len(registry.PAGES) == 13
+    assert len({e.url_path for e in listed}) == len(registry.PAGES) == 14
     assert [e.url_path for e in listed if e.default] == ["explore"]  # the page a link without a path opens
     for entry in listed:
         page = next(p for p in registry.PAGES if p.url_path == entry.url_path)

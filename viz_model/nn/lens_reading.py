@@ -4,7 +4,7 @@ probabilities through the rows); `read_lens` fills it from the states and the mo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -64,6 +64,14 @@ class LogitLens:
         self._check_cell(row, position)
         curve = self.top_curves[row, position]
         return int(np.abs(np.diff(curve)).argmax()) + 1
+
+    def window(self, start: int, stop: int) -> LogitLens:
+        """The lens of positions ``start..stop - 1`` alone (a long text's last ones, as a grid draws them)."""
+        cut = slice(start, stop)
+        return replace(self, ids=self.ids[cut], tokens=self.tokens[cut], top_ids=self.top_ids[:, cut],
+                       top_probs=self.top_probs[:, cut], top_tokens=[row[cut] for row in self.top_tokens],
+                       top_curves=self.top_curves[:, cut], tracked_probs=self.tracked_probs[:, cut],
+                       tracked_ranks=self.tracked_ranks[:, cut])
 
     def _check_cell(self, row: int, position: int) -> None:
         rows, positions = self.top_ids.shape[:2]
