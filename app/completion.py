@@ -85,6 +85,15 @@ def current_completion(session: Session) -> AttentionTrace | None:
     return completed(session, asked_turn(prompt), int(EXPLORE.new_tokens.get()))
 
 
+def form_and_completion(session: Session) -> AttentionTrace:
+    """The prompt form, then the submitted prompt's trace; the page stops where there is none (the reason shown)."""
+    prompt_form()
+    trace = current_completion(session)
+    if trace is None:
+        st.stop()
+    return trace
+
+
 def completed(session: Session, prompt: str | list[dict[str, str]], new_tokens: int) -> AttentionTrace | None:
     """The cached trace of `prompt` (text, or chat messages) and its continuation, or None after one line saying why
     there is none (the library's warnings said once each; a trace the memory would not hold refused before it runs)."""
