@@ -1,4 +1,4 @@
-"""Streamlit AppTest of Masks, Decoding, Attention sinks and Ablation on a long prompt (CPU, fp32): a tiny imported
+"""Streamlit AppTest of Masks, Decoding, Attention sinks, Ablation and the Logit lens on a long prompt (CPU, fp32): a tiny imported
 Llama with room for 4,608 positions, a 706-token prompt and 2 new tokens (maps made on demand); each page draws
 instead of refusing, a mask past 256 tokens as blocks and a window of exact cells (the titles say which), and what it
 reads of the maps equals the trace that keeps every map."""
@@ -13,6 +13,7 @@ from support.long_lm import long_lm_models, long_text
 import viz_model
 from viz_model.analysis.sinks import trace_sink_shares
 from viz_model.on_demand import OnDemandMaps
+from viz_model.plot.figure_style import escape
 
 PROMPT = long_text(200)  # 706 tokens: past the 256 a page draws cell by cell
 NEW_TOKENS = 2
@@ -132,3 +133,19 @@ def test_ablation_runs_with_maps_on_demand(full):
     assert shown["log P(original continuation), every head on"] == f"{trace.log_probability:.3f}", shown
     logits = by_title(at, "The prompt's next tokens, every head on and 1 head off")
     assert "tickvals" not in logits["layout"]["xaxis2"]  # positions: a label a token would stall a browser
+
+
+def test_the_logit_lens_draws_the_prompts_last_positions_and_reads_one_row_a_head(full, reads):
+    model, trace = full
+    p = trace.settings["prompt_length"]
+    at = long_page("logit_lens")
+    no_refusal(at)
+    grid = charts(at)[0]["data"][0]
+    assert arr(grid["z"]).shape == (model.config.decoder_layers + 1, 48)
+    assert list(grid["x"]) == list(range(p - 48, p))  # the prompt's last 48 positions
+    assert f"The grid draws the last 48 of {p} positions." in "\n".join(c.value for c in at.caption)
+    assert grid["text"][-1][-1] == escape(trace.output_tokens[p - 1])  # the model's prediction after the prompt
+    heads = model.config.heads
+    last = reads["heads"][-heads:]  # the deciding block's heads, each read for the chosen position's row alone
+    assert [args[1:] for args in last] == [(h, slice(p - 1, p)) for h in range(heads)]
+    assert len({args[0] for args in last}) == 1
