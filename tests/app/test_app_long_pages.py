@@ -1,7 +1,7 @@
-"""Streamlit AppTest of Masks, Decoding, Attention sinks, Ablation and the Logit lens on a long prompt (CPU, fp32): a tiny imported
-Llama with room for 4,608 positions, a 706-token prompt and 2 new tokens (maps made on demand); each page draws
-instead of refusing, a mask past 256 tokens as blocks and a window of exact cells (the titles say which), and what it
-reads of the maps equals the trace that keeps every map."""
+"""Streamlit AppTest of Masks, Decoding, Attention sinks, Ablation and the Logit lens on a long prompt (CPU, fp32): a
+tiny imported Llama with room for 4,608 positions, a 706-token prompt and 2 new tokens (maps made on demand); each page
+draws instead of refusing, a mask past 256 tokens as blocks and a window of exact cells (the titles say which), and
+what it reads of the maps equals the trace that keeps every map."""
 
 from __future__ import annotations
 
