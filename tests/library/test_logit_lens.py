@@ -1,7 +1,7 @@
 """The logit lens (issue 61) on the shipped language model and a translator's decoder: the last row is the model's
 own output (the shipped translator's too), the rows' curves and the block that changed a cell most are read from the
-same numbers, bad input gets one line; an encoder refuses in one line. (Its exactness against transformers:
-test_hf_import_lm.py.)"""
+same numbers, bad input gets one line; an encoder refuses in one line; the figures draw what the record holds. (Its
+exactness against transformers: test_hf_import_lm.py.)"""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import torch
 import viz_model
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.modeldir.shipped import DEFAULT_MODEL, SHIPPED_ENCODER, SHIPPED_LANGUAGE_MODEL
+from viz_model.plot.figure_style import escape
+from viz_model.plot.lens_figures import lens_grid_figure, token_curve_figure
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPT = "A man in a blue shirt is"
@@ -98,3 +100,18 @@ def test_an_encoder_refuses_the_lens_in_one_line():
     with pytest.raises(ValueError, match="the logit lens does not apply to an encoder") as caught:
         encoder.logit_lens("A dog [MASK] in the snow.")
     assert "\n" not in str(caught.value)
+
+
+def test_the_grid_figure_names_each_cells_top_token_and_carries_its_cell_for_a_click(shipped):
+    lens = shipped.logit_lens(PROMPT, top_k=3)
+    n = len(lens.ids)
+    fig = lens_grid_figure(lens.window(2, n), "grid", chosen=(1, 4), first=2)
+    heatmap, cells, ring = fig.data
+    assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0) and np.array_equal(heatmap.z, lens.top_probs[:, 2:, 0])
+    assert list(heatmap.x) == list(range(2, n)) and heatmap.text[-1][0] == escape(lens.top_tokens[-1][2][0])
+    assert [list(c) for c in cells.customdata][:2] == [[0, 2], [0, 3]]
+    assert len(cells.customdata) == lens.num_rows * (n - 2) and (ring.x[0], ring.y[0]) == (4, 1)
+    probabilities, ranks = np.array([0.1, 0.5, 0.9]), np.array([9, 2, 1])
+    curve = token_curve_figure(probabilities, ranks, ["embeddings", "block 1", "block 2"], "curve")
+    assert list(curve.data[0].y) == [0.1, 0.5, 0.9] and list(curve.data[1].y) == [9, 2, 1]
+    assert curve.layout.yaxis2.autorange == "reversed"  # rank 1 at the top
