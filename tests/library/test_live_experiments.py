@@ -154,3 +154,27 @@ def test_the_scalings_refuse_a_model_without_rope_and_a_bad_factor(tokenizer, ro
     assert masked.rule == "text" and len(masked.kept[4]) == 37
     with pytest.raises(ValueError, match="rescaled changes the RoPE settings"):
         rope_lm.rescaled(heads=2)
+
+
+def test_the_benchmark_results_file_has_both_experiments_at_the_pages_defaults():
+    """The shape of benchmarks/results/live_experiments.json (bench_live_experiments.py), not its timings."""
+    import json
+    from pathlib import Path
+
+    from app.page_settings import POSITIONAL_ENCODING, SINKS
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "live_experiments.json")
+                      .read_text(encoding="utf-8"))
+    eviction_run, scaling_run = data["sink_eviction"], data["rope_scalings"]
+    assert (eviction_run["tokens"], eviction_run["window"]) == (SINKS.evict_tokens.default,
+                                                                SINKS.evict_window.default)
+    assert eviction_run["kept"] == list(eviction.KEPT) and eviction_run["rule"] == "cache"
+    assert set(eviction_run["perplexity"]) == {"full", *map(str, eviction.KEPT)}
+    assert eviction_run["paper"]["perplexity"] == {"0": 5158.07, "4": 5.40}
+    assert scaling_run["factor"] == POSITIONAL_ENCODING.lm_factor.default
+    assert scaling_run["tokens"] == 2 * scaling_run["trained"]  # the page's default: twice the trained length
+    for part in ("mean_loss_within", "mean_loss_past"):
+        assert set(scaling_run[part]) == {position_scaling.AS_LOADED, *position_scaling.SCALINGS}
+    for run in (eviction_run, scaling_run, data["sink_eviction_text_rule"]):
+        assert run["wall_s"] > 0 and run["cpu_s"] > 0 and run["runs"] >= 1
+    assert {"cpu", "cores", "torch", "date"} <= set(data["machine"])
