@@ -78,7 +78,8 @@ def eviction_mask(length: int, window: int, kept: int) -> torch.Tensor:
 def token_losses(logits: torch.Tensor, targets: Sequence[int]) -> np.ndarray:
     """``(len(targets),)`` -log p(target) of each row of `logits` ``(rows, vocab)``, in float64."""
     log_probs = torch.log_softmax(logits.double(), -1)
-    return -log_probs[torch.arange(len(targets)), torch.tensor(list(targets))].cpu().numpy()
+    rows = torch.arange(len(targets), device=logits.device)
+    return -log_probs[rows, torch.tensor(list(targets), device=logits.device)].cpu().numpy()
 
 
 def full_losses(model: LanguageModel, ids: Sequence[int], mask: torch.Tensor | None = None) -> np.ndarray:

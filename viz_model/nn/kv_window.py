@@ -14,7 +14,7 @@ from .rotary import Rotary, rope_angles, rotate
 def kept_keys(cache: list[KVCache], index: Tensor) -> list[KVCache]:
     """Each layer's keys, values and positions at `index` ``(batch, keys)`` along the key axis (a row of its own for
     each row of the batch), in that order."""
-    rows = len(index)
+    rows, index = len(index), index.to(cache[0].key.device)
 
     def taken(part: Tensor) -> Tensor:
         part = part.expand(rows, -1, -1, -1)
@@ -35,7 +35,9 @@ def layer_rotary(network: CausalLM, layer: int) -> Rotary | None:
 def moved_keys(network: CausalLM, cache: list[KVCache], positions: Tensor) -> list[KVCache]:
     """`cache` (keys as `network` rotated them, at their recorded positions) with every key at `positions`
     ``(batch, keys)``: a RoPE key turned by the difference (rotations compose: the same as turning the unrotated key
-    there once), the positions replaced (what ALiBi's bias and the next pass's positions read)."""
+    there once), the positions replaced (what ALiBi's bias and the next pass's positions read). Dynamic NTK's keys
+    are turned by the frequencies of the pass's length: exact while the cache stays within its original length, where
+    they do not change."""
     if any(kv.positions is None for kv in cache):  # a table of positions: nothing in the cache to move
         return cache
     moved = []
