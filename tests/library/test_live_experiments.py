@@ -136,6 +136,7 @@ def test_scaling_off_is_the_loaded_model_and_on_is_a_copy(rope_lm, tokenizer):
     linear = position_scaling.scaled_copy(rope_lm, "linear", 4.0)
     torch.testing.assert_close(linear.network.scheme.frequencies, scaled_frequencies(8, 10000.0) / 4)
     assert linear.network.layers is rope_lm.network.layers  # the weights shared, not copied
+    assert linear.network is not rope_lm.network and linear._int8 is not rope_lm._int8  # a draft of its own
     unit = position_scaling.scaled_copy(rope_lm, "linear", 1.0)
     np.testing.assert_allclose(position_length.loss_by_position(unit, ids, 300).losses, plain.losses, atol=1e-6)
 

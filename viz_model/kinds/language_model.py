@@ -290,7 +290,7 @@ class LanguageModel(ModelKind):
         network.config = dataclasses.replace(self.config, **rope)
         network.scheme = score_schemes(network.config)[0]
         model = copy.copy(self)
-        model.network = network
+        model.network, model._int8 = network, LazyInt8Copy(int8_causal_network)  # its own draft, if it drafts
         return model
 
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
