@@ -161,6 +161,7 @@ class SinksSettings(PageSettings):
     evict_text: Setting[str] = Setting("sk_evict_text", "")  # empty: the shipped long text
     evict_tokens: Setting[int] = Setting("sk_evict_tokens", 256)
     evict_window: Setting[int] = Setting("sk_evict_window", 32)
+    evict_rule: Setting[str] = Setting("sk_evict_rule", "cache")  # StreamingLLM's positions, or the text's
     evicted: Setting[object | None] = Setting("sk_evicted", None)  # (model, Eviction)
 
 

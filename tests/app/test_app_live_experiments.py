@@ -45,6 +45,13 @@ def test_sink_eviction_runs_on_the_shipped_model_as_the_library_does(shipped_app
     np.testing.assert_allclose(table["perplexity"], [round(v, 2) for v in expected.values()], atol=0.011)
     assert "Perplexity with a window of 12 keys, by initial tokens kept" in titles(at)
     assert list(paper["perplexity (the paper's)"]) == [5158.07, 5.40] and set(paper["model"]) == {"Llama-2-13B"}
+    assert "positions within the cache (StreamingLLM's)" in "\n".join(c.value for c in at.caption)
+    at.radio(key="sk_evict_rule").set_value("text")
+    at = evict(at, 72, 12)
+    masked = sink_eviction(shipped, position_length.text_ids(shipped)[:72], 12, KEPT, rule="text").perplexities()
+    table = [d.value for d in at.dataframe][-2]
+    np.testing.assert_allclose(table["perplexity"], [round(v, 2) for v in masked.values()], atol=0.011)
+    assert "positions in the text (one masked pass)" in "\n".join(c.value for c in at.caption)
 
 
 def test_a_text_too_short_for_the_window_gets_one_line(shipped_app):

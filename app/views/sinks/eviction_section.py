@@ -18,6 +18,7 @@ from viz_model.lessons.position_length import text_ids
 from viz_model.lessons.position_text import LONG_TEXT, TITLE
 from viz_model.plot import long_context_figures
 
+RULES = {"cache": "within the cache (StreamingLLM's)", "text": "in the text (one masked pass)"}
 MOST_TOKENS = 2048  # a token a pass after the window fills: about a second per hundred tokens on a laptop CPU
 
 
@@ -35,11 +36,17 @@ def run_form(session: Session) -> bool:
                           help="The text's first tokens: each is predicted once, from the window the cache holds.")
         right.number_input("Window (keys each query sees)", 2, MOST_TOKENS, key=own.evict_window.key,
                            help="The kept initial tokens plus the most recent ones, the query's own included.")
+        movable = model.config.positional not in INPUT_POSITIONS
+        if movable:
+            own.evict_rule.init()
+            st.radio("Positions of the kept tokens", list(RULES), format_func=RULES.get, key=own.evict_rule.key,
+                     horizontal=True, help="StreamingLLM re-indexes the cache: the sinks 0 .. n − 1, then the recent "
+                     "tokens, the new token last. In the text, each token keeps its own position.")
         submitted = st.form_submit_button("Run", icon=":material/play_arrow:", type="primary")
     if not submitted:
         return True
     ids = text_ids(model, own.evict_text.get("").strip() or LONG_TEXT)[:int(own.evict_tokens.get())]
-    rule = "text" if model.config.positional in INPUT_POSITIONS else "cache"
+    rule = own.evict_rule.get() if movable else "text"
     bar = st.progress(0.0, text="Streaming the text through the window…")
     try:
         with warnings.catch_warnings():  # past the trained length: the full context's line is on the page
@@ -69,9 +76,6 @@ def eviction_section(session: Session) -> None:
         st.caption(f"This model adds a {model.config.positional} table of positions to its input, where a cached "
                    "token cannot be moved: each token keeps its position in the text (one masked pass), not "
                    "StreamingLLM's place in the cache.")
-    else:
-        st.caption("Positions as StreamingLLM assigns them: within the cache (the sinks 0 .. n − 1, then the recent "
-                   "tokens, the new token last), the cached keys turned to their new places; token by token.")
     if not run_form(session):
         return
     kept = own.evicted.get()
@@ -92,7 +96,7 @@ def eviction_section(session: Session) -> None:
     widgets.chart(fig, "sink-eviction", key="sk_evict_chart")
     widgets.exports(fig, "sink-eviction", "sk_evict")
     trained = model.config.max_positions
-    st.caption(f"{count(tokens, 'token')}, a window of {result.window}"
+    st.caption(f"{count(tokens, 'token')}, a window of {result.window}, positions {RULES[result.rule]}"
                + (f"; the full context runs past the {trained} positions this model was trained on, where it is "
                   "untested" if tokens > trained else "") + ".")
     st.markdown("**The paper's figures** (StreamingLLM, Table 1; not this model's):")
