@@ -158,6 +158,11 @@ class SinksSettings(PageSettings):
                                                              lambda v: str(bool(v)), omit_default=True))
     also: Setting[list[int]] = Setting("sk_also", [])
     redraws: Setting[int] = Setting("sk_grid_n", 0)
+    evict_text: Setting[str] = Setting("sk_evict_text", "")  # empty: the shipped long text
+    evict_tokens: Setting[int] = Setting("sk_evict_tokens", 256)
+    evict_window: Setting[int] = Setting("sk_evict_window", 32)
+    evict_rule: Setting[str] = Setting("sk_evict_rule", "cache")  # StreamingLLM's positions, or the text's
+    evicted: Setting[object | None] = Setting("sk_evicted", None)  # (model, Eviction)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,9 @@ class PositionalSettings(PageSettings):
     lm_tokens: Setting[int] = Setting("pe_lm_tokens", 0)  # by default twice the trained length, within the text
     lm_window: Setting[int] = Setting("pe_lm_window", 16)
     lm_loss: Setting[object | None] = Setting("pe_lm_loss", None)  # (model, tokens, PositionLoss)
+    lm_factor: Setting[float] = Setting("pe_lm_factor", 4.0)  # RoPE's scalings switched on past the length
+    lm_scalings: Setting[list[str]] = Setting("pe_lm_scalings", ["linear", "dynamic", "yarn", "llama3"])
+    lm_scaled: Setting[object | None] = Setting("pe_lm_scaled", None)  # (model, tokens, {run: PositionLoss})
 
 
 @dataclass(frozen=True)

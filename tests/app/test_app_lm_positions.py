@@ -12,7 +12,7 @@ from support.hf_lm import lm_models_folder
 from test_app_teaching import captions, chart, messages, metrics, ok, on_page, tables, titles
 
 import viz_model
-from viz_model.lessons import position_length, position_rope, position_split
+from viz_model.lessons import position_length, position_rope, position_scaling, position_split
 
 LLAMA, GPT2, BLOOM = "llama", "gpt2", "bloom"
 
@@ -112,6 +112,21 @@ def test_the_loss_past_ropes_trained_length_is_warned_and_drawn(lm_app):
     assert shown["Mean loss past position 256"] == f"{beyond:.3f} nats"
 
 
+def test_the_scalings_replace_llama3s_own_from_its_trained_length(lm_app):
+    at = open_lm(LLAMA)
+    at.number_input(key="pe_lm_tokens").set_value(160)
+    at.multiselect(key="pe_lm_scalings").set_value(["dynamic"])
+    next(b for b in at.button if b.label == "Measure with the scalings").click()
+    at = ok(at.run())
+    model = viz_model.load(lm_app / LLAMA, device="cpu")
+    runs = position_scaling.losses_by_scaling(model, position_length.text_ids(model), 160, 4.0, ["dynamic"])
+    table = tables(at)[-1]
+    assert list(table["run"]) == [position_scaling.AS_LOADED, "dynamic NTK × 4"]
+    np.testing.assert_allclose(table["mean loss within 64"], [round(float(r.losses[:64].mean()), 3)
+                                                              for r in runs.values()], atol=1e-3)
+    assert model.config.rope_scaling == "llama3"  # the page's copy, not the model
+
+
 # --- a learned table (GPT-2) -------------------------------------------------------------------------------------
 def test_gpt2_opens_on_its_learned_table_and_cannot_split(lm_app):
     at = open_lm(GPT2)
@@ -131,6 +146,8 @@ def test_gpt2_refuses_past_its_positions_in_one_line(lm_app):
     at = measure(at, 200)
     assert "The loss cannot be measured: 200 positions asked; this model has 128" in messages(at)
     assert not any(t.startswith("Loss of each token") for t in titles(at))
+    assert "This model has learned positions, not rotary ones: the scalings stretch RoPE's frequencies" in \
+        messages(at)
     at = measure(at, 128)
     assert chart(at, "Loss of each token of the text by its position")
     assert "past the" not in messages(at)

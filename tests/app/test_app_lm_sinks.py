@@ -13,7 +13,9 @@ from streamlit.testing.v1 import AppTest
 from support.app import APP, arr, charts, messages, ok, open_page, titles
 from support.hf_lm import build_lm_folder, import_lm
 
+from viz_model.analysis.sink_eviction import KEPT, sink_eviction
 from viz_model.analysis.sinks import remove_sink, trace_sink_shares
+from viz_model.lessons.position_length import text_ids
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 PROMPT = "a man plays in the snow and the dog runs"
@@ -145,3 +147,17 @@ def test_a_links_new_tokens_and_chat_are_taken_and_written_back(lm_app):
     turn = lm_app["smollm2"].trace([{"role": "user", "content": PROMPT}], 3)
     assert len(charts(at)[1]["data"][0]["x"]) == len(turn.target_tokens)
     assert at.query_params["new_tokens"] == "3" and at.query_params["chat"] == "True"
+
+
+def test_gpt2s_eviction_keeps_text_positions_and_says_so(lm_app):
+    """A table of positions cannot move in the cache: the page runs the masked rule and says why."""
+    at = open_sinks("gpt2", sentence=PROMPT, new_tokens=2)
+    assert "each token keeps its position in the text (one masked pass)" in "\n".join(c.value for c in at.caption)
+    at.number_input(key="sk_evict_tokens").set_value(60)
+    at.number_input(key="sk_evict_window").set_value(10)
+    next(b for b in at.button if b.label == "Run").click()
+    at = ok(at.run())
+    model = lm_app["gpt2"]
+    expected = sink_eviction(model, text_ids(model)[:60], 10, KEPT, rule="text").perplexities()
+    table = [d.value for d in at.dataframe][-2]
+    np.testing.assert_allclose(table["perplexity"], [round(v, 2) for v in expected.values()], atol=0.011)

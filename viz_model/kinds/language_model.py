@@ -8,6 +8,8 @@ Read-only at inference (weights and caches come back from calls), so one instanc
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 import unicodedata
 import warnings
@@ -21,7 +23,9 @@ from ..modeldir.checkpoint import CheckpointError, has_weight_source, load_model
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
 from ..nn.lens_reading import LogitLens, check_lens, read_lens
+from ..nn.kv_window import moved_keys
 from ..nn.model import HeadMask
+from ..nn.position_setup import score_schemes
 from ..nn.quantize import LazyInt8Copy, int8_causal_network
 from ..nn.score_recipe import merged
 from ..on_demand import OnDemandMaps, check_maps, keeps_full_maps
@@ -270,6 +274,25 @@ class LanguageModel(ModelKind):
             new.append(int(self.search.processed(out.logits[:1, -1].float(), [ids + new]).argmax()))
             step = torch.tensor([new[-1:]], device=self.device)
         return new
+
+    @torch.inference_mode()
+    def pass_after(self, ids: torch.Tensor, cache: list[KVCache], positions: torch.Tensor) -> CausalLMOutput:
+        """The full-precision network over new `ids` ``(batch, len)`` after `cache` (keys as this network rotated
+        them) with its keys moved to `positions` ``(batch, keys)`` first: StreamingLLM's evicted cache, re-indexed."""
+        return self.network(ids.to(self.device), cache=moved_keys(self.network, cache, positions.to(self.device)))
+
+    def rescaled(self, **rope: object) -> LanguageModel:
+        """A copy of this model whose RoPE settings are `rope` (``rope_scaling``, ``rope_factor``, ... of
+        `ModelConfig`), its rotation built for the copy: the weights shared, this model and its network untouched."""
+        if self.config.positional != "rope" or any(not name.startswith("rope_") for name in rope):
+            raise ValueError(f"rescaled changes the RoPE settings of a RoPE model; got {sorted(rope)} for "
+                             f"{self.config.positional} positions")
+        network = copy.copy(self.network)  # the same modules and weights, a config and a rotation of its own
+        network.config = dataclasses.replace(self.config, **rope)
+        network.scheme = score_schemes(network.config)[0]
+        model = copy.copy(self)
+        model.network, model._int8 = network, LazyInt8Copy(int8_causal_network)  # its own draft, if it drafts
+        return model
 
     def embeddings(self, ids: Sequence[int]) -> torch.Tensor:
         """``(1, len, d_model)`` the token embeddings the network adds its input positions to (scaled where the

@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,6 +27,7 @@ from ..config import ModelConfig
 from ..config.checks import check_int
 from ..config.model import POSITIONAL_KINDS
 from ..data.batching import pad
+from ..nn.devices import one_thread
 from ..nn.model import Transformer
 from ..search.decoding import beam_search
 from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -264,19 +264,6 @@ def probe_maps(model: Transformer, cfg: WatchConfig, probe: list[int], step: int
     maps = {kind: [a[0].numpy().copy() for a in getattr(out, name)] for kind, name in
             (("encoder", "encoder_attentions"), ("decoder", "decoder_attentions"), ("cross", "cross_attentions"))}
     return Snapshot(step, maps["encoder"], maps["decoder"], maps["cross"], greedy(model, cfg, [probe])[0])
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """The calling thread's torch operations on one core for the block (PyTorch's thread count is per thread in its
-    OpenMP build): a tiny model gains nothing from a second core, and on a 2-core CPU shared with a browser two
-    threads trained a few steps a second where one trains tens."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class StepBudget(Protocol):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -67,3 +69,16 @@ def steady_allocator(threshold: int = STEADY_MMAP_THRESHOLD) -> bool:
         return bool(ctypes.CDLL("libc.so.6").mallopt(-3, int(threshold)))  # -3: M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         return False
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """The calling thread's torch operations on one core for the block (PyTorch's thread count is per thread in its
+    OpenMP build): a tiny model gains nothing from a second core, and on a 2-core CPU shared with a browser two
+    threads trained a few steps a second where one trains tens."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

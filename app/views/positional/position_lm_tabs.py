@@ -18,7 +18,7 @@ from app.sessions import Session
 from app.setting_types import Setting
 from app.shared_settings import SHARED
 from app.texts import count
-from app.views.positional import position_tabs
+from app.views.positional import position_tabs, scaling_section
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.lessons import position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
@@ -309,5 +309,6 @@ def page(session: Session) -> None:
         split_tab(model, f"{session.ref}")
     with tabs["Longer than trained"]:
         length_tab(session)
+        scaling_section.scaling_section(session)
     with tabs["Today's schemes"]:
         position_tabs.schemes_tab(config)

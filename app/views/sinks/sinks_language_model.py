@@ -7,13 +7,14 @@ import streamlit as st
 from app import completion, sessions
 from app.page_settings import EXPLORE
 from app.shared_settings import SHARED
-from app.views.sinks import sink_sections, sinks_lm
+from app.views.sinks import eviction_section, sink_sections, sinks_lm
 
 session = sessions.require_session()
 sink_sections.heading()
 completion.prompt_form()
 trace = completion.current_completion(session)
 if trace is None:
+    eviction_section.eviction_section(session)  # it needs no prompt
     st.stop()
 shares = sink_sections.measured(lambda: sinks_lm.lm_shares(
     trace, session.ref.stored, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()), EXPLORE.chat.get(),
@@ -21,3 +22,4 @@ shares = sink_sections.measured(lambda: sinks_lm.lm_shares(
 sink_sections.every_part(shares, "(prompt and continuation)", completion.prompt_length(trace))
 sinks_lm.switch_section(session.ref.stored, shares, trace, completion.asked_turn(SHARED.sentence.get("")),
                         int(EXPLORE.new_tokens.get()))
+eviction_section.eviction_section(session)
