@@ -22,8 +22,8 @@ import torch
 from ..modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
-from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.kv_window import moved_keys
+from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask
 from ..nn.position_setup import score_schemes
 from ..nn.quantize import LazyInt8Copy, int8_causal_network
