@@ -1,7 +1,8 @@
 """Streamlit AppTest tests of a gpt-oss and a Mixtral open in the app (issue 60; CPU, fp32): the Attention sinks
 page draws each gpt-oss head's learned-sink share beside the first token's and says in one line why its rows sum to
-less than 1; Complete & explore draws each token's experts and router weights in the chosen layer and the chosen
-head's attention split by routing, as the library computes them; an expert count too large to draw gets one line."""
+less than 1; Complete & explore says what its rows sum to and draws each token's experts and router weights in the
+chosen layer and the chosen head's attention split by routing, as the library computes them; an expert count too
+large to draw gets one line."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def test_explore_draws_each_tokens_experts_and_the_heads_attention_by_routing(mo
     at.selectbox(key="w_moe_layer").set_value(2).run()
     at.selectbox(key="w_moe_head").set_value(3).run()
     ok(at)
+    assert any("each row sums to 1 minus the share its head's learned sink took" in c.value for c in at.caption)
     trace = moe_app["gpt_oss"].trace(PROMPT, 4)
     shown = {title: chart for title, chart in zip(titles(at), charts(at))}
     heatmap = shown["Layer 2: each token's experts and their router weights"]
@@ -71,4 +73,5 @@ def test_an_expert_count_too_large_to_draw_gets_one_line(moe_app, monkeypatch):
     at = open_page("explore", timeout=180, beam="1", model="mixtral", sentence=PROMPT, new_tokens="4")
     assert "This model has 4 experts a layer, more than the 3 columns this page draws" in messages(at)
     assert not [t for t in titles(at) if "each token's experts" in t]
+    assert any("each row sums to 1." in c.value for c in at.caption)  # no learned sinks
     assert at.dataframe[-1].value["pairs (query, earlier key)"].tolist()[0] == "same first expert"

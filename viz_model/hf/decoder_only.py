@@ -207,6 +207,7 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
     layout += " parallel (attention and feed-forward side by side)" if cfg.parallel_residual else ""
     turned = f", {cfg.rope_dims} of {cfg.d_head} dimensions turned" if cfg.rope_dims else ""
     window += f", a mixture of {cfg.experts} experts ({cfg.experts_per_token} a token)" if cfg.experts else ""
+    window += ", a learned sink logit in every head" if cfg.learned_sinks else ""
     return [f"- Decoder-only: {cfg.decoder_layers} {layout} layers ({cfg.normalization} norm), {cfg.heads} query "
             f"heads{grouped}, positions {cfg.positional}"
             + (f" (scaling {cfg.rope_scaling}{turned})" if cfg.positional == "rope" else "") + window + "."]
