@@ -1,7 +1,7 @@
 """What the pages read of a mixture of experts and of learned sinks (issue 60), on tiny imported gpt-oss and Mixtral
 models: each token's router weights as a tokens x experts matrix, a head's attention split by how query and key were
 routed (checked against a count made pair by pair), and the share each head's learned sink takes (one minus a row's
-sum, averaged over the rows); a model without them gets None or one line."""
+sum, averaged over the rows), all kept by a saved trace; a model without them gets None or one line."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
 from viz_model.analysis.expert_routing import attention_by_routing, routing_matrix  # noqa: E402
 from viz_model.analysis.sink_logits import learned_sink_shares  # noqa: E402
+from viz_model.trace import AttentionTrace  # noqa: E402
 
 PROMPT = "The red dog reads a book in the park, and the old man runs in the snow."
 
@@ -85,3 +86,14 @@ def test_a_model_without_them_gets_none_or_one_line(traces):
     assert plain.expert_routing() is None
     with pytest.raises(ValueError, match="not a mixture of experts"):
         attention_by_routing(plain, 0, 0)
+
+
+def test_a_saved_trace_keeps_its_sink_logits_routing_and_maps(traces, tmp_path):
+    trace = traces["gpt_oss"]
+    for suffix in (".npz", ".json"):
+        again = AttentionTrace.load(trace.save(tmp_path / f"trace{suffix}"))
+        assert np.array_equal(again.sink_logits(), trace.sink_logits())
+        for loaded, kept in zip(again.expert_routing(), trace.expert_routing()):
+            assert np.array_equal(loaded, kept)
+        assert np.array_equal(again.head_map("decoder", 1, 2), trace.head_map("decoder", 1, 2))
+        assert np.allclose(learned_sink_shares(again), learned_sink_shares(trace), atol=0)
