@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("transformers")
 from support.hf_lm import build_lm_folder, import_lm  # noqa: E402
 
+from app.views.by_hand.head_steps import head_steps  # noqa: E402
 from viz_model.analysis.expert_routing import attention_by_routing, routing_matrix  # noqa: E402
 from viz_model.analysis.sink_logits import learned_sink_shares  # noqa: E402
 from viz_model.trace import AttentionTrace  # noqa: E402
@@ -21,11 +22,17 @@ PROMPT = "The red dog reads a book in the park, and the old man runs in the snow
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory):
-    """A trace (prompt and 4 new tokens) of a tiny gpt-oss and of a tiny Mixtral."""
+def models(tmp_path_factory):
+    """A tiny gpt-oss and a tiny Mixtral, imported."""
     root = tmp_path_factory.mktemp("moe-models")
-    return {family: import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), family), root).trace(PROMPT, 4)
+    return {family: import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), family), root)
             for family in ("gpt_oss", "mixtral")}
+
+
+@pytest.fixture(scope="module")
+def traces(models):
+    """A trace (prompt and 4 new tokens) of each."""
+    return {family: model.trace(PROMPT, 4) for family, model in models.items()}
 
 
 @pytest.mark.parametrize("family", ["gpt_oss", "mixtral"])
@@ -97,3 +104,13 @@ def test_a_saved_trace_keeps_its_sink_logits_routing_and_maps(traces, tmp_path):
             assert np.array_equal(loaded, kept)
         assert np.array_equal(again.head_map("decoder", 1, 2), trace.head_map("decoder", 1, 2))
         assert np.allclose(learned_sink_shares(again), learned_sink_shares(trace), atol=0)
+
+
+def test_attention_by_hand_works_the_learned_sink_into_its_softmax(models, traces):
+    model, trace = models["gpt_oss"], traces["gpt_oss"]
+    ids = trace.target_ids
+    for layer, head, rows in ((1, 2, None), (0, 1, (3, 9))):  # every row (the records), a few (the recipe)
+        steps = head_steps(model, ids, layer, head, rows)
+        assert steps.sink == pytest.approx(float(trace.sink_logits()[layer, head]), abs=1e-7)
+        assert steps.difference < 1e-6 and (steps.weights.sum(axis=1) < 1).all()
+    assert head_steps(models["mixtral"], traces["mixtral"].target_ids, 0, 0).sink is None
