@@ -1,11 +1,11 @@
-"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2, Gemma, BLOOM, GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2),
-instrumented as the translator is.
+"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2, Gemma, BLOOM, GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2,
+Mixtral, gpt-oss), instrumented as the translator is.
 
 One stack of layers, each causal self-attention then a feed-forward network (or both side by side: parallel
 residual), a final norm and the pre-softmax projection (tied to the embeddings or its own). It is built from the
 translator's blocks (`MultiHeadAttention` with grouped key/value heads, `FeedForward`, `Residual`, the position
 schemes); what the families differ in are settings of `ModelConfig` (kind "decoder"). Every forward can return each
-layer's `AttentionRecord`; nothing is stored on a module.
+layer's `AttentionRecord` (and, in a mixture of experts, where it routed each token); nothing is stored on a module.
 """
 
 from __future__ import annotations
