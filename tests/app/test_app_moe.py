@@ -56,6 +56,7 @@ def test_explore_draws_each_tokens_experts_and_the_heads_attention_by_routing(mo
     at.selectbox(key="w_moe_head").set_value(3).run()
     ok(at)
     assert any("each row sums to 1 minus the share its head's learned sink took" in c.value for c in at.caption)
+    assert sum(c.value.startswith("Memory:") for c in at.caption) == 1  # the completion drawn once
     trace = moe_app["gpt_oss"].trace(PROMPT, 4)
     shown = {title: chart for title, chart in zip(titles(at), charts(at))}
     heatmap = shown["Layer 2: each token's experts and their router weights"]

@@ -23,6 +23,6 @@ st.caption("Type a prompt: see the language model continue it, and every attenti
            "reads the prompt and writes the continuation.")
 state.page_link(own)
 state.show_url_problems()
-explore_views.page(session, completion.prompt_form, lambda: completion.current_completion(session), panel,
-                   lambda trace: explore_lm_parts.PARTS)
-routing_section(completion.current_completion(session))  # a mixture of experts' routing (nothing otherwise)
+trace = explore_views.page(session, completion.prompt_form, lambda: completion.current_completion(session), panel,
+                           lambda trace: explore_lm_parts.PARTS)
+routing_section(trace)  # a mixture of experts' routing (nothing otherwise)

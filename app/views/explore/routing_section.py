@@ -15,9 +15,9 @@ from viz_model.trace import AttentionTrace
 MAX_DRAWN_EXPERTS = 64  # columns a tokens x experts heatmap can still draw legibly
 
 
-def routing_section(trace: AttentionTrace | None) -> None:
+def routing_section(trace: AttentionTrace) -> None:
     """The routing of the trace's model, where it is a mixture of experts (nothing otherwise)."""
-    if trace is None or trace.expert_routing() is None:
+    if trace.expert_routing() is None:
         return
     experts, _ = trace.expert_routing()
     layers, _, top_k = experts.shape
