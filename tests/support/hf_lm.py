@@ -62,16 +62,17 @@ CONFIGS = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256}),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", {**SMALL, "num_key_value_heads": 2, "num_local_experts": 4,
                                                         "num_experts_per_tok": 2, "max_position_embeddings": 256}),
-    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {
-        **SMALL, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
-        "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"], "max_position_embeddings": 256,
-        "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "beta_fast": 32.0,
-                            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64}}),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {**SMALL, "num_key_value_heads": 2, "max_position_embeddings": 256,
                                                "sliding_window": 6, "original_max_position_embeddings": 256,
                                                "pad_token_id": None,
                                                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                                                    "partial_rotary_factor": 0.75}}),
+    # last: the families before it keep their index (a test group per index)
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {
+        **SMALL, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"], "max_position_embeddings": 256,
+        "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64}}),
 }
 RESEARCH = ("gpt_neox", "gpt_neo", "opt", "phi", "olmo2", "mixtral", "gpt_oss", "phi3")  # the families of issue 60
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
