@@ -159,7 +159,8 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
 
 def decoder_config(hf: dict[str, Any], path: Path, eos: list[int], **values: Any) -> ModelConfig:
     """A decoder-only `ModelConfig` with the fields every family shares and `values`; refuses a model that is not a
-    plain causal language model (cross-attention, a mixture of experts unless `values` sets ``experts``: Mixtral)."""
+    plain causal language model (cross-attention, a mixture of experts unless `values` sets ``experts``: Mixtral,
+    gpt-oss)."""
     for key in ("num_local_experts", "num_experts", "add_cross_attention"):
         if hf.get(key) and not (key == "num_local_experts" and values.get("experts")):
             raise HFImportError(f"{path}: {key} = {hf[key]!r} is not implemented (a plain decoder-only model is)")
