@@ -42,6 +42,7 @@ class ClampedExperts(Mixture):
         return torch.softmax(top, dim=-1), index
 
     def expert(self, index: int, x: Tensor) -> Tensor:
+        """Expert `index`'s output: its interleaved gate and up, clamped, through its GLU, projected down."""
         gate_up = x @ self.gate_up_proj[index] + self.gate_up_proj_bias[index]
         gate = gate_up[..., ::2].clamp(max=self.limit)
         up = gate_up[..., 1::2].clamp(min=-self.limit, max=self.limit)

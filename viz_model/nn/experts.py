@@ -5,6 +5,7 @@ routed, returned with its output (`routed`), never kept on the module."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,15 +39,17 @@ def mixed(flat: Tensor, weights: Tensor, index: Tensor, expert: Callable[[int, T
     return out
 
 
-class Mixture(nn.Module):
+class Mixture(nn.Module, ABC):
     """What every mixture of experts shares: `routing` (each token's experts and weights), `expert` (one expert's
     output) and the forward pass they make."""
 
+    @abstractmethod
     def routing(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
+        """For tokens ``(n, d_model)``: the chosen experts' weights ``(n, top_k)`` and indices ``(n, top_k)``."""
 
+    @abstractmethod
     def expert(self, index: int, x: Tensor) -> Tensor:
-        raise NotImplementedError
+        """Expert `index`'s output of the tokens ``(rows, d_model)`` routed to it."""
 
     def routed(self, x: Tensor) -> tuple[Tensor, ExpertRouting]:
         """The output of `x` ``(batch, len, d_model)`` and where it routed each token."""
@@ -86,6 +89,7 @@ class MixtureOfExperts(Mixture):
         return weights / weights.sum(dim=-1, keepdim=True), index
 
     def expert(self, index: int, x: Tensor) -> Tensor:
+        """Expert `index`'s gated feed-forward output."""
         return self.experts[index](x)
 
 

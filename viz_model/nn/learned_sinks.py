@@ -15,7 +15,3 @@ def sink_softmax(masked: Tensor, sinks: Tensor) -> Tensor:
     with_sink = torch.cat([masked.float(), column], dim=-1)
     return torch.softmax(with_sink, dim=-1)[..., :-1].to(masked.dtype)
 
-
-def sink_shares(maps: Tensor) -> Tensor:
-    """The share each row of `maps` ``(.., rows, keys)`` left to the sink: one minus the row's sum."""
-    return 1.0 - maps.float().sum(dim=-1)
