@@ -59,6 +59,8 @@ class ExploreSettings(PageSettings):
                                                   omit_default=True))  # an encoder's second sentence ("": none)
     pair_box: Setting[str] = Setting("pair_input", "")  # its box in the form
     masked_word: Setting[int | None] = Setting("mask_word", None)  # the word clicked to mask it
+    moe_layer: Setting[int] = Setting("moe_layer", 1)  # a mixture of experts' routing: its layer (1-based)
+    moe_head: Setting[int] = Setting("moe_head", 1)  # and the head whose attention it is compared with
 
 
 @dataclass(frozen=True)

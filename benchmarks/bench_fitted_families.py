@@ -3,8 +3,8 @@
 beam (4) continuations of held-out prompts are ``generate``'s, and how far their prompt maps are from eager
 ``output_attentions`` (issue 60's done-when).
 
-For each family (GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2, Mixtral, Phi-3) a folder is built by transformers from a config
-the tests have not seen (`SETTINGS`: other widths, heads, rotary shares, windows and options than
+For each family (GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2, Mixtral, gpt-oss, Phi-3) a folder is built by transformers from
+a config the tests have not seen (`SETTINGS`: other widths, heads, rotary shares, windows and options than
 tests/support/hf_lm.py's), then fitted as tests/library/test_hf_generate_lm.py fits its families
 (tests/support/hf_lm_fit.py: ``"<English sentence> ="`` continued by its word-for-word German and the end-of-text id,
 `--steps` Adam steps on 16 sentences each), saved, reloaded by transformers with eager attention and opened by
@@ -16,6 +16,7 @@ Targets: at least 99% (greedy) and 95% (beam 4) identical, every map within 1e-4
 
     python benchmarks/bench_fitted_families.py                      # benchmarks/results/fitted_families.json
     python benchmarks/bench_fitted_families.py --quick --json       # smoke test: GPT-NeoX, 20 steps, 4 prompts
+    python benchmarks/bench_fitted_families.py --families gpt_oss --out benchmarks/results/fitted_families_gpt_oss.json
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ SETTINGS = {
               "rope_parameters": {"rope_type": "default", "rope_theta": 50000.0}},
     "mixtral": {**WIDE, "intermediate_size": 64, "num_attention_heads": 3, "num_key_value_heads": 1,
                 "num_local_experts": 3, "num_experts_per_tok": 2},
+    "gpt_oss": {**WIDE, "intermediate_size": 64, "num_attention_heads": 6, "num_key_value_heads": 3,
+                "num_local_experts": 3, "num_experts_per_tok": 2, "sliding_window": 12, "swiglu_limit": 4.0,
+                "layer_types": ["full_attention", "sliding_attention"],
+                "rope_parameters": {"rope_type": "yarn", "rope_theta": 20000.0, "factor": 2.0, "beta_fast": 16.0,
+                                    "beta_slow": 1.0, "truncate": True, "original_max_position_embeddings": 48}},
     "phi3": {**WIDE, "num_attention_heads": 3, "num_key_value_heads": 1, "sliding_window": 12,
              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
 }

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .nn.attention import attention_scores, masked_softmax
+from .nn.learned_sinks import sink_softmax
 from .nn.model import Seq2SeqOutput, Transformer
 from .nn.score_recipe import ScoreRecipe, laid_out
 
@@ -55,7 +56,8 @@ def keeps_full_maps(maps: str, n_tokens: int) -> bool:
 @torch.inference_mode()
 def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: slice | None = None) -> Tensor:
     """``(len(heads), rows, m)`` float32: the softmax the layer computed for those heads (all: None) and query rows
-    (all: None), as its explicit path computes it (`attention_scores`, the bias, `masked_softmax`)."""
+    (all: None), as its explicit path computes it (`attention_scores`, the bias, `masked_softmax`; with learned sinks
+    `sink_softmax`)."""
     index = torch.arange(recipe.heads) if heads is None else torch.as_tensor(list(heads), dtype=torch.long)
     owners = index if recipe.kv_heads is None else torch.as_tensor(recipe.kv_heads, dtype=torch.long)[index]
     queries = recipe.queries if rows is None else recipe.queries[:, rows]
@@ -63,7 +65,11 @@ def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: s
     bias = recipe.bias(index, rows)
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
-    return masked_softmax(scores, recipe.visible(rows)).float()
+    visible = recipe.visible(rows)
+    if recipe.sinks is None:
+        return masked_softmax(scores, visible).float()
+    masked = scores if visible is None else scores.masked_fill(~visible, float("-inf"))
+    return sink_softmax(masked, recipe.sinks[index]).float()
 
 
 class OnDemandMaps(Sequence[np.ndarray]):
@@ -132,7 +138,7 @@ def translator_recipes(network: Transformer, src: Tensor, tgt: Tensor, out: Seq2
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
-FLOAT_TENSORS = ("queries", "keys", "alibi_slopes", "bias_table")
+FLOAT_TENSORS = ("queries", "keys", "alibi_slopes", "bias_table", "sinks")
 
 
 def recipe_arrays(recipe: ScoreRecipe) -> dict[str, np.ndarray]:

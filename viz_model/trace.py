@@ -101,7 +101,8 @@ class AttentionTrace:
     :ivar log_probability: the output's log-probability, summed over its tokens
     :ivar settings: how it was searched: beam, alpha, top_k, forced, max_output_length, search (int8, fp32 or
         forced), rule, head_mask, positions; a language model's: windows (per decoder layer, its sliding window or
-        None), kv_heads, prompt_length
+        None), kv_heads, prompt_length; where the model has them, sink_logits (`sink_logits`) and routing
+        (`expert_routing`)
     :ivar config: the model's `ModelConfig` as a dict
     :ivar model_name: the model directory's name
     :ivar device: where it ran: "CPU" or the GPU's name
@@ -270,6 +271,20 @@ class AttentionTrace:
         windows = self.settings.get("windows") or []
         window = windows[layer] if kind == "decoder" and layer is not None and windows else None
         return mask if window is None else mask & ~np.tri(*mask.shape, -window, dtype=bool)
+
+    def sink_logits(self) -> np.ndarray | None:
+        """``(layers, heads)`` float32 each decoder head's learned sink logit (``settings["sink_logits"]``: gpt-oss,
+        whose maps' rows sum to one minus the sink's share); None for a model without learned sinks."""
+        logits = self.settings.get("sink_logits")
+        return None if not logits else np.asarray(logits, dtype=np.float32)
+
+    def expert_routing(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where a mixture of experts sent each target token (``settings["routing"]``): ``(layers, tokens, top_k)``
+        int64 the chosen experts, best first, and float32 their router weights; None for a model without experts."""
+        routing = self.settings.get("routing")
+        if not routing:
+            return None
+        return np.asarray(routing["experts"], dtype=np.int64), np.asarray(routing["weights"], dtype=np.float32)
 
     def validate(self) -> None:
         """Check that every map's axes match the token lists; raise `TraceError` naming the mismatch."""

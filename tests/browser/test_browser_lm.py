@@ -1,8 +1,8 @@
 """Language models in a real browser (Debian's Chromium, CPU fp32): `streamlit run app` on a models folder holding
-an imported tiny Llama, a GPT-2, the shipped translator and any language model the assets ship; Complete & explore
-draws its heatmap with the prompt's end marked, every page that runs with a language model open is walked with each
-of them (no exception box, no "something went wrong", no clipped figure), another page says in one line that it is
-for translation models."""
+an imported tiny Llama, a GPT-2, a gpt-oss, the shipped translator and any language model the assets ship; Complete &
+explore draws its heatmap with the prompt's end marked, every page that runs with a language model open is walked
+with each of them (no exception box, no "something went wrong", no clipped figure), another page says in one line
+that it is for translation models."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                                                      "(apt-get install chromium); CI installs it"),
 ]
-FIXTURES = ("llama", "gpt2")
+FIXTURES = ("llama", "gpt2", "gpt_oss")  # gpt-oss: learned sinks and experts on every page
 ASSETS = APP.parents[1] / "assets"
 
 

@@ -2,7 +2,8 @@
 RoPE scaling), Llama 2 (linear scaling, attention biases), SmolLM2 (a Llama: multi-query, tied head), Mistral (sliding
 window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key norms), Gemma (its norm, scaled embeddings), Gemma 2
 (sandwich norms, soft caps, query_pre_attn_scalar, sliding layers), Gemma 3 text (two RoPEs, query/key norms) and
-BLOOM (ALiBi, embedding norm). Small random
+BLOOM (ALiBi, embedding norm); the research families of tests/support/hf_lm.py, gpt-oss's learned sinks and the
+mixtures' routing among them. Small random
 models built here by transformers, imported with ``viz-model import``; fp32 on the CPU: every attention map within
 1e-5 of transformers' eager attention, logits within 1e-4, greedy and beam (4) continuations equal to
 ``generate(do_sample=False)``'s, tokenizer ids equal to transformers'.
@@ -29,7 +30,7 @@ from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
 SEARCHED = PROMPTS + sentences(WORDS_EN, 18, 8)  # the prompts whose continuations are compared with generate()'s
-SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo", "phi3")  # a window on some layers
+SLIDING = ("mistral", "qwen2", "gemma2", "gemma3", "gpt_neo", "phi3", "gpt_oss")  # a window on some layers
 LEARNED = ("gpt2", "gpt_neo", "opt")  # learned positions added to the input
 UNGROUPED = ("gpt2", "llama2", "bloom", "gpt_neox", "gpt_neo", "opt")  # one key/value head per query head
 
@@ -77,16 +78,19 @@ def test_load_returns_a_language_model_of_the_decoder_only_kind(imported, family
     assert (cfg.sandwich_norm, cfg.query_scalar, cfg.attention_softcap, cfg.logit_softcap) == {
         "gemma2": (True, 12.0, 2.0, 1.5), "gemma3": (True, 12.0, None, 3.0), "olmo2": (True, None, None, None)}.get(
         family, (False, None, None, None))
-    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear"}.get(family, "default")
-    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5, "phi3": 6}.get(
-        family)
-    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2)}.get(family)
+    assert cfg.rope_scaling == {"llama": "llama3", "llama2": "linear", "gemma3": "linear", "gpt_oss": "yarn"}.get(
+        family, "default")
+    assert cfg.sliding_window == {"mistral": 5, "qwen2": 4, "gemma2": 6, "gemma3": 6, "gpt_neo": 5, "phi3": 6,
+                                  "gpt_oss": 5}.get(family)
+    assert cfg.sliding_layers == {"qwen2": (1, 2), "gemma2": (0, 2), "gemma3": (0, 2), "gpt_neo": (1, 2),
+                                  "gpt_oss": (0,)}.get(family)
     assert cfg.scale_scores == (family != "gpt_neo")
     assert (cfg.local_rope_base, cfg.rope_base) == ((1e4, 1e6) if family == "gemma3" else (None, cfg.rope_base))
     partial = {"gpt_neox": (4, True), "phi": (4, True), "phi3": (6, False)}  # 4 (6) of 8 dimensions turned
     assert (cfg.rope_dims, cfg.parallel_residual) == partial.get(family, (None, False))
     assert cfg.head_bias == (family == "phi")
-    assert (cfg.experts, cfg.experts_per_token) == ((4, 2) if family == "mixtral" else (0, 2))
+    assert (cfg.experts, cfg.experts_per_token) == ((4, 2) if family in ("mixtral", "gpt_oss") else (0, 2))
+    assert (cfg.learned_sinks, cfg.expert_limit) == ((True, 7.0) if family == "gpt_oss" else (False, None))
 
 
 def test_tokenizer_ids_equal_transformers(hf, imported):
@@ -208,6 +212,43 @@ def test_grouped_records_say_which_key_value_head_each_query_head_reads(family, 
     assert record.kv_heads == expected
 
 
+def test_a_mixture_routes_each_token_as_transformers_and_the_trace_keeps_it(family, hf, imported):
+    if family not in ("mixtral", "gpt_oss"):
+        pytest.skip("no mixture of experts")
+    model, tok = hf
+    ids = tok(PROMPTS[-1]).input_ids
+    with torch.no_grad():
+        router_logits = model(torch.tensor([ids]), output_router_logits=True).router_logits
+    trace = imported.trace(PROMPTS[-1], max_new_tokens=0)
+    experts, weights = trace.expert_routing()
+    k = imported.config.experts_per_token
+    assert experts.shape == weights.shape == (imported.config.decoder_layers, len(ids), k)
+    for layer, theirs in enumerate(router_logits):  # (tokens, experts) per layer
+        top, index = theirs.float().topk(k, dim=-1)
+        assert np.array_equal(experts[layer], index.numpy())
+        # Mixtral's renormalised top k of the softmax over all experts is the softmax over the top k, as gpt-oss's
+        assert np.abs(weights[layer] - torch.softmax(top, dim=-1).numpy()).max() <= 1e-6
+    assert trace.sink_logits() is None if family == "mixtral" else trace.sink_logits() is not None
+
+
+def test_learned_sinks_take_the_share_each_row_misses(family, hf, imported):
+    if family != "gpt_oss":
+        pytest.skip("no learned sinks")
+    model, tok = hf
+    ids = torch.tensor([tok(PROMPTS[0]).input_ids])
+    trace = imported.trace(PROMPTS[0], max_new_tokens=0)
+    theirs = np.stack([layer.self_attn.sinks.detach().numpy() for layer in model.model.layers])
+    assert np.array_equal(trace.sink_logits(), theirs) and trace.expert_routing() is not None
+    with torch.no_grad():
+        records = imported.network(ids, need_weights=True).records
+    for layer, record in enumerate(records):
+        assert torch.equal(record.sinks, torch.from_numpy(theirs[layer]))
+        missing = 1 - record.weights[0].sum(dim=-1)  # (heads, rows)
+        # the sink's softmax share: exp(sink) / (exp(sink) + the sum over the keys of exp(score))
+        share = torch.sigmoid(record.sinks[:, None] - torch.logsumexp(record.masked_scores[0], dim=-1))
+        assert (missing > 0).all() and (missing - share).abs().max() <= 1e-6
+
+
 def test_from_transformers_equals_its_folder_twin(hf, imported):
     twin = viz_model.from_transformers(*hf, device="cpu")
     assert isinstance(twin, viz_model.LanguageModel) and twin.directory is None
@@ -254,8 +295,11 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(family, folder
     if family == "phi3":  # its 128k models' scaling: three pairs of its partial rotary
         longrope = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 3, "long_factor": [2.0] * 3}
     assert "rope_type 'longrope' is not implemented" in refused(folder, tmp_path, rope_parameters=longrope)
-    if family != "mixtral":  # its experts
+    if family not in ("mixtral", "gpt_oss"):  # their experts
         assert "num_local_experts" in refused(folder, tmp_path, num_local_experts=8)
+    if family == "gpt_oss":  # the hub's MXFP4 checkpoints
+        assert "quantization_config (mxfp4) is not implemented" in refused(
+            folder, tmp_path, quantization_config={"quant_method": "mxfp4"})
 
 
 def test_a_translation_config_reads_and_digests_as_before():

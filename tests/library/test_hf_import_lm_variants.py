@@ -94,7 +94,7 @@ def test_what_is_not_implemented_is_refused_in_one_line_naming_it(variant, tmp_p
             folder, tmp_path, layer_norm_elementwise_affine=False)
     if name.startswith("phi"):
         assert "head_bias needs the head's own matrix" in refused(folder, tmp_path, tie_word_embeddings=True)
-    assert "model_type 'gpt_oss'" in refused(folder, tmp_path, model_type="gpt_oss")
+    assert "model_type 'qwen2_moe'" in refused(folder, tmp_path, model_type="qwen2_moe")
 
 
 def test_a_llama_with_partial_rotary_is_refused_naming_the_families_that_have_it(tmp_path):

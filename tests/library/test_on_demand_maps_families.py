@@ -1,8 +1,9 @@
 """Maps made on demand equal the full maps for the imported families (tests/support: small random models built by
 transformers, imported with ``viz-model import``), fp32 on the CPU, atol 1e-5: a language model's trace over its
 prompt and a cached continuation (Llama with grouped heads, Mistral's sliding window, Gemma 2's soft cap, BLOOM's
-ALiBi, GPT-2), and `TranslationModel.trace(maps="on_demand")`'s encoder, decoder and cross maps (this project's
-model, T5's relative bias, Marian's sinusoids, BART's learned positions), saved and loaded back."""
+ALiBi, GPT-2, gpt-oss's learned sinks), and `TranslationModel.trace(maps="on_demand")`'s encoder, decoder and cross
+maps (this project's model, T5's relative bias, Marian's sinusoids, BART's learned positions), saved and loaded
+back."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ ATOL = 1e-5  # float32 rounding: a remade score may sum in another order than th
 PROMPT = "the dog sees the cat and the cat sees the dog near the house"
 
 
-@pytest.fixture(scope="module", params=["llama", "mistral", "gemma2", "bloom", "gpt2"])
+@pytest.fixture(scope="module", params=["llama", "mistral", "gemma2", "bloom", "gpt2", "gpt_oss"])
 def language_model(request, tmp_path_factory):
     return import_lm(build_lm_folder(tmp_path_factory.mktemp("hf"), request.param), tmp_path_factory.mktemp("lm"))
 

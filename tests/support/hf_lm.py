@@ -4,7 +4,8 @@ Mistral (sliding window), Qwen2 (Q/K/V biases, sliding layers), Qwen3 (query/key
 Gemma (its norm, scaled embeddings, legacy ``hidden_act="gelu"``), BLOOM (ALiBi with 6 heads, embedding norm); the
 research families: GPT-NeoX (parallel residual, partial rotary), GPT-Neo (unscaled scores, local layers), OPT
 (positions offset by 2), Phi (a parallel layer with one norm, partial rotary, head bias), OLMo 2
-(norms after the sub-layers, query/key norms over all heads), Mixtral (4 experts, top 2), Phi-3 (fused
+(norms after the sub-layers, query/key norms over all heads), Mixtral (4 experts, top 2), gpt-oss (learned sinks,
+a sliding layer, YaRN, 4 clamped experts with a biased router, top 2), Phi-3 (fused
 projections, partial rotary, a sliding window)."""
 
 from __future__ import annotations
@@ -66,8 +67,14 @@ CONFIGS = {
                                                "pad_token_id": None,
                                                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                                                    "partial_rotary_factor": 0.75}}),
+    # last: the families before it keep their index (a test group per index)
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {
+        **SMALL, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"], "max_position_embeddings": 256,
+        "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64}}),
 }
-RESEARCH = ("gpt_neox", "gpt_neo", "opt", "phi", "olmo2", "mixtral", "phi3")  # the families of issue 60
+RESEARCH = ("gpt_neox", "gpt_neo", "opt", "phi", "olmo2", "mixtral", "gpt_oss", "phi3")  # the families of issue 60
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
                  "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 CHAT = {"smollm2"}  # an instruct model: a chat template, a generation config that samples
@@ -76,7 +83,7 @@ STRICT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'sy
 # families whose one special token is <|endoftext|>
 ENDOFTEXT = {"gpt2", "qwen2", "qwen3", "bloom", "gpt_neox", "gpt_neo", "phi", "olmo2"}
 # families whose tokenizer puts <s> first
-BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt", "mixtral", "phi3"}
+BOS = {"llama", "llama2", "smollm2", "mistral", "gemma", "gemma2", "gemma3", "opt", "mixtral", "gpt_oss", "phi3"}
 
 
 def build_lm_folder(root, name: str, seed: int = 0, chat_template: str | None = None, folder_name: str | None = None,

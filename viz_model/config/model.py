@@ -32,7 +32,7 @@ DECODER_OPTIONS = ("kind", "kv_heads", "qkv_bias", "rope_scaling", "rope_factor"
                    "sliding_window", "sliding_layers",
                    "qk_norm", "query_scalar", "attention_softcap", "logit_softcap", "sandwich_norm", "local_rope_base",
                    "attention_only", "rope_dims", "parallel_residual", "final_norm", "input_norm", "joint_qk_norm",
-                   "head_bias", "experts", "experts_per_token")
+                   "head_bias", "experts", "experts_per_token", "expert_limit", "expert_alpha", "learned_sinks")
 SEQ2SEQ_OPTIONS = {"share_embeddings": True, "output_bias": False, "never_emitted": (), "forced_first_id": None,
                    "eos_at_limit": False, "head_rescale": False}  # what only the translator reads: their defaults
 DECODER_POSITIONS = ("learned", "sinusoidal", "rope", "alibi")  # a decoder-only model has no relative bias
@@ -161,6 +161,11 @@ class ModelConfig:
     :ivar experts: the feed-forward network is a mixture of this many gated experts (of width `d_ff`, no biases),
         each token routed to `experts_per_token` of them (Mixtral); 0: one feed-forward network
     :ivar experts_per_token: how many experts each token goes through
+    :ivar expert_limit: the experts are gpt-oss's: a router with a bias whose top k logits are softmaxed, experts with
+        biases, their gate clamped above and their up projection on both sides at this limit; None: Mixtral's
+    :ivar expert_alpha: gpt-oss's experts' gate ``g * sigmoid(alpha * g)``
+    :ivar learned_sinks: each head has a learned sink logit: the softmax runs over the keys and it, and the sink's
+        share is dropped (gpt-oss: a map's rows sum to less than one)
     :ivar type_vocab_size: the token types (segments) an encoder-only model embeds (BERT: 2; 0: none, DistilBERT)
     :ivar embedding_size: the width of an encoder-only model's embeddings, projected to d_model after the embedding
         norm, the masked-LM head projecting back to it (ELECTRA, ALBERT); a language model's, projected to d_model
@@ -266,6 +271,9 @@ class ModelConfig:
     head_bias: bool = False
     experts: int = 0
     experts_per_token: int = 2
+    expert_limit: float | None = None
+    expert_alpha: float = 1.702
+    learned_sinks: bool = False
     type_vocab_size: int = 0
     embedding_size: int | None = None
     head_activation: str = "gelu"
@@ -407,6 +415,11 @@ class ModelConfig:
         check_int("experts", self.experts, 0, 1024)
         if self.experts:
             check_int("experts_per_token", self.experts_per_token, 1, self.experts)
+        if self.expert_limit is not None:
+            _check_float("expert_limit", self.expert_limit, 1e-3, 1e6)
+            _check_float("expert_alpha", self.expert_alpha, 1e-3, 1e3)
+            if not self.experts:
+                raise ConfigError("expert_limit needs experts")
         if self.head_bias and self.tied_head:
             raise ConfigError("head_bias needs the head's own matrix (tied_head = false)")
         if self.query_scalar is not None:

@@ -159,7 +159,8 @@ def lm_tokenizer(folder: Path, hf: dict[str, Any], source: str | None = None, ta
 
 def decoder_config(hf: dict[str, Any], path: Path, eos: list[int], **values: Any) -> ModelConfig:
     """A decoder-only `ModelConfig` with the fields every family shares and `values`; refuses a model that is not a
-    plain causal language model (cross-attention, a mixture of experts unless `values` sets ``experts``: Mixtral)."""
+    plain causal language model (cross-attention, a mixture of experts unless `values` sets ``experts``: Mixtral,
+    gpt-oss)."""
     for key in ("num_local_experts", "num_experts", "add_cross_attention"):
         if hf.get(key) and not (key == "num_local_experts" and values.get("experts")):
             raise HFImportError(f"{path}: {key} = {hf[key]!r} is not implemented (a plain decoder-only model is)")
@@ -207,6 +208,7 @@ def conversion_lines(cfg: ModelConfig) -> list[str]:
     layout += " parallel (attention and feed-forward side by side)" if cfg.parallel_residual else ""
     turned = f", {cfg.rope_dims} of {cfg.d_head} dimensions turned" if cfg.rope_dims else ""
     window += f", a mixture of {cfg.experts} experts ({cfg.experts_per_token} a token)" if cfg.experts else ""
+    window += ", a learned sink logit in every head" if cfg.learned_sinks else ""
     return [f"- Decoder-only: {cfg.decoder_layers} {layout} layers ({cfg.normalization} norm), {cfg.heads} query "
             f"heads{grouped}, positions {cfg.positional}"
             + (f" (scaling {cfg.rope_scaling}{turned})" if cfg.positional == "rope" else "") + window + "."]

@@ -39,6 +39,7 @@ from . import (
     gpt2,
     gpt_neo,
     gpt_neox,
+    gpt_oss,
     llama,
     m2m100,
     marian,
@@ -70,7 +71,7 @@ FAMILIES: dict[str, Family] = {"marian": marian.FAMILY, "m2m_100": m2m100.FAMILY
 # the research families' language models (issue 60)
 FAMILIES.update({"gpt_neox": gpt_neox.FAMILY, "gpt_neo": gpt_neo.FAMILY, "opt": opt.FAMILY,
                  "phi": phi.FAMILY, "olmo2": olmo2.FAMILY,
-                 "mixtral": mixtral.FAMILY, "phi3": phi3.FAMILY})
+                 "mixtral": mixtral.FAMILY, "gpt_oss": gpt_oss.FAMILY, "phi3": phi3.FAMILY})
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 IMPORT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 HUB_FILES = ("*.json", "*.spm", "*.model", "merges.txt", "*.md")

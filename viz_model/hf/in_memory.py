@@ -25,7 +25,7 @@ CLASSES = {"marian": "MarianMTModel", "m2m_100": "M2M100ForConditionalGeneration
 # the research families' language models (issue 60)
 CLASSES.update({"gpt_neox": "GPTNeoXForCausalLM", "gpt_neo": "GPTNeoForCausalLM", "opt": "OPTForCausalLM",
                 "phi": "PhiForCausalLM", "olmo2": "Olmo2ForCausalLM",
-                "mixtral": "MixtralForCausalLM", "phi3": "Phi3ForCausalLM"})
+                "mixtral": "MixtralForCausalLM", "gpt_oss": "GptOssForCausalLM", "phi3": "Phi3ForCausalLM"})
 assert CLASSES.keys() == FAMILIES.keys()
 SUPPORTED = ", ".join(CLASSES.values())
 HF_EXTRA = 'pip install "viz-model[hf]"'

@@ -49,10 +49,11 @@ def model_config(hf: dict[str, Any], path: Path, unk_id: int = 0, forced_first_i
     return llama_config(hf, path)
 
 
-def layer_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path,
-                  parts: dict[str, str]) -> dict[str, Tensor]:
+def layer_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path, parts: dict[str, str],
+                  tensors: dict[str, str] | None = None) -> dict[str, Tensor]:
     """Our state dict of a Llama-family checkpoint's tensors (``model.`` prefix or none), each layer's by `parts`
-    (their name: ours); every tensor used once."""
+    (their name: ours, each a weight and maybe a bias) and `tensors` (their name: ours, a tensor of its own:
+    gpt-oss's sinks and experts); every tensor used once."""
     prefix = "model." if any(k.startswith("model.") for k in state) else ""
     names = {"embedding.weight": f"{prefix}embed_tokens.weight", "final_norm.weight": f"{prefix}norm.weight"}
     if not cfg.tied_head:
@@ -62,6 +63,8 @@ def layer_weights(state: dict[str, Tensor], cfg: ModelConfig, path: Path,
             for kind in ("weight", "bias"):
                 if f"{prefix}layers.{i}.{theirs}.{kind}" in state:
                     names[f"layers.{i}.{ours}.{kind}"] = f"{prefix}layers.{i}.{theirs}.{kind}"
+        for theirs, ours in (tensors or {}).items():
+            names[f"layers.{i}.{ours}"] = f"{prefix}layers.{i}.{theirs}"
     ignored = {"lm_head.weight"} if cfg.tied_head else set()
     return placed(state, names, ignored, path)
 

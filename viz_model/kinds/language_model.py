@@ -380,6 +380,7 @@ class LanguageModel(ModelKind):
         decoded = time.perf_counter()
         ids = prompt_ids + new
         attentions = recorded_recipes(calls) if on_demand else recorded_maps(calls, len(ids))
+        internals = recorded_internals(calls)
         outputs = ids[1:] + [int(calls[-1].logits[0, -1].argmax())]
         chosen, top_ids, top_probabilities, log_chosen = next_token_candidates([out.logits[0] for out in calls],
                                                                                outputs, top_k)
@@ -408,7 +409,7 @@ class LanguageModel(ModelKind):
             settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
                       "max_new_tokens": max_new_tokens,
                       "prompt_length": len(prompt_ids), "kv_heads": self.network.layers[0].self_attn.query_kv_heads(),
-                      "windows": [self.network.window(i) for i in range(len(self.network.layers))]},
+                      "windows": [self.network.window(i) for i in range(len(self.network.layers))], **internals},
             config=self.config.to_dict(), model_name=self.name,
             device="CPU" if self.device.type == "cpu" else f"GPU: {torch.cuda.get_device_name(self.device)}",
             timings={"decode_ms": 1000 * (decoded - start), "trace_ms": 1000 * (time.perf_counter() - decoded),
@@ -434,6 +435,19 @@ def next_token_candidates(logits: Sequence[torch.Tensor], outputs: Sequence[int]
         top_ids += top.indices.tolist()
         top_probabilities += top.values.tolist()
     return chosen, top_ids, top_probabilities, log_chosen
+
+
+def recorded_internals(calls: list[CausalLMOutput]) -> dict[str, object]:
+    """What a trace's settings keep of the calls beside their maps, where the model has it: each layer's learned sink
+    logits (``sink_logits``: layers x heads) and where its mixture of experts sent each token (``routing``: the
+    experts and their weights, layers x tokens x top k)."""
+    found: dict[str, object] = {}
+    if calls[0].sinks:
+        found["sink_logits"] = [sinks.tolist() for sinks in calls[0].sinks]
+    if calls[0].routing:
+        found["routing"] = {part: [torch.cat([getattr(out.routing[layer], part)[0] for out in calls]).tolist()
+                                   for layer in range(len(calls[0].routing))] for part in ("experts", "weights")}
+    return found
 
 
 def recorded_recipes(calls: list[CausalLMOutput]) -> OnDemandMaps:

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .learned_sinks import sink_softmax
 from .linear import Linear
 from .norms import make_norm
 from .rotary import rotate
@@ -119,6 +120,8 @@ class AttentionRecord:
         position enters through the input (sinusoidal, learned) or not at all
     :ivar kv_heads: per query head, the key/value head it reads (grouped-query attention: `values` holds each query
         head's copy of it); None where every query head has its own
+    :ivar sinks: ``(heads,)`` each head's learned sink logit the softmax also saw (gpt-oss: `weights` rows then sum
+        to less than one), else None
     """
 
     weights: Tensor
@@ -130,16 +133,17 @@ class AttentionRecord:
     output: Tensor | None = None
     position_bias: Tensor | None = None
     kv_heads: list[int] | None = None
+    sinks: Tensor | None = None
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
-                        scale: bool | float = True, bias: Tensor | None = None,
-                        softcap: float | None = None) -> tuple[Tensor, AttentionRecord]:
+                        scale: bool | float = True, bias: Tensor | None = None, softcap: float | None = None,
+                        sinks: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
     """The explicit path of `attention`: its output and the record of every intermediate (`softcap`: see
-    `attention_scores`)."""
+    `attention_scores`; `sinks`: each head's learned sink logit, `sink_softmax`)."""
     _check_qkv(q, k, v, mask)
     _check_bias(q, k, bias)
-    return _explicit_attention(q, k, v, mask, dropout_p, scale, bias, softcap)
+    return _explicit_attention(q, k, v, mask, dropout_p, scale, bias, softcap, sinks)
 
 
 def _check_bias(q: Tensor, k: Tensor, bias: Tensor | None) -> None:
@@ -153,14 +157,15 @@ def _check_bias(q: Tensor, k: Tensor, bias: Tensor | None) -> None:
 
 
 def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: bool | float,
-                        bias: Tensor | None = None, softcap: float | None = None) -> tuple[Tensor, AttentionRecord]:
+                        bias: Tensor | None = None, softcap: float | None = None,
+                        sinks: Tensor | None = None) -> tuple[Tensor, AttentionRecord]:
     scores = attention_scores(q, k, scale, softcap)
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
-    weights = _softmax_over_keys(masked, mask)
+    weights = _softmax_over_keys(masked, mask) if sinks is None else sink_softmax(masked, sinks)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return dropped @ v, AttentionRecord(weights, scores, masked, v, mask, position_bias=bias)
+    return dropped @ v, AttentionRecord(weights, scores, masked, v, mask, position_bias=bias, sinks=sinks)
 
 
 def _slow_fused(q: Tensor) -> bool:
@@ -238,16 +243,17 @@ class MultiHeadAttention(nn.Module):
     :ivar q_norm: the norm of each head's queries (Qwen3), else None
     :ivar k_norm: the norm of each head's keys, else None
     :ivar joint_qk_norm: `q_norm` and `k_norm` run over all heads together, before the split (OLMo 2)
+    :ivar sinks: ``(heads,)`` each head's learned sink logit (gpt-oss, `learned_sinks`), else None
     """
 
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0, d_head: int | None = None, bias: bool = True,
                  scale: bool = True, kv_heads: int | None = None, out_bias: bool | None = None,
                  qk_norm: str | None = None, norm_eps: float = 1e-6, softcap: float | None = None,
-                 joint_qk_norm: bool = False) -> None:
+                 joint_qk_norm: bool = False, sinks: bool = False) -> None:
         """`bias`: of the Q, K, V projections, and of the output projection unless `out_bias` says otherwise;
         `qk_norm`: the kind of norm (see `make_norm`) each head's queries and keys go through, else None (with
         `joint_qk_norm` all heads' at once); `scale`: see `attention_scores`; `softcap`: the cap of the scores
-        (Gemma 2), else None."""
+        (Gemma 2), else None; `sinks`: each head has a learned sink logit (gpt-oss)."""
         super().__init__()
         if d_head is None and d_model % heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by heads ({heads})")
@@ -265,6 +271,7 @@ class MultiHeadAttention(nn.Module):
         q_width, k_width = (self.inner, kv_heads * self.d_head) if joint_qk_norm else (self.d_head, self.d_head)
         self.q_norm = None if qk_norm is None else make_norm(q_width, qk_norm, norm_eps)
         self.k_norm = None if qk_norm is None else make_norm(k_width, qk_norm, norm_eps)
+        self.sinks = nn.Parameter(torch.zeros(heads)) if sinks else None
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, len, heads * d_head) -> (batch, heads, len, d_head)`` (queries, or the key/value heads)."""
@@ -334,14 +341,15 @@ class MultiHeadAttention(nn.Module):
                 kv = _appended(cache, kv, None if position is None else position.key_positions)
         recipe = None  # need_weights="recipe": what the scores need, in place of the maps (a trace's long prompt)
         if need_weights == "recipe":
-            recipe, need_weights = query_recipe(q, kv.key, self.query_kv_heads(), self.scale, self.softcap), False
+            recipe = query_recipe(q, kv.key, self.query_kv_heads(), self.scale, self.softcap, self.sinks)
+            need_weights = False
         dropout_p = self.dropout if self.training else 0.0
         bias = None if position is None else position.bias
         key, value = self.query_heads(kv.key), self.query_heads(kv.value)
         record = None
-        if need_weights or self.softcap is not None:  # the fused kernel has no soft cap
+        if need_weights or self.softcap is not None or self.sinks is not None:  # the fused kernel has neither
             out, record = explained_attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias,
-                                              softcap=self.softcap)
+                                              softcap=self.softcap, sinks=self.sinks)
             if position is not None and position.key_rotation is not None:
                 record.position_bias = record.scores - attention_scores(
                     _unrotated(q, position.rotation), _unrotated(key, position.key_rotation), self.scale,

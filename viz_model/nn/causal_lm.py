@@ -1,11 +1,11 @@
-"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2, Gemma, BLOOM, GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2),
-instrumented as the translator is.
+"""The decoder-only language model (GPT-2, Llama, Mistral, Qwen2, Gemma, BLOOM, GPT-NeoX, GPT-Neo, OPT, Phi, OLMo 2,
+Mixtral, gpt-oss), instrumented as the translator is.
 
 One stack of layers, each causal self-attention then a feed-forward network (or both side by side: parallel
 residual), a final norm and the pre-softmax projection (tied to the embeddings or its own). It is built from the
 translator's blocks (`MultiHeadAttention` with grouped key/value heads, `FeedForward`, `Residual`, the position
 schemes); what the families differ in are settings of `ModelConfig` (kind "decoder"). Every forward can return each
-layer's `AttentionRecord`; nothing is stored on a module.
+layer's `AttentionRecord` (and, in a mixture of experts, where it routed each token); nothing is stored on a module.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
-from .experts import MixtureOfExperts
+from .clamped_experts import ClampedExperts
+from .experts import ExpertRouting, Mixture, MixtureOfExperts, routed
 from .linear import Linear, linear
 from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
@@ -39,8 +40,7 @@ class CausalLayer(nn.Module):
         super().__init__()
         self.parallel = cfg.parallel_residual
         self.self_attn = _attention(cfg)
-        self.ffn: FeedForward | MixtureOfExperts | None = _feed_forward(cfg) if not cfg.experts else \
-            MixtureOfExperts(cfg.d_model, cfg.d_ff, cfg.experts, cfg.experts_per_token, cfg.activation)
+        self.ffn: FeedForward | Mixture | None = _feed_forward(cfg) if not cfg.experts else _experts(cfg)
         self.attn_residual = _residual(cfg)
         self.ffn_residual: Residual | None = _residual(cfg)
         if cfg.attention_only:  # built, then dropped: a seed draws the same initial weights as it always did
@@ -48,17 +48,19 @@ class CausalLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,
                 cache: KVCache | None = None, position: ScorePosition | None = None,
-                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None, KVCache]:
-        """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far."""
+                head_mask: Tensor | None = None
+                ) -> tuple[Tensor, AttentionRecord | None, KVCache, ExpertRouting | None]:
+        """The layer's output, its self-attention's record (with `need_weights`), its keys and values so far and,
+        with `need_weights` and a mixture of experts, where it routed each token."""
         h = self.attn_residual.enter(x)
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
                                          append_to_cache=True, position=position)
         y = self.attn_residual.leave(x, out)
         if self.ffn is None:  # attention-only
-            return y, _with_stream(record, x, y), kv
-        if self.parallel:  # GPT-NeoX, Phi: x + attn(norm1 x) + ffn(norm2 x)
-            return self.ffn_residual.leave(y, self.ffn(self.ffn_residual.enter(x))), _with_stream(record, x, y), kv
-        return self.ffn_residual.forward(y, self.ffn), _with_stream(record, x, y), kv
+            return y, _with_stream(record, x, y), kv, None
+        entering = self.ffn_residual.enter(x if self.parallel else y)  # GPT-NeoX, Phi: x + attn(norm1 x) + ffn(norm2 x)
+        ffn_out, routing = routed(self.ffn, entering) if need_weights else (self.ffn(entering), None)
+        return self.ffn_residual.leave(y, ffn_out), _with_stream(record, x, y), kv, routing
 
 
 @dataclass
@@ -73,6 +75,9 @@ class CausalLMOutput:
     :ivar recipes: per layer, what its scores need (with ``need_weights="recipe"``: no maps made)
     :ivar states: with ``states=True``, the residual stream entering block 0 (the embeddings and what the model adds
         to them) and leaving each block, ``(batch, len, d_model)`` each (the logit lens reads them)
+    :ivar sinks: per layer, ``(heads,)`` float32 the learned sink logits its softmax saw (with ``need_weights``, in a
+        model with learned sinks: gpt-oss)
+    :ivar routing: per layer, where its mixture of experts sent each token (with ``need_weights``, in a mixture)
     """
 
     logits: Tensor
@@ -82,11 +87,21 @@ class CausalLMOutput:
     maps: list[Tensor] = field(default_factory=list)
     recipes: list[ScoreRecipe] = field(default_factory=list)
     states: list[Tensor] = field(default_factory=list)
+    sinks: list[Tensor] = field(default_factory=list)
+    routing: list[ExpertRouting] = field(default_factory=list)
 
     @property
     def attentions(self) -> list[Tensor]:
         """Per layer ``(batch, heads, len, keys)``."""
         return [record.weights for record in self.records] or self.maps
+
+
+def _experts(cfg: ModelConfig) -> Mixture:
+    """The mixture of experts `cfg` names: gpt-oss's clamped experts where it sets ``expert_limit``, else Mixtral's."""
+    if cfg.expert_limit is not None:
+        return ClampedExperts(cfg.d_model, cfg.d_ff, cfg.experts, cfg.experts_per_token, cfg.expert_limit,
+                              cfg.expert_alpha)
+    return MixtureOfExperts(cfg.d_model, cfg.d_ff, cfg.experts, cfg.experts_per_token, cfg.activation)
 
 
 def window_mask(length: int, offset: int, window: int | None, device: torch.device) -> Tensor:
@@ -243,11 +258,16 @@ class CausalLM(nn.Module):
                     masks[window] = with_key_mask(window_mask(ids.shape[1], offset, window, ids.device), key_mask,
                                                   offset, i)
             scheme = local if local is not None and window is not None else position
-            x, record, kv = layer(x, masks[window], "recipe" if recipe else need_weights, cache[i] if cache else None,
-                                  scheme, None if head_mask is None else head_mask[i])
+            x, record, kv, routing = layer(x, masks[window], "recipe" if recipe else need_weights,
+                                           cache[i] if cache else None, scheme,
+                                           None if head_mask is None else head_mask[i])
             out.cache.append(kv)
             if states:
                 out.states.append(x)
+            if record is not None and record.sinks is not None:
+                out.sinks.append(record.sinks.detach().float().cpu())
+            if routing is not None:
+                out.routing.append(routing)
             if recipe:
                 out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
             elif record is not None:

@@ -46,7 +46,7 @@ class FusedSelfAttention(MultiHeadAttention):
         self.d_model, self.heads, self.d_head, self.dropout = attn.d_model, attn.heads, attn.d_head, attn.dropout
         self.inner, self.scale, self.kv_heads = attn.inner, attn.scale, attn.kv_heads
         self.q_norm, self.k_norm, self.softcap = attn.q_norm, attn.k_norm, attn.softcap
-        self.joint_qk_norm = attn.joint_qk_norm
+        self.joint_qk_norm, self.sinks = attn.joint_qk_norm, attn.sinks
         self.w_qkv = make_linear(parts(attn.w_q, attn.w_k, attn.w_v))
         self.w_o = make_linear(parts(attn.w_o))
         self.train(attn.training)  # as the layer it copies (nn.Module starts training: attention dropout on)

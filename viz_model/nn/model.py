@@ -124,7 +124,7 @@ def _attention(cfg: ModelConfig) -> MultiHeadAttention:
     scale = cfg.scale_scores if cfg.query_scalar is None else cfg.query_scalar
     return MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, cfg.d_kv, qkv_bias, scale,
                               cfg.kv_heads, cfg.attention_bias, cfg.normalization if cfg.qk_norm else None,
-                              cfg.norm_eps, cfg.attention_softcap, cfg.joint_qk_norm)
+                              cfg.norm_eps, cfg.attention_softcap, cfg.joint_qk_norm, cfg.learned_sinks)
 
 
 def _feed_forward(cfg: ModelConfig) -> FeedForward:

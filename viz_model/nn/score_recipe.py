@@ -20,7 +20,7 @@ from .alibi import ALiBi
 from .relative_bias import RelativePositionBias, relative_position_bucket
 
 TENSOR_FIELDS = ("queries", "keys", "query_positions", "key_positions", "key_mask", "alibi_slopes", "bias_table",
-                 "offset_buckets")
+                 "offset_buckets", "sinks")
 
 
 @dataclass
@@ -43,6 +43,7 @@ class ScoreRecipe:
     :ivar bias_table: ``(buckets, heads)`` T5's relative bias table, else None
     :ivar offset_buckets: ``(2 * max_distance + 1,)`` int64 the bucket of each offset ``key - query`` from
         -max_distance to max_distance (beyond: the end's), with `bias_table`
+    :ivar sinks: ``(heads,)`` float32 each head's learned sink logit (gpt-oss), else None
     """
 
     queries: Tensor
@@ -59,6 +60,7 @@ class ScoreRecipe:
     bias_table: Tensor | None = None
     offset_buckets: Tensor | None = None
     radius: int | None = None
+    sinks: Tensor | None = None
 
     @property
     def heads(self) -> int:
@@ -90,7 +92,7 @@ class ScoreRecipe:
         d = self.queries.shape[-1] if self.queries.dim() == 3 else -1
         kv = self.keys.shape[0] if self.keys.dim() == 3 else 0
         expected = {"queries": (heads, n, d), "keys": (kv, m, d), "query_positions": (n,), "key_positions": (m,),
-                    "key_mask": (m,), "alibi_slopes": (heads,)}
+                    "key_mask": (m,), "alibi_slopes": (heads,), "sinks": (heads,)}
         for name, tensor in self.tensors().items():
             if name in expected and tuple(tensor.shape) != expected[name]:
                 raise ValueError(f"recipe {name} has shape {tuple(tensor.shape)}, expected {expected[name]}")
@@ -144,14 +146,16 @@ class ScoreRecipe:
 
 
 def query_recipe(queries: Tensor, keys: Tensor, kv_heads: list[int] | None, scale: bool | float,
-                 softcap: float | None) -> ScoreRecipe:
+                 softcap: float | None, sinks: Tensor | None = None) -> ScoreRecipe:
     """The recipe of one attention call's queries ``(1, heads, n, d)`` and keys ``(1, kv_heads, m, d)`` (what the
-    layer itself knows), positions 0.. and no mask or bias yet: the stack sets those (`laid_out`)."""
+    layer itself knows, with its learned `sinks`), positions 0.. and no mask or bias yet: the stack sets those
+    (`laid_out`)."""
     if queries.shape[0] != 1:
         raise ValueError(f"a score recipe records a batch of one, got a batch of {queries.shape[0]}")
     n, m = queries.shape[2], keys.shape[2]
     return ScoreRecipe(queries[0].detach().cpu(), keys[0].detach().cpu(), kv_heads, scale, softcap,
-                       torch.arange(m - n, m), torch.arange(m))
+                       torch.arange(m - n, m), torch.arange(m),
+                       sinks=None if sinks is None else sinks.detach().float().cpu())
 
 
 def laid_out(recipe: ScoreRecipe, *, causal: bool = False, window: int | None = None, key_mask: Tensor | None = None,

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput
+from ..nn.experts import ExpertRouting
 from ..nn.score_recipe import first_rows, queries_only
 from .hypotheses import Hypothesis
 from .settings import HFGeneration
@@ -147,7 +148,8 @@ def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
     return CausalLMOutput(out.logits[:, :rows], cache=_cut(out.cache, keys) or [],
                           mask=None if out.mask is None else out.mask[..., :rows, :keys],
                           maps=[m[:, :, :rows, :keys] for m in out.maps],
-                          recipes=[first_rows(r, rows, keys) for r in out.recipes])
+                          recipes=[first_rows(r, rows, keys) for r in out.recipes], sinks=out.sinks,
+                          routing=[ExpertRouting(r.experts[:, :rows], r.weights[:, :rows]) for r in out.routing])
 
 
 def add_call(calls: list[CausalLMOutput], out: CausalLMOutput) -> None:

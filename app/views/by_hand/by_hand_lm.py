@@ -99,7 +99,9 @@ def page(session: Session) -> None:
     window = "" if steps.window is None else f" and a sliding window of {steps.window} (keys i − {steps.window - 1}..i)"
     st.caption(f"Each key's score q·k ÷ {'√d_k' if steps.divisor != 1 else '1 (unscaled)'} = {steps.divisor:.4g}; "
                f"the causal mask{window} sets every hidden key's score to −∞, so its weight is exactly 0; the "
-               "softmax of the rest sums to 1.")
+               + ("softmax of the rest sums to 1." if steps.sink is None else
+                  f"softmax runs over the rest and this head's learned sink logit ({steps.sink:.4f}), whose share is "
+                  "dropped: the row sums to less than 1."))
     reading.query(trace, steps, labels, layer, head, i)
 
 

@@ -47,6 +47,8 @@ class HeadSteps:
     :ivar window: the layer's sliding window, else None
     :ivar first_row: the query row the ``(rows, n)`` arrays start at (0: every row, ``(n, n)``)
     :ivar values: ``(n, d_head)`` x W_v (+ bias), this head's columns, where they are worked through (an encoder's)
+    :ivar sink: the head's learned sink logit, in the softmax beside the keys and its share dropped (gpt-oss), else
+        None
     """
 
     x: np.ndarray
@@ -69,6 +71,7 @@ class HeadSteps:
     window: int | None
     first_row: int = 0
     values: np.ndarray | None = None
+    sink: float | None = None
 
     @property
     def difference(self) -> float:
@@ -129,6 +132,8 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows
         q64, k64 = f64(q[0, 0]), f64(k[0, 0])
         recorded = (f64(out.records[layer].weights[0, head]) if rows is None else
                     f64(recipe_maps(out.recipes[layer], [head], slice(first, stop))[0]))
+        sinks = (out.records[layer] if rows is None else out.recipes[layer]).sinks  # the call's, as it saw them
+        sink = None if sinks is None else float(sinks[head])
     divisor = 1.0 if attn.scale is False else math.sqrt(q64.shape[-1] if attn.scale is True else attn.scale)
     dots = q64[first:stop] @ k64.T
     scores = dots / divisor
@@ -140,12 +145,13 @@ def head_steps(model: LanguageModel, ids: list[int], layer: int, head: int, rows
     visible = window_mask(stop - first, first, window, torch.device("cpu"))[0, 0].numpy()
     visible = np.pad(visible, ((0, 0), (0, n - stop)))  # keys after the last row: hidden
     masked = np.where(visible, scores, -np.inf)
-    weights = np.exp(masked - masked.max(axis=1, keepdims=True))
-    weights /= weights.sum(axis=1, keepdims=True)
+    top = masked.max(axis=1, keepdims=True) if sink is None else np.maximum(masked.max(axis=1, keepdims=True), sink)
+    weights = np.exp(masked - top)
+    weights /= weights.sum(axis=1, keepdims=True) + (0.0 if sink is None else np.exp(sink - top))  # the sink's share
     return HeadSteps(f64(x[0]), f64(q_projected[0, 0]), f64(k_projected[0, 0]),
                      None if q_normed is None else f64(q_normed[0, 0]),
                      None if k_normed is None else f64(k_normed[0, 0]), q64, k64, kv_head, divisor, dots,
-                     attn.softcap, bias, scores, visible, weights, recorded, rotated, window, first)
+                     attn.softcap, bias, scores, visible, weights, recorded, rotated, window, first, sink=sink)
 
 
 # --- drawn by every kind's page ----------------------------------------------------------------------------------

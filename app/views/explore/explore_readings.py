@@ -22,6 +22,14 @@ HEAD_VIEW_TOKENS = 48  # the positions a long prompt's head view draws, around t
 FOCUS_COLUMN_ROWS = 512  # the queries a long prompt's token focus reads its column over, from the token on
 
 
+def row_sums(trace: AttentionTrace) -> str:
+    """What a map's rows sum to: 1, or less where the heads have learned sinks (gpt-oss)."""
+    if trace.sink_logits() is None:
+        return "each row sums to 1."
+    return ("each row sums to 1 minus the share its head's learned sink took (the rest went to no token: see "
+            "Attention sinks).")
+
+
 def picked_position(trace: AttentionTrace, kind: str) -> int:
     """A long prompt's token, picked by search or on the strip (the window and the token focus open at it)."""
     return token_picker.token_picker(trace.axes(kind)[0], own.token)
@@ -65,8 +73,8 @@ def whole_heatmap(session: sessions.Session, trace: AttentionTrace, parts: KindP
         parts.mark_map(fig, trace, layer)
     widgets.chart(fig, name, key="heatmap_chart")
     parts.heatmap_note(trace, layer, level)
-    st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); each row sums to "
-               "1. Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
+    st.caption("Rows are queries (the token that looks), columns are keys (the token looked at); " + row_sums(trace)
+               + " Decoder rows are the decoder's inputs: row t reads token t and predicts the next one "
                "(shown on hover).")
     widgets.exports(fig, name, "heatmap", csv=lambda: map_figures.map_dataframe(amap))
 
@@ -134,7 +142,7 @@ def blocks_heatmap(session: sessions.Session, trace: AttentionTrace, parts: Kind
                 "too); zoom in by dragging, or draw a window to read every weight.")
     parts.mark_map(fig, trace, layer)
     widgets.chart(fig, name, key="heatmap_chart")
-    st.caption(note + " Rows are queries, columns are keys; each row sums to 1.")
+    st.caption(note + " Rows are queries, columns are keys; " + row_sums(trace))
     widgets.exports(fig, name, "heatmap")
 
 

@@ -18,9 +18,10 @@ from viz_model.trace import AttentionTrace
 
 
 def page(session: sessions.Session, form: Callable[[], None], read: Callable[[], AttentionTrace | None],
-         panel: Callable[[AttentionTrace], None], parts: Callable[[AttentionTrace], KindParts]) -> None:
+         panel: Callable[[AttentionTrace], None], parts: Callable[[AttentionTrace], KindParts]) -> AttentionTrace:
     """The explorer below its title: the `form` beside what it gave (`read`'s trace, drawn by `panel`), then the
-    attention views as `parts` says; the page stops where there is no trace (the reason is already shown)."""
+    attention views as `parts` says; returns the trace drawn (the page stops where there is none: the reason is
+    already shown)."""
     form_column, result_column = st.columns([3, 2], gap="large")
     with form_column:
         form()
@@ -31,6 +32,7 @@ def page(session: sessions.Session, form: Callable[[], None], read: Callable[[],
     if trace is None:
         st.stop()
     draw(session, trace, parts(trace))
+    return trace
 
 
 def link_and_downloads(trace: AttentionTrace) -> None:

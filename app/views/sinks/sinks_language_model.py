@@ -8,6 +8,7 @@ from app import completion, sessions
 from app.page_settings import EXPLORE
 from app.shared_settings import SHARED
 from app.views.sinks import eviction_section, sink_sections, sinks_lm
+from app.views.sinks.learned_sink_section import learned_sinks
 
 session = sessions.require_session()
 sink_sections.heading()
@@ -20,6 +21,7 @@ shares = sink_sections.measured(lambda: sinks_lm.lm_shares(
     trace, session.ref.stored, SHARED.sentence.get(""), int(EXPLORE.new_tokens.get()), EXPLORE.chat.get(),
     EXPLORE.system.get("")))
 sink_sections.every_part(shares, "(prompt and continuation)", completion.prompt_length(trace))
+learned_sinks(trace, shares)  # a model with learned sink logits (gpt-oss): their share beside the first token's
 sinks_lm.switch_section(session.ref.stored, shares, trace, completion.asked_turn(SHARED.sentence.get("")),
                         int(EXPLORE.new_tokens.get()))
 eviction_section.eviction_section(session)
