@@ -18,7 +18,7 @@ from app.sessions import Session
 from app.setting_types import Setting
 from app.shared_settings import SHARED
 from app.texts import count
-from app.views.positional import position_tabs
+from app.views.positional import position_tabs, rope_scalings_section
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.lessons import position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
@@ -88,8 +88,9 @@ def frequencies_tab(model: LanguageModel) -> None:
                "dynamic": f"dynamic NTK scaling: past {config.rope_original_max_positions} tokens the base grows "
                           "with the length a pass reaches, so every pair but the first turns slower, the slow ones "
                           f"most; shown at {position_rope.shown_length(config)} tokens"}[config.rope_scaling]
-    st.caption(f"Each head of {config.d_head} dimensions turns {config.d_head // 2} pairs (dimension i with i + "
-               f"d_head/2, Llama's pairing), base {config.rope_base:g}; {scaling}.")
+    turned = config.rope_dims or config.d_head
+    st.caption(f"Each head: {position_rope.rotation_note(config)}. They turn {turned // 2} pairs (dimension i with "
+               f"i + {turned // 2}, Llama's pairing), base {config.rope_base:g}; {scaling}.")
     marks = {f"trained length {trained}": trained}
     if config.max_positions != trained:
         marks[f"max_position_embeddings {config.max_positions}"] = config.max_positions
@@ -106,6 +107,7 @@ def frequencies_tab(model: LanguageModel) -> None:
     shown = table.rename(columns={"unscaled theta": "θ before scaling", "theta": "θ",
                                   "unscaled wavelength": "wavelength before", "wavelength": "wavelength"})
     st.dataframe(shown.set_index("pair"), width="stretch")
+    rope_scalings_section.comparison_section(config, marks)
 
 
 def decay_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> None:
