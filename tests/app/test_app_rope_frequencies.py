@@ -19,7 +19,7 @@ from support.hf_rope import CONFIGS, TRAINED
 from test_app_teaching import captions, chart, ok, on_page
 
 import viz_model
-from viz_model.lessons import position_rope
+from viz_model.lessons import position_length, position_rope
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.nn import rope_scaling
 
@@ -155,3 +155,38 @@ def test_a_rope_scaling_still_unsupported_is_one_line_in_load_and_on_the_page(ro
     assert len(shown) == 1 and "\n" not in shown[0] and shown[0].startswith("This model cannot be loaded: ")
     at = open_lm("pythia")  # the app keeps running: another model opens in the same process
     assert "16 of 64 dimensions per head rotate" in captions(at)
+
+
+@pytest.mark.parametrize("family", ["llama-yarn", "llama3"])
+def test_the_length_experiment_switches_the_configs_scaling_off_and_on(rope_app, family):
+    import torch
+
+    root, hf = rope_app
+    at = open_lm(family)
+    label = next(c.label for c in at.checkbox if c.key == "pe_lm_own_scaling")
+    assert label == {"llama-yarn": "With this model's YaRN ×4 scaling (its config's)",
+                     "llama3": "With this model's llama3 ×8 scaling (its config's)"}[family]
+    model = viz_model.load(root / family, device="cpu")
+    ids, tokens = position_length.text_ids(model), 80
+    scheme = model.network.scheme
+    runs = {}
+    for scaled in (False, True):
+        at.checkbox(key="pe_lm_own_scaling").set_value(scaled)
+        at.number_input(key="pe_lm_tokens").set_value(tokens)
+        next(b for b in at.button if b.label == "Measure the loss").click()
+        ok(at.run())
+        runs[scaled] = arr(chart(at, "Loss of each token of the text by its position")["data"][0]["y"])
+        said = "Measured with the model's" if scaled else "switched off: plain RoPE at base"
+        assert said in captions(at)
+    np.testing.assert_allclose(runs[True], position_length.loss_by_position(model, ids, tokens).losses, atol=1e-6)
+    unscaled = position_rope.without_scaling(model)
+    np.testing.assert_allclose(runs[False], position_length.loss_by_position(unscaled, ids, tokens).losses, atol=1e-6)
+    assert model.network.scheme is scheme and model.config.rope_scaling != "default"  # the loaded model untouched
+    assert np.abs(runs[False] - runs[True]).max() > 1e-5  # the scaling changes the loss (random weights: a little)
+    config = transformers.AutoConfig.from_pretrained(hf[family])  # transformers' model with the scaling off
+    config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_parameters["rope_theta"]}
+    theirs = transformers.LlamaForCausalLM.from_pretrained(hf[family], config=config).eval()
+    with torch.no_grad():
+        logits = theirs(torch.tensor([ids[:tokens]])).logits[0, :-1].double()
+    losses = -torch.log_softmax(logits, -1)[torch.arange(tokens - 1), torch.tensor(ids[1:tokens])]
+    np.testing.assert_allclose(runs[False], losses.numpy(), atol=1e-4)

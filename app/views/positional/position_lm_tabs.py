@@ -242,13 +242,15 @@ def length_tab(session: Session) -> None:
         left.number_input("Tokens of the text", 2, limit, key=own.lm_tokens.key,
                           help="The model reads the text's first tokens in one pass and scores each next token.")
         right.slider("Running mean over", 1, 128, key=own.lm_window.key)
+        scaled = rope_scalings_section.scaling_switch(model.config)
         submitted = st.form_submit_button("Measure the loss", icon=":material/play_arrow:", type="primary")
     tokens = int(own.lm_tokens.get())
     if submitted:
         try:
             with st.spinner("Reading the text…"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = position_length.loss_by_position(model, ids, tokens)
+                result = position_length.loss_by_position(rope_scalings_section.measured_model(model, scaled),
+                                                          ids, tokens)
         except LessonError as err:
             own.lm_loss.set(None)
             st.error(f"The loss cannot be measured: {err}.")
@@ -271,6 +273,7 @@ def length_tab(session: Session) -> None:
                                           {k: v for k, v in marks.items() if v < tokens})
     widgets.chart(fig, "lm-loss-by-position", key="pe_lm_loss_chart")
     widgets.exports(fig, "lm-loss-by-position", "pe_lm_loss")
+    rope_scalings_section.switch_caption(model.config)
     inside, beyond = result.inside_beyond()
     a, b = st.columns(2)
     a.metric("Mean loss within the trained length" if trained is not None else "Mean loss", f"{inside:.3f} nats")

@@ -1,6 +1,6 @@
-"""The RoPE frequencies tab's comparison of scalings: the loaded model's wavelengths beside linear's, llama3's,
-YaRN's and dynamic NTK's at a chosen factor on the same RoPE (illustrations where the model was not trained with
-them)."""
+"""RoPE's scalings on the Positional page: the frequencies tab's comparison (the loaded model's wavelengths beside
+linear's, llama3's, YaRN's and dynamic NTK's at a chosen factor on the same RoPE: illustrations where the model was
+not trained with them) and the length experiment's switch of the scaling the config names."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import streamlit as st
 from app import widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from viz_model.config import ModelConfig
+from viz_model.kinds.language_model import LanguageModel
 from viz_model.lessons import position_rope
 from viz_model.plot import lm_position_figures
 
@@ -45,3 +46,34 @@ def comparison_section(config: ModelConfig, marks: dict[str, float]) -> None:
                "aims at (its frequencies grow with the length a pass reaches). Linear stretches every pair, llama3 "
                "and YaRN keep the fast pairs and stretch the slow ones, dynamic NTK stretches every pair but the "
                "first, the slowest most.")
+
+
+def scaling_switch(config: ModelConfig) -> bool:
+    """In the length experiment's form, where the config names a RoPE scaling: whether to measure with it (the
+    model as loaded) or without it (plain RoPE at its base, in a copy); True elsewhere."""
+    if config.positional != "rope" or config.rope_scaling == "default":
+        return True
+    own.lm_own_scaling.init()
+    named = position_rope.own_label(config).removeprefix("this model: ")
+    st.checkbox(f"With this model's {named} scaling (its config's)", key=own.lm_own_scaling.key,
+                help="Off: the same weights with plain RoPE at its base, to see what the scaling does past the "
+                     "trained length.")
+    return bool(own.lm_own_scaling.get())
+
+
+def measured_model(model: LanguageModel, scaled: bool) -> LanguageModel:
+    """The model the loss is measured on: as loaded, or a copy with its scaling off; remembered for the caption."""
+    own.lm_measured_scaling.set(scaled)
+    return model if scaled else position_rope.without_scaling(model)
+
+
+def switch_caption(config: ModelConfig) -> None:
+    """Which RoPE the drawn loss was measured with, where the config names a scaling."""
+    if config.positional != "rope" or config.rope_scaling == "default":
+        return
+    named = position_rope.own_label(config).removeprefix("this model: ")
+    if own.lm_measured_scaling.get():
+        st.caption(f"Measured with the model's {named} scaling, as its config says.")
+    else:
+        st.caption(f"Measured with the {named} scaling switched off: plain RoPE at base {config.rope_base:g} on the "
+                   "same weights (a copy; the loaded model is unchanged).")
