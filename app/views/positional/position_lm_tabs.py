@@ -12,13 +12,14 @@ import pandas as pd
 import streamlit as st
 import torch
 
+import app.views.positional.rope_scalings_section as rope_scalings
 from app import state, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.sessions import Session
 from app.setting_types import Setting
 from app.shared_settings import SHARED
 from app.texts import count
-from app.views.positional import position_tabs, rope_scalings_section
+from app.views.positional import position_tabs
 from viz_model.kinds.language_model import LanguageModel
 from viz_model.lessons import position_alibi, position_length, position_rope, position_split
 from viz_model.lessons import position_table as tables
@@ -107,7 +108,7 @@ def frequencies_tab(model: LanguageModel) -> None:
     shown = table.rename(columns={"unscaled theta": "θ before scaling", "theta": "θ",
                                   "unscaled wavelength": "wavelength before", "wavelength": "wavelength"})
     st.dataframe(shown.set_index("pair"), width="stretch")
-    rope_scalings_section.comparison_section(config, marks)
+    rope_scalings.comparison_section(config, marks)
 
 
 def decay_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> None:
@@ -242,14 +243,14 @@ def length_tab(session: Session) -> None:
         left.number_input("Tokens of the text", 2, limit, key=own.lm_tokens.key,
                           help="The model reads the text's first tokens in one pass and scores each next token.")
         right.slider("Running mean over", 1, 128, key=own.lm_window.key)
-        scaled = rope_scalings_section.scaling_switch(model.config)
+        scaled = rope_scalings.scaling_switch(model.config)
         submitted = st.form_submit_button("Measure the loss", icon=":material/play_arrow:", type="primary")
     tokens = int(own.lm_tokens.get())
     if submitted:
         try:
             with st.spinner("Reading the text…"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = position_length.loss_by_position(rope_scalings_section.measured_model(model, scaled),
+                result = position_length.loss_by_position(rope_scalings.measured_model(model, scaled),
                                                           ids, tokens)
         except LessonError as err:
             own.lm_loss.set(None)
@@ -273,7 +274,7 @@ def length_tab(session: Session) -> None:
                                           {k: v for k, v in marks.items() if v < tokens})
     widgets.chart(fig, "lm-loss-by-position", key="pe_lm_loss_chart")
     widgets.exports(fig, "lm-loss-by-position", "pe_lm_loss")
-    rope_scalings_section.switch_caption(model.config)
+    rope_scalings.switch_caption(model.config)
     inside, beyond = result.inside_beyond()
     a, b = st.columns(2)
     a.metric("Mean loss within the trained length" if trained is not None else "Mean loss", f"{inside:.3f} nats")
