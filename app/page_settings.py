@@ -213,6 +213,10 @@ class PositionalSettings(PageSettings):
     lm_layer: Setting[int] = Setting("pe_lm_layer", 1)  # a language model's layer: RoPE's decay
     lm_band_layer: Setting[int] = Setting("pe_lm_band_layer", 1)  # and its frequency pairs
     lm_distances: Setting[int] = Setting("pe_lm_distances", 64)
+    lm_compared: Setting[list[str]] = Setting("pe_lm_compared", ["linear", "llama3", "yarn", "dynamic"])  # RoPE's
+    lm_compare_factor: Setting[float] = Setting("pe_lm_compare_factor", 4.0)  # scalings beside the model's own
+    lm_own_scaling: Setting[bool] = Setting("pe_lm_own_scaling", True)  # the length experiment with the config's
+    lm_measured_scaling: Setting[bool] = Setting("pe_lm_measured_scaling", True)  # scaling, as last measured
     lm_tokens: Setting[int] = Setting("pe_lm_tokens", 0)  # by default twice the trained length, within the text
     lm_window: Setting[int] = Setting("pe_lm_window", 16)
     lm_loss: Setting[object | None] = Setting("pe_lm_loss", None)  # (model, tokens, PositionLoss)

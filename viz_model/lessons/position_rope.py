@@ -5,6 +5,8 @@ Round We Go")."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,11 +17,14 @@ import torch
 
 from ..config import ModelConfig
 from ..kinds.language_model import LanguageModel
+from ..nn.position_setup import score_schemes
 from ..nn.rotary import rope_frequencies
 from .position_parts import LessonError
 
 KEPT, STRETCHED, SMOOTHED = "kept", "stretched", "between (smoothed)"
 GROWN = "stretched by the grown base"  # dynamic NTK: every pair but the first, the slower the more
+ILLUSTRATED = ("linear", "llama3", "yarn", "dynamic")  # the scalings drawn beside a model's own frequencies
+SCALING_NAMES = {"linear": "linear", "llama3": "llama3", "yarn": "YaRN", "dynamic": "dynamic NTK"}
 BANDS = ("high", "low")  # a wavelength within the trained length: position; longer: barely turns, so meaning
 
 
@@ -79,6 +84,70 @@ def frequency_table(config: ModelConfig) -> pd.DataFrame:
     return pd.DataFrame({"pair": np.arange(len(own)), "unscaled theta": plain, "theta": own,
                          "unscaled wavelength": 2 * math.pi / plain, "wavelength": wavelength, "stretch": stretch,
                          "scaling": status, "band": band_of(wavelength, trained_length(config))})
+
+
+def rotation_note(config: ModelConfig) -> str:
+    """How many of each head's dimensions turn: all, or under partial rotary (GPT-NeoX, Phi) their share, the rest
+    carrying no position."""
+    check_rope(config)
+    turned = config.rope_dims or config.d_head
+    if turned == config.d_head:
+        return f"all {config.d_head} dimensions per head rotate"
+    return (f"{turned} of {config.d_head} dimensions per head rotate ({turned / config.d_head:.0%}); the rest carry "
+            "no position")
+
+
+def illustrated_config(config: ModelConfig, scaling: str, factor: float) -> ModelConfig:
+    """`config` with `scaling` at `factor` on its own RoPE (base, rotating dimensions), from its trained length, the
+    other settings of that scaling at transformers' defaults: what the scaling would do to this model (an
+    illustration: the model was not trained with it)."""
+    check_rope(config)
+    if scaling not in ILLUSTRATED:
+        raise LessonError(f"unknown scaling {scaling!r}: choose among {', '.join(ILLUSTRATED)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name.startswith("rope_")
+                and f.name not in ("rope_base", "rope_dims")}
+    return dataclasses.replace(config, **{**defaults, "rope_scaling": scaling, "rope_factor": float(factor),
+                                          "rope_original_max_positions": trained_length(config)})
+
+
+def illustrated_length(config: ModelConfig) -> int:
+    """The length an illustrated dynamic scaling is shown at: the one its factor aims at (factor × trained)."""
+    return max(trained_length(config), round(config.rope_factor * trained_length(config)))
+
+
+def own_label(config: ModelConfig) -> str:
+    """The legend's name of the loaded model's own wavelengths."""
+    if config.rope_scaling == "default":
+        return "this model (no scaling)"
+    return f"this model: {SCALING_NAMES[config.rope_scaling]} ×{config.rope_factor:g}"
+
+
+def scaling_comparison(config: ModelConfig, scalings: Sequence[str], factor: float) -> pd.DataFrame:
+    """One row per rotating pair (fast to slow): its wavelength unscaled, in the loaded model (its own scaling; a
+    dynamic one at `shown_length`), and under each of `scalings` but the model's own at `factor` (illustrations,
+    from its trained length; a dynamic one at `illustrated_length`). Column names are the legend's."""
+    plain = rope_frequencies(config.rope_dims or config.d_head, config.rope_base).double().numpy()
+    columns = {"pair": np.arange(len(plain)), "no scaling": 2 * math.pi / plain}
+    if config.rope_scaling != "default":
+        columns[own_label(config)] = 2 * math.pi / model_frequencies(config)
+    for scaling in (s for s in ILLUSTRATED if s in scalings and s != config.rope_scaling):
+        shown = illustrated_config(config, scaling, factor)
+        columns[f"{SCALING_NAMES[scaling]} ×{factor:g} (illustration)"] = \
+            2 * math.pi / model_frequencies(shown, illustrated_length(shown))
+    return pd.DataFrame(columns)
+
+
+def without_scaling(model: LanguageModel) -> LanguageModel:
+    """`model` with the scaling its config names switched off (plain RoPE at its base), in a copy: the weights
+    shared, a config and a rotation of its own; the loaded model and its network untouched. For a teacher-forced
+    pass (the length experiment), not for drafting."""
+    check_rope(model.config)
+    network = copy.copy(model.network)
+    network.config = dataclasses.replace(model.config, rope_scaling="default", rope_factor=1.0)
+    network.scheme = score_schemes(network.config)[0]
+    unscaled = copy.copy(model)
+    unscaled.network = network
+    return unscaled
 
 
 def band_of(wavelengths: np.ndarray, length: int) -> np.ndarray:

@@ -424,10 +424,10 @@ def load_model_dir(directory: str | Path) -> tuple[Transformer, Tokenizer | Pret
     """Load and validate a model directory (`check_model_dir`, then the weights); every problem is a
     `CheckpointError` naming the file. A decoder-only directory's network is a `CausalLM`; one whose weights are
     read where they are is loaded by `viz_model.hf.mapped_load` (it knows the source's names)."""
+    config, tokenizer = check_model_dir(directory)  # first: a config it cannot run (a RoPE scaling) says so
     if weight_source(Path(directory)) is not None:
         raise CheckpointError(f"{directory}: its weights are read from the folder it was imported from; load it "
                               "with viz_model.load")
-    config, tokenizer = check_model_dir(directory)
     model = network_class(config).for_loading(config)
     load_weights(model, Path(directory) / WEIGHTS)
     model.eval()

@@ -74,13 +74,16 @@ class Int8Linear(nn.Module):
 
 
 class Int8RowBlocks(nn.Module):
-    """An `Int8Linear` of many output rows (a vocabulary projection) built and run as blocks of rows: the same
-    numbers (one scale per row, the input quantized alike in every block), but building it never holds more than a
-    block's int8 copies at once (~30 MB less peak memory for a 58k-row projection)."""
+    """An `Int8Linear` of many output rows (a vocabulary projection, with its `bias` where it has one: Phi's) built
+    and run as blocks of rows: the same numbers (one scale per row, the input quantized alike in every block), but
+    building it never holds more than a block's int8 copies at once (~30 MB less peak memory for a 58k-row
+    projection)."""
 
-    def __init__(self, weight: torch.Tensor, rows: int = 8192) -> None:
+    def __init__(self, weight: torch.Tensor, rows: int = 8192, bias: torch.Tensor | None = None) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Int8Linear(part, None) for part in weight.split(rows))
+        parts = weight.split(rows)
+        biases = [None] * len(parts) if bias is None else bias.split(rows)
+        self.blocks = nn.ModuleList(Int8Linear(part, b) for part, b in zip(parts, biases, strict=True))
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,13 +127,15 @@ def _quantized(network: nn.Module, build: Callable[[], nn.Module], strict: bool)
 def int8_causal_network(network: CausalLM, strict: bool = False) -> CausalLM | None:
     """An int8 copy of a decoder-only `network` (on the CPU, in eval mode) that drafts its greedy continuation: each
     layer's Linear layers int8 (fused as in `int8_search_network`), the output projection (tied or not) int8 in row
-    blocks; embeddings, norms and positions shared. None where int8 kernels are missing (`strict`: raise)."""
+    blocks with its bias (Phi's); embeddings, norms and positions shared. None where int8 kernels are missing
+    (`strict`: raise)."""
     def build() -> CausalLM:
         clone = copy.copy(network)
         clone._modules = dict(network._modules)
         clone.layers = with_search_layers(network.layers, _int8)  # type: ignore[assignment]
-        head = network.embedding.weight if network.lm_head is None else network.lm_head.weight
-        clone.lm_head = Int8RowBlocks(head)  # type: ignore[assignment]
+        head = network.lm_head
+        clone.lm_head = Int8RowBlocks(network.embedding.weight) if head is None else \
+            Int8RowBlocks(head.weight, bias=head.bias)  # type: ignore[assignment]
         return clone
     return _quantized(network, build, strict)
 

@@ -1,6 +1,7 @@
 """Figures of a loaded language model's positions (the Positional encoding page): a learned table's principal
-components, RoPE's frequencies and their scaling, q·k by distance per head, each head's frequency bands, ALiBi's
-bias by distance and the loss at each position of a long text. Plain functions to a `go.Figure`, no Streamlit."""
+components, RoPE's frequencies and their scaling (beside the other scalings'), q·k by distance per head, each head's
+frequency bands, ALiBi's bias by distance and the loss at each position of a long text. Plain functions to a
+`go.Figure`, no Streamlit."""
 
 from __future__ import annotations
 
@@ -58,12 +59,29 @@ def frequency_figure(table: pd.DataFrame, marks: dict[str, float]) -> go.Figure:
                                      marker=dict(color=color, size=8), customdata=rows["stretch"],
                                      hovertemplate="pair %{x}: %{y:,.1f} positions (×%{customdata:.3g})"
                                                    "<extra></extra>"))
+    return _wavelength_axes(fig, marks, "RoPE: each frequency pair's wavelength in this model", 400)
+
+
+def _wavelength_axes(fig: go.Figure, marks: dict[str, float], title: str, height: int) -> go.Figure:
+    """`fig` with the pairs across, their wavelengths up on a log scale, the trained lengths marked."""
     _marks(fig, marks, axis="y", log=True)
-    fig.update_layout(title=dict(text="RoPE: each frequency pair's wavelength in this model"), height=400,
-                      margin=MARGIN, xaxis_title="frequency pair i (fast → slow)",
+    fig.update_layout(title=dict(text=title), height=height, margin=MARGIN,
+                      xaxis_title="frequency pair i (fast → slow)",
                       yaxis=dict(title=dict(text="wavelength (positions)"), type="log"),
                       legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def scalings_figure(table: pd.DataFrame, marks: dict[str, float]) -> go.Figure:
+    """Each rotating pair's wavelength under each scaling of `table` (`position_rope.scaling_comparison`: unscaled
+    grey, the model's own solid, illustrations dashed), on a log scale, with the trained lengths marked."""
+    fig = go.Figure()
+    for index, name in enumerate(c for c in table.columns if c != "pair"):
+        style = dict(color="#c8c8c8", width=3) if name == "no scaling" else \
+            dict(color=HEAD_COLORS[index % len(HEAD_COLORS)], dash="dash" if "illustration" in name else "solid")
+        fig.add_trace(go.Scatter(x=table["pair"], y=table[name], mode="lines+markers", name=escape(name), line=style,
+                                 hovertemplate=f"{escape(name)}, pair %{{x}}: %{{y:,.1f}} positions<extra></extra>"))
+    return _wavelength_axes(fig, marks, "RoPE: each rotating pair's wavelength under each scaling", 420)
 
 
 def head_curves_figure(curves: np.ndarray, title: str, y_title: str, x_title: str = "distance p − j",

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
+import app.views.positional.rope_scalings_section as rope_scalings
 from app import state, widgets
 from app.page_settings import POSITIONAL_ENCODING as own
 from app.sessions import Session
@@ -88,8 +89,9 @@ def frequencies_tab(model: LanguageModel) -> None:
                "dynamic": f"dynamic NTK scaling: past {config.rope_original_max_positions} tokens the base grows "
                           "with the length a pass reaches, so every pair but the first turns slower, the slow ones "
                           f"most; shown at {position_rope.shown_length(config)} tokens"}[config.rope_scaling]
-    st.caption(f"Each head of {config.d_head} dimensions turns {config.d_head // 2} pairs (dimension i with i + "
-               f"d_head/2, Llama's pairing), base {config.rope_base:g}; {scaling}.")
+    turned = config.rope_dims or config.d_head
+    st.caption(f"Each head: {position_rope.rotation_note(config)}. They turn {turned // 2} pairs (dimension i with "
+               f"i + {turned // 2}, Llama's pairing), base {config.rope_base:g}; {scaling}.")
     marks = {f"trained length {trained}": trained}
     if config.max_positions != trained:
         marks[f"max_position_embeddings {config.max_positions}"] = config.max_positions
@@ -106,6 +108,7 @@ def frequencies_tab(model: LanguageModel) -> None:
     shown = table.rename(columns={"unscaled theta": "θ before scaling", "theta": "θ",
                                   "unscaled wavelength": "wavelength before", "wavelength": "wavelength"})
     st.dataframe(shown.set_index("pair"), width="stretch")
+    rope_scalings.comparison_section(config, marks)
 
 
 def decay_tab(model: LanguageModel, measures: position_rope.RopeMeasures) -> None:
@@ -240,13 +243,15 @@ def length_tab(session: Session) -> None:
         left.number_input("Tokens of the text", 2, limit, key=own.lm_tokens.key,
                           help="The model reads the text's first tokens in one pass and scores each next token.")
         right.slider("Running mean over", 1, 128, key=own.lm_window.key)
+        scaled = rope_scalings.scaling_switch(model.config)
         submitted = st.form_submit_button("Measure the loss", icon=":material/play_arrow:", type="primary")
     tokens = int(own.lm_tokens.get())
     if submitted:
         try:
             with st.spinner("Reading the text…"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = position_length.loss_by_position(model, ids, tokens)
+                result = position_length.loss_by_position(rope_scalings.measured_model(model, scaled),
+                                                          ids, tokens)
         except LessonError as err:
             own.lm_loss.set(None)
             st.error(f"The loss cannot be measured: {err}.")
@@ -269,6 +274,7 @@ def length_tab(session: Session) -> None:
                                           {k: v for k, v in marks.items() if v < tokens})
     widgets.chart(fig, "lm-loss-by-position", key="pe_lm_loss_chart")
     widgets.exports(fig, "lm-loss-by-position", "pe_lm_loss")
+    rope_scalings.switch_caption(model.config)
     inside, beyond = result.inside_beyond()
     a, b = st.columns(2)
     a.metric("Mean loss within the trained length" if trained is not None else "Mean loss", f"{inside:.3f} nats")
