@@ -5,7 +5,6 @@ Round We Go")."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -17,7 +16,6 @@ import torch
 
 from ..config import ModelConfig
 from ..kinds.language_model import LanguageModel
-from ..nn.position_setup import score_schemes
 from ..nn.rotary import rope_frequencies
 from .position_parts import LessonError
 
@@ -138,16 +136,10 @@ def scaling_comparison(config: ModelConfig, scalings: Sequence[str], factor: flo
 
 
 def without_scaling(model: LanguageModel) -> LanguageModel:
-    """`model` with the scaling its config names switched off (plain RoPE at its base), in a copy: the weights
-    shared, a config and a rotation of its own; the loaded model and its network untouched. For a teacher-forced
-    pass (the length experiment), not for drafting."""
+    """`model` with the scaling its config names switched off (plain RoPE at its base), in a copy
+    (`LanguageModel.rescaled`: the weights shared, the loaded model and its network untouched)."""
     check_rope(model.config)
-    network = copy.copy(model.network)
-    network.config = dataclasses.replace(model.config, rope_scaling="default", rope_factor=1.0)
-    network.scheme = score_schemes(network.config)[0]
-    unscaled = copy.copy(model)
-    unscaled.network = network
-    return unscaled
+    return model.rescaled(rope_scaling="default", rope_factor=1.0)
 
 
 def band_of(wavelengths: np.ndarray, length: int) -> np.ndarray:
