@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, eager_model, imported_model, sentences  # noqa: E402
 from support.hf_lm import CHAT, CONFIGS, build_lm_folder, refused  # noqa: E402
+from support.lens_check import FINAL_NORMS, assert_lens_equals_hidden_states  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -458,34 +459,9 @@ def test_generation_settings_not_applied_are_refused_in_one_line(setting, said, 
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
 
 
-# where each family's final norm is in transformers' model: the logit lens reads its hidden states through it
-FINAL_NORMS = {"gpt2": "transformer.ln_f", "llama": "model.norm", "llama2": "model.norm", "smollm2": "model.norm",
-               "mistral": "model.norm", "qwen2": "model.norm", "qwen3": "model.norm", "gemma2": "model.norm"}
-
-
 def test_the_logit_lens_equals_transformers_hidden_states_through_its_norm_and_head(family, hf, imported):
     """Issue 61: each row's top-5 ids equal transformers' ``output_hidden_states`` read through its own final norm
-    and lm_head (soft-capped where the model caps its logits; the last hidden state is normed already: its logits),
-    the probabilities within 1e-4; a tracked token's probability and rank too."""
+    and lm_head (support/lens_check.py), the probabilities within 1e-4; a tracked token's probability and rank too."""
     if family not in FINAL_NORMS:
         pytest.skip("the lens is compared on the families whose final norm is named in FINAL_NORMS")
-    model, tok = hf
-    norm, head = model.get_submodule(FINAL_NORMS[family]), model.get_output_embeddings()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    for prompt in PROMPTS[:3]:
-        ids = tok(prompt).input_ids
-        lens = imported.logit_lens(prompt, top_k=5, track=[ids[-1]])
-        with torch.no_grad():
-            out = model(torch.tensor([ids]), output_hidden_states=True)
-            rows = [head(norm(h)) for h in out.hidden_states[:-1]]
-            rows = [row if cap is None else torch.tanh(row / cap) * cap for row in rows] + [out.logits]
-        assert lens.top_ids.shape == lens.top_probs.shape == (model.config.num_hidden_layers + 1, len(ids), 5)
-        for r, logits in enumerate(rows):
-            probabilities = torch.softmax(logits[0].float(), dim=-1)
-            top = probabilities.topk(5)
-            assert np.array_equal(lens.top_ids[r], top.indices.numpy()), (prompt, r)
-            assert np.abs(lens.top_probs[r] - top.values.numpy()).max() <= LOGIT_TOLERANCE
-            chosen = probabilities[:, ids[-1]]
-            assert np.abs(lens.tracked_probs[r, :, 0] - chosen.numpy()).max() <= LOGIT_TOLERANCE
-            ranks = (probabilities > chosen[:, None]).sum(-1) + 1
-            assert np.abs(lens.tracked_ranks[r, :, 0] - ranks.numpy()).max() <= 1  # a near tie may swap two
+    assert_lens_equals_hidden_states(family, *hf, imported, PROMPTS[:3])
