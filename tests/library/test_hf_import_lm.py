@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 from support.hf import WORDS_EN, eager_model, imported_model, sentences  # noqa: E402
 from support.hf_lm import CHAT, CONFIGS, build_lm_folder, refused  # noqa: E402
-from support.lens_check import FINAL_NORMS, assert_lens_equals_hidden_states  # noqa: E402
+from support.lens_check import assert_lens_equals_hidden_states  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -461,7 +461,5 @@ def test_generation_settings_not_applied_are_refused_in_one_line(setting, said, 
 
 def test_the_logit_lens_equals_transformers_hidden_states_through_its_norm_and_head(family, hf, imported):
     """Issue 61: each row's top-5 ids equal transformers' ``output_hidden_states`` read through its own final norm
-    and lm_head (support/lens_check.py), the probabilities within 1e-4; a tracked token's probability and rank too."""
-    if family not in FINAL_NORMS:
-        pytest.skip("the lens is compared on the families whose final norm is named in FINAL_NORMS")
+    and lm_head (support/lens_check.py: every family), the probabilities within 1e-4; a tracked token's probability and rank too."""
     assert_lens_equals_hidden_states(family, *hf, imported, PROMPTS[:3])

@@ -9,7 +9,11 @@ import torch
 PROBABILITY_TOLERANCE = 1e-4
 # where each family's final norm is in transformers' model: the logit lens reads its hidden states through it
 FINAL_NORMS = {"gpt2": "transformer.ln_f", "llama": "model.norm", "llama2": "model.norm", "smollm2": "model.norm",
-               "mistral": "model.norm", "qwen2": "model.norm", "qwen3": "model.norm", "gemma2": "model.norm"}
+               "mistral": "model.norm", "qwen2": "model.norm", "qwen3": "model.norm", "gemma": "model.norm",
+               "gemma2": "model.norm", "gemma3": "model.norm", "bloom": "transformer.ln_f",
+               "gpt_neox": "gpt_neox.final_layer_norm", "gpt_neo": "transformer.ln_f",
+               "opt": "model.decoder.final_layer_norm", "phi": "model.final_layernorm", "olmo2": "model.norm",
+               "mixtral": "model.norm", "phi3": "model.norm", "gpt_oss": "model.norm"}
 
 
 def assert_lens_equals_hidden_states(family: str, model, tokenizer, imported, prompts: list[str]) -> None:
