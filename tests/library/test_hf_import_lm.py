@@ -461,5 +461,6 @@ def test_generation_settings_not_applied_are_refused_in_one_line(setting, said, 
 
 def test_the_logit_lens_equals_transformers_hidden_states_through_its_norm_and_head(family, hf, imported):
     """Issue 61: each row's top-5 ids equal transformers' ``output_hidden_states`` read through its own final norm
-    and lm_head (support/lens_check.py: every family), the probabilities within 1e-4; a tracked token's probability and rank too."""
+    and lm_head (support/lens_check.py: every family), the probabilities within 1e-4; a tracked token's
+    probability and rank too."""
     assert_lens_equals_hidden_states(family, *hf, imported, PROMPTS[:3])
