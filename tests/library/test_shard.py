@@ -5,6 +5,7 @@ error and leaves no output."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,16 +81,52 @@ COMMANDS = {
 }
 
 
+# Every command of COMMANDS in one torchrun launch (starting the processes costs more than the commands' work): each
+# process runs `viz-model COMMAND ...` for one command after another, in the process group the first one joined; the
+# last leaves it (a group destroyed and made again in one process can meet stale keys in torchrun's store).
+EVERY_COMMAND = r'''
+import json, sys
+import torch.distributed as dist
+from viz_model.cli.main import main
+
+leave = dist.destroy_process_group
+dist.destroy_process_group = lambda *args, **kwargs: None
+commands = json.loads(sys.argv[1])
+for number, argv in enumerate(commands, 1):
+    if number == len(commands):
+        dist.destroy_process_group = leave
+    code = main(argv)
+    if code:
+        sys.exit(code)
+'''
+
+
+def command_args(command: str, model_dir: Path, corpus_files: tuple[Path, Path]) -> list:
+    return [*COMMANDS[command](*corpus_files), "--model", model_dir, "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory, model_dir, corpus_files) -> tuple[Path, subprocess.CompletedProcess]:
+    """Each command of COMMANDS run by two processes of one torchrun launch, writing ``COMMAND.csv`` in the folder
+    returned (with the launch's result)."""
+    folder = tmp_path_factory.mktemp("two-processes")
+    script = folder / "every_command.py"
+    script.write_text(EVERY_COMMAND)
+    commands = [[*map(str, command_args(command, model_dir, corpus_files)), "--out", str(folder / f"{command}.csv")]
+                for command in COMMANDS]
+    return folder, torchrun(2, json.dumps(commands), script=script)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", list(COMMANDS))
-def test_two_processes_write_the_same_table_as_one(capsys, tmp_path, model_dir, corpus_files, command, one_thread):
-    args = [*COMMANDS[command](*corpus_files), "--model", model_dir, "--device", "cpu"]
-    code, _, stderr = run(capsys, *args, "--out", tmp_path / "one.csv")
+def test_two_processes_write_the_same_table_as_one(capsys, tmp_path, model_dir, corpus_files, command, one_thread,
+                                                   two_processes):
+    code, _, stderr = run(capsys, *command_args(command, model_dir, corpus_files), "--out", tmp_path / "one.csv")
     assert code == 0, stderr
-    result = torchrun(2, *args, "--out", tmp_path / "two.csv")
+    folder, result = two_processes
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "two.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
-    assert result.stderr.count(f"wrote {tmp_path / 'two.csv'}") == 1  # rank 0 writes and reports, once
+    assert (folder / f"{command}.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert result.stderr.count(f"wrote {folder / command}.csv") == 1  # rank 0 writes and reports, once
 
 
 @pytest.mark.slow
