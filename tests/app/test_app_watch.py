@@ -21,7 +21,9 @@ def page(tiny):
 
 
 def train(at, **settings):
-    for key, value in {"watch_seconds": 5, **settings}.items():
+    """`at` after a click on Train with these settings: the least time budget and steps (ending by its step count
+    on an idle machine, not by the budget; what these tests read does not need a longer run)."""
+    for key, value in {"watch_seconds": 5, "watch_steps": 200, **settings}.items():
         widget = next(w for w in [*at.slider, *at.select_slider, *at.selectbox, *at.number_input, *at.checkbox]
                       if w.key == key)
         widget.set_value(value)

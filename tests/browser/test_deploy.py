@@ -4,6 +4,7 @@ browser, and with one replica killed the other serves every new session. Also th
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -30,9 +31,19 @@ pytestmark = [
 ]
 
 
-def replicas(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--nginx", NGINX, *args], capture_output=True, text=True,
-                          timeout=120)
+@pytest.fixture(scope="module")
+def start_script():
+    """deploy/replicas.py as a module: its `main` is what ``python deploy/replicas.py ARGS`` runs and exits with."""
+    spec = importlib.util.spec_from_file_location("replicas_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def replicas(capsys, start_script, *args: str) -> tuple[int, str]:
+    """The start script's exit status and stderr on ARGS (run in this process: no interpreter start per case)."""
+    code = start_script.main(list(args))
+    return code, capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +175,7 @@ def test_sessions_stick_to_their_replica_and_survive_one_replica_dying(deploymen
         context.close()
 
 
-def test_the_start_script_refuses_in_one_line(tmp_path):
+def test_the_start_script_refuses_in_one_line(tmp_path, capsys, start_script):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -177,15 +188,15 @@ def test_the_start_script_refuses_in_one_line(tmp_path):
                   "--check"], "no such folder"),
                  (["--port", "8500", "--first-port", "8500", "--check"], "also a replica's port")]
         for args, words in cases:
-            result = replicas(*args)
-            assert result.returncode == 1 and words in result.stderr, (args, result.stderr)
-            assert len(result.stderr.strip().splitlines()) == 1
-    missing = subprocess.run([sys.executable, str(SCRIPT), "--nginx", "no-such-nginx", "--check"],
-                             capture_output=True, text=True, timeout=60)
-    assert missing.returncode == 1 and "no-such-nginx not found" in missing.stderr
+            code, stderr = replicas(capsys, start_script, "--nginx", NGINX, *args)
+            assert code == 1 and words in stderr, (args, stderr)
+            assert len(stderr.strip().splitlines()) == 1
+    code, stderr = replicas(capsys, start_script, "--nginx", "no-such-nginx", "--check")
+    assert code == 1 and "no-such-nginx not found" in stderr
     port = free_ports(4)[0]  # the replicas default to the three ports after --port
-    checked = replicas("--port", str(port), "--replicas", "3", "--check", "--workdir", str(tmp_path / "w"))
-    assert checked.returncode == 0, checked.stderr
+    code, stderr = replicas(capsys, start_script, "--nginx", NGINX, "--port", str(port), "--replicas", "3", "--check",
+                            "--workdir", str(tmp_path / "w"))
+    assert code == 0, stderr
     config = (tmp_path / "w" / "explorer.conf").read_text()
     assert config.count("server 127.0.0.1:") == 3 and "hash $viz_route consistent" in config
     assert "${" not in config

@@ -7,6 +7,8 @@ leaves margins to the app's client, so a figure exported from the app lost every
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import plotly.io as pio
 import pytest
@@ -45,6 +47,42 @@ def app_theme(monkeypatch):
     import streamlit.elements.plotly_chart  # noqa: F401  (registers the "streamlit" template)
 
     monkeypatch.setattr(pio.templates, "default", "streamlit")
+
+
+class RunningKaleido:
+    """`kaleido.Kaleido` as `figure_files.figure_images` opens it (``async with``, then `calc_fig`), handing each
+    figure to kaleido's running sync server: the same rendering, in a browser started once for the module."""
+
+    def __init__(self, **options) -> None:
+        self.options = options
+
+    async def __aenter__(self) -> RunningKaleido:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        return None
+
+    async def calc_fig(self, fig, opts=None, **kwargs) -> bytes:
+        import kaleido
+
+        return kaleido.calc_fig_sync(fig, opts=opts, **kwargs)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_image_browser():
+    """The module's exports render in one kaleido browser, started as `figure_images` starts its own (the same
+    Chromium, `n` and timeout), instead of a browser per figure (seconds each); the images are the same."""
+    kaleido = pytest.importorskip("kaleido")
+    with pytest.MonkeyPatch.context() as patch:
+        browser = figure_files.find_browser()
+        if browser and not os.environ.get("BROWSER_PATH"):
+            patch.setenv("BROWSER_PATH", browser)  # as figure_images sets it: kaleido's browser driver reads it
+        kaleido.start_sync_server(n=1, timeout=figure_files.RENDER_TIMEOUT_S)
+        patch.setattr(kaleido, "Kaleido", RunningKaleido)
+        try:
+            yield
+        finally:
+            kaleido.stop_sync_server()
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
 from app import registry, widgets
+from support import app_scripts  # noqa: F401  (every AppTest run shares one compiled copy of each script)
 from support.data import TINY_ARCHITECTURE, tiny_model_config
 from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.modeldir.checkpoint import save_model_dir

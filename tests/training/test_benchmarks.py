@@ -4,9 +4,7 @@ nothing; the figures come from full runs on an idle machine)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import runpy
 from pathlib import Path
 
 import pytest
@@ -18,17 +16,28 @@ from viz_model.train.runtime import native_bf16
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_benchmark(script: str, *args: str) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args, "--json"], env=env,
-                            capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+@pytest.fixture
+def run_benchmark(capsys, monkeypatch):
+    """`run_benchmark(SCRIPT, *ARGS)`: the JSON that ``python benchmarks/SCRIPT ARGS --json`` prints, from the
+    script's `main` run in this process (what the script runs and exits with; no interpreter start and imports),
+    from the repository root with one torch thread; the processes it starts itself find this checkout."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # as running a script puts its folder first
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.chdir(REPO)
+
+    def run(script: str, *args: str) -> dict:
+        capsys.readouterr()
+        code = runpy.run_path(str(REPO / "benchmarks" / script), run_name="benchmark")["main"]([*args, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err[-3000:]
+        return json.loads(out)
+    return run
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("baseline_bf16", [False, True])
-def test_bench_train_reports_both_systems_and_their_ratio(tmp_path, data_dir, baseline_bf16):
+def test_bench_train_reports_both_systems_and_their_ratio(tmp_path, data_dir, baseline_bf16, run_benchmark):
     """With a config of bf16 = false, ours runs fp32; --baseline-bf16 still gives the baseline bf16 autocast where
     the device has native bf16 (and says so on stderr where it has not)."""
     config = tmp_path / "tiny.toml"
@@ -72,7 +81,7 @@ def test_library_imports_finds_imports_inside_functions(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_lm_compares_identical_continuations_and_reports_ratios():
+def test_bench_lm_compares_identical_continuations_and_reports_ratios(run_benchmark):
     """Tiny GPT-2 and Qwen2 models (fp32, CPU): both systems' continuations equal, each ratio consistent with the
     medians, the long prompt's time and peak memory on both sides."""
     r = run_benchmark("bench_lm.py", "--quick", "--threads", "1")

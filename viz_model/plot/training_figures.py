@@ -118,9 +118,10 @@ def architecture_figure(stages: Sequence[Stage], encoder_layers: int, decoder_la
                (add_norm, shape_of("decoder layer 1", "feed-forward output")),
                ("linear → logits", shape_of("output", "logits")),
                ("softmax", shape_of("output", "softmax"))]
-    fig = go.Figure()
     colors = {"attention": "#fde0c5", "feed": "#c6dbef", "Add": "#e5e5e5", "Norm": "#e5e5e5", "emb": "#d9f0d3",
               "ids": "#ffffff", "linear": "#dadaeb", "softmax": "#dadaeb"}
+    shapes: list[dict] = []  # set on the figure at once: adding 60-odd one by one re-validates them every time
+    notes: list[dict] = []
 
     def color_of(label: str) -> str:
         for key, value in colors.items():
@@ -131,26 +132,28 @@ def architecture_figure(stages: Sequence[Stage], encoder_layers: int, decoder_la
     def column(blocks: list[tuple[str, str]], x: float, layer_rows: tuple[int, int], repeat: int, name: str) -> None:
         for row, (label, shape) in enumerate(blocks):
             y = -row * 1.0
-            fig.add_shape(type="rect", x0=x - 1.6, x1=x + 1.6, y0=y - 0.38, y1=y + 0.38,
-                          fillcolor=color_of(label), line=dict(color="#555", width=1))
-            fig.add_annotation(x=x, y=y, text=f"<b>{escape(label)}</b><br>{escape(shape)}", showarrow=False,
-                               font=dict(size=11))
+            shapes.append(dict(type="rect", x0=x - 1.6, x1=x + 1.6, y0=y - 0.38, y1=y + 0.38,
+                               fillcolor=color_of(label), line=dict(color="#555", width=1)))
+            notes.append(dict(x=x, y=y, text=f"<b>{escape(label)}</b><br>{escape(shape)}", showarrow=False,
+                              font=dict(size=11)))
             if row:
-                fig.add_annotation(x=x, y=y + 0.38, ax=x, ay=y + 0.62, xref="x", yref="y", axref="x", ayref="y",
-                                   showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, text="")
+                notes.append(dict(x=x, y=y + 0.38, ax=x, ay=y + 0.62, xref="x", yref="y", axref="x", ayref="y",
+                                  showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, text=""))
         top, bottom = layer_rows
-        fig.add_shape(type="rect", x0=x - 1.8, x1=x + 1.8, y0=-bottom - 0.5, y1=-top + 0.5,
-                      line=dict(color="#e4572e", width=2, dash="dash"))
-        fig.add_annotation(x=x + 1.85, y=-(top + bottom) / 2, text=f"<b>× {repeat}</b><br>{name} layers",
-                           showarrow=False, xanchor="left", font=dict(color="#e4572e"))
+        shapes.append(dict(type="rect", x0=x - 1.8, x1=x + 1.8, y0=-bottom - 0.5, y1=-top + 0.5,
+                           line=dict(color="#e4572e", width=2, dash="dash")))
+        notes.append(dict(x=x + 1.85, y=-(top + bottom) / 2, text=f"<b>× {repeat}</b><br>{name} layers",
+                          showarrow=False, xanchor="left", font=dict(color="#e4572e")))
 
     column(encoder, 0.0, (2, 5), encoder_layers, "encoder")
     column(decoder, 5.5, (2, 7), decoder_layers, "decoder")
     # the encoder output feeds every decoder layer's cross-attention (its keys and values)
-    fig.add_annotation(x=5.5 - 1.6, y=-4.0, ax=0.0 + 1.6, ay=-5.0, xref="x", yref="y", axref="x", ayref="y",
-                       showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor="#e4572e", text="")
-    fig.add_annotation(x=2.75, y=-4.75, text="encoder output → K, V", showarrow=False, font=dict(size=10,
-                                                                                                  color="#e4572e"))
+    notes.append(dict(x=5.5 - 1.6, y=-4.0, ax=0.0 + 1.6, ay=-5.0, xref="x", yref="y", axref="x", ayref="y",
+                      showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor="#e4572e", text=""))
+    notes.append(dict(x=2.75, y=-4.75, text="encoder output → K, V", showarrow=False,
+                      font=dict(size=10, color="#e4572e")))
+    fig = go.Figure()
+    fig.layout.shapes, fig.layout.annotations = shapes, notes
     fig.update_layout(title=dict(text="The loaded model, with the tensor shapes for this sentence (batch 1)"),
                       height=90 + 64 * len(decoder), margin=dict(l=10, r=10, t=60, b=10),
                       xaxis=dict(visible=False, range=[-2.2, 9.6]),
