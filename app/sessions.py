@@ -21,6 +21,7 @@ import streamlit as st
 
 import viz_model
 from viz_model import EncoderModel, LanguageModel
+from viz_model.analysis.checkpoint_scores import CheckpointScores, series_scores
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
 from viz_model.analysis.memory_estimate import TracePlan
 from viz_model.attribution import Attribution, attribute_ids
@@ -35,6 +36,7 @@ from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
+from viz_model.modeldir.series import available_series, folder_series
 from viz_model.modeldir.shipped import asset_roots, model_root
 from viz_model.nn.devices import device_from_env, give_back_memory
 from viz_model.on_demand import OnDemandMaps
@@ -61,6 +63,26 @@ def roots_label() -> str:
 def model_names() -> list[str]:
     """Every model directory of every folder of `asset_roots` (VIZ_MODEL_ASSETS), the default model first."""
     return viz_model.available_models()
+
+
+def series_folders() -> dict[str, Path]:
+    """Every checkpoint series folder of every folder of `asset_roots` (a model across its training), by name: its
+    root."""
+    return available_series(asset_roots())
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def compute_series_scores(folder: str, stamp: str) -> dict[int, CheckpointScores]:
+    """`series_scores` of the series folder `folder` on this process's device (`stamp`: its steps' files, so that
+    a series that grew is measured again); one line where its steps are no one model."""
+    return series_scores(folder_series(Path(folder)), device_from_env())
+
+
+def series_stamp(folder: Path) -> str:
+    """The steps of a series folder and the `model_stamp` of each: a changed series gets a fresh cache entry."""
+    series = folder_series(folder)
+    return ";".join(f"{step}={model_stamp(Path(place).parent, Path(place).name)}"
+                    for step, place in zip(series.steps, series.places))
 
 
 def root_of(name: str) -> Path:

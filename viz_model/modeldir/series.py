@@ -104,3 +104,14 @@ def hub_series(repo_id: str, steps: list[int], revision: str = "step{}") -> Seri
         raise CheckpointError(f"{repo_id}: a series needs at least one step")
     ordered = sorted(set(steps))
     return Series(repo_id, tuple(ordered), tuple(revision.format(s) for s in ordered))
+
+
+def available_series(roots: list[Path]) -> dict[str, Path]:
+    """The series folders directly in `roots` (a name once, the first root's), by name: what the explorer offers
+    beside its model directories."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        for path in sorted(root.iterdir()) if root.is_dir() else []:
+            if path.name not in found and path.is_dir() and not path.is_symlink() and is_series(path):
+                found[path.name] = root
+    return found
