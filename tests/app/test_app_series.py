@@ -78,3 +78,27 @@ def test_a_series_of_mixed_architectures_is_said_in_one_line(series_assets, monk
                       "heads, d_model 48, vocabulary 160 against 2 layers x 4 heads, d_model 32, vocabulary 160): a "
                       "series holds one model across its training; mixed architectures cannot be compared step by "
                       "step"]
+
+
+def test_a_series_opens_as_one_model_with_a_training_step_slider(series_assets, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(series_assets))
+    at = ok(start(model="tiny-lm-run", sentence="A man runs."))
+    slider = at.select_slider(key="series_step_tiny-lm-run")
+    assert [int(s) for s in slider.options] == list(STEPS) and int(slider.value) == STEPS[-1]
+    captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
+    assert "tiny-lm-run · checkpoint series" in captions and "Step 20 of 20: the checkpoint step-000020" in captions
+    last = [arr(d["z"]) for c in charts(at) for d in c["data"] if d.get("type") == "heatmap"]
+    ok(slider.set_value(10).run())
+    assert "Step 10 of 20: the checkpoint step\\-000010" in [c.value for c in at.sidebar.caption]
+    earlier = [arr(d["z"]) for c in charts(at) for d in c["data"] if d.get("type") == "heatmap"]
+    assert last and len(earlier) == len(last) and not np.allclose(earlier[0], last[0])  # another step's maps
+
+
+def test_a_step_of_another_architecture_is_said_in_one_line_in_the_sidebar(series_assets, monkeypatch):
+    monkeypatch.setenv("VIZ_MODEL_ASSETS", str(series_assets))
+    at = start(model="mixed-run", sentence="A man runs.")
+    at.select_slider(key="series_step_mixed-run").set_value(10).run()
+    assert [e.value for e in at.sidebar.error] == [
+        "This model cannot be loaded: step 10 has another architecture than step 0 (2 layers x 4 heads, d_model 48, "
+        "vocabulary 160 against 2 layers x 4 heads, d_model 32, vocabulary 160): a series holds one model across "
+        "its training; mixed architectures cannot be compared step by step"]
