@@ -83,6 +83,10 @@ def test_a_packed_run_saves_a_series_that_opens_step_by_step(tmp_path, data_dir)
     cfg = tiny_lm_config(data_dir, epochs=1, pack_len=64, pack_repeat=0.3, series_every_steps=2)
     run_dir = tmp_path / "run"
     train(cfg, run_dir)
+    card = (run_dir / "model" / "MODEL_CARD.md").read_text()
+    assert ("- training lines packed into sequences of up to 64 positions (each line ended by `</s>`); each line after "
+            "a sequence's first is, with chance 0.3, a copy of one of its earlier lines; validation one line a "
+            "sequence") in card
     start = json.loads((run_dir / "log.jsonl").read_text().splitlines()[0])
     assert start["train_pairs"] < 200 / 3  # the fixture's 200 lines, packed several to a sequence
     steps = [json.loads(line)["step"] for line in (run_dir / "log.jsonl").read_text().splitlines()
