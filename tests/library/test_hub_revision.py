@@ -9,6 +9,7 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 from support.hf_lm import build_lm_folder  # noqa: E402
+from test_hub_load import cached  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -48,11 +49,6 @@ def hub(revisions, tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
     return asked
-
-
-def cached(tmp_path) -> list[str]:
-    root = tmp_path / "cache"
-    return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
 def test_a_revision_is_fetched_and_cached_apart_from_the_main_branch(hub, tmp_path):
