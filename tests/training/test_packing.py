@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from test_train_lm import tiny_lm_config
 
 import viz_model
@@ -13,6 +14,7 @@ from viz_model.config import ConfigError
 from viz_model.modeldir.series import SERIES_FILE, folder_series
 from viz_model.tokenization.tokenizer import EOS_ID
 from viz_model.train.data import EncodedPairs, collate
+from viz_model.train.export import export_run
 from viz_model.train.loop import train
 from viz_model.train.packing import pack_texts
 
@@ -97,3 +99,16 @@ def test_a_packed_run_saves_a_series_that_opens_step_by_step(tmp_path, data_dir)
     assert isinstance(last, viz_model.LanguageModel) and first.config == last.config
     before, after = first.network.state_dict(), last.network.state_dict()
     assert before.keys() == after.keys() and not all(before[k].equal(after[k]) for k in before)
+    # a series checkpoint exported alone: its weights, its log and facts up to its step, the card naming it
+    out = export_run(run_dir, tmp_path / "step4", step=4, dtype="fp16")
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "steps); final weights = the checkpoint of step 4 (series/step-000004), not averaged" in card
+    events = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert events[0]["event"] == "start" and all(e["step"] <= 4 for e in events if e["event"] in ("train", "val"))
+    assert steps[-1] > 4  # the run went on past it
+    assert json.loads((out / "training_facts.json").read_text())["steps"] == 4
+    exported, saved = viz_model.load(out, device="cpu"), viz_model.load(series.place(4), device="cpu")
+    ids = saved.encode("A man runs.")
+    assert torch.allclose(exported.forced_pass(ids).logits, saved.forced_pass(ids).logits, atol=1e-2)
+    with pytest.raises(ConfigError, match="no series checkpoint of step 5"):
+        export_run(run_dir, tmp_path / "step5", step=5)

@@ -156,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
                    help="precision of the stored weights (the shipped models are fp16; scores are of these weights)")
+    p.add_argument("--step", type=int, default=None,
+                   help="export the run's series checkpoint of this step (series_every_steps) instead of its epochs")
 
     p = sub.add_parser("facts", help=f"write a model directory's {TRAINING_FACTS} from its training config and "
                                      "training log (for directories exported before the file existed)")
@@ -474,7 +476,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..train.export import export_run
 
     notes = Path(args.notes[1:]).read_text(encoding="utf-8") if args.notes.startswith("@") else args.notes
-    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype)
+    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype,
+                     args.step)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

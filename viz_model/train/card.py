@@ -219,7 +219,9 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
            + (f"; each line after a sequence's first is, with chance {cfg.pack_repeat}, a copy of one of its earlier "
               "lines" if cfg.pack_repeat else "") + "; validation one line a sequence"] if cfg.pack_len else []),
         f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
-        + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
+        + (f"the checkpoint of step {facts.steps} ({averaged[0]}), not averaged"
+           if len(averaged) == 1 and averaged[0].startswith("series/") else
+           f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
            f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads), wall time {wall} h, median "
         f"{speed} target tokens/s{facts.precision_note()}",
