@@ -132,7 +132,7 @@ def what_it_is(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
     if cfg.model.kind == "decoder":
         return [f"Decoder-only Transformer language model, trained with `viz-model train` to predict each next piece "
                 f"of the `{cfg.text_lang}` lines of {trained_on(cfg, start)} ({start.get('train_pairs', '?')} "
-                "training lines)."]
+                + ("training sequences packed from its lines)." if cfg.pack_len else "training lines).")]
     return [f"English -> German Transformer (\"Attention Is All You Need\" architecture), trained with `viz-model "
             f"train` on {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training pairs)."]
 
