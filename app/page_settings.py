@@ -17,7 +17,8 @@ from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 LM_NEW_TOKENS, MAX_LM_NEW_TOKENS = 20, 200  # a language model's continuation on Complete & explore
 LM_TRANSLATE_PROMPT = "English: {src}\nGerman:"  # Compare: a language model prompted to translate
 STEP_CHOICES, LAYER_CHOICES, HEAD_CHOICES, WIDTH_CHOICES = [200, 400, 800, 1600, 3200], [1, 2], [1, 2, 4], [16, 32, 64]
-EXPERIMENTS = ("task", "induction")  # Watch attention form: a translation task, or induction heads in a language model
+EXPERIMENTS = ("task", "induction", "series")  # Watch attention form: a translation task, induction heads in a
+# language model, or a model's own checkpoints across its training
 INDUCTION_STEPS = [500, 1000, 2000, 3000, 5000]
 MAX_PAIR_CHARS = 2_000  # an encoder's second sentence, in the link
 
@@ -346,6 +347,8 @@ class WatchSettings(PageSettings):
     ind_running: Setting[bool] = Setting("watch_ind_running", False)
     ind_layer: Setting[int] = Setting("watch_ind_layer", -1)  # -1: the strongest induction head's
     ind_head: Setting[int] = Setting("watch_ind_head", -1)
+    series: Setting[str] = Setting("watch_series", "")  # the name of the series folder shown
+    series_score: Setting[str] = Setting("watch_series_score", "induction")
 
 
 EXPLORE, MASKS = ExploreSettings(), MasksSettings()

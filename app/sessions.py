@@ -21,6 +21,7 @@ import streamlit as st
 
 import viz_model
 from viz_model import EncoderModel, LanguageModel
+from viz_model.analysis.checkpoint_scores import CheckpointScores, series_scores
 from viz_model.analysis.layer_scores import LayerScores, layer_scores
 from viz_model.analysis.memory_estimate import TracePlan
 from viz_model.attribution import Attribution, attribute_ids
@@ -35,11 +36,13 @@ from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
+from viz_model.modeldir.series import available_series, folder_series
 from viz_model.modeldir.shipped import asset_roots, model_root
 from viz_model.nn.devices import device_from_env, give_back_memory
 from viz_model.on_demand import OnDemandMaps
 from viz_model.search.decoding import BeamTree
 from viz_model.trace import AttentionTrace
+from viz_model.training_series import check_same_model, load_step
 from viz_model.translation_tasks import translation_tasks, with_translation_task
 
 LANGUAGE_MODEL = "language model"  # what the model picker says of a decoder-only model directory
@@ -61,6 +64,33 @@ def roots_label() -> str:
 def model_names() -> list[str]:
     """Every model directory of every folder of `asset_roots` (VIZ_MODEL_ASSETS), the default model first."""
     return viz_model.available_models()
+
+
+def picker_names() -> list[str]:
+    """What the model picker offers: every model directory (`model_names`), then every checkpoint series folder of
+    another name (`series_folders`)."""
+    names = model_names()
+    return names + [name for name in series_folders() if name not in names]
+
+
+def series_folders() -> dict[str, Path]:
+    """Every checkpoint series folder of every folder of `asset_roots` (a model across its training), by name: its
+    root."""
+    return available_series(asset_roots())
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def compute_series_scores(folder: str, stamp: str) -> dict[int, CheckpointScores]:
+    """`series_scores` of the series folder `folder` on this process's device (`stamp`: its steps' files, so that
+    a series that grew is measured again); one line where its steps are no one model."""
+    return series_scores(folder_series(Path(folder)), device_from_env())
+
+
+def series_stamp(folder: Path) -> str:
+    """The steps of a series folder and the `model_stamp` of each: a changed series gets a fresh cache entry."""
+    series = folder_series(folder)
+    return ";".join(f"{step}={model_stamp(Path(place).parent, Path(place).name)}"
+                    for step, place in zip(series.steps, series.places))
 
 
 def root_of(name: str) -> Path:
@@ -86,8 +116,9 @@ def model_stamp(root: Path, name: str) -> str:
 @dataclass(frozen=True)
 class ModelRef:
     """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
-    runs in, the target language of a many-to-many model or of a T5's translation task ("" = its own) and the task
-    prefix of a T5-family model (None = its own)."""
+    runs in, the target language of a many-to-many model or of a T5's translation task ("" = its own), the task
+    prefix of a T5-family model (None = its own) and, for a checkpoint series `name`, the revision: the folder of
+    the step open ("" = none: a model directory)."""
 
     root: str
     name: str
@@ -95,16 +126,20 @@ class ModelRef:
     precision: str = "auto"
     lang: str = ""
     prefix: str | None = None
+    revision: str = ""
 
     @classmethod
-    def of(cls, name: str) -> ModelRef:
-        """Model `name` as its folder holds it now."""
+    def of(cls, name: str, revision: str = "") -> ModelRef:
+        """Model `name` (at `revision`, a step's folder of the series `name`) as its folder holds it now."""
+        if revision:
+            root = series_folders().get(name, root_of(name))
+            return cls(str(root), name, model_stamp(root / name, revision), revision=revision)
         root = root_of(name)
         return cls(str(root), name, model_stamp(root, name))
 
     @property
     def directory(self) -> Path:
-        return Path(self.root) / self.name
+        return Path(self.root) / self.name / self.revision if self.revision else Path(self.root) / self.name
 
     @property
     def stored(self) -> ModelRef:
@@ -122,9 +157,27 @@ def load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel:
+    if ref.revision:
+        return _load_step(ref)
     if ref.name not in viz_model.available_models(ref.root):  # only ever a real directory directly under the root
         raise CheckpointError(f"no model directory named {ref.name!r} in {ref.root}")
     return viz_model.load(ref.directory, device=device_from_env())
+
+
+def _load_step(ref: ModelRef) -> LanguageModel:
+    """The step `ref.revision` of the series `ref.name` (only ever a step folder the series names), checked to be
+    the same model as the series' first step (one line otherwise)."""
+    if ref.name not in available_series([Path(ref.root)]):
+        raise CheckpointError(f"no checkpoint series named {ref.name!r} in {ref.root}")
+    series = folder_series(Path(ref.root) / ref.name)
+    steps = {Path(place).name: step for step, place in zip(series.steps, series.places)}
+    if ref.revision not in steps:
+        raise CheckpointError(f"the series {ref.name!r} has no checkpoint folder {ref.revision!r}")
+    model = load_step(series, steps[ref.revision], device_from_env())
+    first = Path(series.places[0]).name
+    if ref.revision != first:
+        check_same_model(load_model(ModelRef.of(ref.name, first)), model, series.steps[0], steps[ref.revision])
+    return model
 
 
 def load_translator(ref: ModelRef) -> TranslationModel:

@@ -3,6 +3,8 @@ kind, which build the run's `Session` (`registry.open_model` picks them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app.sessions import (
@@ -14,6 +16,7 @@ from app.sessions import (
     model_languages,
     roots_label,
     searching_model,
+    series_folders,
 )
 from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHARED
 from app.state import bound, rule_choice, search_beam, search_defaults
@@ -22,21 +25,26 @@ from viz_model import EncoderModel, LanguageModel
 from viz_model.kinds.translator import TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
+from viz_model.modeldir.series import folder_series
 from viz_model.search.requests import MAX_TASK_PREFIX_CHARS
 from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
 from viz_model.translation_tasks import TranslationTask, translation_tasks
 
+SERIES = "checkpoint series"  # what the model picker says of a series folder (a language model across its training)
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 
 def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | EncoderModel, ModelRef] | None:
     """The model picker and its caption; loads the model (cached). None if it cannot load (said there)."""
     with st.sidebar:
-        kinds = {name: model_languages(ModelRef.of(name).directory) for name in models}
+        series = series_folders()
+        kinds = {name: SERIES if name in series else model_languages(ModelRef.of(name).directory) for name in models}
         bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}",
-              format_func=lambda n: f"{n} ({kinds[n]})" if kinds.get(n) in (LANGUAGE_MODEL, ENCODER) else n)
+              format_func=lambda n: f"{n} ({kinds[n]})" if kinds.get(n) in (LANGUAGE_MODEL, ENCODER, SERIES) else n)
         name = SHARED.model.get()
-        ref = ModelRef.of(name)
+        ref = ModelRef.of(name) if name not in series else series_step(name)
+        if ref is None:
+            return None
         # the full name and the language pair below the picker: a long name is cut inside the box
         st.caption(f"{md_escape(name)} · {kinds.get(name) or model_languages(ref.directory)}")
         try:
@@ -44,6 +52,22 @@ def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | En
         except (CheckpointError, OSError, ValueError, RuntimeError) as err:
             st.error(f"This model cannot be loaded: {err}")
             return None
+
+
+def series_step(name: str) -> ModelRef | None:
+    """The training-step slider of the checkpoint series `name` (its last step first) and the step's `ModelRef`;
+    None where the series cannot be read (said there)."""
+    try:
+        series = folder_series(series_folders()[name] / name)
+    except CheckpointError as err:
+        st.error(f"This series cannot be opened: {err}")
+        return None
+    step = st.select_slider("Training step", list(series.steps), series.steps[-1], key=f"series_step_{name}",
+                            help="Each step is the model as saved at that point of its training (loaded on first "
+                                 "use, then kept).")
+    folder = Path(series.place(step)).name
+    st.caption(f"Step {step} of {series.steps[-1]}: the checkpoint {md_escape(folder)}")
+    return ModelRef.of(name, folder)
 
 
 def translator_settings(model: TranslationModel, ref: ModelRef) -> Session:

@@ -23,7 +23,7 @@ LOG = logging.getLogger("viz_model.app")
 steady_allocator()  # long traces come and go: their memory goes back to the system (benchmarks/bench_soak.py)
 st.set_page_config(page_title="Attention explorer", page_icon=str(ROOT / "app" / "icon.png"), layout="wide")
 
-models = sessions.model_names()
+models = sessions.picker_names()  # the model directories, then any checkpoint series (a model across its training)
 if not models:
     page = st.navigation([st.Page(registry.NO_MODEL, title="No model found", icon=":material/error:")])
     page.run()

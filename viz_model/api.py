@@ -17,8 +17,8 @@ from .nn.devices import resolve_device
 
 
 def load(path: str | Path | None = None, device: str | torch.device = "auto", *, source_lang: str | None = None,
-         target_lang: str | None = None, dtype: str | None = None, precision: str = "auto"
-         ) -> TranslationModel | LanguageModel | EncoderModel:
+         target_lang: str | None = None, dtype: str | None = None, precision: str = "auto",
+         revision: str | None = None) -> TranslationModel | LanguageModel | EncoderModel:
     """Load a model directory (default: the shipped model in ``assets/``; a bare name such as ``multi30k-lm-en``: that
     model of `available_models`): a `TranslationModel`, a `LanguageModel` for a decoder-only one, an `EncoderModel`
     for an encoder-only one (BERT); errors name the file at fault.
@@ -33,10 +33,11 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
     `target_lang` choose a many-to-many model's pair or a T5's translation task (default: the folder's own; the first
     task its config lists), `dtype` ``fp16`` stores the weights in half precision (default ``fp32``); the cache keeps
     one directory per choice. A choice the model cannot take is refused in one line naming the argument, with nothing
-    written to the cache."""
+    written to the cache. `revision`: a hub id's version (a branch, tag or commit, such as Pythia's ``step1000``),
+    fetched and cached apart from its main branch; one that does not exist is refused in one line."""
     from .hf.arguments import argument, keyword_arguments
 
-    chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype}
+    chosen = {"source_lang": source_lang, "target_lang": target_lang, "dtype": dtype, "revision": revision}
     if path is not None:
         from .hf.hub_cache import cached_import, imported_on_load
         from .hf.importer import HFImportError
@@ -47,7 +48,7 @@ def load(path: str | Path | None = None, device: str | torch.device = "auto", *,
         if imported_on_load(path):
             try:
                 with keyword_arguments():
-                    path = cached_import(str(path), source_lang, target_lang, dtype)
+                    path = cached_import(str(path), source_lang, target_lang, dtype, revision)
             except HFImportError as err:
                 raise CheckpointError(str(err)) from None
             chosen = {}

@@ -183,6 +183,14 @@ def repeated_roles(model: LanguageModel, length: int = REPEATED_LENGTH, copies: 
                    samples: int = REPEATED_SAMPLES, seed: int = 0) -> pd.DataFrame:
     """`maps_table` over `samples` repeated random sequences (`repeated_tokens`, seeds ``seed..seed+samples-1``,
     the model's start token first, its special ids left out): the induction score as Olsson et al. measured it."""
+    return maps_table((sequence_maps(model, ids), ids) for ids in repeated_sequences(model, length, copies, samples,
+                                                                                      seed))
+
+
+def repeated_sequences(model: LanguageModel, length: int = REPEATED_LENGTH, copies: int = REPEATED_COPIES,
+                       samples: int = REPEATED_SAMPLES, seed: int = 0) -> list[list[int]]:
+    """`samples` repeated random sequences for `model` (`repeated_tokens`, seeds ``seed..seed+samples-1``, its start
+    token first, its special ids left out); one line where they do not fit its positions."""
     check_int("samples", samples, 1, 100, error=ValueError,
               message=f"samples must be an integer from 1 to 100, got {samples!r}")
     start = start_ids(model)
@@ -192,8 +200,7 @@ def repeated_roles(model: LanguageModel, length: int = REPEATED_LENGTH, copies: 
                          f"{model.config.max_positions}")
     special = set(getattr(model.tokenizer, "skipped", None) or SPECIAL_IDS) | set(model.tokenizer.eos_ids) | set(start)
     vocab = min(model.tokenizer.vocab_size, model.config.vocab_size)
-    sequences = [repeated_tokens(vocab, length, copies, seed + i, start, special) for i in range(samples)]
-    return maps_table((sequence_maps(model, ids), ids) for ids in sequences)
+    return [repeated_tokens(vocab, length, copies, seed + i, start, special) for i in range(samples)]
 
 
 def english_corpus(count: int = CORPUS_SENTENCES) -> tuple[list[str], str]:

@@ -26,6 +26,8 @@ CORPUS_COMMANDS = ("eval", "analyze", "importance", "attribute")  # shared among
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model directory (default: the shipped model in assets/)")
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="a hub id's version: a branch, tag or commit (Pythia's checkpoints: step1000, ...)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=list(SEARCH_PRECISIONS),
                    help="beam-search precision: auto = full precision for a model that searches as transformers "
@@ -154,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notes", default="", help="text for the model card's Notes section (or @FILE)")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
                    help="precision of the stored weights (the shipped models are fp16; scores are of these weights)")
+    p.add_argument("--step", type=int, default=None,
+                   help="export the run's series checkpoint of this step (series_every_steps) instead of its epochs")
 
     p = sub.add_parser("facts", help=f"write a model directory's {TRAINING_FACTS} from its training config and "
                                      "training log (for directories exported before the file existed)")
@@ -176,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"],
                    help="precision of the stored weights: fp32 (exact, the default) or fp16 (half the size, loaded "
                         "into fp32; for models above the 2 GiB weight-file limit, such as NLLB-600M)")
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="the hub repository's version to import: a branch, tag or commit (Pythia's step1000, ...)")
     p.add_argument("--copy", action="store_true",
                    help="language models: write the weights into the model directory (a self-contained copy, "
                         "within the 2 GiB weight-file limit) instead of reading them where they are")
@@ -230,7 +236,7 @@ def _load(args: argparse.Namespace, language_models: bool = False):
     kind = model_kind(Path(args.model)) if args.model and Path(args.model).is_dir() else None
     if kind == "encoder" or (kind == "decoder" and not language_models):  # before --precision is refused
         raise refused(kind)
-    model = load(args.model, device=args.device, precision=args.precision)
+    model = load(args.model, device=args.device, precision=args.precision, revision=args.revision)
     if model.kind == "encoder" or ("cross" not in model.attention_kinds and not language_models):  # a hub id's
         raise refused(model.kind if model.kind == "encoder" else "decoder")
     return model
@@ -448,7 +454,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ..hf.importer import import_model
     from ..search.settings import load_generation
 
-    out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype, copy=args.copy)
+    out = import_model(args.source, args.out, args.source_lang, args.target_lang, args.dtype, copy=args.copy,
+                       revision=args.revision)
     notes = load_generation(out, ModelConfig.load(out / "config.json")).transformers.notes
     if notes:
         print(f"viz-model: note: generation settings not implemented (used as stated): {'; '.join(notes)}",
@@ -469,7 +476,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..train.export import export_run
 
     notes = Path(args.notes[1:]).read_text(encoding="utf-8") if args.notes.startswith("@") else args.notes
-    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype)
+    out = export_run(Path(args.run_dir), Path(args.out), args.last, tuple(args.evaluate), notes, args.dtype,
+                     args.step)
     print(f"model written to {out}", file=sys.stderr)
     return 0
 

@@ -106,6 +106,10 @@ class TrainConfig:
     validated and scored by its loss.
     `cooldown_epochs` > 0 ends the schedule with a linear decay of the learning rate to zero over the last that many
     epochs (a "warm-up, stable, decay" schedule).
+    `pack_len` > 0 packs a decoder-only run's training lines into sequences of up to that many tokens (each line
+    ends with ``</s>``), `pack_repeat` the chance that a packed line is a copy of an earlier line of its sequence
+    (`viz_model.train.packing`); validation stays one line a sequence. `series_every_steps` > 0 saves a loadable
+    model folder every that many steps under ``series/`` (`viz_model.modeldir.series`).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -145,6 +149,9 @@ class TrainConfig:
     bf16: bool = True
     init_from: str = ""
     text_lang: str = ""
+    pack_len: int = 0
+    pack_repeat: float = 0.0
+    series_every_steps: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -165,12 +172,13 @@ class TrainConfig:
                                 ("seed", 0, 2**31 - 1), ("checkpoint_every_steps", 1, 10_000_000),
                                 ("keep_epoch_checkpoints", 1, 1000), ("average_last", 1, 1000),
                                 ("eval_every_epochs", 0, 100_000), ("eval_bleu_sentences", 0, 10_000_000),
-                                ("eval_beam", 1, 64), ("threads", 0, 1024)):
+                                ("eval_beam", 1, 64), ("threads", 0, 1024), ("pack_len", 0, 65_536),
+                                ("series_every_steps", 0, 10_000_000)):
             check_int(name, getattr(self, name), low, high)
         for name, low, high in (("lr_scale", 0.0, 1e3), ("lr_peak", 0.0, 1.0), ("adam_beta1", 0.0, 0.9999),
                                 ("adam_beta2", 0.0, 0.99999), ("adam_eps", 0.0, 1.0),
                                 ("weight_decay", 0.0, 1.0), ("label_smoothing", 0.0, 0.99),
-                                ("clip_norm", 0.0, 1e6)):
+                                ("clip_norm", 0.0, 1e6), ("pack_repeat", 0.0, 0.9)):
             _check_float(name, getattr(self, name), low, high)
         _check_choice("tokenizer_type", self.tokenizer_type, ("bpe", "unigram"))
         _check_choice("device", self.device, ("auto", "cpu", "cuda"))
@@ -187,6 +195,13 @@ class TrainConfig:
             raise ConfigError(f"cooldown_epochs ({self.cooldown_epochs}) exceeds epochs ({self.epochs})")
         if self.max_len > self.model.max_positions:
             raise ConfigError(f"max_len ({self.max_len}) exceeds model.max_positions ({self.model.max_positions})")
+        if self.pack_len > self.max_len:
+            raise ConfigError(f"pack_len ({self.pack_len}) exceeds max_len ({self.max_len})")
+        if (self.pack_len or self.pack_repeat) and self.model.kind != "decoder":
+            raise ConfigError("pack_len and pack_repeat pack a decoder-only run's lines; this run's model kind is "
+                              f"{self.model.kind!r}")
+        if self.pack_repeat and not self.pack_len:
+            raise ConfigError(f"pack_repeat ({self.pack_repeat}) repeats lines inside packed sequences: set pack_len")
         if self.average_last > self.keep_epoch_checkpoints:
             raise ConfigError(f"average_last ({self.average_last}) exceeds keep_epoch_checkpoints "
                               f"({self.keep_epoch_checkpoints})")
@@ -239,8 +254,8 @@ class TrainConfig:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
         else:
             data["corpora"] = [c.to_dict() for c in self.corpora]
-        for name in ("init_from", "cooldown_epochs", "text_lang"):  # runs without them keep their original form
-            if not data[name]:  # (saved runs from before these settings existed compare equal)
+        for name in ("init_from", "cooldown_epochs", "text_lang", "pack_len", "pack_repeat", "series_every_steps"):
+            if not data[name]:  # runs without them keep their original form (saved runs from before compare equal)
                 del data[name]
         return data
 

@@ -19,6 +19,7 @@ from .importer import HUB_ID, check_dtype, import_model
 CACHE_ENV = "VIZ_MODEL_CACHE"
 # en, de_DE, deu_Latn, zh-Hant: safe in a directory name, and never "__" (the separator of the name's choices)
 LANGUAGE_CODE = re.compile(r"(?=.{1,32}$)[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
+REVISION = re.compile(r"(?=.{1,96}$)[A-Za-z0-9](?:[A-Za-z0-9._-]|/(?!/))*")  # step1000, v1.0, refs/pr/1, a commit
 
 
 def cache_root() -> Path:
@@ -51,12 +52,15 @@ def imported_on_load(path: str | Path) -> bool:
 
 
 def cache_name(source: str, source_lang: str | None = None, target_lang: str | None = None,
-               dtype: str | None = None) -> str:
+               dtype: str | None = None, revision: str | None = None) -> str:
     """The cache directory's name for `source` imported with these choices: ``owner--name`` for a hub id (a folder:
     ``folder--NAME--`` and a digest of its path and files' sizes and times, so an edited folder is imported again),
-    then ``__from-CODE``, ``__to-CODE``, ``__fp16`` for each choice made. Codes are checked first (one line naming
-    the argument)."""
+    then ``__rev-REVISION`` (a hub repository's version), ``__from-CODE``, ``__to-CODE``, ``__fp16`` for each choice
+    made. Codes and the revision are checked first (one line naming the argument)."""
     check_dtype(dtype or "fp32")
+    if revision is not None and not (isinstance(revision, str) and REVISION.fullmatch(revision)):
+        raise HFImportError(f"{argument('revision', revision)}: not a revision (a branch, tag or commit of a hub "
+                            "repository: letters, digits, '.', '_', '-' and '/')")
     for name, code in (("source_lang", source_lang), ("target_lang", target_lang)):
         if code is not None and not (isinstance(code, str) and LANGUAGE_CODE.fullmatch(code)):
             raise HFImportError(f"{argument(name, code)}: not a language code (letters and digits, parts joined "
@@ -69,16 +73,18 @@ def cache_name(source: str, source_lang: str | None = None, target_lang: str | N
                                  for f in sorted(folder.iterdir()) if f.is_file()]
         key = f"folder--{re.sub(r'[^A-Za-z0-9_.-]', '_', folder.name).lstrip('.')}--" + \
             hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
-    return key + (f"__from-{source_lang}" if source_lang else "") + (f"__to-{target_lang}" if target_lang else "") \
+    return key + (f"__rev-{revision.replace('/', '--')}" if revision else "") \
+        + (f"__from-{source_lang}" if source_lang else "") + (f"__to-{target_lang}" if target_lang else "") \
         + (f"__{dtype}" if dtype and dtype != "fp32" else "")
 
 
 def cached_import(source: str, source_lang: str | None = None, target_lang: str | None = None,
-                  dtype: str | None = None) -> Path:
-    """The model directory of `source` (a hub id or a Hugging Face folder) imported with these choices, in
-    `cache_root`; imported first if it is not there. `HFImportError` in one line otherwise (the hub cannot be
-    reached, huggingface_hub is not installed, a choice the model cannot take), with nothing written to the cache."""
-    directory = cache_root() / cache_name(source, source_lang, target_lang, dtype)
+                  dtype: str | None = None, revision: str | None = None) -> Path:
+    """The model directory of `source` (a hub id or a Hugging Face folder; `revision`: a hub id's version) imported
+    with these choices, in `cache_root`; imported first if it is not there. `HFImportError` in one line otherwise
+    (the hub cannot be reached, huggingface_hub is not installed, a revision it does not have, a choice the model
+    cannot take), with nothing written to the cache."""
+    directory = cache_root() / cache_name(source, source_lang, target_lang, dtype, revision)
     if directory.is_dir() and is_hub_id(source) and has_weight_source(directory):
         try:
             weight_source(directory)
@@ -87,7 +93,7 @@ def cached_import(source: str, source_lang: str | None = None, target_lang: str 
     if not directory.is_dir():
         try:
             import_model(source, directory, source_lang, target_lang, dtype or "fp32",
-                         label=source if is_hub_id(source) else Path(source).resolve().name)
+                         label=source if is_hub_id(source) else Path(source).resolve().name, revision=revision)
         except HFImportError:
             if not directory.is_dir():
                 raise

@@ -80,11 +80,15 @@ too), the card; the weights are its safetensors, else its ``*.bin`` (never both:
 __all__ = ["FAMILIES", "HFImportError", "check_dtype", "import_model", "model_config"]
 
 
-def resolve_source(source: str) -> Path:
+def resolve_source(source: str, revision: str | None = None) -> Path:
     """A local folder as it is; a hub id (``owner/name``) through ``huggingface_hub`` when it is installed and the
-    hub answers, else an error that says how to fetch the folder elsewhere."""
+    hub answers, else an error that says how to fetch the folder elsewhere. `revision` (a branch, tag or commit of
+    the hub repository, such as Pythia's ``step1000``) is fetched in place of its main branch; a folder has none."""
     path = Path(source)
     if path.is_dir():
+        if revision is not None:
+            raise HFImportError(f"{argument('revision', revision)}: {source} is a folder here; a revision names a "
+                                "version of a hub repository (owner/name)")
         return path
     if not HUB_ID.fullmatch(source):
         raise HFImportError(f"{source}: no such folder (give a Hugging Face model folder or a hub id owner/name)")
@@ -96,11 +100,14 @@ def resolve_source(source: str) -> Path:
         raise HFImportError(f"{source}: not a folder here, and huggingface_hub is not installed "
                             f'(pip install "viz-model[hf]"), or {fetch}') from None
     try:
-        folder = Path(snapshot_download(source, allow_patterns=[*HUB_FILES, "*.safetensors"]))
+        folder = Path(snapshot_download(source, revision=revision, allow_patterns=[*HUB_FILES, "*.safetensors"]))
         if not any(folder.glob("*.safetensors")):  # published as pytorch_model.bin only: fetched where no other
-            folder = Path(snapshot_download(source, allow_patterns=[*HUB_FILES, "*.bin"]))
+            folder = Path(snapshot_download(source, revision=revision, allow_patterns=[*HUB_FILES, "*.bin"]))
         return folder
-    except Exception as err:  # offline, unknown repository, gated model: one line either way
+    except Exception as err:  # offline, unknown repository or revision, gated model: one line either way
+        if type(err).__name__ == "RevisionNotFoundError":
+            raise HFImportError(f"{source}: the hub has no revision {revision!r} of it (a branch, tag or commit, "
+                                "such as Pythia's step1000)") from None
         raise HFImportError(f"{source}: the hub could not be reached or has no such model "
                            f"({type(err).__name__}); {fetch}") from None
 
@@ -207,7 +214,7 @@ def check_dtype(dtype: object) -> None:
 
 def import_model(source: str, out: str | Path, source_lang: str | None = None,
                  target_lang: str | None = None, dtype: str = "fp32", label: str | None = None,
-                 copy: bool = False) -> Path:
+                 copy: bool = False, revision: str | None = None) -> Path:
     """Import `source` (a folder or hub id) as this project's model directory `out`; `HFImportError` otherwise.
     The generation settings transformers would use for it go into ``generation.json`` (see `viz_model.search.settings`):
     the imported model translates as ``generate`` does.
@@ -217,12 +224,12 @@ def import_model(source: str, out: str | Path, source_lang: str | None = None,
     weights exceed the weight-file limit, such as NLLB-600M. `label`: the name the card and the language guess give
     the source (default `source`). A decoder-only language model's safetensors weights are read where they are
     (the directory names them, see `viz_model.modeldir.weight_source`) unless `copy` asks for a self-contained
-    directory."""
+    directory. `revision`: the hub repository's version to import (`resolve_source`)."""
     out = Path(out)
     check_dtype(dtype)
     if out.exists():
         raise HFImportError(f"{out}: already exists; choose another {argument('out')} or remove it first")
-    folder = resolve_source(source)
+    folder = resolve_source(source, revision)
     hf = read_hf_config(folder)
     family, path = FAMILIES[hf["model_type"]], folder / "config.json"
     if family.encoder_only:

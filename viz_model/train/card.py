@@ -132,7 +132,7 @@ def what_it_is(cfg: TrainConfig, start: dict[str, Any]) -> list[str]:
     if cfg.model.kind == "decoder":
         return [f"Decoder-only Transformer language model, trained with `viz-model train` to predict each next piece "
                 f"of the `{cfg.text_lang}` lines of {trained_on(cfg, start)} ({start.get('train_pairs', '?')} "
-                "training lines)."]
+                + ("training sequences packed from its lines)." if cfg.pack_len else "training lines).")]
     return [f"English -> German Transformer (\"Attention Is All You Need\" architecture), trained with `viz-model "
             f"train` on {trained_on(cfg, start)} ({start.get('train_pairs', '?')} training pairs)."]
 
@@ -215,8 +215,13 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
            f"epoch{'s' if facts.cooldown_epochs > 1 else ''}" if facts.cooldown_epochs else ""),
         f"- dropout {facts.dropout}, label smoothing {facts.label_smoothing}, seed {facts.seed}, "
         f"{'sentences' if m.kind == 'seq2seq' else 'lines'} of at most {facts.max_len} pieces",
+        *([f"- training lines packed into sequences of up to {cfg.pack_len} positions (each line ended by `</s>`)"
+           + (f"; each line after a sequence's first is, with chance {cfg.pack_repeat}, a copy of one of its earlier "
+              "lines" if cfg.pack_repeat else "") + "; validation one line a sequence"] if cfg.pack_len else []),
         f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
-        + (f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
+        + (f"the checkpoint of step {facts.steps} ({averaged[0]}), not averaged"
+           if len(averaged) == 1 and averaged[0].startswith("series/") else
+           f"the last epoch checkpoint ({averaged[0]}), not averaged" if len(averaged) == 1 else
            f"average of {len(averaged)} epoch checkpoints ({', '.join(averaged) or 'none'})"),
         f"- hardware: {start.get('device', '?')} ({start.get('threads', '?')} threads), wall time {wall} h, median "
         f"{speed} target tokens/s{facts.precision_note()}",

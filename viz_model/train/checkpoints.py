@@ -10,10 +10,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..config import ConfigError
-from ..modeldir.checkpoint import atomic_write_bytes, load_weights
+from ..modeldir.checkpoint import atomic_write_bytes, load_weights, save_model_dir
+from ..modeldir.series import record_step, step_folder
 from ..nn.model import Transformer
 
 CONFIG_FILE, LATEST, TOKENIZER_FILE, LOG_FILE = "config.json", "latest.pt", "tokenizer.model", "log.jsonl"
+SERIES_DIR = "series"
 
 
 def training_state(model: Transformer, optimizer: torch.optim.Optimizer, step: int, epoch: int, batch_index: int,
@@ -54,3 +56,12 @@ def average_checkpoints(paths: list[Path], model: Transformer) -> None:
     tmp.unlink()
 
 
+
+
+def save_series_step(model: Transformer, tokenizer: Any, run_dir: Path, step: int) -> Path:
+    """The model as of `step`, a loadable folder of the run's checkpoint series (``series/step-NNNNNN``), recorded
+    in its ``series.json`` (`viz_model.modeldir.series`)."""
+    series_dir = run_dir / SERIES_DIR
+    folder = save_model_dir(model, tokenizer, step_folder(series_dir, step))
+    record_step(series_dir, step)
+    return folder

@@ -48,6 +48,7 @@ from .checkpoints import (
     TOKENIZER_FILE,
     average_checkpoints,
     load_state,
+    save_series_step,
     save_state,
     training_state,
 )
@@ -67,6 +68,7 @@ from .evaluate import evaluate_bleu
 from .export import evaluate_sets, write_model_dir
 from .mlm_objective import TRAINING
 from .objectives import Network, make_batch, mean_nll, objective
+from .packing import pack_texts
 from .resume import load_init, prepare_run, resumed_batch_index, resumed_bf16, run_lock
 from .runtime import autocast_for, bf16_autocast_used, pick_device
 
@@ -236,6 +238,8 @@ def prepare_data(cfg: TrainConfig, run_dir: Path, ctx: Distributed, corpora: lis
         cfg = TrainConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(),
                                                                "vocab_size": tokenizer.vocab_size}})
     parts = [encode_part(cfg, tokenizer, c.train_src, c.train_tgt) for c in training]
+    if cfg.pack_len:
+        parts = [pack_texts(part, cfg.pack_len, cfg.pack_repeat, cfg.seed) for part in parts]
     data = RunData(tokenizer, parts, [c.config.name for c in training], [c.config.weight for c in training],
                    concat_pairs(parts),
                    [ValSet(c.val, encode_part(cfg, tokenizer, *c.val.pairs())) for c in corpora if c.val],
@@ -333,6 +337,8 @@ def train_epochs(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
     total_steps = cfg.max_steps
     bar = tqdm(total=total_steps or None, initial=p.step, disable=not ctx.main, dynamic_ncols=True, unit="step")
     window_tokens, window_start = 0, time.time()
+    if cfg.series_every_steps and p.step == 0 and ctx.main:
+        save_series_step(run.model, data.tokenizer, run_dir, 0)  # the series starts at the initialisation
     while p.step < cfg.max_steps if cfg.max_steps else p.epoch < cfg.epochs:
         batches = data.epoch_batches(cfg, p.epoch)
         batches = batches[: len(batches) // ctx.world * ctx.world][ctx.rank::ctx.world]
@@ -355,6 +361,8 @@ def train_epochs(cfg: TrainConfig, run_dir: Path, ctx: Distributed, device: torc
                 log.write("train", step=p.step, epoch=p.epoch + 1, loss=round(loss, 4), nll=round(nll, 4), lr=lr,
                           tokens_per_s=round(tps, 1), wall_time=round(p.wall, 1))
                 window_tokens, window_start = 0, time.time()
+            if cfg.series_every_steps and p.step % cfg.series_every_steps == 0 and ctx.main:
+                save_series_step(run.model, data.tokenizer, run_dir, p.step)
             if p.step % cfg.checkpoint_every_steps == 0 and ctx.main:
                 run.save_latest(run_dir)
         if p.batch_index >= len(batches):  # epoch finished

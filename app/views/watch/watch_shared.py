@@ -1,6 +1,7 @@
 """Learn: watch attention form while a tiny Transformer trains on a synthetic task, with and without positional
 encoding side by side (`viz_model.lessons.watch_trainer`), or while induction heads form in a 2-layer attention-only
-language model (`induction_watch`). Training runs on the server, bounded in time and size, one per session."""
+language model (`induction_watch`). Training runs on the server, bounded in time and size, one per session. Or a
+real model's own checkpoints across its training, measured step by step (`series_watch`)."""
 
 import dataclasses
 import io
@@ -11,7 +12,7 @@ import streamlit as st
 from app import figure_files, registry, sessions, state, widgets
 from app.page_settings import EXPERIMENTS, HEAD_CHOICES, LAYER_CHOICES, STEP_CHOICES, WIDTH_CHOICES
 from app.page_settings import WATCH as own
-from app.views.watch import induction_watch
+from app.views.watch import induction_watch, series_watch
 from viz_model.lessons.watch_trainer import (
     LIMITS,
     POSITIONAL,
@@ -30,7 +31,8 @@ TASK_LABELS = {"copy": "copy (y = x)", "reverse": "reverse", "sort": "sort", "sh
 PE_LABELS = {"sinusoidal": "sinusoidal (the paper's)", "learned": "learned", "rope": "RoPE (rotated q and k)",
              "alibi": "ALiBi (distance penalty)", "relative": "relative bias (T5)", "none": "none"}
 WITHOUT = "without PE"
-EXPERIMENT_LABELS = {"task": "A task (encoder-decoder)", "induction": "Induction heads (a language model)"}
+EXPERIMENT_LABELS = {"task": "A task (encoder-decoder)", "induction": "Induction heads (a language model)",
+                     "series": "A model's own checkpoints (a series)"}
 
 st.title("Watch attention form")
 st.caption("Every other page shows a finished model. Here a tiny Transformer learns a task from scratch while you "
@@ -43,6 +45,9 @@ state.page_link(own)
 st.radio("Experiment", EXPERIMENTS, key=own.experiment.key, horizontal=True, format_func=EXPERIMENT_LABELS.get)
 if own.experiment.get() == "induction":
     induction_watch.induction_experiment()
+    st.stop()
+if own.experiment.get() == "series":
+    series_watch.series_experiment()
     st.stop()
 
 with st.form("watch_form"):
