@@ -88,25 +88,3 @@ def test_a_continuation_is_scored_as_it_follows_the_prompt(shipped):
     expected = sum(float(logits[i - 1, ids[i]]) for i in range(start, len(ids)))
     got = shipped.sequence_log_probs([shipped.encode(prompt)], [shipped.continuation_ids(continuation)])
     assert float(got[0]) == pytest.approx(expected, abs=1e-4)
-
-
-def test_its_sink_and_induction_figures_are_the_pages_own_measures_and_its_cards(shipped):
-    """The figures the card quotes (benchmarks/shipped_lm_heads.py's results file) are what the Attention sinks page
-    (`trace_sink_shares` of the tour's prompt and its default continuation) and the Head roles page (`repeated_roles`
-    on repeated random tokens) measure on the shipped model now."""
-    from viz_model.analysis.lm_head_roles import repeated_roles
-    from viz_model.analysis.sinks import trace_sink_shares
-
-    results = json.loads((REPO / "benchmarks" / "results" / "shipped_lm_heads.json").read_text())
-    assert results["model"] == f"assets/{SHIPPED_LANGUAGE_MODEL}"
-    first = np.nan_to_num(trace_sink_shares(shipped.trace(results["prompt"], results["new_tokens"])).first_token)
-    assert float(first.max()) == pytest.approx(results["sink"]["best"], abs=1e-4)
-    layer, head = np.unravel_index(int(first.argmax()), first.shape)
-    assert (int(layer) + 1, int(head) + 1) == (results["sink"]["layer"], results["sink"]["head"])
-    table = repeated_roles(shipped)
-    assert float(table["induction"].max()) == pytest.approx(results["induction"]["score"], abs=1e-4)
-    assert float(table["previous_token"].max()) == pytest.approx(results["previous_token"]["score"], abs=1e-4)
-    assert results["sink"]["best"] > 0.3  # an attention sink to show (issue 60's bar); its induction score is not
-    card = (DIRECTORY / "MODEL_CARD.md").read_text()
-    for figure in (results["sink"]["best"], results["induction"]["score"]):
-        assert f"{figure:.3f}<!-- fig benchmarks/results/shipped_lm_heads.json" in card
