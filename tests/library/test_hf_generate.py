@@ -16,10 +16,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 transformers = pytest.importorskip("transformers")
 from support.hf import WORDS_EN, build_m2m100_folder, fit, import_folder, sentences  # noqa: E402
+from support.hf_batches import translations  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -56,16 +56,6 @@ def with_generation(exported: Path, tmp_path: Path, settings: dict) -> Path:
     return folder
 
 
-def generate_ids(model, tokenizer, texts: list[str], eos: int, **settings) -> list[list[int]]:
-    """What ``generate`` outputs for each text (one at a time): the ids after the start token, up to </s>."""
-    out = []
-    for text in texts:
-        with torch.no_grad():
-            ids = model.generate(tokenizer(text, return_tensors="pt").input_ids, **settings)[0, 1:].tolist()
-        out.append(ids[:ids.index(eos) + 1] if eos in ids else ids)
-    return out
-
-
 def assert_same_as_generate(folder: Path, tmp_path_factory, texts: list[str], name: str, **settings):
     """Import `folder`, translate `texts` by its default search; every output equals generate's. Returns the
     imported model and generate's outputs."""
@@ -73,7 +63,7 @@ def assert_same_as_generate(folder: Path, tmp_path_factory, texts: list[str], na
     tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
     imported = import_folder(folder, tmp_path_factory, name)
     assert imported.generation.rule == "transformers"
-    theirs = generate_ids(model, tokenizer, texts, imported.config.eos_id, **settings)
+    theirs = translations(model, tokenizer, texts, imported.config.eos_id, **settings)
     ours = [imported.trace(text).output_ids for text in texts]
     different = [(t, tokenizer.decode(a), tokenizer.decode(b)) for t, a, b in zip(texts, ours, theirs) if a != b]
     assert not different, different[:3]
@@ -100,7 +90,7 @@ def test_greedy_outputs_equal_generate_on_100_validation_sentences(exported, tmp
     imported = import_folder(exported, tmp_path_factory, "exported")
     greedy_model = transformers.MarianMTModel.from_pretrained(exported).eval()
     tokenizer = transformers.MarianTokenizer.from_pretrained(exported)
-    greedy = generate_ids(greedy_model, tokenizer, texts, imported.config.eos_id, num_beams=1)
+    greedy = translations(greedy_model, tokenizer, texts, imported.config.eos_id, num_beams=1)
     assert [imported.trace(t, beam=1).output_ids for t in texts] == greedy
 
 
@@ -135,7 +125,7 @@ def test_m2m100_settings_on_a_fitted_model_equal_generate(tmp_path_factory):
     assert (hf.num_beams, hf.max_length, hf.early_stopping) == (5, 200, True)
     texts = sentences(WORDS_EN, 30, 77)
     de = tokenizer.get_lang_id("de")
-    theirs = generate_ids(model, tokenizer, texts, 2, forced_bos_token_id=de)
+    theirs = translations(model, tokenizer, texts, 2, forced_bos_token_id=de)
     assert sum(ids[-1] == 2 for ids in theirs) >= 25  # fitted: it ends its translations
     assert [imported.trace(t).output_ids for t in texts] == theirs
 
@@ -233,7 +223,7 @@ def test_the_app_shows_generates_translation_and_switches_the_rule(exported, tmp
     tokenizer = transformers.MarianTokenizer.from_pretrained(exported)
     hf = transformers.MarianMTModel.from_pretrained(exported).eval()
     text = next(t for t in val_sentences(200) if model.translate(t) != model.translate(t, rule="project"))
-    theirs = generate_ids(hf, tokenizer, [text], model.config.eos_id)[0]
+    theirs = translations(hf, tokenizer, [text], model.config.eos_id)[0]
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
 
     def shown(at: AppTest) -> str:

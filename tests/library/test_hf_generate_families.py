@@ -16,6 +16,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 from support.hf import WORDS_EN, fit, import_folder, sentences  # noqa: E402
+from support.hf_batches import translations  # noqa: E402
 from support.hf_families import (  # noqa: E402
     T5_PREFIX,
     Prefixed,
@@ -70,23 +71,13 @@ def fitted(request, tmp_path_factory):
     return model, tokenizer, imported, T5_PREFIX if t5 else "", extra
 
 
-def generated(model, tokenizer, texts: list[str], prefix: str, eos: int, **settings) -> list[list[int]]:
-    """What ``generate`` outputs for each text (one at a time): the ids after the start token, up to </s>."""
-    out = []
-    for text in texts:
-        with torch.no_grad():
-            ids = model.generate(tokenizer(prefix + text, return_tensors="pt").input_ids, **settings)[0, 1:].tolist()
-        out.append(ids[:ids.index(eos) + 1] if eos in ids else ids)
-    return out
-
-
 def test_beam_search_with_the_folders_settings_equals_generate_on_100_sentences(fitted):
     model, tokenizer, imported, prefix, extra = fitted
     texts = sentences(WORDS_EN, 100, 2024)
     assert imported.generation.rule == "transformers" and imported.search_precision == "fp32"
     assert imported.config.tied_head == (model.lm_head.weight is model.get_input_embeddings().weight)
     assert imported.search_settings().beam == model.generation_config.num_beams > 1
-    theirs = generated(model, tokenizer, texts, prefix, imported.config.eos_id, **extra)
+    theirs = translations(model, tokenizer, texts, imported.config.eos_id, prefix, **extra)
     assert sum(ids[-1] == imported.config.eos_id for ids in theirs) >= 80  # fitted: it ends its translations
     ours = [imported.trace(text).output_ids for text in texts]
     different = [(t, a, b) for t, a, b in zip(texts, ours, theirs) if a != b]
@@ -98,5 +89,5 @@ def test_beam_search_with_the_folders_settings_equals_generate_on_100_sentences(
 def test_greedy_search_equals_generate_on_100_sentences(fitted):
     model, tokenizer, imported, prefix, extra = fitted
     texts = sentences(WORDS_EN, 100, 2025)
-    theirs = generated(model, tokenizer, texts, prefix, imported.config.eos_id, num_beams=1, **extra)
+    theirs = translations(model, tokenizer, texts, imported.config.eos_id, prefix, num_beams=1, **extra)
     assert [imported.trace(text, beam=1).output_ids for text in texts] == theirs
