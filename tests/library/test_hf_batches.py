@@ -14,6 +14,7 @@ from support.hf import WORDS_EN, build_marian_folder, sentences  # noqa: E402
 from support.hf_batches import by_length, generate_rows, up_to  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
 
+pytestmark = pytest.mark.slow
 SETTINGS = {"do_sample": False, "max_new_tokens": 8}
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 transformers = pytest.importorskip("transformers")
+from support.fit_cache import cache_dir, cached_folder  # noqa: E402
 from support.hf import WORDS_EN, build_m2m100_folder, fit, import_folder, sentences  # noqa: E402
 from support.hf_batches import translations  # noqa: E402
 
@@ -108,17 +110,27 @@ def test_other_generation_configs_equal_generate(exported, tmp_path_factory, tmp
         assert getattr(hf, key) == value
 
 
-def test_m2m100_settings_on_a_fitted_model_equal_generate(tmp_path_factory):
+def fit_m2m100(staging: Path) -> None:
+    """A tiny M2M100 (256 positions: room for max_length 200) fitted to end its translations, with m2m100_418M's
+    kind of generation config, written into `staging`."""
+    with tempfile.TemporaryDirectory() as root:
+        folder = build_m2m100_folder(Path(root), positions=256)
+        model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder)
+        fit(model, transformers.M2M100Tokenizer.from_pretrained(folder, src_lang="en", tgt_lang="de"), steps=300)
+        model.save_pretrained(folder)
+        (folder / "generation_config.json").write_text(json.dumps({
+            "bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
+            "max_length": 200, "num_beams": 5, "pad_token_id": 1}))
+        shutil.copytree(folder, staging, dirs_exist_ok=True)
+
+
+def test_m2m100_settings_on_a_fitted_model_equal_generate(request, tmp_path_factory):
     """num_beams 5, max_length 200, early_stopping True (m2m100_418M's generation config), the target language's
-    code forced first, on a tiny M2M100 fitted to end its translations."""
-    folder = build_m2m100_folder(tmp_path_factory.mktemp("m2m"), positions=256)  # room for max_length 200
-    model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder)
+    code forced first, on a tiny M2M100 fitted to end its translations (`fit_m2m100`, cached in pytest's cache
+    folder)."""
+    folder = cached_folder(cache_dir(request, tmp_path_factory, "fitted-translators"), "m2m100", [], fit_m2m100,
+                           code=("support/hf.py", "library/test_hf_generate.py"))
     tokenizer = transformers.M2M100Tokenizer.from_pretrained(folder, src_lang="en", tgt_lang="de")
-    fit(model, tokenizer, steps=300)
-    model.save_pretrained(folder)
-    (folder / "generation_config.json").write_text(json.dumps({
-        "bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
-        "max_length": 200, "num_beams": 5, "pad_token_id": 1}))
     model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder).eval()  # with that config
     imported = import_folder(folder, tmp_path_factory, "m2m100-fitted")
     hf = imported.generation.transformers

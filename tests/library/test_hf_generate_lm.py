@@ -16,8 +16,10 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from support.hf_lm import CONFIGS, RESEARCH, build_lm_folder, import_lm  # noqa: E402
-from support.hf_lm_fit import NEW_TOKENS, continuations, fit_folder, sentences  # noqa: E402
+from support.fit_cache import cache_dir  # noqa: E402
+from support.hf import eager_model  # noqa: E402
+from support.hf_lm import CONFIGS, RESEARCH, import_lm  # noqa: E402
+from support.hf_lm_fit import NEW_TOKENS, continuations, fitted_lm_folder, sentences  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,10 +44,12 @@ def one_thread():
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def fitted(request, tmp_path_factory):
-    """(transformers' model reloaded from the fitted folder, its tokenizer, the imported model) of one family."""
+    """(transformers' model reloaded from the fitted folder, its tokenizer, the imported model) of one family (the
+    folder fitted once, cached in pytest's cache folder)."""
     name = request.param
-    folder = build_lm_folder(tmp_path_factory.mktemp("hf"), name)
-    model, tokenizer = fit_folder(folder, name, steps=300, lr=RATE.get(name, 1e-2), changes=CHANGES.get(name))
+    folder = fitted_lm_folder(cache_dir(request, tmp_path_factory, "fitted-lms"), name, steps=300,
+                              lr=RATE.get(name, 1e-2), changes=CHANGES.get(name))
+    model, tokenizer = eager_model(CONFIGS[name][1], folder)
     return model, tokenizer, import_lm(folder, tmp_path_factory.mktemp("assets"))
 
 

@@ -5,13 +5,16 @@ fitting tests/library/test_hf_generate_lm.py and benchmarks/bench_fitted_familie
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
+from support.fit_cache import cached_folder
 from support.hf import WORDS_EN, word_for_word
 from support.hf_batches import generate_rows, up_to
-from support.hf_lm import CONFIGS
+from support.hf_lm import CONFIGS, build_lm_folder
 
 NEW_TOKENS = 40  # room for the German and the end-of-text id
 FIT_SEED = 5000  # fitting step s reads sentences(16, FIT_SEED + s)
@@ -69,6 +72,19 @@ def fit_folder(folder: Path, name: str, steps: int = 300, lr: float = 1e-2, chan
     fit_lm(model, tokenizer, config.eos_token_id, steps=steps, lr=lr)
     model.save_pretrained(folder)
     return model_class.from_pretrained(folder, attn_implementation="eager").eval(), tokenizer
+
+
+def fitted_lm_folder(cache: Path, name: str, steps: int = 300, lr: float = 1e-2, changes: dict | None = None) -> Path:
+    """Family `name`'s folder built by hf_lm.build_lm_folder and fitted by `fit_folder` (`steps`, `lr`, `changes`),
+    cached under `cache` by what makes it (support.fit_cache)."""
+    def make(staging: Path) -> None:
+        with tempfile.TemporaryDirectory() as root:
+            folder = build_lm_folder(Path(root), name)
+            fit_folder(folder, name, steps=steps, lr=lr, changes=changes)
+            shutil.copytree(folder, staging, dirs_exist_ok=True)
+
+    code = ("support/hf.py", "support/hf_lm.py", "support/hf_lm_fit.py")
+    return cached_folder(cache, name, [name, steps, lr, changes], make, code=code)
 
 
 def continuations(model, tokenizer, prompts: list[str], eos: list[int],
