@@ -12,6 +12,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
+from support.fit_cache import cache_dir  # noqa: E402
 from support.fitted_encoders import FITTED, HELD_OUT, fitted_folder, held_out  # noqa: E402
 from support.hf import eager_model, imported_model  # noqa: E402
 from support.hf_encoders import CONFIGS  # noqa: E402
@@ -27,8 +28,7 @@ def family(request):
 @pytest.fixture(scope="module")
 def folder(family, request, tmp_path_factory):
     """The fitted folder, cached in pytest's cache folder (a run without the cache plugin fits it afresh)."""
-    cache = getattr(request.config, "cache", None)
-    return fitted_folder(cache.mkdir("fitted-encoders") if cache else tmp_path_factory.mktemp("fitted"), family)
+    return fitted_folder(cache_dir(request, tmp_path_factory, "fitted-encoders"), family)
 
 
 @pytest.fixture(scope="module")

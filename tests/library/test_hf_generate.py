@@ -13,13 +13,15 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
-import torch
 
 transformers = pytest.importorskip("transformers")
+from support.fit_cache import cache_dir, cached_folder  # noqa: E402
 from support.hf import WORDS_EN, build_m2m100_folder, fit, import_folder, sentences  # noqa: E402
+from support.hf_batches import translations  # noqa: E402
 
 import viz_model  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
@@ -56,16 +58,6 @@ def with_generation(exported: Path, tmp_path: Path, settings: dict) -> Path:
     return folder
 
 
-def generate_ids(model, tokenizer, texts: list[str], eos: int, **settings) -> list[list[int]]:
-    """What ``generate`` outputs for each text (one at a time): the ids after the start token, up to </s>."""
-    out = []
-    for text in texts:
-        with torch.no_grad():
-            ids = model.generate(tokenizer(text, return_tensors="pt").input_ids, **settings)[0, 1:].tolist()
-        out.append(ids[:ids.index(eos) + 1] if eos in ids else ids)
-    return out
-
-
 def assert_same_as_generate(folder: Path, tmp_path_factory, texts: list[str], name: str, **settings):
     """Import `folder`, translate `texts` by its default search; every output equals generate's. Returns the
     imported model and generate's outputs."""
@@ -73,7 +65,7 @@ def assert_same_as_generate(folder: Path, tmp_path_factory, texts: list[str], na
     tokenizer = transformers.MarianTokenizer.from_pretrained(folder)
     imported = import_folder(folder, tmp_path_factory, name)
     assert imported.generation.rule == "transformers"
-    theirs = generate_ids(model, tokenizer, texts, imported.config.eos_id, **settings)
+    theirs = translations(model, tokenizer, texts, imported.config.eos_id, **settings)
     ours = [imported.trace(text).output_ids for text in texts]
     different = [(t, tokenizer.decode(a), tokenizer.decode(b)) for t, a, b in zip(texts, ours, theirs) if a != b]
     assert not different, different[:3]
@@ -100,7 +92,7 @@ def test_greedy_outputs_equal_generate_on_100_validation_sentences(exported, tmp
     imported = import_folder(exported, tmp_path_factory, "exported")
     greedy_model = transformers.MarianMTModel.from_pretrained(exported).eval()
     tokenizer = transformers.MarianTokenizer.from_pretrained(exported)
-    greedy = generate_ids(greedy_model, tokenizer, texts, imported.config.eos_id, num_beams=1)
+    greedy = translations(greedy_model, tokenizer, texts, imported.config.eos_id, num_beams=1)
     assert [imported.trace(t, beam=1).output_ids for t in texts] == greedy
 
 
@@ -118,24 +110,34 @@ def test_other_generation_configs_equal_generate(exported, tmp_path_factory, tmp
         assert getattr(hf, key) == value
 
 
-def test_m2m100_settings_on_a_fitted_model_equal_generate(tmp_path_factory):
+def fit_m2m100(staging: Path) -> None:
+    """A tiny M2M100 (256 positions: room for max_length 200) fitted to end its translations, with m2m100_418M's
+    kind of generation config, written into `staging`."""
+    with tempfile.TemporaryDirectory() as root:
+        folder = build_m2m100_folder(Path(root), positions=256)
+        model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder)
+        fit(model, transformers.M2M100Tokenizer.from_pretrained(folder, src_lang="en", tgt_lang="de"), steps=300)
+        model.save_pretrained(folder)
+        (folder / "generation_config.json").write_text(json.dumps({
+            "bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
+            "max_length": 200, "num_beams": 5, "pad_token_id": 1}))
+        shutil.copytree(folder, staging, dirs_exist_ok=True)
+
+
+def test_m2m100_settings_on_a_fitted_model_equal_generate(request, tmp_path_factory):
     """num_beams 5, max_length 200, early_stopping True (m2m100_418M's generation config), the target language's
-    code forced first, on a tiny M2M100 fitted to end its translations."""
-    folder = build_m2m100_folder(tmp_path_factory.mktemp("m2m"), positions=256)  # room for max_length 200
-    model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder)
+    code forced first, on a tiny M2M100 fitted to end its translations (`fit_m2m100`, cached in pytest's cache
+    folder)."""
+    folder = cached_folder(cache_dir(request, tmp_path_factory, "fitted-translators"), "m2m100", [], fit_m2m100,
+                           code=("support/hf.py", "library/test_hf_generate.py"))
     tokenizer = transformers.M2M100Tokenizer.from_pretrained(folder, src_lang="en", tgt_lang="de")
-    fit(model, tokenizer, steps=300)
-    model.save_pretrained(folder)
-    (folder / "generation_config.json").write_text(json.dumps({
-        "bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
-        "max_length": 200, "num_beams": 5, "pad_token_id": 1}))
     model = transformers.M2M100ForConditionalGeneration.from_pretrained(folder).eval()  # with that config
     imported = import_folder(folder, tmp_path_factory, "m2m100-fitted")
     hf = imported.generation.transformers
     assert (hf.num_beams, hf.max_length, hf.early_stopping) == (5, 200, True)
     texts = sentences(WORDS_EN, 30, 77)
     de = tokenizer.get_lang_id("de")
-    theirs = generate_ids(model, tokenizer, texts, 2, forced_bos_token_id=de)
+    theirs = translations(model, tokenizer, texts, 2, forced_bos_token_id=de)
     assert sum(ids[-1] == 2 for ids in theirs) >= 25  # fitted: it ends its translations
     assert [imported.trace(t).output_ids for t in texts] == theirs
 
@@ -233,7 +235,7 @@ def test_the_app_shows_generates_translation_and_switches_the_rule(exported, tmp
     tokenizer = transformers.MarianTokenizer.from_pretrained(exported)
     hf = transformers.MarianMTModel.from_pretrained(exported).eval()
     text = next(t for t in val_sentences(200) if model.translate(t) != model.translate(t, rule="project"))
-    theirs = generate_ids(hf, tokenizer, [text], model.config.eos_id)[0]
+    theirs = translations(hf, tokenizer, [text], model.config.eos_id)[0]
     monkeypatch.setenv("VIZ_MODEL_ASSETS", str(assets))
 
     def shown(at: AppTest) -> str:

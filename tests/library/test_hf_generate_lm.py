@@ -9,14 +9,17 @@ identical. fp32 on the CPU, one thread (a tiny model runs fastest so).
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from support.hf_lm import CONFIGS, RESEARCH, build_lm_folder, import_lm  # noqa: E402
-from support.hf_lm_fit import NEW_TOKENS, fit_folder, generated, sentences  # noqa: E402
+from support.fit_cache import cache_dir  # noqa: E402
+from support.hf import eager_model  # noqa: E402
+from support.hf_lm import CONFIGS, RESEARCH, import_lm  # noqa: E402
+from support.hf_lm_fit import NEW_TOKENS, continuations, fitted_lm_folder, sentences  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -41,24 +44,41 @@ def one_thread():
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def fitted(request, tmp_path_factory):
-    """(transformers' model reloaded from the fitted folder, its tokenizer, the imported model) of one family."""
+    """(transformers' model reloaded from the fitted folder, its tokenizer, the imported model) of one family (the
+    folder fitted once, cached in pytest's cache folder)."""
     name = request.param
-    folder = build_lm_folder(tmp_path_factory.mktemp("hf"), name)
-    model, tokenizer = fit_folder(folder, name, steps=300, lr=RATE.get(name, 1e-2), changes=CHANGES.get(name))
+    folder = fitted_lm_folder(cache_dir(request, tmp_path_factory, "fitted-lms"), name, steps=300,
+                              lr=RATE.get(name, 1e-2), changes=CHANGES.get(name))
+    model, tokenizer = eager_model(CONFIGS[name][1], folder)
     return model, tokenizer, import_lm(folder, tmp_path_factory.mktemp("assets"))
 
 
-@pytest.mark.parametrize("beam, draft", [(1, "off"), (4, "off"), (1, "int8")])  # int8: drafted, fp32 verifies
-def test_continuations_equal_generate_on_100_prompts(fitted, beam, draft):
+@pytest.fixture(scope="module")
+def reference(fitted):
+    """generate's continuations of a beam width's 100 prompts (`(prompt, ids, continuation)` each), run once for the
+    tests that compare with them (greedy: with and without a draft)."""
     model, tokenizer, imported = fitted
+
+    @functools.cache
+    def of(beam: int) -> list[tuple[str, list[int], list[int]]]:
+        prompts = [f"{text} =" for text in sentences(100, 2026 + beam)]
+        with warnings.catch_warnings():  # the Llama 2's trained positions, as in the test
+            warnings.simplefilter("ignore", UserWarning)
+            theirs = continuations(model, tokenizer, prompts, imported.tokenizer.eos_ids, num_beams=beam)
+        return [(prompt, *pair) for prompt, pair in zip(prompts, theirs)]
+
+    return of
+
+
+@pytest.mark.parametrize("beam, draft", [(1, "off"), (4, "off"), (1, "int8")])  # int8: drafted, fp32 verifies
+def test_continuations_equal_generate_on_100_prompts(fitted, reference, beam, draft):
+    _, _, imported = fitted
     imported.draft = draft  # these models are too small for "auto" to draft
     eos = imported.tokenizer.eos_ids
-    prompts = [f"{text} =" for text in sentences(100, 2026 + beam)]
     ended, different = 0, []
     with warnings.catch_warnings():  # the Llama 2's 32 trained positions: a warning past them, as tested elsewhere
         warnings.simplefilter("ignore", UserWarning)
-        for prompt in prompts:
-            ids, theirs = generated(model, tokenizer, prompt, eos, num_beams=beam)
+        for prompt, ids, theirs in reference(beam):
             ours = imported.continue_ids(ids, NEW_TOKENS) if beam == 1 else imported.beam_ids(ids, beam, NEW_TOKENS)
             ended += bool(theirs) and theirs[-1] in eos
             if ours != theirs:

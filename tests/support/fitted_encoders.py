@@ -4,14 +4,10 @@ configs no other test uses, cached on disk; held-out validation captions with on
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
-import os
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
+from support.fit_cache import cached_folder
 from support.hf_encoders import CONFIGS, fast_tokenizer, trained_tokenizer
 from viz_model.config.data_root import data_root
 
@@ -96,30 +92,21 @@ def fit(model, tokenizer, lines: list[str], seed: int) -> None:
 
 
 def fitted_folder(cache: Path, name: str, seed: int = 0) -> Path:
-    """The folder of family `name` (one of FITTED) fitted by `fit`, cached under `cache` by what makes it (the
-    settings, the recipe, the versions of torch and transformers)."""
+    """The folder of family `name` (one of FITTED) fitted by `fit`, cached under `cache` by what makes it
+    (support.fit_cache)."""
     import torch
     import transformers
 
-    config_class, model_class, kind, _ = CONFIGS[name]
-    recipe = [FITTED[name], STEPS, BATCH, LEARNING_RATE, LONGEST, VOCAB, MASKED, seed, torch.__version__,
-              transformers.__version__]
-    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
-    folder = cache / f"{name}-{key}"
-    if (folder / "config.json").is_file():
-        return folder
-    lines = captions("train")
-    tokenizer = fast_tokenizer(name, kind, trained_tokenizer(kind, lines[:TOKENIZER_LINES], VOCAB))
-    config = getattr(transformers, config_class)(vocab_size=len(tokenizer), **FITTED[name])
-    torch.manual_seed(seed)
-    model = getattr(transformers, model_class)(config)
-    fit(model, tokenizer, lines, seed)
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=cache, prefix=f".{name}-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        os.replace(staging, folder)  # whole or not at all, should another worker fit it too
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    def make(folder: Path) -> None:
+        config_class, model_class, kind, _ = CONFIGS[name]
+        lines = captions("train")
+        tokenizer = fast_tokenizer(name, kind, trained_tokenizer(kind, lines[:TOKENIZER_LINES], VOCAB))
+        config = getattr(transformers, config_class)(vocab_size=len(tokenizer), **FITTED[name])
+        torch.manual_seed(seed)
+        model = getattr(transformers, model_class)(config)
+        fit(model, tokenizer, lines, seed)
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    recipe = [FITTED[name], STEPS, BATCH, LEARNING_RATE, LONGEST, VOCAB, MASKED, seed]
+    return cached_folder(cache, name, recipe, make, code=("support/fitted_encoders.py", "support/hf_encoders.py"))

@@ -5,12 +5,16 @@ fitting tests/library/test_hf_generate_lm.py and benchmarks/bench_fitted_familie
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
+from support.fit_cache import cached_folder
 from support.hf import WORDS_EN, word_for_word
-from support.hf_lm import CONFIGS
+from support.hf_batches import generate_rows, up_to
+from support.hf_lm import CONFIGS, build_lm_folder
 
 NEW_TOKENS = 40  # room for the German and the end-of-text id
 FIT_SEED = 5000  # fitting step s reads sentences(16, FIT_SEED + s)
@@ -70,12 +74,28 @@ def fit_folder(folder: Path, name: str, steps: int = 300, lr: float = 1e-2, chan
     return model_class.from_pretrained(folder, attn_implementation="eager").eval(), tokenizer
 
 
+def fitted_lm_folder(cache: Path, name: str, steps: int = 300, lr: float = 1e-2, changes: dict | None = None) -> Path:
+    """Family `name`'s folder built by hf_lm.build_lm_folder and fitted by `fit_folder` (`steps`, `lr`, `changes`),
+    cached under `cache` by what makes it (support.fit_cache)."""
+    def make(staging: Path) -> None:
+        with tempfile.TemporaryDirectory() as root:
+            folder = build_lm_folder(Path(root), name)
+            fit_folder(folder, name, steps=steps, lr=lr, changes=changes)
+            shutil.copytree(folder, staging, dirs_exist_ok=True)
+
+    code = ("support/hf.py", "support/hf_lm.py", "support/hf_lm_fit.py")
+    return cached_folder(cache, name, [name, steps, lr, changes], make, code=code)
+
+
+def continuations(model, tokenizer, prompts: list[str], eos: list[int],
+                  **settings) -> list[tuple[list[int], list[int]]]:
+    """Each prompt's ids and what ``generate(do_sample=False)`` continues it with, up to the end-of-text id, as it
+    does the prompt alone (prompts of one length in one batch: support.hf_batches)."""
+    inputs = [tokenizer(prompt).input_ids for prompt in prompts]
+    rows = generate_rows(model, inputs, mask=True, do_sample=False, max_new_tokens=NEW_TOKENS, **settings)
+    return [(ids, up_to(row[len(ids):], eos)) for ids, row in zip(inputs, rows)]  # beam search pads after the end
+
+
 def generated(model, tokenizer, prompt: str, eos: list[int], **settings) -> tuple[list[int], list[int]]:
     """The prompt's ids and what ``generate(do_sample=False)`` continues it with, up to the end-of-text id."""
-    ids = tokenizer(prompt, return_tensors="pt").input_ids
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS,
-                             **settings)
-    new = out[0, ids.shape[1]:].tolist()
-    ends = [i for i, token in enumerate(new) if token in eos]
-    return ids[0].tolist(), new[:ends[0] + 1] if ends else new  # beam search pads after the end
+    return continuations(model, tokenizer, [prompt], eos, **settings)[0]
