@@ -20,6 +20,7 @@ from support.fit_cache import cache_dir  # noqa: E402
 from support.hf import eager_model  # noqa: E402
 from support.hf_lm import CONFIGS, RESEARCH, import_lm  # noqa: E402
 from support.hf_lm_fit import NEW_TOKENS, continuations, fitted_lm_folder, sentences  # noqa: E402
+from support.lens_check import assert_lens_equals_hidden_states  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -86,3 +87,11 @@ def test_continuations_equal_generate_on_100_prompts(fitted, reference, beam, dr
     imported.draft = "auto"
     assert not different, different[:3]
     assert ended >= 80, ended  # fitted: it ends its continuations
+
+
+def test_the_logit_lens_equals_transformers_hidden_states_on_fitted_weights(request, fitted):
+    """Issue 61 on fitted weights (whose rows, unlike random ones, are peaked): each row's top-5 ids equal transformers'
+    hidden states through its final norm and lm_head, the probabilities within 1e-4 (support/lens_check.py)."""
+    model, tokenizer, imported = fitted
+    family = request.node.callspec.params["fitted"]
+    assert_lens_equals_hidden_states(family, model, tokenizer, imported, [f"{text} =" for text in sentences(3, 61)])
