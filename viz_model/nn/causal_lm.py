@@ -21,6 +21,7 @@ from ..config import ModelConfig
 from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .experts import MixtureOfExperts
+from .head_patch import HeadPatch, LayerPatch
 from .linear import Linear, linear
 from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
@@ -48,11 +49,13 @@ class CausalLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,
                 cache: KVCache | None = None, position: ScorePosition | None = None,
-                head_mask: Tensor | None = None) -> tuple[Tensor, AttentionRecord | None, KVCache]:
-        """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far."""
+                head_mask: Tensor | None = None, head_patch: LayerPatch | None = None
+                ) -> tuple[Tensor, AttentionRecord | None, KVCache]:
+        """The layer's output, its self-attention's record (with `need_weights`) and its keys and values so far
+        (`head_patch`: heads whose outputs come from another run)."""
         h = self.attn_residual.enter(x)
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
-                                         append_to_cache=True, position=position)
+                                         append_to_cache=True, position=position, head_patch=head_patch)
         y = self.attn_residual.leave(x, out)
         if self.ffn is None:  # attention-only
             return y, _with_stream(record, x, y), kv
@@ -201,7 +204,7 @@ class CausalLM(nn.Module):
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
                 last_logits: bool = False, key_mask: Tensor | None = None,
-                maps_into: list[Tensor] | None = None) -> CausalLMOutput:
+                maps_into: list[Tensor] | None = None, head_patch: HeadPatch | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
@@ -210,7 +213,9 @@ class CausalLM(nn.Module):
         ``(len, offset + len)`` or 4D, True = may attend: keys hidden beyond each layer's causal (and window) mask;
         "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made; `maps_into`: with "maps", per layer a tensor
         of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
-        layer's maps left among the freed scores of the next, `maps_block`)."""
+        layer's maps left among the freed scores of the next, `maps_block`); `head_patch`: per batch row, the heads
+        whose outputs (before each layer's output projection) come from another run over as many tokens (activation
+        patching)."""
         if need_weights not in (False, True, "maps", "recipe"):
             raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
         recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
@@ -240,7 +245,8 @@ class CausalLM(nn.Module):
                                                   offset, i)
             scheme = local if local is not None and window is not None else position
             x, record, kv = layer(x, masks[window], "recipe" if recipe else need_weights, cache[i] if cache else None,
-                                  scheme, None if head_mask is None else head_mask[i])
+                                  scheme, None if head_mask is None else head_mask[i],
+                                  None if head_patch is None else head_patch.layer(i))
             out.cache.append(kv)
             if recipe:
                 out.recipes.append(laid_out(record, causal=True, window=window, scheme=self.scheme))
