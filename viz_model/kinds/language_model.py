@@ -337,20 +337,30 @@ class LanguageModel(ModelKind):
                      rows: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:
         """``(len(rows), vocab)``: the next-token logits at the last position of `ids`, one row per entry of `rows`,
         whose heads ((layer, head), 0-based) take their outputs from `source` (`head_outputs` of a run over as many
-        tokens); the rows run in batches of `PATCH_TOKENS` tokens."""
+        tokens). Rows run in batches of `PATCH_TOKENS` tokens by the first layer they patch, each from the unpatched
+        run's residual stream entering it (the layers below are the unpatched run's)."""
         layers, heads = self.config.decoder_layers, self.num_heads
         if len(source) != layers:
             raise ValueError(f"source holds the head outputs of {len(source)} layers; this model has {layers}")
         check_same_length(ids, range(source[0].shape[-2]))
+        checked = [check_patched_heads(patched, layers, heads) for patched in rows]
         chosen = torch.zeros(len(rows), layers, heads, dtype=torch.bool)
-        for row, patched in enumerate(rows):
-            for layer, head in check_patched_heads(patched, layers, heads):
+        for row, patched in enumerate(checked):
+            for layer, head in patched:
                 chosen[row, layer, head] = True
+        streams = [record.residual for record in self.forced_pass(ids, need_weights=True).records]
+        starts = torch.tensor([patched[0][0] if patched else 0 for patched in checked], dtype=torch.long)
         tensor, per_batch = torch.tensor([list(ids)], device=self.device), max(1, PATCH_TOKENS // len(ids))
-        logits = [self.network(tensor.expand(len(part), -1), last_logits=True,
-                               head_patch=HeadPatch(source, part.to(self.device))).logits[:, -1]
-                  for part in chosen.split(per_batch)]
-        return torch.cat(logits) if logits else torch.zeros(0, self.config.vocab_size, device=self.device)
+        order, logits = [], []
+        for start in starts.unique().tolist():
+            for part in (starts == start).nonzero()[:, 0].split(per_batch):
+                patch = HeadPatch(source, chosen[part].to(self.device), start, streams[start] if start else None)
+                logits.append(self.network(tensor.expand(len(part), -1), last_logits=True,
+                                           head_patch=patch).logits[:, -1])
+                order.append(part)
+        if not logits:
+            return torch.zeros(0, self.config.vocab_size, device=self.device)
+        return torch.cat(logits)[torch.cat(order).argsort().to(self.device)]
 
     def patched_logits(self, prompt: str, source: str, heads: Sequence[tuple[int, int]]) -> torch.Tensor:
         """``(vocab,)`` the next-token logits at the prompt's last position when `heads` ((layer, head), 0-based)

@@ -215,7 +215,7 @@ class CausalLM(nn.Module):
         of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
         layer's maps left among the freed scores of the next, `maps_block`); `head_patch`: per batch row, the heads
         whose outputs (before each layer's output projection) come from another run over as many tokens (activation
-        patching)."""
+        patching; from its `start` layer on, ``cache`` holding those layers alone)."""
         if need_weights not in (False, True, "maps", "recipe"):
             raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
         recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
@@ -225,7 +225,8 @@ class CausalLM(nn.Module):
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
-        x = self.embed(ids, offset, token_embeddings)
+        first = 0 if head_patch is None else head_patch.start
+        x = self.embed(ids, offset, token_embeddings) if not first else head_patch.stream.expand(ids.shape[0], -1, -1)
         position = local = None
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
@@ -236,6 +237,8 @@ class CausalLM(nn.Module):
         out = CausalLMOutput(x)
         masks: dict[int | None, Tensor | None] = {}
         for i, layer in enumerate(self.layers):
+            if i < first:  # the patch's rows start from the residual stream entering layer `first`
+                continue
             window = self.window(i)
             if window not in masks:
                 needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)

@@ -19,10 +19,20 @@ class HeadPatch:
 
     :ivar outputs: per layer ``(1 or batch, heads, len, d_head)``: the other run's per-head outputs
     :ivar chosen: ``(batch, layers, heads)`` bool: True where the row's head takes the other run's output
+    :ivar start: the first layer run: no row patches a head below it, so the rows start from `stream`
+    :ivar stream: ``(1 or batch, len, d_model)`` the unpatched run's residual stream entering layer `start` (None
+        where `start` is 0: the embeddings)
     """
 
     outputs: list[Tensor]
     chosen: Tensor
+    start: int = 0
+    stream: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if (self.start > 0) != (self.stream is not None) or bool(self.chosen[:, :self.start].any()):
+            raise ValueError(f"a patch starting at layer {self.start} needs the residual stream entering it and "
+                             "no head patched below it")
 
     def layer(self, index: int) -> LayerPatch | None:
         """Layer `index`'s patch; None where no row patches a head of it."""
