@@ -102,6 +102,11 @@ class HeadRolesSettings(PageSettings):
     lm_score: Setting[str] = Setting("hr_lm_score", "induction")
     encoder_source: Setting[str] = Setting("hr_enc_source", "corpus")  # an encoder's: its text or the corpus
     encoder_score: Setting[str] = Setting("hr_enc_score", "sep")
+    detect: Setting[bool] = Setting("hr_detect", False)  # a language model's head detector section, on
+    detector: Setting[str] = Setting("hr_detector", "duplicate_token")  # a pattern's name, or "drawn": the user's
+    detector_text: Setting[str] = Setting("hr_det_text", "repeated")  # one repeated random sequence, or the prompt
+    exclude_bos: Setting[bool] = Setting("hr_det_bos", True)
+    exclude_current: Setting[bool] = Setting("hr_det_current", False)
 
 
 @dataclass(frozen=True)

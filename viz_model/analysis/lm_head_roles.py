@@ -181,8 +181,15 @@ def repeated_tokens(vocab_size: int, length: int = REPEATED_LENGTH, copies: int 
 
 def repeated_roles(model: LanguageModel, length: int = REPEATED_LENGTH, copies: int = REPEATED_COPIES,
                    samples: int = REPEATED_SAMPLES, seed: int = 0) -> pd.DataFrame:
-    """`maps_table` over `samples` repeated random sequences (`repeated_tokens`, seeds ``seed..seed+samples-1``,
-    the model's start token first, its special ids left out): the induction score as Olsson et al. measured it."""
+    """`maps_table` over `repeated_sequences`: the induction score as Olsson et al. measured it."""
+    sequences = repeated_sequences(model, length, copies, samples, seed)
+    return maps_table((sequence_maps(model, ids), ids) for ids in sequences)
+
+
+def repeated_sequences(model: LanguageModel, length: int = REPEATED_LENGTH, copies: int = REPEATED_COPIES,
+                       samples: int = REPEATED_SAMPLES, seed: int = 0) -> list[list[int]]:
+    """`samples` repeated random sequences (`repeated_tokens`, seeds ``seed..seed+samples-1``), the model's start
+    token first, its special ids left out; one line where the model's positions do not hold them."""
     check_int("samples", samples, 1, 100, error=ValueError,
               message=f"samples must be an integer from 1 to 100, got {samples!r}")
     start = start_ids(model)
@@ -192,8 +199,7 @@ def repeated_roles(model: LanguageModel, length: int = REPEATED_LENGTH, copies: 
                          f"{model.config.max_positions}")
     special = set(getattr(model.tokenizer, "skipped", None) or SPECIAL_IDS) | set(model.tokenizer.eos_ids) | set(start)
     vocab = min(model.tokenizer.vocab_size, model.config.vocab_size)
-    sequences = [repeated_tokens(vocab, length, copies, seed + i, start, special) for i in range(samples)]
-    return maps_table((sequence_maps(model, ids), ids) for ids in sequences)
+    return [repeated_tokens(vocab, length, copies, seed + i, start, special) for i in range(samples)]
 
 
 def english_corpus(count: int = CORPUS_SENTENCES) -> tuple[list[str], str]:
