@@ -23,7 +23,7 @@ from bench_common import CpuMonitor, add_output_args, emit, finish_results, load
 from bench_lm import build_folder
 
 import viz_model
-from viz_model.analysis.head_patching import restored_by_head, top_tokens
+from viz_model.analysis.head_patching import answer_tokens, restored_by_head
 from viz_model.hf.importer import import_model
 
 CLEAN = "The old lighthouse keeper climbed the narrow stairs every evening and said that the capital of France is"
@@ -45,7 +45,7 @@ def main() -> None:
         folder = build_folder(Path(tmp), "gpt2", "GPT2LMHeadModel", args.quick, torch.float32)
         model = viz_model.load(import_model(str(folder), Path(tmp) / "ours"), device="cpu")
     tokens = len(model.encode(CLEAN))
-    answer, wrong = top_tokens(model, CLEAN, CORRUPTED)
+    answer, wrong = answer_tokens(model, CLEAN, CORRUPTED)
     restored_by_head(model, CLEAN, CORRUPTED, answer, wrong)  # warm-up
     times, found = [], None
     for _ in range(runs):

@@ -52,14 +52,17 @@ def token_id(model: LanguageModel, token: Token, name: str) -> int:
     return ids[0]
 
 
-def top_tokens(model: LanguageModel, clean: str, corrupted: str) -> tuple[int, int]:
-    """The default answer and wrong tokens: the clean run's top next token, and the corrupted run's top one other
-    than it."""
-    clean_logits = model.head_outputs(model.encode(clean))[0]
+def answer_tokens(model: LanguageModel, clean: str, corrupted: str, answer: Token | None = None,
+                  wrong: Token | None = None) -> tuple[int, int]:
+    """The answer and wrong token ids; by default the clean run's top next token, and the corrupted run's top one
+    other than the answer."""
+    answer_id = int(model.head_outputs(model.encode(clean))[0].argmax()) if answer is None else \
+        token_id(model, answer, "answer")
+    if wrong is not None:
+        return answer_id, token_id(model, wrong, "wrong answer")
     corrupted_logits = model.head_outputs(model.encode(corrupted))[0].clone()
-    answer = int(clean_logits.argmax())
-    corrupted_logits[answer] = float("-inf")
-    return answer, int(corrupted_logits.argmax())
+    corrupted_logits[answer_id] = float("-inf")
+    return answer_id, int(corrupted_logits.argmax())
 
 
 def restored_by_head(model: LanguageModel, clean: str, corrupted: str, answer: Token, wrong: Token) -> HeadPatching:
