@@ -4,6 +4,8 @@ published config with random weights, seed 0, as `bench_lm.py` builds it) patche
 corrupted one's, a pair of 20 tokens: `viz_model.analysis.head_patching.restored_by_head` (the corrupted prompt once
 per head, one batch row per head), the median of --runs runs after one warm-up, and once the same heads one
 `patched_logits` call each (the loop the batches replace), checked equal. Target: under 10 s on a laptop CPU.
+``sweep_cpu_p50_s`` is the CPU time the sweep's process used (all its threads): on a busy machine the wall time
+counts the other processes' turns too.
 Results: ``benchmarks/results/patching.json`` (``--out`` elsewhere).
 
     python benchmarks/bench_patching.py [--runs 5] [--threads N]
@@ -47,11 +49,12 @@ def main() -> None:
     tokens = len(model.encode(CLEAN))
     answer, wrong = answer_tokens(model, CLEAN, CORRUPTED)
     restored_by_head(model, CLEAN, CORRUPTED, answer, wrong)  # warm-up
-    times, found = [], None
+    times, cpu, found = [], [], None
     for _ in range(runs):
-        begin = time.perf_counter()
+        begin, begin_cpu = time.perf_counter(), time.process_time()
         found = restored_by_head(model, CLEAN, CORRUPTED, answer, wrong)
         times.append(time.perf_counter() - begin)
+        cpu.append(time.process_time() - begin_cpu)
     layers, heads = found.restored.shape
     begin = time.perf_counter()
     looped = [model.patched_logits(CORRUPTED, CLEAN, [(layer, head)]) for layer in range(layers)
@@ -69,6 +72,7 @@ def main() -> None:
                   "vocab_size": config.vocab_size, "weights": "random (seed 0), fp32, CPU"},
         "prompt_tokens": tokens, "heads_patched": layers * heads, "threads": torch.get_num_threads(),
         "runs": runs, "sweep_p50_s": round(statistics.median(times), 3), "sweep_s": [round(t, 3) for t in times],
+        "sweep_cpu_p50_s": round(statistics.median(cpu), 3),
         "loop_s": round(loop_s, 3), "loop_over_sweep": round(loop_s / statistics.median(times), 2),
         "max_logit_difference_gap": worst, "target_s": TARGET_S,
         "under_target": statistics.median(times) < TARGET_S, "load_average_before": load_before,
