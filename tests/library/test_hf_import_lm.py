@@ -28,6 +28,7 @@ from viz_model.analysis.head_patching import restored_by_head  # noqa: E402
 from viz_model.cli.main import main  # noqa: E402
 from viz_model.config import ModelConfig  # noqa: E402
 from viz_model.hf.importer import HFImportError, import_model  # noqa: E402
+from viz_model.kinds.language_model import shared_prefix  # noqa: E402
 
 MAP_TOLERANCE, LOGIT_TOLERANCE = 1e-5, 1e-4
 PROMPTS = sentences(WORDS_EN, 6, 7) + ["The red dog reads a book in the park, and the old man runs in the snow."]
@@ -476,6 +477,12 @@ def test_patched_heads_equal_transformers_with_a_pre_hook_on_the_output_projecti
         error, change = float((ours - theirs).abs().max()), float((theirs - unpatched).abs().max())
         assert error <= LOGIT_TOLERANCE, patched
         assert error <= 0.02 * change, (patched, error, change)  # the patch moves the logits far more than that
+    twin = [*ids[:-3], ids[-1], ids[-3], ids[-2]]  # the last three tokens turned: the first n - 3 positions shared
+    assert shared_prefix(ids, twin) == len(ids) - 3
+    ours = imported.patched_runs(ids, imported.head_outputs(twin)[1], chosen, shared_prefix(ids, twin))
+    for row, patched in zip(ours, chosen):  # every row in one call: the shared positions are the prompt's own run's
+        theirs = transformers_patched(model, ids, twin, patched, d_head)
+        assert (row - theirs).abs().max() <= LOGIT_TOLERANCE, patched
 
 
 def test_the_batched_sweep_equals_patched_logits_head_by_head(family, imported):

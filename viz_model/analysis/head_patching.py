@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..kinds.language_model import LanguageModel, check_same_length
+from ..kinds.language_model import LanguageModel, check_same_length, shared_prefix
 
 Token = str | int
 """An answer token: its text as it follows the prompt (one token), or its id."""
@@ -78,7 +78,8 @@ def restored_by_head(model: LanguageModel, clean: str, corrupted: str, answer: T
     corrupted_logits = model.head_outputs(corrupted_ids)[0]
     layers, heads = model.config.decoder_layers, model.num_heads
     every = [(layer, head) for layer in range(layers) for head in range(heads)]
-    patched = model.patched_runs(corrupted_ids, clean_outputs, [[h] for h in every])
+    patched = model.patched_runs(corrupted_ids, clean_outputs, [[h] for h in every],
+                                 shared_prefix(corrupted_ids, clean_ids))
     pair = torch.tensor([answer_id, wrong_id], device=patched.device)
 
     def difference(logits: torch.Tensor) -> torch.Tensor:

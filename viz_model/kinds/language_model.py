@@ -86,6 +86,11 @@ def check_same_length(prompt: Sequence[int], source: Sequence[int]) -> None:
                          "outputs position by position, so both need the same token count")
 
 
+def shared_prefix(prompt: Sequence[int], source: Sequence[int]) -> int:
+    """How many leading tokens the two runs share (their head outputs there are the same)."""
+    return next((i for i, (a, b) in enumerate(zip(prompt, source)) if a != b), min(len(prompt), len(source)))
+
+
 class LanguageModel(ModelKind):
     """A decoder-only language model and its tokenizer.
 
@@ -334,11 +339,13 @@ class LanguageModel(ModelKind):
 
     @torch.inference_mode()
     def patched_runs(self, ids: Sequence[int], source: list[torch.Tensor],
-                     rows: Sequence[Sequence[tuple[int, int]]]) -> torch.Tensor:
+                     rows: Sequence[Sequence[tuple[int, int]]], shared: int = 0) -> torch.Tensor:
         """``(len(rows), vocab)``: the next-token logits at the last position of `ids`, one row per entry of `rows`,
         whose heads ((layer, head), 0-based) take their outputs from `source` (`head_outputs` of a run over as many
         tokens). Rows run in batches of `PATCH_TOKENS` tokens by the first layer they patch, each from the unpatched
-        run's residual stream entering it (the layers below are the unpatched run's)."""
+        run's residual stream entering it (the layers below are the unpatched run's); the first `shared` positions,
+        where the source's tokens are the prompt's (`shared_prefix`), are the unpatched run's keys and values (not run
+        again; all are run under dynamic RoPE scaling, whose rotation depends on a pass's length)."""
         layers, heads = self.config.decoder_layers, self.num_heads
         if len(source) != layers:
             raise ValueError(f"source holds the head outputs of {len(source)} layers; this model has {layers}")
@@ -348,14 +355,22 @@ class LanguageModel(ModelKind):
         for row, patched in enumerate(checked):
             for layer, head in patched:
                 chosen[row, layer, head] = True
-        streams = [record.residual for record in self.forced_pass(ids, need_weights=True).records]
+        known = 0 if self.network.one_token_per_pass else max(0, min(shared, len(ids) - 1))
+        run = self.forced_pass(ids, need_weights=True)
+        streams = [record.residual[:, known:] for record in run.records]
+        prefix = [KVCache(kv.key[:, :, :known], kv.value[:, :, :known],
+                          None if kv.positions is None else kv.positions[:, :known]) for kv in run.cache]
+        source = [outputs[..., known:, :] for outputs in source]
         starts = torch.tensor([patched[0][0] if patched else 0 for patched in checked], dtype=torch.long)
-        tensor, per_batch = torch.tensor([list(ids)], device=self.device), max(1, PATCH_TOKENS // len(ids))
+        tensor = torch.tensor([list(ids[known:])], device=self.device)
+        per_batch = max(1, PATCH_TOKENS // (len(ids) - known))
         order, logits = [], []
         for start in starts.unique().tolist():
             for part in (starts == start).nonzero()[:, 0].split(per_batch):
                 patch = HeadPatch(source, chosen[part].to(self.device), start, streams[start] if start else None)
-                logits.append(self.network(tensor.expand(len(part), -1), last_logits=True,
+                copies = torch.zeros(len(part), dtype=torch.long, device=self.device)
+                cache = [kv.index_select(copies) for kv in prefix] if known else None
+                logits.append(self.network(tensor.expand(len(part), -1), cache=cache, last_logits=True,
                                            head_patch=patch).logits[:, -1])
                 order.append(part)
         if not logits:
@@ -369,7 +384,7 @@ class LanguageModel(ModelKind):
         ids, source_ids = self.encode(prompt), self.encode(source)
         check_same_length(ids, source_ids)
         check_patched_heads(heads, self.config.decoder_layers, self.num_heads)
-        return self.patched_runs(ids, self.head_outputs(source_ids)[1], [heads])[0]
+        return self.patched_runs(ids, self.head_outputs(source_ids)[1], [heads], shared_prefix(ids, source_ids))[0]
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
         """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,
