@@ -1,5 +1,6 @@
 """benchmarks/bench_patching.py runs (its --quick smoke run: a tiny GPT-2, one run) and writes a results file of the
-shape the docs read. No timing is checked here: the figures come from the full run."""
+shape the docs read; the committed results file is a full run's (GPT-2-small size, every head). No timing is checked
+here: the figures come from the full run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results" / "patching.json"
 KEYS = {"model", "threads", "runs", "target_s", "pairs", "load_average_before", "other_cores_busy",
         "load_average_after", "wall_s", "machine"}
 PAIR_KEYS = {"prompt_tokens", "shared_tokens", "heads_patched", "sweep_p50_s", "sweep_s", "cpu_p50_s", "loop_s",
@@ -48,3 +50,10 @@ def test_the_quick_run_patches_every_head_of_a_tiny_gpt2_and_writes_its_results(
     check_shape(printed)
     assert (printed["model"]["layers"], printed["model"]["heads"], printed["runs"]) == (2, 4, 1)
 
+
+def test_the_results_file_is_a_full_run_on_gpt2_small_size():
+    result = json.loads(RESULTS.read_text(encoding="utf-8"))
+    check_shape(result)
+    assert {k: result["model"][k] for k in ("layers", "heads", "d_model")} == {"layers": 12, "heads": 12,
+                                                                               "d_model": 768}
+    assert result["runs"] >= 3 and all(18 <= found["prompt_tokens"] <= 24 for found in result["pairs"].values())
