@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from app.link_values import number, number_text, one_line, one_of, url_number, whole_number
 from app.setting_types import Link, PageSettings, Setting
 from app.texts import EXAMPLES
+from viz_model.analysis.prompt_pairs import PROMPT_PAIRS
 from viz_model.attribution.gradients import DEFAULT_STEPS, DEFAULT_TOLERANCE
 from viz_model.config.model import POSITIONAL_KINDS
 from viz_model.lessons.induction_run import InductionConfig
@@ -105,6 +106,11 @@ class HeadRolesSettings(PageSettings):
     lm_score: Setting[str] = Setting("hr_lm_score", "induction")
     encoder_source: Setting[str] = Setting("hr_enc_source", "corpus")  # an encoder's: its text or the corpus
     encoder_score: Setting[str] = Setting("hr_enc_score", "sep")
+    detect: Setting[bool] = Setting("hr_detect", False)  # a language model's head detector section, on
+    detector: Setting[str] = Setting("hr_detector", "duplicate_token")  # a pattern's name, or "drawn": the user's
+    detector_text: Setting[str] = Setting("hr_det_text", "repeated")  # one repeated random sequence, or the prompt
+    exclude_bos: Setting[bool] = Setting("hr_det_bos", True)
+    exclude_current: Setting[bool] = Setting("hr_det_current", False)
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,21 @@ class AblationSettings(PageSettings):
     heads: Setting[list[tuple[str, int, int]]] = Setting("abl_heads", [])  # by default the last cross layer's first
     redraws: Setting[int] = Setting("abl_grid_n", 0)
     metric: Setting[str] = Setting("abl_metric", "nll_rise")
+
+
+@dataclass(frozen=True)
+class PatchingSettings(PageSettings):
+    """Head patching: the prompt pair (a shipped one's key, or "own"), the clean and corrupted prompts, the answer and
+    wrong tokens ("": the runs' top tokens), the head whose maps are drawn (0-based layer and head; None: the one
+    that restores most) and the grid's redraw count."""
+
+    pair: Setting[str] = Setting("pat_pair", PROMPT_PAIRS[0].key)
+    clean: Setting[str] = Setting("pat_clean", PROMPT_PAIRS[0].clean)
+    corrupted: Setting[str] = Setting("pat_corrupted", PROMPT_PAIRS[0].corrupted)
+    answer: Setting[str] = Setting("pat_answer", "")
+    wrong: Setting[str] = Setting("pat_wrong", "")
+    head: Setting[tuple[int, int] | None] = Setting("pat_head", None)
+    redraws: Setting[int] = Setting("pat_grid_n", 0)
 
 
 @dataclass(frozen=True)
@@ -353,6 +374,7 @@ class WatchSettings(PageSettings):
 
 EXPLORE, MASKS = ExploreSettings(), MasksSettings()
 ATTRIBUTION, HEAD_ROLES, ABLATION = AttributionSettings(), HeadRolesSettings(), AblationSettings()
+PATCHING = PatchingSettings()
 ALIGNMENT, COMPARE = AlignmentSettings(), CompareSettings()
 POSITIONAL_ENCODING, BY_HAND, DECODING = PositionalSettings(), AttentionByHandSettings(), DecodingSettings()
 TRAINING, WATCH, SINKS = TrainingSettings(), WatchSettings(), SinksSettings()
@@ -361,4 +383,4 @@ BY_PAGE: dict[str, PageSettings] = {  # by the page's key in app/registry.py
     "explore": EXPLORE, "masks": MASKS, "attribution": ATTRIBUTION, "head_roles": HEAD_ROLES, "ablation": ABLATION,
     "alignment": ALIGNMENT, "compare": COMPARE, "positional": POSITIONAL_ENCODING, "by_hand": BY_HAND,
     "decoding": DECODING, "training": TRAINING, "watch": WATCH, "sinks": SINKS,
-    "logit_lens": LOGIT_LENS}
+    "logit_lens": LOGIT_LENS, "patching": PATCHING}

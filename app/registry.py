@@ -52,7 +52,9 @@ NOT_APPLICABLE = {  # page key -> kind -> why it does not apply, in one line
     "decoding": {ENCODER: "Decoding does not apply to an encoder: it reads the whole text at once and fills in its "
                           "masks in one pass, with no output written token by token."},
     "logit_lens": {ENCODER: "The logit lens does not apply to an encoder: it reads the residual stream of a model "
-                            "that writes text token by token (a language model, a translator's decoder)."}}
+                            "that writes text token by token (a language model, a translator's decoder)."},
+    "patching": dict.fromkeys((TRANSLATOR, ENCODER), "Head patching runs a language model: open one (decoder-only) "
+                              "to patch its heads from a clean prompt's run into a corrupted one's.")}
 
 
 def _per_kind(folder: str) -> dict[str, str | NotApplicable]:
@@ -76,6 +78,7 @@ PAGES = (
     Page("attribution", "Attribution", ":material/insights:", "attribution", "Analyze", _per_kind("attribution")),
     Page("head_roles", "Head roles", ":material/category:", "head-roles", "Analyze", _per_kind("head_roles")),
     Page("ablation", "Ablation", ":material/block:", "ablation", "Analyze", _per_kind("ablation")),
+    Page("patching", "Head patching", ":material/swap_horiz:", "head-patching", "Analyze", _per_kind("patching")),
     Page("alignment", "Alignment & rollout", ":material/join_inner:", "alignment", "Analyze", _per_kind("alignment")),
     Page("compare", "Compare", ":material/compare:", "compare", "Analyze", _per_kind("compare")),
     Page("sinks", "Attention sinks", ":material/vertical_align_bottom:", "sinks", "Analyze", _per_kind("sinks")),

@@ -9,6 +9,7 @@ alpha defaults are the search rule's (`search_defaults`): a link holds them only
 from __future__ import annotations
 
 from collections import ChainMap
+from collections.abc import Callable
 from urllib.parse import urlencode, urlparse
 
 import streamlit as st
@@ -147,21 +148,23 @@ def forget_page_link() -> None:
 
 
 # --- widgets bound to settings -----------------------------------------------------------------------------------
-def _copy_widget(widget_key: str, key: str) -> None:
+def _copy_widget(widget_key: str, key: str, then: Callable[[], None] | None = None) -> None:
     st.session_state[key] = st.session_state[widget_key]
+    if then is not None:
+        then()
 
 
-def bound(widget, label: str, setting: Setting, *args, **kwargs):
+def bound(widget, label: str, setting: Setting, *args, then: Callable[[], None] | None = None, **kwargs):
     """Draw `widget` (st.selectbox, st.slider, ...) for the value of `setting` kept in session state.
 
     The widget has its own key (`Setting.widget_key`) and copies its value back on change, so the value survives
     runs where the widget is not drawn (another view or page: Streamlit drops the state of undrawn widgets) and can
-    be set by code (a click on the model view sets the layer and head).
+    be set by code (a click on the model view sets the layer and head); `then`: called after a change is copied.
     """
     ss = st.session_state
     ss[setting.widget_key] = ss[setting.key]
-    return widget(label, *args, key=setting.widget_key, on_change=_copy_widget, args=(setting.widget_key, setting.key),
-                  **kwargs)
+    return widget(label, *args, key=setting.widget_key, on_change=_copy_widget,
+                  args=(setting.widget_key, setting.key, then), **kwargs)
 
 
 def clamp_choice(setting: Setting, options: list, fallback, what: str) -> str | None:

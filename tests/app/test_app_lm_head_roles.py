@@ -1,6 +1,7 @@
 """Streamlit AppTest tests of Head roles and Ablation with a language model open (CPU, fp32): a models folder holding
 a tiny Llama (grouped-query heads, imported), a GPT-2 (a learned table of 128 positions) and a SmolLM2 (a chat
-template); the pages draw the numbers `viz_model.analysis.lm_head_roles` computes on the same model."""
+template); the pages draw the numbers `viz_model.analysis.lm_head_roles` computes on the same model, and the head
+detectors those of `viz_model.analysis.head_detectors`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from support.app import arr, charts, messages, ok, open_page, start, titles
 from support.hf_lm import build_lm_folder, import_lm
 
 import viz_model
-from viz_model.analysis import lm_head_roles
+from viz_model.analysis import head_detectors, lm_head_roles
 
 LM, GPT2, CHAT = "llama", "gpt2", "smollm2"
 PROMPT = "the dog sees the dog and the cat sees the cat"
@@ -135,3 +136,43 @@ def test_head_roles_on_a_prompt_past_the_trained_length_say_so(lm_app):
     at.radio(key="w_hr_lm_source").set_value("prompt").run()
     assert titles(ok(at)) == ["induction of every head"]
     assert "positions are past the 256 this model was trained on" in messages(at)
+
+
+def titled_grid(at, title: str) -> np.ndarray:
+    """The (layers, heads) values of the heatmap titled `title`."""
+    (fig,) = [c for c in charts(at) if c["layout"]["title"]["text"] == title]
+    return arr(fig["data"][0]["z"])
+
+
+def test_head_detectors_score_a_named_and_a_drawn_pattern_on_every_head(lm_app):
+    at = lm_page("head_roles", GPT2)
+    assert titles(at) == ["induction of every head"]  # the section is off until asked for
+    at.toggle(key="w_hr_detect").set_value(True).run()
+    assert titles(ok(at)) == ["induction of every head", "duplicate token detector of every head"]
+    model = viz_model.load(lm_app / GPT2, device="cpu")
+    ids = lm_head_roles.repeated_sequences(model, 6, 2, samples=1)[0]
+    table = head_detectors.detect_heads(model, ids, "duplicate_token", exclude_bos=True)
+    assert table["score"].nunique() > 1
+    found = titled_grid(at, "duplicate token detector of every head")
+    np.testing.assert_allclose(found, expected(lm_app, GPT2, "score", table), atol=1e-6)
+    at.checkbox(key="w_hr_det_bos").uncheck().run()  # the first token's weight counted: lower shares
+    unexcluded = titled_grid(ok(at), "duplicate token detector of every head")
+    table = head_detectors.detect_heads(model, ids, "duplicate_token")
+    np.testing.assert_allclose(unexcluded, expected(lm_app, GPT2, "score", table), atol=1e-6)
+    assert (unexcluded <= found + 1e-9).all() and not np.allclose(unexcluded, found)
+    at.radio(key="w_hr_detector").set_value("drawn").run()  # starts from the previous-token pattern, editable
+    (editor,) = at.data_editor
+    assert editor.value.shape == (len(ids), len(ids)) and (editor.value.to_numpy() == np.eye(len(ids), k=-1)).all()
+    table = head_detectors.detect_heads(model, ids, head_detectors.previous_token_pattern(len(ids)))
+    np.testing.assert_allclose(titled_grid(ok(at), "my pattern detector of every head"),
+                               expected(lm_app, GPT2, "score", table), atol=1e-6)
+
+
+def test_a_drawn_pattern_over_a_long_prompt_is_refused_in_one_line(lm_app):
+    at = ok(start(model=GPT2, sentence=" ".join(["the dog sees the cat"] * 3), new_tokens="1"))
+    open_page("head_roles", at)
+    at.toggle(key="w_hr_detect").set_value(True).run()
+    at.radio(key="w_hr_det_text").set_value("prompt").run()
+    at.radio(key="w_hr_detector").set_value("drawn").run()
+    assert "draw a pattern on one of up to 24 tokens" in messages(ok(at))
+    assert titles(at) == ["induction of every head"]

@@ -19,6 +19,7 @@ APP_DIR = ROOT / "app"
 KIND_CHECK_LIMIT = 3  # issue 58: at most 3 questions of a model's kind outside the registry and the kinds' modules
 MODEL_CLASS = re.compile(r"^(\w*(Language|Translation|Encoder)\w*Model|\w*ModelBase)$")
 KIND_QUESTIONS = {"is_language_model", "is_decoder_only", "kind_of"}  # a name or attribute that asks
+LANGUAGE_MODEL_ONLY = ("patching",)  # the pages that run a language model alone
 
 
 def recorded_navigation(monkeypatch, kind: str) -> dict[str, list[SimpleNamespace]]:
@@ -33,17 +34,20 @@ def test_the_navigation_lists_every_page_once_for_each_kind(monkeypatch, kind):
     assert list(nav) == list(registry.SECTIONS)
     listed = [entry for entries in nav.values() for entry in entries]
     assert sorted(e.url_path for e in listed) == sorted(p.url_path for p in registry.PAGES)
-    assert len({e.url_path for e in listed}) == len(registry.PAGES) == 14
+    assert len({e.url_path for e in listed}) == len(registry.PAGES) == 15
     assert [e.url_path for e in listed if e.default] == ["explore"]  # the page a link without a path opens
     for entry in listed:
         page = next(p for p in registry.PAGES if p.url_path == entry.url_path)
         assert entry.title == page.title_for(kind) and entry.icon == page.icon
         if page.script(kind) is None:  # its one line why not
-            assert kind == registry.ENCODER and callable(entry.target), (kind, page.key)
+            assert (kind == registry.ENCODER or page.key in LANGUAGE_MODEL_ONLY) and callable(entry.target), (
+                kind, page.key)
         else:
             assert entry.target == page.script(kind) and (APP_DIR / entry.target).is_file(), entry.target
-    if kind != registry.ENCODER:  # every page applies to a translator and to a language model
+    if kind == registry.LANGUAGE_MODEL:  # every page applies to a language model
         assert registry.pages_for(kind) == list(registry.PAGES)
+    if kind == registry.TRANSLATOR:  # and every page but those that run a language model alone to a translator
+        assert [p.key for p in registry.PAGES if p not in registry.pages_for(kind)] == list(LANGUAGE_MODEL_ONLY)
 
 
 def test_an_encoder_has_explore_and_watch_and_decoding_says_in_one_line_why_not():
@@ -51,6 +55,15 @@ def test_an_encoder_has_explore_and_watch_and_decoding_says_in_one_line_why_not(
     assert applies[0] == "explore" and "watch" in applies and "decoding" not in applies
     reason = registry.BY_KEY["decoding"].draws[registry.ENCODER].reason
     assert reason.startswith("Decoding does not apply to an encoder") and "\n" not in reason
+
+
+def test_head_patching_says_in_one_line_that_it_runs_a_language_model():
+    page = registry.BY_KEY["patching"]
+    assert page.section == "Analyze" and page.script(registry.LANGUAGE_MODEL) == \
+        "views/patching/patching_language_model.py"
+    for kind in (registry.TRANSLATOR, registry.ENCODER):
+        reason = page.draws[kind].reason
+        assert reason.startswith("Head patching runs a language model") and "\n" not in reason
 
 
 def test_the_navigation_names_explore_as_the_kind_does_it(monkeypatch):

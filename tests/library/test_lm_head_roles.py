@@ -1,7 +1,9 @@
 """Head roles of language models (`viz_model.analysis.lm_head_roles`): the scores of hand-built maps (an induction
 head scores about 1 on induction and a previous-token head about 0, and the other way round on previous-token), the
 repeated random sequences, the scores of a small random GPT-2 and Llama 3 (grouped-query) built by transformers and
-imported, and the logit change of an ablation against a forward pass with the head zeroed by hand; fp32 on the CPU."""
+imported, and the logit change of an ablation against a forward pass with the head zeroed by hand; head detectors
+(`viz_model.analysis.head_detectors`): TransformerLens's patterns and scores of hand-built maps and of the models'
+maps, and a pattern of the wrong size refused in one line; fp32 on the CPU."""
 
 from __future__ import annotations
 
@@ -12,6 +14,14 @@ import pytest
 import torch
 
 from viz_model.analysis import lm_head_roles
+from viz_model.analysis.head_detectors import (
+    detect_heads,
+    detection_scores,
+    duplicate_token_pattern,
+    induction_pattern,
+    named_pattern,
+    previous_token_pattern,
+)
 from viz_model.analysis.lm_head_roles import (
     ROLE_COLUMNS,
     corpus_roles,
@@ -200,3 +210,74 @@ def test_a_head_or_layer_outside_the_model_is_one_line(model):
         logit_change(model, ids, [("cross", 0, 0)])
     with pytest.raises(ValueError, match="at least one head"):
         logit_change(model, ids, [])
+
+
+# --- head detectors (issue 61): TransformerLens's head_detector ------------------------------------------------------
+def transformer_lens_patterns(ids: list[int]) -> dict[str, torch.Tensor]:
+    """The detection patterns as TransformerLens's head_detector builds them (its code, in torch)."""
+    n = len(ids)
+    previous = torch.zeros(n, n)
+    previous[1:, :-1] = torch.eye(n - 1)
+    tokens = torch.tensor(ids).repeat(n, 1)
+    equal = (tokens == tokens.T).int()
+    equal.fill_diagonal_(0)
+    duplicate = torch.tril(equal.float())
+    shifted = torch.roll(duplicate, shifts=1, dims=1)
+    induction = torch.tril(torch.cat((torch.zeros(n, 1), shifted[:, 1:]), dim=1))
+    return {"previous_token": torch.tril(previous), "duplicate_token": duplicate, "induction": induction}
+
+
+def test_the_detection_patterns_are_transformer_lens_s():
+    theirs = transformer_lens_patterns(IDS)
+    np.testing.assert_array_equal(previous_token_pattern(N), theirs["previous_token"].numpy())
+    np.testing.assert_array_equal(duplicate_token_pattern(IDS), theirs["duplicate_token"].numpy())
+    np.testing.assert_array_equal(induction_pattern(IDS), theirs["induction"].numpy())
+    for name, pattern in theirs.items():
+        np.testing.assert_array_equal(named_pattern(name, IDS), pattern.numpy())
+    assert duplicate_token_pattern(IDS).sum() == L and induction_pattern(IDS).sum() == L
+
+
+def test_hand_built_heads_score_one_on_their_own_pattern():
+    heads = np.concatenate([PREVIOUS, DUPLICATE, INDUCTION])  # (3, N, N): a previous-token, duplicate, induction head
+    previous = detection_scores(heads, previous_token_pattern(N))
+    assert previous[0] == pytest.approx((N - 1) / N) and previous[1:].max() < 0.2  # query 0 sees key 0 alone
+    assert detection_scores(heads, previous_token_pattern(N), exclude_bos=True)[0] == pytest.approx(1.0)
+    duplicate = detection_scores(heads, duplicate_token_pattern(IDS))
+    assert duplicate[1] == pytest.approx(L / N) and duplicate[0] == 0 and duplicate[2] == 0  # the rest on key 0
+    assert detection_scores(heads, duplicate_token_pattern(IDS), exclude_bos=True)[1] == pytest.approx(1.0)
+    induction = detection_scores(heads, induction_pattern(IDS), exclude_bos=True)
+    np.testing.assert_allclose(induction, [0.0, 0.0, 1.0])
+    uniform = np.tril(np.ones((1, N, N))) / np.arange(1, N + 1)[None, :, None]
+    own = detection_scores(uniform, np.eye(N), exclude_current_token=True)  # its own weight left out: none inside
+    assert own[0] == 0 and detection_scores(uniform, np.eye(N))[0] == pytest.approx(np.mean(1 / np.arange(1, N + 1)))
+    # "abs": 1 - n x the mean absolute difference (the previous-token head differs from its pattern in row 0 alone)
+    assert detection_scores(PREVIOUS, previous_token_pattern(N), measure="abs")[0] == pytest.approx(1 - round(1 / N, 3))
+
+
+@pytest.mark.parametrize("pattern, said", [
+    (np.eye(N - 1), rf"is {N - 1}x{N - 1}; this sequence of {N} tokens needs {N}x{N}"),
+    (np.ones(3), rf"is 3; this sequence of {N} tokens needs {N}x{N}"),
+    (np.triu(np.ones((N, N))), "above the diagonal"), (np.full((N, N), np.nan), "not a finite number"),
+    ([["a"] * N] * N, "a matrix of numbers")])
+def test_a_pattern_of_the_wrong_size_or_shape_is_refused_in_one_line(pattern, said):
+    with pytest.raises(ValueError, match=said) as err:
+        detection_scores(PREVIOUS, pattern)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="measure must be one of mul, abs"):
+        detection_scores(PREVIOUS, previous_token_pattern(N), measure="max")
+
+
+def test_detect_heads_scores_every_head_of_the_model_s_maps(model):
+    ids = model.encode("the dog sees the dog and the cat sees the cat")
+    with torch.no_grad():
+        maps = model.network(torch.tensor([ids]), need_weights=True).attentions
+    drawn = np.tril(np.ones((len(ids), len(ids))), k=-2) * 0.5  # a pattern the user draws: two or more keys back
+    for pattern, matrix in (("duplicate_token", duplicate_token_pattern(ids)), (drawn, drawn)):
+        table = detect_heads(model, ids, pattern, exclude_bos=True)
+        assert len(table) == model.config.decoder_layers * model.num_heads and table["score"].nunique() > 1
+        for row in table.itertuples():
+            weights = maps[row.layer][0, row.head].double().numpy().copy()
+            weights[:, 0] = 0
+            assert row.score == pytest.approx((weights * matrix).sum() / weights.sum(), abs=1e-6)
+    with pytest.raises(ValueError, match=f"needs {len(ids)}x{len(ids)}"):
+        detect_heads(model, ids, np.eye(3))

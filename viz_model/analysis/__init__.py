@@ -17,9 +17,11 @@ Modules: `head_stats` (per-head statistics of maps, roles), `corpus_attention` (
 previous-token, induction, duplicate-token, first-token and entropy scores, and an ablation's logit change),
 `encoder_head_roles` (an encoder's shares on [CLS], [SEP], punctuation, the previous and next token, entropy: Clark et
 al.'s findings), `encoder_sinks` (an encoder's shares on [SEP] and [CLS], and [SEP] hidden), `fill_mask_ablation`
-(an encoder's `ablate`: its fill-mask predictions with heads off). Heads
-are ``(kind, layer, head)`` with kind "encoder", "decoder" or "cross" and 0-based indices; nothing here changes the
-model. What runs the model goes
+(an encoder's `ablate`: its fill-mask predictions with heads off), `head_patching` (a language model's heads patched
+from a clean run into a corrupted one: the share of the answer's logit difference each restores), `prompt_pairs` (the
+shipped clean / corrupted pairs), `head_detectors` (TransformerLens's head_detector patterns scored on every head).
+Heads are ``(kind, layer, head)`` with kind "encoder", "decoder" or "cross" and 0-based indices (head patching's, a
+language model's alone, ``(layer, head)``); nothing here changes the model. What runs the model goes
 through its door, `viz_model.TranslationModel` (`translate_ids`, `forced_passes`, `sequence_log_probs`, `trace`),
 never around it to the search.
 """

@@ -181,10 +181,9 @@ def repeated_tokens(vocab_size: int, length: int = REPEATED_LENGTH, copies: int 
 
 def repeated_roles(model: LanguageModel, length: int = REPEATED_LENGTH, copies: int = REPEATED_COPIES,
                    samples: int = REPEATED_SAMPLES, seed: int = 0) -> pd.DataFrame:
-    """`maps_table` over `samples` repeated random sequences (`repeated_tokens`, seeds ``seed..seed+samples-1``,
-    the model's start token first, its special ids left out): the induction score as Olsson et al. measured it."""
-    return maps_table((sequence_maps(model, ids), ids) for ids in repeated_sequences(model, length, copies, samples,
-                                                                                      seed))
+    """`maps_table` over `repeated_sequences`: the induction score as Olsson et al. measured it."""
+    sequences = repeated_sequences(model, length, copies, samples, seed)
+    return maps_table((sequence_maps(model, ids), ids) for ids in sequences)
 
 
 def repeated_sequences(model: LanguageModel, length: int = REPEATED_LENGTH, copies: int = REPEATED_COPIES,

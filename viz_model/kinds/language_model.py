@@ -22,6 +22,7 @@ import torch
 from ..modeldir.checkpoint import CheckpointError, has_weight_source, load_model_dir, read_card
 from ..nn.attention import KVCache
 from ..nn.causal_lm import CausalLM, CausalLMOutput, maps_block, window_mask
+from ..nn.head_patch import HeadPatch
 from ..nn.kv_window import moved_keys
 from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask
@@ -44,6 +45,7 @@ ROWS_AT_ONCE = 64  # rows of logits softmaxed at a time in a trace
 MAX_BEAM = 16
 INPUT_POSITIONS = ("learned", "sinusoidal")  # a table of positions: nothing past its last row
 DRAFTS = ("auto", "int8", "off")
+PATCH_TOKENS = 4096  # tokens a patched batch runs at once (rows of one prompt)
 
 
 def check_prompt(prompt: object) -> str:
@@ -64,6 +66,34 @@ def check_count(value: object, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
     return value
+
+
+def check_patched_heads(heads: object, layers: int, per_layer: int) -> list[tuple[int, int]]:
+    """`heads` as sorted distinct (layer, head) pairs (0-based) when each is inside the model; else one line."""
+    if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+        raise ValueError(f"heads must be a list of (layer, head) pairs, got {heads!r}")
+    checked = set()
+    for item in heads:
+        if not isinstance(item, (tuple, list)) or len(item) != 2 or \
+                any(isinstance(i, bool) or not isinstance(i, int) for i in item):
+            raise ValueError(f"a head is a (layer, head) pair of integers, e.g. (0, 1); got {item!r}")
+        if not (0 <= item[0] < layers and 0 <= item[1] < per_layer):
+            raise ValueError(f"head {tuple(item)} is outside the model: layers 0 to {layers - 1}, heads 0 to "
+                             f"{per_layer - 1} (0-based)")
+        checked.add((item[0], item[1]))
+    return sorted(checked)
+
+
+def check_same_length(prompt: Sequence[int], source: Sequence[int]) -> None:
+    """One line where the source run is not as many tokens as the prompt (heads are patched position by position)."""
+    if len(source) != len(prompt):
+        raise ValueError(f"the source has {len(source)} tokens and the prompt {len(prompt)}: patching swaps head "
+                         "outputs position by position, so both need the same token count")
+
+
+def shared_prefix(prompt: Sequence[int], source: Sequence[int]) -> int:
+    """How many leading tokens the two runs share (their head outputs there are the same)."""
+    return next((i for i, (a, b) in enumerate(zip(prompt, source)) if a != b), min(len(prompt), len(source)))
 
 
 class LanguageModel(ModelKind):
@@ -333,6 +363,63 @@ class LanguageModel(ModelKind):
         ids = self.encode(prompt)
         out = self.network(torch.tensor([ids], device=self.device), states=True)
         return read_lens(ids, out.states, self.network.unembed, top_k, track, self.pieces)
+
+    # --- activation patching: heads' outputs from a run of another prompt of as many tokens --------------------------
+    @torch.inference_mode()
+    def head_outputs(self, ids: Sequence[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The next-token logits ``(vocab,)`` at the last position of `ids`, and per layer ``(1, heads, len,
+        d_head)`` each head's output before the output projection (what `patched_runs` swaps in)."""
+        out = self.forced_pass(ids, need_weights=True)
+        return out.logits[0, -1], [record.head_outputs for record in out.records]
+
+    @torch.inference_mode()
+    def patched_runs(self, ids: Sequence[int], source: list[torch.Tensor],
+                     rows: Sequence[Sequence[tuple[int, int]]], shared: int = 0) -> torch.Tensor:
+        """``(len(rows), vocab)``: the next-token logits at the last position of `ids`, one row per entry of `rows`,
+        whose heads ((layer, head), 0-based) take their outputs from `source` (`head_outputs` of a run over as many
+        tokens). Rows run in batches of `PATCH_TOKENS` tokens by the first layer they patch, each from the unpatched
+        run's residual stream entering it (the layers below are the unpatched run's); the first `shared` positions,
+        where the source's tokens are the prompt's (`shared_prefix`), are the unpatched run's keys and values (not run
+        again; all are run under dynamic RoPE scaling, whose rotation depends on a pass's length)."""
+        layers, heads = self.config.decoder_layers, self.num_heads
+        if len(source) != layers:
+            raise ValueError(f"source holds the head outputs of {len(source)} layers; this model has {layers}")
+        check_same_length(ids, range(source[0].shape[-2]))
+        checked = [check_patched_heads(patched, layers, heads) for patched in rows]
+        chosen = torch.zeros(len(rows), layers, heads, dtype=torch.bool)
+        for row, patched in enumerate(checked):
+            for layer, head in patched:
+                chosen[row, layer, head] = True
+        known = 0 if self.network.one_token_per_pass else max(0, min(shared, len(ids) - 1))
+        run = self.forced_pass(ids, need_weights=True)
+        streams = [record.residual[:, known:] for record in run.records]
+        prefix = [KVCache(kv.key[:, :, :known], kv.value[:, :, :known],
+                          None if kv.positions is None else kv.positions[:, :known]) for kv in run.cache]
+        source = [outputs[..., known:, :] for outputs in source]
+        starts = torch.tensor([patched[0][0] if patched else 0 for patched in checked], dtype=torch.long)
+        tensor = torch.tensor([list(ids[known:])], device=self.device)
+        per_batch = max(1, PATCH_TOKENS // (len(ids) - known))
+        order, logits = [], []
+        for start in starts.unique().tolist():
+            for part in (starts == start).nonzero()[:, 0].split(per_batch):
+                patch = HeadPatch(source, chosen[part].to(self.device), start, streams[start] if start else None)
+                copies = torch.zeros(len(part), dtype=torch.long, device=self.device)
+                cache = [kv.index_select(copies) for kv in prefix] if known else None
+                logits.append(self.network(tensor.expand(len(part), -1), cache=cache, last_logits=True,
+                                           head_patch=patch).logits[:, -1])
+                order.append(part)
+        if not logits:
+            return torch.zeros(0, self.config.vocab_size, device=self.device)
+        return torch.cat(logits)[torch.cat(order).argsort().to(self.device)]
+
+    def patched_logits(self, prompt: str, source: str, heads: Sequence[tuple[int, int]]) -> torch.Tensor:
+        """``(vocab,)`` the next-token logits at the prompt's last position when `heads` ((layer, head), 0-based)
+        take their outputs (before the output projection) from a run of `source`, a prompt of the same token count;
+        one line for a source of another length or a head outside the model."""
+        ids, source_ids = self.encode(prompt), self.encode(source)
+        check_same_length(ids, source_ids)
+        check_patched_heads(heads, self.config.decoder_layers, self.num_heads)
+        return self.patched_runs(ids, self.head_outputs(source_ids)[1], [heads], shared_prefix(ids, source_ids))[0]
 
     def complete(self, prompt: str | list[dict[str, str]], max_new_tokens: int = 20, beam: int | None = None) -> str:
         """The continuation of `prompt` (text, or chat messages: see `chat`), alone, decoded without special tokens,

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .head_patch import LayerPatch, swapped
 from .learned_sinks import sink_softmax
 from .linear import Linear
 from .norms import make_norm
@@ -134,6 +135,11 @@ class AttentionRecord:
     position_bias: Tensor | None = None
     kv_heads: list[int] | None = None
     sinks: Tensor | None = None
+
+    @property
+    def head_outputs(self) -> Tensor:
+        """``(batch, heads, query_len, d_head)``: each head's output before the output projection (weights x values)."""
+        return self.weights @ self.values
 
 
 def explained_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0,
@@ -314,12 +320,13 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
                 need_weights: bool | str = False, cache: KVCache | None = None, append_to_cache: bool = False,
                 head_mask: Tensor | None = None, position: ScorePosition | None = None,
-                ) -> tuple[Tensor, Tensor | None, KVCache]:
+                head_patch: LayerPatch | None = None) -> tuple[Tensor, Tensor | None, KVCache]:
         """Attend from `query` ``(batch, q_len, d_model)`` to `source` (self-attention when None).
 
         `cache` holds keys/values already projected: with `append_to_cache` the new ones are appended
         (incremental self-attention), otherwise they are used as they are (cross-attention memory).
-        `head_mask` ``(heads,)`` scales each head's output (0 switches a head off). `position` (self-attention):
+        `head_mask` ``(heads,)`` scales each head's output (0 switches a head off); `head_patch`: heads whose outputs
+        come from another run (`swapped`), before the mask. `position` (self-attention):
         the rotation of the new queries and keys or the bias on the scores. Returns
         ``(output, AttentionRecord when need_weights else None, cache)``; ``need_weights="recipe"``: a `ScoreRecipe`
         (the queries and keys the scores need, batch of one) in the record's place, no maps made.
@@ -358,6 +365,7 @@ class MultiHeadAttention(nn.Module):
             record = record if need_weights else None
         else:
             out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
+        out = swapped(out, head_patch)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):
                 raise ValueError(f"head_mask must have shape (heads={self.heads},), got {tuple(head_mask.shape)}")

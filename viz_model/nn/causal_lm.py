@@ -22,6 +22,7 @@ from ..config.model import DECODER_POSITIONS
 from .attention import AttentionRecord, KVCache, MultiHeadAttention
 from .clamped_experts import ClampedExperts
 from .experts import ExpertRouting, Mixture, MixtureOfExperts, routed
+from .head_patch import HeadPatch, LayerPatch
 from .linear import Linear, linear
 from .model import FeedForward, Residual, _attention, _feed_forward, _residual, _with_stream, with_cpu_storage
 from .norms import make_norm, normed
@@ -48,13 +49,14 @@ class CausalLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,
                 cache: KVCache | None = None, position: ScorePosition | None = None,
-                head_mask: Tensor | None = None
+                head_mask: Tensor | None = None, head_patch: LayerPatch | None = None
                 ) -> tuple[Tensor, AttentionRecord | None, KVCache, ExpertRouting | None]:
         """The layer's output, its self-attention's record (with `need_weights`), its keys and values so far and,
-        with `need_weights` and a mixture of experts, where it routed each token."""
+        with `need_weights` and a mixture of experts, where it routed each token (`head_patch`: heads whose outputs
+        come from another run)."""
         h = self.attn_residual.enter(x)
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
-                                         append_to_cache=True, position=position)
+                                         append_to_cache=True, position=position, head_patch=head_patch)
         y = self.attn_residual.leave(x, out)
         if self.ffn is None:  # attention-only
             return y, _with_stream(record, x, y), kv, None
@@ -219,7 +221,8 @@ class CausalLM(nn.Module):
     def forward(self, ids: Tensor, need_weights: bool | str = False, cache: list[KVCache] | None = None,
                 head_mask: Tensor | None = None, token_embeddings: Tensor | None = None,
                 last_logits: bool = False, key_mask: Tensor | None = None,
-                maps_into: list[Tensor] | None = None, states: bool = False) -> CausalLMOutput:
+                maps_into: list[Tensor] | None = None, states: bool = False,
+                head_patch: HeadPatch | None = None) -> CausalLMOutput:
         """Run `ids` ``(batch, len)`` after the tokens of `cache` (the previous call's, or None: from position 0).
         `need_weights`: True, each layer's record; "maps", its weights alone (``maps``: a trace's memory, no
         positional part computed). `head_mask` ``(layers, heads)``: multipliers of each head's output (0 switches it
@@ -229,7 +232,9 @@ class CausalLM(nn.Module):
         "recipe": each layer's `ScoreRecipe` (``recipes``), no maps made; `maps_into`: with "maps", per layer a tensor
         of its weights' shape that they are copied into and returned as (views of one block allocated beforehand: no
         layer's maps left among the freed scores of the next, `maps_block`); `states`: the residual stream before
-        block 0 and after each block (``states``)."""
+        block 0 and after each block (``states``); `head_patch`: per batch row, the heads whose outputs (before each
+        layer's output projection) come from another run over as many tokens (activation patching; from its `start`
+        layer on, ``cache`` holding those layers alone)."""
         if need_weights not in (False, True, "maps", "recipe"):
             raise ValueError(f"need_weights must be False, True, 'maps' or 'recipe', got {need_weights!r}")
         recipe = need_weights == "recipe"  # each layer's `ScoreRecipe` (batch of one), no maps
@@ -239,7 +244,8 @@ class CausalLM(nn.Module):
         if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"ids must be (batch, len) integer token ids, got {ids.dtype} {tuple(ids.shape)}")
         offset = 0 if not cache else cache[0].key.shape[2]
-        x = self.embed(ids, offset, token_embeddings)
+        first = 0 if head_patch is None else head_patch.start
+        x = self.embed(ids, offset, token_embeddings) if not first else head_patch.stream.expand(ids.shape[0], -1, -1)
         position = local = None
         if self.scheme is not None:
             where = torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
@@ -250,6 +256,8 @@ class CausalLM(nn.Module):
         out = CausalLMOutput(x, states=[x] if states else [])
         masks: dict[int | None, Tensor | None] = {}
         for i, layer in enumerate(self.layers):
+            if i < first:  # the patch's rows start from the residual stream entering layer `first`
+                continue
             window = self.window(i)
             if window not in masks:
                 needed = ids.shape[1] > 1 or (window is not None and offset + 1 > window)
@@ -260,7 +268,8 @@ class CausalLM(nn.Module):
             scheme = local if local is not None and window is not None else position
             x, record, kv, routing = layer(x, masks[window], "recipe" if recipe else need_weights,
                                            cache[i] if cache else None, scheme,
-                                           None if head_mask is None else head_mask[i])
+                                           None if head_mask is None else head_mask[i],
+                                           None if head_patch is None else head_patch.layer(i))
             out.cache.append(kv)
             if states:
                 out.states.append(x)

@@ -11,6 +11,7 @@ import streamlit as st
 from app import analyze_pages, completion, sessions, state, texts, widgets
 from app.page_settings import HEAD_ROLES as own
 from app.shared_settings import SHARED
+from app.views.head_roles import detector_section
 from viz_model.analysis import ablation, lm_head_roles
 from viz_model.analysis.lm_head_roles import REPEATED_COPIES, REPEATED_LENGTH, REPEATED_SAMPLES, ROLE_SCORES
 from viz_model.plot import analysis_figures
@@ -111,3 +112,4 @@ def page(session: sessions.Session) -> None:
     st.subheader("Every head")
     st.caption("Layers and heads count from 1. Click a column header to sort.")
     st.dataframe(analyze_pages.display_heads(table.drop(columns="kind")), hide_index=True, width="stretch")
+    detector_section.section(session)
