@@ -21,6 +21,7 @@ from support.hf import eager_model  # noqa: E402
 from support.hf_lm import CONFIGS, RESEARCH, import_lm  # noqa: E402
 from support.hf_lm_fit import NEW_TOKENS, continuations, fitted_lm_folder, sentences  # noqa: E402
 from support.lens_check import assert_lens_equals_hidden_states  # noqa: E402
+from support.patch_check import assert_patching_equals_pre_hooks  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +96,10 @@ def test_the_logit_lens_equals_transformers_hidden_states_on_fitted_weights(requ
     model, tokenizer, imported = fitted
     family = request.node.callspec.params["fitted"]
     assert_lens_equals_hidden_states(family, model, tokenizer, imported, [f"{text} =" for text in sentences(3, 61)])
+
+
+def test_patched_heads_equal_transformers_with_a_pre_hook_on_fitted_weights(fitted):
+    """Issue 61 on fitted weights: `patched_logits` equals transformers with forward pre-hooks on the output
+    projections within 1e-4 (support/patch_check.py)."""
+    model, _, imported = fitted
+    assert_patching_equals_pre_hooks(model, imported)
