@@ -33,6 +33,12 @@ FIRST_LOAD_S = 180  # a cold server imports torch and decodes 47 greedy steps on
 STEP_S = 90
 
 
+QUIET_S = 0.5  # the page unchanged and idle this long: its run is over (a page may rerun itself)
+
+
+POLL_S = 0.1
+
+
 def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
@@ -106,15 +112,17 @@ def streamlit_server(assets: Path | None, log_path: Path):
             process.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory):
+    """The app on the tiny model, started once per worker for every module that uses it."""
     assets = build_tiny_assets(tmp_path_factory.mktemp("browser-assets"))
     with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
+    """One headless Chromium per worker, shared by every browser test module (each test gets a context of its own)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -196,6 +204,59 @@ def shot(page, name: str) -> None:
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0")
     page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
-    time.sleep(0.5)
+    next_frame(page)
     page.screenshot(path=str(ARTIFACTS / name))
     page.set_viewport_size(size)
+    next_frame(page)
+
+
+def next_frame(page) -> None:
+    """Return once the browser has laid out and painted a frame after the last change (two animation frames)."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+# The page's state while the app is idle, or null while it is not: the app's script has run and stopped (its run
+# state "notRunning", no status widget), no element waits for its code (a skeleton) and Plotly has drawn every
+# figure; the state is the count of the main area's elements and each figure's size, so that a figure still being
+# laid out counts as a change.
+IDLE_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((p) => p.querySelector('svg.main-svg'));
+  if (app?.dataset.testScriptState !== 'notRunning' || document.querySelector('[data-testid="stStatusWidget"]')
+      || document.querySelector('[data-testid="stSkeleton"]') || plots.length < charts) return null;
+  const sizes = plots.map((p) => { const b = p.getBoundingClientRect(); return `${b.width}x${b.height}`; });
+  return `${document.querySelectorAll('[data-testid="stMain"] *').length}|${sizes.join(',')}`;
+}"""
+BUSY_JS = """() => ({state: document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState,
+  status: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+  charts: document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+  plots: document.querySelectorAll('.js-plotly-plot svg.main-svg:first-child').length})"""
+
+
+def settled_after(page, started: float, limit_s: float = FIRST_LOAD_S) -> float:
+    """Seconds from `started` until the page is drawn: idle (`IDLE_JS`) and unchanged for `QUIET_S`, polled every
+    `POLL_S` (a page that reruns itself counts until its last run is drawn); fails the test after `limit_s`."""
+    page.wait_for_selector('[data-testid="stMain"]', timeout=limit_s * 1000)
+    deadline = started + limit_s
+    quiet_since, last = None, None
+    while time.monotonic() < deadline:
+        state = page.evaluate(IDLE_JS)
+        now = time.monotonic()
+        if state is None or state != last:
+            quiet_since = None if state is None else now
+        elif now - quiet_since >= QUIET_S:
+            return quiet_since - started
+        last = state
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{page.url} did not finish running in {limit_s:.0f} s: {page.evaluate(BUSY_JS)}")
+
+
+def settle(page) -> None:
+    """Wait until Streamlit has finished running the page and drawn it (`settled_after`)."""
+    settled_after(page, time.monotonic())
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
