@@ -215,42 +215,44 @@ def next_frame(page) -> None:
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
-# The page's state while the app is idle, or null while it is not: the app's script has run and stopped (its run
-# state "notRunning", no status widget), no element waits for its code (a skeleton) and Plotly has drawn every
-# figure; the state is the count of the main area's elements and each figure's size, so that a figure still being
-# laid out counts as a change.
-IDLE_JS = """() => {
+# True once the app has been idle, and its page unchanged, for `quiet` ms (the quiet spell's length then), polled in
+# the page. Idle: the app's script has run and stopped (its run state "notRunning", no status widget), no element
+# waits for its code (a skeleton) and Plotly has drawn every figure; unchanged: the count of the main area's elements
+# and each figure's size, so that a figure still being laid out counts as a change. `token` starts a fresh watch.
+QUIET_JS = """([token, quiet]) => {
   const app = document.querySelector('[data-testid="stApp"]');
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
   const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((p) => p.querySelector('svg.main-svg'));
-  if (app?.dataset.testScriptState !== 'notRunning' || document.querySelector('[data-testid="stStatusWidget"]')
-      || document.querySelector('[data-testid="stSkeleton"]') || plots.length < charts) return null;
-  const sizes = plots.map((p) => { const b = p.getBoundingClientRect(); return `${b.width}x${b.height}`; });
-  return `${document.querySelectorAll('[data-testid="stMain"] *').length}|${sizes.join(',')}`;
+  const idle = app?.dataset.testScriptState === 'notRunning' && plots.length >= charts
+    && !document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]');
+  const state = idle ? `${document.querySelectorAll('[data-testid="stMain"] *').length}|`
+    + plots.map((p) => { const b = p.getBoundingClientRect(); return `${b.width}x${b.height}`; }).join(',') : null;
+  const watch = window.__vizSettle?.token === token ? window.__vizSettle : (window.__vizSettle = {token});
+  const now = performance.now();
+  if (state === null || state !== watch.state) Object.assign(watch, {state, since: now});
+  return state !== null && now - watch.since >= quiet && now - watch.since;
 }"""
 BUSY_JS = """() => ({state: document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState,
   status: !!document.querySelector('[data-testid="stStatusWidget"]'),
   skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
   charts: document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
-  plots: document.querySelectorAll('.js-plotly-plot svg.main-svg:first-child').length})"""
+  plots: document.querySelectorAll('.js-plotly-plot').length})"""
 
 
 def settled_after(page, started: float, limit_s: float = FIRST_LOAD_S) -> float:
-    """Seconds from `started` until the page is drawn: idle (`IDLE_JS`) and unchanged for `QUIET_S`, polled every
-    `POLL_S` (a page that reruns itself counts until its last run is drawn); fails the test after `limit_s`."""
+    """Seconds from `started` until the page is drawn: idle and unchanged for `QUIET_S` (`QUIET_JS`, polled in the
+    page every `POLL_S`; a page that reruns itself counts until its last run is drawn), the quiet spell not counted;
+    raises TimeoutError, saying what it still waits for, after `limit_s`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.wait_for_selector('[data-testid="stMain"]', timeout=limit_s * 1000)
-    deadline = started + limit_s
-    quiet_since, last = None, None
-    while time.monotonic() < deadline:
-        state = page.evaluate(IDLE_JS)
-        now = time.monotonic()
-        if state is None or state != last:
-            quiet_since = None if state is None else now
-        elif now - quiet_since >= QUIET_S:
-            return quiet_since - started
-        last = state
-        time.sleep(POLL_S)
-    raise TimeoutError(f"{page.url} did not finish running in {limit_s:.0f} s: {page.evaluate(BUSY_JS)}")
+    left_ms = max(started + limit_s - time.monotonic(), 0.001) * 1000
+    try:
+        quiet_ms = page.wait_for_function(QUIET_JS, arg=[random.random(), QUIET_S * 1000], polling=POLL_S * 1000,
+                                          timeout=left_ms).json_value()
+    except PlaywrightTimeout:
+        raise TimeoutError(f"{page.url} did not finish running in {limit_s:.0f} s: {page.evaluate(BUSY_JS)}") from None
+    return time.monotonic() - started - quiet_ms / 1000
 
 
 def settle(page) -> None:
