@@ -133,8 +133,8 @@ def browser():
 @pytest.fixture
 def page(browser):
     """A fresh page that records every dialog (alert/confirm/prompt); the test fails if one opened. It asks for
-    reduced motion: Streamlit's running and loading animations stop, and a visit costs Chromium about a third less
-    CPU."""
+    reduced motion: Streamlit's running and loading animations stop, which saves Chromium's GPU process about a
+    third of its CPU."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True,
                                   reduced_motion="reduce")
     page = context.new_page()
