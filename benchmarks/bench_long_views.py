@@ -8,7 +8,7 @@ then every page that runs with a language model open, and each Explore view, is 
 cached), ``--rounds`` times: each page's seconds (the first its first visit, which may load a model or compute what
 later visits find cached), their median and the slowest; a page is within ``--limit`` when every visit was. A visit
 settles when the app's script has stopped running, no element waits for its code and Plotly has drawn every figure,
-for a second (the second not counted). Results: ``benchmarks/results/bench_long_views.json``
+with the page unchanged for half a second (not counted). Results: ``benchmarks/results/bench_long_views.json``
 (``--out`` elsewhere; none with ``--quick``).
 
     python benchmarks/bench_long_views.py [--tokens 4096] [--rounds 3] [--limit 5]

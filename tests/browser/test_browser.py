@@ -22,6 +22,7 @@ from support.browser import (
     hover_text,
     pick,
     plot_area,
+    settle,
     shot,
     streamlit_server,
     switch_view,
@@ -178,7 +179,7 @@ def test_injected_markup_stays_text(server, page):
     page.get_by_role("button", name="Translate").click()
     wait_url(page, "again")
     page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=STEP_S * 1000)
-    time.sleep(1)
+    settle(page)
     shot(page, "injection.png")
 
 

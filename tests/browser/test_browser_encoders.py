@@ -11,8 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from support.app_encoders import ENCODERS
-from support.browser import CHROMIUM, shot, streamlit_server
-from test_browser_lm import main_text, settle
+from support.browser import CHROMIUM, main_text, settle, shot, streamlit_server
 from test_browser_walk import CLIPPED
 
 from app import registry, widgets

@@ -7,12 +7,11 @@ that it is for translation models."""
 from __future__ import annotations
 
 import shutil
-import time
 from urllib.parse import urlencode
 
 import pytest
 from support.app import APP
-from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, shot, streamlit_server, tick_labels
+from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, main_text, settle, shot, streamlit_server, tick_labels
 from support.hf_lm import lm_models_folder
 from support.long_walk import language_model_pages
 from test_browser_walk import CLIPPED
@@ -30,10 +29,6 @@ FIXTURES = ("llama", "gpt2", "gpt_oss")  # gpt-oss: learned sinks and experts on
 ASSETS = APP.parents[1] / "assets"
 
 
-def main_text(page) -> str:
-    return page.locator('[data-testid="stMain"]').inner_text()
-
-
 def shipped_language_models() -> list[str]:
     """The language models the repository's assets folder ships (none before one is trained)."""
     return sorted(d.name for d in ASSETS.iterdir() if d.is_dir() and model_languages(d) == LANGUAGE_MODEL)
@@ -46,19 +41,6 @@ def lm_server(tmp_path_factory):
         shutil.copytree(ASSETS / name, root / name)
     with streamlit_server(root, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
-
-
-def settle(page) -> None:
-    """Wait until Streamlit has finished running the page (its status widget gone for a second)."""
-    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
-    deadline = time.monotonic() + FIRST_LOAD_S
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        if not page.locator('[data-testid="stStatusWidget"]').count():
-            time.sleep(1.0)  # late plots of the same run
-            if not page.locator('[data-testid="stStatusWidget"]').count():
-                return
-    pytest.fail(f"{page.url} did not finish running in {FIRST_LOAD_S} s")
 
 
 def test_complete_and_explore_in_a_real_browser(lm_server, page):

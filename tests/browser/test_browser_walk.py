@@ -4,11 +4,10 @@ page land in test-artifacts/."""
 
 from __future__ import annotations
 
-import time
 from urllib.parse import urlencode
 
 import pytest
-from support.browser import CHROMIUM, FIRST_LOAD_S, shot, streamlit_server
+from support.browser import CHROMIUM, FIRST_LOAD_S, settle, shot, streamlit_server
 
 from app import widgets  # noqa: E402
 
@@ -52,20 +51,6 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, 
   }));
   return {index, title, width: frame.width, clipped, covers, overlapping: overlapping.slice(0, 5)};
 })"""
-
-
-def settle(page) -> None:
-    """Wait until Streamlit has finished running the page (its status widget gone) and the figures drew."""
-    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
-    deadline = time.monotonic() + FIRST_LOAD_S
-    while time.monotonic() < deadline:
-        running = page.locator('[data-testid="stStatusWidget"]').count()
-        if not running and page.locator(".js-plotly-plot .main-svg").count():
-            time.sleep(1.0)  # late plots of the same run
-            if not page.locator('[data-testid="stStatusWidget"]').count():
-                return
-        time.sleep(0.5)
-    pytest.fail(f"{page.url} did not finish drawing in {FIRST_LOAD_S} s")
 
 
 def walk_every_page(server: str, page, sentence: str, shots: str, params: dict | None = None) -> None:

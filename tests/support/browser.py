@@ -33,6 +33,12 @@ FIRST_LOAD_S = 180  # a cold server imports torch and decodes 47 greedy steps on
 STEP_S = 90
 
 
+QUIET_S = 0.5  # the page unchanged and idle this long: its run is over (a page may rerun itself)
+
+
+POLL_S = 0.1
+
+
 def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
@@ -106,15 +112,17 @@ def streamlit_server(assets: Path | None, log_path: Path):
             process.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory):
+    """The app on the tiny model, started once per worker for every module that uses it."""
     assets = build_tiny_assets(tmp_path_factory.mktemp("browser-assets"))
     with streamlit_server(assets, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
+    """One headless Chromium per worker, shared by every browser test module (each test gets a context of its own)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -124,8 +132,11 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A fresh page that records every dialog (alert/confirm/prompt); the test fails if one opened."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    """A fresh page that records every dialog (alert/confirm/prompt); the test fails if one opened. It asks for
+    reduced motion: Streamlit's running and loading animations stop, which saves Chromium's GPU process about a
+    third of its CPU."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True,
+                                  reduced_motion="reduce")
     page = context.new_page()
     page.dialogs = []
 
@@ -196,6 +207,61 @@ def shot(page, name: str) -> None:
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0")
     page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 6000))})
-    time.sleep(0.5)
+    next_frame(page)
     page.screenshot(path=str(ARTIFACTS / name))
     page.set_viewport_size(size)
+    next_frame(page)
+
+
+def next_frame(page) -> None:
+    """Return once the browser has laid out and painted a frame after the last change (two animation frames)."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+# True once the app has been idle, and its page unchanged, for `quiet` ms (the quiet spell's length then), polled in
+# the page. Idle: the app's script has run and stopped (its run state "notRunning", no status widget), no element
+# waits for its code (a skeleton) and Plotly has drawn every figure; unchanged: the count of the main area's elements
+# and each figure's size, so that a figure still being laid out counts as a change. `token` starts a fresh watch.
+QUIET_JS = """([token, quiet]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((p) => p.querySelector('svg.main-svg'));
+  const idle = app?.dataset.testScriptState === 'notRunning' && plots.length >= charts
+    && !document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]');
+  const state = idle ? `${document.querySelectorAll('[data-testid="stMain"] *').length}|`
+    + plots.map((p) => { const b = p.getBoundingClientRect(); return `${b.width}x${b.height}`; }).join(',') : null;
+  const watch = window.__vizSettle?.token === token ? window.__vizSettle : (window.__vizSettle = {token});
+  const now = performance.now();
+  if (state === null || state !== watch.state) Object.assign(watch, {state, since: now});
+  return state !== null && now - watch.since >= quiet && now - watch.since;
+}"""
+BUSY_JS = """() => ({state: document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState,
+  status: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+  charts: document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+  plots: document.querySelectorAll('.js-plotly-plot').length})"""
+
+
+def settled_after(page, started: float, limit_s: float = FIRST_LOAD_S) -> float:
+    """Seconds from `started` until the page is drawn: idle and unchanged for `QUIET_S` (`QUIET_JS`, polled in the
+    page every `POLL_S`; a page that reruns itself counts until its last run is drawn), the quiet spell not counted;
+    raises TimeoutError, saying what it still waits for, after `limit_s`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.wait_for_selector('[data-testid="stMain"]', timeout=limit_s * 1000)
+    left_ms = max(started + limit_s - time.monotonic(), 0.001) * 1000
+    try:
+        quiet_ms = page.wait_for_function(QUIET_JS, arg=[random.random(), QUIET_S * 1000], polling=POLL_S * 1000,
+                                          timeout=left_ms).json_value()
+    except PlaywrightTimeout:
+        raise TimeoutError(f"{page.url} did not finish running in {limit_s:.0f} s: {page.evaluate(BUSY_JS)}") from None
+    return time.monotonic() - started - quiet_ms / 1000
+
+
+def settle(page) -> None:
+    """Wait until Streamlit has finished running the page and drawn it (`settled_after`)."""
+    settled_after(page, time.monotonic())
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()

@@ -11,14 +11,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from support.app import APP
-from support.browser import FIRST_LOAD_S
+from support.browser import settled_after
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 TOKENS = 4096
-QUIET_S = 1.0  # the script not running this long: the run is over (a page may rerun itself once)
-POLL_S = 0.1
 EXPLORE_VIEWS = ("model", "head", "focus")  # Explore opens on its heatmap; these are its other views
 TRACE_VISIT = "explore-trace"  # the first visit traces the prompt: timed apart
 NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
@@ -52,33 +50,6 @@ def visits(pages: dict[str, str] | None = None, views: tuple[str, ...] = EXPLORE
     pages = language_model_pages() if pages is None else pages
     return ([(TRACE_VISIT, "", {})] + [(key, path, {}) for key, path in pages.items()]
             + [(f"explore-{view}", "", {"view": view}) for view in views])
-
-
-IDLE_JS = """() => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
-    && !document.querySelector('[data-testid="stStatusWidget"]')
-    && !document.querySelector('[data-testid="stSkeleton"]')
-    && document.querySelectorAll('.js-plotly-plot').length
-       >= document.querySelectorAll('[data-testid="stPlotlyChart"]').length"""  # every figure drawn
-
-
-def settled_after(page, started: float) -> float:
-    """Seconds from `started` until the page is drawn: the app's script has stopped running (its script-run state
-    "notRunning", no status widget), no element waits for its code (a skeleton) and Plotly has drawn every figure,
-    all for `QUIET_S` (a page that reruns itself counts until its last run is drawn)."""
-    page.wait_for_selector('[data-testid="stMain"]', timeout=FIRST_LOAD_S * 1000)
-    deadline = started + FIRST_LOAD_S
-    quiet_since = None
-    while time.monotonic() < deadline:
-        idle = page.evaluate(IDLE_JS)
-        now = time.monotonic()
-        if not idle:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = now
-        elif now - quiet_since >= QUIET_S:
-            return quiet_since - started
-        time.sleep(POLL_S)
-    raise TimeoutError(f"{page.url} did not finish running in {FIRST_LOAD_S} s")
 
 
 def visit(page, url: str, prompt: str, path: str, extra: dict) -> tuple[float, str | None, object]:
