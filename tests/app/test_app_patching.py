@@ -11,7 +11,7 @@ from support.app import arr, charts, messages, ok, open_page, titles
 
 import viz_model
 from viz_model.analysis import head_patching, lm_head_roles
-from viz_model.analysis.prompt_pairs import BY_KEY, PROMPT_PAIRS
+from viz_model.analysis.prompt_pairs import BY_KEY, PROMPT_PAIRS, fitting
 from viz_model.modeldir.shipped import ASSETS_DIR, DEFAULT_MODEL, SHIPPED_LANGUAGE_MODEL
 
 GRID = "Share of the logit difference each head restores"
@@ -70,6 +70,24 @@ def test_a_typed_answer_and_a_pair_of_other_token_counts_are_refused_in_one_line
     assert "the same token count" in said and "\n" not in said and GRID not in titles(at)
     at.text_input(key="w_pat_corrupted").input("The capital of Spain is").run()
     assert at.selectbox(key="w_pat_pair").value == "own" and GRID in titles(ok(at))
+
+
+def test_the_page_opens_on_the_first_pair_the_tokenizer_splits_evenly_and_marks_the_others():
+    """A tokenizer that splits the first shipped pair unevenly (here: one token a character) opens on the first pair
+    it splits evenly, and the picker marks the others; `fitting` keeps exactly the even pairs."""
+    even = fitting(len)
+    assert [pair.key for pair in even] == [pair.key for pair in PROMPT_PAIRS if len(pair.clean) == len(pair.corrupted)]
+    assert PROMPT_PAIRS[0] not in even and even  # "dogs" / "girls": the first pair is uneven by characters
+    assert {pair.key for pair in fitting(lambda text: len(text.split()))} == set(BY_KEY)  # every pair: one word changed
+
+
+def test_the_shipped_model_opens_on_a_pair_it_splits_evenly(shipped, lm):
+    at = patching_page()
+    chosen = BY_KEY[at.selectbox(key="w_pat_pair").value]
+    assert len(lm.encode(chosen.clean)) == len(lm.encode(chosen.corrupted)) and GRID in titles(ok(at))
+    uneven = [o for o in at.selectbox(key="w_pat_pair").options if o.endswith("(token counts differ for this model)")]
+    assert uneven == [BY_KEY[p.key].label + " (token counts differ for this model)" for p in PROMPT_PAIRS
+                      if len(lm.encode(p.clean)) != len(lm.encode(p.corrupted))]
 
 
 def test_a_translator_is_told_in_one_line_that_the_page_runs_a_language_model(shipped):

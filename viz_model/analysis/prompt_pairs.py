@@ -1,8 +1,10 @@
 """Shipped clean / corrupted prompt pairs for head patching: one word changed, so that the two runs differ in the
-answer (the tokenizer may still split them into different counts: patching then says so in one line)."""
+answer (a tokenizer may still split them into different counts: `fitting` keeps the pairs it gives as many tokens,
+and patching a pair that does not fit says so in one line)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -32,3 +34,8 @@ PROMPT_PAIRS = (
                "plays the", "A man is playing the guitar while a woman sings the"),
 )
 BY_KEY = {pair.key: pair for pair in PROMPT_PAIRS}
+
+
+def fitting(count: Callable[[str], int]) -> list[PromptPair]:
+    """The shipped pairs whose clean and corrupted prompts have one token count under `count` (a tokenizer's)."""
+    return [pair for pair in PROMPT_PAIRS if count(pair.clean) == count(pair.corrupted)]

@@ -13,11 +13,12 @@ from app import sessions, state, widgets
 from app.page_settings import PATCHING as own
 from viz_model.analysis import head_patching, lm_head_roles
 from viz_model.analysis.head_patching import HeadPatching
-from viz_model.analysis.prompt_pairs import BY_KEY, PROMPT_PAIRS
+from viz_model.analysis.prompt_pairs import BY_KEY, PROMPT_PAIRS, fitting
 from viz_model.plot import patching_figures
 
 OWN = "own"  # the user's own pair
 PAIR_LABELS = {**{pair.key: pair.label for pair in PROMPT_PAIRS}, OWN: "My own pair"}
+UNEVEN = " (token counts differ for this model)"  # a shipped pair this tokenizer splits unevenly
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -61,13 +62,19 @@ def pick_head(chart_key: str) -> None:
         own.redraws.set(own.redraws.get() + 1)
 
 
-def prompt_form() -> None:
-    """The pair picker, the two prompts and the answer and wrong tokens."""
-    for setting in (own.clean, own.corrupted, own.answer, own.wrong, own.head, own.redraws):
+def prompt_form(model) -> None:
+    """The pair picker (first: the first shipped pair this model's tokenizer gives as many tokens; the others marked
+    where it does not), the two prompts and the answer and wrong tokens."""
+    fits = {pair.key for pair in fitting(lambda text: len(model.encode(text)))}
+    first = next((pair for pair in PROMPT_PAIRS if pair.key in fits), PROMPT_PAIRS[0])
+    own.pair.init(first.key)
+    own.clean.init(first.clean)
+    own.corrupted.init(first.corrupted)
+    for setting in (own.answer, own.wrong, own.head, own.redraws):
         setting.init()
-    state.clamp_choice(own.pair, list(PAIR_LABELS), PROMPT_PAIRS[0].key, "Prompt pair")
-    state.bound(st.selectbox, "Prompt pair", own.pair, list(PAIR_LABELS), format_func=PAIR_LABELS.get,
-                then=pick_pair)
+    labels = {key: label + ("" if key in fits or key == OWN else UNEVEN) for key, label in PAIR_LABELS.items()}
+    state.clamp_choice(own.pair, list(labels), first.key, "Prompt pair")
+    state.bound(st.selectbox, "Prompt pair", own.pair, list(labels), format_func=labels.get, then=pick_pair)
     left, right = st.columns(2)
     with left:
         state.bound(st.text_input, "Clean prompt", own.clean, max_chars=2000, then=typed_prompt)
@@ -89,7 +96,7 @@ def page(session: sessions.Session) -> None:
                "clean prompt's run into the corrupted prompt's run, one head at a time; the grid shows how much of "
                "the clean answer's logit difference over the wrong token that restores: 0 is the corrupted run's, "
                "1 the clean run's.")
-    prompt_form()
+    prompt_form(session.model)
     try:
         with st.spinner("Patching every head…"):
             found = compute_patching(session.ref.stored, own.clean.get(), own.corrupted.get(), own.answer.get(),
