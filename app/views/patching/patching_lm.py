@@ -62,9 +62,9 @@ def pick_head(chart_key: str) -> None:
         own.redraws.set(own.redraws.get() + 1)
 
 
-def prompt_form(model) -> None:
+def prompt_form(model) -> set[str]:
     """The pair picker (first: the first shipped pair this model's tokenizer gives as many tokens; the others marked
-    where it does not), the two prompts and the answer and wrong tokens."""
+    where it does not), the two prompts and the answer and wrong tokens; returns the keys of the even pairs."""
     fits = {pair.key for pair in fitting(lambda text: len(model.encode(text)))}
     first = next((pair for pair in PROMPT_PAIRS if pair.key in fits), PROMPT_PAIRS[0])
     own.pair.init(first.key)
@@ -87,6 +87,7 @@ def prompt_form(model) -> None:
     with right:
         state.bound(st.text_input, "Wrong token (blank: the corrupted run's top other token)", own.wrong,
                     max_chars=100)
+    return fits
 
 
 def page(session: sessions.Session) -> None:
@@ -96,7 +97,11 @@ def page(session: sessions.Session) -> None:
                "clean prompt's run into the corrupted prompt's run, one head at a time; the grid shows how much of "
                "the clean answer's logit difference over the wrong token that restores: 0 is the corrupted run's, "
                "1 the clean run's.")
-    prompt_form(session.model)
+    fits = prompt_form(session.model)
+    if not fits and own.pair.get() != OWN:
+        st.info("This model's tokenizer splits each shipped pair into two different token counts (patching swaps "
+                "head outputs position by position): type a clean and a corrupted prompt of one token count.")
+        return
     try:
         with st.spinner("Patching every head…"):
             found = compute_patching(session.ref.stored, own.clean.get(), own.corrupted.get(), own.answer.get(),
