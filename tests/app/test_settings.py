@@ -64,7 +64,7 @@ BAD_VALUES = {
                        "steps": ("100", "use one of 200, 400, 800, 1600, 3200"),
                        "seconds": ("61", "use a whole number from 5 to 60"),
                        "seed": ("-1", "use a whole number from 0 to 1000000"),
-                       "experiment": ("sinks", "use one of task, induction"),
+                       "experiment": ("sinks", "use one of task, induction, series"),
                        "induction_steps": ("7", "use one of 500, 1000, 2000, 3000, 5000"),
                        "induction_seconds": ("121", "use a whole number from 5 to 120"),
                        "induction_seed": ("x", "use a whole number from 0 to 1000000")},

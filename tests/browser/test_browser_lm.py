@@ -18,6 +18,7 @@ from test_browser_walk import CLIPPED
 
 from app import widgets
 from app.sessions import LANGUAGE_MODEL, model_languages
+from app.views.patching.patching_lm import NO_EVEN_PAIR
 from viz_model.modeldir.shipped import DEFAULT_MODEL
 
 pytestmark = [
@@ -25,7 +26,6 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
                                                      "(apt-get install chromium); CI installs it"),
 ]
-UNEVEN = "splits each shipped pair into two different token counts"  # Head patching's line when no pair fits
 FIXTURES = ("llama", "gpt2", "gpt_oss")  # gpt-oss: learned sinks and experts on every page
 ASSETS = APP.parents[1] / "assets"
 
@@ -82,7 +82,7 @@ def test_every_language_model_page_in_a_real_browser(lm_server, page, model):
         figures = page.evaluate(CLIPPED)
         if key == "training" and model in FIXTURES:  # imported: no training log, one line says so
             assert "there are no curves or recipe of its own to draw here" in main_text(page), name
-        elif key == "patching" and UNEVEN in main_text(page):  # a fixture's toy tokenizer splits every pair unevenly
+        elif key == "patching" and NO_EVEN_PAIR in main_text(page):  # a toy tokenizer splits every pair unevenly
             assert model in FIXTURES, f"{model}: no shipped prompt pair splits evenly"
         else:
             assert figures or key == "watch", f"{model} {name}: no figure drawn"

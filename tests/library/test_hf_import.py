@@ -15,6 +15,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+from support.browser import browser, page  # noqa: E402, F401  (fixtures: the worker's Chromium)
 from support.data import assert_loads_as_built  # noqa: E402
 from support.hf import (  # noqa: E402
     WORDS_DE,
@@ -226,31 +227,29 @@ def test_a_pytorch_model_bin_is_read_with_weights_only(marian_folder, hf, tmp_pa
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_an_imported_model_in_a_real_browser(marian_folder, hf, tmp_path):
-    from support.browser import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_S, streamlit_server
+def test_an_imported_model_in_a_real_browser(marian_folder, hf, tmp_path, request):
+    """The imported Marian in the explorer: the encoder map's keys are its pieces (the worker's one Chromium,
+    support.browser's `page`: a second Playwright in the same worker cannot start)."""
+    from support.browser import CHROMIUM, FIRST_LOAD_S, streamlit_server
 
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's Chromium at /usr/bin/chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    pytest.importorskip("playwright.sync_api")
     _, hf_tok = hf
     assets = tmp_path / "assets"
     assert main(["import", str(marian_folder), "--out", str(assets / "opus-mt-tiny")]) == 0
     sentence = "A man reads a book in the park."
     expected = hf_tok.convert_ids_to_tokens(hf_tok(sentence).input_ids)
-    with streamlit_server(assets, tmp_path / "streamlit.log") as url, sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/?beam=1&sentence={sentence.replace(' ', '+')}")
-            page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
-            ticks = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .xtick text')]"
-                                  ".map(e => e.textContent)")
-            assert ticks == expected  # the encoder map's keys are the Marian pieces of the sentence
-            assert page.locator('[data-testid="stException"]').count() == 0
-            sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
-            assert "opus-mt-tiny · en → de" in sidebar, sidebar  # the caption under the picker names the pair
-        finally:
-            chromium.close()
+    with streamlit_server(assets, tmp_path / "streamlit.log") as url:
+        page = request.getfixturevalue("page")
+        page.goto(f"{url}/?beam=1&sentence={sentence.replace(' ', '+')}")
+        page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=FIRST_LOAD_S * 1000)
+        ticks = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot .xtick text')]"
+                              ".map(e => e.textContent)")
+        assert ticks == expected  # the encoder map's keys are the Marian pieces of the sentence
+        assert page.locator('[data-testid="stException"]').count() == 0
+        sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+        assert "opus-mt-tiny · en → de" in sidebar, sidebar  # the caption under the picker names the pair
 
 
 def test_the_imported_model_loads_as_built(imported):

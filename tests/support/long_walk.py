@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+from app.views.patching.patching_lm import NO_EVEN_PAIR
 from support.app import APP
 from support.browser import settled_after
 from support.hf_lm import import_lm
@@ -20,7 +21,8 @@ TOKENS = 4096
 EXPLORE_VIEWS = ("model", "head", "focus")  # Explore opens on its heatmap; these are its other views
 TRACE_VISIT = "explore-trace"  # the first visit traces the prompt: timed apart
 NO_LOG = "there are no curves or recipe of its own to draw here"  # The training recipe, an imported model
-NOTES = {NO_LOG: "an imported model: no training log to draw"}
+NOTES = {NO_LOG: "an imported model: no training log to draw",
+         NO_EVEN_PAIR: "a toy tokenizer: no shipped prompt pair of one token count to patch"}
 
 
 def language_model_pages() -> dict[str, str]:

@@ -19,6 +19,8 @@ from viz_model.plot import patching_figures
 OWN = "own"  # the user's own pair
 PAIR_LABELS = {**{pair.key: pair.label for pair in PROMPT_PAIRS}, OWN: "My own pair"}
 UNEVEN = " (token counts differ for this model)"  # a shipped pair this tokenizer splits unevenly
+NO_EVEN_PAIR = ("This model's tokenizer splits each shipped pair into two different token counts (patching swaps "
+                "head outputs position by position): type a clean and a corrupted prompt of one token count.")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -99,8 +101,7 @@ def page(session: sessions.Session) -> None:
                "1 the clean run's.")
     fits = prompt_form(session.model)
     if not fits and own.pair.get() != OWN:
-        st.info("This model's tokenizer splits each shipped pair into two different token counts (patching swaps "
-                "head outputs position by position): type a clean and a corrupted prompt of one token count.")
+        st.info(NO_EVEN_PAIR)
         return
     try:
         with st.spinner("Patching every head…"):
