@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.browser import browser, page, server  # noqa: F401 (fixtures: one Chromium a worker, for every test)
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
 from support.parallel import (  # noqa: F401 (hooks)
     add_worker_groups,

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from support.browser import browser, page  # noqa: E402, F401  (fixtures: the worker's Chromium)
 from support.data import assert_loads_as_built  # noqa: E402
 from support.hf import (  # noqa: E402
     WORDS_DE,
