@@ -30,7 +30,7 @@ from ..nn.position_setup import score_schemes
 from ..nn.quantize import LazyInt8Copy, int8_causal_network
 from ..nn.score_recipe import merged
 from ..on_demand import OnDemandMaps, check_maps, keeps_full_maps
-from ..search.causal import LMSearch, add_call, beam_continuation, verified_greedy
+from ..search.causal import LMSearch, add_call, beam_continuation, cut_cache, verified_greedy
 from ..search.next_token import DRAFT_MIN_PARAMETERS
 from ..tokenization.lm_sentencepiece import SentencePieceLM
 from ..tokenization.lm_tokenizer import LMTokenizer
@@ -393,8 +393,7 @@ class LanguageModel(ModelKind):
         known = 0 if self.network.one_token_per_pass else max(0, min(shared, len(ids) - 1))
         run = self.forced_pass(ids, need_weights=True)
         streams = [record.residual[:, known:] for record in run.records]
-        prefix = [KVCache(kv.key[:, :, :known], kv.value[:, :, :known],
-                          None if kv.positions is None else kv.positions[:, :known]) for kv in run.cache]
+        prefix = cut_cache(run.cache, known)
         source = [outputs[..., known:, :] for outputs in source]
         starts = torch.tensor([patched[0][0] if patched else 0 for patched in checked], dtype=torch.long)
         tensor = torch.tensor([list(ids[known:])], device=self.device)

@@ -145,7 +145,7 @@ def kept_rows(out: CausalLMOutput, offset: int, rows: int) -> CausalLMOutput:
     recipes (keys up to the last row kept) and the cache up to them. Rows never see later keys, so they are what a
     call over those rows alone computes."""
     keys = offset + rows
-    return CausalLMOutput(out.logits[:, :rows], cache=_cut(out.cache, keys) or [],
+    return CausalLMOutput(out.logits[:, :rows], cache=cut_cache(out.cache, keys) or [],
                           mask=None if out.mask is None else out.mask[..., :rows, :keys],
                           maps=[m[:, :, :rows, :keys] for m in out.maps],
                           recipes=[first_rows(r, rows, keys) for r in out.recipes], sinks=out.sinks,
@@ -160,7 +160,7 @@ def add_call(calls: list[CausalLMOutput], out: CausalLMOutput) -> None:
     calls.append(out)
 
 
-def _cut(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
+def cut_cache(cache: list[KVCache] | None, keys: int) -> list[KVCache] | None:
     """`cache` up to its first `keys` tokens (views)."""
     if not cache or cache[0].key.shape[2] <= keys:
         return cache
@@ -215,7 +215,7 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
             add_call(found.calls, out)
         cache, ran = out.cache, ran + pending + accepted
         drafted_ran = min(drafted_ran, len(seq) - 1)
-        drafts = _cut(drafts, drafted_ran)
+        drafts = cut_cache(drafts, drafted_ran)
         found.drafted, found.accepted, found.rounds = found.drafted + len(proposal), found.accepted + accepted, \
             found.rounds + 1
         found.cuts += accepted < len(proposal)
