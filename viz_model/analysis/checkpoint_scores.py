@@ -15,6 +15,7 @@ from ..kinds.language_model import LanguageModel
 from ..modeldir.series import Series
 from ..training_series import check_same_model, load_step
 from .lm_head_roles import REPEATED_COPIES, REPEATED_LENGTH, REPEATED_SAMPLES, maps_table, repeated_sequences
+from .sink_eviction import token_losses
 
 STEP_SCORES = ("previous_token", "induction", "first_token")
 
@@ -47,11 +48,9 @@ def checkpoint_scores(model: LanguageModel, length: int = REPEATED_LENGTH, copie
     for ids in sequences:
         out = model.forced_pass(ids, need_weights=True)
         found.append(([weights[0].double().cpu().numpy() for weights in out.attentions], ids))
-        nll = -torch.log_softmax(out.logits[0, :-1].double(), dim=-1)[torch.arange(len(ids) - 1),
-                                                                       torch.tensor(ids[1:])]
         start = len(ids) - length * copies  # the start token(s) before the first copy
         targets = np.arange(1, len(ids))  # the position each loss predicts
-        losses = nll.cpu().numpy()
+        losses = token_losses(out.logits[0, :-1], ids[1:])
         first.append(losses[(targets > start) & (targets < start + length)].mean())
         repeats.append(losses[targets >= start + length].mean())
     return CheckpointScores(maps_table(found), float(np.mean(repeats)), float(np.mean(first)))
