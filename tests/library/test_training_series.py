@@ -14,6 +14,7 @@ import pytest
 transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
+from support.neox_run import STEPS, neox_run  # noqa: E402, F401 (a fixture)
 
 from viz_model.analysis.checkpoint_scores import checkpoint_scores, series_scores  # noqa: E402
 from viz_model.analysis.lm_head_roles import maps_table, repeated_sequences  # noqa: E402
@@ -21,33 +22,16 @@ from viz_model.hf.hub_cache import CACHE_ENV  # noqa: E402
 from viz_model.modeldir.checkpoint import CheckpointError  # noqa: E402
 from viz_model.training_series import load_series, load_step, open_series  # noqa: E402
 
-STEPS = (0, 4, 8)
 LENGTH, COPIES, SAMPLES = 12, 3, 3  # small repeated sequences: the test is about equality, not about a phase change
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A GPT-NeoX trained by transformers on repeated random tokens, saved at `STEPS` (``checkpoint-N``): the run's
-    folder, and the import cache used while the module runs."""
-    base = build_lm_folder(tmp_path_factory.mktemp("neox"), "gpt_neox")
-    root = tmp_path_factory.mktemp("neox-run")
-    model = transformers.GPTNeoXForCausalLM.from_pretrained(base, attn_implementation="eager")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(base)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    generator = torch.Generator().manual_seed(0)
-    for step in range(STEPS[-1] + 1):
-        if step in STEPS:
-            model.save_pretrained(root / f"checkpoint-{step}")
-            tokenizer.save_pretrained(root / f"checkpoint-{step}")
-        tokens = torch.randint(3, 290, (4, 10), generator=generator)
-        ids = torch.cat([tokens, tokens], dim=1)
-        loss = model(input_ids=ids, labels=ids).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+def run(neox_run, tmp_path_factory):  # noqa: F811 (the fixture)
+    """A GPT-NeoX trained by transformers on repeated random tokens, saved at `STEPS` (``checkpoint-N``,
+    `support.neox_run`): the run's folder, and the import cache used while the module runs."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("cache")))
-        yield root
+        yield neox_run
 
 
 def transformers_induction(folder, sequences) -> np.ndarray:

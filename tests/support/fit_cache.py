@@ -21,10 +21,10 @@ def cache_dir(request, tmp_path_factory, name: str) -> Path:
 
 
 def cached_folder(cache: Path, name: str, recipe: list, make: Callable[[Path], None],
-                  code: tuple[str, ...] = ()) -> Path:
-    """The folder `name` that `make(folder)` writes (a config.json among its files), under `cache` by a hash of
-    `recipe`, of the files `code` names (under tests/, such as "support/hf_lm_fit.py") and of the versions of torch
-    and transformers: made where it is not there yet."""
+                  code: tuple[str, ...] = (), made: str = "config.json") -> Path:
+    """The folder `name` that `make(folder)` writes (the file `made`, a config.json by default, among its files),
+    under `cache` by a hash of `recipe`, of the files `code` names (under tests/, such as "support/hf_lm_fit.py") and
+    of the versions of torch and transformers: made where it is not there yet."""
     import torch
     import transformers
 
@@ -32,7 +32,7 @@ def cached_folder(cache: Path, name: str, recipe: list, make: Callable[[Path], N
     made_by = [recipe, sources, torch.__version__, transformers.__version__]
     key = hashlib.sha256(json.dumps(made_by, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = cache / key / name
-    if (folder / "config.json").is_file():
+    if (folder / made).is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{name}-"))
