@@ -36,7 +36,7 @@ from viz_model.modeldir.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
 from viz_model.modeldir.coverage import TRAINING_STATS
 from viz_model.modeldir.languages import name as language_name
 from viz_model.modeldir.languages import read_languages
-from viz_model.modeldir.series import available_series, folder_series
+from viz_model.modeldir.series import Series, available_series, folder_series
 from viz_model.modeldir.shipped import asset_roots, model_root
 from viz_model.nn.devices import device_from_env, give_back_memory
 from viz_model.on_demand import OnDemandMaps
@@ -98,6 +98,7 @@ def root_of(name: str) -> Path:
     return model_root(name) or asset_roots()[0]
 
 
+HUB_ROOT = ""  # the root of a hub id's revision: fetched from the hub, not found in a models folder
 STAMPED_FILES = (WEIGHTS, CONFIG, TOKENIZER, TRAINING_STATS)
 
 
@@ -118,7 +119,8 @@ class ModelRef:
     """A model as the caches key it: its folder, directory name and files' `model_stamp`, the precision its search
     runs in, the target language of a many-to-many model or of a T5's translation task ("" = its own), the task
     prefix of a T5-family model (None = its own) and, for a checkpoint series `name`, the revision: the folder of
-    the step open ("" = none: a model directory)."""
+    the step open ("" = none: a model directory); for a hub id's series (root `HUB_ROOT`), the hub revision of the
+    step open and that `step`."""
 
     root: str
     name: str
@@ -127,6 +129,12 @@ class ModelRef:
     lang: str = ""
     prefix: str | None = None
     revision: str = ""
+    step: int | None = None
+
+    @classmethod
+    def hub(cls, series: Series, step: int) -> ModelRef:
+        """Step `step` of the hub id's series `series`: its revision of the hub id (fetched and cached on first use)."""
+        return cls(HUB_ROOT, series.source, "", revision=series.place(step), step=step)
 
     @classmethod
     def of(cls, name: str, revision: str = "") -> ModelRef:
@@ -157,6 +165,8 @@ def load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)
 def _load_model(ref: ModelRef) -> TranslationModel | LanguageModel | EncoderModel:
+    if ref.root == HUB_ROOT and ref.step is not None:  # a hub id at one step's revision
+        return load_step(Series(ref.name, (ref.step,), (ref.revision,)), ref.step, device_from_env())
     if ref.revision:
         return _load_step(ref)
     if ref.name not in viz_model.available_models(ref.root):  # only ever a real directory directly under the root
@@ -177,6 +187,15 @@ def _load_step(ref: ModelRef) -> LanguageModel:
     first = Path(series.places[0]).name
     if ref.revision != first:
         check_same_model(load_model(ModelRef.of(ref.name, first)), model, series.steps[0], steps[ref.revision])
+    return model
+
+
+def load_hub_step(series: Series, step: int) -> LanguageModel:
+    """Step `step` of the hub id's series `series` (`load_model`, cached), checked to be the same model as the series'
+    first step (one line otherwise)."""
+    model = load_model(ModelRef.hub(series, step))
+    if step != series.steps[0]:
+        check_same_model(load_model(ModelRef.hub(series, series.steps[0])), model, series.steps[0], step)
     return model
 
 

@@ -12,6 +12,7 @@ from app.sessions import (
     LANGUAGE_MODEL,
     ModelRef,
     Session,
+    load_hub_step,
     load_model,
     model_languages,
     roots_label,
@@ -22,25 +23,33 @@ from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHA
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
 from viz_model import EncoderModel, LanguageModel
+from viz_model.hf.hub_cache import is_hub_id
 from viz_model.kinds.translator import TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
-from viz_model.modeldir.series import folder_series
+from viz_model.modeldir.series import Series, folder_series
 from viz_model.search.requests import MAX_TASK_PREFIX_CHARS
 from viz_model.search.settings import MAX_BEAM, MAX_LENGTH_PENALTY
+from viz_model.training_series import open_series
 from viz_model.translation_tasks import TranslationTask, translation_tasks
 
 SERIES = "checkpoint series"  # what the model picker says of a series folder (a language model across its training)
+HUB_SERIES = "_sidebar_hub_series"  # the hub id's series the sidebar opened (a `Series`), else absent
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 
 def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | EncoderModel, ModelRef] | None:
-    """The model picker and its caption; loads the model (cached). None if it cannot load (said there)."""
+    """The model picker and its caption, or the hub series opened below it; loads the model (cached). None if it
+    cannot load (said there)."""
     with st.sidebar:
         series = series_folders()
         kinds = {name: SERIES if name in series else model_languages(ModelRef.of(name).directory) for name in models}
+        hub = hub_series()
         bound(st.selectbox, "Model", SHARED.model, models, help=f"Every model directory found in {roots_label()}",
-              format_func=lambda n: f"{n} ({kinds[n]})" if kinds.get(n) in (LANGUAGE_MODEL, ENCODER, SERIES) else n)
+              format_func=lambda n: f"{n} ({kinds[n]})" if kinds.get(n) in (LANGUAGE_MODEL, ENCODER, SERIES) else n,
+              disabled=hub is not None)
+        if hub is not None:
+            return hub_step(hub)
         name = SHARED.model.get()
         ref = ModelRef.of(name) if name not in series else series_step(name)
         if ref is None:
@@ -52,6 +61,57 @@ def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | En
         except (CheckpointError, OSError, ValueError, RuntimeError) as err:
             st.error(f"This model cannot be loaded: {err}")
             return None
+
+
+def hub_series() -> Series | None:
+    """The form that opens a hub id's revisions (Pythia's step1000, ...) as a series in place of the picker's model,
+    and closes it again; the series open, None for the picker's model. What cannot be a series is said in one
+    line."""
+    ss = st.session_state
+    with st.expander("A series on the hub", expanded=HUB_SERIES in ss):
+        if HUB_SERIES in ss and st.button("Close the hub series", key="hub_series_close",
+                                          help="Back to the model picked above"):
+            del ss[HUB_SERIES]
+        with st.form("hub_series_form", border=False):
+            repo = st.text_input("Hub id", key="hub_series_id", placeholder="EleutherAI/pythia-70m")
+            steps = st.text_input("Training steps", key="hub_series_steps", placeholder="0, 1000, 143000",
+                                  help="The steps whose revisions the repository holds, named as Pythia's are "
+                                       "(step0, step1000, ...). Each is fetched and imported on first use.")
+            if st.form_submit_button("Open as a series"):
+                opened = read_hub_series(repo.strip(), steps)
+                if isinstance(opened, str):
+                    st.error(opened)
+                else:
+                    ss[HUB_SERIES] = opened
+    return ss.get(HUB_SERIES)
+
+
+def read_hub_series(repo: str, steps: str) -> Series | str:
+    """The series of hub id `repo` at the comma-separated `steps`; else the line that says why it is none."""
+    if not is_hub_id(repo):
+        return f"{repo!r} is not a hub id (owner/name, such as EleutherAI/pythia-70m)"
+    try:
+        numbers = [int(part) for part in steps.split(",") if part.strip()]
+    except ValueError:
+        numbers = []
+    if not numbers or min(numbers) < 0:
+        return "The training steps are whole numbers separated by commas, such as 0, 1000, 143000"
+    return open_series(repo, numbers)
+
+
+def hub_step(series: Series) -> tuple[LanguageModel, ModelRef] | None:
+    """The training-step slider of a hub id's series (its last step first), its caption, and the step's model and
+    `ModelRef`; None where the step cannot be loaded or is not the first step's model (said there)."""
+    step = st.select_slider("Training step", list(series.steps), series.steps[-1], key=f"hub_step_{series.source}",
+                            help="Each step is the hub repository at that revision (fetched and imported on first "
+                                 "use, then kept).")
+    st.caption(f"{md_escape(series.source)} · {SERIES} on the hub · step {step} of {series.steps[-1]}: the revision "
+               f"{md_escape(series.place(step))}")
+    try:
+        return load_hub_step(series, step), ModelRef.hub(series, step)
+    except (CheckpointError, OSError, ValueError, RuntimeError) as err:
+        st.error(f"This model cannot be loaded: {err}")
+        return None
 
 
 def series_step(name: str) -> ModelRef | None:

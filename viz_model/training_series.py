@@ -37,7 +37,7 @@ def load_step(series: Series, step: int, device: str | torch.device = "auto") ->
     """The model of `step` (a folder of the series, or the hub id at that revision, imported on first use); one line
     where it is no language model."""
     place = series.place(step)
-    model = load(place, device) if Path(place).is_dir() else load(series.source, device, revision=place)
+    model = load(place, device) if Path(series.source).is_dir() else load(series.source, device, revision=place)
     if not isinstance(model, LanguageModel):
         raise CheckpointError(f"{series.source}: step {step} is not a decoder-only language model; a series is a "
                               "language model across its training")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 transformers = pytest.importorskip("transformers")
+from support.fake_hub import fake_revisions  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
 from test_hub_load import cached  # noqa: E402
 
@@ -31,24 +32,8 @@ def revisions(tmp_path_factory):
 @pytest.fixture
 def hub(revisions, tmp_path, monkeypatch):
     """The hub replaced by `revisions` for `HUB_ID`; the revisions asked for."""
-    import huggingface_hub
-    import requests
-    from huggingface_hub.errors import RevisionNotFoundError
-
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    asked = []
-
-    def download(repo_id, revision=None, **kwargs):
-        asked.append(revision)
-        if revision is not None and revision not in revisions:
-            response = requests.Response()
-            response.status_code = 404
-            raise RevisionNotFoundError(f"404 Client Error: Revision Not Found for {repo_id}@{revision}",
-                                        response=response)
-        return str(revisions[revision or "main"])
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
-    return asked
+    return fake_revisions(monkeypatch, revisions)
 
 
 def test_a_revision_is_fetched_and_cached_apart_from_the_main_branch(hub, tmp_path):

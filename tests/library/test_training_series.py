@@ -5,7 +5,6 @@ transformers' own maps (output_attentions); steps of another architecture or tok
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest
 transformers = pytest.importorskip("transformers")
 import torch  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
-from support.neox_run import STEPS, neox_run  # noqa: E402, F401 (a fixture)
+from support.neox_run import STEPS, neox_run, with_other_tokenizer  # noqa: E402, F401 (a fixture)
 
 from viz_model.analysis.checkpoint_scores import checkpoint_scores, series_scores  # noqa: E402
 from viz_model.analysis.lm_head_roles import maps_table, repeated_sequences  # noqa: E402
@@ -95,13 +94,7 @@ def test_a_step_with_another_tokenizer_is_refused_in_one_line(run, tmp_path):
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     shutil.copytree(run / "checkpoint-0", mixed / "step-0")
-    shutil.copytree(run / "checkpoint-4", mixed / "step-4")
-    path = mixed / "step-4" / "tokenizer.json"
-    data = json.loads(path.read_text())
-    vocab = data["model"]["vocab"]
-    first, second = sorted(vocab, key=vocab.get)[100:102]  # two pieces swap their ids: another tokenizer
-    vocab[first], vocab[second] = vocab[second], vocab[first]
-    path.write_text(json.dumps(data))
+    with_other_tokenizer(run / "checkpoint-4", mixed / "step-4")  # two pieces swap their ids: another tokenizer
     with pytest.raises(CheckpointError, match="step 4 has another tokenizer than step 0") as err:
         load_series(open_series(mixed), "cpu")
     assert "\n" not in str(err.value)

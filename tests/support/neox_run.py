@@ -57,3 +57,17 @@ def imported_series(run: Path, series_dir: Path) -> Path:
     for step in STEPS:
         import_model(str(run / f"checkpoint-{step}"), series_dir / f"step-{step}", copy=True)
     return series_dir
+
+
+def with_other_tokenizer(step_folder: Path, copy: Path) -> Path:
+    """A copy of the checkpoint `step_folder` whose tokenizer has two pieces' ids swapped: another tokenizer."""
+    import json
+
+    shutil.copytree(step_folder, copy)
+    path = copy / "tokenizer.json"
+    data = json.loads(path.read_text())
+    vocab = data["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[100:102]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    path.write_text(json.dumps(data))
+    return copy
