@@ -1,7 +1,8 @@
-"""Imported decoder-only models on a CUDA GPU in bf16 (issue 51): a small random Llama (grouped-query, llama3 RoPE)
-and GPT-2, both sides cast to bfloat16 on the same GPU, transformers with eager attention. Every attention map and the
-logits agree within a bf16 tolerance (the two compute the same formulas in another order of roundings); a folder
-saved in bf16 keeps bf16 on the GPU without a cast. Device: CUDA (skipped without one); precision: bf16.
+"""Imported decoder-only models on a CUDA GPU in bf16 (issue 51): a small random Llama (grouped-query, llama3 RoPE),
+GPT-2 and gpt-oss (learned sinks, a sliding layer, YaRN, a mixture of experts; issue 60), both sides cast to bfloat16
+on the same GPU, transformers with eager attention. Every attention map and the logits agree within a bf16 tolerance
+(the two compute the same formulas in another order of roundings); a folder saved in bf16 keeps bf16 on the GPU
+without a cast. Device: CUDA (skipped without one); precision: bf16.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ LOGIT_TOLERANCE = 0.1  # relative to the largest logit of the row
 PROMPT = "The red dog reads a book in the park, and the old man runs in the snow."
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gpt_oss"])
 def test_bf16_maps_and_logits_agree_with_transformers_on_the_gpu(family, tmp_path):
     folder = build_lm_folder(tmp_path, family)
     ours = viz_model.load(import_model(str(folder), tmp_path / "ours"), device="cuda")
