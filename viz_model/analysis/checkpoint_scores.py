@@ -15,7 +15,7 @@ from ..kinds.language_model import LanguageModel
 from ..modeldir.series import Series
 from ..training_series import check_same_model, load_step
 from .lm_head_roles import REPEATED_COPIES, REPEATED_LENGTH, REPEATED_SAMPLES, maps_table, repeated_sequences
-from .sink_eviction import token_losses
+from .token_loss import token_losses
 
 STEP_SCORES = ("previous_token", "induction", "first_token")
 

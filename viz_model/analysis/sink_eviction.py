@@ -22,6 +22,7 @@ import torch
 from ..kinds.language_model import INPUT_POSITIONS, LanguageModel
 from ..nn.devices import one_thread
 from ..nn.kv_window import appended_last, kept_keys
+from .token_loss import token_losses
 
 KEPT = (0, 1, 2, 4, 8)  # StreamingLLM's Table 1 keeps 0 or 4; these show the curve between
 RULES = ("cache", "text")
@@ -73,13 +74,6 @@ def eviction_mask(length: int, window: int, kept: int) -> torch.Tensor:
     query = torch.arange(length)[:, None]
     key = torch.arange(length)[None, :]
     return (key <= query) & ((key < kept) | (key > query - (window - kept)))
-
-
-def token_losses(logits: torch.Tensor, targets: Sequence[int]) -> np.ndarray:
-    """``(len(targets),)`` -log p(target) of each row of `logits` ``(rows, vocab)``, in float64."""
-    log_probs = torch.log_softmax(logits.double(), -1)
-    rows = torch.arange(len(targets), device=logits.device)
-    return -log_probs[rows, torch.tensor(list(targets), device=logits.device)].cpu().numpy()
 
 
 def full_losses(model: LanguageModel, ids: Sequence[int], mask: torch.Tensor | None = None) -> np.ndarray:
