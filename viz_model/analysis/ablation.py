@@ -23,6 +23,7 @@ from ..config.checks import check_int
 from ..data.batching import DEFAULT_BATCH_TOKENS
 from ..data.bleu import corpus_scores
 from ..kinds.base import ModelKind, PerKind
+from ..kinds.head_checks import head_items
 from ..kinds.language_model import LanguageModel
 from ..kinds.translator import TranslationModel
 from ..nn.head_masked import HeadMaskedNetwork as HeadMaskedNetwork  # its home was here: still importable from here
@@ -58,10 +59,7 @@ def _index(value: object, size: int, what: str) -> int:
 def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:
     """The heads sorted and without repeats; each must be ``(kind, layer, head)`` within the model's sizes."""
     counts, checked = layer_counts(config), set()
-    for item in heads:
-        if not isinstance(item, (tuple, list)) or len(item) != 3:
-            raise ValueError(f"a head is (kind, layer, head), e.g. ('cross', 0, 3); got {item!r}")
-        kind, layer, head = item
+    for kind, layer, head in head_items(heads, 3, "a head is (kind, layer, head), e.g. ('cross', 0, 3)"):
         if kind not in counts:
             raise ValueError(f"head kind must be one of {', '.join(counts)}; got {kind!r}" + (
                 " (a language model has decoder self-attention heads only)" if config.kind == "decoder" else ""))

@@ -37,6 +37,7 @@ from ..tokenization.lm_tokenizer import LMTokenizer
 from ..tokenization.tokenizer import Tokenizer, word_ids
 from ..trace import AttentionTrace, DecodingStep
 from .base import ModelKind
+from .head_checks import head_items
 
 MAX_PROMPT_CHARS = 1_000_000  # a guard on the text alone: the positions and the memory estimate bound a prompt
 MAX_NEW_TOKENS = 1024
@@ -68,15 +69,17 @@ def check_count(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
+PATCHED_HEAD = "a head is a (layer, head) pair of integers, e.g. (0, 1)"  # what a patched head must be
+
+
 def check_patched_heads(heads: object, layers: int, per_layer: int) -> list[tuple[int, int]]:
     """`heads` as sorted distinct (layer, head) pairs (0-based) when each is inside the model; else one line."""
     if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
         raise ValueError(f"heads must be a list of (layer, head) pairs, got {heads!r}")
     checked = set()
-    for item in heads:
-        if not isinstance(item, (tuple, list)) or len(item) != 2 or \
-                any(isinstance(i, bool) or not isinstance(i, int) for i in item):
-            raise ValueError(f"a head is a (layer, head) pair of integers, e.g. (0, 1); got {item!r}")
+    for item in head_items(heads, 2, PATCHED_HEAD):
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in item):
+            raise ValueError(f"{PATCHED_HEAD}; got {item!r}")
         if not (0 <= item[0] < layers and 0 <= item[1] < per_layer):
             raise ValueError(f"head {tuple(item)} is outside the model: layers 0 to {layers - 1}, heads 0 to "
                              f"{per_layer - 1} (0-based)")
