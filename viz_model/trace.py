@@ -435,6 +435,26 @@ class AttentionTrace:
         raise TraceError(f"{path}: unknown trace format {path.suffix!r}; use .json or .npz")
 
     @classmethod
+    def decoder_only(cls, *, text: str, continuation: str, ids: list[int], tokens: list[str], output_ids: list[int],
+                     output_tokens: list[str], maps: list[np.ndarray] | OnDemandMaps, mask: np.ndarray,
+                     positional: np.ndarray, embeddings: np.ndarray, steps: list[DecodingStep],
+                     log_probability: float, settings: dict[str, Any], config: dict[str, Any], model_name: str,
+                     device: str, timings: dict[str, float]) -> AttentionTrace:
+        """A decoder-only model's trace: `text` and its `continuation`; the tokens read (`ids`, `tokens`) with each
+        layer's `maps`, their `mask`, `positional` encodings and token `embeddings` ``(n, d_model)``; what each step
+        predicted (`output_ids`, `steps`). It has no source side: those fields are empty."""
+        n, width = len(ids), embeddings.shape[1]
+        return cls(
+            source_text=text, translation=continuation, source_ids=[], source_tokens=[], source_words=[],
+            target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens), output_ids=output_ids,
+            output_tokens=output_tokens, encoder_attentions=[], decoder_attentions=maps, cross_attentions=[],
+            encoder_mask=np.zeros((0, 0), dtype=bool), decoder_mask=mask, cross_mask=np.zeros((n, 0), dtype=bool),
+            source_positional=np.zeros((0, width), dtype=np.float32), target_positional=positional,
+            source_embeddings=np.zeros((0, width), dtype=np.float32), target_embeddings=embeddings, steps=steps,
+            log_probability=log_probability, settings=settings, config=config, model_name=model_name, device=device,
+            timings=timings)
+
+    @classmethod
     def recorded(cls, network: Transformer, tokenizer: Tokenizer, text: str, source: torch.Tensor,
                  prefix: torch.Tensor, output_ids: list[int], out: Seq2SeqOutput, top_k: int, positions: bool,
                  settings: dict[str, Any], model_name: str, device: str) -> AttentionTrace:

@@ -34,7 +34,7 @@ from ..search.causal import LMSearch, add_call, beam_continuation, cut_cache, ve
 from ..search.next_token import DRAFT_MIN_PARAMETERS
 from ..tokenization.lm_sentencepiece import SentencePieceLM
 from ..tokenization.lm_tokenizer import LMTokenizer
-from ..tokenization.tokenizer import Tokenizer, word_ids
+from ..tokenization.tokenizer import Tokenizer
 from ..trace import AttentionTrace, DecodingStep
 from .base import ModelKind
 from .head_checks import head_items
@@ -484,16 +484,12 @@ class LanguageModel(ModelKind):
         table = self.network.positions
         positional = torch.zeros(n, d) if table is None else table(n)  # RoPE, ALiBi: nothing added to the input
         text = self.tokenizer.chat_text(prompt) if isinstance(prompt, list) else prompt
-        trace = AttentionTrace(
-            source_text=text, translation=self.tokenizer.decode(new), source_ids=[], source_tokens=[],
-            source_words=[], target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens),
-            output_ids=outputs, output_tokens=self.tokenizer.pieces(outputs), encoder_attentions=[],
-            decoder_attentions=attentions, cross_attentions=[],
-            encoder_mask=np.zeros((0, 0), dtype=bool),
-            decoder_mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
-            cross_mask=np.zeros((n, 0), dtype=bool), source_positional=np.zeros((0, d), dtype=np.float32),
-            target_positional=positional.float().cpu().numpy(), source_embeddings=np.zeros((0, d), dtype=np.float32),
-            target_embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
+        trace = AttentionTrace.decoder_only(
+            text=text, continuation=self.tokenizer.decode(new), ids=ids, tokens=tokens, output_ids=outputs,
+            output_tokens=self.tokenizer.pieces(outputs), maps=attentions,
+            mask=window_mask(n, 0, None, torch.device("cpu"))[0, 0].numpy(),
+            positional=positional.float().cpu().numpy(),
+            embeddings=self.network.token_embeddings(ids_tensor)[0].float().cpu().numpy(), steps=steps,
             log_probability=log_probability,
             settings={"search": "greedy" if forced_ids is None else "forced", "beam": 1, "top_k": top_k,
                       "max_new_tokens": max_new_tokens,
