@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .layer_maps import LayerMaps, layer_maps
 from .nn.arrays import to_numpy
 from .nn.attention import causal_mask
 from .nn.kinds import check_kind
@@ -139,6 +140,10 @@ class AttentionTrace:
     timings: dict[str, float] = field(default_factory=dict)
     version: int = FORMAT_VERSION
 
+    def __post_init__(self) -> None:
+        for name in ARRAY_LIST_FIELDS:  # whole maps read as maps made on demand are: one interface, `LayerMaps`
+            setattr(self, name, layer_maps(getattr(self, name)))
+
     # --- convenience -----------------------------------------------------------------------------
     @property
     def num_layers(self) -> dict[str, int]:
@@ -152,15 +157,15 @@ class AttentionTrace:
         maps = self.encoder_attentions or self.decoder_attentions
         return self.map_shape("encoder" if self.encoder_attentions else "decoder", 0)[0] if maps else 0
 
-    def attentions(self, kind: str) -> list[np.ndarray] | OnDemandMaps:
-        """The maps of one kind: "encoder", "decoder" or "cross" (`OnDemandMaps`: each layer's made when read)."""
+    def attentions(self, kind: str) -> LayerMaps:
+        """The maps of one kind: "encoder", "decoder" or "cross" (`OnDemandMaps`: each layer's made when read; else
+        `WholeMaps`)."""
         check_kind(kind)
         return getattr(self, f"{kind}_attentions")
 
     def map_shape(self, kind: str, layer: int) -> tuple[int, int, int]:
         """``(heads, queries, keys)`` of one layer's maps, without making them."""
-        maps = self.attentions(kind)
-        return maps.shape(layer) if isinstance(maps, OnDemandMaps) else tuple(maps[layer].shape)
+        return self.attentions(kind).shape(layer)
 
     def head_map(self, kind: str, layer: int, head: int, rows: slice | None = None) -> np.ndarray:
         """``(queries, keys)`` float32: one head's map (`rows`: those query rows alone), made alone where the maps
@@ -171,9 +176,7 @@ class AttentionTrace:
         heads, _, _ = self.map_shape(kind, layer)
         if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads:
             raise ValueError(f"head must be an integer from 0 to {heads - 1}, got {head!r}")
-        if isinstance(maps, OnDemandMaps):
-            return maps.head(layer, head, rows)
-        return maps[layer][head] if rows is None else maps[layer][head, rows]
+        return maps.head(layer, head, rows)
 
     def reading(self, kind: str) -> str:
         """How a kind's maps are read (`on_demand.reading`): "whole" (drawn cell by cell) or "rows" (a head's rows at a

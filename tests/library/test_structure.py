@@ -103,7 +103,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("search", ["viz_model.search.*"]),
     ("Hugging Face folders", ["viz_model.hf.*"]),
     ("face", ["viz_model.trace", "viz_model.kinds.*", "viz_model.api", "viz_model.translation_tasks",
-              "viz_model", "viz_model.command_line", "viz_model.workers", "viz_model.on_demand",
+              "viz_model", "viz_model.command_line", "viz_model.workers", "viz_model.on_demand", "viz_model.layer_maps",
               "viz_model.training_series"]),
     ("analysis", ["viz_model.analysis.*"]),
     ("attribution", ["viz_model.attribution.*"]),
