@@ -86,6 +86,22 @@ def compute_series_scores(folder: str, stamp: str) -> dict[int, CheckpointScores
     return series_scores(folder_series(Path(folder)), device_from_env())
 
 
+HUB_SERIES = "_sidebar_hub_series"  # the hub id's series the sidebar opened in this tab (a `Series`), else absent
+
+
+def open_hub_series() -> Series | None:
+    """The hub id's series the sidebar opened in this browser tab (None: none is open)."""
+    return st.session_state.get(HUB_SERIES)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def compute_hub_series_scores(source: str, steps: tuple[int, ...], places: tuple[str, ...]
+                              ) -> dict[int, CheckpointScores]:
+    """`series_scores` of the hub id `source`'s series (`places`: the revisions of its `steps`) on this process's
+    device; one line where a revision is missing or its steps are no one model."""
+    return series_scores(Series(source, steps, places), device_from_env())
+
+
 def series_stamp(folder: Path) -> str:
     """The steps of a series folder and the `model_stamp` of each: a changed series gets a fresh cache entry."""
     series = folder_series(folder)

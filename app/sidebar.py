@@ -9,6 +9,7 @@ import streamlit as st
 
 from app.sessions import (
     ENCODER,
+    HUB_SERIES,
     LANGUAGE_MODEL,
     ModelRef,
     Session,
@@ -34,7 +35,6 @@ from viz_model.training_series import open_series
 from viz_model.translation_tasks import TranslationTask, translation_tasks
 
 SERIES = "checkpoint series"  # what the model picker says of a series folder (a language model across its training)
-HUB_SERIES = "_sidebar_hub_series"  # the hub id's series the sidebar opened (a `Series`), else absent
 TASK_SEEN = "_sidebar_task_seen"  # (model, task) the sidebar last drew: a switch drops the typed task prefix
 
 

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
-from support.app import arr, charts, ok, start  # noqa: E402
+from support.app import arr, charts, ok, start, switch_to  # noqa: E402
 from support.fake_hub import fake_revisions  # noqa: E402
 from support.hf_lm import build_lm_folder  # noqa: E402
 from support.neox_run import STEPS, neox_run, with_other_tokenizer  # noqa: E402, F401 (a fixture)
 
+from viz_model.analysis.checkpoint_scores import series_scores  # noqa: E402
 from viz_model.hf.hub_cache import CACHE_ENV  # noqa: E402
+from viz_model.modeldir.series import hub_series  # noqa: E402
 
 REPO = "EleutherAI/pythia-tiny"
 SLIDER = f"hub_step_{REPO}"
@@ -63,6 +65,21 @@ def test_a_hub_ids_revisions_open_as_one_model_with_a_training_step_slider(revis
     ok(at.run())
     assert SLIDER not in [s.key for s in at.sidebar.select_slider]
     assert not at.sidebar.selectbox[0].disabled  # the picker's model again
+
+
+def test_watch_attention_form_measures_the_hub_series_open(revisions):
+    at = open_hub_series(REPO, "0, 4, 8")
+    switch_to(at, "watch").run()
+    at.radio(key="watch_experiment").set_value("series").run()
+    ok(at.selectbox(key="series_pick").set_value(REPO).run())
+    assert REPO in at.selectbox(key="series_pick").options
+    expected = series_scores(hub_series(REPO, list(STEPS)), "cpu")
+    lines = next(c for c in charts(at) if any(d.get("name") == "induction score" for d in c["data"]))
+    by_name = {d["name"]: d for d in lines["data"]}
+    assert [int(x) for x in arr(by_name["induction score"]["x"])] == list(STEPS)
+    np.testing.assert_allclose(arr(by_name["induction score"]["y"]), [expected[s].best("induction") for s in STEPS],
+                               atol=1e-9)
+    np.testing.assert_allclose(arr(by_name["loss: repeats"]["y"]), [expected[s].loss_repeats for s in STEPS])
 
 
 def test_a_revision_the_hub_does_not_have_is_one_line(revisions):

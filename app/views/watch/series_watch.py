@@ -1,8 +1,11 @@
 """Watch attention form's third experiment: a real language model's own checkpoints across its training (a series
-folder, `viz_model.modeldir.series`), each measured on repeated random tokens: the phase change where induction heads
-form, the previous-token heads they need, the sink, and the loss on the repeats."""
+folder, `viz_model.modeldir.series`, or the hub id's series the sidebar opened), each measured on repeated random
+tokens: the phase change where induction heads form, the previous-token heads they need, the sink, and the loss on the
+repeats."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -12,6 +15,7 @@ from app.page_settings import WATCH as own
 from viz_model.analysis.checkpoint_scores import STEP_SCORES, CheckpointScores
 from viz_model.analysis.lm_head_roles import REPEATED_COPIES, REPEATED_LENGTH, REPEATED_SAMPLES
 from viz_model.modeldir.checkpoint import CheckpointError
+from viz_model.modeldir.series import Series
 from viz_model.plot import series_figures
 
 FORMED = 0.3  # an induction score above this marks a head as formed (the shipped model's card uses the same bar)
@@ -47,23 +51,31 @@ def summary(found: dict[int, CheckpointScores]) -> str:
             f"{best[0]:.2f} at step {steps[0]}. {loss}")
 
 
+def measured(name: str, folders: dict[str, Path], hub: Series | None) -> dict[int, CheckpointScores]:
+    """The scores of every checkpoint of the series `name`: a series folder of `folders`, else the hub series `hub`
+    the sidebar opened."""
+    if name in folders:
+        folder = folders[name] / name
+        return sessions.compute_series_scores(str(folder), sessions.series_stamp(folder))
+    return sessions.compute_hub_series_scores(hub.source, hub.steps, hub.places)
+
+
 def series_experiment() -> None:
     """The series picker, the scores of every checkpoint and the figures."""
     explanation()
-    folders = sessions.series_folders()
-    if not folders:
+    folders, hub = sessions.series_folders(), sessions.open_hub_series()
+    names = list(folders) + ([hub.source] if hub is not None else [])  # a hub id has a "/": never a folder's name
+    if not names:
         st.info(f"No checkpoint series in {sessions.roots_label()}. Add a folder that holds one "
                 "(`viz-model app --models DIR`, where DIR holds the series folder).")
         return
-    names = list(folders)
     if own.series.get() not in names:
         own.series.set(names[0])
     name = st.selectbox("Series", names, index=names.index(own.series.get()), key="series_pick")
     own.series.set(name)
-    folder = folders[name] / name
     try:
         with st.spinner("Measuring every checkpoint…"):
-            found = sessions.compute_series_scores(str(folder), sessions.series_stamp(folder))
+            found = measured(name, folders, hub)
     except (CheckpointError, ValueError, OSError) as err:
         st.error(f"This series cannot be shown: {err}")
         return
