@@ -444,9 +444,9 @@ class AttentionTrace:
                      log_probability: float, settings: dict[str, Any], config: dict[str, Any], model_name: str,
                      device: str, timings: dict[str, float]) -> AttentionTrace:
         """A decoder-only model's trace: `text` and its `continuation`; the tokens read (`ids`, `tokens`) with each
-        layer's `maps`, their `mask`, `positional` encodings and token `embeddings` ``(n, d_model)``; what each step
+        layer's `maps`, their `mask`, `positional` encodings and token `embeddings`; what each step
         predicted (`output_ids`, `steps`). It has no source side: those fields are empty."""
-        n, width = len(ids), embeddings.shape[1]
+        n, width = len(ids), config["d_model"]  # the empty side's encodings: (0, d_model)
         return cls(
             source_text=text, translation=continuation, source_ids=[], source_tokens=[], source_words=[],
             target_ids=ids, target_tokens=tokens, target_words=word_ids(tokens), output_ids=output_ids,
@@ -456,6 +456,25 @@ class AttentionTrace:
             source_embeddings=np.zeros((0, width), dtype=np.float32), target_embeddings=embeddings, steps=steps,
             log_probability=log_probability, settings=settings, config=config, model_name=model_name, device=device,
             timings=timings)
+
+    @classmethod
+    def encoder_only(cls, *, text: str, filled: str, ids: list[int], tokens: list[str], words: list[int],
+                     maps: list[np.ndarray] | OnDemandMaps, positional: np.ndarray, embeddings: np.ndarray,
+                     log_probability: float, settings: dict[str, Any], config: dict[str, Any], model_name: str,
+                     device: str, timings: dict[str, float]) -> AttentionTrace:
+        """An encoder-only model's trace: `text` and the text with its mask tokens `filled`; the tokens read (`ids`,
+        `tokens`, `words`) with each layer's `maps` (every key visible), `positional` encodings and token
+        `embeddings`. It has no target side: those fields are empty."""
+        n, width = len(ids), config["d_model"]  # the empty side's encodings: (0, d_model)
+        return cls(
+            source_text=text, translation=filled, source_ids=ids, source_tokens=tokens, source_words=words,
+            target_ids=[], target_tokens=[], target_words=[], output_ids=[], output_tokens=[],
+            encoder_attentions=maps, decoder_attentions=[], cross_attentions=[],
+            encoder_mask=np.ones((n, n), dtype=bool), decoder_mask=np.zeros((0, 0), dtype=bool),
+            cross_mask=np.zeros((0, n), dtype=bool), source_positional=positional,
+            target_positional=np.zeros((0, width), dtype=np.float32), source_embeddings=embeddings,
+            target_embeddings=np.zeros((0, width), dtype=np.float32), steps=[], log_probability=log_probability,
+            settings=settings, config=config, model_name=model_name, device=device, timings=timings)
 
     @classmethod
     def recorded(cls, network: Transformer, tokenizer: Tokenizer, text: str, source: torch.Tensor,

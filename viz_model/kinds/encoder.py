@@ -266,19 +266,12 @@ class EncoderModel(ModelKind):
         filled = list(ids)
         for found in predictions:
             filled[found.position] = found.ids[0]
-        tokens, width = self.tokenizer.pieces(ids), self.config.d_model  # the empty target side's width
-        trace = AttentionTrace(
-            source_text=text, translation=self.tokenizer.decode(filled),
-            source_ids=ids, source_tokens=tokens, source_words=encoded.words, target_ids=[], target_tokens=[],
-            target_words=[], output_ids=[], output_tokens=[],
-            encoder_attentions=self.recipe_maps(out.records) if on_demand else
+        trace = AttentionTrace.encoder_only(
+            text=text, filled=self.tokenizer.decode(filled), ids=ids, tokens=self.tokenizer.pieces(ids),
+            words=encoded.words, maps=self.recipe_maps(out.records) if on_demand else
             [record.weights[0].float().cpu().numpy() for record in out.records],
-            decoder_attentions=[], cross_attentions=[], encoder_mask=np.ones((n, n), dtype=bool),
-            decoder_mask=np.zeros((0, 0), dtype=bool), cross_mask=np.zeros((0, n), dtype=bool),
-            source_positional=self.network.position_vectors(out.positions)[0].float().cpu().numpy(),
-            target_positional=np.zeros((0, width), dtype=np.float32),
-            source_embeddings=self.embeddings(ids)[0].float().cpu().numpy(),
-            target_embeddings=np.zeros((0, width), dtype=np.float32), steps=[],
+            positional=self.network.position_vectors(out.positions)[0].float().cpu().numpy(),
+            embeddings=self.embeddings(ids)[0].float().cpu().numpy(),
             log_probability=float(sum(found.log_probability for found in predictions)),
             settings={"top_k": top_k, "head_mask": head_mask is not None, "type_ids": encoded.type_ids,
                       "text_pair": text_pair, "predictions": [dataclasses.asdict(found) for found in predictions]},
