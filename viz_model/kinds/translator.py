@@ -47,6 +47,7 @@ from ..search.decoding import BeamTree, beam_search, beam_search_tree, output_li
 from ..search.next_token import draft_pays
 from ..search.requests import Request, check_decoding, check_positions_flag
 from ..search.settings import GenerationError, ModelGeneration, Search, export_generation, load_generation
+from ..search.thread_choice import search_threads, threads
 from ..tokenization.imported import decoder_start
 from ..tokenization.pretrained import M2M100Tokenizer
 from ..tokenization.tokenizer import Tokenizer
@@ -165,6 +166,11 @@ class TranslationModel(ModelKind):
             return None
         draft = self._draft.get(self.network)  # shared by the views: with this view's config (target, start)
         return draft if draft is None or draft.config == self.config else _with_config(draft, self.config)
+
+    def search_threads(self) -> int:
+        """The CPU threads this model's searches run on here: the fastest of a short calibration among the counts
+        that give the same logits (`viz_model.search.thread_choice`), kept per machine."""
+        return search_threads(self.search_network)
 
     def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
                         ) -> Search:
@@ -317,9 +323,13 @@ class TranslationModel(ModelKind):
                 max_len = self.config.max_positions
             elif target is None:
                 max_len = output_limits(src, self.network, search.hf)[0]
-                output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
-                                         positions=positions, encoded=encoded if head_mask is None else None,
-                                         hf=search.hf, draft=self.draft_network())[0].tokens
+                draft = self.draft_network()
+                # step by step on a given encoding (what the calibration timed and compared): the chosen threads
+                count = self.search_threads() if head_mask is None and draft is None else torch.get_num_threads()
+                with threads(count):
+                    output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
+                                             positions=positions, encoded=encoded if head_mask is None else None,
+                                             hf=search.hf, draft=draft)[0].tokens
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions

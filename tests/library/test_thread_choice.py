@@ -1,0 +1,108 @@
+"""The threads a search runs on, by a calibration timed on the machine (`viz_model.search.thread_choice`): the
+fastest count among those whose logits equal the default's, kept in a file; a trace searched on another thread count
+equals the default one (the same output ids, maps within 1e-5)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import viz_model
+from viz_model.search import thread_choice
+
+SHIPPED = viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL
+SENTENCES = ["A man in a blue shirt is standing on a ladder and cleaning the windows.",
+             "Two dogs are playing in the snow.", "The children laugh while their father cooks dinner."]
+
+
+class FakeMachine:
+    """Work whose output and duration (on a fake clock) depend on the thread count it runs on."""
+
+    def __init__(self, seconds: dict[int, float], values: dict[int, float]) -> None:
+        self.seconds, self.values, self.now = seconds, values, 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def work(self) -> torch.Tensor:
+        self.now += self.seconds[torch.get_num_threads()]
+        return torch.tensor([self.values[torch.get_num_threads()]])
+
+
+def calibrated(seconds: dict[int, float], values: dict[int, float]) -> dict:
+    machine = FakeMachine(seconds, values)
+    return thread_choice.calibrate(machine.work, [2, 1], machine.clock)
+
+
+def test_calibration_takes_the_fastest_count_with_the_same_logits():
+    chosen = calibrated({2: 0.010, 1: 0.004}, {2: 1.0, 1: 1.0})
+    assert chosen["threads"] == 1 and chosen["equal"] == ["2", "1"]
+    assert chosen["median_ms"] == {"2": pytest.approx(10.0), "1": pytest.approx(4.0)}
+    assert calibrated({2: 0.004, 1: 0.010}, {2: 1.0, 1: 1.0})["threads"] == 2
+
+
+def test_calibration_never_takes_a_count_whose_logits_differ():
+    chosen = calibrated({2: 0.010, 1: 0.001}, {2: 1.0, 1: 1.0 + 1e-7})
+    assert chosen["threads"] == 2 and chosen["equal"] == ["2"]
+
+
+def test_a_busy_machine_ends_the_calibration_early():
+    machine = FakeMachine({2: 3.0, 1: 0.1}, {2: 1.0, 1: 1.0})
+    chosen = thread_choice.calibrate(machine.work, [2, 1], machine.clock)
+    assert chosen["threads"] == 1 and machine.now < 4 * (3.0 + 0.1)  # warm-up and one timed round, not seven
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_search_threads_is_calibrated_once_and_kept(tiny_model, tmp_path, monkeypatch, two_threads):
+    monkeypatch.setenv(thread_choice.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(thread_choice, "_chosen", {})
+    calls = []
+
+    def calibrate(work, candidates, clock=None):
+        calls.append(candidates)
+        assert work().shape == (thread_choice.STEPS * thread_choice.BEAM, tiny_model.config.vocab_size)
+        return {"threads": 1, "median_ms": {"2": 2.0, "1": 1.0}, "equal": ["2", "1"], "date": "today"}
+
+    monkeypatch.setattr(thread_choice, "calibrate", calibrate)
+    assert tiny_model.search_threads() == 1 and calls == [[2, 1]]
+    kept = json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text())
+    key = f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
+    assert kept[key]["threads"] == 1
+    monkeypatch.setattr(thread_choice, "_chosen", {})  # a new process: the file answers
+    assert tiny_model.search_threads() == 1 and len(calls) == 1
+    torch.set_num_threads(1)  # one thread by default: nothing to choose, nothing timed
+    assert tiny_model.search_threads() == 1 and len(calls) == 1
+
+
+def test_the_real_calibration_answers_from_what_it_timed(tiny_model, tmp_path, monkeypatch, two_threads):
+    monkeypatch.setenv(thread_choice.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(thread_choice, "_chosen", {})
+    chosen = tiny_model.search_threads()
+    kept = next(iter(json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text()).values()))
+    assert chosen == kept["threads"] and str(chosen) in kept["equal"] and "2" in kept["equal"]
+    assert kept["median_ms"][str(chosen)] == min(kept["median_ms"][n] for n in kept["equal"])
+
+
+@pytest.mark.parametrize("which", ["tiny", "shipped"])
+def test_a_trace_searched_on_the_chosen_threads_equals_the_default(which, tiny_model, monkeypatch, two_threads):
+    model = tiny_model if which == "tiny" else viz_model.load(SHIPPED, device="cpu")
+    assert model.search_precision == "int8"
+    traces = {}
+    for count in (2, 1):
+        monkeypatch.setattr(type(model), "search_threads", lambda self, n=count: n)
+        traces[count] = [model.trace(s, beam=4) for s in (SENTENCES if which == "tiny" else SENTENCES[:1])]
+    for default, chosen in zip(traces[2], traces[1], strict=True):
+        assert chosen.output_ids == default.output_ids and chosen.translation == default.translation
+        for kind in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+            for a, b in zip(getattr(default, kind), getattr(chosen, kind), strict=True):
+                np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
