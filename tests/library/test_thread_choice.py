@@ -1,6 +1,7 @@
 """The threads a search runs on, by a calibration timed on the machine (`viz_model.search.thread_choice`): the
 fastest count among those whose logits equal the default's, kept in a file; a trace searched on another thread count
-equals the default one (the same output ids, maps within 1e-5)."""
+equals the default one (the same output ids, maps within 1e-5), and a draft searching on its own threads verifies the
+same output."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pytest
 import torch
 
 import viz_model
+from viz_model.nn.quantize import int8_search_network
 from viz_model.search import thread_choice
+from viz_model.search.decoding import beam_search
+from viz_model.search.next_token import StepScorer
 
 SHIPPED = viz_model.modeldir.shipped.ASSETS_DIR / viz_model.DEFAULT_MODEL
 SENTENCES = ["A man in a blue shirt is standing on a ladder and cleaning the windows.",
@@ -106,3 +110,26 @@ def test_a_trace_searched_on_the_chosen_threads_equals_the_default(which, tiny_m
         for kind in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
             for a, b in zip(getattr(default, kind), getattr(chosen, kind), strict=True):
                 np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_a_draft_on_its_own_threads_verifies_the_same_search(monkeypatch, two_threads):
+    model = viz_model.load(SHIPPED, device="cpu", precision="fp32")
+    draft = int8_search_network(model.network)
+    seen = []
+    scores = StepScorer.scores
+
+    def counted(self, live=None):
+        if self.model is draft:
+            seen.append(torch.get_num_threads())
+        return scores(self, live)
+
+    monkeypatch.setattr(StepScorer, "scores", counted)
+    for text in SENTENCES[:1]:
+        src = torch.tensor([model.encode(text)])
+        plain = beam_search(model.network, src, 4, 0.6)[0]
+        for count in (2, 1):
+            seen.clear()
+            verified = beam_search(model.network, src, 4, 0.6, draft=draft, draft_threads=count)[0]
+            assert verified.tokens == plain.tokens and verified.score == pytest.approx(plain.score, abs=1e-4)
+            assert seen and set(seen) == {count}
+    assert torch.get_num_threads() == 2

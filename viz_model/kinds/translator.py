@@ -34,7 +34,7 @@ from ..modeldir.coverage import (
 )
 from ..modeldir.languages import LanguagePair, LanguagesError, read_languages
 from ..modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
-from ..nn.devices import device_label, resolve_device
+from ..nn.devices import device_label, resolve_device, threads
 from ..nn.head_masked import HeadMaskedNetwork
 from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask, Seq2SeqOutput, Transformer
@@ -47,7 +47,7 @@ from ..search.decoding import BeamTree, beam_search, beam_search_tree, output_li
 from ..search.next_token import draft_pays
 from ..search.requests import Request, check_decoding, check_positions_flag
 from ..search.settings import GenerationError, ModelGeneration, Search, export_generation, load_generation
-from ..search.thread_choice import search_threads, threads
+from ..search.thread_choice import search_threads
 from ..tokenization.imported import decoder_start
 from ..tokenization.pretrained import M2M100Tokenizer
 from ..tokenization.tokenizer import Tokenizer
@@ -324,12 +324,14 @@ class TranslationModel(ModelKind):
             elif target is None:
                 max_len = output_limits(src, self.network, search.hf)[0]
                 draft = self.draft_network()
-                # step by step on a given encoding (what the calibration timed and compared): the chosen threads
+                # step by step on a given encoding (what the calibration timed and compared): the chosen threads;
+                # a draft's steps (whose numbers decide nothing) on the draft's
                 count = self.search_threads() if head_mask is None and draft is None else torch.get_num_threads()
                 with threads(count):
                     output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
                                              positions=positions, encoded=encoded if head_mask is None else None,
-                                             hf=search.hf, draft=draft)[0].tokens
+                                             hf=search.hf, draft=draft,
+                                             draft_threads=None if draft is None else search_threads(draft))[0].tokens
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions

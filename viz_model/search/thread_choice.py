@@ -19,13 +19,13 @@ import platform
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from ..nn.devices import threads
 from ..nn.model import Transformer
 from .next_token import StepScorer
 
@@ -61,21 +61,6 @@ def network_key(network: Transformer) -> str:
     c = network.config
     kernel = type(network.output_projection or network.tgt_embedding).__name__
     return f"{kernel}-d{c.d_model}-L{c.decoder_layers}-h{c.heads}-ff{c.d_ff}-v{c.vocab_size}"
-
-
-@contextmanager
-def threads(count: int) -> Iterator[None]:
-    """The calling thread's torch operations on `count` threads for the block (per thread in PyTorch's OpenMP
-    build, so other sessions' searches keep theirs)."""
-    before = torch.get_num_threads()
-    if count == before:
-        yield
-        return
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def decoding_steps(network: Transformer) -> Callable[[], Tensor]:
