@@ -1,5 +1,6 @@
-"""The threads a search runs on, by a calibration timed on the machine (`viz_model.search.thread_choice`): the
-fastest count among those whose logits equal the default's, kept in a file; a trace searched on another thread count
+"""The threads a trace runs on, by a calibration timed on the machine (`viz_model.search.thread_choice`): the
+fastest count among those whose encoding and search logits equal the default's and whose maps are within 1e-6, kept
+in a file; a trace searched on another thread count
 equals the default one (the same output ids, maps within 1e-5), and a draft searching on its own threads verifies the
 same output."""
 
@@ -25,19 +26,21 @@ SENTENCES = ["A man in a blue shirt is standing on a ladder and cleaning the win
 class FakeMachine:
     """Work whose output and duration (on a fake clock) depend on the thread count it runs on."""
 
-    def __init__(self, seconds: dict[int, float], values: dict[int, float]) -> None:
-        self.seconds, self.values, self.now = seconds, values, 0.0
+    def __init__(self, seconds: dict[int, float], values: dict[int, float], maps: dict[int, float] | None = None
+                 ) -> None:
+        self.seconds, self.values, self.maps, self.now = seconds, values, maps or {2: 0.5, 1: 0.5}, 0.0
 
     def clock(self) -> float:
         return self.now
 
-    def work(self) -> torch.Tensor:
-        self.now += self.seconds[torch.get_num_threads()]
-        return torch.tensor([self.values[torch.get_num_threads()]])
+    def work(self) -> tuple[torch.Tensor, torch.Tensor]:
+        n = torch.get_num_threads()
+        self.now += self.seconds[n]
+        return torch.tensor([self.values[n]]), torch.tensor([self.maps[n]])
 
 
-def calibrated(seconds: dict[int, float], values: dict[int, float]) -> dict:
-    machine = FakeMachine(seconds, values)
+def calibrated(seconds: dict[int, float], values: dict[int, float], maps: dict[int, float] | None = None) -> dict:
+    machine = FakeMachine(seconds, values, maps)
     return thread_choice.calibrate(machine.work, [2, 1], machine.clock)
 
 
@@ -51,6 +54,11 @@ def test_calibration_takes_the_fastest_count_with_the_same_logits():
 def test_calibration_never_takes_a_count_whose_logits_differ():
     chosen = calibrated({2: 0.010, 1: 0.001}, {2: 1.0, 1: 1.0 + 1e-7})
     assert chosen["threads"] == 2 and chosen["equal"] == ["2"]
+
+
+def test_calibration_takes_recorded_maps_within_a_millionth_only():
+    assert calibrated({2: 0.010, 1: 0.001}, {2: 1.0, 1: 1.0}, {2: 0.5, 1: 0.5 + 1e-8})["threads"] == 1
+    assert calibrated({2: 0.010, 1: 0.001}, {2: 1.0, 1: 1.0}, {2: 0.5, 1: 0.5 + 1e-5})["threads"] == 2
 
 
 def test_a_busy_machine_ends_the_calibration_early():
@@ -74,13 +82,18 @@ def test_search_threads_is_calibrated_once_and_kept(tiny_model, tmp_path, monkey
 
     def calibrate(work, candidates, clock=None):
         calls.append(candidates)
-        assert work().shape == (thread_choice.STEPS * thread_choice.BEAM, tiny_model.config.vocab_size)
+        exact, maps = work()
+        c = tiny_model.config
+        encoding = thread_choice.SOURCE_TOKENS * c.d_model
+        assert exact.shape == (encoding + thread_choice.STEPS * thread_choice.BEAM * c.vocab_size,)
+        assert maps.numel() > (thread_choice.STEPS + 1) * c.vocab_size  # the recorded pass's logits, then its maps
         return {"threads": 1, "median_ms": {"2": 2.0, "1": 1.0}, "equal": ["2", "1"], "date": "today"}
 
     monkeypatch.setattr(thread_choice, "calibrate", calibrate)
     assert tiny_model.search_threads() == 1 and calls == [[2, 1]]
     kept = json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text())
-    key = f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
+    key = (f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
+           f"+{thread_choice.network_key(tiny_model.network)}")
     assert kept[key]["threads"] == 1
     monkeypatch.setattr(thread_choice, "_chosen", {})  # a new process: the file answers
     assert tiny_model.search_threads() == 1 and len(calls) == 1
