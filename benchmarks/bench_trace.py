@@ -262,7 +262,7 @@ def calibration_record(model: Any) -> dict[str, Any] | None:
 
     kept = json.loads(thread_choice.calibration_path().read_text("utf-8")) if \
         thread_choice.calibration_path().is_file() else {}
-    return kept.get(f"{thread_choice.machine_key()}/{thread_choice.network_key(model.search_network)}")
+    return kept.get(thread_choice.calibration_key(model.search_network, model.recording_network))
 
 
 # --- measurement ----------------------------------------------------------------------------------------------------

@@ -92,8 +92,9 @@ def test_search_threads_is_calibrated_once_and_kept(tiny_model, tmp_path, monkey
     monkeypatch.setattr(thread_choice, "calibrate", calibrate)
     assert tiny_model.search_threads() == 1 and calls == [[2, 1]]
     kept = json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text())
-    key = (f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
-           f"+{thread_choice.network_key(tiny_model.network)}")
+    key = thread_choice.calibration_key(tiny_model.search_network, tiny_model.network)
+    assert key == (f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
+                   f"+{thread_choice.network_key(tiny_model.network)}")
     assert kept[key]["threads"] == 1
     monkeypatch.setattr(thread_choice, "_chosen", {})  # a new process: the file answers
     assert tiny_model.search_threads() == 1 and len(calls) == 1

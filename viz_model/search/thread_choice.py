@@ -136,6 +136,11 @@ def _read(path: Path) -> dict:
         return {}
 
 
+def calibration_key(network: Transformer, recording: Transformer | None = None) -> str:
+    """Where `calibration_path()` keeps the answer for `network` (and `recording`) on this machine."""
+    return f"{machine_key()}/{network_key(network)}" + ("" if recording is None else f"+{network_key(recording)}")
+
+
 def search_threads(network: Transformer, recording: Transformer | None = None) -> int:
     """The thread count a trace on search network `network` (and `recording`, its recorded pass: see `trace_work`)
     runs on here: the default where it is one (nothing to choose) or the network is not on the CPU, else the
@@ -143,7 +148,7 @@ def search_threads(network: Transformer, recording: Transformer | None = None) -
     default = torch.get_num_threads()
     if default == 1 or next(network.parameters()).device.type != "cpu":
         return default
-    key = f"{machine_key()}/{network_key(network)}" + ("" if recording is None else f"+{network_key(recording)}")
+    key = calibration_key(network, recording)
     with _lock:
         if key not in _chosen:
             path = calibration_path()
