@@ -31,6 +31,7 @@ p50s. Writes ``benchmarks/results/bench_peers.json``.
 
     python benchmarks/bench_peers.py            # ~8 min (2 of them fitting); needs ctranslate2 and transformers
     python benchmarks/bench_peers.py --quick    # a smoke run (no results file)
+    python benchmarks/bench_peers.py --translation  # the translation systems only, with the thread A/B
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import time
 from pathlib import Path
 
 from bench_app import sentences as app_sentences
-from bench_common import write_results
+from bench_common import load_average, write_results
 from bench_hf import build_folder, fit
 from bench_trace import peak_rss_mb, percentiles
 
@@ -58,6 +59,10 @@ OURS = {"ours_transformers_fp32": ("auto", "transformers", True),
         "ours_transformers_fp32_stepwise": ("auto", "transformers", False),
         "ours_project_fp32": ("fp32", "project", True),
         "ours_transformers_int8": ("int8", "transformers", True)}
+DEFAULT_THREADS = "_default_threads"  # a system of OURS (or the shipped trace) with every search on torch's 2 threads
+THREADS_AB = ["ours_transformers_fp32" + DEFAULT_THREADS, "shipped_ours_trace" + DEFAULT_THREADS]
+TRANSLATION = [*OURS, "ctranslate2_float32", "ctranslate2_int8", "hf_generate_attentions", "shipped_ours_trace",
+               "shipped_hf_generate_attentions"]
 
 
 def make_system(name: str, root: Path, texts: list[str], steps: int):
@@ -67,6 +72,12 @@ def make_system(name: str, root: Path, texts: list[str], steps: int):
     torch.set_num_threads(2)
     if name.startswith(("ours_attribute_", "inseq_")):
         return attribution_system(name, root, texts)
+    if name.endswith(DEFAULT_THREADS):  # the same system, its searches not calibrated (viz_model.search.thread_choice)
+        import viz_model.kinds.translator as translator
+
+        translator.search_threads = lambda *_: torch.get_num_threads()
+        translator.TranslationModel.search_threads = lambda _: torch.get_num_threads()
+        name = name.removesuffix(DEFAULT_THREADS)
     if name in OURS or name == "shipped_ours_trace":
         import viz_model
 
@@ -178,12 +189,15 @@ def main() -> int:
     p.add_argument("--sentences", type=int, default=10, help="sentences per round (default 10)")
     p.add_argument("--fit", type=int, default=60, help="Adam steps that teach the random model to end (default 60)")
     p.add_argument("--quick", action="store_true", help="2 rounds of 3 sentences, no results file")
+    p.add_argument("--translation", action="store_true",
+                   help="the translation systems only, and ours with the searches on torch's 2 threads beside the "
+                        "calibrated ones (viz_model.search.thread_choice); writes bench_peers_translation.json")
     args = p.parse_args()
     if args.quick:
         args.rounds, args.sentences = 2, 3
-    names = [*OURS, "ctranslate2_float32", "ctranslate2_int8", "hf_generate_attentions", "shipped_ours_trace",
-             "shipped_hf_generate_attentions", *(f"{who}_{method}" for method in ATTRIBUTIONS
-                                                  for who in ("ours_attribute", "inseq"))]
+    names = [*TRANSLATION, *THREADS_AB] if args.translation else [
+        *TRANSLATION, *(f"{who}_{method}" for method in ATTRIBUTIONS for who in ("ours_attribute", "inseq"))]
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         texts, facts = prepare(root, args.fit, args.sentences)
@@ -214,14 +228,21 @@ def main() -> int:
     ratios["hf_vs_ours_transformers_fp32"] = round(p50["hf_generate_attentions"] / p50["ours_transformers_fp32"], 2)
     ratios["stepwise_vs_verified"] = round(p50["ours_transformers_fp32_stepwise"] / p50["ours_transformers_fp32"], 2)
     ratios["shipped_hf_vs_ours"] = round(p50["shipped_hf_generate_attentions"] / p50["shipped_ours_trace"], 2)
-    for method in ATTRIBUTIONS:
+    for method in ATTRIBUTIONS if not args.translation else ():
         ratios[f"inseq_vs_ours_{method}"] = round(p50[f"inseq_{method}"] / p50[f"ours_attribute_{method}"], 2)
+    for name in THREADS_AB if args.translation else ():
+        ratios[f"default_vs_calibrated_threads_{name.removesuffix(DEFAULT_THREADS)}"] = round(
+            p50[name] / p50[name.removesuffix(DEFAULT_THREADS)], 2)
+    if args.translation:
+        ratios["shipped_hf_vs_ours" + DEFAULT_THREADS] = round(
+            p50["shipped_hf_generate_attentions"] / p50["shipped_ours_trace" + DEFAULT_THREADS], 2)
     result |= {"ratios": ratios, **facts, "beam": BEAM, "threads": 2, "rounds": args.rounds,
-               "unit": "ms per sentence"}
+               "unit": "ms per sentence", "load_before": load_before, "load_after": load_average()}
     print(json.dumps(result, indent=2))
     if not args.quick:
-        write_results(RESULTS, result)
-        print(f"wrote {RESULTS}", file=sys.stderr)
+        out = RESULTS.with_name("bench_peers_translation.json") if args.translation else RESULTS
+        write_results(out, result)
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

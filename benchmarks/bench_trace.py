@@ -37,6 +37,7 @@ a busy CPU with 2 threads per process makes both sides many times slower (OpenMP
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -97,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="Marian generates exactly as many tokens as our output has (output) or as many as the "
                         "decoder steps our beam search ran (steps: it may go on after the best hypothesis ends, "
                         "until the best candidate of a step is </s>)")
+    p.add_argument("--default-threads", action="store_true",
+                   help="also time ours with the search on torch's default thread count (not the calibrated one: "
+                        "viz_model.search.thread_choice), interleaved with the others in the same run")
     p.add_argument("--no-rss", action="store_true", help="skip the peak-RSS subprocess")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 timed runs, 1 warm-up")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
@@ -252,6 +256,15 @@ def marian_fn(marian: Any, gen: Any, src_ids: list[int]) -> Callable[[], tuple[s
     return run
 
 
+def calibration_record(model: Any) -> dict[str, Any] | None:
+    """The thread calibration the search runs by (its timings per thread count), as kept on this machine."""
+    from viz_model.search import thread_choice
+
+    kept = json.loads(thread_choice.calibration_path().read_text("utf-8")) if \
+        thread_choice.calibration_path().is_file() else {}
+    return kept.get(thread_choice.calibration_key(model.search_network, model.recording_network))
+
+
 # --- measurement ----------------------------------------------------------------------------------------------------
 def time_interleaved(fns: dict[str, Callable[[], Any]], runs: int, warmup: int) -> dict[str, list[float]]:
     """Alternate the systems run by run (and which goes first), so slow phases of the machine hit both."""
@@ -325,8 +338,9 @@ def table(r: dict[str, Any]) -> str:
                  f"{r['parameters'] / 1e6:.2f}M parameters")
     if r["dims_differ"]:
         lines.append(f"note: not the reference size {REFERENCE_DIMS}; Marian is built with the model's own sizes")
-    lines.append(f"beam search: {r['search']} weights (--precision {r.get('search_arg', 'auto')}); the trace pass: "
-                 "full precision")
+    lines.append(f"beam search: {r['search']} weights (--precision {r.get('search_arg', 'auto')}) on "
+                 f"{r.get('search_threads', r['threads'])} thread(s) (calibrated: {r.get('calibration')}); the trace "
+                 "pass: full precision")
     lines.append(f"input: {r['sentence']!r} ({r['words']} words, {r['source_tokens']} source tokens with </s>)")
     lines.append(f"output: {r['output_tokens']} tokens with </s>: {r['translation']!r}")
     lines.append(f"decoder steps: ours {r['decoder_steps']} (beam search stops when a step's best candidate is </s>), "
@@ -345,6 +359,8 @@ def table(r: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"{'':34}{'p50 ms':>9}{'p90 ms':>9}{'mean ms':>9}{'min ms':>9}")
     rows = [("viz_model trace(beam=4)", r["ours"])]
+    if r.get("ours_default_threads"):
+        rows.append((f"... search on {r['threads']} threads", r["ours_default_threads"]))
     if r.get("marian"):
         rows.append(("Marian generate(num_beams=4)", r["marian"]))
     for name, s in rows:
@@ -395,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = count_decoder_steps(model, run_ours)
     marian_len = steps if args.marian_len == "steps" and steps else out_len
     fns: dict[str, Callable[[], Any]] = {"ours": run_ours}
+    if args.default_threads:
+        fixed = copy.copy(model)  # the same network and search copy; only its searches' thread count differs
+        fixed.search_threads = torch.get_num_threads
+        fns["ours_default_threads"] = ours_fn(fixed, mode, args.sentence, out_len)
     result: dict[str, Any] = {
         "benchmark": "bench_trace", "mode": mode, "model": description, "config": cfg.to_dict(),
         "parameters": model.network.num_parameters(), "dims_differ": any(
@@ -406,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(), "machine": machine(),
         "quick": args.quick, "marian_len_rule": args.marian_len,
         "search": "int8" if model.search_network is not model.network else "fp32", "search_arg": args.precision,
+        "search_threads": model.search_threads(), "calibration": calibration_record(model),
     }
     if not args.no_marian:
         import transformers
@@ -426,6 +447,10 @@ def main(argv: list[str] | None = None) -> int:
         splits = [model.trace(args.sentence, beam=BEAM, alpha=ALPHA).timings for _ in range(min(args.runs, 10))]
         result["ours_split_p50"] = {k: round(float(np.median([s[k] for s in splits])), 2)
                                     for k in ("decode_ms", "trace_ms")}
+    if "ours_default_threads" in times:
+        result["ours_default_threads"] = percentiles(times["ours_default_threads"])
+        result["calibrated_vs_default_threads_p50"] = round(
+            result["ours_default_threads"]["p50_ms"] / result["ours"]["p50_ms"], 2)
     if "marian" in times:
         result["marian"] = percentiles(times["marian"])
         result["speedup_p50"] = round(result["marian"]["p50_ms"] / result["ours"]["p50_ms"], 2)

@@ -34,7 +34,7 @@ from ..modeldir.coverage import (
 )
 from ..modeldir.languages import LanguagePair, LanguagesError, read_languages
 from ..modeldir.training_facts import FactsError, TrainingFacts, load_training_facts
-from ..nn.devices import device_label, resolve_device
+from ..nn.devices import device_label, resolve_device, threads
 from ..nn.head_masked import HeadMaskedNetwork
 from ..nn.lens_reading import LogitLens, check_lens, read_lens
 from ..nn.model import HeadMask, Seq2SeqOutput, Transformer
@@ -47,6 +47,7 @@ from ..search.decoding import BeamTree, beam_search, beam_search_tree, output_li
 from ..search.next_token import draft_pays
 from ..search.requests import Request, check_decoding, check_positions_flag
 from ..search.settings import GenerationError, ModelGeneration, Search, export_generation, load_generation
+from ..search.thread_choice import search_threads
 from ..tokenization.imported import decoder_start
 from ..tokenization.pretrained import M2M100Tokenizer
 from ..tokenization.tokenizer import Tokenizer
@@ -165,6 +166,12 @@ class TranslationModel(ModelKind):
             return None
         draft = self._draft.get(self.network)  # shared by the views: with this view's config (target, start)
         return draft if draft is None or draft.config == self.config else _with_config(draft, self.config)
+
+    def search_threads(self) -> int:
+        """The CPU threads this model's traces run on here: the fastest of a short calibration among the counts whose
+        encoding and search logits are the same and whose maps are within 1e-6 (`viz_model.search.thread_choice`),
+        kept per machine."""
+        return search_threads(self.search_network, self.recording_network)
 
     def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
                         ) -> Search:
@@ -306,7 +313,10 @@ class TranslationModel(ModelKind):
             raise ValueError("give the forced output as target text or as forced_ids, not both")
         checked = self.request(text, target, truncate)
         src = torch.tensor([checked.source_ids], device=self.device)
-        with torch.inference_mode():
+        # the calibrated threads (the same decisions, maps within 1e-6: `search_threads`) where the search steps on its
+        # own; a verified draft decides on the full-precision passes: only its draft's steps take the draft's
+        draft = self.draft_network() if target is None and forced_ids is None else None
+        with torch.inference_mode(), threads(self.search_threads() if draft is None else torch.get_num_threads()):
             # one encoder pass serves the search and the trace (the int8 search network shares the encoder, and the
             # search encodes with need_weights=True too: the same numbers as searching from scratch)
             net = self.recording_network
@@ -319,7 +329,8 @@ class TranslationModel(ModelKind):
                 max_len = output_limits(src, self.network, search.hf)[0]
                 output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
                                          positions=positions, encoded=encoded if head_mask is None else None,
-                                         hf=search.hf, draft=self.draft_network())[0].tokens
+                                         hf=search.hf, draft=draft,
+                                         draft_threads=None if draft is None else search_threads(draft))[0].tokens
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions

@@ -72,13 +72,23 @@ def steady_allocator(threshold: int = STEADY_MMAP_THRESHOLD) -> bool:
 
 
 @contextmanager
-def one_thread() -> Iterator[None]:
-    """The calling thread's torch operations on one core for the block (PyTorch's thread count is per thread in its
-    OpenMP build): a tiny model gains nothing from a second core, and on a 2-core CPU shared with a browser two
-    threads trained a few steps a second where one trains tens."""
+def threads(count: int) -> Iterator[None]:
+    """The calling thread's torch operations on `count` threads for the block (PyTorch's thread count is per thread
+    in its OpenMP build, so other threads keep theirs)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if count == before:
+        yield
+        return
+    torch.set_num_threads(count)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """The calling thread's torch operations on one core for the block: a tiny model gains nothing from a second
+    core, and on a 2-core CPU shared with a browser two threads trained a few steps a second where one trains tens."""
+    with threads(1):
+        yield

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..config import ModelConfig
+from ..nn.devices import threads
 from ..nn.model import EncoderOutput, LayerCache, Transformer
 
 MAX_ROUNDS = 6  # draft-and-verify rounds before a search falls back to the full-precision decoder step by step
@@ -158,7 +159,8 @@ class PrefixTree:
 
 
 def verified_search(run: Callable[..., list], model: Transformer, draft: Transformer, encoded: EncoderOutput,
-                    beam: int, positions: bool = True, rounds: int = MAX_ROUNDS) -> tuple[list, int]:
+                    beam: int, positions: bool = True, rounds: int = MAX_ROUNDS, draft_threads: int | None = None
+                    ) -> tuple[list, int]:
     """`run(scorer, final)` (one search of one sentence; `final` False for the draft's run) with every decision the
     full-precision `model`'s, `encoded` being the sentence ``(1, src_len, d_model)``.
 
@@ -166,10 +168,13 @@ def verified_search(run: Callable[..., list], model: Transformer, draft: Transfo
     tree; the search runs again on those numbers. Where it asks for a prefix the tree lacks (full precision chose
     another beam than the draft did), the draft takes over from there and the round ends with more prefixes for
     the tree; the round whose search found every prefix in the tree is the answer. After `rounds` rounds the
-    full-precision model searches step by step. Returns the result and the number of rounds."""
+    full-precision model searches step by step. Returns the result and the number of rounds. The draft's first search
+    runs on `draft_threads` CPU threads (default: the caller's): its numbers only choose which prefixes are verified.
+    """
     rows = encoded.repeated(beam)
     drafting = StepScorer(draft, rows, positions, record=True)
-    run(drafting, False)
+    with threads(draft_threads or torch.get_num_threads()):
+        run(drafting, False)
     tree = PrefixTree(model, encoded, positions)
     scored = drafting.scored or set()
     for round_ in range(1, rounds + 1):
