@@ -99,8 +99,9 @@ def test_beam_search_with_the_folders_settings_equals_generate_on_100_sentences(
     ours = [imported.trace(text).output_ids for text in texts]
     different = [(t, a, b) for t, a, b in zip(texts, ours, theirs) if a != b]
     assert not different, different[:3]
-    assert imported.translate(texts[:20]) == [imported.tokenizer.decode(ids) for ids in theirs[:20]]
-    assert imported.translate(texts[:20]) == tokenizer.batch_decode(theirs[:20], skip_special_tokens=True)
+    translated = imported.translate(texts[:20])  # one batched search for both comparisons
+    assert translated == [imported.tokenizer.decode(ids) for ids in theirs[:20]]
+    assert translated == tokenizer.batch_decode(theirs[:20], skip_special_tokens=True)
 
 
 def test_greedy_search_equals_generate_on_100_sentences(fitted):

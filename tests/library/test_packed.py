@@ -14,7 +14,7 @@ from torch import nn
 import viz_model
 from viz_model.nn import packed as packing
 from viz_model.nn.fused import FusedGatedFeedForward, FusedSelfAttention, parts
-from viz_model.nn.linear import linear, onednn_available
+from viz_model.nn.linear import ONEDNN_MIN_WEIGHT, linear, onednn_available
 from viz_model.nn.model import Transformer
 from viz_model.nn.packed import PackedLinear, packed_bytes, packed_search_network
 from viz_model.nn.quantize import search_network_for
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not onednn_available(), reason="this PyTorch has
 T5_LIKE = {"positional": "relative", "norm": "pre", "normalization": "rms", "norm_eps": 1e-6, "scale_scores": False,
            "d_kv": 12, "attention_bias": False, "ffn_bias": False, "gated_ffn": True, "activation": "gelu_new",
            "scale_embeddings": False, "tied_head": False, "head_rescale": True, "bos_id": 0, "pad_id": 0}
+WIDE = {"d_model": 192, "d_ff": 384}  # matrices of ONEDNN_MIN_WEIGHT or more: the packed kernel (the tiny's: F.linear)
 BART_LIKE = {"positional": "learned", "position_offset": 2, "embedding_norm": True, "scale_embeddings": False,
              "activation": "gelu", "output_bias": True}
 
@@ -41,10 +42,12 @@ def tiny(config, **changes) -> Transformer:
     return model
 
 
+@pytest.mark.parametrize("width", [80, 160], ids=["f_linear", "onednn"])  # below / above ONEDNN_MIN_WEIGHT
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 9, 40])
-def test_a_packed_layer_is_the_networks_product_bit_for_bit(rows):
+def test_a_packed_layer_is_the_networks_product_bit_for_bit(rows, width):
     torch.manual_seed(rows)
-    layers = [nn.Linear(256, 80), nn.Linear(256, 80), nn.Linear(256, 48)]
+    layers = [nn.Linear(256, width), nn.Linear(256, width), nn.Linear(256, 48 * width // 80)]
+    assert (layers[0].weight.numel() < ONEDNN_MIN_WEIGHT) == (width == 80)
     x = torch.randn(rows, 1, 256)
     with torch.no_grad():
         one = layers[0]
@@ -76,7 +79,7 @@ def test_the_copy_packs_the_layers_and_shares_everything_else(tiny_config):
     assert not any(module.training for module in copy.modules())  # in eval mode, as the network is
 
 
-@pytest.mark.parametrize("changes", [{}, T5_LIKE, BART_LIKE], ids=["paper", "t5", "bart"])
+@pytest.mark.parametrize("changes", [{}, T5_LIKE, BART_LIKE, WIDE], ids=["paper", "t5", "bart", "wide"])
 def test_a_recorded_pass_of_the_copy_is_the_networks_bit_for_bit(tiny_config, changes):
     network = tiny(tiny_config, **changes)
     copy = packed_search_network(network)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from .fused import Parts, search_copy, stacked
-from .linear import linear, onednn_available
+from .linear import ONEDNN_MIN_WEIGHT, linear, onednn_available
 from .model import Transformer
 
 ROWS_HINT = 4
@@ -36,8 +36,9 @@ keeps models of opus-mt's size (281 MiB of matrices) on the network itself."""
 class PackedLinear(nn.Module):
     """``y = x W^T + b`` for one or more of the network's linear layers side by side (`Parts`), W packed for
     oneDNN's kernel and called directly (no module hooks). A single row, where the packed kernel rounds otherwise,
-    is multiplied as the network multiplies it (`viz_model.nn.linear`, with the network's own tensors, not copies):
-    every product is the network's, bit for bit."""
+    and any row where a part is below `ONEDNN_MIN_WEIGHT` (the network multiplies it by ``F.linear``), is multiplied
+    as the network multiplies it (`viz_model.nn.linear`, with the network's own tensors, not copies): every product
+    is the network's, bit for bit."""
 
     def __init__(self, layers: Parts) -> None:
         super().__init__()
@@ -46,9 +47,10 @@ class PackedLinear(nn.Module):
         self.layers = tuple((w.detach(), None if b is None else b.detach()) for w, b in layers)
         self.bias = None if bias is None else bias.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), ROWS_HINT)
+        self.plain = any(w.numel() < ONEDNN_MIN_WEIGHT for w, _ in self.layers)  # the network's F.linear
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.numel() == x.shape[-1]:  # one row
+        if self.plain or x.numel() == x.shape[-1]:  # as the network multiplies: F.linear, or one row
             outs = [linear(x, w, b) for w, b in self.layers]
             return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
