@@ -261,9 +261,13 @@ def prompt_case(label: str, row: dict[str, str], ours: viz_model.LanguageModel, 
     if len({tuple(c) for c in continuations.values()}) != 1:
         raise SystemExit(f"{label}: the continuations of {text!r} differ, the benchmark is void: {continuations}")
     times = time_interleaved({n: synchronized(fn, device) for n, fn in systems.items()}, args.runs, args.warmup)
-    return {**row, "prompt_tokens": prompt.shape[1], "new_tokens": len(continuations["ours"]), **summary(times),
-            "ours_phases_ms": {k: round(v, 1) for k, v in trace.timings.items()},
-            "int8_draft": draft_rounds(ours, trace.target_ids, prompt.shape[1])}
+    found = {**row, "prompt_tokens": prompt.shape[1], "new_tokens": len(continuations["ours"]), **summary(times),
+             "ours_phases_ms": {k: round(v, 1) for k, v in trace.timings.items()},
+             "int8_draft": draft_rounds(ours, trace.target_ids, prompt.shape[1])}
+    print(f"{label} {row['kind']:7} {found['ours_p50_ms']:8.1f} ms, transformers eager "
+          f"{found['transformers_eager_p50_ms']:8.1f} ms: {found['speedup_vs_transformers_eager']['median']:.2f}x "
+          f"(load {load_average()}) {text[:40]!r}", file=sys.stderr, flush=True)
+    return found
 
 
 def over_prompts(rows: list[dict[str, Any]]) -> dict[str, Any]:
