@@ -113,9 +113,10 @@ def beam_continuation(network: CausalLM, prompt: list[int], beam: int, max_new_t
                                processors=CausalProcessors(search, prompt))[0]  # type: ignore[arg-type]
 
 
-DRAFT_TOKENS = 2  # a round's first draft length; +2 after a round the network accepts whole, -1 after one it cuts
+DRAFT_TOKENS = 4  # a round's first draft length; +2 after a round the network accepts whole, -1 after one it cuts
 MAX_DRAFT_TOKENS = 16
-MIN_AGREEMENT = 0.6  # below this share of agreeing next tokens (once 4 are drafted) a draft costs more than it saves
+MIN_AGREEMENT = 0.6  # below this share of agreeing next tokens (once DRAFT_SAMPLE are drafted) a draft costs more
+DRAFT_SAMPLE = 8  # than it saves; judged on 8 drafted tokens, not on the first round's luck (issue 62)
 Choice = Callable[[Tensor, list[int]], int]
 """The id chosen from ``(1, vocab)`` logits after the ids so far (the search settings applied, then argmax)."""
 
@@ -219,8 +220,16 @@ def verified_greedy(network: CausalLM, draft: CausalLM, ids: list[int], max_new_
         found.drafted, found.accepted, found.rounds = found.drafted + len(proposal), found.accepted + accepted, \
             found.rounds + 1
         found.cuts += accepted < len(proposal)
-        if found.drafted >= 4 and found.accepted < MIN_AGREEMENT * (found.accepted + found.cuts):
-            length = 0  # stays 0: no more drafting
-        elif length:
-            length = min(length + 2, MAX_DRAFT_TOKENS) if accepted == len(proposal) else max(1, length - 1)
+        length = next_length(found, length, accepted, len(proposal))
     return found
+
+
+def next_length(found: Verified, length: int, accepted: int, proposed: int) -> int:
+    """The next round's draft length after a round that accepted `accepted` of `proposed` tokens: +2 after a whole
+    proposal (at most `MAX_DRAFT_TOKENS`), -1 after a cut (at least 1); 0 from the round where, `DRAFT_SAMPLE` tokens
+    drafted, less than `MIN_AGREEMENT` of the drafting rounds' decisions agreed (it stays 0: no more drafting)."""
+    if found.drafted >= DRAFT_SAMPLE and found.accepted < MIN_AGREEMENT * (found.accepted + found.cuts):
+        return 0
+    if not length:
+        return 0
+    return min(length + 2, MAX_DRAFT_TOKENS) if accepted == proposed else max(1, length - 1)
