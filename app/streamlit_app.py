@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` puts app/ on the path, not 
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app import registry, sessions, state, tracing, widgets  # noqa: E402
+from app import chart_preload, registry, sessions, state, tracing, widgets  # noqa: E402
 from viz_model.nn.devices import steady_allocator  # noqa: E402
 
 LOG = logging.getLogger("viz_model.app")
@@ -30,6 +30,8 @@ if not models:
 else:
     state.init_state(models)
     kind, session = registry.open_model(models)  # the sidebar: the model, its kind (asked once here) and settings
+    with st.sidebar:  # its end: the hidden element's placeholder, drawn while its part loads, moves nothing
+        chart_preload.preload_charts()  # the browser fetches the chart script while the page runs (a shared link)
     page = st.navigation(registry.navigation(kind), expanded=True)  # every page listed: thirteen, more than the
     state.forget_page_link()  # menu shows folded; the page drawn below puts its own settings into the link
     try:

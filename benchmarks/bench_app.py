@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """The Streamlit attention explorer in a real browser: translate latency, first page load and server memory.
 
-Starts ``streamlit run app`` (from the repository root, as a user would) on a free loopback port with the shipped
-model (``assets/``, or ``--model-assets DIR`` as ``VIZ_MODEL_ASSETS``) and drives Debian's Chromium
+Starts the explorer as it is deployed, ``viz-model app`` (``python -m viz_model app`` from the repository root, the
+command of deploy/Dockerfile), on a free loopback port with the shipped model (``assets/``, or ``--model-assets DIR``
+as ``--models DIR``), and waits until it is started and idle: it answers, and its warm-up run (the default page, run
+once by the server itself) is over. Then it drives Debian's Chromium
 (``/usr/bin/chromium``, headless, through Playwright's Python package; no browser is ever downloaded). Nothing
 leaves the machine: the server listens on 127.0.0.1 only, Chromium resolves no host name (``--host-resolver-rules``)
 and uses no proxy, and every request the pages make to another host is counted and reported.
@@ -19,8 +21,11 @@ What is measured (targets from issue 5, "Performance"):
 2. **First load**: a fresh browser context (empty cache, no cookies) opens ``/?sentence=...``; from navigation
    start (``performance.timeOrigin``) to the animation frame where the sentence box is visible and enabled, and
    to the frame where the heatmap of the URL's sentence is drawn. p50 over ``--loads`` (5) contexts, on a server
-   that has already loaded the model. Target p50 <= 3 s (both figures). The very first page of the fresh server
-   (Streamlit imports torch and loads the model in it) is reported apart as the cold start.
+   that has already served other sessions. Target p50 <= 3 s (both figures).
+   **Cold start**: the same first page, but the first one a fresh server serves, started and idle; p50 over
+   ``--cold-starts`` (3) servers. Each is followed by a server started with ``--no-warm-up`` (whose first page
+   imports torch, loads the model and runs its first trace: what a shared link cost before the warm-up), in turn,
+   so the two are measured side by side. Target p50 <= 3 s (with the warm-up).
 3. **Server memory**: with 4 sessions open (4 browser contexts, each having translated a sentence of its own from
    its URL), the resident set size (VmRSS) of the streamlit process and all its children, sampled after the
    pages went idle; taken at the end of the run, so the app's trace cache holds the run's latest traces
@@ -38,9 +43,9 @@ filled with a seeded sample of distinct combinations (``--seed``), so every run 
 Run it on an idle machine: on a busy 2-core machine the server, Chromium and the other processes fight over the
 CPUs and all figures are inflated (the report says how busy the machine was).
 
-    python benchmarks/bench_app.py                 # full run: 20 translations, 5 first loads, 4 sessions
+    python benchmarks/bench_app.py                 # full run: 20 translations, 5 first loads, 3 + 3 cold starts
     python benchmarks/bench_app.py --json          # the same, JSON on stdout (the table goes to stderr)
-    python benchmarks/bench_app.py --quick         # smoke test: 3 translations, 2 first loads, 4 sessions
+    python benchmarks/bench_app.py --quick         # smoke test: 3 translations, 2 first loads, 2 + 2 cold starts
     python benchmarks/bench_app.py --runs 50 --model-assets /path/to/assets --model multi30k-en-de
 """
 
@@ -69,6 +74,10 @@ from urllib.parse import urlencode, urlparse
 from bench_common import describe_machine, emit, load_average, machine, repo_label
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's viz_model, as the server started in REPO imports it
+
+from viz_model.cli.warm_up import NOT_WARM, READY  # noqa: E402
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run",
@@ -160,9 +169,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, help="timed translations (default 20; 3 with --quick)")
     p.add_argument("--warmup", type=int, help="untimed translations first (default 2; 1 with --quick)")
     p.add_argument("--loads", type=int, help="first loads in fresh browser contexts (default 5; 2 with --quick)")
+    p.add_argument("--cold-starts", type=int, help="fresh servers whose first page is timed, each with its warm-up "
+                                                   "and, in turn, without (default 3; 2 with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sentence sample (default 0)")
     p.add_argument("--budget-s", type=float, help="wall-clock budget: phases stop early (and say so) past it "
-                                                  "(default 1200; 170 with --quick)")
+                                                  "(default 1200; 240 with --quick)")
     p.add_argument("--quick", action="store_true", help="smoke test: few runs")
     p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
     p.add_argument("--server-log", type=Path, help="keep the streamlit server's log here (default: a temporary "
@@ -173,11 +184,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.runs = args.runs if args.runs is not None else (3 if quick else 20)
     args.warmup = args.warmup if args.warmup is not None else (1 if quick else 2)
     args.loads = args.loads if args.loads is not None else (2 if quick else 5)
-    args.budget_s = args.budget_s if args.budget_s is not None else (170.0 if quick else 1200.0)
-    if args.runs < 1 or args.warmup < 0 or args.loads < 1 or args.budget_s <= 0:
-        p.error("--runs and --loads must be >= 1, --warmup >= 0, --budget-s > 0")
-    if args.runs > 1000 or args.loads > 100:
-        p.error("--runs is capped at 1000 and --loads at 100")
+    args.cold_starts = args.cold_starts if args.cold_starts is not None else (2 if quick else 3)
+    args.budget_s = args.budget_s if args.budget_s is not None else (240.0 if quick else 1200.0)
+    if args.runs < 1 or args.warmup < 0 or args.loads < 1 or args.cold_starts < 0 or args.budget_s <= 0:
+        p.error("--runs and --loads must be >= 1, --warmup and --cold-starts >= 0, --budget-s > 0")
+    if args.runs > 1000 or args.loads > 100 or args.cold_starts > 20:
+        p.error("--runs is capped at 1000, --loads at 100 and --cold-starts at 20")
     if args.beam is not None and not 1 <= args.beam <= 16:
         p.error("--beam must be between 1 and 16")
     if args.model_assets is not None:
@@ -312,31 +324,57 @@ def _stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def server_command(port: int, assets: Path | None, warm: bool) -> list[str]:
+    """`viz-model app` as it is deployed (deploy/Dockerfile), on loopback; `warm`: with its warm-up (the default)."""
+    return [sys.executable, "-m", "viz_model", "app", "--headless", "--address", "127.0.0.1", "--port", str(port),
+            *(["--models", str(assets)] if assets is not None else []), *([] if warm else ["--no-warm-up"])]
+
+
+def _warm_up_line(log_path: Path) -> str | None:
+    """The warm-up's line in the server's log (READY or NOT_WARM), None while it runs."""
+    for line in _tail(log_path, 20000).splitlines():
+        if line.startswith((READY, NOT_WARM)):
+            return line
+    return None
+
+
 @contextlib.contextmanager
-def streamlit_server(assets: Path | None, log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`streamlit run app` from the repository root on a free loopback port; yields (URL, process)."""
+def streamlit_server(assets: Path | None, log_path: Path, warm: bool = True) -> Iterator[tuple[str, subprocess.Popen,
+                                                                                               dict[str, Any]]]:
+    """`viz-model app` from the repository root on a free loopback port, started and idle: it answers and, with
+    `warm`, its warm-up run is over. Yields (URL, process, {"start_s": seconds to the first answer, "warm_up_s":
+    seconds from there to the warm-up's end})."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     env.pop("VIZ_MODEL_ASSETS", None)
-    if assets is not None:
-        env["VIZ_MODEL_ASSETS"] = str(assets)
-    command = [sys.executable, "-m", "streamlit", "run", "app", "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(server_command(port, assets, warm), cwd=REPO, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    facts: dict[str, Any] = {"warm_up": warm}
     try:
-        deadline = time.monotonic() + SERVER_START_S
+        deadline = started + SERVER_START_S
         while not _health(url):
             if process.poll() is not None:
-                raise BenchError(f"streamlit exited with {process.returncode}:\n{_tail(log_path)}")
+                raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
             if time.monotonic() > deadline:
-                raise BenchError(f"streamlit did not answer on {url} within {SERVER_START_S:.0f} s:\n"
+                raise BenchError(f"the server did not answer on {url} within {SERVER_START_S:.0f} s:\n"
                                  f"{_tail(log_path)}")
             time.sleep(0.25)
-        yield url, process
+        facts["start_s"] = round(time.monotonic() - started, 2)
+        answered = time.monotonic()
+        while warm and (line := _warm_up_line(log_path)) is None:
+            if process.poll() is not None:
+                raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
+            if time.monotonic() > answered + COLD_TIMEOUT_S:
+                raise BenchError(f"no end of the warm-up within {COLD_TIMEOUT_S:.0f} s:\n{_tail(log_path)}")
+            time.sleep(0.1)
+        if warm:
+            if line.startswith(NOT_WARM):
+                raise BenchError(line)
+            facts["warm_up_s"] = round(time.monotonic() - answered, 2)
+        yield url, process, facts
     finally:
         _stop(process)
 
@@ -532,6 +570,14 @@ def stats(values: list[float]) -> dict[str, Any] | None:
             "min": round(ordered[0], 3), "max": round(ordered[-1], 3), "n": len(ordered)}
 
 
+def cold_stats(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cold starts' input and heatmap seconds (p50 ...), and each start's figures."""
+    if not runs:
+        return None
+    return {"input": stats([r["input"] for r in runs if r["input"] is not None]),
+            "heatmap": stats([r["heatmap"] for r in runs if r["heatmap"] is not None]), "runs": runs}
+
+
 def run_benchmark(args: argparse.Namespace, result: dict[str, Any], log_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -543,24 +589,42 @@ def run_benchmark(args: argparse.Namespace, result: dict[str, Any], log_path: Pa
     def step_timeout(limit: float = STEP_TIMEOUT_S) -> float:
         return max(5.0, min(limit, left()))
 
-    pool = iter(sentences(1 + args.warmup + args.runs + args.loads + SESSIONS, args.seed))
+    pool = iter(sentences(2 * args.cold_starts + 1 + args.warmup + args.runs + args.loads + SESSIONS, args.seed))
     result["incomplete"] = []
-    server_started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        url, server = stack.enter_context(streamlit_server(args.model_assets, log_path))
-        result["server_start_s"] = round(time.monotonic() - server_started, 2)
         playwright = sync_playwright().start()
         stack.callback(_quietly(playwright.stop))
         chromium = playwright.chromium.launch(executable_path=str(args.chromium), args=CHROMIUM_ARGS, headless=True)
         stack.callback(_quietly(chromium.close))
         result["chromium"] = chromium.version
-        browser = Browser(chromium, url)
         cpu = OtherCpu()
+        browsers = []
 
-        # cold start: the first page of the fresh server (imports torch, loads the model, translates)
-        context, page, cold = open_page(browser, next(pool), args, step_timeout(COLD_TIMEOUT_S))
+        # 0. cold starts: a fresh server, started and idle, and the first page a fresh browser opens on it; started as
+        # deployed (its warm-up included) and, in turn, without the warm-up (what the first visitor paid before)
+        cold: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+        for _ in range(args.cold_starts):
+            if left() < COLD_TIMEOUT_S / 2:
+                result["incomplete"].append(f"cold start: stopped after {len(cold[True])} of {args.cold_starts} "
+                                            "(budget)")
+                break
+            for warm in (True, False):
+                with streamlit_server(args.model_assets, log_path, warm) as (url, _server, facts):
+                    browsers.append(Browser(chromium, url))
+                    context, _page, marks = open_page(browsers[-1], next(pool), args, step_timeout(COLD_TIMEOUT_S))
+                    context.close()
+                cold[warm].append({**facts, **marks})
+        result["cold_start"] = cold_stats(cold[True])
+        result["cold_start_no_warm_up"] = cold_stats(cold[False])
+
+        # the server of the phases below, started as deployed; its first page is the page phase 1 types into
+        url, server, facts = stack.enter_context(streamlit_server(args.model_assets, log_path))
+        result["server"] = facts
+        browser = Browser(chromium, url)
+        browsers.append(browser)
+        context, page, first = open_page(browser, next(pool), args, step_timeout(COLD_TIMEOUT_S))
         stack.callback(_quietly(context.close))
-        result["cold_start"] = cold
+        result["server_first_page"] = first
         result["memory_one_session"] = tree_memory(server.pid)
 
         # 1. translate -> heatmap, one session, a new sentence each time
@@ -618,7 +682,7 @@ def run_benchmark(args: argparse.Namespace, result: dict[str, Any], log_path: Pa
             result["memory"] = {**samples[-1], "rss_mb": round(statistics.median(s["rss_mb"] for s in samples), 1),
                                 "sessions": opened, "samples_mb": [s["rss_mb"] for s in samples]}
         result["other_cpus"] = cpu.cores()
-        result["offhost_requests"] = browser.offhost
+        result["offhost_requests"] = [request for b in browsers for request in b.offhost]
     result["elapsed_s"] = round(time.monotonic() - started, 1)
 
 
@@ -640,6 +704,8 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
         "translate_p50": verdict(p50("translate"), TARGET_TRANSLATE_P50_S),
         "first_load_input_p50": verdict(p50("first_load_input"), TARGET_FIRST_LOAD_P50_S),
         "first_load_heatmap_p50": verdict(p50("first_load_heatmap"), TARGET_FIRST_LOAD_P50_S),
+        "cold_start_heatmap_p50": verdict(r["cold_start"]["heatmap"]["p50"] if r.get("cold_start") else None,
+                                          TARGET_FIRST_LOAD_P50_S),
         "server_rss": verdict(memory["rss_mb"] if memory else None, TARGET_RSS_MB),
         "translate_p50_s_max": TARGET_TRANSLATE_P50_S, "first_load_p50_s_max": TARGET_FIRST_LOAD_P50_S,
         "rss_mb_max": TARGET_RSS_MB,
@@ -655,11 +721,18 @@ def table(r: dict[str, Any]) -> str:
              f"input: {WORDS}-word English sentences, a new one for every translation (never a cached trace), "
              f"e.g. {r['example']!r}" + (f"; the last timed one had {r['tokens']['source']} source / "
                                           f"{r['tokens']['target']} target tokens" if r.get("tokens") else "")]
-    cold = r.get("cold_start")
-    if cold:
-        lines.append(f"cold start: server answered in {r['server_start_s']:.1f} s; its first page (imports torch, "
-                     f"loads the model, translates): input after {cold['input']:.2f} s, heatmap after "
-                     f"{cold['heatmap']:.2f} s")
+    server = r.get("server")
+    if server:
+        lines.append(f"server (`viz-model app`, as deployed): answered in {server['start_s']:.1f} s, its warm-up run "
+                     f"(the default page, once) ended {server['warm_up_s']:.1f} s later")
+    for key, how in (("cold_start", "started as deployed, warm-up included,"),
+                     ("cold_start_no_warm_up", "started with --no-warm-up (the first page imports torch, loads the "
+                                               "model)")):
+        cold = r.get(key)
+        if cold and cold["heatmap"]:
+            lines.append(f"cold start, a fresh server {how} and idle, its first page: input p50 "
+                         f"{cold['input']['p50']:.2f} s, heatmap p50 {cold['heatmap']['p50']:.2f} s (max "
+                         f"{cold['heatmap']['max']:.2f} s, {cold['heatmap']['n']} servers)")
     one = r.get("memory_one_session")
     if one:
         lines.append(f"server RSS with the model loaded and 1 session: {one['rss_mb']:.0f} MB")
@@ -710,6 +783,7 @@ def table(r: dict[str, Any]) -> str:
                      f"process over the run {memory['root_peak_mb']:.0f} MB)")
     t = r["targets"]
     rss = f"{memory['rss_mb']:.0f} MB" if memory else "-"
+    cold_p50 = f"{r['cold_start']['heatmap']['p50']:.3f} s" if r.get("cold_start") else "-"
 
     def fmt(key: str, unit: str) -> str:
         s = r.get(key)
@@ -721,6 +795,7 @@ def table(r: dict[str, Any]) -> str:
               f"{status(t['first_load_input_p50'])}",
               f"{'first load -> heatmap p50 <= 3 s':44}{fmt('first_load_heatmap', 's'):>12}  "
               f"{status(t['first_load_heatmap_p50'])}",
+              f"{'cold start -> heatmap p50 <= 3 s':44}{cold_p50:>12}  {status(t['cold_start_heatmap_p50'])}",
               f"{'server RSS, 4 sessions <= 600 MB':44}{rss:>12}  {status(t['server_rss'])}"]
     return "\n".join(lines)
 
@@ -739,7 +814,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     result: dict[str, Any] = {
         "benchmark": "bench_app", "quick": args.quick, "runs": args.runs, "warmup": args.warmup,
-        "loads": args.loads, "sessions": SESSIONS, "seed": args.seed, "model": args.model, "beam": args.beam,
+        "loads": args.loads, "cold_starts": args.cold_starts, "sessions": SESSIONS, "seed": args.seed,
+        "model": args.model, "beam": args.beam,
         "example": sentences(1, args.seed)[0], "streamlit": streamlit.__version__,
         "python": platform.python_version(), "machine": machine(),
         "load_before": load_average(),

@@ -3,9 +3,14 @@ layer, beam and length penalty, every setting of the Watch page; a bad value is 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 from support.app import messages, ok, open_page
+
+from app import chart_preload
 
 SENTENCE = "Two dogs play in the snow."
 
@@ -71,3 +76,15 @@ def test_a_bad_watch_link_value_is_named_and_the_default_kept(tiny, params, name
     at = open_link("watch", **params)
     assert f"{named}` ignored" in messages(at)
     assert at.selectbox(key="watch_task").value == "copy" and at.slider(key="watch_lengths").value == (4, 8)
+
+
+def test_a_link_has_the_browser_fetch_the_chart_script_while_the_page_runs(tiny):
+    """Issue 62: the sidebar's end holds a hidden element whose script imports Streamlit's own Plotly chunk (a file of
+    the installed frontend), drawn before the page (so before its first chart)."""
+    chunk = chart_preload.plotly_chunk()
+    assert chunk is not None and (Path(st.__file__).parent / "static" / "static" / "js" / chunk).is_file()
+    at = ok(open_link(None, beam="1"))
+    preloads = [e.proto for e in at.sidebar.get("html") if chart_preload.MARK in e.proto.body]
+    assert len(preloads) == 1 and preloads[0].unsafe_allow_javascript
+    assert f'import(new URL("{chunk}", index.src).href)' in preloads[0].body
+    assert "display: none" in preloads[0].body and at.get("plotly_chart")  # hidden; the page's heatmap still drawn

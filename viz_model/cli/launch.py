@@ -18,6 +18,7 @@ from ..config.checks import check_int
 from ..modeldir.checkpoint import CheckpointError, check_model_dir
 from ..modeldir.shipped import ASSETS_DIR, available_models
 from ..nn.devices import DEVICE_ENV, device_from_env, resolve_device
+from .warm_up import STREAMLIT_OPTIONS, local_url, warm_up_in_background
 
 PACKAGE = Path(__file__).resolve().parents[1]  # viz_model/
 PACKAGED_APP = PACKAGE / "_app" / "app" / "streamlit_app.py"
@@ -91,10 +92,11 @@ def check_device(device: str | None) -> str:
 
 
 def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False,
-            device: str | None = None) -> int:
+            device: str | None = None, warm: bool = True) -> int:
     """Start the explorer (Ctrl-C stops it). On POSIX this process becomes the Streamlit server (exec), so a signal
     to it (a supervisor's, a deployment's) reaches the server itself; elsewhere it waits for it and returns its
-    exit status."""
+    exit status. With `warm`, the server runs the default page once as soon as it answers (`warm_up`), so the
+    first visitor does not wait for torch's import, the model's load and the first trace."""
     device = check_device(device)
     folders = model_folders(models or [])
     check_port(port, address)
@@ -102,9 +104,11 @@ def run_app(port: int = 8501, models: list[str] | None = None, address: str = ""
     env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders), DEVICE_ENV: device}
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
                *STREAMLIT_SETTINGS, *(["--server.address", address] if address else []),
-               *(["--server.headless", "true"] if headless else [])]
+               *(["--server.headless", "true"] if headless else []), *(STREAMLIT_OPTIONS if warm else [])]
     print(f"viz-model: the explorer on http://{address or 'localhost'}:{port} (models from "
           f"{os.pathsep.join(map(str, folders))}, device {device}); Ctrl-C stops it", file=sys.stderr, flush=True)
+    if warm:
+        warm_up_in_background(local_url(address, port))
     if os.name == "posix":
         sys.stdout.flush()
         os.execve(sys.executable, command, env)

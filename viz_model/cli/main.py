@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", action="append", default=[], metavar="DIR",
                    help="a folder of model directories to offer too (repeatable; imported models, your own)")
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    p.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                   help="do not run the default page once at start (the first visitor then waits for the model's "
+                        "load)")
     p.add_argument("--device", default=None, metavar="{auto,cpu,cuda,cuda:N}",
                    help="where models run: auto (the GPU when torch sees one; the default, or VIZ_MODEL_DEVICE), cpu, "
                         "cuda or cuda:N")
@@ -245,7 +248,7 @@ def _load(args: argparse.Namespace, language_models: bool = False):
 def cmd_app(args: argparse.Namespace) -> int:
     from .launch import run_app
 
-    return run_app(args.port, args.models, args.address, args.headless, args.device)
+    return run_app(args.port, args.models, args.address, args.headless, args.device, args.warm_up)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
