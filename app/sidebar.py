@@ -24,7 +24,7 @@ from app.shared_settings import MAX_TOP_K_SHOWN, RULE_LABELS, SEARCH_LABELS, SHA
 from app.state import bound, rule_choice, search_beam, search_defaults
 from app.texts import count, md_escape
 from viz_model import EncoderModel, LanguageModel
-from viz_model.hf.hub_cache import is_hub_id
+from viz_model.hf.hub_cache import hub_offered, is_hub_id
 from viz_model.kinds.translator import TranslationModel
 from viz_model.modeldir.checkpoint import CheckpointError
 from viz_model.modeldir.languages import name as language_name
@@ -66,8 +66,11 @@ def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | En
 def hub_series() -> Series | None:
     """The form that opens a hub id's revisions (Pythia's step1000, ...) as a series in place of the picker's model,
     and closes it again; the series open, None for the picker's model. What cannot be a series is said in one
-    line."""
+    line. Not offered where the server fetches nothing from the hub (`viz-model app --no-hub`)."""
     ss = st.session_state
+    if not hub_offered():
+        ss.pop(HUB_SERIES, None)
+        return None
     with st.expander("A series on the hub", expanded=HUB_SERIES in ss):
         if HUB_SERIES in ss and st.button("Close the hub series", key="hub_series_close",
                                           help="Back to the model picked above"):

@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         for number, port in enumerate(ports, 1):
             log = workdir / f"replica-{number}.log"
             command = [sys.executable, "-m", "viz_model", "app", "--port", str(port), "--address", "127.0.0.1",
-                       "--headless", *[arg for folder in folders for arg in ("--models", str(folder))]]
+                       "--headless", "--no-hub", *[arg for folder in folders for arg in ("--models", str(folder))]]
             with log.open("w") as out:
                 processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT))
         for number, (process, port) in enumerate(zip(processes, ports), 1):

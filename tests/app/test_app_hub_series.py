@@ -15,7 +15,7 @@ from support.hf_lm import build_lm_folder  # noqa: E402
 from support.neox_run import STEPS, neox_run, with_other_tokenizer  # noqa: E402, F401 (a fixture)
 
 from viz_model.analysis.checkpoint_scores import series_scores  # noqa: E402
-from viz_model.hf.hub_cache import CACHE_ENV  # noqa: E402
+from viz_model.hf.hub_cache import CACHE_ENV, HUB_ENV  # noqa: E402
 from viz_model.modeldir.series import hub_series  # noqa: E402
 
 REPO = "EleutherAI/pythia-tiny"
@@ -109,3 +109,14 @@ def test_a_step_of_another_model_is_one_line(revisions, steps, expected):
 def test_what_is_no_hub_series_is_one_line(revisions, repo, steps, expected):
     at = open_hub_series(repo, steps)
     assert [e.value for e in at.sidebar.error] == [expected] and revisions == []
+
+
+def test_a_server_started_without_the_hub_offers_no_hub_series(monkeypatch):
+    """`viz-model app --no-hub` (VIZ_MODEL_HUB=off): the sidebar has no hub series form, the picker's model serves."""
+    monkeypatch.setenv(HUB_ENV, "off")
+    at = ok(start(sentence="A man runs."))
+    assert not [e for e in at.sidebar.expander if e.label == "A series on the hub"]
+    assert not [t for t in at.sidebar.text_input if t.key == "hub_series_id"]
+    monkeypatch.setenv(HUB_ENV, "on")
+    at = ok(start(sentence="A man runs."))
+    assert [t for t in at.sidebar.text_input if t.key == "hub_series_id"]

@@ -16,6 +16,7 @@ import pytest
 
 from viz_model.cli import launch, warm_up
 from viz_model.cli.main import main
+from viz_model.hf.hub_cache import HUB_ENV
 
 
 class StandIn(http.server.BaseHTTPRequestHandler):
@@ -119,3 +120,19 @@ def test_viz_model_app_starts_the_server_with_its_warm_up_unless_told_not_to(mon
         assert warmed == [] and options not in " ".join(command)
     else:
         assert warmed == [f"http://127.0.0.1:{port}"] and options in " ".join(command)
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-hub"]])
+def test_viz_model_app_tells_the_server_whether_it_may_fetch_from_the_hub(monkeypatch, flag):
+    envs = []
+
+    def execve(path, command, env):  # the server is not started: its environment is kept
+        envs.append(env)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch.os, "execve", execve)
+    monkeypatch.setattr(launch.subprocess, "call", lambda command, env: execve(None, command, env))
+    monkeypatch.delenv(HUB_ENV, raising=False)
+    with pytest.raises(SystemExit):
+        main(["app", "--headless", "--no-warm-up", "--address", "127.0.0.1", "--port", str(free_port()), *flag])
+    assert envs[0].get(HUB_ENV) == ("off" if flag else None)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..config.checks import check_int
+from ..hf.hub_cache import HUB_ENV
 from ..modeldir.checkpoint import CheckpointError, check_model_dir
 from ..modeldir.shipped import ASSETS_DIR, available_models
 from ..nn.devices import DEVICE_ENV, device_from_env, resolve_device
@@ -92,16 +93,18 @@ def check_device(device: str | None) -> str:
 
 
 def run_app(port: int = 8501, models: list[str] | None = None, address: str = "", headless: bool = False,
-            device: str | None = None, warm: bool = True) -> int:
+            device: str | None = None, warm: bool = True, hub: bool = True) -> int:
     """Start the explorer (Ctrl-C stops it). On POSIX this process becomes the Streamlit server (exec), so a signal
     to it (a supervisor's, a deployment's) reaches the server itself; elsewhere it waits for it and returns its
     exit status. With `warm`, the server runs the default page once as soon as it answers (`warm_up`), so the
-    first visitor does not wait for torch's import, the model's load and the first trace."""
+    first visitor does not wait for torch's import, the model's load and the first trace. Without `hub`, visitors
+    cannot have the server fetch models from the hub (a public server's choice)."""
     device = check_device(device)
     folders = model_folders(models or [])
     check_port(port, address)
     script = app_script()
-    env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders), DEVICE_ENV: device}
+    env = {**os.environ, "VIZ_MODEL_ASSETS": os.pathsep.join(str(folder) for folder in folders), DEVICE_ENV: device,
+           **({} if hub else {HUB_ENV: "off"})}
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
                *STREAMLIT_SETTINGS, *(["--server.address", address] if address else []),
                *(["--server.headless", "true"] if headless else []), *(STREAMLIT_OPTIONS if warm else [])]

@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                    help="do not run the default page once at start (the first visitor then waits for the model's "
                         "load)")
+    p.add_argument("--no-hub", dest="hub", action="store_false",
+                   help="offer visitors no hub downloads (the sidebar's hub series form is not shown): for a public "
+                        "server")
     p.add_argument("--device", default=None, metavar="{auto,cpu,cuda,cuda:N}",
                    help="where models run: auto (the GPU when torch sees one; the default, or VIZ_MODEL_DEVICE), cpu, "
                         "cuda or cuda:N")
@@ -248,7 +251,7 @@ def _load(args: argparse.Namespace, language_models: bool = False):
 def cmd_app(args: argparse.Namespace) -> int:
     from .launch import run_app
 
-    return run_app(args.port, args.models, args.address, args.headless, args.device, args.warm_up)
+    return run_app(args.port, args.models, args.address, args.headless, args.device, args.warm_up, args.hub)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

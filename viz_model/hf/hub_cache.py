@@ -17,6 +17,7 @@ from .common import MAX_HF_CONFIG_BYTES, HFImportError, read_json_file
 from .importer import HUB_ID, check_dtype, import_model
 
 CACHE_ENV = "VIZ_MODEL_CACHE"
+HUB_ENV = "VIZ_MODEL_HUB"  # "off": the explorer offers no hub downloads to its visitors (`viz-model app --no-hub`)
 # en, de_DE, deu_Latn, zh-Hant: safe in a directory name, and never "__" (the separator of the name's choices)
 LANGUAGE_CODE = re.compile(r"(?=.{1,32}$)[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
 REVISION = re.compile(r"(?=.{1,96}$)[A-Za-z0-9](?:[A-Za-z0-9._-]|/(?!/))*")  # step1000, v1.0, refs/pr/1, a commit
@@ -26,6 +27,11 @@ def cache_root() -> Path:
     """Where imported hub models are kept: ``$VIZ_MODEL_CACHE``, else ``~/.cache/viz-model``."""
     value = os.environ.get(CACHE_ENV)
     return Path(value) if value else Path.home() / ".cache" / "viz-model"
+
+
+def hub_offered() -> bool:
+    """Whether the explorer may fetch hub models a visitor names (not where ``$VIZ_MODEL_HUB`` is ``off``)."""
+    return os.environ.get(HUB_ENV, "").strip().lower() != "off"
 
 
 def is_hub_id(source: str) -> bool:
