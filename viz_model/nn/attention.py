@@ -92,10 +92,10 @@ def attention_scores(q: Tensor, k: Tensor, scale: bool | float = True, softcap: 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax over keys with masked scores set to -inf; a fully masked row gives all zeros, not NaN."""
-    return _softmax_over_keys(scores if mask is None else scores.masked_fill(~mask, float("-inf")), mask)
+    return softmax_over_keys(scores if mask is None else scores.masked_fill(~mask, float("-inf")), mask)
 
 
-def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
+def softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax in float32, back in the scores' dtype; rows with every key masked become zeros."""
     weights = torch.softmax(masked.float(), dim=-1)
     if mask is not None:  # in place where no gradient needs the softmax's output
@@ -170,7 +170,7 @@ def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dr
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
-    weights = _softmax_over_keys(masked, mask) if sinks is None else sink_softmax(masked, sinks)
+    weights = softmax_over_keys(masked, mask) if sinks is None else sink_softmax(masked, sinks)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, AttentionRecord(weights, scores, masked, v, mask, position_bias=bias, sinks=sinks)
 
