@@ -16,8 +16,22 @@ A side whose maps alone (layers x heads x n² x 4 B) would take more than ``--me
 memory available when the run starts) is not run: the results file records the estimate and "not run: would need X
 GB". Results: ``benchmarks/results/bench_long_prompt.json`` (``--out`` elsewhere; none with ``--quick``).
 
+``--forward`` (issue 62: the trace near the forward pass) measures instead, side by side in one fresh process, the
+12-layer Llama of the issue (d 768, 12 heads on 4 key/value heads, d_ff 2,048; random weights, seed 0, the tests'
+byte-level BPE: `FORWARD_LLAMA`, built by transformers and imported) over a ``--tokens`` prompt (default 4,096):
+
+* **ours**: ``trace(prompt, max_new_tokens=0, maps="on_demand")`` plus one head's map (``trace.head_map``);
+* **transformers (sdpa)**: ``LlamaForCausalLM`` with sdpa attention, its forward over the same ids, no maps.
+
+Both are warmed once, then timed ``--runs`` times each, alternating which goes first; each side's first timed call
+also gives its peak memory (`bench_lm.peak_added_mb`). The ratio of the medians is the issue's figure (goal: at most
+`FORWARD_GOAL`); the trace's top probabilities are checked against transformers' logits (a benchmark of different
+outputs is void). Results: ``benchmarks/results/bench_long_prompt_forward.json``.
+
     python benchmarks/bench_long_prompt.py [--runs 3] [--threads 2] [--lengths 512 2048 4096]
     python benchmarks/bench_long_prompt.py --quick --json      # smoke test: a tiny model of the same family
+    python benchmarks/bench_long_prompt.py --forward [--runs 5] [--tokens 4096]    # about 2 minutes a run on 2 cores
+    python benchmarks/bench_long_prompt.py --forward --quick   # smoke test: a tiny Llama, 256 tokens
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_common import CpuMonitor, add_output_args, emit, finish_results, load_average
+from bench_common import REPO, CpuMonitor, add_output_args, emit, finish_results, load_average
 from bench_lm import QUICK, QWEN, build_folder, peak_added_mb
 
 import viz_model
@@ -46,6 +60,13 @@ LENGTHS = (512, 2048, 4096)
 QUICK_LENGTHS = (48, 96)
 SIDES = ("ours_on_demand", "ours_full", "transformers_forward")
 WORDS = "a b c d e f g h i j k l m n o p q r s t u v w x y z "  # a token a word: 4,096 tokens in 8 KB of text
+FORWARD_LLAMA = {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12,
+                 "num_key_value_heads": 4, "max_position_embeddings": 8192}
+FORWARD_QUICK = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "max_position_embeddings": 512}
+FORWARD_TOKENS, FORWARD_QUICK_TOKENS = 4096, 256
+FORWARD_GOAL = 1.5  # issue 62: the trace plus one head's map within 1.5x of transformers' sdpa forward
+FORWARD_MEMORY_GB = 3.0  # issue 62: the trace's peak memory still under 3 GB
 
 
 def prompt_of(tokenizer: Any, n: int) -> str:
@@ -122,6 +143,91 @@ def run_child(args: argparse.Namespace) -> int:
     return 0
 
 
+def forward_child(args: argparse.Namespace) -> int:
+    """Ours (trace on demand plus one head's map) against transformers' sdpa forward, alternating, in this fresh
+    process: the measurements as one JSON line."""
+    import transformers
+
+    folder, out, n = Path(args.child[1]), Path(args.child[2]), int(args.child[3])
+    ours = viz_model.load(out, device="cpu")
+    theirs = transformers.LlamaForCausalLM.from_pretrained(folder, attn_implementation="sdpa").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    text = tokenizer.decode(tokenizer(WORDS * (n // 20 + 1)).input_ids[1:n])  # after <s>: the tokenizer adds it
+    ids = ours.encode(text)
+    if ids != tokenizer(text).input_ids:
+        raise SystemExit("the two tokenizers give different ids for the long prompt")
+    source = torch.tensor([ids])
+    layer = len(ours.network.layers) // 2
+    kept: dict[str, Any] = {}
+
+    def forward() -> Any:
+        with torch.inference_mode():
+            kept["logits"] = theirs(source).logits[0]
+
+    def trace() -> Any:
+        kept["trace"] = ours.trace(text, max_new_tokens=0, maps="on_demand")
+        kept["head"] = kept["trace"].head_map("decoder", layer, 0)
+    sides = {"ours_trace_and_head": trace, "transformers_sdpa_forward": forward}
+    for fn in sides.values():  # warm
+        fn()
+    peaks, times = {}, {name: [] for name in sides}
+    for run in range(args.runs):
+        for name in (sides if run % 2 == 0 else reversed(list(sides))):
+            clocked = timed_calls(sides[name], 1)
+            peaks.setdefault(name, clocked[0])  # the first timed call's
+            times[name] += clocked[1]
+    best = torch.softmax(kept["logits"].float(), dim=-1).max(dim=-1).values
+    ours_best = torch.tensor([step.top_probabilities[0] for step in kept["trace"].steps])
+    differs = float((best - ours_best).abs().max())
+    if differs > 1e-4:
+        raise SystemExit(f"ours and transformers' top probabilities differ by up to {differs:.2e}: not the same model")
+    found = {"tokens": len(ids), "layer_read": layer, "top_probability_max_difference": differs,
+             "trace_mb": round(kept["trace"].nbytes / 2 ** 20, 1),
+             "ours_forward_ms": round(kept["trace"].timings["decode_ms"], 1)}
+    found |= {name: measured(peaks[name], times[name]) for name in sides}
+    print(json.dumps(found))
+    return 0
+
+
+def run_forward(args: argparse.Namespace) -> int:
+    """The issue-62 comparison (``--forward``): build, import, one child process, the results file."""
+    sys.path[:0] = [str(REPO / "tests")]  # the tests' Llama folder and its byte-level BPE
+    from support.hf_lm import build_lm_folder
+
+    n = FORWARD_QUICK_TOKENS if args.quick and args.tokens is None else args.tokens or FORWARD_TOKENS
+    runs = 1 if args.quick else args.runs
+    settings = FORWARD_QUICK if args.quick else FORWARD_LLAMA
+    monitor = CpuMonitor(children=True)
+    found: dict[str, Any] = {"model": "12-layer Llama (d 768, 12 heads, 4 key/value heads, d_ff 2048)" +
+                             (" (quick: tiny)" if args.quick else ""), "settings": settings,
+                             "weights": "random, seed 0", "dtype": "fp32", "device": "cpu", "runs": runs,
+                             "threads": args.threads, "quick": args.quick, "goal_ratio": FORWARD_GOAL,
+                             "memory_goal_gb": FORWARD_MEMORY_GB, "load_average_before": load_average()}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = build_lm_folder(Path(tmp), "llama", folder_name="hf", **settings)
+        out = Path(tmp) / "imported"
+        import_model(str(folder), out)
+        command = [sys.executable, str(Path(__file__).resolve()), "--child", "forward", str(folder), str(out),
+                   str(n), "--runs", str(runs), "--threads", str(args.threads)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SystemExit(f"the forward child ({n} tokens) failed: {result.stderr[-2000:]}")
+        found |= json.loads(result.stdout.strip().splitlines()[-1])
+    ours, theirs = found["ours_trace_and_head"], found["transformers_sdpa_forward"]
+    found["ratio_p50"] = round(ours["p50_ms"] / theirs["p50_ms"], 3)
+    found["ratio_per_run"] = [round(a / b, 3) for a, b in zip(ours["times_ms"], theirs["times_ms"])]
+    found["met"] = found["ratio_p50"] <= FORWARD_GOAL and (ours["peak_added_mb"] or 0) < FORWARD_MEMORY_GB * 1024
+    finish_results(args, found, "bench_long_prompt_forward.json", monitor, start)
+    lines = [f"{found['tokens']} tokens, {runs} runs, load average {found['load_average_before']} -> "
+             f"{found['load_average_after']}",
+             f"ours (trace + one head): {ours['p50_ms']:.0f} ms, peak {ours['peak_added_mb']} MB",
+             f"transformers sdpa forward: {theirs['p50_ms']:.0f} ms, peak {theirs['peak_added_mb']} MB",
+             f"ratio {found['ratio_p50']:.2f}x (goal {FORWARD_GOAL}x): {'met' if found['met'] else 'not met'}"]
+    emit("\n".join(lines), found, args.json)
+    return 0
+
+
 def child(side: str, folder: Path, out: Path, n: int, args: argparse.Namespace) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", side, str(folder), str(out), str(n),
                "--runs", str(args.runs), "--threads", str(args.threads)]
@@ -156,11 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-limit-gb", type=float, default=None,
                         help="run no side whose maps alone would take more (default: half the memory available)")
     add_output_args(parser, "bench_long_prompt.json", "a tiny model, 1 run, short prompts")
+    parser.add_argument("--forward", action="store_true",
+                        help="issue 62: ours (trace + a head's map) against transformers' sdpa forward, 12-layer Llama")
+    parser.add_argument("--tokens", type=int, default=None,
+                        help=f"--forward's prompt in tokens (default {FORWARD_TOKENS}; quick: {FORWARD_QUICK_TOKENS})")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.child:
-        return run_child(args)
+        return forward_child(args) if args.child[0] == "forward" else run_child(args)
+    if args.forward:
+        return run_forward(args)
     if args.quick:
         args.runs, args.lengths = 1, list(QUICK_LENGTHS)
     if any(n < 2 for n in args.lengths) or args.runs < 1:

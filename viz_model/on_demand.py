@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .nn.attention import attention_scores, masked_softmax
+from .nn.attention import attention_scores, softmax_over_keys
 from .nn.learned_sinks import sink_softmax
 from .nn.model import Seq2SeqOutput, Transformer
 from .nn.score_recipe import ScoreRecipe, laid_out
@@ -56,8 +56,8 @@ def keeps_full_maps(maps: str, n_tokens: int) -> bool:
 @torch.inference_mode()
 def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: slice | None = None) -> Tensor:
     """``(len(heads), rows, m)`` float32: the softmax the layer computed for those heads (all: None) and query rows
-    (all: None), as its explicit path computes it (`attention_scores`, the bias, `masked_softmax`; with learned sinks
-    `sink_softmax`)."""
+    (all: None), as its explicit path computes it (`attention_scores`, the bias, masked keys at -inf, then
+    `softmax_over_keys`; with learned sinks `sink_softmax`)."""
     index = torch.arange(recipe.heads) if heads is None else torch.as_tensor(list(heads), dtype=torch.long)
     owners = index if recipe.kv_heads is None else torch.as_tensor(recipe.kv_heads, dtype=torch.long)[index]
     queries = recipe.queries if rows is None else recipe.queries[:, rows]
@@ -66,9 +66,9 @@ def recipe_maps(recipe: ScoreRecipe, heads: Sequence[int] | None = None, rows: s
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     visible = recipe.visible(rows)
+    masked = scores if visible is None else scores.masked_fill_(~visible, float("-inf"))  # its own tensor: in place
     if recipe.sinks is None:
-        return masked_softmax(scores, visible).float()
-    masked = scores if visible is None else scores.masked_fill(~visible, float("-inf"))
+        return softmax_over_keys(masked, visible).float()
     return sink_softmax(masked, recipe.sinks[index]).float()
 
 

@@ -9,7 +9,8 @@ positions get a score of -inf before the softmax, so their weight is exactly 0.
   returns the per-head weights (taken before attention dropout); `explained_attention` returns the whole
   `AttentionRecord` of that computation (scores before and after masking, weights, values);
 - fast (``need_weights=False``): `torch.nn.functional.scaled_dot_product_attention`, no weights (unscaled scores,
-  as T5's, through its ``scale=1.0``).
+  as T5's, through its ``scale=1.0``); told ``is_causal`` where the caller says the mask is the plain causal one
+  (``causal=True``), so that the kernel skips the hidden half of the keys rather than reading a mask over all of them.
 Asking the fast path for weights raises; it never returns a silent ``None``. On the CPU, bf16/fp16 tensors
 (training under CPU autocast) take the explicit path: PyTorch's fused CPU kernel is slower
 there in the backward pass than two bf16 matmuls and a softmax (`benchmarks/bench_train.py`).
@@ -91,10 +92,10 @@ def attention_scores(q: Tensor, k: Tensor, scale: bool | float = True, softcap: 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax over keys with masked scores set to -inf; a fully masked row gives all zeros, not NaN."""
-    return _softmax_over_keys(scores if mask is None else scores.masked_fill(~mask, float("-inf")), mask)
+    return softmax_over_keys(scores if mask is None else scores.masked_fill(~mask, float("-inf")), mask)
 
 
-def _softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
+def softmax_over_keys(masked: Tensor, mask: Tensor | None) -> Tensor:
     """Softmax in float32, back in the scores' dtype; rows with every key masked become zeros."""
     weights = torch.softmax(masked.float(), dim=-1)
     if mask is not None:  # in place where no gradient needs the softmax's output
@@ -169,7 +170,7 @@ def _explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dr
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     masked = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
-    weights = _softmax_over_keys(masked, mask) if sinks is None else sink_softmax(masked, sinks)
+    weights = softmax_over_keys(masked, mask) if sinks is None else sink_softmax(masked, sinks)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, AttentionRecord(weights, scores, masked, v, mask, position_bias=bias, sinks=sinks)
 
@@ -181,12 +182,13 @@ def _slow_fused(q: Tensor) -> bool:
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, need_weights: bool = False,
               dropout_p: float = 0.0, scale: bool | float = True, impl: str = "auto",
-              bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+              bias: Tensor | None = None, causal: bool = False) -> tuple[Tensor, Tensor | None]:
     """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V`` on ``(batch, heads, len, d)`` tensors.
 
     Returns ``(output, weights)``; weights ``(batch, heads, query_len, key_len)`` when `need_weights`,
     else None. `impl` picks the path: "math" (explicit), "sdpa" (fused, no weights) or "auto". `bias`
-    (broadcastable to the scores): a positional bias added to the scores (ALiBi, T5's relative bias).
+    (broadcastable to the scores): a positional bias added to the scores (ALiBi, T5's relative bias). `causal`: `mask`
+    is `causal_mask` of as many queries as keys (a pass from position 0), which the fused kernel then applies itself.
     """
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"impl must be one of {IMPLEMENTATIONS}, got {impl!r}")
@@ -196,6 +198,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, ne
     _check_bias(q, k, bias)
     if impl == "sdpa" or (impl == "auto" and not need_weights and not _slow_fused(q)):
         factor = None if scale is True else 1.0 if scale is False else scale ** -0.5
+        if causal and bias is None and q.shape[-2] == k.shape[-2]:  # the kernel skips the keys the mask hides
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=factor), None
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=_float_mask(mask, bias, q.dtype), dropout_p=dropout_p,
                                              scale=factor)
         return out, None
@@ -320,14 +324,15 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, source: Tensor | None = None, mask: Tensor | None = None, *,
                 need_weights: bool | str = False, cache: KVCache | None = None, append_to_cache: bool = False,
                 head_mask: Tensor | None = None, position: ScorePosition | None = None,
-                head_patch: LayerPatch | None = None) -> tuple[Tensor, Tensor | None, KVCache]:
+                head_patch: LayerPatch | None = None, causal: bool = False) -> tuple[Tensor, Tensor | None, KVCache]:
         """Attend from `query` ``(batch, q_len, d_model)`` to `source` (self-attention when None).
 
         `cache` holds keys/values already projected: with `append_to_cache` the new ones are appended
         (incremental self-attention), otherwise they are used as they are (cross-attention memory).
         `head_mask` ``(heads,)`` scales each head's output (0 switches a head off); `head_patch`: heads whose outputs
         come from another run (`swapped`), before the mask. `position` (self-attention):
-        the rotation of the new queries and keys or the bias on the scores. Returns
+        the rotation of the new queries and keys or the bias on the scores; `causal`: `mask` is the plain causal mask
+        of a pass from position 0 (`attention`'s fused kernel applies it itself). Returns
         ``(output, AttentionRecord when need_weights else None, cache)``; ``need_weights="recipe"``: a `ScoreRecipe`
         (the queries and keys the scores need, batch of one) in the record's place, no maps made.
         """
@@ -364,7 +369,7 @@ class MultiHeadAttention(nn.Module):
             record.kv_heads = self.query_kv_heads()
             record = record if need_weights else None
         else:
-            out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias)
+            out, _ = attention(q, key, value, mask, dropout_p=dropout_p, scale=self.scale, bias=bias, causal=causal)
         out = swapped(out, head_patch)
         if head_mask is not None:
             if head_mask.shape != (self.heads,):

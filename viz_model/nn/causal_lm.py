@@ -49,14 +49,15 @@ class CausalLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, need_weights: bool,
                 cache: KVCache | None = None, position: ScorePosition | None = None,
-                head_mask: Tensor | None = None, head_patch: LayerPatch | None = None
+                head_mask: Tensor | None = None, head_patch: LayerPatch | None = None, causal: bool = False
                 ) -> tuple[Tensor, AttentionRecord | None, KVCache, ExpertRouting | None]:
         """The layer's output, its self-attention's record (with `need_weights`), its keys and values so far and,
         with `need_weights` and a mixture of experts, where it routed each token (`head_patch`: heads whose outputs
-        come from another run)."""
+        come from another run; `causal`: `mask` is the plain causal mask of a pass from position 0)."""
         h = self.attn_residual.enter(x)
         out, record, kv = self.self_attn(h, None, mask, need_weights=need_weights, head_mask=head_mask, cache=cache,
-                                         append_to_cache=True, position=position, head_patch=head_patch)
+                                         append_to_cache=True, position=position, head_patch=head_patch,
+                                         causal=causal)
         y = self.attn_residual.leave(x, out)
         if self.ffn is None:  # attention-only
             return y, _with_stream(record, x, y), kv, None
@@ -115,6 +116,12 @@ def window_mask(length: int, offset: int, window: int | None, device: torch.devi
     if window is not None:
         visible = visible & (k > q - window)
     return visible[None, None]
+
+
+def plain_causal(length: int, offset: int, window: int | None, key_mask: Tensor | None) -> bool:
+    """Whether `window_mask` of a pass of `length` tokens after `offset` (with `key_mask`) is the plain causal mask
+    of as many queries as keys: no earlier keys, no extra key mask, no window shorter than the pass."""
+    return offset == 0 and length > 1 and key_mask is None and (window is None or window >= length)
 
 
 def with_key_mask(mask: Tensor, key_mask: Tensor, offset: int, layer: int) -> Tensor:
@@ -269,7 +276,8 @@ class CausalLM(nn.Module):
             x, record, kv, routing = layer(x, masks[window], "recipe" if recipe else need_weights,
                                            cache[i] if cache else None, scheme,
                                            None if head_mask is None else head_mask[i],
-                                           None if head_patch is None else head_patch.layer(i))
+                                           None if head_patch is None else head_patch.layer(i),
+                                           plain_causal(ids.shape[1], offset, window, key_mask))
             out.cache.append(kv)
             if states:
                 out.states.append(x)
