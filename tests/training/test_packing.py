@@ -13,7 +13,9 @@ from test_train_lm import tiny_lm_config
 import viz_model
 from viz_model.config import ConfigError
 from viz_model.modeldir.series import SERIES_FILE, folder_series
+from viz_model.modeldir.training_facts import facts_from_run
 from viz_model.tokenization.tokenizer import EOS_ID, SPECIAL_IDS
+from viz_model.train.card import model_card
 from viz_model.train.data import EncodedPairs, collate
 from viz_model.train.export import export_run
 from viz_model.train.loop import train
@@ -103,6 +105,16 @@ def test_packing_settings_are_checked_in_one_line(data_dir, changes, fragment):
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")) as err:
         tiny_lm_config(data_dir, max_len=64, **changes)
     assert "\n" not in str(err.value)
+
+
+def test_the_card_discloses_the_copying_curriculum(data_dir):
+    cfg = tiny_lm_config(data_dir, max_len=64, pack_len=64, pack_repeat=0.4, pack_spans=0.3)
+    card = model_card("lm", cfg, 1000, [], facts_from_run(cfg, []), {}, [])
+    assert ("each line after a sequence's first is, with chance 0.4, a copy of one of its earlier lines; with chance "
+            "0.3, a span of 8 to 32 random pieces followed by its copy instead (a copying curriculum); validation one "
+            "line a sequence") in card
+    assert "copying curriculum" not in model_card("lm", tiny_lm_config(data_dir, max_len=64, pack_len=64), 1000, [],
+                                                  facts_from_run(cfg, []), {}, [])
 
 
 def test_a_packed_run_saves_a_series_that_opens_step_by_step(tmp_path, data_dir):
