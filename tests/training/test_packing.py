@@ -1,5 +1,6 @@
 """A decoder-only run's lines packed into long sequences (`pack_len`), some repeated inside their sequence
-(`pack_repeat`), and the checkpoint series a run saves every `series_every_steps` (issue 60, items 3 and 4)."""
+(`pack_repeat`), random spans and their copies (`pack_spans`), and the checkpoint series a run saves every
+`series_every_steps` (issue 60, items 3 and 4)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from test_train_lm import tiny_lm_config
 import viz_model
 from viz_model.config import ConfigError
 from viz_model.modeldir.series import SERIES_FILE, folder_series
-from viz_model.tokenization.tokenizer import EOS_ID
+from viz_model.modeldir.training_facts import facts_from_run
+from viz_model.tokenization.tokenizer import EOS_ID, SPECIAL_IDS
+from viz_model.train.card import model_card
 from viz_model.train.data import EncodedPairs, collate
 from viz_model.train.export import export_run
 from viz_model.train.loop import train
-from viz_model.train.packing import pack_texts
+from viz_model.train.packing import SPAN_LENGTHS, pack_texts
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 LINES = [[10 + i, 200 + i % 7, 300 + i] for i in range(40)] + [[5] * 9, [6]]  # distinct lines of 1 to 9 ids
@@ -62,6 +65,22 @@ def test_a_repeated_line_is_a_copy_of_an_earlier_line_of_its_sequence():
     assert all(len(seq) + 1 <= 64 for seq in packed.tgt)
 
 
+def test_a_random_span_is_followed_by_its_copy_and_every_line_is_still_packed_once():
+    data = EncodedPairs([[] for _ in LINES], LINES)
+    packed = pack_texts(data, 128, repeat=0.2, seed=3, spans=0.3, vocab_size=500)
+    captions, spans = [], []
+    for line in (line for seq in packed.tgt for line in lines_of(seq)):
+        (captions if line in LINES else spans).append(line)
+    assert sorted(set(map(tuple, captions))) == sorted(map(tuple, LINES)) and len(spans) > 5
+    for span in spans:
+        half = len(span) // 2
+        assert span[:half] == span[half:] and SPAN_LENGTHS[0] <= half <= SPAN_LENGTHS[1]
+        assert len(set(span[:half])) == half and not set(span) & set(SPECIAL_IDS) and max(span) < 500
+    assert all(len(seq) + 1 <= 128 for seq in packed.tgt)
+    no_spans = pack_texts(data, 128, repeat=0.2, seed=3).tgt
+    assert no_spans == pack_texts(data, 128, repeat=0.2, seed=3, vocab_size=500).tgt != packed.tgt
+
+
 def test_a_line_too_long_to_pack_is_dropped_and_bad_settings_are_refused():
     data = EncodedPairs([[], []], [[7] * 20, [8, 9]])
     assert pack_texts(data, 8).tgt == [[8, 9]]
@@ -69,16 +88,33 @@ def test_a_line_too_long_to_pack_is_dropped_and_bad_settings_are_refused():
         pack_texts(data, 1)
     with pytest.raises(ValueError, match="repeat must be a chance"):
         pack_texts(data, 8, repeat=1.0)
+    with pytest.raises(ValueError, match="spans must be a chance"):
+        pack_texts(data, 8, repeat=0.5, spans=0.5, vocab_size=100)
+    with pytest.raises(ValueError, match="random spans need a vocabulary of at least 36 ids"):
+        pack_texts(data, 8, spans=0.1, vocab_size=20)
 
 
 @pytest.mark.parametrize(("changes", "fragment"), [
     ({"pack_len": 128}, "pack_len (128) exceeds max_len (64)"),
     ({"pack_repeat": 0.2}, "pack_repeat (0.2) repeats lines inside packed sequences: set pack_len"),
+    ({"pack_spans": 0.2}, "pack_spans (0.2) adds random spans to packed sequences: set pack_len"),
+    ({"pack_len": 32, "pack_repeat": 0.5, "pack_spans": 0.5},
+     "pack_repeat (0.5) and pack_spans (0.5) must sum to less than 1: no caption would be packed"),
 ])
 def test_packing_settings_are_checked_in_one_line(data_dir, changes, fragment):
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")) as err:
         tiny_lm_config(data_dir, max_len=64, **changes)
     assert "\n" not in str(err.value)
+
+
+def test_the_card_discloses_the_copying_curriculum(data_dir):
+    cfg = tiny_lm_config(data_dir, max_len=64, pack_len=64, pack_repeat=0.4, pack_spans=0.3)
+    card = model_card("lm", cfg, 1000, [], facts_from_run(cfg, []), {}, [])
+    assert ("each line after a sequence's first is, with chance 0.4, a copy of one of its earlier lines; with chance "
+            "0.3, a span of 8 to 32 random pieces followed by its copy instead (a copying curriculum); validation one "
+            "line a sequence") in card
+    assert "copying curriculum" not in model_card("lm", tiny_lm_config(data_dir, max_len=64, pack_len=64), 1000, [],
+                                                  facts_from_run(cfg, []), {}, [])
 
 
 def test_a_packed_run_saves_a_series_that_opens_step_by_step(tmp_path, data_dir):

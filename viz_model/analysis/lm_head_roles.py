@@ -22,7 +22,7 @@ from ..config.checks import check_int
 from ..config.data_root import data_root
 from ..kinds.language_model import LanguageModel
 from ..modeldir.shipped import ASSETS_DIR, DEFAULT_MODEL
-from ..tokenization.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ..tokenization.tokenizer import SPECIAL_IDS
 from .ablation import Head, check_heads, head_mask_for
 from .store import HEAD_STATS_SENTENCES_FILE
 
@@ -32,7 +32,6 @@ SHARE_SCORES = ("previous_token", "induction", "duplicate_token", "first_token")
 CORPUS_FILES = ("multi30k/val.en.gz", "multi30k/test_2016_flickr.en.gz")  # under the data root, first found
 CORPUS_SENTENCES = 32
 REPEATED_LENGTH, REPEATED_COPIES, REPEATED_SAMPLES = 25, 4, 10  # Olsson et al.: 25 random tokens x4, 10 examples
-SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)  # this project's SentencePiece's special ids
 LOGIT_COLUMNS = ["position", "token", "next_token", "log_prob_intact", "log_prob_ablated", "change", "kl"]
 
 

@@ -108,7 +108,8 @@ class TrainConfig:
     epochs (a "warm-up, stable, decay" schedule).
     `pack_len` > 0 packs a decoder-only run's training lines into sequences of up to that many tokens (each line
     ends with ``</s>``), `pack_repeat` the chance that a packed line is a copy of an earlier line of its sequence
-    (`viz_model.train.packing`); validation stays one line a sequence. `series_every_steps` > 0 saves a loadable
+    (`viz_model.train.packing`), `pack_spans` the chance that it is a span of random pieces followed by its copy
+    instead (a copying curriculum); validation stays one line a sequence. `series_every_steps` > 0 saves a loadable
     model folder every that many steps under ``series/`` (`viz_model.modeldir.series`).
     """
 
@@ -151,6 +152,7 @@ class TrainConfig:
     text_lang: str = ""
     pack_len: int = 0
     pack_repeat: float = 0.0
+    pack_spans: float = 0.0
     series_every_steps: int = 0
 
     def __post_init__(self) -> None:
@@ -178,7 +180,8 @@ class TrainConfig:
         for name, low, high in (("lr_scale", 0.0, 1e3), ("lr_peak", 0.0, 1.0), ("adam_beta1", 0.0, 0.9999),
                                 ("adam_beta2", 0.0, 0.99999), ("adam_eps", 0.0, 1.0),
                                 ("weight_decay", 0.0, 1.0), ("label_smoothing", 0.0, 0.99),
-                                ("clip_norm", 0.0, 1e6), ("pack_repeat", 0.0, 0.9)):
+                                ("clip_norm", 0.0, 1e6), ("pack_repeat", 0.0, 0.9),
+                                ("pack_spans", 0.0, 0.9)):
             _check_float(name, getattr(self, name), low, high)
         _check_choice("tokenizer_type", self.tokenizer_type, ("bpe", "unigram"))
         _check_choice("device", self.device, ("auto", "cpu", "cuda"))
@@ -202,6 +205,11 @@ class TrainConfig:
                               f"{self.model.kind!r}")
         if self.pack_repeat and not self.pack_len:
             raise ConfigError(f"pack_repeat ({self.pack_repeat}) repeats lines inside packed sequences: set pack_len")
+        if self.pack_spans and not self.pack_len:
+            raise ConfigError(f"pack_spans ({self.pack_spans}) adds random spans to packed sequences: set pack_len")
+        if self.pack_repeat + self.pack_spans >= 1.0:
+            raise ConfigError(f"pack_repeat ({self.pack_repeat}) and pack_spans ({self.pack_spans}) must sum to "
+                              "less than 1: no caption would be packed")
         if self.average_last > self.keep_epoch_checkpoints:
             raise ConfigError(f"average_last ({self.average_last}) exceeds keep_epoch_checkpoints "
                               f"({self.keep_epoch_checkpoints})")
@@ -254,7 +262,8 @@ class TrainConfig:
             del data["corpora"]  # single-corpus configs keep their original form (saved runs compare equal)
         else:
             data["corpora"] = [c.to_dict() for c in self.corpora]
-        for name in ("init_from", "cooldown_epochs", "text_lang", "pack_len", "pack_repeat", "series_every_steps"):
+        for name in ("init_from", "cooldown_epochs", "text_lang", "pack_len", "pack_repeat", "pack_spans",
+                     "series_every_steps"):
             if not data[name]:  # runs without them keep their original form (saved runs from before compare equal)
                 del data[name]
         return data

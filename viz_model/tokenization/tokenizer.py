@@ -15,6 +15,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)  # this project's SentencePiece's special ids
 WORD_START = "\u2581"  # ▁
 
 

@@ -217,7 +217,10 @@ def model_card(name: str, cfg: TrainConfig, params: int, events: list[dict[str, 
         f"{'sentences' if m.kind == 'seq2seq' else 'lines'} of at most {facts.max_len} pieces",
         *([f"- training lines packed into sequences of up to {cfg.pack_len} positions (each line ended by `</s>`)"
            + (f"; each line after a sequence's first is, with chance {cfg.pack_repeat}, a copy of one of its earlier "
-              "lines" if cfg.pack_repeat else "") + "; validation one line a sequence"] if cfg.pack_len else []),
+              "lines" if cfg.pack_repeat else "")
+           + (f"; with chance {cfg.pack_spans}, a span of 8 to 32 random pieces followed by its copy instead (a "
+              "copying curriculum)" if cfg.pack_spans else "") + "; validation one line a sequence"]
+          if cfg.pack_len else []),
         f"- trained for {facts.trained_epochs or '?'} epochs ({facts.steps or '?'} steps); final weights = "
         + (f"the checkpoint of step {facts.steps} ({averaged[0]}), not averaged"
            if len(averaged) == 1 and averaged[0].startswith("series/") else

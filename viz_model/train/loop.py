@@ -239,7 +239,8 @@ def prepare_data(cfg: TrainConfig, run_dir: Path, ctx: Distributed, corpora: lis
                                                                "vocab_size": tokenizer.vocab_size}})
     parts = [encode_part(cfg, tokenizer, c.train_src, c.train_tgt) for c in training]
     if cfg.pack_len:
-        parts = [pack_texts(part, cfg.pack_len, cfg.pack_repeat, cfg.seed) for part in parts]
+        parts = [pack_texts(part, cfg.pack_len, cfg.pack_repeat, cfg.seed, cfg.pack_spans, cfg.model.vocab_size)
+                 for part in parts]
     data = RunData(tokenizer, parts, [c.config.name for c in training], [c.config.weight for c in training],
                    concat_pairs(parts),
                    [ValSet(c.val, encode_part(cfg, tokenizer, *c.val.pairs())) for c in corpora if c.val],
