@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from support.app import APP
-from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, main_text, settle, shot, streamlit_server, tick_labels
+from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, main_text, shot, streamlit_server, tick_labels, walk
 from support.hf_lm import lm_models_folder
 from support.long_walk import language_model_pages
 from test_browser_walk import CLIPPED
@@ -62,18 +62,13 @@ def test_complete_and_explore_in_a_real_browser(lm_server, page):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [*FIXTURES, *shipped_language_models()])
 def test_every_language_model_page_in_a_real_browser(lm_server, page, model):
-    """Each page the registry draws for a language model, and each Explore view, opened with `model`: no exception box,
-    no unexpected error, no figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
+    """Each page the registry draws for a language model, and each Explore view, opened with `model` (one page load:
+    the views by the view picker, the pages by the sidebar's navigation): no exception box, no unexpected error, no
+    figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
     pages = language_model_pages()
     assert {"explore", "masks", "decoding", "compare"} <= set(pages)
-    visits = [(key, path, {}) for key, path in pages.items()]
-    visits += [("explore", "", {"view": view}) for view in ("model", "head", "focus")]
-    for key, path, extra in visits:
-        query = urlencode({"model": model, "sentence": "Two dogs play in the snow.", "new_tokens": "6", "beam": "1",
-                           **extra})
-        page.goto(f"{lm_server}/{path}?{query}")
-        settle(page)
-        name = "-".join([key, *extra.values()])
+    query = urlencode({"model": model, "sentence": "Two dogs play in the snow.", "new_tokens": "6", "beam": "1"})
+    for key, name in walk(page, f"{lm_server}/?{query}", pages, ("model", "head", "focus")):
         shot(page, f"lm-walk-{model}-{name}.png")
         assert page.locator('[data-testid="stException"]').count() == 0, f"{model} {name}: an exception box"
         errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()

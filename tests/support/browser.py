@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,39 @@ def settle(page) -> None:
 
 def main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def navigate(page, path: str) -> None:
+    """Open the page at URL path `path` ("" for the page the app opens on) by a click on its link in the sidebar's
+    navigation: Streamlit runs it in the same session and page load (the shared settings stay in session state and
+    the link; the query of the link is not read again), far cheaper for Chromium than a `page.goto`, which reboots
+    Streamlit's frontend; returns once the page is drawn (`settle`)."""
+    page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
+    page.wait_for_function("(p) => location.pathname === p", arg=f"/{path}", timeout=STEP_S * 1000)
+    settle(page)
+
+
+def show_view(page, view: str) -> None:
+    """Show Explore's `view` (a key of the app's VIEWS) by a click on its view picker; returns once drawn."""
+    from app.shared_settings import VIEWS
+
+    page.get_by_role("radio", name=VIEWS[view]).click()
+    wait_url(page, f"view={view}")
+    settle(page)
+
+
+def walk(page, link: str, paths: dict[str, str], views: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """Open `link` (a URL on the first page of `paths`, page key -> URL path) with one page load, then Explore's
+    `views` (``view``; the link's page must be Explore) by the view picker and the other pages of `paths` by the
+    sidebar's navigation (`navigate`) in that load; yields (page key, visit name: the key, ``explore-VIEW`` for a
+    view) once each is drawn, for the caller to check."""
+    (first, *others) = paths
+    page.goto(link)
+    settle(page)
+    yield first, first
+    for view in views:
+        show_view(page, view)
+        yield first, f"{first}-{view}"
+    for key in others:
+        navigate(page, paths[key])
+        yield key, key
