@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from support.browser import CHROMIUM, FIRST_LOAD_S, settle, shot, streamlit_server
+from support.browser import CHROMIUM, FIRST_LOAD_S, settle, shot, streamlit_server, walk
 
 from app import widgets  # noqa: E402
 
@@ -54,13 +54,11 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, 
 
 
 def walk_every_page(server: str, page, sentence: str, shots: str, params: dict | None = None) -> None:
-    """Open every page with `sentence` (and `params` in the link): no exception or "something went wrong", figures
-    drawn, none clipped or squeezed; a screenshot of each as ``{shots}-PAGE.png``."""
+    """Open every page with `sentence` (and `params` in the link; one page load, the pages after the first by the
+    sidebar's navigation): no exception or "something went wrong", figures drawn, none clipped or squeezed; a
+    screenshot of each as ``{shots}-PAGE.png``."""
     query = urlencode({"sentence": sentence, "beam": "1", **(params or {})})
-    for path in PAGES:
-        page.goto(f"{server}/{path}?{query}")
-        settle(page)
-        name = path or "explore"
+    for name, _ in walk(page, f"{server}/?{query}", {path or "explore": path for path in PAGES}):
         shot(page, f"{shots}-{name}.png")
         assert page.locator('[data-testid="stException"]').count() == 0, f"{name}: an exception box"
         errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()

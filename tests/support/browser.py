@@ -293,12 +293,19 @@ def walk(page, link: str, paths: dict[str, str], views: tuple[str, ...] = ()) ->
     sidebar's navigation (`navigate`) in that load; yields (page key, visit name: the key, ``explore-VIEW`` for a
     view) once each is drawn, for the caller to check."""
     (first, *others) = paths
-    page.goto(link)
-    settle(page)
-    yield first, first
+    yield from open_each(page, [(link, first, first)])
     for view in views:
         show_view(page, view)
         yield first, f"{first}-{view}"
     for key in others:
         navigate(page, paths[key])
         yield key, key
+
+
+def open_each(page, links: list[tuple[str, str, str]]) -> Iterator[tuple[str, str]]:
+    """Open each (URL, page key, visit name) of `links` with a page load of its own (a fresh session, which reads
+    the whole link); yields (page key, visit name) once each is drawn (`settle`)."""
+    for link, key, name in links:
+        page.goto(link)
+        settle(page)
+        yield key, name
