@@ -11,7 +11,17 @@ from urllib.parse import urlencode
 
 import pytest
 from support.app import APP
-from support.browser import CHROMIUM, FIRST_LOAD_S, STEP_S, main_text, shot, streamlit_server, tick_labels, walk
+from support.browser import (
+    CHROMIUM,
+    FIRST_LOAD_S,
+    STEP_S,
+    main_text,
+    shot,
+    shot_on_failure,
+    streamlit_server,
+    tick_labels,
+    walk,
+)
 from support.hf_lm import lm_models_folder
 from support.long_walk import language_model_pages
 from test_browser_walk import CLIPPED
@@ -64,25 +74,25 @@ def test_complete_and_explore_in_a_real_browser(lm_server, page):
 def test_every_language_model_page_in_a_real_browser(lm_server, page, model):
     """Each page the registry draws for a language model, and each Explore view, opened with `model` (one page load:
     the views by the view picker, the pages by the sidebar's navigation): no exception box, no unexpected error, no
-    figure with labels outside it; a screenshot of each as ``lm-walk-MODEL-PAGE.png``."""
+    figure with labels outside it; a screenshot of a visit that fails its checks as ``lm-walk-MODEL-PAGE.png``."""
     pages = language_model_pages()
     assert {"explore", "masks", "decoding", "compare"} <= set(pages)
     query = urlencode({"model": model, "sentence": "Two dogs play in the snow.", "new_tokens": "6", "beam": "1"})
     for key, name in walk(page, f"{lm_server}/?{query}", pages, ("model", "head", "focus")):
-        shot(page, f"lm-walk-{model}-{name}.png")
-        assert page.locator('[data-testid="stException"]').count() == 0, f"{model} {name}: an exception box"
-        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
-        assert not errors, f"{model} {name}: {errors}"
-        assert "is for translation models for now" not in main_text(page), name
-        figures = page.evaluate(CLIPPED)
-        if key == "training" and model in FIXTURES:  # imported: no training log, one line says so
-            assert "there are no curves or recipe of its own to draw here" in main_text(page), name
-        elif key == "patching" and NO_EVEN_PAIR in main_text(page):  # a toy tokenizer splits every pair unevenly
-            assert model in FIXTURES, f"{model}: no shipped prompt pair splits evenly"
-        else:
-            assert figures or key == "watch", f"{model} {name}: no figure drawn"
-        clipped = [f for f in figures if f["clipped"]]
-        assert not clipped, f"{model} {name}: tick labels outside their figure: {clipped}"
-        narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
-        assert not narrow, f"{model} {name}: figures squeezed under 200 px: {narrow}"
-        assert widgets.UNEXPECTED not in main_text(page), name
+        with shot_on_failure(page, f"lm-walk-{model}-{name}.png"):
+            assert page.locator('[data-testid="stException"]').count() == 0, f"{model} {name}: an exception box"
+            errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+            assert not errors, f"{model} {name}: {errors}"
+            assert "is for translation models for now" not in main_text(page), name
+            figures = page.evaluate(CLIPPED)
+            if key == "training" and model in FIXTURES:  # imported: no training log, one line says so
+                assert "there are no curves or recipe of its own to draw here" in main_text(page), name
+            elif key == "patching" and NO_EVEN_PAIR in main_text(page):  # a toy tokenizer splits every pair unevenly
+                assert model in FIXTURES, f"{model}: no shipped prompt pair splits evenly"
+            else:
+                assert figures or key == "watch", f"{model} {name}: no figure drawn"
+            clipped = [f for f in figures if f["clipped"]]
+            assert not clipped, f"{model} {name}: tick labels outside their figure: {clipped}"
+            narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
+            assert not narrow, f"{model} {name}: figures squeezed under 200 px: {narrow}"
+            assert widgets.UNEXPECTED not in main_text(page), name

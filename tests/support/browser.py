@@ -214,6 +214,17 @@ def shot(page, name: str) -> None:
     next_frame(page)
 
 
+@contextlib.contextmanager
+def shot_on_failure(page, name: str) -> Iterator[None]:
+    """Run a visit's checks; where one fails, screenshot the page as `name` (`shot`) before the failure goes on. A
+    walk's passing visits take none: a full-height screenshot costs Chromium about 0.3 CPU-s."""
+    try:
+        yield
+    except Exception:
+        shot(page, name)
+        raise
+
+
 def next_frame(page) -> None:
     """Return once the browser has laid out and painted a frame after the last change (two animation frames)."""
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
@@ -268,23 +279,26 @@ def main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
 
 
-def navigate(page, path: str) -> None:
+def navigate(page, path: str) -> float:
     """Open the page at URL path `path` ("" for the page the app opens on) by a click on its link in the sidebar's
     navigation: Streamlit runs it in the same session and page load (the shared settings stay in session state and
     the link; the query of the link is not read again), far cheaper for Chromium than a `page.goto`, which reboots
-    Streamlit's frontend; returns once the page is drawn (`settle`)."""
+    Streamlit's frontend; returns the seconds from the click until the page is drawn (`settled_after`)."""
+    started = time.monotonic()
     page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
     page.wait_for_function("(p) => location.pathname === p", arg=f"/{path}", timeout=STEP_S * 1000)
-    settle(page)
+    return settled_after(page, started)
 
 
-def show_view(page, view: str) -> None:
-    """Show Explore's `view` (a key of the app's VIEWS) by a click on its view picker; returns once drawn."""
+def show_view(page, view: str) -> float:
+    """Show Explore's `view` (a key of the app's VIEWS) by a click on its view picker; returns the seconds from the
+    click until it is drawn."""
     from app.shared_settings import VIEWS
 
+    started = time.monotonic()
     page.get_by_role("radio", name=VIEWS[view]).click()
     wait_url(page, f"view={view}")
-    settle(page)
+    return settled_after(page, started)
 
 
 def walk(page, link: str, paths: dict[str, str], views: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
