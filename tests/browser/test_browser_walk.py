@@ -1,13 +1,13 @@
 """Every page in headless Chromium with a sentence of its own: no exception box, no "something went wrong", no
-figure whose tick labels fall outside the figure (clipped) and none whose legend covers its data. Screenshots of every
-page land in test-artifacts/."""
+figure whose tick labels fall outside the figure (clipped) and none whose legend covers its data. Screenshots of the
+pages a test looks at, and of any page that fails its checks, land in test-artifacts/."""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
 import pytest
-from support.browser import CHROMIUM, FIRST_LOAD_S, settle, shot, streamlit_server
+from support.browser import CHROMIUM, FIRST_LOAD_S, settle, shot, shot_on_failure, streamlit_server, walk
 
 from app import widgets  # noqa: E402
 
@@ -54,27 +54,25 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].map((plot, 
 
 
 def walk_every_page(server: str, page, sentence: str, shots: str, params: dict | None = None) -> None:
-    """Open every page with `sentence` (and `params` in the link): no exception or "something went wrong", figures
-    drawn, none clipped or squeezed; a screenshot of each as ``{shots}-PAGE.png``."""
+    """Open every page with `sentence` (and `params` in the link; one page load, the pages after the first by the
+    sidebar's navigation): no exception or "something went wrong", figures drawn, none clipped or squeezed; a
+    screenshot of a page that fails its checks as ``{shots}-PAGE.png``."""
     query = urlencode({"sentence": sentence, "beam": "1", **(params or {})})
-    for path in PAGES:
-        page.goto(f"{server}/{path}?{query}")
-        settle(page)
-        name = path or "explore"
-        shot(page, f"{shots}-{name}.png")
-        assert page.locator('[data-testid="stException"]').count() == 0, f"{name}: an exception box"
-        errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
-        assert not [e for e in errors if widgets.UNEXPECTED in e], f"{name}: {errors}"
-        figures = page.evaluate(CLIPPED)
-        assert figures, f"{name}: no figure drawn"
-        clipped = [f for f in figures if f["clipped"]]
-        assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
-        covered = [f["title"] for f in figures if f["covers"]]
-        assert not covered, f"{name}: a legend over the data of {covered}"
-        overlapping = {f["title"]: f["overlapping"] for f in figures if f.get("overlapping")}
-        assert not overlapping, f"{name}: texts that run together: {overlapping}"
-        narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
-        assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"
+    for name, _ in walk(page, f"{server}/?{query}", {path or "explore": path for path in PAGES}):
+        with shot_on_failure(page, f"{shots}-{name}.png"):
+            assert page.locator('[data-testid="stException"]').count() == 0, f"{name}: an exception box"
+            errors = page.locator('[data-testid="stAlertContentError"]').all_text_contents()
+            assert not [e for e in errors if widgets.UNEXPECTED in e], f"{name}: {errors}"
+            figures = page.evaluate(CLIPPED)
+            assert figures, f"{name}: no figure drawn"
+            clipped = [f for f in figures if f["clipped"]]
+            assert not clipped, f"{name}: tick labels outside their figure: {clipped}"
+            covered = [f["title"] for f in figures if f["covers"]]
+            assert not covered, f"{name}: a legend over the data of {covered}"
+            overlapping = {f["title"]: f["overlapping"] for f in figures if f.get("overlapping")}
+            assert not overlapping, f"{name}: texts that run together: {overlapping}"
+            narrow = [f["title"] for f in figures if 0 < f["width"] < 200]
+            assert not narrow, f"{name}: figures squeezed under 200 px: {narrow}"
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,17 @@ def shot(page, name: str) -> None:
     next_frame(page)
 
 
+@contextlib.contextmanager
+def shot_on_failure(page, name: str) -> Iterator[None]:
+    """Run a visit's checks; where one fails, screenshot the page as `name` (`shot`) before the failure goes on. A
+    walk's passing visits take none: a full-height screenshot costs Chromium about 0.3 CPU-s."""
+    try:
+        yield
+    except Exception:
+        shot(page, name)
+        raise
+
+
 def next_frame(page) -> None:
     """Return once the browser has laid out and painted a frame after the last change (two animation frames)."""
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
@@ -265,3 +277,49 @@ def settle(page) -> None:
 
 def main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def navigate(page, path: str) -> float:
+    """Open the page at URL path `path` ("" for the page the app opens on) by a click on its link in the sidebar's
+    navigation: Streamlit runs it in the same session and page load (the shared settings stay in session state and
+    the link; the query of the link is not read again), far cheaper for Chromium than a `page.goto`, which reboots
+    Streamlit's frontend; returns the seconds from the click until the page is drawn (`settled_after`)."""
+    started = time.monotonic()
+    page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
+    page.wait_for_function("(p) => location.pathname === p", arg=f"/{path}", timeout=STEP_S * 1000)
+    return settled_after(page, started)
+
+
+def show_view(page, view: str) -> float:
+    """Show Explore's `view` (a key of the app's VIEWS) by a click on its view picker; returns the seconds from the
+    click until it is drawn."""
+    from app.shared_settings import VIEWS
+
+    started = time.monotonic()
+    page.get_by_role("radio", name=VIEWS[view]).click()
+    wait_url(page, f"view={view}")
+    return settled_after(page, started)
+
+
+def walk(page, link: str, paths: dict[str, str], views: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """Open `link` (a URL on the first page of `paths`, page key -> URL path) with one page load, then Explore's
+    `views` (``view``; the link's page must be Explore) by the view picker and the other pages of `paths` by the
+    sidebar's navigation (`navigate`) in that load; yields (page key, visit name: the key, ``explore-VIEW`` for a
+    view) once each is drawn, for the caller to check."""
+    (first, *others) = paths
+    yield from open_each(page, [(link, first, first)])
+    for view in views:
+        show_view(page, view)
+        yield first, f"{first}-{view}"
+    for key in others:
+        navigate(page, paths[key])
+        yield key, key
+
+
+def open_each(page, links: list[tuple[str, str, str]]) -> Iterator[tuple[str, str]]:
+    """Open each (URL, page key, visit name) of `links` with a page load of its own (a fresh session, which reads
+    the whole link); yields (page key, visit name) once each is drawn (`settle`)."""
+    for link, key, name in links:
+        page.goto(link)
+        settle(page)
+        yield key, name

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 from app.views.patching.patching_lm import NO_EVEN_PAIR
 from support.app import APP
-from support.browser import settled_after
+from support.browser import navigate, settled_after, show_view
 from support.hf_lm import import_lm
 from support.long_lm import long_llama_folder, long_text
 from viz_model.modeldir.shipped import DEFAULT_MODEL
@@ -61,14 +62,30 @@ def visit(page, url: str, prompt: str, path: str, extra: dict) -> tuple[float, s
     query = urlencode({"model": "llama", "sentence": prompt, "new_tokens": "1", "beam": "1", **extra})
     started = time.monotonic()
     page.goto(f"{url}/{path}?{query}")
-    seconds = settled_after(page, started)
-    main = page.locator('[data-testid="stMain"]')
+    return settled_after(page, started), *inspect(page, path)
+
+
+def walk_visits(page, url: str, prompt: str) -> Iterator[tuple[str, float, str | None, object]]:
+    """The visits of `visits()` in one page load: the tracing visit by `visit`, then every language-model page by the
+    sidebar's navigation (Explore last, from the page before it), then Explore's views by its view picker; yields
+    (name, seconds from the click until drawn, note, problem) of each (`inspect`)."""
+    yield TRACE_VISIT, *visit(page, url, prompt, "", {})
+    pages = language_model_pages()
+    for key, path in [*((k, p) for k, p in pages.items() if p), *((k, p) for k, p in pages.items() if not p)]:
+        yield key, navigate(page, path), *inspect(page, path)
+    for view in EXPLORE_VIEWS:
+        yield f"explore-{view}", show_view(page, view), *inspect(page, "")
+
+
+def inspect(page, path: str) -> tuple[str | None, object]:
+    """The page drawn at `path`: a note (the page has no log to draw) and a problem (an exception box, an error, no
+    figure where one is due), each None where there is none."""
     if page.locator('[data-testid="stException"]').count():
-        return seconds, None, page.locator('[data-testid="stException"]').first.inner_text()[:300]
+        return None, page.locator('[data-testid="stException"]').first.inner_text()[:300]
     if errors := page.locator('[data-testid="stAlertContentError"]').all_text_contents():
-        return seconds, None, errors
-    text = main.inner_text()
+        return None, errors
+    text = page.locator('[data-testid="stMain"]').inner_text()
     note = next((note for marker, note in NOTES.items() if marker in text), None)
     if note is None and not page.locator(".js-plotly-plot").count() and path != "watch":
-        return seconds, None, "no figure drawn"
-    return seconds, note, None
+        return None, "no figure drawn"
+    return note, None
