@@ -257,12 +257,11 @@ def marian_fn(marian: Any, gen: Any, src_ids: list[int]) -> Callable[[], tuple[s
 
 
 def calibration_record(model: Any) -> dict[str, Any] | None:
-    """The thread calibration the search runs by (its timings per thread count), as kept on this machine."""
+    """The thread calibration the search ran by in this process (its timings per thread count), if it ran one."""
     from viz_model.search import thread_choice
 
-    kept = json.loads(thread_choice.calibration_path().read_text("utf-8")) if \
-        thread_choice.calibration_path().is_file() else {}
-    return kept.get(thread_choice.calibration_key(model.search_network, model.recording_network))
+    return thread_choice.calibrations().get(thread_choice.calibration_key(model.search_network,
+                                                                          model.recording_network))
 
 
 # --- measurement ----------------------------------------------------------------------------------------------------

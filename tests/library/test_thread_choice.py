@@ -6,8 +6,6 @@ same output."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -75,8 +73,7 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def test_search_threads_is_calibrated_once_and_kept(tiny_model, tmp_path, monkeypatch, two_threads):
-    monkeypatch.setenv(thread_choice.CACHE_ENV, str(tmp_path))
+def test_search_threads_is_calibrated_once_and_kept_for_the_process(tiny_model, monkeypatch, two_threads):
     monkeypatch.setattr(thread_choice, "_chosen", {})
     calls = []
 
@@ -91,22 +88,21 @@ def test_search_threads_is_calibrated_once_and_kept(tiny_model, tmp_path, monkey
 
     monkeypatch.setattr(thread_choice, "calibrate", calibrate)
     assert tiny_model.search_threads() == 1 and calls == [[2, 1]]
-    kept = json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text())
     key = thread_choice.calibration_key(tiny_model.search_network, tiny_model.network)
-    assert key == (f"{thread_choice.machine_key()}/{thread_choice.network_key(tiny_model.search_network)}"
-                   f"+{thread_choice.network_key(tiny_model.network)}")
-    assert kept[key]["threads"] == 1
-    monkeypatch.setattr(thread_choice, "_chosen", {})  # a new process: the file answers
-    assert tiny_model.search_threads() == 1 and len(calls) == 1
+    assert key == (f"{thread_choice.network_key(tiny_model.search_network)}"
+                   f"+{thread_choice.network_key(tiny_model.network)}@2")
+    assert thread_choice.calibrations()[key]["threads"] == 1
+    assert tiny_model.search_threads() == 1 and len(calls) == 1  # kept: not timed again in this process
+    monkeypatch.setattr(thread_choice, "_chosen", {})  # a new process: nothing written down, timed afresh
+    assert tiny_model.search_threads() == 1 and len(calls) == 2
     torch.set_num_threads(1)  # one thread by default: nothing to choose, nothing timed
-    assert tiny_model.search_threads() == 1 and len(calls) == 1
+    assert tiny_model.search_threads() == 1 and len(calls) == 2
 
 
-def test_the_real_calibration_answers_from_what_it_timed(tiny_model, tmp_path, monkeypatch, two_threads):
-    monkeypatch.setenv(thread_choice.CACHE_ENV, str(tmp_path))
+def test_the_real_calibration_answers_from_what_it_timed(tiny_model, monkeypatch, two_threads):
     monkeypatch.setattr(thread_choice, "_chosen", {})
     chosen = tiny_model.search_threads()
-    kept = next(iter(json.loads((tmp_path / thread_choice.CALIBRATION_FILE).read_text()).values()))
+    kept = thread_choice.calibrations()[thread_choice.calibration_key(tiny_model.search_network, tiny_model.network)]
     assert chosen == kept["threads"] and str(chosen) in kept["equal"] and "2" in kept["equal"]
     assert kept["median_ms"][str(chosen)] == min(kept["median_ms"][n] for n in kept["equal"])
 

@@ -1,4 +1,4 @@
-"""How many CPU threads a trace runs on: a short calibration timed on this machine, kept in a file.
+"""How many CPU threads a trace runs on: a short calibration timed in this process, on this machine.
 
 A decoding step multiplies four rows by each of a few dozen small matrices, so each call is over in tens of
 microseconds and a second OpenMP thread adds a fork and a join to every one of them, which waits on the slower thread
@@ -8,20 +8,17 @@ busy, the shipped model's int8 decoding steps took 71 ms on one thread against 4
 a network on a machine times a trace's work (`trace_work`) at each candidate thread count (the default and one),
 interleaved, and keeps the fastest among those whose encoding and search logits are bit-identical to the default's
 (the choice never changes a search's decisions) and whose recorded maps are within `MAPS_ATOL`. The answer is kept
-per machine and network shape in ``$VIZ_MODEL_CACHE/search_threads.json`` (else ``~/.cache/viz-model/``).
+for the process's life, per network shape, and never written down: how busy the machine is decides it too, so a
+calibration taken while other work kept the cores busy must not outlive that work (a server calibrates once, in its
+warm-up).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import platform
 import statistics
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -30,32 +27,12 @@ from ..nn.devices import threads
 from ..nn.model import Transformer
 from .next_token import StepScorer
 
-CACHE_ENV = "VIZ_MODEL_CACHE"
-CALIBRATION_FILE = "search_threads.json"
 ROUNDS, WARMUP, STEPS, SOURCE_TOKENS, BEAM = 7, 1, 6, 16, 4
 BUDGET_S = 2.0
 MAPS_ATOL = 1e-6  # rounds after the first timed one stop here: a calibration costs a page a second or two
 
 _lock = threading.Lock()
-_chosen: dict[str, int] = {}  # this process's answers, by calibration key
-
-
-def calibration_path() -> Path:
-    """The file that keeps the calibrations: ``$VIZ_MODEL_CACHE/search_threads.json``, else under
-    ``~/.cache/viz-model``."""
-    root = os.environ.get(CACHE_ENV)
-    return (Path(root) if root else Path.home() / ".cache" / "viz-model") / CALIBRATION_FILE
-
-
-def machine_key() -> str:
-    """This machine as a calibration sees it: its CPU's model and flags, core count, torch build and default thread
-    count (a hash: the flags are long)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(errors="replace").split("\n\n")[0]
-    except OSError:
-        info = platform.processor()
-    facts = f"{info}|{os.cpu_count()}|{torch.__version__}|{torch.get_num_threads()}"
-    return hashlib.sha256(facts.encode()).hexdigest()[:16]
+_chosen: dict[str, dict[str, object]] = {}  # this process's calibrations, by calibration key
 
 
 def network_key(network: Transformer) -> str:
@@ -128,37 +105,27 @@ def calibrate(work: Work, candidates: list[int], clock: Callable[[], float] = ti
             "equal": [str(n) for n in equal], "date": time.strftime("%Y-%m-%d")}
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text("utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def calibration_key(network: Transformer, recording: Transformer | None = None) -> str:
-    """Where `calibration_path()` keeps the answer for `network` (and `recording`) on this machine."""
-    return f"{machine_key()}/{network_key(network)}" + ("" if recording is None else f"+{network_key(recording)}")
+    """What this process's answer for `network` (and `recording`) is kept under: their shapes and kernels, and the
+    default thread count it was chosen against (``@2``)."""
+    pair = network_key(network) + ("" if recording is None else f"+{network_key(recording)}")
+    return f"{pair}@{torch.get_num_threads()}"
+
+
+def calibrations() -> dict[str, dict[str, object]]:
+    """This process's calibrations so far (threads chosen, median ms per count, the equal counts), by key."""
+    return dict(_chosen)
 
 
 def search_threads(network: Transformer, recording: Transformer | None = None) -> int:
     """The thread count a trace on search network `network` (and `recording`, its recorded pass: see `trace_work`)
     runs on here: the default where it is one (nothing to choose) or the network is not on the CPU, else the
-    calibration's answer (kept in `calibration_path()`; calibrated on the first call where the file lacks it)."""
+    calibration's answer (calibrated on this process's first call for its shapes)."""
     default = torch.get_num_threads()
     if default == 1 or next(network.parameters()).device.type != "cpu":
         return default
     key = calibration_key(network, recording)
     with _lock:
         if key not in _chosen:
-            path = calibration_path()
-            known = _read(path).get(key)
-            if not isinstance(known, dict) or known.get("threads") not in (1, default):
-                known = calibrate(trace_work(network, recording), [default, 1])
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(json.dumps(_read(path) | {key: known}, indent=1), "utf-8")
-                except OSError:  # a read-only home: calibrate again in the next process
-                    pass
-            _chosen[key] = int(known["threads"])  # type: ignore[call-overload]
-    return _chosen[key]
+            _chosen[key] = calibrate(trace_work(network, recording), [default, 1])
+    return int(_chosen[key]["threads"])  # type: ignore[call-overload]
