@@ -170,7 +170,7 @@ class TranslationModel(ModelKind):
     def search_threads(self) -> int:
         """The CPU threads this model's traces run on here: the fastest of a short calibration among the counts whose
         encoding and search logits are the same and whose maps are within 1e-6 (`viz_model.search.thread_choice`),
-        kept per machine."""
+        kept for this process's life."""
         return search_threads(self.search_network, self.recording_network)
 
     def search_settings(self, rule: str | None = None, beam: int | None = None, alpha: float | None = None
