@@ -16,9 +16,10 @@ hub) with its weights as sparse safetensors shards: every tensor a hole that rea
   the 1B model, each in a fresh process: load seconds, trace milliseconds (warmed once, then `--runs` calls), the
   peak GPU memory against the estimate. Never run on the CPU (an 8B forward would take minutes and 32 GB).
 
-Results: ``benchmarks/results/bench_big_model.json`` (``--out`` elsewhere; none with ``--quick``).
+Results: ``benchmarks/results/bench_big_model.json``, or ``bench_big_model_cuda.json`` where the GPU traces ran
+(``--out`` elsewhere; none with ``--quick``).
 
-    python benchmarks/bench_big_model.py [--runs 3]
+    python benchmarks/bench_big_model.py [--runs 3] [--device auto|cpu|cuda]
     python benchmarks/bench_big_model.py --quick --json      # smoke test: a small config, the same steps
 """
 
@@ -99,6 +100,7 @@ def child_trace(folder: str, n: int, runs: int) -> dict:
     return {"tokens": n_tokens, "load_s": round(loaded, 1), "trace_p50_ms": round(statistics.median(times), 1),
             "times_ms": [round(t, 1) for t in times], "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / GB, 2),
             "maps": "full" if isinstance(trace.decoder_attentions, list) else "on demand",
+            "last_timings_ms": {k: round(v, 1) for k, v in (trace.timings or {}).items()},
             "weights_dtype": str(next(lm.network.parameters()).dtype).removeprefix("torch.")}
 
 
@@ -140,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke test: a small config in place of 8B and 1B")
     parser.add_argument("--json", action="store_true", help="the results as JSON on stdout")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/"
-                        "bench_big_model.json; none with --quick)")
+                        "bench_big_model.json, bench_big_model_cuda.json with the GPU traces; none with --quick)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the bf16 traces run: auto (the GPU where torch sees one), cuda (refused without "
+                        "one), cpu (estimates only: never traced on the CPU)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -149,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU here (torch " + torch.__version__ + ")")
+    on_gpu = args.device != "cpu" and torch.cuda.is_available()
     big, small = (QUICK, QUICK) if args.quick else (LLAMA_3_1_8B, LLAMA_3_2_1B)
     found: dict[str, Any] = {"model": "Llama-3.1-8B config" + (" (quick: small)" if args.quick else ""),
                              "weights": "sparse safetensors shards (holes: zeros, norms ones)", "quick": args.quick,
@@ -169,15 +177,17 @@ def main(argv: list[str] | None = None) -> int:
                               "8b_fp32_mapped_cpu_512": estimated(dirs["8b-fp32"], 512, "cpu"),
                               "8b_bf16_cpu_512": estimated(dirs["8b-bf16"], 512, "cpu"),
                               "1b_bf16_gpu_4096": estimated(dirs["1b-bf16"], 4096, "cuda")}
-        if torch.cuda.is_available():
+        if on_gpu:
             found["gpu"] = {"8b_bf16_512": child("trace", str(bf16), "512", cache=cache),
                             "1b_bf16_4096": child("trace", str(one), "4096", cache=cache)}
         else:
-            found["gpu"] = "not run: torch sees no CUDA GPU here"
+            found["gpu"] = ("not run: --device cpu" if args.device == "cpu" else
+                            "not run: torch sees no CUDA GPU here")
     found["load_average_after"] = load_average()
     found["wall_s"] = round(time.perf_counter() - start, 1)
     if args.out is not None or not args.quick:
-        write_results(args.out or REPO / "benchmarks" / "results" / "bench_big_model.json", found)
+        name = "bench_big_model_cuda.json" if on_gpu else "bench_big_model.json"
+        write_results(args.out or REPO / "benchmarks" / "results" / name, found)
     lines = [f"open (CPU, fp32 mapped): {found['open_cpu_fp32']['open_s']} s, resident set +"
              f"{found['open_cpu_fp32']['rss_added_mb']} MB ({found['folders']['fp32']['apparent_gb']} GB of shards, "
              f"{found['folders']['fp32']['disk_mb']} MB on disk)"]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.browser import browser, page, server  # noqa: F401 (fixtures: one Chromium a worker, for every test)
 from support.data import make_pairs, random_model, tiny_model_config, tiny_train_config, train_briefly, write_split
 from support.parallel import (  # noqa: F401 (hooks)
     add_worker_groups,
@@ -29,6 +28,13 @@ from viz_model.config import ModelConfig
 from viz_model.modeldir.checkpoint import save_model_dir
 from viz_model.nn.model import Transformer
 from viz_model.tokenization.tokenizer import train_tokenizer
+
+APP_PACKAGES = ("streamlit", "plotly")  # what the explorer needs beyond the library
+try:  # the explorer's fixtures (one Chromium a worker): a library-only install (the GPU machine) has no Streamlit
+    from support.browser import browser, page, server  # noqa: F401
+except ModuleNotFoundError as missing:
+    if (missing.name or "").split(".")[0] not in APP_PACKAGES:
+        raise
 
 # The machine running the suite may be busy: one intra-op thread is both faster and deterministic here, and in the
 # processes tests start (the explorer's servers, CLI runs), unless OMP_NUM_THREADS says otherwise.

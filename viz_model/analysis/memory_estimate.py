@@ -12,8 +12,8 @@ vocabulary V, n tokens, in c bytes a value (the dtype the device computes in: fp
 - activations: one layer's working set at its peak: the hidden states (about 8 n x d and 4 n x f) and the attention
   scores: 2 more h x n² while a layer's maps are made (the scores and the masked scores beside the softmax kept),
   else the n x n mask the fused kernel reads (boolean; float where a bias is added);
-- logits: n x V, and their float32 copy where c is not 4 bytes (made once the layers' working sets are let go: the
-  total counts the larger of the two);
+- logits: n x V, and the block of `ROWS_AT_ONCE` rows softmaxed at a time: in float32, and their float32 copy where
+  c is not 4 bytes (made once the layers' working sets are let go: the total counts the larger of the two);
 - trace: what the trace keeps besides (embeddings, positions, its n x n mask, a step a token);
 - draft: the int8 copy `LanguageModel.draft_network` builds where it drafts a greedy continuation (CPU, float32, new
   tokens, maps kept or on demand, ``draft`` "int8", or "auto" at `DRAFT_MIN_PARAMETERS` parameters or more): a byte a
@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..hf.mapped_load import compute_dtype
-from ..kinds.language_model import DRAFT_MIN_PARAMETERS, DRAFTS
+from ..kinds.language_model import DRAFT_MIN_PARAMETERS, DRAFTS, ROWS_AT_ONCE
 from ..modeldir.checkpoint import check_model_dir, network_class, planned_model, weight_source
 from ..on_demand import MAP_MODES, keeps_full_maps
 
@@ -149,7 +149,8 @@ def estimate(config: ModelConfig, n_tokens: int, maps_mode: str = "auto", dtype:
     biased = config.positional in ("alibi", "relative")  # a score bias: the fused kernel reads a float mask
     scores = 2 * heads * n * n * c if full else n * n * (c + 1 if biased else 1)
     maps = layers * heads * n * n * (4 if where.type == "cpu" else c) if full else 0  # float32 numpy on the CPU
-    logits = n * config.vocab_size * (c + (4 if c != 4 else 0))  # and their float32 copy
+    softmaxed = min(n, ROWS_AT_ONCE) * config.vocab_size * (4 + (4 if c != 4 else 0))  # probabilities, a float32 copy
+    logits = n * config.vocab_size * c + softmaxed
     parameters = parameter_count(config)
     drafted = new_tokens > 0 and where.type == "cpu" and computed == torch.float32 and (
         draft == "int8" or draft == "auto" and parameters >= DRAFT_MIN_PARAMETERS)
