@@ -99,7 +99,10 @@ def read_hub_series(repo: str, steps: str) -> Series | str:
         numbers = []
     if not numbers or min(numbers) < 0:
         return "The training steps are whole numbers separated by commas, such as 0, 1000, 143000"
-    return open_series(repo, numbers)
+    try:
+        return open_series(repo, numbers)
+    except CheckpointError as err:  # too many steps
+        return str(err)
 
 
 def hub_step(series: Series) -> tuple[LanguageModel, ModelRef] | None:

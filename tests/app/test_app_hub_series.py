@@ -105,6 +105,8 @@ def test_a_step_of_another_model_is_one_line(revisions, steps, expected):
     ("/etc", "0", "'/etc' is not a hub id (owner/name, such as EleutherAI/pythia-70m)"),
     (REPO, "0, a thousand", "The training steps are whole numbers separated by commas, such as 0, 1000, 143000"),
     (REPO, "", "The training steps are whole numbers separated by commas, such as 0, 1000, 143000"),
+    pytest.param(REPO, ", ".join(map(str, range(0, 201_000, 1000))),
+                 f"{REPO}: at most 200 steps in a hub series (Pythia publishes 154), got 201", id="201-steps"),
 ])
 def test_what_is_no_hub_series_is_one_line(revisions, repo, steps, expected):
     at = open_hub_series(repo, steps)

@@ -109,3 +109,8 @@ def test_what_is_no_series_is_said_in_one_line(run, tmp_path):
         open_series(run).place(3)
     hub = open_series("EleutherAI/pythia-14m", [1000, 0, 512])
     assert hub.steps == (0, 512, 1000) and hub.places == ("step0", "step512", "step1000")
+    with pytest.raises(CheckpointError, match=r"steps are whole numbers from 0, got \[0, -1000\]"):
+        open_series("EleutherAI/pythia-14m", [0, -1000])
+    with pytest.raises(CheckpointError, match=r"at most 200 steps in a hub series \(Pythia publishes 154\), got 201$"):
+        open_series("EleutherAI/pythia-14m", list(range(201)))
+    assert len(open_series("EleutherAI/pythia-14m", list(range(200)) * 2).steps) == 200  # repeats count once

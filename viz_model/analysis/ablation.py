@@ -62,7 +62,7 @@ def check_heads(config: ModelConfig, heads: Iterable[Head]) -> list[Head]:
     for kind, layer, head in head_items(heads, 3, "a head is (kind, layer, head), e.g. ('cross', 0, 3)"):
         if kind not in counts:
             raise ValueError(f"head kind must be one of {', '.join(counts)}; got {kind!r}" + (
-                " (a language model has decoder self-attention heads only)" if config.kind == "decoder" else ""))
+                " (a language model has decoder self-attention heads only)" if set(counts) == {"decoder"} else ""))
         checked.add((kind, _index(layer, counts[kind], f"{kind} layer"), _index(head, config.heads, "head")))
     return sorted(checked, key=lambda h: (ATTENTION_KINDS.index(h[0]), h[1], h[2]))
 

@@ -13,6 +13,7 @@ from .checkpoint import CheckpointError, atomic_write_bytes
 
 SERIES_FILE = "series.json"
 STEP_FOLDER = "step-{:06d}"
+MAX_HUB_STEPS = 200  # a hub series' steps: Pythia publishes 154 checkpoints; each step is a download when first shown
 STEP_NAME = re.compile(r"(?:step[-_]?|checkpoint-)(\d{1,9})")
 
 
@@ -102,7 +103,12 @@ def hub_series(repo_id: str, steps: list[int], revision: str = "step{}") -> Seri
     """A hub model's series: `steps`, each the revision `revision` names (Pythia's ``step{}``)."""
     if not steps:
         raise CheckpointError(f"{repo_id}: a series needs at least one step")
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in steps):
+        raise CheckpointError(f"{repo_id}: a series' steps are whole numbers from 0, got {steps!r}")
     ordered = sorted(set(steps))
+    if len(ordered) > MAX_HUB_STEPS:
+        raise CheckpointError(f"{repo_id}: at most {MAX_HUB_STEPS} steps in a hub series (Pythia publishes 154), "
+                              f"got {len(ordered)}")
     return Series(repo_id, tuple(ordered), tuple(revision.format(s) for s in ordered))
 
 
