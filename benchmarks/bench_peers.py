@@ -147,7 +147,10 @@ def worker(connection, name: str, root: str, texts: list[str], steps: int) -> No
     run = make_system(name, Path(root), texts, steps)
     load_s = time.perf_counter() - started
     run()
-    connection.send({"load_s": round(load_s, 2), "peak_rss_mb": round(peak_rss_mb()[0], 1)})
+    found = {"load_s": round(load_s, 2), "peak_rss_mb": round(peak_rss_mb()[0], 1)}
+    if "viz_model.search.thread_choice" in sys.modules:  # what the first trace's calibrations chose (none: not ours)
+        found["calibrations"] = sys.modules["viz_model.search.thread_choice"].calibrations()
+    connection.send(found)
     try:
         while connection.recv() == "run":
             started = time.perf_counter()
