@@ -12,9 +12,13 @@ from .data import EncodedPairs
 SPAN_LENGTHS = (8, 32)  # a random span's length is drawn from this range (both ends included)
 
 
-def random_span(rng: np.random.Generator, vocab_size: int) -> list[int]:
-    """Distinct random non-special ids below `vocab_size`, 8 to 32 of them, followed by the same ids again."""
-    allowed = np.setdiff1d(np.arange(vocab_size), np.asarray(SPECIAL_IDS))
+def span_ids(vocab_size: int) -> np.ndarray:
+    """The ids a random span draws from: every id below `vocab_size` but the special ones."""
+    return np.setdiff1d(np.arange(vocab_size), np.asarray(SPECIAL_IDS))
+
+
+def random_span(rng: np.random.Generator, allowed: np.ndarray) -> list[int]:
+    """Distinct random ids of `allowed` (`span_ids`), 8 to 32 of them, followed by the same ids again."""
     span = rng.choice(allowed, size=int(rng.integers(SPAN_LENGTHS[0], SPAN_LENGTHS[1] + 1)), replace=False)
     return [int(t) for t in np.tile(span, 2)]
 
@@ -36,6 +40,7 @@ def pack_texts(data: EncodedPairs, pack_len: int, repeat: float = 0.0, seed: int
         raise ValueError(f"random spans need a vocabulary of at least {len(SPECIAL_IDS) + SPAN_LENGTHS[1]} ids, "
                          f"got {vocab_size}")
     rng = np.random.default_rng([seed, pack_len])
+    allowed = span_ids(vocab_size) if spans else None  # drawn from by every span: made once
     lines = [data.tgt[i] for i in rng.permutation(len(data)).tolist() if len(data.tgt[i]) + 1 <= pack_len]
     sequences: list[list[int]] = []
     current: list[list[int]] = []
@@ -52,7 +57,7 @@ def pack_texts(data: EncodedPairs, pack_len: int, repeat: float = 0.0, seed: int
         if draw < repeat:
             line, fresh = current[int(rng.integers(len(current)))], False
         elif draw < repeat + spans:
-            line, fresh = random_span(rng, vocab_size), False
+            line, fresh = random_span(rng, allowed), False
         else:
             fresh = True
         if current and length + 1 + len(line) + 1 > pack_len:  # ``</s> line`` would not fit with the final </s>
