@@ -3,6 +3,7 @@ kind, which build the run's `Session` (`registry.open_model` picks them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -56,11 +57,17 @@ def pick_model(models: list[str]) -> tuple[TranslationModel | LanguageModel | En
             return None
         # the full name and the language pair below the picker: a long name is cut inside the box
         st.caption(f"{md_escape(name)} · {kinds.get(name) or model_languages(ref.directory)}")
-        try:
-            return load_model(ref), ref
-        except (CheckpointError, OSError, ValueError, RuntimeError) as err:
-            st.error(f"This model cannot be loaded: {err}")
-            return None
+        return loaded(lambda: load_model(ref), ref)
+
+
+def loaded(load: Callable[[], TranslationModel | LanguageModel | EncoderModel], ref: ModelRef
+           ) -> tuple[TranslationModel | LanguageModel | EncoderModel, ModelRef] | None:
+    """`load()`'s model and `ref`; None where it cannot load (said in one line)."""
+    try:
+        return load(), ref
+    except (CheckpointError, OSError, ValueError, RuntimeError) as err:
+        st.error(f"This model cannot be loaded: {err}")
+        return None
 
 
 def hub_series() -> Series | None:
@@ -113,11 +120,7 @@ def hub_step(series: Series) -> tuple[LanguageModel, ModelRef] | None:
                                  "use, then kept).")
     st.caption(f"{md_escape(series.source)} · {SERIES} on the hub · step {step} of {series.steps[-1]}: the revision "
                f"{md_escape(series.place(step))}")
-    try:
-        return load_hub_step(series, step), ModelRef.hub(series, step)
-    except (CheckpointError, OSError, ValueError, RuntimeError) as err:
-        st.error(f"This model cannot be loaded: {err}")
-        return None
+    return loaded(lambda: load_hub_step(series, step), ModelRef.hub(series, step))
 
 
 def series_step(name: str) -> ModelRef | None:
