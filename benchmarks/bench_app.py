@@ -66,7 +66,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -338,6 +338,20 @@ def _warm_up_line(log_path: Path) -> str | None:
     return None
 
 
+def _wait_for(ready: Callable[[], Any], process: subprocess.Popen, log_path: Path, limit_s: float, late: str,
+              poll_s: float) -> Any:
+    """`ready()`'s first true answer, asked every `poll_s` seconds; BenchError (with the server's log) where the
+    server exits first, or ``"LATE within N s"`` after `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    while not (found := ready()):
+        if process.poll() is not None:
+            raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"{late} within {limit_s:.0f} s:\n{_tail(log_path)}")
+        time.sleep(poll_s)
+    return found
+
+
 @contextlib.contextmanager
 def streamlit_server(assets: Path | None, log_path: Path, warm: bool = True) -> Iterator[tuple[str, subprocess.Popen,
                                                                                                dict[str, Any]]]:
@@ -354,23 +368,12 @@ def streamlit_server(assets: Path | None, log_path: Path, warm: bool = True) -> 
     started = time.monotonic()
     facts: dict[str, Any] = {"warm_up": warm}
     try:
-        deadline = started + SERVER_START_S
-        while not _health(url):
-            if process.poll() is not None:
-                raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
-            if time.monotonic() > deadline:
-                raise BenchError(f"the server did not answer on {url} within {SERVER_START_S:.0f} s:\n"
-                                 f"{_tail(log_path)}")
-            time.sleep(0.25)
+        _wait_for(lambda: _health(url), process, log_path, SERVER_START_S, f"the server did not answer on {url}", 0.25)
         facts["start_s"] = round(time.monotonic() - started, 2)
         answered = time.monotonic()
-        while warm and (line := _warm_up_line(log_path)) is None:
-            if process.poll() is not None:
-                raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
-            if time.monotonic() > answered + COLD_TIMEOUT_S:
-                raise BenchError(f"no end of the warm-up within {COLD_TIMEOUT_S:.0f} s:\n{_tail(log_path)}")
-            time.sleep(0.1)
         if warm:
+            line = _wait_for(lambda: _warm_up_line(log_path), process, log_path, COLD_TIMEOUT_S,
+                             "no end of the warm-up", 0.1)
             if line.startswith(NOT_WARM):
                 raise BenchError(line)
             facts["warm_up_s"] = round(time.monotonic() - answered, 2)
