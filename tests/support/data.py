@@ -92,7 +92,7 @@ def train_briefly(cfg: ModelConfig, tokenizer, corpus, steps: int = 100) -> Tran
     """A few Adam steps of teacher forcing on `corpus` (enough to learn to stop with </s>), eval mode."""
     torch.manual_seed(1)
     net = Transformer(cfg)
-    optimizer = torch.optim.Adam(net.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    optimizer = torch.optim.Adam(net.parameters(), lr=3e-3, betas=(0.9, 0.98), foreach=True)
     src_ids = [tokenizer.encode(en) + [EOS_ID] for en, _ in corpus]
     tgt_ids = [tokenizer.encode(de) for _, de in corpus]
     net.train()

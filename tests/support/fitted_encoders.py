@@ -74,7 +74,7 @@ def fit(model, tokenizer, lines: list[str], seed: int) -> None:
     import torch
 
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, foreach=True)
     specials = torch.tensor(sorted(set(tokenizer.all_special_ids)))
     model.train()
     for _ in range(STEPS):

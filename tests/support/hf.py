@@ -201,7 +201,7 @@ def fit(model, tokenizer, steps: int, seed: int = 0, lr: float = 3e-3) -> None:
     import torch
 
     torch.manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     model.train()
     for step in range(steps):
         texts = sentences(WORDS_EN, 16, 1000 * seed + step)

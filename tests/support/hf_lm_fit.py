@@ -41,7 +41,7 @@ def fit_lm(model, tokenizer, eos: int, steps: int, lr: float = 1e-2) -> None:
     """Train a transformers causal language model in place for `steps` Adam steps on `example` texts, each ending
     in `eos` (the loss on every token, padding masked)."""
     torch.manual_seed(0)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     model.train()
     for step in range(steps):
         rows = [tokenizer(example(t)).input_ids + [eos] for t in sentences(16, FIT_SEED + step)]

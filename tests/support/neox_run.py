@@ -26,7 +26,7 @@ def train_run(root: Path) -> None:
     model = transformers.GPTNeoXForCausalLM.from_pretrained(base, attn_implementation="eager")
     tokenizer = transformers.AutoTokenizer.from_pretrained(base)
     shutil.rmtree(root / ".base")
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, foreach=True)
     generator = torch.Generator().manual_seed(0)
     for step in range(STEPS[-1] + 1):
         if step in STEPS:

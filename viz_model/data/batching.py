@@ -24,10 +24,8 @@ def pad(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Rows of ids as one ``(rows, longest)`` int64 tensor, filled up with `pad_id`; every row needs a token."""
     if not rows or any(len(r) == 0 for r in rows):
         raise ValueError("padding needs at least one row, and no row may be empty")
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-    return out
+    longest = max(len(r) for r in rows)
+    return torch.tensor([[*r, *[pad_id] * (longest - len(r))] for r in rows], dtype=torch.long)  # one tensor made
 
 
 def decoder_input(output_ids: Sequence[int], bos_id: int) -> list[int]:

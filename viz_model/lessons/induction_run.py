@@ -210,7 +210,7 @@ def train_induction(cfg: InductionConfig, should_stop: Callable[[], bool] = lamb
                 if weights.dim() > 1:
                     torch.nn.init.normal_(weights, std=cfg.init_std)
         generator = np.random.default_rng(cfg.seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.98))
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.98), foreach=True)
         warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 20))
         probe_ids = probes(cfg)
         result = InductionResult(cfg, probe_ids, model=model, stopped="steps")

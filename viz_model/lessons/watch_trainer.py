@@ -316,7 +316,7 @@ def _train_watch(cfg: WatchConfig, should_stop: Callable[[], bool],
         torch.manual_seed(cfg.seed)
         model = Transformer(cfg.model_config())
     generator = np.random.default_rng(cfg.seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.98))
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, 0.98), foreach=True)
     # a short warm-up, then a linear decay over the planned steps: without it the accuracy keeps jumping about
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / WARMUP_STEPS)
                                                  * max(0.0, 1.0 - step / cfg.steps))

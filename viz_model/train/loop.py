@@ -74,9 +74,11 @@ from .runtime import autocast_for, bf16_autocast_used, pick_device
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Adam:
-    """Adam(beta1, beta2, eps) as in the paper; the fused kernel on CUDA."""
+    """Adam(beta1, beta2, eps) as in the paper: the fused kernel on CUDA, elsewhere the foreach one (one C++ loop over
+    the parameters per update, not a Python one: the same numbers)."""
+    kernel = {"fused": True} if device.type == "cuda" else {"foreach": True}
     return torch.optim.Adam(model.parameters(), lr=learning_rate(1, cfg), betas=(cfg.adam_beta1, cfg.adam_beta2),
-                            eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=device.type == "cuda" or None)
+                            eps=cfg.adam_eps, weight_decay=cfg.weight_decay, **kernel)
 
 
 def train_step(step_fn: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, lr: float, cfg: TrainConfig,
