@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gzip
 
+import numpy as np
 import pytest
 import torch
 
 import viz_model
+from viz_model.analysis.ablation import head_mask_for
 from viz_model.config import ModelConfig
 from viz_model.config.data_root import data_root
 from viz_model.nn.quantize import int8_search_network
@@ -120,3 +122,32 @@ def test_the_draft_is_used_only_where_a_step_streams_more_weights_than_a_cache_h
     trace = model.trace(FALLBACK[1])
     assert used and trace.translation == shipped.trace(FALLBACK[1]).translation
     assert model.translate(FALLBACK[:3]) == shipped.translate(FALLBACK[:3])  # a batch searches step by step
+
+
+def test_a_trace_reuses_the_verified_logits_and_equals_the_step_by_step_trace(shipped, monkeypatch):
+    """A drafted trace takes its steps' logits from the verified tree instead of projecting the recorded pass's states
+    again: the same output, maps and candidates as the trace searched step by step, probabilities within 1e-5."""
+    monkeypatch.setattr(viz_model.kinds.translator, "draft_pays", lambda config: True)
+    projected = []
+    original = viz_model.nn.model.Transformer.logits
+    monkeypatch.setattr(viz_model.nn.model.Transformer, "logits",
+                        lambda self, hidden, *a, **k: projected.append(hidden.shape[:-1]) or original(self, hidden, *a,
+                                                                                                       **k))
+    drafted = viz_model.load(SHIPPED, device="cpu", precision="fp32")
+    for text in FALLBACK:
+        for rule in ("project", "transformers"):
+            projected.clear()
+            a, b = shipped.trace(text, rule=rule), drafted.trace(text, rule=rule)
+            assert b.output_ids == a.output_ids and b.settings == a.settings, text
+            assert (1, len(b.target_ids)) not in projected  # the recorded pass's rows were not projected again
+            for kind in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+                for x, y in zip(getattr(a, kind), getattr(b, kind), strict=True):
+                    np.testing.assert_array_equal(x, y)
+            for x, y in zip(a.steps, b.steps, strict=True):
+                assert (x.token_id, x.top_ids) == (y.token_id, y.top_ids), text
+                assert y.probability == pytest.approx(x.probability, abs=1e-5)
+                np.testing.assert_allclose(y.top_probabilities, x.top_probabilities, atol=1e-5)
+            assert b.log_probability == pytest.approx(a.log_probability, abs=1e-4)
+    mask = head_mask_for(drafted.config, [("decoder", 0, 0)])
+    head_masked = drafted.trace(FALLBACK[0], head_mask=mask)  # other numbers than the search's: projected
+    assert (1, len(head_masked.target_ids)) in projected

@@ -322,26 +322,31 @@ class TranslationModel(ModelKind):
             net = self.recording_network
             encoded = net.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
+            found: torch.Tensor | None = None  # the search's full-precision logits of the output's prefixes, if held
             if forced_ids is not None:
                 output_ids = requests.forced_output_ids(self.config, forced_ids)
                 max_len = self.config.max_positions
             elif target is None:
                 max_len = output_limits(src, self.network, search.hf)[0]
-                output_ids = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
-                                         positions=positions, encoded=encoded if head_mask is None else None,
-                                         hf=search.hf, draft=draft,
-                                         draft_threads=None if draft is None else search_threads(draft))[0].tokens
+                best = beam_search(self.search_network, src, beam, alpha, None if search.hf else [max_len],
+                                   positions=positions, encoded=encoded if head_mask is None else None, hf=search.hf,
+                                   draft=draft, draft_threads=None if draft is None else search_threads(draft),
+                                   step_logits=head_mask is None and self.search_network is net)[0]
+                output_ids, found = best.tokens, best.step_logits
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
+            raw_logits = None if found is None else found[None]  # a verified search's: not projected again
             # on demand: its own encoder pass (the search's, need_weights=True, holds maps, not recipes)
             if not keeps_full_maps(maps, max(len(checked.source_ids), len(target_ids))):
-                out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions)
+                out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions,
+                          raw_logits=raw_logits)
             else:
-                out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded)
+                out = net(src, tgt, need_weights=True, head_mask=head_mask, positions=positions, encoded=encoded,
+                          raw_logits=raw_logits)
             settings = {"beam": beam, "alpha": alpha, "top_k": top_k, "forced": forced, "max_output_length": max_len,
                         "head_mask": head_mask is not None, "positions": positions,
                         "search": "forced" if forced else self.search_precision,

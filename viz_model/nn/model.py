@@ -601,22 +601,30 @@ class Transformer(nn.Module):
             scores = self.output_projection(hidden)
         if self.output_bias is not None:
             scores = scores + self.output_bias
-        if self.never_emitted is not None and mask_never_emitted:
-            scores = scores.index_fill(-1, self.never_emitted, float("-inf"))
-        return scores
+        return self.mask_never_emitted(scores) if mask_never_emitted else scores
+
+    def mask_never_emitted(self, scores: Tensor) -> Tensor:
+        """`scores` over the vocabulary with the ids this model never outputs (config ``never_emitted``) at -inf."""
+        return scores if self.never_emitted is None else scores.index_fill(-1, self.never_emitted, float("-inf"))
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False,
                 head_mask: HeadMask | None = None, positions: bool = True,
                 encoded: EncoderOutput | None = None, source_embeddings: Tensor | None = None,
-                target_embeddings: Tensor | None = None) -> Seq2SeqOutput:
+                target_embeddings: Tensor | None = None, raw_logits: Tensor | None = None) -> Seq2SeqOutput:
         """Teacher-forced pass: `tgt` is the decoder input (``<s> y1 .. y_{n-1}``); ``positions=False``: no PE.
 
         `encoded`: this `src` already encoded with the same settings (`encode` with `need_weights` etc.), to save
         running the encoder twice. `source_embeddings` / `target_embeddings`: in place of the ids' scaled token
-        embeddings (see `embed`)."""
+        embeddings (see `embed`). `raw_logits`: ``(batch, tgt_len, vocab)`` this pass's logits as
+        ``logits(..., mask_never_emitted=False)`` gives them, where the caller holds them already (a verified
+        search's): the output projection is not run again."""
+        if raw_logits is not None and raw_logits.shape != (*tgt.shape, self.config.vocab_size):
+            raise ValueError(f"raw_logits must be (batch, tgt_len, vocab) = {(*tgt.shape, self.config.vocab_size)}, "
+                             f"got {tuple(raw_logits.shape)}")
         encoded, decoded, tgt_pad = self.teacher_forced(src, tgt, need_weights, head_mask, positions, encoded,
                                                         source_embeddings, target_embeddings)
-        return Seq2SeqOutput(self.logits(decoded.hidden), encoded.records, decoded.self_records,
+        logits = self.logits(decoded.hidden) if raw_logits is None else self.mask_never_emitted(raw_logits)
+        return Seq2SeqOutput(logits, encoded.records, decoded.self_records,
                              decoded.cross_records, encoded.mask,
                              combine_masks(causal_mask(tgt.shape[1], tgt.device), tgt_pad))
 

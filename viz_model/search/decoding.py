@@ -41,8 +41,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: list[int] | None = 
 def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6,
                 max_lens: list[int] | None = None, positions: bool = True,
                 record: list[BeamStep] | None = None, encoded: EncoderOutput | None = None,
-                hf: HFGeneration | None = None, draft: Transformer | None = None, draft_threads: int | None = None
-                ) -> list[Hypothesis]:
+                hf: HFGeneration | None = None, draft: Transformer | None = None, draft_threads: int | None = None,
+                step_logits: bool = False) -> list[Hypothesis]:
     """Beam search for a batch of sources; returns the best hypothesis of each sentence.
 
     `hf`: search by transformers' rule with these settings instead (`viz_model.search.transformers_rule`; `alpha` is
@@ -51,7 +51,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
     searches a single sentence first, so that `model` decodes the draft's prefixes in one pass and decides on those
     numbers (`viz_model.search.next_token.verified_search`: the same decisions as `model` searching alone, far fewer
     passes
-    over its weights); `draft_threads`: the CPU threads the draft's own search runs on (default: the caller's).
+    over its weights); `draft_threads`: the CPU threads the draft's own search runs on (default: the caller's);
+    `step_logits`: the verified hypotheses carry the full-precision logits of their prefixes (`Hypothesis`).
     ``positions=False`` decodes without positional encodings (an experiment). `record` (one sentence only) gets
     a `BeamStep` per step; see `beam_search_tree`. `encoded`: `src` already encoded by this model's encoder with
     ``need_weights=True`` (what the search itself runs: the fused kernel's rounding differs slightly).
@@ -80,7 +81,8 @@ def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0
         return project_search(model, scorer, batch, beam, alpha, max_lens, steps)
 
     if draft is not None and batch == 1:
-        return verified_search(run, model, draft, encoded, beam, positions, draft_threads=draft_threads)[0]
+        return verified_search(run, model, draft, encoded, beam, positions, draft_threads=draft_threads,
+                               step_logits=step_logits)[0]
     return run(StepScorer(model, encoded.repeated(beam), positions))
 
 

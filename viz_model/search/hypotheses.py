@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torch import Tensor
+
 
 @dataclass
 class Hypothesis:
@@ -16,6 +18,9 @@ class Hypothesis:
     tokens: list[int]
     log_prob: float  # sum of log-probabilities of `tokens`
     score: float  # log_prob / length penalty: what beam search ranks by
+    # (len(tokens), vocab) float32: the full-precision logits before each token (none masked), where a verified search
+    # holds them already and its caller asked for them (`beam_search(step_logits=True)`); else None
+    step_logits: Tensor | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from torch import Tensor
 from ..config import ModelConfig
 from ..nn.devices import threads
 from ..nn.model import EncoderOutput, LayerCache, Transformer
+from .hypotheses import Hypothesis
 
 MAX_ROUNDS = 6  # draft-and-verify rounds before a search falls back to the full-precision decoder step by step
 DRAFT_MIN_PARAMETERS = 16_000_000  # a decoding step's weights (decoder + output projection) worth drafting: 64 MB
@@ -158,9 +159,9 @@ class PrefixTree:
         self.cache = out.cache
 
 
-def verified_search(run: Callable[..., list], model: Transformer, draft: Transformer, encoded: EncoderOutput,
-                    beam: int, positions: bool = True, rounds: int = MAX_ROUNDS, draft_threads: int | None = None
-                    ) -> tuple[list, int]:
+def verified_search(run: Callable[..., list[Hypothesis]], model: Transformer, draft: Transformer,
+                    encoded: EncoderOutput, beam: int, positions: bool = True, rounds: int = MAX_ROUNDS,
+                    draft_threads: int | None = None, step_logits: bool = False) -> tuple[list[Hypothesis], int]:
     """`run(scorer, final)` (one search of one sentence; `final` False for the draft's run) with every decision the
     full-precision `model`'s, `encoded` being the sentence ``(1, src_len, d_model)``.
 
@@ -170,6 +171,8 @@ def verified_search(run: Callable[..., list], model: Transformer, draft: Transfo
     the tree; the round whose search found every prefix in the tree is the answer. After `rounds` rounds the
     full-precision model searches step by step. Returns the result and the number of rounds. The draft's first search
     runs on `draft_threads` CPU threads (default: the caller's): its numbers only choose which prefixes are verified.
+    With `step_logits`, each hypothesis a verified round found carries the tree's logits of its prefixes
+    (`Hypothesis.step_logits`), which a caller's teacher-forced pass over it need not project again.
     """
     rows = encoded.repeated(beam)
     drafting = StepScorer(draft, rows, positions, record=True)
@@ -183,6 +186,9 @@ def verified_search(run: Callable[..., list], model: Transformer, draft: Transfo
                                                                     positions=positions, record=True))
         result = run(scorer, True)
         if scorer.delegate is None:
+            for hypothesis in result if step_logits else []:
+                prefixes = [tuple(hypothesis.tokens[:k]) for k in range(len(hypothesis.tokens))]
+                hypothesis.step_logits = tree.logits[[tree.index[p] for p in prefixes]]
             return result, round_
         scored = scorer.delegate.scored or set()
     return run(StepScorer(model, rows, positions), True), rounds + 1
