@@ -17,7 +17,7 @@ from app.sessions import Session, load_model, planned_trace, require_session, tr
 from app.shared_settings import FORM, SHARED
 from app.state import bound, head_label, page_link
 from app.texts import count
-from app.widgets import memory_report, show_text
+from app.widgets import folded, memory_report, show_text
 from viz_model.analysis.memory_estimate import MemoryFitError, TracePlan, plan_trace
 from viz_model.plot import head_groups
 from viz_model.trace import AttentionTrace
@@ -150,7 +150,10 @@ def completion_steps(trace: AttentionTrace) -> None:
     """Each position: the token it reads, the next token (the prompt's own, then the model's choice) and the top
     candidates."""
     p = prompt_length(trace)
-    with st.expander("Decoding steps: at each position the next token and the model's top candidates"):
+    with folded("Decoding steps: at each position the next token and the model's top candidates",
+                "completion_steps") as is_open:
+        if not is_open:
+            return
         rows = [{"position": s.position, "part": "prompt" if i < p - 1 else "continuation", "read": s.input_token,
                  "next": s.token, "probability": round(s.probability, 4),
                  "candidates": ", ".join(f"{t} {q:.3f}" for t, q in zip(s.top_tokens, s.top_probabilities))}

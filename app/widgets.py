@@ -4,6 +4,8 @@ export buttons, and messages. Drawing only: the sidebar is `sidebar`, the trace 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -135,8 +137,20 @@ def translation_panel(trace: AttentionTrace) -> None:
                    + (f" · {timing:.0f} ms" if timing is not None else ""))
 
 
+@contextmanager
+def folded(label: str, key: str) -> Iterator[bool]:
+    """An expander whose contents a page draws only while it is open (opening it reruns the page): a table folded
+    away costs the browser nothing on a page's first view. Yields whether it is open."""
+    box = st.expander(label, key=key, on_change="rerun")
+    with box:
+        yield bool(box.open)
+
+
 def steps_table(trace: AttentionTrace) -> None:
-    with st.expander("Decoding steps: what the model chose at each position, and its top candidates"):
+    with folded("Decoding steps: what the model chose at each position, and its top candidates",
+                "steps_table") as is_open:
+        if not is_open:
+            return
         rows = [{"position": s.position, "read": s.input_token, "chose": s.token,
                  "probability": round(s.probability, 4),
                  "candidates": ", ".join(f"{t} {p:.3f}" for t, p in zip(s.top_tokens, s.top_probabilities)),

@@ -72,6 +72,18 @@ def test_typing_a_sentence_and_pressing_translate(tiny):
     assert at.query_params["sentence"] == "Two dogs play in the snow."
 
 
+def test_the_decoding_steps_table_is_drawn_once_opened(tiny, app_trace):
+    """Folded, the table is not sent (the browser builds no data grid on a page's first view); opened, it lists
+    every step: what the decoder read, what it chose and with what probability."""
+    at = ok(start(sentence=app_trace.source_text))
+    assert "Decoding steps" in " ".join(e.label for e in at.expander) and not at.dataframe
+    at.session_state["steps_table"] = True  # what opening it in the browser sets (it reruns the page)
+    table = ok(at.run()).dataframe[0].value
+    assert table["chose"].tolist() == [s.token for s in app_trace.steps]
+    assert table["read"].tolist() == [s.input_token for s in app_trace.steps]
+    assert table["probability"].tolist() == pytest.approx([round(s.probability, 4) for s in app_trace.steps])
+
+
 def test_picking_an_example(tiny):
     at = start()
     at.selectbox(key="example").set_value(texts.EXAMPLES[2]).run()

@@ -86,6 +86,19 @@ def test_every_view_works_for_gpt2():
         assert not any(t.get("name", "").startswith("window") for c in charts(at) for t in c["data"]), view
 
 
+def test_the_completion_steps_table_is_drawn_once_opened():
+    """Folded, the language model's steps table is not sent; opened, it has a row per position, the prompt's rows
+    first, then the continuation's."""
+    at = lm_page("explore", new_tokens="3")
+    assert "Decoding steps" in " ".join(e.label for e in at.expander) and not at.dataframe
+    at.session_state["completion_steps"] = True  # what opening it in the browser sets (it reruns the page)
+    table = ok(at.run()).dataframe[0].value
+    parts = table["part"].tolist()
+    # the model's choices: from the prompt's last position on, one row more than the 3 new tokens
+    assert parts.count("continuation") == 4 and parts == sorted(parts, key=lambda p: p == "continuation")
+    assert len(table) == len(charts(at)[0]["layout"]["yaxis"]["ticktext"])  # a row per position of the maps
+
+
 def test_a_chat_prompt_goes_through_the_template_and_shows_its_tokens():
     at = lm_page("explore", model=MISTRAL, chat="True", new_tokens="3")
     keys = charts(at)[0]["data"][0]["x"]

@@ -113,6 +113,11 @@ def test_explore_in_a_real_browser(server, page):
     assert data["source_text"] == "A woman reads a book on the beach."
     page.keyboard.press("Escape")
 
+    # the decoding steps, folded: no data grid until the expander is opened (which reruns the page)
+    assert page.locator('[data-testid="stDataFrame"]').count() == 0
+    page.get_by_text("Decoding steps: what the model chose").click()
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=STEP_S * 1000)
+
     # the other pages
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Masks").click()
     wait_title(page, "Padding mask of the keys")

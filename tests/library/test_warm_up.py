@@ -116,6 +116,7 @@ def test_viz_model_app_starts_the_server_with_its_warm_up_unless_told_not_to(mon
         main(["app", "--headless", "--address", "127.0.0.1", "--port", str(port), *flag])
     command = started[0]
     options = " ".join(warm_up.STREAMLIT_OPTIONS)
+    assert "--server.fileWatcherType none" in " ".join(command)  # a served explorer watches no files, either way
     if flag:
         assert warmed == [] and options not in " ".join(command)
     else:

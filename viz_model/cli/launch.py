@@ -24,7 +24,11 @@ from .warm_up import STREAMLIT_OPTIONS, local_url, warm_up_in_background
 PACKAGE = Path(__file__).resolve().parents[1]  # viz_model/
 PACKAGED_APP = PACKAGE / "_app" / "app" / "streamlit_app.py"
 CHECKOUT_APP = PACKAGE.parent / "app" / "streamlit_app.py"
-STREAMLIT_SETTINGS = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
+# no file watcher: a served explorer does not rerun on edits, and Streamlit's watcher resolves the path of every
+# imported module (torch's, transformers') on the server's event loop after each run of a page, holding back what it
+# sends
+STREAMLIT_SETTINGS = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
+                      "--server.fileWatcherType", "none"]
 
 
 class LaunchError(ValueError):
