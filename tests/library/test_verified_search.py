@@ -151,3 +151,13 @@ def test_a_trace_reuses_the_verified_logits_and_equals_the_step_by_step_trace(sh
     mask = head_mask_for(drafted.config, [("decoder", 0, 0)])
     head_masked = drafted.trace(FALLBACK[0], head_mask=mask)  # other numbers than the search's: projected
     assert (1, len(head_masked.target_ids)) in projected
+
+
+def test_logits_handed_to_the_recorded_pass_must_match_its_rows(shipped):
+    src, tgt = torch.tensor([shipped.encode(FALLBACK[3])]), torch.tensor([[shipped.config.bos_id, 5, 6]])
+    with torch.inference_mode():
+        whole = shipped.network(src, tgt).logits
+        raw = shipped.network.logits(shipped.network.teacher_forced(src, tgt)[1].hidden, mask_never_emitted=False)
+        torch.testing.assert_close(shipped.network(src, tgt, raw_logits=raw).logits, whole, rtol=0, atol=0)
+        with pytest.raises(ValueError, match=r"raw_logits must be \(batch, tgt_len, vocab\)"):
+            shipped.network(src, tgt, raw_logits=raw[:, :2])

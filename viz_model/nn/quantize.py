@@ -76,9 +76,8 @@ class Int8Linear(nn.Module):
 class Int8RowBlocks(nn.Module):
     """An `Int8Linear` of many output rows (a vocabulary projection, with its `bias` where it has one: Phi's) built
     and run as blocks of rows: the same numbers (one scale per row, the input quantized alike in every block), but
-    building it never holds more than a block's int8 copies at once (~15 MB less peak memory for a 58k-row
-    projection). Two blocks of a 58k-row projection run as fast as one on 2 threads; eight took 0.67 ms a call for 4
-    rows where two take 0.52 (AMD EPYC, 2 threads)."""
+    building it never holds more than a block's int8 copies at once (~13 MB less peak memory for a 58k-row
+    projection). A 58k-row projection's two blocks run as fast as one block on two threads, where eight were slower."""
 
     def __init__(self, weight: torch.Tensor, rows: int = 32768, bias: torch.Tensor | None = None) -> None:
         super().__init__()

@@ -188,7 +188,8 @@ def verified_search(run: Callable[..., list[Hypothesis]], model: Transformer, dr
         if scorer.delegate is None:
             for hypothesis in result if step_logits else []:
                 prefixes = [tuple(hypothesis.tokens[:k]) for k in range(len(hypothesis.tokens))]
-                hypothesis.step_logits = tree.logits[[tree.index[p] for p in prefixes]]
+                if all(p in tree.index for p in prefixes):  # each was a live row the table answered
+                    hypothesis.step_logits = tree.logits[[tree.index[p] for p in prefixes]]
             return result, round_
         scored = scorer.delegate.scored or set()
     return run(StepScorer(model, rows, positions), True), rounds + 1
