@@ -68,8 +68,8 @@ def test_a_text_too_short_for_the_window_gets_one_line(shipped_app):
 def test_the_scalings_run_on_the_shipped_model_as_the_library_does(shipped_app, shipped):
     at = open_page("positional", straight=True, beam="1", model=SHIPPED_LANGUAGE_MODEL, sentence="")
     assert "With RoPE's scalings switched on" in [s.value for s in at.subheader]
-    tokens = at.number_input(key="pe_lm_tokens").value
-    assert tokens == 256  # twice the shipped model's 128 positions
+    tokens, trained = at.number_input(key="pe_lm_tokens").value, shipped.config.max_positions
+    assert tokens == 2 * trained  # twice the shipped model's trained positions
     at.multiselect(key="pe_lm_scalings").set_value(["linear", "yarn"])
     at.number_input(key="pe_lm_factor").set_value(2.0)
     next(b for b in at.button if b.label == "Measure with the scalings").click()
@@ -77,7 +77,7 @@ def test_the_scalings_run_on_the_shipped_model_as_the_library_does(shipped_app, 
     runs = losses_by_scaling(shipped, position_length.text_ids(shipped), tokens, 2.0, ["linear", "yarn"])
     table = [d.value for d in at.dataframe][-1]
     assert list(table["run"]) == [AS_LOADED, "linear × 2", "YaRN × 2"]
-    np.testing.assert_allclose(table["mean loss past 128"], [round(float(r.losses[128:].mean()), 3)
-                                                              for r in runs.values()], atol=1e-3)
+    np.testing.assert_allclose(table[f"mean loss past {trained}"], [round(float(r.losses[trained:].mean()), 3)
+                                                                     for r in runs.values()], atol=1e-3)
     window = at.slider(key="pe_lm_window").value  # the running mean of the loss above
     assert f"Loss by position, mean of the last {window}, with each scaling" in titles(at)

@@ -47,8 +47,8 @@ def test_the_language_models_grid_ends_in_its_own_predictions(language_model):
     z, text = grid_of(at)
     assert z.shape == (language_model.config.decoder_layers + 1, len(ids)) and ((z >= 0) & (z <= 1)).all()
     trace = language_model.trace(PROMPT, 1)
-    # the last row: the model's next token at each position
-    assert text[-1] == [escape(t) for t in trace.output_tokens[:len(ids)]]
+    # the last row: the model's next token at each position (its top candidate, not the prompt's own next token)
+    assert text[-1] == [escape(s.top_tokens[0]) for s in trace.steps[:len(ids)]]
     assert titles(at)[0].startswith("Top next token after each block")
     token = at.selectbox(key="w_ll_token")
     assert token.value == trace.output_ids[len(ids) - 1]  # by default the prediction after the prompt is followed
@@ -65,8 +65,14 @@ def test_choosing_another_cell_redraws_the_curve_and_the_maps(language_model):
     ok(at)
     lens = language_model.logit_lens(PROMPT)
     block = lens.deciding_block(1, 2)
-    assert at.selectbox(key="w_ll_token").value == int(lens.top_ids[-1, 2, 0])
-    assert titles(at)[1].startswith(f"{lens.top_tokens[-1][2][0]} after position 2")
+    # the token followed stays the one followed before (the prediction after the prompt) where it is among the new
+    # position's candidates (any row's top five), else it becomes the model's own prediction there
+    followed, candidates = int(lens.top_ids[-1, -1, 0]), set(lens.top_ids[:, 2].ravel().tolist())
+    expected = followed if followed in candidates else int(lens.top_ids[-1, 2, 0])
+    assert at.selectbox(key="w_ll_token").value == expected
+    pieces = {int(t): piece for row in range(lens.num_rows)
+              for t, piece in zip(lens.top_ids[row, 2].tolist(), lens.top_tokens[row][2])}
+    assert titles(at)[1].startswith(f"{pieces[expected]} after position 2")
     assert titles(at)[2] == f"Block {block} self-attention from position 2"
     assert arr(charts(at)[2]["data"][0]["z"]).shape[1] == 3
 
