@@ -322,7 +322,7 @@ class TranslationModel(ModelKind):
             net = self.recording_network
             encoded = net.encode(src, need_weights=True, head_mask=head_mask, positions=positions)
             forced = target is not None or forced_ids is not None
-            found: torch.Tensor | None = None  # the search's full-precision logits of the output's prefixes, if held
+            raw_logits: torch.Tensor | None = None  # a verified search's logits of the output: not projected again
             if forced_ids is not None:
                 output_ids = requests.forced_output_ids(self.config, forced_ids)
                 max_len = self.config.max_positions
@@ -332,14 +332,14 @@ class TranslationModel(ModelKind):
                                    positions=positions, encoded=encoded if head_mask is None else None, hf=search.hf,
                                    draft=draft, draft_threads=None if draft is None else search_threads(draft),
                                    step_logits=head_mask is None and self.search_network is net)[0]
-                output_ids, found = best.tokens, best.step_logits
+                output_ids = best.tokens
+                raw_logits = None if best.step_logits is None else best.step_logits[None]
             else:
                 assert checked.forced_ids is not None
                 output_ids, max_len = checked.forced_ids, self.config.max_positions
             decoded = time.perf_counter()
             target_ids = [self.config.bos_id] + output_ids[:-1]
             tgt = torch.tensor([target_ids], device=self.device)
-            raw_logits = None if found is None else found[None]  # a verified search's: not projected again
             # on demand: its own encoder pass (the search's, need_weights=True, holds maps, not recipes)
             if not keeps_full_maps(maps, max(len(checked.source_ids), len(target_ids))):
                 out = net(src, tgt, need_weights="recipe", head_mask=head_mask, positions=positions,
